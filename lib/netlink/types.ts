@@ -1,0 +1,218 @@
+/**
+ * Plain typed views of kernel network objects, and the handle interface every part of flanctl uses to
+ * read and write them. The FFI implementation (`handle.ts`) and any fake kernel implement
+ * {@link NetlinkHandle}; no pointer ever appears in these types.
+ * @module
+ */
+
+/** Which network namespace to operate in. */
+export type NetnsRef =
+  | { name: string } // /var/run/netns/NAME
+  | { path: string } // any nsfs file, e.g. /proc/123/ns/net
+  | { pid: number }; // /proc/PID/ns/net
+
+/** Parameters of a VXLAN device. */
+export interface VxlanInfo {
+  /** VXLAN network identifier. */
+  vni: number;
+  /** UDP destination port (host order); 0 = kernel default (8472). */
+  port: number;
+  /** Local (source) IP, if set. */
+  local: string | null;
+  /** ifindex of the underlay device, if set. */
+  dev: number | null;
+  /** Learning of remote MACs. flannel turns it off. */
+  learning: boolean;
+  /** Group Based Policy extension. */
+  gbp: boolean;
+}
+
+/** A network interface. */
+export interface LinkInfo {
+  /** ifindex (unique only within its namespace). */
+  index: number;
+  name: string;
+  /** rtnl link kind: "veth", "bridge", "vxlan", "dummy", …; null for physical devices and lo. */
+  kind: string | null;
+  /** Interface flags in iproute2's spelling: "UP", "BROADCAST", "LOWER_UP", "NOARP", … */
+  flags: string[];
+  /** Administrative state (IFF_UP). */
+  up: boolean;
+  /** Operational state as iproute2 prints it: "UP", "DOWN", "UNKNOWN", "LOWERLAYERDOWN", … */
+  operstate: string;
+  mtu: number;
+  /** "aa:bb:cc:dd:ee:ff", or null when the link has no L2 address. */
+  mac: string | null;
+  /** ifindex of the master (bridge) device, or null. */
+  master: number | null;
+  /** IFLA_LINK: the parent/peer ifindex (for a veth: the peer's ifindex in the peer's netns), or null. */
+  parent: number | null;
+  /** IFLA_LINK_NETNSID: id (as seen from this netns) of the netns where `parent` lives, or null. */
+  linkNetnsId: number | null;
+  /** Present for kind "vxlan". */
+  vxlan?: VxlanInfo;
+  /** Present when the link is a bridge port. */
+  bridgePort?: { hairpin: boolean };
+}
+
+/** An interface address. */
+export interface AddrInfo {
+  /** ifindex of the interface. */
+  index: number;
+  /** Interface name. */
+  ifname: string;
+  family: 4 | 6;
+  /** The address, without prefix. */
+  local: string;
+  prefix: number;
+  /** "global", "link", "host", … */
+  scope: string;
+}
+
+/** A route. */
+export interface RouteInfo {
+  family: 4 | 6;
+  /** "default" or a CIDR such as "10.244.2.0/24" (host routes carry /32 or /128). */
+  dst: string;
+  /** Next hop, or null. */
+  gateway: string | null;
+  /** Output ifindex, or null. */
+  dev: number | null;
+  /** Output interface name, or null. */
+  devName: string | null;
+  /** "universe" (iproute2: global), "link", "host", "nowhere" or a number. */
+  scope: string;
+  /** Route next-hop flags in iproute2's spelling, e.g. ["onlink"]. */
+  flags: string[];
+  /** Routing table id (254 = main). */
+  table: number;
+  /** "kernel", "boot", "static", … or a number as string. */
+  protocol: string;
+  /** "unicast", "local", "broadcast", … */
+  type: string;
+  /** Preferred source, or null. */
+  prefsrc: string | null;
+  /** Priority/metric, or null. */
+  metric: number | null;
+}
+
+/** A neighbour (ARP/NDP) entry. */
+export interface NeighInfo {
+  family: 4 | 6;
+  /** ifindex of the interface. */
+  index: number;
+  ifname: string;
+  /** The IP address. */
+  dst: string;
+  /** Link-layer address, or null (e.g. FAILED/INCOMPLETE). */
+  lladdr: string | null;
+  /** NUD states in iproute2's spelling: ["PERMANENT"], ["REACHABLE"], ["STALE"], … */
+  state: string[];
+}
+
+/** A forwarding-database entry (AF_BRIDGE neighbour). */
+export interface FdbInfo {
+  /** ifindex of the port/device the entry is on. */
+  index: number;
+  ifname: string;
+  mac: string;
+  /** Remote VTEP IP for VXLAN entries, or null. */
+  dst: string | null;
+  /** ifindex of the bridge master for bridge port entries, or null. */
+  master: number | null;
+  /** NTF flags in iproute2's spelling: "self", "master", "extern_learn", … */
+  flags: string[];
+  /** NUD states: ["PERMANENT"], ["NOARP"] (static), … */
+  state: string[];
+  /** VLAN id, or null. */
+  vlan: number | null;
+}
+
+/** A link named by ifindex or by name. */
+export type LinkRef = number | string;
+
+/** What to create/replace/delete for a route. */
+export interface RouteSpec {
+  /** "default" or CIDR. */
+  dst: string;
+  via?: string;
+  dev?: LinkRef;
+  onlink?: boolean;
+  /** "universe" (default), "link", "host". */
+  scope?: "universe" | "link" | "host";
+  /** Table id, default 254 (main). */
+  table?: number;
+  /** Protocol number or name ("boot" = 3, default; "static" = 4). */
+  protocol?: number | string;
+  metric?: number;
+  src?: string;
+}
+
+/** Read/write access to the network objects of one network namespace. */
+export interface NetlinkHandle {
+  /** The namespace this handle works in (null: the one flanctl runs in). */
+  readonly netns: NetnsRef | null;
+
+  links(): LinkInfo[];
+  /** The link, or null. */
+  link(ref: LinkRef): LinkInfo | null;
+  addrs(family?: 4 | 6): AddrInfo[];
+  /** Routes of all tables except local (unless `table` asks for it). */
+  routes(opts?: { family?: 4 | 6; table?: number }): RouteInfo[];
+  neighbours(family?: 4 | 6): NeighInfo[];
+  fdb(): FdbInfo[];
+
+  createBridge(name: string, opts?: { mtu?: number; mac?: string }): void;
+  createVxlan(
+    name: string,
+    opts: {
+      vni: number;
+      port?: number;
+      local?: string;
+      dev?: LinkRef;
+      learning?: boolean;
+      gbp?: boolean;
+      mtu?: number;
+      mac?: string;
+    },
+  ): void;
+  /** Creates a veth pair; the peer is created directly in `peerNetns` when given. */
+  createVeth(
+    name: string,
+    peerName: string,
+    opts?: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string },
+  ): void;
+  createDummy(name: string, opts?: { mtu?: number; mac?: string }): void;
+  setUp(ref: LinkRef, up: boolean): void;
+  setMtu(ref: LinkRef, mtu: number): void;
+  setMac(ref: LinkRef, mac: string): void;
+  /** Enslaves to `master` (by name/index), or releases with null. */
+  setMaster(ref: LinkRef, master: LinkRef | null): void;
+  setHairpin(ref: LinkRef, on: boolean): void;
+  /** Moves the link into another namespace (optionally renaming it). */
+  moveToNetns(ref: LinkRef, netns: NetnsRef, newName?: string): void;
+  deleteLink(ref: LinkRef): void;
+
+  /** Adds `cidr` (address with prefix, e.g. "10.244.1.1/24"). */
+  addAddr(
+    ref: LinkRef,
+    cidr: string,
+    opts?: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean },
+  ): void;
+  delAddr(ref: LinkRef, cidr: string): void;
+
+  replaceRoute(r: RouteSpec): void;
+  deleteRoute(r: RouteSpec): void;
+
+  /** Replaces a neighbour entry; default state permanent. */
+  replaceNeigh(
+    n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
+  ): void;
+  deleteNeigh(n: { dev: LinkRef; dst: string }): void;
+  /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */
+  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
+  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
+
+  /** Releases the socket and every libnl object held. Idempotent. */
+  close(): void;
+}

@@ -1,0 +1,77 @@
+/**
+ * The store interface every subnet-lease engine implements (file, etcd v3, Kubernetes API), and the
+ * lease shapes on the wire. The daemon, `flanctl lease` and the doctor see only this.
+ * @module
+ */
+import type { IPNet } from "../ip/cidr.ts";
+import type { NetConfig } from "../config/types.ts";
+
+/** Lease attributes exactly as flannel serialises them in etcd (key order kept). */
+export interface LeaseAttrsWire {
+  PublicIP: string;
+  PublicIPv6?: string | null;
+  BackendType: string;
+  BackendData?: unknown;
+  BackendV6Data?: unknown;
+}
+
+/** A subnet lease. */
+export interface Lease {
+  /** The node's IPv4 subnet (null in IPv6-only networks). */
+  subnet: IPNet | null;
+  /** The node's IPv6 subnet, when dual stack / IPv6. */
+  ipv6Subnet: IPNet | null;
+  attrs: LeaseAttrsWire;
+  /** When the lease expires; null for reservations (no TTL). */
+  expiration: Date | null;
+  /** Store-specific revision/version of this lease (etcd mod revision, k8s resourceVersion, file seq). */
+  revision?: string;
+}
+
+/** A change seen by a watcher. */
+export type LeaseEvent =
+  | { type: "added"; lease: Lease }
+  | { type: "removed"; lease: Lease };
+
+/** The `-o json` shape of `flanctl lease list`. */
+export interface LeaseJson {
+  subnet: string;
+  publicIP: string;
+  backendType: string;
+  backendData: unknown;
+  expiration: string | null;
+}
+
+/** Options for acquiring a lease. */
+export interface AcquireOptions {
+  /** FLANNEL_SUBNET from a previous subnet.env, tried after "our own PublicIP". */
+  previousSubnet?: IPNet | null;
+  previousIPv6Subnet?: IPNet | null;
+}
+
+/** A subnet-lease store. */
+export interface SubnetStore {
+  /** Human-readable kind: "file", "etcd", "kube". */
+  readonly kind: string;
+  /** Reads and parses the network config (throws ConfigError naming the field). */
+  getNetworkConfig(): Promise<NetConfig>;
+  /** Writes the network config (JSON text, validated first). Not supported by every store. */
+  setNetworkConfig(json: string): Promise<void>;
+  /** Acquires (or re-takes) a lease for a node with these attributes. Throws "out of subnets". */
+  acquireLease(attrs: LeaseAttrsWire, opts?: AcquireOptions): Promise<Lease>;
+  /** Extends a lease's TTL; returns it with the new expiration. */
+  renewLease(lease: Lease): Promise<Lease>;
+  /** Removes a lease (or reservation). */
+  revokeLease(subnet: IPNet): Promise<void>;
+  /** Adds a reservation (no TTL) for `subnet` owned by `publicIP`. */
+  reserve(subnet: IPNet, publicIP: string): Promise<void>;
+  /** All current leases (malformed foreign entries skipped with a warning) and a cursor to watch from. */
+  listLeases(): Promise<{ leases: Lease[]; cursor: string }>;
+  /**
+   * Events after `cursor`, batched; ends when `signal` aborts. After a compaction/410 the store re-lists
+   * and yields the differences, so watchers never miss a removal.
+   */
+  watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]>;
+  /** Releases connections/timers. Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,123 @@
+/**
+ * Throwaway network namespaces for tests. Every namespace gets a unique name (`ft<tag><random>`), is
+ * listed for cleanup, and is deleted in `finally`, also when the test fails. Nothing here touches the
+ * root namespace.
+ * @module
+ */
+
+/** Result of a command. */
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command; never throws on a non-zero exit. */
+export async function run(
+  cmd: string[],
+  opts: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<RunResult> {
+  const p = new Deno.Command(cmd[0], {
+    args: cmd.slice(1),
+    stdin: opts.stdin !== undefined ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+    env: opts.env,
+  }).spawn();
+  if (opts.stdin !== undefined) {
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(opts.stdin));
+    await w.close();
+  }
+  const o = await p.output();
+  const dec = new TextDecoder();
+  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+}
+
+/** Runs a command and returns stdout; throws with stderr on a non-zero exit. */
+export async function sh(...cmd: string[]): Promise<string> {
+  const r = await run(cmd);
+  if (r.code !== 0) throw new Error(`${cmd.join(" ")} exited ${r.code}: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+/** Runs `ip -j ARGS` inside `ns` and parses the JSON. */
+export async function ipJson<T = unknown>(ns: string, ...args: string[]): Promise<T> {
+  const out = await sh("ip", "-n", ns, "-j", ...args);
+  return (out.trim() ? JSON.parse(out) : []) as T;
+}
+
+/** Runs a command inside netns `ns` (`ip netns exec`). */
+export function nsRun(
+  ns: string,
+  cmd: string[],
+  opts: { stdin?: string; env?: Record<string, string> } = {},
+) {
+  return run(["ip", "netns", "exec", ns, ...cmd], opts);
+}
+
+/** Runs a command inside `ns`; throws on failure. */
+export function nsSh(ns: string, ...cmd: string[]): Promise<string> {
+  return sh("ip", "netns", "exec", ns, ...cmd);
+}
+
+/** A unique name of at most 15 characters, usable for a netns or a link. */
+export function uniqueName(tag: string): string {
+  const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36);
+  return `ft${tag}`.slice(0, 8) + rnd.slice(0, 7);
+}
+
+/** A set of namespaces a test made; `cleanup()` removes them (and kills what runs in them). */
+export class NetnsFixture {
+  readonly names: string[] = [];
+
+  /** Creates a namespace with `lo` up and returns its name. */
+  async add(tag = "n"): Promise<string> {
+    const name = uniqueName(tag);
+    await sh("ip", "netns", "add", name);
+    this.names.push(name);
+    await sh("ip", "-n", name, "link", "set", "lo", "up");
+    return name;
+  }
+
+  /** Kills every process in the namespaces and deletes them. Never throws. */
+  async cleanup(): Promise<void> {
+    for (const n of this.names.reverse()) {
+      const pids = await run(["ip", "netns", "pids", n]);
+      for (const pid of pids.stdout.split(/\s+/).filter(Boolean)) {
+        try {
+          Deno.kill(Number(pid), "SIGKILL");
+        } catch { /* gone */ }
+      }
+      await run(["ip", "netns", "del", n]);
+    }
+    this.names.length = 0;
+  }
+}
+
+/** Runs `fn` with a fresh fixture and always cleans up. */
+export async function withNetns<T>(fn: (fx: NetnsFixture) => Promise<T>): Promise<T> {
+  const fx = new NetnsFixture();
+  try {
+    return await fn(fx);
+  } finally {
+    await fx.cleanup();
+  }
+}
+
+/** Path to the repository root (for running `main.ts` in tests). */
+export const ROOT = new URL("..", import.meta.url).pathname;
+
+/** The command prefix that runs flanctl from this checkout with the current Deno. */
+export function flanctlCmd(...args: string[]): string[] {
+  return [Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...args];
+}
+
+/** Runs flanctl from this checkout (optionally inside netns `ns`). */
+export function flanctl(
+  args: string[],
+  opts: { ns?: string; stdin?: string; env?: Record<string, string> } = {},
+) {
+  const cmd = flanctlCmd(...args);
+  return opts.ns ? nsRun(opts.ns, cmd, opts) : run(cmd, opts);
+}
