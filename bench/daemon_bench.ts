@@ -1,0 +1,218 @@
+/**
+ * Daemon benchmark, in throwaway namespaces with the file store:
+ * - convergence: a lease appears in the store → its route on the node (seen by `ip monitor`), p50/p99
+ *   over 100 joins (goal p99 < 50 ms); reference: programming the same triplet with three `ip` commands;
+ * - 1,000 leases written at once → all 1,000 routes programmed (goal < 2 s); reference: the same 3,000
+ *   entries through one `ip -batch`;
+ * - daemon RSS with 0 (reference), 1,000 and 5,000 peers (goal ≤ 64 MiB at 5,000), and the duration of
+ *   a full reconcile pass at 5,000 peers.
+ * Fake peers are lease files in the store's documented layout (lib/store/file.ts): the daemon cannot
+ * tell them from real nodes, and programming does not need the peers to exist.
+ * @module
+ */
+import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
+import { nsRun, sh } from "../tests/netns.ts";
+import { FileStore } from "../lib/store/file.ts";
+import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
+
+const NETWORK = "10.0.0.0/8"; // room for 65,536 /24 subnets; the underlay is 172.31.0.0/24
+const JOINS = 100;
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+}
+
+function subnetN(i: number): string {
+  return `10.${(i >> 8) & 255}.${i & 255}.0`;
+}
+
+async function rssKiB(pid: number): Promise<number> {
+  const st = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+)/.exec(st)![1]);
+}
+
+/** Watches `ip monitor route` in `ns` and resolves waiters when a route to `dst` appears. */
+class RouteMonitor {
+  #waiters = new Map<string, (t: number) => void>();
+  /** First time each route was seen (so a route programmed before anyone waits is not missed). */
+  #seen = new Map<string, number>();
+  #proc: Deno.ChildProcess;
+  constructor(ns: string) {
+    this.#proc = new Deno.Command("ip", { args: ["-n", ns, "monitor", "route"], stdout: "piped", stderr: "null" })
+      .spawn();
+    (async () => {
+      let buf = "";
+      for await (const chunk of this.#proc.stdout.pipeThrough(new TextDecoderStream())) {
+        const t = performance.now();
+        buf += chunk;
+        const lines = buf.split("\n");
+        buf = lines.pop()!;
+        for (const l of lines) {
+          if (l.startsWith("Deleted")) continue;
+          const dst = l.split(" ")[0];
+          if (!this.#seen.has(dst)) this.#seen.set(dst, t);
+          const w = this.#waiters.get(dst);
+          if (w) {
+            this.#waiters.delete(dst);
+            w(t);
+          }
+        }
+      }
+    })().catch(() => {});
+  }
+  wait(dst: string): Promise<number> {
+    const t = this.#seen.get(dst);
+    return t !== undefined ? Promise.resolve(t) : new Promise((r) => this.#waiters.set(dst, r));
+  }
+  close() {
+    try {
+      this.#proc.kill("SIGKILL");
+    } catch { /* gone */ }
+  }
+}
+
+/** Writes `n` fake vxlan leases (subnets from index `from`) into the store as one burst. */
+async function writeFakeLeases(storeDir: string, from: number, n: number): Promise<void> {
+  const exp = new Date(Date.now() + 24 * 3600_000).toISOString();
+  const seqFile = `${storeDir}/seq`;
+  let seq = Number((await Deno.readTextFile(seqFile).catch(() => "0")).trim()) || 0;
+  const files: [string, string][] = [];
+  for (let i = from; i < from + n; i++) {
+    seq++;
+    const lease = {
+      PublicIP: `172.30.${(i >> 8) & 255}.${i & 255}`,
+      PublicIPv6: null,
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: randomLocalMac() },
+    };
+    files.push([`${subnetN(i)}-24`, JSON.stringify({ lease, expiration: exp, seq }) + "\n"]);
+  }
+  // Prepare everything first, then rename into place back to back: "inserted at once".
+  for (const [key, text] of files) await Deno.writeTextFile(`${storeDir}/tmp/${key}`, text);
+  for (const [key] of files) await Deno.rename(`${storeDir}/tmp/${key}`, `${storeDir}/subnets/${key}`);
+  await Deno.writeTextFile(seqFile, `${seq}\n`);
+}
+
+async function countRoutes(ns: string): Promise<number> {
+  const out = await sh("ip", "-n", ns, "route", "show", "dev", "flannel.1");
+  return out.split("\n").filter((l) => l.includes("onlink")).length;
+}
+
+async function referenceTriplet(ns: string): Promise<number> {
+  // Three ip commands for one peer on a scratch vxlan device in the same namespace.
+  await sh("ip", "-n", ns, "link", "add", "refvx", "type", "vxlan", "id", "99", "dstport", "4799", "nolearning");
+  await sh("ip", "-n", ns, "link", "set", "refvx", "up");
+  const times: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const mac = randomLocalMac();
+    const t0 = performance.now();
+    await sh("ip", "-n", ns, "neigh", "replace", `10.250.${i}.0`, "lladdr", mac, "dev", "refvx", "nud", "permanent");
+    await sh("ip", "-n", ns, "link", "show", "refvx"); // keep the shape: a read between writes
+    await sh("ip", "netns", "exec", ns, "bridge", "fdb", "replace", mac, "dev", "refvx", "dst", "172.29.0.1", "self", "permanent");
+    await sh("ip", "-n", ns, "route", "replace", `10.250.${i}.0/24`, "via", `10.250.${i}.0`, "dev", "refvx", "onlink");
+    times.push(performance.now() - t0);
+  }
+  return pct(times, 50);
+}
+
+async function referenceBatch(ns: string, n: number): Promise<number> {
+  const lines: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const mac = randomLocalMac();
+    const gw = `10.251.${(i >> 8) & 255}.${i & 255}`;
+    lines.push(`neigh replace ${gw} lladdr ${mac} dev refvx nud permanent`);
+    lines.push(`route replace ${gw}/32 via ${gw} dev refvx onlink`);
+  }
+  const fdb = Array.from({ length: n }, (_, i) =>
+    `fdb replace 02:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")} dev refvx dst 172.29.0.1 self permanent`);
+  const t0 = performance.now();
+  const r1 = await nsRun(ns, ["ip", "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+  const r2 = await nsRun(ns, ["bridge", "-batch", "-"], { stdin: fdb.join("\n") + "\n" });
+  const dt = performance.now() - t0;
+  if (r1.code !== 0 || r2.code !== 0) throw new Error(`reference batch failed: ${r1.stderr}${r2.stderr}`);
+  return dt;
+}
+
+const c = new DaemonCluster("172.31");
+try {
+  await c.init(JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } }));
+  const a = await c.addNode();
+  c.start(a, ["--resync-interval", "2", "--log-level", "debug"]);
+  await c.waitReady(a);
+  const pid = a.proc!.pid;
+  await new Promise((r) => setTimeout(r, 2500));
+  const rss0 = await rssKiB(pid);
+
+  // 1. Convergence of single joins.
+  const store = new FileStore({ dir: c.storeDir });
+  const mon = new RouteMonitor(a.ns);
+  await new Promise((r) => setTimeout(r, 200));
+  const conv: number[] = [];
+  for (let i = 0; i < JOINS; i++) {
+    const pub = `172.29.${i >> 8}.${(i & 255) + 1}`;
+    const t0 = performance.now();
+    const lease = store.acquireLease({
+      PublicIP: pub,
+      PublicIPv6: null,
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: randomLocalMac() },
+    });
+    // The subnet is only known when the write returns; the monitor remembers routes seen before that.
+    const seen = lease.then((l) => mon.wait(l.subnet!.toString()));
+    const t = await Promise.race([
+      seen,
+      new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`join ${i} not programmed in 5 s`)), 5000)),
+    ]);
+    conv.push(t - t0);
+  }
+  mon.close();
+  const refTriplet = await referenceTriplet(a.ns);
+
+  // Remove the 100 joins again (revoke) and wait until their routes are gone.
+  for (const l of (await store.listLeases()).leases) {
+    if (l.attrs.PublicIP.startsWith("172.29.")) await store.revokeLease(l.subnet!);
+  }
+  await waitFor("joins removed", async () => (await countRoutes(a.ns)) === 0, 20_000);
+
+  // 2. 1,000 leases at once.
+  let t0 = performance.now();
+  await writeFakeLeases(c.storeDir, 1000, 1000);
+  await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
+  const burst1000 = performance.now() - t0;
+  console.error(a.log.filter((l) => l.includes("applied store") || l.includes("msg=reconciled")).slice(-12).join("\n"));
+  const refBatch = await referenceBatch(a.ns, 1000);
+  await sh("ip", "-n", a.ns, "link", "del", "refvx");
+  await new Promise((r) => setTimeout(r, 5000)); // two full passes at steady state
+  const rss1000 = await rssKiB(pid);
+
+  // 3. 4,000 more at once → 5,000 peers.
+  t0 = performance.now();
+  await writeFakeLeases(c.storeDir, 2000, 4000);
+  await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
+  const burst4000 = performance.now() - t0;
+  await new Promise((r) => setTimeout(r, 5000));
+  const rss5000 = await rssKiB(pid);
+  const passes = a.log.filter((l) => l.includes("msg=reconciled") && l.includes("peers=5000"))
+    .map((l) => Number(/ ms=(\d+)/.exec(l)?.[1] ?? NaN)).filter((x) => !isNaN(x));
+  const [, metrics] = await c.http(a, "/metrics");
+  const peersMetric = /\nflanctl_peers (\d+)/.exec(metrics)?.[1];
+
+  const f = (x: number) => x.toFixed(1);
+  console.log("daemon benchmark (vxlan, file store, one node in a netns)");
+  console.log(`convergence, ${JOINS} joins: p50 ${f(pct(conv, 50))} ms, p99 ${f(pct(conv, 99))} ms, max ${f(Math.max(...conv))} ms`);
+  console.log(`  goal p99 < 50 ms: ratio ${f(pct(conv, 99) / 50 * 100)}% of budget`);
+  console.log(`  reference (same run): neigh+fdb+route by 3 ip/bridge commands p50 ${f(refTriplet)} ms; ` +
+    `daemon p50 / reference = ${(pct(conv, 50) / refTriplet).toFixed(2)}x`);
+  console.log(`1,000 leases at once → all programmed: ${f(burst1000)} ms (goal < 2000 ms: ${f(burst1000 / 20)}% of budget)`);
+  console.log(`  reference (same run): 3,000 entries via ip -batch + bridge -batch: ${f(refBatch)} ms; ` +
+    `ratio ${(burst1000 / refBatch).toFixed(2)}x`);
+  console.log(`4,000 more at once (→ 5,000 peers): ${f(burst4000)} ms`);
+  console.log(`full reconcile pass at 5,000 peers: ${passes.length ? `median ${pct(passes, 50)} ms over ${passes.length} passes` : "n/a"}`);
+  console.log(`daemon RSS: 0 peers ${(rss0 / 1024).toFixed(1)} MiB (reference), 1,000 peers ${(rss1000 / 1024).toFixed(1)} MiB ` +
+    `(${(rss1000 / rss0).toFixed(2)}x), 5,000 peers ${(rss5000 / 1024).toFixed(1)} MiB (${(rss5000 / rss0).toFixed(2)}x; ` +
+    `goal ≤ 64 MiB: ${rss5000 / 1024 <= 64 ? "met" : "MISSED"})`);
+  console.log(`flanctl_peers reported by /metrics: ${peersMetric}`);
+} finally {
+  await c.close();
+}

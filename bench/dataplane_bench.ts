@@ -1,0 +1,96 @@
+/**
+ * Data-plane benchmark: iperf3 TCP throughput pod -> pod across two lab nodes with the vxlan and host-gw
+ * backends, and over a bare veth pair between two namespaces (the underlay reference), all in one run.
+ * Each path is measured REPEATS times, interleaved, and the median is reported, with the ratios the issue
+ * sets goals for: vxlan >= 0.9x host-gw, host-gw >= 0.95x underlay. Node -> node over the lab's underlay
+ * bridge is printed too, to show what the bridge hop itself costs.
+ * Needs root and iperf3 (`./install.sh --dev`).
+ */
+import { flanctlCommand, inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";
+import { loadState } from "../lib/lab/state.ts";
+import type { LabState } from "../lib/lab/types.ts";
+
+const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? 4);
+const REPEATS = Number(Deno.env.get("BENCH_REPEATS") ?? 3);
+const tag = crypto.randomUUID().slice(0, 4);
+
+/** One iperf3 run from `client` netns to `ip` in `server` netns; bits per second received. */
+async function iperf(server: string, client: string, ip: string): Promise<number> {
+  const srvArgv = inNs(server, ["iperf3", "-s", "-1", "-p", "5201"]);
+  const srv = new Deno.Command(srvArgv[0], { args: srvArgv.slice(1), stdout: "null", stderr: "null" })
+    .spawn();
+  try {
+    for (let i = 0; i < 50; i++) {
+      const r = await runCmd(inNs(server, ["ss", "-Htln", "sport", "= :5201"]));
+      if (r.stdout.includes("5201")) break;
+      await sleep(50);
+    }
+    const out = await mustRun(inNs(client, ["iperf3", "-c", ip, "-p", "5201", "-t", String(SECONDS), "-J"]));
+    const j = JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } };
+    return j.end.sum_received.bits_per_second;
+  } finally {
+    try {
+      srv.kill("SIGKILL");
+    } catch { /* exited */ }
+    await srv.status;
+  }
+}
+
+async function labUp(name: string, backend: string): Promise<LabState> {
+  const cmd = [...flanctlCommand(), "lab", "up", "--name", name, "--nodes", "2", "--pods-per-node", "1"];
+  await mustRun([...cmd, "--backend", backend]);
+  return loadState(name);
+}
+
+async function labDown(name: string) {
+  await runCmd([...flanctlCommand(), "lab", "down", "--name", name]);
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const gbit = (bps: number) => `${(bps / 1e9).toFixed(2)} Gbit/s`;
+
+const vxName = `bvx${tag}`;
+const hgName = `bhg${tag}`;
+const a = `bu${tag}a`;
+const b = `bu${tag}b`;
+const results: Record<string, number[]> = { underlay: [], "node->node": [], "host-gw": [], vxlan: [] };
+try {
+  // Bare veth underlay: two namespaces connected directly.
+  await mustRun(["ip", "netns", "add", a]);
+  await mustRun(["ip", "netns", "add", b]);
+  for (const n of [a, b]) await mustRun(["ip", "-n", n, "link", "set", "lo", "up"]);
+  await mustRun(["ip", "-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b]);
+  await mustRun(["ip", "-n", a, "addr", "add", "10.199.0.1/24", "dev", "eth0"]);
+  await mustRun(["ip", "-n", b, "addr", "add", "10.199.0.2/24", "dev", "eth0"]);
+  for (const n of [a, b]) await mustRun(["ip", "-n", n, "link", "set", "eth0", "up"]);
+
+  const vx = await labUp(vxName, "vxlan");
+  const hg = await labUp(hgName, "host-gw");
+  const pods = (s: LabState) => [s.pods[0], s.pods[1]];
+  for (let i = 0; i < REPEATS; i++) {
+    results.underlay.push(await iperf(b, a, "10.199.0.2"));
+    results["node->node"].push(await iperf(hg.nodes[1].netns, hg.nodes[0].netns, hg.nodes[1].publicIP));
+    const [h0, h1] = pods(hg);
+    results["host-gw"].push(await iperf(h1.netns, h0.netns, h1.ip!));
+    const [v0, v1] = pods(vx);
+    results.vxlan.push(await iperf(v1.netns, v0.netns, v1.ip!));
+  }
+} finally {
+  await labDown(vxName);
+  await labDown(hgName);
+  await runCmd(["ip", "netns", "del", a]);
+  await runCmd(["ip", "netns", "del", b]);
+}
+
+const m = Object.fromEntries(Object.entries(results).map(([k, v]) => [k, median(v)]));
+console.log(`iperf3 TCP, ${SECONDS} s x ${REPEATS} runs each (median), one stream`);
+for (const [k, v] of Object.entries(results)) {
+  console.log(`  ${k.padEnd(11)} ${gbit(m[k]).padStart(14)}   runs: ${v.map(gbit).join(", ")}`);
+}
+const r1 = m.vxlan / m["host-gw"];
+const r2 = m["host-gw"] / m.underlay;
+console.log(`  vxlan / host-gw      = ${r1.toFixed(3)}  (goal >= 0.90: ${r1 >= 0.9 ? "met" : "NOT met"})`);
+console.log(`  host-gw / underlay   = ${r2.toFixed(3)}  (goal >= 0.95: ${r2 >= 0.95 ? "met" : "NOT met"})`);
+console.log(
+  `  host-gw / node->node = ${(m["host-gw"] / m["node->node"]).toFixed(3)}  (cost of the pod hops alone)`,
+);

@@ -1,0 +1,19 @@
+/**
+ * The CNI fast path. In symlink mode main.ts calls {@link cniMain} with the name flanctl was invoked as; it
+ * imports only the skeleton and the one plugin that name stands for (plugins it delegates to load on
+ * demand), never commander or the daemon, so a CNI call pays for as little module loading as possible.
+ * @module
+ */
+import { runExecutable } from "../lib/cni/skel.ts";
+import { PLUGINS } from "../lib/cni/delegate.ts";
+
+/** Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. */
+export function cniMain(pluginName: string): Promise<number> {
+  const load = PLUGINS[pluginName];
+  if (!load) {
+    const msg = `unknown CNI plugin '${pluginName}' (known: ${Object.keys(PLUGINS).join(", ")})`;
+    Deno.stderr.writeSync(new TextEncoder().encode(`flanctl: ${msg}\n`));
+    return Promise.resolve(2);
+  }
+  return runExecutable(pluginName, load);
+}

@@ -1,0 +1,96 @@
+/**
+ * `flanctl doctor`: read-only node checks with Nagios exit codes. The heavy modules load inside the action.
+ * @module
+ */
+import type { Command } from "commander";
+import { UsageError } from "../lib/errors.ts";
+import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
+import { exitCode } from "./root.ts";
+
+/** Flags of `flanctl doctor` as commander yields them. */
+interface DoctorFlags extends StoreOptions {
+  netns?: string;
+  subnetFile: string;
+  cniConfDir: string;
+  cniBinDir: string;
+  cniDataDir: string;
+  flannelDataDir: string;
+  cniResultsDir: string;
+  podNetnsPrefix: string;
+  readyzUrl?: string;
+  skip?: string;
+  output: string;
+  probe?: boolean;
+}
+
+/** Registers `flanctl doctor`. */
+export function register(program: Command): void {
+  const cmd = program.command("doctor")
+    .description(
+      "check this node (or --netns) for what breaks pod networking; exit 0 ok, 1 warning, 2 critical, 3 unknown",
+    )
+    .option("--netns <name>", "check the node living in this network namespace (/var/run/netns/NAME)")
+    .option("--subnet-file <path>", "subnet.env written by the daemon", "/run/flannel/subnet.env")
+    .option("--cni-conf-dir <dir>", "CNI config dir", "/etc/cni/net.d")
+    .option("--cni-bin-dir <dir>", "CNI plugin dir", "/opt/cni/bin")
+    .option("--cni-data-dir <dir>", "host-local data dir", "/var/lib/cni/networks")
+    .option("--flannel-data-dir <dir>", "flannel CNI plugin data dir", "/var/lib/cni/flannel")
+    .option("--cni-results-dir <dir>", "libcni result cache dir", "/var/lib/cni/results")
+    .option(
+      "--pod-netns-prefix <prefix>",
+      "name prefix of runtime pod namespaces under /var/run/netns",
+      "cni-",
+    )
+    .option("--readyz-url <url>", "daemon readiness URL to check, e.g. http://127.0.0.1:8285/readyz")
+    .option("--skip <ids>", "comma-separated check ids to skip")
+    .option("-o, --output <format>", "table or json", "table")
+    .option("--probe", "also ping every peer's public IP and VTEP address (active)");
+  addStoreOptions(cmd);
+  cmd.action(async (flags: DoctorFlags, c: Command) => {
+    const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
+    const { openStore, storeKind } = await import("../lib/store/open.ts");
+    const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
+    if (flags.output !== "table" && flags.output !== "json") {
+      throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
+    }
+    const skip = new Set((flags.skip ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+    for (const id of skip) {
+      if (!CHECK_IDS.includes(id) && id !== "doctor") {
+        throw new UsageError(`--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")})`);
+      }
+    }
+    const src = (k: string) => c.getOptionValueSource(k);
+    const kind = storeKind(flags);
+    const explicit = kind !== "file" || src("storeDir") === "cli" || src("storeDir") === "env";
+    const dirExists = (() => {
+      try {
+        return Deno.statSync(flags.storeDir ?? DEFAULT_STORE_DIR).isDirectory;
+      } catch {
+        return false;
+      }
+    })();
+    // A default file store that does not exist is "no store", not an error: checks fall back to kernel
+    // state. An explicit --store-dir that does not exist is "could not check" (exit 3). The doctor never
+    // opens a missing file store (opening could create the directory: the doctor changes nothing).
+    const missingDir = () => Promise.reject(new Error(`--store-dir ${flags.storeDir}: no such directory`));
+    const open = kind !== "file" || dirExists ? () => openStore(flags) : explicit ? missingDir : null;
+    const report = await runDoctor({
+      netns: flags.netns ?? null,
+      subnetFile: flags.subnetFile,
+      cniConfDir: flags.cniConfDir,
+      cniBinDir: flags.cniBinDir,
+      hostLocalDir: flags.cniDataDir,
+      flannelDataDir: flags.flannelDataDir,
+      cniResultsDir: flags.cniResultsDir,
+      podNetnsPrefix: flags.podNetnsPrefix,
+      readyzUrl: flags.readyzUrl ?? null,
+      probe: !!flags.probe,
+      openStore: open,
+      storeExplicit: explicit,
+      skip,
+    });
+    const text = flags.output === "json" ? renderJson(report) : renderTable(report);
+    await Deno.stdout.write(new TextEncoder().encode(text));
+    exitCode.value = report.summary.exitCode;
+  });
+}

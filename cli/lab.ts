@@ -1,0 +1,137 @@
+/**
+ * `flanctl lab up|down|status|exec|add-node`: a multi-node flannel cluster in network namespaces on one
+ * machine (see lib/lab). The library is imported inside the actions so `--help` stays fast.
+ * @module
+ */
+import { type Command, Option } from "commander";
+import { FlanctlError, UsageError } from "../lib/errors.ts";
+
+function intArg(flag: string) {
+  return (v: string) => {
+    if (!/^\d+$/.test(v)) throw new UsageError(`${flag} '${v}': give a whole number`);
+    return Number(v);
+  };
+}
+
+const say = (l: string) => console.log(l);
+
+/** Runs `fn` with an AbortSignal that fires on Ctrl-C/SIGTERM; on any failure tears the lab down. */
+async function guarded<T>(name: string, fn: (signal: AbortSignal) => Promise<T>, undo: boolean): Promise<T> {
+  const { labDown } = await import("../lib/lab/mod.ts");
+  const ac = new AbortController();
+  const onSig = () => ac.abort(new FlanctlError("interrupted", 130));
+  Deno.addSignalListener("SIGINT", onSig);
+  Deno.addSignalListener("SIGTERM", onSig);
+  try {
+    return await fn(ac.signal);
+  } catch (e) {
+    if (undo) {
+      console.error(`flanctl: lab ${name}: ${e instanceof Error ? e.message : String(e)}`);
+      console.error(`flanctl: removing what lab ${name} made so far`);
+      await labDown(name, (l) => console.error(l));
+    }
+    if (ac.signal.aborted) throw new FlanctlError(`lab ${name}: interrupted; cleaned up`, 130);
+    if (undo) throw new FlanctlError(`lab ${name} was not built (everything it made is removed)`, 1);
+    throw e;
+  } finally {
+    Deno.removeSignalListener("SIGINT", onSig);
+    Deno.removeSignalListener("SIGTERM", onSig);
+  }
+}
+
+/** Registers `flanctl lab`. */
+export function register(program: Command): void {
+  const lab = program.command("lab").description("run a multi-node flannel cluster in network namespaces");
+  const nameOpt = () => new Option("--name <name>", "lab name (prefixes every namespace)").default("lab");
+
+  lab.command("up")
+    .description(
+      "build a lab: underlay bridge, node namespaces with daemons, pods attached by the flannel CNI",
+    )
+    .option("--nodes <n>", "number of nodes", intArg("--nodes"), 3)
+    .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
+    .addOption(
+      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw"]).default("vxlan"),
+    )
+    .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
+    .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
+    .addOption(nameOpt())
+    .action(async (o: {
+      nodes: number;
+      podsPerNode: number;
+      backend: "vxlan" | "host-gw";
+      store: "file" | "etcd";
+      network: string;
+      name: string;
+    }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const opts = { ...o };
+      m.validateUpOptions(opts);
+      if (m.readState(o.name)) throw new m.LabExistsError(o.name);
+      const s = await guarded(o.name, (signal) => m.labUp(opts, say, signal), true);
+      say("");
+      say(m.formatStatus(s, await m.labStatus(s)));
+      await pingReport(s);
+    });
+
+  lab.command("add-node")
+    .description("add one node (and its pods) to a running lab")
+    .option("--pods <n>", "pods on the new node", intArg("--pods"), 0)
+    .addOption(nameOpt())
+    .action(async (o: { pods: number; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const s = m.loadState(o.name);
+      const n = await guarded(o.name, (signal) => m.labAddNode(s, o.pods, say, signal), false);
+      say(`${n.name} added to lab ${o.name}`);
+    });
+
+  lab.command("status")
+    .description("show the lab's nodes and pods")
+    .addOption(
+      new Option("-o, --output <format>", "output format").choices(["table", "json"]).default("table"),
+    )
+    .addOption(nameOpt())
+    .action(async (o: { output: string; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const s = m.loadState(o.name);
+      const st = await m.labStatus(s);
+      say(o.output === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
+    });
+
+  lab.command("exec")
+    .description("run a command on a node or pod: its namespace, and the node's files at the default paths")
+    .argument("<target>", "node (node1) or pod (node1-pod1) name")
+    .argument("<command...>", "command to run, after --")
+    .addOption(nameOpt())
+    .action(async (target: string, command: string[], o: { name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const { exitCode } = await import("./root.ts");
+      exitCode.value = await m.labExec(m.loadState(o.name), target, command);
+    });
+
+  lab.command("down")
+    .description("remove every namespace, process and file of the lab (idempotent)")
+    .addOption(nameOpt())
+    .action(async (o: { name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      await m.labDown(o.name, say);
+    });
+}
+
+async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<void> {
+  const { crossNodePing } = await import("../lib/lab/mod.ts");
+  const res = await crossNodePing(s);
+  if (!res.length) return;
+  if (res.every((r) => r.missing)) {
+    say("\ncross-node ping: skipped, `ping` is not installed (apt-get install iputils-ping)");
+    return;
+  }
+  say("\ncross-node ping:");
+  for (const r of res) say(`  ${r.from} -> ${r.to} (${r.ip}): ${r.ok ? "ok" : "FAIL"}`);
+  const bad = res.filter((r) => !r.ok).length;
+  say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
+  if (bad) {
+    const { exitCode } = await import("./root.ts");
+    exitCode.value = 1;
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The host-gw backend: no device; each peer subnet is routed via the peer's public IP, which must be
+ * directly reachable (a route without gateway, i.e. the same L2 segment). A peer that is not is refused
+ * with a clear reason and skipped.
+ * @module
+ */
+import { ConfigError } from "../config/netconf.ts";
+import type { IPNet } from "../ip/cidr.ts";
+import type { DesiredPeer } from "../reconcile/types.ts";
+import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
+
+/** The host-gw backend. */
+export class HostGwBackend implements Backend {
+  readonly type = "host-gw";
+  readonly overlayDev = null;
+  readonly mtu: number;
+
+  constructor(ext: ExternalIface) {
+    if (ext.publicIP !== ext.ifaceIP) {
+      throw new ConfigError(
+        "Backend.Type",
+        `host-gw needs the public IP to be the interface's address: --public-ip ${ext.publicIP} differs from ` +
+          `${ext.ifaceIP} on ${ext.name} (drop --public-ip or use the vxlan backend)`,
+      );
+    }
+    this.mtu = ext.mtu;
+  }
+
+  prepare(): void {}
+
+  backendData(): null {
+    return null;
+  }
+
+  ensure(_own: IPNet): string[] {
+    return [];
+  }
+
+  peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
+    if (p.backendType !== "host-gw") return `its BackendType is "${p.backendType}", ours is "host-gw"`;
+    const r = reach(p.publicIP);
+    if (!r || r.gateway !== null || !r.devName) {
+      const how = !r ? "no route" : `only via gateway ${r.gateway}`;
+      return `host-gw cannot reach ${p.publicIP} directly (${how}): the nodes must share one L2 segment ` +
+        `(use the vxlan backend, optionally with DirectRouting, across routers)`;
+    }
+    return { route: { dst: p.subnet.toString(), via: p.publicIP, dev: r.devName, onlink: false }, neigh: null, fdb: null };
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * Picks and builds the backend named in the network config.
+ * @module
+ */
+import type { NetConfig } from "../config/types.ts";
+import type { NetlinkHandle } from "../netlink/types.ts";
+import { checkSupported, parseVxlanOptions } from "./config.ts";
+import { HostGwBackend } from "./hostgw.ts";
+import type { Backend, ExternalIface } from "./types.ts";
+import { VxlanBackend } from "./vxlan.ts";
+
+export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
+export { HostGwBackend } from "./hostgw.ts";
+export { VxlanBackend } from "./vxlan.ts";
+
+/** Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes. */
+export function createBackend(nl: NetlinkHandle, cfg: NetConfig, ext: ExternalIface, stateDir: string): Backend {
+  checkSupported(cfg.backend);
+  if (cfg.backend.type === "vxlan") return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir);
+  return new HostGwBackend(ext);
+}

@@ -1,0 +1,53 @@
+/**
+ * The interface between the daemon and a backend (vxlan, host-gw). A backend owns its device (if any),
+ * says what MTU pods get and what goes into the lease's BackendData, and turns a peer's lease into the
+ * kernel entries the reconciler programs.
+ * @module
+ */
+import type { IPNet } from "../ip/cidr.ts";
+import type { DesiredPeer } from "../reconcile/types.ts";
+import type { UnderlayRoute } from "../reconcile/reconciler.ts";
+
+/** What the daemon knows about a peer, from its lease. Strings only: kept for every peer. */
+export interface PeerInfo {
+  /** The peer subnet. */
+  subnet: IPNet;
+  publicIP: string;
+  backendType: string;
+  backendData: unknown;
+}
+
+/** Looks up the underlay route the kernel would use for an IP. */
+export type ReachFn = (ip: string) => UnderlayRoute | null;
+
+/** The external (underlay) interface the daemon runs on. */
+export interface ExternalIface {
+  name: string;
+  index: number;
+  mtu: number;
+  /** The interface's own IPv4 address. */
+  ifaceIP: string;
+  /** The public IP announced in the lease (--public-ip, else ifaceIP). */
+  publicIP: string;
+}
+
+/** A backend. */
+export interface Backend {
+  /** Lease BackendType: "vxlan" or "host-gw". */
+  readonly type: string;
+  /** The overlay device name, or null when the backend has none. */
+  readonly overlayDev: string | null;
+  /** The MTU for pods (FLANNEL_MTU). */
+  readonly mtu: number;
+  /** Reads what exists (persisted VTEP MAC, an existing device) without changing the kernel. */
+  prepare(): void;
+  /** The lease's BackendData (valid after {@link prepare}). */
+  backendData(): unknown;
+  /**
+   * Creates or repairs the backend's device for our subnet (idempotent). Returns what was changed
+   * ("created", "recreated: vni differs", "address", "up", "mtu", "mac"); empty when nothing was.
+   */
+  ensure(own: IPNet): string[];
+  /** The kernel entries for one peer, or a string saying why the peer is skipped. */
+  peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string;
+}

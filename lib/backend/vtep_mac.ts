@@ -1,0 +1,41 @@
+/**
+ * The VTEP MAC of the VXLAN device: random, locally administered, and kept across restarts in the state
+ * directory so peers' ARP/FDB entries stay valid when the device has to be recreated.
+ * @module
+ */
+
+/** A random unicast, locally administered MAC ("x2:xx:xx:xx:xx:xx"). */
+export function randomLocalMac(): string {
+  const b = crypto.getRandomValues(new Uint8Array(6));
+  b[0] = (b[0] & 0xfe) | 0x02;
+  return [...b].map((x) => x.toString(16).padStart(2, "0")).join(":");
+}
+
+/** True for "aa:bb:cc:dd:ee:ff" (any case). */
+export function isMac(s: unknown): s is string {
+  return typeof s === "string" && /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(s);
+}
+
+/** Path of the persisted MAC for a device. */
+export function macStatePath(stateDir: string, dev: string): string {
+  return `${stateDir.replace(/\/+$/, "")}/${dev}.mac`;
+}
+
+/** The persisted MAC, or null when none (or the file is unreadable/garbled). */
+export function loadMac(stateDir: string, dev: string): string | null {
+  try {
+    const s = Deno.readTextFileSync(macStatePath(stateDir, dev)).trim().toLowerCase();
+    return isMac(s) ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Persists the MAC atomically (temp file + rename), creating the directory. */
+export function saveMac(stateDir: string, dev: string, mac: string): void {
+  Deno.mkdirSync(stateDir, { recursive: true });
+  const p = macStatePath(stateDir, dev);
+  const tmp = `${p}.tmp.${Deno.pid}`;
+  Deno.writeTextFileSync(tmp, mac + "\n", { mode: 0o644 });
+  Deno.renameSync(tmp, p);
+}

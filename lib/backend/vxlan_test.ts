@@ -1,0 +1,104 @@
+import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
+import { ConfigError } from "../config/netconf.ts";
+import { IPNet } from "../ip/cidr.ts";
+import { FakeNetlink, fakeRoute } from "../reconcile/testing.ts";
+import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
+import { parseVxlanOptions } from "./config.ts";
+import { HostGwBackend } from "./hostgw.ts";
+import { VxlanBackend } from "./vxlan.ts";
+import type { ExternalIface } from "./types.ts";
+
+const EXT: ExternalIface = { name: "eth0", index: 0, mtu: 1500, ifaceIP: "192.0.2.11", publicIP: "192.0.2.11" };
+const OWN = IPNet.parse("10.244.1.0/24");
+
+function setup() {
+  const nl = new FakeNetlink();
+  const eth = nl.addLink("eth0");
+  const ext = { ...EXT, index: eth.index };
+  return { nl, ext, dir: Deno.makeTempDirSync() };
+}
+
+Deno.test("vxlan: creates flannel.1 (learning off, MTU-50, /32 address), persists and reuses the MAC", () => {
+  const { nl, ext, dir } = setup();
+  try {
+    const opts = parseVxlanOptions({ type: "vxlan", raw: { Type: "vxlan" } });
+    assertEquals(opts, { vni: 1, port: 0, gbp: false, learning: false, directRouting: false, mtu: 0 });
+    const b = new VxlanBackend(nl, opts, ext, dir);
+    b.prepare();
+    const mac = b.mac;
+    assertEquals(parseInt(mac.slice(0, 2), 16) & 3, 2);
+    assertEquals(b.backendData(), { VNI: 1, VtepMAC: mac });
+    assertEquals(b.ensure(OWN), ["created", "address 10.244.1.0/32", "up"]);
+    const l = nl.link("flannel.1")!;
+    assertEquals([l.mtu, l.mac, l.vxlan?.learning, l.vxlan?.local, l.vxlan?.dev], [1450, mac, false, "192.0.2.11", ext.index]);
+    assertEquals(b.ensure(OWN), [], "idempotent");
+    assertEquals(Deno.readTextFileSync(`${dir}/flannel.1.mac`).trim(), mac);
+
+    // A restart reuses the persisted MAC; an incompatible device is recreated with it.
+    const b2 = new VxlanBackend(nl, { ...opts, gbp: true }, ext, dir);
+    b2.prepare();
+    assertEquals(b2.mac, mac);
+    const ch = b2.ensure(OWN);
+    assert(ch[0].startsWith("recreated (gbp"), ch.join());
+    assertEquals(nl.link("flannel.1")!.mac, mac);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
+  const { nl, ext, dir } = setup();
+  try {
+    const under: UnderlayRoute[] = [
+      { net: IPNet.parse("0.0.0.0/0"), gateway: "192.0.2.1", devName: "eth0", metric: 0 },
+      { net: IPNet.parse("192.0.2.0/24"), gateway: null, devName: "eth0", metric: 0 },
+    ];
+    const reach = (ip: string) => lookupRoute(under, ip);
+    const peer = (pub: string, data: unknown = { VNI: 1, VtepMAC: "02:AA:00:00:00:02" }) => ({
+      subnet: IPNet.parse("10.244.2.0/24"),
+      publicIP: pub,
+      backendType: "vxlan",
+      backendData: data,
+    });
+    const b = new VxlanBackend(nl, parseVxlanOptions({ type: "vxlan", raw: {} }), ext, dir);
+    assertEquals(b.peer(peer("192.0.2.12"), reach), {
+      route: { dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true },
+      neigh: { ip: "10.244.2.0", mac: "02:aa:00:00:00:02" },
+      fdb: { mac: "02:aa:00:00:00:02", dst: "192.0.2.12" },
+    });
+    assert(typeof b.peer(peer("192.0.2.12", { VNI: 1 }), reach) === "string");
+    assert(typeof b.peer({ ...peer("192.0.2.12"), backendType: "host-gw" }, reach) === "string");
+
+    const d = new VxlanBackend(nl, parseVxlanOptions({ type: "vxlan", raw: { directrouting: true } }), ext, dir);
+    assertEquals(d.peer(peer("192.0.2.12"), reach), {
+      route: { dst: "10.244.2.0/24", via: "192.0.2.12", dev: "eth0", onlink: false },
+      neigh: null,
+      fdb: null,
+    });
+    assertEquals((d.peer(peer("198.51.100.7"), reach) as { route: { dev: string } }).route.dev, "flannel.1");
+
+    const h = new HostGwBackend(ext);
+    assertEquals(h.mtu, 1500);
+    const hp = { ...peer("192.0.2.12"), backendType: "host-gw" };
+    assertEquals((h.peer(hp, reach) as { route: { via: string } }).route.via, "192.0.2.12");
+    const far = h.peer({ ...hp, publicIP: "198.51.100.7" }, reach);
+    assert(typeof far === "string" && far.includes("only via gateway 192.0.2.1"), String(far));
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("backend options: validation names the field", () => {
+  assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { VNI: -1 } }), ConfigError, "Backend.VNI");
+  assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { Port: 70000 } }), ConfigError, "Backend.Port");
+  assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { DirectRouting: "yes" } }), ConfigError, "DirectRouting");
+  const nl = new FakeNetlink();
+  assertThrows(
+    () => new VxlanBackend(nl, parseVxlanOptions({ type: "vxlan", raw: { MTU: 100 } }), EXT, "/nonexistent"),
+    ConfigError,
+    "Backend.MTU",
+  );
+  assertThrows(() => new HostGwBackend({ ...EXT, publicIP: "198.51.100.1" }), ConfigError, "--public-ip");
+  // An unused route helper keeps the fake's route shape honest.
+  assertEquals(fakeRoute("default", "192.0.2.1", 1, "eth0").table, 254);
+});

@@ -1,0 +1,514 @@
+/**
+ * The bridge plugin: cni0 (created if needed), a veth pair whose container end (CNI_IFNAME) is created
+ * directly in the pod netns and whose host end (`veth` + 8 hex) is a port of the bridge, hairpin, MTU,
+ * gateway address on the bridge (forceAddress), isGateway/isDefaultGateway, ip_forward, the per-container
+ * masquerade chain, CHECK of what ADD made, and DEL that works without a netns. IPAM runs through
+ * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
+ * @module
+ */
+import { IPAddr, IPNet } from "../ip/cidr.ts";
+import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
+import { delegate } from "./delegate.ts";
+import {
+  type CniDNS,
+  type CniInterface,
+  type CniResult,
+  type CniRoute,
+  familyOf,
+  parseResult,
+} from "./result.ts";
+import { type Plugin, type PluginCall, trace } from "./skel.ts";
+import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
+
+/** Parsed bridge config. */
+export interface BridgeConf {
+  name: string;
+  cniVersion: string;
+  bridge: string;
+  isGateway: boolean;
+  isDefaultGateway: boolean;
+  forceAddress: boolean;
+  ipMasq: boolean;
+  mtu: number;
+  hairpinMode: boolean;
+  mac: string | null;
+  /** The `ipam` section, or null for an L2-only bridge. */
+  ipam: Record<string, unknown> | null;
+  dns: CniDNS | null;
+}
+
+function cfgErr(details: string): never {
+  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid bridge config", details);
+}
+
+function isObj(x: unknown): x is Record<string, unknown> {
+  return x !== null && typeof x === "object" && !Array.isArray(x);
+}
+
+function bool(c: Record<string, unknown>, k: string): boolean {
+  const v = c[k];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== "boolean") cfgErr(`'${k}' must be true or false`);
+  return v;
+}
+
+const MAC_RE = /^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$/;
+
+/** Parses and checks the bridge config (and the MAC from CNI_ARGS / runtimeConfig / args). */
+export function loadBridgeConf(c: Record<string, unknown>, version: string, cniArgs: string): BridgeConf {
+  const a = parseCniArgs(cniArgs, ["MAC"]);
+  const br = c.bridge ?? "cni0";
+  if (typeof br !== "string" || br === "" || br.length > 15 || /[/:\s]/.test(br)) {
+    cfgErr(`'bridge' must be an interface name of 1-15 characters, got ${JSON.stringify(br)}`);
+  }
+  const mtu = c.mtu ?? 0;
+  if (
+    typeof mtu !== "number" || !Number.isInteger(mtu) || mtu < 0 || (mtu !== 0 && mtu < 68) || mtu > 65535
+  ) {
+    cfgErr(`'mtu' must be an integer 68..65535, got ${JSON.stringify(c.mtu)}`);
+  }
+  const isDefaultGateway = bool(c, "isDefaultGateway");
+  const hairpinMode = bool(c, "hairpinMode");
+  if (bool(c, "promiscMode")) {
+    if (hairpinMode) cfgErr("cannot set hairpin mode and promiscuous mode at the same time");
+    throw new CniError(
+      ErrCode.UnsupportedField,
+      "unsupported field",
+      "promiscMode is not supported by flanctl's bridge",
+    );
+  }
+  if (c.vlan !== undefined && c.vlan !== 0) {
+    throw new CniError(
+      ErrCode.UnsupportedField,
+      "unsupported field",
+      "vlan is not supported by flanctl's bridge",
+    );
+  }
+  if (bool(c, "macspoofchk")) {
+    throw new CniError(
+      ErrCode.UnsupportedField,
+      "unsupported field",
+      "macspoofchk is not supported by flanctl's bridge",
+    );
+  }
+  let mac: string | null = a.MAC || null;
+  const rc = isObj(c.runtimeConfig) ? c.runtimeConfig : {};
+  if (typeof rc.mac === "string" && rc.mac) mac = rc.mac;
+  if (isObj(c.args) && isObj(c.args.cni) && typeof c.args.cni.mac === "string") mac = c.args.cni.mac;
+  if (mac !== null && !MAC_RE.test(mac)) cfgErr(`MAC '${mac}' is not a MAC address (aa:bb:cc:dd:ee:ff)`);
+  let ipam: Record<string, unknown> | null = null;
+  if (c.ipam !== undefined && c.ipam !== null) {
+    if (!isObj(c.ipam)) cfgErr("'ipam' must be an object");
+    if (c.ipam.type !== undefined && typeof c.ipam.type !== "string") cfgErr("'ipam.type' must be a string");
+    if (c.ipam.type) ipam = c.ipam;
+  }
+  let dns: CniDNS | null = null;
+  if (isObj(c.dns) && Object.keys(c.dns).length) dns = c.dns as CniDNS;
+  return {
+    name: c.name as string,
+    cniVersion: version,
+    bridge: br,
+    isGateway: bool(c, "isGateway") || isDefaultGateway,
+    isDefaultGateway,
+    forceAddress: bool(c, "forceAddress"),
+    ipMasq: bool(c, "ipMasq"),
+    mtu,
+    hairpinMode,
+    mac: mac?.toLowerCase() ?? null,
+    ipam,
+    dns,
+  };
+}
+
+/** Loads the kernel layer on demand (so config errors never load libnl). */
+async function netlink() {
+  return await import("../netlink/mod.ts");
+}
+
+/** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */
+async function openPod(netns: string): Promise<NetlinkHandle> {
+  const nl = await netlink();
+  try {
+    Deno.statSync(netns);
+  } catch {
+    throw new CniError(ErrCode.UnknownContainer, "failed to open netns", `${netns} does not exist`);
+  }
+  try {
+    return nl.openNetlink({ path: netns });
+  } catch (e) {
+    throw new CniError(ErrCode.UnknownContainer, "failed to open netns", `${netns}: ${(e as Error).message}`);
+  }
+}
+
+function kernel<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof CniError) throw e;
+    throw new CniError(ErrCode.KernelFailure, what, (e as Error).message);
+  }
+}
+
+function isExists(e: unknown): boolean {
+  return (e as { exists?: boolean })?.exists === true || /File exists/.test(String((e as Error)?.message));
+}
+
+/** Ensures the bridge exists, is a bridge, and is up; returns it. Safe against a concurrent create. */
+function ensureBridge(host: NetlinkHandle, c: BridgeConf): LinkInfo {
+  let br = host.link(c.bridge);
+  if (!br) {
+    try {
+      host.createBridge(c.bridge, c.mtu ? { mtu: c.mtu } : {});
+    } catch (e) {
+      if (!isExists(e)) throw e;
+    }
+    br = host.link(c.bridge);
+    if (!br) throw new CniError(ErrCode.KernelFailure, "failed to create bridge", c.bridge);
+  }
+  if (br.kind !== "bridge") {
+    throw new CniError(
+      ErrCode.InvalidNetworkConfig,
+      "invalid bridge config",
+      `"${c.bridge}" already exists but is not a bridge`,
+    );
+  }
+  if (!br.up) host.setUp(br.index, true);
+  // Pin the bridge's MAC, so it does not follow the lowest port MAC as pods come and go (the reference
+  // pins it too). Done before the first port is added, so the bridge keeps its own random MAC.
+  if (br.mac) host.setMac(br.index, br.mac);
+  return br;
+}
+
+/** The netns this process runs in (the host side); the nsfs file is opened before any switch. */
+const HOST_NETNS = { path: "/proc/thread-self/ns/net" };
+
+/**
+ * A random locally administered unicast MAC, as the kernel picks for a veth (eth_random_addr). We pick it so
+ * the result can name it without another full link dump of the host (cost grows with the pod count).
+ */
+function randomMac(): string {
+  const b = crypto.getRandomValues(new Uint8Array(6));
+  b[0] = (b[0] & 0xfe) | 0x02;
+  return [...b].map((x) => x.toString(16).padStart(2, "0")).join(":");
+}
+
+function randomVethName(): string {
+  const b = crypto.getRandomValues(new Uint8Array(4));
+  return "veth" + [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** The gateway for an address without one: the subnet's first address. */
+function calcGateway(addr: string): string {
+  return IPNet.parse(addr, "ip").ip.add(1).toString();
+}
+
+/** Puts `gw/prefix` on the bridge; another address of the family is an error unless forceAddress. */
+function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force: boolean): void {
+  const want = IPNet.parseWithHost(cidr, "gateway");
+  for (const a of host.addrs(want.ip.family).filter((a) => a.index === br.index)) {
+    if (a.local === want.ip.toString() && a.prefix === want.net.prefix) return;
+    const theirs = IPNet.parse(`${a.local}/${a.prefix}`);
+    if (want.ip.family === 4 || theirs.contains(want.ip) || want.net.contains(IPAddr.parse(a.local))) {
+      if (!force) {
+        throw new CniError(
+          ErrCode.InvalidNetworkConfig,
+          "bridge address conflict",
+          `"${br.name}" already has an IP address different from ${cidr} (set forceAddress to replace it)`,
+        );
+      }
+      host.delAddr(br.index, `${a.local}/${a.prefix}`);
+    }
+  }
+  try {
+    host.addAddr(br.index, cidr);
+  } catch (e) {
+    if (!isExists(e)) throw e;
+  }
+}
+
+function enableForward(family: "4" | "6"): void {
+  const path = family === "4" ? "/proc/sys/net/ipv4/ip_forward" : "/proc/sys/net/ipv6/conf/all/forwarding";
+  try {
+    if (Deno.readTextFileSync(path).trim() === "1") return;
+  } catch { /* try writing */ }
+  Deno.writeTextFileSync(path, "1");
+}
+
+function ipamType(c: BridgeConf): string {
+  return c.ipam!.type as string;
+}
+
+async function ipamCall(c: PluginCall, conf: BridgeConf, cmd: "ADD" | "DEL" | "CHECK" | "GC" | "STATUS") {
+  return await delegate(ipamType(conf), cmd, c.args.stdin, c.args);
+}
+
+function ipFamilies(conf: BridgeConf, ips: string[]): (4 | 6)[] {
+  const fams = new Set<4 | 6>(ips.map((a) => (familyOf(a) === "4" ? 4 : 6)));
+  if (ips.length === 0) {
+    fams.add(4);
+    if (conf.ipam && JSON.stringify(conf.ipam).includes("::")) fams.add(6);
+  }
+  return [...fams];
+}
+
+async function add(c: PluginCall): Promise<CniResult> {
+  const conf = loadBridgeConf(c.conf, c.version, c.args.args);
+  const args = c.args;
+  const nl = await netlink();
+  trace("netlink loaded");
+  const pod = await openPod(args.netns);
+  const host = nl.openNetlink();
+  trace("handles open");
+  let ipamDone = false;
+  let hostVeth = "";
+  let vethMade = false;
+  const hostMac = randomMac();
+  try {
+    if (kernel("read pod links", () => pod.link(args.ifname))) {
+      throw new CniError(
+        ErrCode.AlreadyExists,
+        "interface already exists",
+        `container veth name "${args.ifname}" already exists`,
+      );
+    }
+    // IPAM first: it is the cheap step that rejects duplicates and exhaustion before any kernel change.
+    let ipam: CniResult = {};
+    if (conf.ipam) {
+      ipam = parseResult(await ipamCall(c, conf, "ADD"), c.version);
+      ipamDone = true;
+      trace("ipam done");
+      if (!ipam.ips?.length) {
+        throw new CniError(ErrCode.InvalidNetworkConfig, "IPAM plugin returned missing IP config");
+      }
+    }
+    const br = kernel("ensure bridge", () => ensureBridge(host, conf));
+    trace("bridge ok");
+    kernel("create veth", () => {
+      for (let i = 0;; i++) {
+        hostVeth = randomVethName();
+        try {
+          // Made inside the pod netns (CNI_IFNAME never appears in the host), the host end created directly
+          // in our own netns: one atomic request, nothing to move afterwards.
+          pod.createVeth(args.ifname, hostVeth, {
+            peerNetns: HOST_NETNS,
+            ...(conf.mtu ? { mtu: conf.mtu } : {}),
+            ...(conf.mac ? { mac: conf.mac } : {}),
+            peerMac: hostMac,
+          });
+          vethMade = true;
+          return;
+        } catch (e) {
+          if (!isExists(e) || i >= 3) throw e;
+          if (pod.link(args.ifname)) throw e;
+        }
+      }
+    });
+    kernel("set up host veth", () => {
+      host.setMaster(hostVeth, br.index);
+      host.setHairpin(hostVeth, conf.hairpinMode);
+      host.setUp(hostVeth, true);
+    });
+    trace("veth ok");
+    const routes: CniRoute[] = [...(ipam.routes ?? [])];
+    const ips = (ipam.ips ?? []).map((ip) => ({ ...ip, interface: 2 }));
+    const gws: string[] = [];
+    for (const ip of ips) {
+      if (!ip.gateway && conf.isGateway) ip.gateway = calcGateway(ip.address);
+      if (conf.isGateway && ip.gateway) gws.push(`${ip.gateway}/${ip.address.split("/")[1]}`);
+      if (conf.isDefaultGateway && ip.gateway) {
+        const def = familyOf(ip.address) === "4" ? "0.0.0.0/0" : "::/0";
+        const clash = routes.find((r) => r.dst === def && r.gw && r.gw !== ip.gateway);
+        if (clash) {
+          throw new CniError(
+            ErrCode.InvalidNetworkConfig,
+            "invalid bridge config",
+            `isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`,
+          );
+        }
+        routes.push({ dst: def, gw: ip.gateway });
+      }
+    }
+    const cont = kernel("configure container interface", () => {
+      pod.setUp(args.ifname, true);
+      for (const ip of ips) pod.addAddr(args.ifname, ip.address);
+      for (const r of routes) {
+        const fam = familyOf(r.dst);
+        const gw = r.gw ?? ips.find((i) => familyOf(i.address) === fam && i.gateway)?.gateway;
+        pod.replaceRoute({ dst: r.dst, dev: args.ifname, ...(gw ? { via: gw } : {}) });
+      }
+      return pod.link(args.ifname)!;
+    });
+    kernel("configure bridge", () => {
+      for (const g of gws) ensureBridgeAddr(host, br, g, conf.forceAddress);
+      for (const fam of new Set(gws.map((g) => familyOf(g)))) enableForward(fam);
+    });
+    trace("addresses, routes, bridge ok");
+    if (conf.ipMasq && ips.length) {
+      const { chainName, comment, setupMasq } = await import("./ipmasq.ts");
+      await setupMasq(
+        ips.map((i) => i.address),
+        await chainName(conf.name, args.containerId),
+        comment(conf.name, args.containerId),
+      );
+    }
+    trace("masq ok");
+    const interfaces: CniInterface[] = [
+      { name: br.name, mac: br.mac ?? undefined },
+      { name: hostVeth, mac: hostMac },
+      { name: args.ifname, mac: cont.mac ?? undefined, sandbox: args.netns },
+    ];
+    if (conf.mtu) { for (const i of interfaces) i.mtu = conf.mtu; }
+    const result: CniResult = { interfaces, ips, routes };
+    if (!ips.length) delete result.ips;
+    if (!routes.length) delete result.routes;
+    const dns = conf.dns ?? ipam.dns;
+    if (dns) result.dns = dns;
+    return result;
+  } catch (e) {
+    // Undo: the container end (deleting it removes the host end), the masquerade chain, the IPAM lease.
+    if (vethMade) {
+      try {
+        host.deleteLink(hostVeth);
+      } catch { /* best effort */ }
+    }
+    if (ipamDone) {
+      try {
+        await ipamCall(c, conf, "DEL");
+      } catch { /* best effort */ }
+      if (conf.ipMasq) {
+        try {
+          const { chainName, teardownMasq } = await import("./ipmasq.ts");
+          await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
+        } catch { /* best effort */ }
+      }
+    }
+    throw e;
+  } finally {
+    pod.close();
+    host.close();
+  }
+}
+
+/** DEL: lenient config parse (only what cleanup needs). */
+function loadForDel(c: PluginCall): BridgeConf {
+  return loadBridgeConf(c.conf, c.version, c.args.args);
+}
+
+async function del(c: PluginCall): Promise<void> {
+  const conf = loadForDel(c);
+  const args = c.args;
+  if (conf.ipam) await ipamCall(c, conf, "DEL");
+  if (args.netns) {
+    let exists = true;
+    try {
+      Deno.statSync(args.netns);
+    } catch {
+      exists = false;
+    }
+    if (exists) {
+      const nl = await netlink();
+      let pod: NetlinkHandle | null = null;
+      try {
+        pod = nl.openNetlink({ path: args.netns });
+      } catch { /* netns going away: nothing left in it */ }
+      if (pod) {
+        try {
+          kernel("delete container interface", () => {
+            if (pod!.link(args.ifname)) pod!.deleteLink(args.ifname);
+          });
+        } finally {
+          pod.close();
+        }
+      }
+    }
+  }
+  if (conf.ipMasq) {
+    const { chainName, teardownMasq } = await import("./ipmasq.ts");
+    await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
+  }
+}
+
+function checkErr(details: string): never {
+  throw new CniError(ErrCode.CheckFailed, "bridge CHECK failed", details);
+}
+
+async function check(c: PluginCall): Promise<void> {
+  const conf = loadBridgeConf(c.conf, c.version, c.args.args);
+  const args: CmdArgs = c.args;
+  if (c.conf.prevResult === undefined) checkErr("required prevResult missing");
+  const prev = parseResult(c.conf.prevResult, c.version);
+  if (conf.ipam) await ipamCall(c, conf, "CHECK");
+  const nl = await netlink();
+  const pod = await openPod(args.netns);
+  const host = nl.openNetlink();
+  try {
+    const br = host.link(conf.bridge);
+    if (!br || br.kind !== "bridge") checkErr(`bridge ${conf.bridge} not found`);
+    const contPrev = prev.interfaces?.find((i) => i.name === args.ifname && i.sandbox);
+    if (!contPrev) checkErr(`prevResult has no interface ${args.ifname} with a sandbox`);
+    const cont = pod.link(args.ifname);
+    if (!cont) checkErr(`container interface ${args.ifname} not found in ${args.netns}`);
+    if (cont.kind !== "veth") checkErr(`${args.ifname} is not a veth`);
+    if (contPrev.mac && cont.mac !== contPrev.mac.toLowerCase()) {
+      checkErr(`${args.ifname} MAC ${cont.mac} differs from ${contPrev.mac}`);
+    }
+    if (conf.mtu && cont.mtu !== conf.mtu) checkErr(`${args.ifname} MTU ${cont.mtu}, expected ${conf.mtu}`);
+    const hostPrev = prev.interfaces?.find((i) => !i.sandbox && i.name !== conf.bridge);
+    const hv = cont.parent !== null ? host.link(cont.parent) : null;
+    if (!hv || (hostPrev && hv.name !== hostPrev.name)) checkErr(`host end of ${args.ifname} not found`);
+    if (hv.master !== br.index) checkErr(`${hv.name} is not a port of ${conf.bridge}`);
+    const addrs = pod.addrs().filter((a) => a.index === cont.index).map((a) => `${a.local}/${a.prefix}`);
+    for (const ip of prev.ips ?? []) {
+      if (!addrs.includes(ip.address)) checkErr(`address ${ip.address} missing on ${args.ifname}`);
+    }
+    const routes = pod.routes();
+    for (const r of prev.routes ?? []) {
+      const dst = r.dst === "0.0.0.0/0" || r.dst === "::/0" ? "default" : r.dst;
+      if (!routes.some((x) => x.dst === dst && x.dev === cont.index && (!r.gw || x.gateway === r.gw))) {
+        checkErr(`route ${r.dst}${r.gw ? ` via ${r.gw}` : ""} missing in ${args.netns}`);
+      }
+    }
+    if (conf.isGateway) {
+      const bAddrs = host.addrs().filter((a) => a.index === br.index).map((a) => a.local);
+      for (const ip of prev.ips ?? []) {
+        if (ip.gateway && !bAddrs.includes(ip.gateway)) {
+          checkErr(`gateway ${ip.gateway} missing on ${conf.bridge}`);
+        }
+      }
+    }
+    if (conf.ipMasq) {
+      const { chainName, masqPresent } = await import("./ipmasq.ts");
+      const chain = await chainName(conf.name, args.containerId);
+      for (const ip of prev.ips ?? []) {
+        if (!(await masqPresent(chain, ip.address.split("/")[0]))) {
+          checkErr(`masquerade chain ${chain} missing`);
+        }
+      }
+    }
+  } finally {
+    pod.close();
+    host.close();
+  }
+}
+
+/** The plugin. */
+export const plugin: Plugin = {
+  add,
+  del,
+  check,
+  async status(c: PluginCall) {
+    const conf = loadBridgeConf(c.conf, c.version, "");
+    if (conf.ipam) await ipamCall(c, conf, "STATUS");
+  },
+  async gc(c: PluginCall) {
+    const conf = loadBridgeConf(c.conf, c.version, "");
+    if (conf.ipam) await ipamCall(c, conf, "GC");
+    if (conf.ipMasq) {
+      // Chains of containers that are gone (e.g. an ADD killed after its iptables step).
+      const { gcMasq } = await import("./ipmasq.ts");
+      const { validAttachments } = await import("./host_local.ts");
+      const keep = new Set(validAttachments(c.conf).map((a) => a.containerId));
+      await gcMasq(conf.name, keep, ipFamilies(conf, []));
+    }
+  },
+};

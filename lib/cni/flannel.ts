@@ -1,0 +1,230 @@
+/**
+ * The flannel meta plugin: reads subnet.env, renders the delegate config exactly as flannel's CNI plugin
+ * does (type bridge unless the `delegate` says otherwise, ipMasq = !FLANNEL_IPMASQ, mtu = FLANNEL_MTU,
+ * isGateway for bridge, host-local IPAM over the node subnet with a route to the cluster network), saves it
+ * as `<dataDir>/<containerID>` for DEL, and runs the delegate (in-process when it is one of ours).
+ * @module
+ */
+import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../subnet_env.ts";
+import { delegate } from "./delegate.ts";
+import { type CniResult, parseResult } from "./result.ts";
+import type { Plugin, PluginCall } from "./skel.ts";
+import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
+
+/** Default directory of saved delegate configs, as flannel. */
+export const DEFAULT_DATA_DIR = "/var/lib/cni/flannel";
+
+/** The flannel plugin's own config. */
+export interface FlannelConf {
+  name: string;
+  cniVersion: string;
+  subnetFile: string;
+  dataDir: string;
+  delegate: Record<string, unknown>;
+  ipam: Record<string, unknown> | null;
+}
+
+function cfgErr(details: string): never {
+  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid flannel config", details);
+}
+
+function isObj(x: unknown): x is Record<string, unknown> {
+  return x !== null && typeof x === "object" && !Array.isArray(x);
+}
+
+/** Parses the flannel config and checks the delegate section. */
+export function loadFlannelConf(c: Record<string, unknown>): FlannelConf {
+  const str = (k: string, def: string) => {
+    const v = c[k];
+    if (v === undefined || v === null || v === "") return def;
+    if (typeof v !== "string") cfgErr(`'${k}' must be a string path`);
+    return v;
+  };
+  const d = c.delegate ?? {};
+  if (!isObj(d)) cfgErr("'delegate' must be an object");
+  if ("name" in d) cfgErr("'name' field is invalid in delegate");
+  if ("ipam" in d) cfgErr("'ipam' field is invalid in delegate");
+  if (d.type !== undefined && typeof d.type !== "string") cfgErr("'delegate.type' must be a string");
+  if (c.ipam !== undefined && c.ipam !== null && !isObj(c.ipam)) cfgErr("'ipam' must be an object");
+  return {
+    name: c.name as string,
+    cniVersion: typeof c.cniVersion === "string" ? c.cniVersion : "",
+    subnetFile: str("subnetFile", DEFAULT_SUBNET_FILE),
+    dataDir: str("dataDir", DEFAULT_DATA_DIR),
+    delegate: structuredClone(d),
+    ipam: isObj(c.ipam) ? structuredClone(c.ipam) : null,
+  };
+}
+
+/** Reads subnet.env; a missing/bad file is error 7 naming the file and variable. */
+export function loadSubnetEnv(path: string): SubnetEnv {
+  try {
+    return readSubnetEnv(path);
+  } catch (e) {
+    if (e instanceof SubnetEnvError) {
+      throw new CniError(ErrCode.InvalidNetworkConfig, "failed to load subnet.env", e.message);
+    }
+    throw e;
+  }
+}
+
+/** Builds the delegate config as flannel's plugin does (keys sorted, as Go marshals a map). */
+export function buildDelegate(n: FlannelConf, env: SubnetEnv): Record<string, unknown> {
+  const d = structuredClone(n.delegate);
+  d.name = n.name;
+  if (!("type" in d)) d.type = "bridge";
+  if (!("ipMasq" in d)) d.ipMasq = !env.ipMasq;
+  if (!("mtu" in d)) d.mtu = env.mtu;
+  if (d.type === "bridge" && !("isGateway" in d)) d.isGateway = true;
+  if (n.cniVersion) d.cniVersion = n.cniVersion;
+  const ipam: Record<string, unknown> = n.ipam ?? {};
+  if (!("type" in ipam)) ipam.type = "host-local";
+  const ranges: { subnet: string }[][] = [];
+  if (env.subnet) ranges.push([{ subnet: env.subnet.net.toString() }]);
+  if (env.ipv6Subnet) ranges.push([{ subnet: env.ipv6Subnet.net.toString() }]);
+  ipam.ranges = ranges;
+  const routes: unknown[] = [];
+  if (Array.isArray(ipam.routes)) routes.push(...ipam.routes);
+  if (env.network) routes.push({ dst: env.network.toString() });
+  if (env.ipv6Network) routes.push({ dst: env.ipv6Network.toString() });
+  ipam.routes = routes;
+  d.ipam = ipam;
+  return sortKeys(d) as Record<string, unknown>;
+}
+
+/** Recursively sorts object keys (Go's encoding of map[string]interface{}). */
+export function sortKeys(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(sortKeys);
+  if (!isObj(x)) return x;
+  const o: Record<string, unknown> = {};
+  for (const k of Object.keys(x).sort()) o[k] = sortKeys(x[k]);
+  return o;
+}
+
+function savedPath(dataDir: string, containerId: string): string {
+  return `${dataDir}/${containerId}`;
+}
+
+function save(dataDir: string, containerId: string, text: string): void {
+  Deno.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const tmp = `${savedPath(dataDir, containerId)}.tmp${Deno.pid}`;
+  Deno.writeTextFileSync(tmp, text, { mode: 0o600 });
+  Deno.renameSync(tmp, savedPath(dataDir, containerId));
+}
+
+function readSaved(dataDir: string, containerId: string): string | null {
+  try {
+    return Deno.readTextFileSync(savedPath(dataDir, containerId));
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    throw new CniError(ErrCode.IOFailure, "failed to read saved delegate config", (e as Error).message);
+  }
+}
+
+function remove(dataDir: string, containerId: string): void {
+  try {
+    Deno.removeSync(savedPath(dataDir, containerId));
+  } catch { /* gone */ }
+}
+
+function delegateType(text: string): string {
+  try {
+    const t = JSON.parse(text)?.type;
+    if (typeof t === "string" && t) return t;
+  } catch { /* fall through */ }
+  throw new CniError(ErrCode.DecodingFailure, "saved delegate config is corrupt", "no string 'type'");
+}
+
+async function add(c: PluginCall): Promise<CniResult> {
+  const n = loadFlannelConf(c.conf);
+  const env = loadSubnetEnv(n.subnetFile);
+  const d = buildDelegate(n, env);
+  const text = JSON.stringify(d);
+  save(n.dataDir, c.args.containerId, text);
+  try {
+    const out = await delegate(d.type as string, "ADD", text, c.args);
+    return parseResult(out, c.version);
+  } catch (e) {
+    // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is right.
+    remove(n.dataDir, c.args.containerId);
+    throw e;
+  }
+}
+
+async function del(c: PluginCall): Promise<void> {
+  const n = loadFlannelConf(c.conf);
+  const text = readSaved(n.dataDir, c.args.containerId);
+  if (text === null) return; // already deleted (or never added): success, as the spec asks
+  await delegate(delegateType(text), "DEL", text, c.args);
+  remove(n.dataDir, c.args.containerId);
+}
+
+async function check(c: PluginCall): Promise<void> {
+  const n = loadFlannelConf(c.conf);
+  const text = readSaved(n.dataDir, c.args.containerId);
+  if (text === null) {
+    throw new CniError(
+      ErrCode.CheckFailed,
+      "flannel CHECK failed",
+      `no saved delegate config for ${c.args.containerId}`,
+    );
+  }
+  const d = JSON.parse(text);
+  d.cniVersion = c.version; // prevResult is in this call's version
+  if (c.conf.prevResult !== undefined) d.prevResult = c.conf.prevResult;
+  await delegate(delegateType(text), "CHECK", JSON.stringify(d), c.args);
+}
+
+async function status(c: PluginCall): Promise<void> {
+  const n = loadFlannelConf(c.conf);
+  try {
+    Deno.statSync(n.subnetFile);
+  } catch {
+    throw new CniError(
+      ErrCode.PluginNotAvailable,
+      "flannel is not ready",
+      `${n.subnetFile} not found: is the flanctl/flannel daemon running on this node?`,
+    );
+  }
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(n.subnetFile);
+  } catch (e) {
+    throw new CniError(ErrCode.PluginNotAvailable, "flannel is not ready", (e as Error).message);
+  }
+  const d = buildDelegate(n, env);
+  if (c.version) d.cniVersion = c.version;
+  await delegate(d.type as string, "STATUS", JSON.stringify(d), c.args);
+}
+
+async function gc(c: PluginCall): Promise<void> {
+  const n = loadFlannelConf(c.conf);
+  const raw = c.conf["cni.dev/valid-attachments"] ?? c.conf["cni.dev/attachments"] ?? [];
+  if (!Array.isArray(raw)) cfgErr("cni.dev/valid-attachments must be a list");
+  const valid = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
+  // Saved configs of containers that are gone: run the delegate's DEL-free cleanup via its GC below.
+  try {
+    for (const e of Deno.readDirSync(n.dataDir)) {
+      if (e.isFile && !valid.has(e.name)) remove(n.dataDir, e.name);
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  let env: SubnetEnv;
+  try {
+    env = readSubnetEnv(n.subnetFile);
+  } catch {
+    return; // without subnet.env there is no delegate config to collect for
+  }
+  const d = buildDelegate(n, env);
+  d["cni.dev/valid-attachments"] = raw;
+  d.cniVersion = c.version;
+  await delegate(d.type as string, "GC", JSON.stringify(d), gcArgs(c.args));
+}
+
+function gcArgs(a: CmdArgs): CmdArgs {
+  return { ...a, containerId: "", ifname: "", netns: "" };
+}
+
+/** The plugin. */
+export const plugin: Plugin = { add, del, check, status, gc };

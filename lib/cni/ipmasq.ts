@@ -1,0 +1,143 @@
+/**
+ * The bridge plugin's per-container masquerade chain, as the reference makes it: nat chain
+ * `CNI-<sha512(network+containerID) hex>` (28 chars) with `-d <subnet> ACCEPT` and `! -d <multicast>
+ * MASQUERADE`, jumped to from POSTROUTING `-s <ip>`, each rule commented `name: "<net>" id: "<cid>"`.
+ * Changes go through one `iptables-restore --noflush -w` (atomic, one process, waits for the xtables
+ * lock); teardown finds the POSTROUTING jumps by chain name in `iptables-save`, so it needs neither the
+ * netns nor the IPs (the reference leaks these rules when DEL comes without a netns, plugins #810).
+ * @module
+ */
+import { IPNet } from "../ip/cidr.ts";
+import { CniError, ErrCode } from "./spec.ts";
+
+/** The reference's chain name for (network, container): "CNI-" + sha512 hex, cut to 28 characters. */
+export async function chainName(network: string, containerId: string): Promise<string> {
+  const h = new Uint8Array(await crypto.subtle.digest("SHA-512", new TextEncoder().encode(network + containerId)));
+  return ("CNI-" + Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("")).slice(0, 28);
+}
+
+/** The reference's rule comment. */
+export function comment(network: string, containerId: string): string {
+  return `name: ${JSON.stringify(network)} id: ${JSON.stringify(containerId)}`;
+}
+
+function quote(s: string): string {
+  return `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+}
+
+async function runTool(tool: string, args: string[], stdin?: string): Promise<string> {
+  let p: Deno.ChildProcess;
+  try {
+    p = new Deno.Command(tool, {
+      args,
+      stdin: stdin === undefined ? "null" : "piped",
+      stdout: "piped",
+      stderr: "piped",
+    })
+      .spawn();
+  } catch (e) {
+    throw new CniError(
+      ErrCode.IptablesFailure,
+      `${tool} failed`,
+      `cannot run ${tool}: ${(e as Error).message}`,
+    );
+  }
+  if (stdin !== undefined) {
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(stdin));
+    await w.close();
+  }
+  const o = await p.output();
+  if (!o.success) {
+    const err = new TextDecoder().decode(o.stderr).trim();
+    throw new CniError(ErrCode.IptablesFailure, `${tool} failed`, err || `exit ${o.code}`);
+  }
+  return new TextDecoder().decode(o.stdout);
+}
+
+/** The iptables-restore input that creates the chain for `addrs` (CIDRs with host part). */
+export function setupRules(addrs: string[], chain: string, cmt: string): Map<4 | 6, string> {
+  const byFam = new Map<4 | 6, string[]>();
+  const c = quote(cmt);
+  for (const a of addrs) {
+    const net = IPNet.parse(a, "ip");
+    const fam = net.family;
+    const ip = a.split("/")[0];
+    const mcast = fam === 4 ? "224.0.0.0/4" : "ff00::/8";
+    const lines = byFam.get(fam) ?? [`:${chain} - [0:0]`];
+    lines.push(
+      `-A ${chain} -d ${net} -m comment --comment ${c} -j ACCEPT`,
+      `-A ${chain} ! -d ${mcast} -m comment --comment ${c} -j MASQUERADE`,
+      `-A POSTROUTING -s ${ip}/${fam === 4 ? 32 : 128} -m comment --comment ${c} -j ${chain}`,
+    );
+    byFam.set(fam, lines);
+  }
+  const out = new Map<4 | 6, string>();
+  for (const [fam, lines] of byFam) out.set(fam, `*nat\n${lines.join("\n")}\nCOMMIT\n`);
+  return out;
+}
+
+function restoreTool(fam: 4 | 6): string {
+  return fam === 4 ? "iptables-restore" : "ip6tables-restore";
+}
+
+/** Creates the chain and its rules (one iptables-restore per family). */
+export async function setupMasq(addrs: string[], chain: string, cmt: string): Promise<void> {
+  for (const [fam, text] of setupRules(addrs, chain, cmt)) {
+    await runTool(restoreTool(fam), ["-w", "5", "--noflush"], text);
+  }
+}
+
+/** From `iptables-save -t nat` text: the restore input that removes `chain` and the jumps to it, or null. */
+export function teardownRules(saved: string, chain: string): string | null {
+  const lines: string[] = [];
+  let exists = false;
+  for (const l of saved.split("\n")) {
+    if (l.startsWith(`:${chain} `)) exists = true;
+    else if (l.startsWith("-A ") && l.endsWith(` -j ${chain}`)) lines.push("-D " + l.slice(3));
+  }
+  if (exists) lines.push(`-F ${chain}`, `-X ${chain}`);
+  return lines.length ? `*nat\n${lines.join("\n")}\nCOMMIT\n` : null;
+}
+
+/** Removes the chain and every jump to it, for each family; a chain that is not there is fine. */
+export async function teardownMasq(chain: string, families: (4 | 6)[]): Promise<void> {
+  for (const fam of families) {
+    const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
+    const text = teardownRules(saved, chain);
+    if (text) await runTool(restoreTool(fam), ["-w", "5", "--noflush"], text);
+  }
+}
+
+/** True when the chain exists with a jump from POSTROUTING for `ip` (CHECK). */
+export async function masqPresent(chain: string, ip: string): Promise<boolean> {
+  const fam = ip.includes(":") ? 6 : 4;
+  const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
+  const host = `${ip}/${fam === 4 ? 32 : 128}`;
+  return saved.includes(`:${chain} `) &&
+    saved.split("\n").some((l) => l.startsWith(`-A POSTROUTING -s ${host} `) && l.endsWith(` -j ${chain}`));
+}
+
+/**
+ * GC: removes the masquerade chains of network `network` whose container ID is not in `keep` (found by the
+ * reference-format comment on the POSTROUTING jump). Returns the chains removed.
+ */
+export async function gcMasq(network: string, keep: Set<string>, families: (4 | 6)[]): Promise<string[]> {
+  const removed: string[] = [];
+  for (const fam of families) {
+    const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
+    const re = /^-A POSTROUTING .*--comment "name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\"" -j (CNI-[0-9a-f]+)$/;
+    const chains = new Set<string>();
+    for (const l of saved.split("\n")) {
+      const m = re.exec(l);
+      if (m && m[1] === network && !keep.has(m[2])) chains.add(m[3]);
+    }
+    const text = [...chains].map((c) => teardownRules(saved, c)).filter((t): t is string => t !== null)
+      .map((t) => t.slice("*nat\n".length, -"COMMIT\n".length)).join("");
+    if (text) {
+      await runTool(restoreTool(fam), ["-w", "5", "--noflush"], `*nat\n${text}COMMIT\n`);
+      removed.push(...chains);
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,182 @@
+/**
+ * The plugin skeleton: validates an invocation the way the reference library (pkg/skel) does, calls the
+ * plugin's verb handler, and renders the result in the config's version. Used both when a plugin runs as
+ * its own process ({@link runExecutable}) and when one of our plugins delegates to another in-process
+ * ({@link invoke}).
+ * @module
+ */
+import {
+  checkCommand,
+  checkVersion,
+  type CmdArgs,
+  CniError,
+  compareVersions,
+  CURRENT_VERSION,
+  ErrCode,
+  parseNetConf,
+  readEnv,
+  toCniError,
+  versionInfo,
+} from "./spec.ts";
+import { type CniResult, formatResult } from "./result.ts";
+
+/** What a verb handler gets. */
+export interface PluginCall {
+  args: CmdArgs;
+  /** The parsed config object. */
+  conf: Record<string, unknown>;
+  /** The config's cniVersion (validated). */
+  version: string;
+}
+
+/** A plugin: verb handlers. ADD returns the internal result; the others return nothing on success. */
+export interface Plugin {
+  add(c: PluginCall): Promise<CniResult>;
+  del(c: PluginCall): Promise<void>;
+  check(c: PluginCall): Promise<void>;
+  status(c: PluginCall): Promise<void>;
+  gc(c: PluginCall): Promise<void>;
+}
+
+/**
+ * Runs one verb of `plugin` on already-read arguments. Returns the JSON to print (null when the verb prints
+ * nothing). Throws {@link CniError}; its `cniVersion` for printing is in `.version` of the returned pair.
+ */
+export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<string, unknown> | null> {
+  if (args.command === "VERSION") return versionInfo();
+  const { conf, version } = parseNetConf(args.stdin);
+  checkCommand(args);
+  checkVersion(version);
+  const call: PluginCall = { args, conf, version };
+  switch (args.command) {
+    case "ADD": {
+      const r = await plugin.add(call);
+      return formatResult(r, version);
+    }
+    case "DEL":
+      await plugin.del(call);
+      return null;
+    case "CHECK":
+      if (compareVersions(version, "0.4.0") < 0) {
+        throw new CniError(
+          ErrCode.IncompatibleVersion,
+          "config version does not allow CHECK",
+          `config is "${version}"`,
+        );
+      }
+      await plugin.check(call);
+      return null;
+    case "STATUS":
+      if (compareVersions(version, "1.1.0") < 0) {
+        throw new CniError(
+          ErrCode.IncompatibleVersion,
+          "config version does not allow STATUS",
+          `config is "${version}"`,
+        );
+      }
+      await plugin.status(call);
+      return null;
+    case "GC":
+      if (compareVersions(version, "1.1.0") < 0) {
+        throw new CniError(
+          ErrCode.IncompatibleVersion,
+          "config version does not allow GC",
+          `config is "${version}"`,
+        );
+      }
+      await plugin.gc(call);
+      return null;
+  }
+  throw new CniError(ErrCode.InvalidEnv, `unknown CNI_COMMAND: ${args.command}`);
+}
+
+/** The cniVersion to put in an error: the config's when it is one we support, else ours. */
+export function errorVersion(stdin: string): string {
+  try {
+    const v = JSON.parse(stdin)?.cniVersion;
+    if (typeof v === "string") {
+      checkVersion(v);
+      return v;
+    }
+  } catch { /* fall through */ }
+  return CURRENT_VERSION;
+}
+
+function readAllStdin(): string {
+  const chunks: Uint8Array[] = [];
+  const buf = new Uint8Array(65536);
+  let total = 0;
+  for (;;) {
+    const n = Deno.stdin.readSync(buf);
+    if (n === null || n === 0) break;
+    chunks.push(buf.slice(0, n));
+    total += n;
+  }
+  const all = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    all.set(c, off);
+    off += c.length;
+  }
+  return new TextDecoder().decode(all);
+}
+
+function writeOut(s: string): void {
+  const data = new TextEncoder().encode(s);
+  let off = 0;
+  while (off < data.length) off += Deno.stdout.writeSync(data.subarray(off));
+}
+
+const TRACE = Deno.env.get("FLANCTL_CNI_TRACE") === "1";
+
+/** With FLANCTL_CNI_TRACE=1: prints `label` and the ms since process start on stderr (where time goes). */
+export function trace(label: string): void {
+  if (TRACE) Deno.stderr.writeSync(new TextEncoder().encode(`trace ${performance.now().toFixed(1)} ms ${label}\n`));
+}
+
+/** Logs to stderr (never stdout, which carries the result). */
+export function log(plugin: string, msg: string): void {
+  Deno.stderr.writeSync(new TextEncoder().encode(`flanctl ${plugin}: ${msg}\n`));
+}
+
+/**
+ * Runs `plugin` as a CNI executable: env + stdin in, result or error JSON on stdout, exit code out.
+ */
+export async function runExecutable(name: string, load: () => Promise<Plugin>): Promise<number> {
+  let stdin = "";
+  trace(`start ${name}`);
+  try {
+    const command = Deno.env.get("CNI_COMMAND");
+    const envCheck = readEnv((k) => Deno.env.get(k), "");
+    if (command !== "VERSION") {
+      try {
+        stdin = readAllStdin();
+      } catch (e) {
+        throw new CniError(ErrCode.IOFailure, "error reading from stdin", (e as Error).message);
+      }
+    }
+    envCheck.stdin = stdin;
+    const plugin = command === "VERSION" ? NO_PLUGIN : await load();
+    trace("plugin loaded");
+    const out = await invoke(plugin, envCheck);
+    if (out) writeOut(JSON.stringify(out) + "\n");
+    trace("done");
+    return 0;
+  } catch (e) {
+    const err = toCniError(e);
+    if (err.code === ErrCode.Internal && e instanceof Error && !(e instanceof CniError)) {
+      log(name, e.stack ?? e.message);
+    }
+    writeOut(JSON.stringify(err.toWire(errorVersion(stdin))) + "\n");
+    return 1;
+  }
+}
+
+const unreachable = () => Promise.reject(new CniError(ErrCode.Internal, "not reached"));
+const NO_PLUGIN: Plugin = {
+  add: unreachable,
+  del: unreachable,
+  check: unreachable,
+  status: unreachable,
+  gc: unreachable,
+};

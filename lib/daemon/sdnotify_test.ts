@@ -1,0 +1,43 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { sdNotify, sockaddrUn } from "./sdnotify.ts";
+
+Deno.test("sdnotify: sockaddr_un for paths and abstract names", () => {
+  const p = sockaddrUn("/run/x");
+  assertEquals(p.len, 2 + 6 + 1);
+  assertEquals([p.buf[0], p.buf[1], p.buf[2]], [1, 0, "/".charCodeAt(0)]);
+  const a = sockaddrUn("@abc");
+  assertEquals(a.len, 2 + 4);
+  assertEquals(a.buf[2], 0);
+  assertEquals(sdNotify("READY=1", undefined), false);
+});
+
+Deno.test("sdnotify: READY=1 reaches a unix datagram socket (received by python3)", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/notify.sock`;
+  // A receiver outside Deno: stable Deno has no unix datagram sockets (see sdnotify.ts).
+  const py = new Deno.Command("python3", {
+    args: [
+      "-c",
+      "import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\n" +
+      "print('bound',flush=True)\ns.settimeout(10)\nprint(s.recv(256).decode(),flush=True)",
+      path,
+    ],
+    stdout: "piped",
+  }).spawn();
+  try {
+    const reader = py.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let out = "";
+    while (!out.includes("bound")) out += (await reader.read()).value ?? "";
+    assertEquals(sdNotify("READY=1\nSTATUS=test", path), true);
+    while (!out.includes("STATUS=test")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      out += value;
+    }
+    assertEquals(out.split("\n").slice(1, 3), ["READY=1", "STATUS=test"]);
+    reader.releaseLock();
+  } finally {
+    await py.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});

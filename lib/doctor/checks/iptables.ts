@@ -1,0 +1,189 @@
+/**
+ * iptables: FORWARD policy vs flannel's forward rules, the masquerade chain, mixed legacy/nft rule sets.
+ * Works on `iptables-save` text of the checked namespace.
+ * @module
+ */
+import type { Check, Finding } from "../types.ts";
+import { ok, unknown } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+
+/** Rule lines (`-A CHAIN ...`) of a chain in a table text. */
+export function chainRules(table: string, chain: string): string[] {
+  return table.split("\n").filter((l) => l.startsWith(`-A ${chain} `));
+}
+
+/** Policy of a built-in chain (`:FORWARD DROP [0:0]`), or null when the table is not loaded. */
+export function chainPolicy(table: string, chain: string): string | null {
+  const m = new RegExp(`^:${chain} (\\S+)`, "m").exec(table);
+  return m ? m[1] : null;
+}
+
+/** True when the chain exists (declared) in the table. */
+function chainExists(table: string, chain: string): boolean {
+  return new RegExp(`^:${chain} `, "m").test(table);
+}
+
+/** The rules flannel's masquerade chain must contain (flannel-compat.md), for network/subnet. */
+export function expectedMasq(network: string, subnet: string): string[] {
+  const c = `-m comment --comment "flanneld masq"`;
+  return [
+    `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s ${subnet} -d ${network} ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s ${network} -d ${subnet} ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG ! -s ${network} -d ${subnet} ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s ${network} ! -d 224.0.0.0/4 ${c} -j MASQUERADE --random-fully`,
+    `-A FLANNEL-POSTRTG ! -s ${network} -d ${network} ${c} -j MASQUERADE --random-fully`,
+  ];
+}
+
+function noIptables(ctx: DoctorContext, id: string): Finding | null {
+  if (ctx.ipt.main.text === null) return unknown(id, `cannot run iptables-save: ${ctx.ipt.main.error}`);
+  return null;
+}
+
+/** forward-policy: FORWARD DROP without ACCEPT rules for the pod network drops inter-node traffic. */
+export const forwardPolicy: Check = {
+  id: "forward-policy",
+  title: "FORWARD chain lets pod traffic through",
+  run(ctx) {
+    const bad = noIptables(ctx, "forward-policy");
+    if (bad) return [bad];
+    const filter = ctx.iptTable("filter");
+    const policy = chainPolicy(filter, "FORWARD") ?? "ACCEPT";
+    if (policy === "ACCEPT") return [ok("forward-policy", "FORWARD policy ACCEPT")];
+    const net = ctx.network?.toString();
+    if (!net) {
+      return [
+        unknown("forward-policy", `FORWARD policy ${policy}; pod network unknown (no subnet.env/store)`),
+      ];
+    }
+    const fwd = chainRules(filter, "FORWARD");
+    const jumps = fwd.some((r) => / -j FLANNEL-FWD\b/.test(r));
+    const fl = chainRules(filter, "FLANNEL-FWD");
+    const has = (rules: string[], dir: "s" | "d") =>
+      rules.some((r) => r.includes(`-${dir} ${net} `) && / -j ACCEPT\b/.test(r) && !r.includes(`! -${dir}`));
+    const okFl = jumps && has(fl, "s") && has(fl, "d");
+    const okDirect = has(fwd, "s") && has(fwd, "d");
+    if (okFl || okDirect) {
+      return [
+        ok(
+          "forward-policy",
+          `FORWARD policy ${policy}, pod network ${net} accepted (${okFl ? "FLANNEL-FWD" : "FORWARD"})`,
+        ),
+      ];
+    }
+    const seen = !jumps
+      ? "no jump to FLANNEL-FWD"
+      : `FLANNEL-FWD has ${fl.length} rule(s) without -s/-d ${net} ACCEPT`;
+    const c = `-m comment --comment "flanneld forward"`;
+    return [{
+      id: "forward-policy",
+      severity: "critical",
+      detail: `FORWARD policy ${policy} and ${seen}`,
+      why: "pod traffic to and from other nodes is forwarded and dropped by the policy (flannel #609, " +
+        "kubernetes #40182; Docker sets FORWARD DROP)",
+      fix: [
+        ctx.cmd("iptables -N FLANNEL-FWD") + " 2>/dev/null; true",
+        ctx.cmd(`iptables -A FLANNEL-FWD -s ${net} ${c} -j ACCEPT`),
+        ctx.cmd(`iptables -A FLANNEL-FWD -d ${net} ${c} -j ACCEPT`),
+        ctx.cmd(`iptables -A FORWARD ${c} -j FLANNEL-FWD`),
+      ],
+      persist: [
+        "run the daemon with forward rules enabled (flanneld --iptables-forward-rules=true, the default); " +
+        "it re-creates FLANNEL-FWD every 5 s",
+      ],
+    }];
+  },
+};
+
+/** masq-rules: FLANNEL_IPMASQ=true needs FLANNEL-POSTRTG, jumped to from POSTROUTING. */
+export const masqRules: Check = {
+  id: "masq-rules",
+  title: "Masquerade chain present when FLANNEL_IPMASQ=true",
+  run(ctx) {
+    if (!ctx.subnetEnv) return [unknown("masq-rules", `subnet.env unavailable: ${ctx.subnetEnvError}`)];
+    if (!ctx.subnetEnv.ipMasq) return [ok("masq-rules", "FLANNEL_IPMASQ=false: the CNI bridge masquerades")];
+    const bad = noIptables(ctx, "masq-rules");
+    if (bad) return [bad];
+    const nat = ctx.iptTable("nat");
+    const net = ctx.subnetEnv.network?.toString();
+    const sub = ctx.subnetEnv.subnet?.net.toString();
+    if (!net || !sub) return [unknown("masq-rules", "subnet.env has no IPv4 network")];
+    const jump = chainRules(nat, "POSTROUTING").some((r) => / -j FLANNEL-POSTRTG\b/.test(r));
+    const exists = chainExists(nat, "FLANNEL-POSTRTG");
+    const want = expectedMasq(net, sub);
+    const have = new Set(chainRules(nat, "FLANNEL-POSTRTG"));
+    const missing = want.filter((r) => !have.has(r));
+    if (jump && missing.length === 0) {
+      return [
+        ok("masq-rules", `FLANNEL-POSTRTG has the ${want.length} masquerade rules for ${sub} in ${net}`),
+      ];
+    }
+    const problems: string[] = [];
+    if (!exists) problems.push("chain FLANNEL-POSTRTG does not exist in the nat table");
+    if (!jump) problems.push("POSTROUTING has no jump to FLANNEL-POSTRTG");
+    if (exists && missing.length) {
+      problems.push(`FLANNEL-POSTRTG lacks ${missing.length} rule(s): ${missing.join(" | ")}`);
+    }
+    return [{
+      id: "masq-rules",
+      severity: !exists || !jump ? "critical" : "warning",
+      detail: `FLANNEL_IPMASQ=true but ${problems.join("; ")}`,
+      why: "pods reach nothing outside the pod network (no SNAT), or traffic between pods is masqueraded " +
+        "(flannel #799, #1450)",
+      fix: [
+        ...(exists ? [] : [ctx.cmd("iptables -t nat -N FLANNEL-POSTRTG")]),
+        ...missing.map((r) => ctx.cmd(`iptables -t nat ${r}`)),
+        ...(jump ? [] : [
+          ctx.cmd(`iptables -t nat -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`),
+        ]),
+      ],
+      persist: ["restart the daemon with --ip-masq; it re-creates the chain every --iptables-resync seconds"],
+    }];
+  },
+};
+
+function ruleCount(text: string | null): number {
+  return (text ?? "").split("\n").filter((l) => l.startsWith("-A ")).length;
+}
+
+/** iptables-mixed: rules in both the legacy and the nf_tables back-end (flannel #1317). */
+export const iptablesMixed: Check = {
+  id: "iptables-mixed",
+  title: "iptables rules in one back-end only",
+  run(ctx) {
+    const { legacy, nft, variant } = ctx.ipt;
+    if (legacy.text === null && nft.text === null) {
+      return [unknown("iptables-mixed", "neither iptables-legacy-save nor iptables-nft-save is installed")];
+    }
+    const l = ruleCount(legacy.text), n = ruleCount(nft.text);
+    const detail = `iptables-legacy: ${l} rule(s), iptables-nft: ${n} rule(s); iptables is ${
+      variant ?? "unknown"
+    }`;
+    if (l === 0 || n === 0) return [ok("iptables-mixed", detail)];
+    const flannelIn = (t: string | null) => /FLANNEL-(POSTRTG|FWD)/.test(t ?? "");
+    const where = [flannelIn(legacy.text) ? "legacy" : "", flannelIn(nft.text) ? "nft" : ""].filter(Boolean);
+    const stray = variant === "legacy" ? "nft" : "legacy";
+    return [{
+      id: "iptables-mixed",
+      severity: "warning",
+      detail: `${detail}; flannel chains in: ${where.join(", ") || "none"}`,
+      why:
+        "packets traverse both rule sets; rules written by one tool (kube-proxy, flannel, docker) can be " +
+        "shadowed by the other's FORWARD/NAT rules (flannel #1317, #2145)",
+      fix: [
+        `inspect both: ${ctx.cmd("iptables-legacy-save")}; ${ctx.cmd("iptables-nft-save")}`,
+        `remove the ${stray} rules after checking no component still uses them: ` +
+        ctx.cmd(`iptables-${stray}-save`) + " | grep -c -- '-A'",
+      ],
+      persist: [
+        `make every component use one back-end: update-alternatives --set iptables /usr/sbin/iptables-${
+          variant ?? "nft"
+        }`,
+      ],
+    }];
+  },
+};
+
+/** The checks of this family. */
+export const IPTABLES_CHECKS: Check[] = [forwardPolicy, masqRules, iptablesMixed];

@@ -1,0 +1,215 @@
+/**
+ * The store's view: reachability, our own lease, duplicates, expiry, the public IP, and pod-network
+ * overlap with host routes.
+ * @module
+ */
+import type { Check, Finding } from "../types.ts";
+import { ok, unknown } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+import { IPNet } from "../../ip/cidr.ts";
+
+function noStore(ctx: DoctorContext, id: string): Finding | null {
+  if (ctx.store.state === "ok") return null;
+  return unknown(id, `leases not readable: ${ctx.store.hint ?? ctx.store.error}`);
+}
+
+/** store: the store answered (or why it was not asked). */
+export const storeCheck: Check = {
+  id: "store",
+  title: "Lease store reachable",
+  run(ctx) {
+    if (ctx.store.state === "ok") {
+      const cfg = ctx.store.config;
+      return [ok(
+        "store",
+        `${ctx.store.kind} store: ${ctx.store.leases.length} lease(s)` +
+          (cfg ? `, network ${cfg.network}, backend ${cfg.backend.type}` : `; ${ctx.store.error}`),
+      )];
+    }
+    if (ctx.store.state === "none") return [unknown("store", ctx.store.hint ?? "no store")];
+    return [{
+      id: "store",
+      severity: ctx.opts.storeExplicit ? "unknown" : "warning",
+      detail: `store unreachable: ${ctx.store.error}`,
+      why: "without the store the daemon cannot renew its lease or learn about peers",
+      fix: ["check the store flags/endpoints and that etcd (or the API server) is up"],
+    }];
+  },
+};
+
+/** lease-own: this node holds a lease. */
+export const leaseOwn: Check = {
+  id: "lease-own",
+  title: "This node holds a lease",
+  run(ctx) {
+    const ns = noStore(ctx, "lease-own");
+    if (ns) return [ns];
+    const own = ctx.ownLease();
+    if (own) return [ok("lease-own", `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}`)];
+    return [{
+      id: "lease-own",
+      severity: "critical",
+      detail: `no lease for ${ctx.subnetEnv?.subnet?.net ?? "this node"} and none with a local PublicIP ` +
+        `(${[...ctx.localIPs()].filter((ip) => !ip.startsWith("127.") && ip !== "::1").join(", ")})`,
+      why: "peers do not know this node: they install no routes to its pods",
+      fix: ["restart the daemon: it re-acquires its lease"],
+      persist: ["check the daemon's logs for renew failures (store reachability, clock)"],
+    }];
+  },
+};
+
+/** lease-duplicate: overlapping subnets, one PublicIP on several leases. */
+export const leaseDuplicate: Check = {
+  id: "lease-duplicate",
+  title: "No overlapping leases or shared public IPs",
+  run(ctx) {
+    const ns = noStore(ctx, "lease-duplicate");
+    if (ns) return [ns];
+    const ls = ctx.store.leases.filter((l) => l.subnet);
+    const crit: string[] = [];
+    const warn: string[] = [];
+    for (let i = 0; i < ls.length; i++) {
+      for (let j = i + 1; j < ls.length; j++) {
+        if (ls[i].subnet!.overlaps(ls[j].subnet!)) {
+          crit.push(
+            `${ls[i].subnet} (${ls[i].attrs.PublicIP}) overlaps ${ls[j].subnet} (${ls[j].attrs.PublicIP})`,
+          );
+        }
+      }
+    }
+    const byIP = new Map<string, string[]>();
+    for (const l of ls) {
+      byIP.set(l.attrs.PublicIP, [...(byIP.get(l.attrs.PublicIP) ?? []), l.subnet!.toString()]);
+    }
+    for (const [ip, subs] of byIP) if (subs.length > 1) warn.push(`PublicIP ${ip} holds ${subs.join(", ")}`);
+    if (!crit.length && !warn.length) {
+      return [ok("lease-duplicate", `${ls.length} lease(s), no overlaps, distinct PublicIPs`)];
+    }
+    const fix = [...byIP].filter(([, s]) => s.length > 1).flatMap(([, subs]) =>
+      subs.slice(1).map((s) => `flanctl lease revoke ${s}  # after checking which one the node uses`)
+    );
+    return [{
+      id: "lease-duplicate",
+      severity: crit.length ? "critical" : "warning",
+      detail: [...crit, ...warn].join("; "),
+      why:
+        "two nodes route the same pod addresses, or peers install two routes for one node: traffic goes to " +
+        "the wrong node (flannel #1289, #98)",
+      fix: fix.length
+        ? fix
+        : ["revoke the lease of the node that should not have it: flanctl lease revoke SUBNET"],
+      persist: ["give every node a distinct --public-ip / --iface"],
+    }];
+  },
+};
+
+/** lease-expiry: our lease is not expired or about to expire (renewals failing, clock skew). */
+export const leaseExpiry: Check = {
+  id: "lease-expiry",
+  title: "Own lease not close to expiry",
+  run(ctx) {
+    const ns = noStore(ctx, "lease-expiry");
+    if (ns) return [ns];
+    const own = ctx.ownLease();
+    if (!own) return [unknown("lease-expiry", "no lease for this node (see lease-own)")];
+    if (!own.expiration) return [ok("lease-expiry", `lease ${own.subnet} is a reservation (no expiry)`)];
+    const left = own.expiration.getTime() - Date.now();
+    const mins = Math.round(left / 60000);
+    const detail = `lease ${own.subnet} expires ${own.expiration.toISOString()} (${mins} min from now)`;
+    if (left > 3600_000) return [ok("lease-expiry", detail)];
+    return [{
+      id: "lease-expiry",
+      severity: left <= 0 ? "critical" : "warning",
+      detail,
+      why: "the daemon renews 60 min before expiry; less than that left means renewals are failing (store " +
+        "unreachable, clock skew; flannel #340, #904). An expired lease can be taken by another node",
+      fix: ["check the daemon log for renew errors; check the clock: timedatectl status"],
+      persist: ["run NTP on every node and the etcd members (systemctl enable --now systemd-timesyncd)"],
+    }];
+  },
+};
+
+/** public-ip: our lease's PublicIP is a local address and the VXLAN device uses it. */
+export const publicIP: Check = {
+  id: "public-ip",
+  title: "Lease PublicIP is a local address",
+  run(ctx) {
+    const ns = noStore(ctx, "public-ip");
+    if (ns) return [ns];
+    const own = ctx.ownLease();
+    if (!own) return [unknown("public-ip", "no lease for this node (see lease-own)")];
+    const ip = own.attrs.PublicIP;
+    const problems: string[] = [];
+    if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
+    const dev = ctx.vxlanDevice();
+    if (dev?.vxlan?.local && dev.vxlan.local !== ip) {
+      problems.push(`${dev.name} local ${dev.vxlan.local} != lease PublicIP ${ip}`);
+    }
+    if (!problems.length) {
+      const u = ctx.underlay();
+      return [ok("public-ip", `PublicIP ${ip} on ${u?.link.name ?? "?"}`)];
+    }
+    return [{
+      id: "public-ip",
+      severity: "critical",
+      detail: problems.join("; "),
+      why:
+        "peers encapsulate to an address this node does not answer on, or the node sends from another one " +
+        "(wrong interface chosen, flannel #871, #2045)",
+      fix: ["restart the daemon with the right --iface / --public-ip"],
+      persist: ["set --iface (or --iface-can-reach) in the daemon's unit/DaemonSet"],
+    }];
+  },
+};
+
+/** route-overlap: host routes/addresses (not flannel's) inside the pod network (flannel #611). */
+export const routeOverlap: Check = {
+  id: "route-overlap",
+  title: "Pod network does not overlap host routes",
+  run(ctx) {
+    const net = ctx.network;
+    if (!net || !ctx.kernel) return [unknown("route-overlap", "pod network unknown (no subnet.env/store)")];
+    const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index]);
+    const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
+    const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
+    const bad: string[] = [];
+    for (const r of ctx.kernel.routes) {
+      if (r.family !== 4 || r.dst === "default" || r.table !== 254 || own.has(r.dev ?? -1)) continue;
+      const d = IPNet.tryParse(r.dst);
+      // Wider routes (10.0.0.0/8 via a corporate gateway) lose to the more specific pod routes: only
+      // routes inside the pod network can steal its traffic.
+      if (!d || !net.contains(d)) continue;
+      if (leaseSubs.has(r.dst) && r.gateway && pubs.has(r.gateway)) continue; // host-gw / DirectRouting
+      if (d.prefix > net.prefix && r.gateway) continue; // a peer route (peer-route / stale checks)
+      bad.push(`route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""} dev ${r.devName}`);
+    }
+    for (const a of ctx.kernel.addrs) {
+      if (a.family !== 4 || own.has(a.index) || a.ifname === "lo") continue;
+      const ip = IPNet.tryParse(`${a.local}/32`);
+      if (ip && net.contains(ip)) bad.push(`address ${a.local}/${a.prefix} on ${a.ifname}`);
+    }
+    if (!bad.length) return [ok("route-overlap", `no host route or address overlaps ${net}`)];
+    return [{
+      id: "route-overlap",
+      severity: "critical",
+      detail: `${bad.join("; ")} overlap(s) the pod network ${net}`,
+      why: "traffic to some pods leaves through the host network instead of the overlay (flannel #611)",
+      fix: bad.map((b) =>
+        b.startsWith("route ")
+          ? ctx.cmd(`ip route del ${b.slice(6)}`)
+          : `move the host network away from ${net}`
+      ),
+      persist: ["choose a pod Network that does not overlap any host/VPC network (net-conf Network)"],
+    }];
+  },
+};
+
+/** The checks of this family. */
+export const LEASE_CHECKS: Check[] = [
+  storeCheck,
+  leaseOwn,
+  leaseDuplicate,
+  leaseExpiry,
+  publicIP,
+  routeOverlap,
+];

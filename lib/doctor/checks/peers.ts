@@ -1,0 +1,362 @@
+/**
+ * Per-peer consistency: for every other node's lease, the onlink route, the permanent ARP entry and the
+ * FDB entry (or the DirectRouting / host-gw route via its PublicIP) are present and point at the lease's
+ * VtepMAC and PublicIP; entries that belong to no lease are stale. Without a store, peers are derived from
+ * the kernel (routes → ARP → FDB) and only internal consistency is checked.
+ * @module
+ */
+import type { Check } from "../types.ts";
+import { IPNet } from "../../ip/cidr.ts";
+import { ok, unknown } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+import type { Lease } from "../../store/types.ts";
+import type { FdbInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
+import { vtepMacOf } from "./vxlan.ts";
+
+/** What the kernel has for one peer lease. */
+interface PeerState {
+  lease: Lease;
+  subnet: string;
+  gwIP: string;
+  publicIP: string;
+  mac: string | null;
+  route: RouteInfo | null;
+  direct: boolean;
+  neigh: NeighInfo | null;
+  fdb: FdbInfo[];
+}
+
+const ZERO_MAC = "00:00:00:00:00:00";
+
+function mainRoutes4(ctx: DoctorContext): RouteInfo[] {
+  return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === 254);
+}
+
+function peerStates(ctx: DoctorContext): PeerState[] {
+  const dev = ctx.vxlanDevice();
+  const routes = mainRoutes4(ctx);
+  // Reservations not yet taken by a node carry no backend type: nothing is installed for them.
+  return ctx.peerLeases().filter((l) => !!l.attrs.BackendType).map((lease) => {
+    const subnet = lease.subnet!.toString();
+    const gwIP = lease.subnet!.ip.toString();
+    const publicIP = lease.attrs.PublicIP;
+    const mac = vtepMacOf(lease.attrs.BackendData);
+    const route = routes.find((r) => r.dst === subnet) ?? null;
+    const direct = !!route && route.gateway === publicIP && (!dev || route.dev !== dev.index);
+    const neigh = dev
+      ? (ctx.kernel!.neigh.find((n) => n.index === dev.index && n.dst === gwIP) ?? null)
+      : null;
+    const fdb = dev && mac
+      ? ctx.kernel!.fdb.filter((f) => f.index === dev.index && f.mac.toLowerCase() === mac)
+      : [];
+    return { lease, subnet, gwIP, publicIP, mac, route, direct, neigh, fdb };
+  });
+}
+
+function isVxlanLease(l: Lease): boolean {
+  return l.attrs.BackendType === "vxlan";
+}
+
+/** Common guard: kernel snapshot present; returns the reason a lease-based check cannot run. */
+function leaseGuard(ctx: DoctorContext): string | null {
+  if (!ctx.kernel) return `no kernel snapshot: ${ctx.kernelError}`;
+  if (ctx.store.state !== "ok") return `leases not readable: ${ctx.store.hint ?? ctx.store.error}`;
+  return null;
+}
+
+function restartHint(): string[] {
+  return ["restart the daemon: it re-adds every peer's route, ARP and FDB entry from the leases on start"];
+}
+
+/** peer-route-missing: every peer lease has its route (onlink via the VTEP address, or via PublicIP). */
+export const peerRoute: Check = {
+  id: "peer-route-missing",
+  title: "Route to every peer subnet",
+  run(ctx) {
+    const g = leaseGuard(ctx);
+    const dev = ctx.vxlanDevice();
+    if (g) {
+      if (!ctx.kernel || !dev) return [unknown("peer-route-missing", g)];
+      const n = mainRoutes4(ctx).filter((r) => r.dev === dev.index && r.flags.includes("onlink")).length;
+      return [
+        unknown(
+          "peer-route-missing",
+          `${n} onlink route(s) on ${dev.name}; cannot tell which are missing: ${g}`,
+        ),
+      ];
+    }
+    const bad: string[] = [];
+    const fix: string[] = [];
+    const peers = peerStates(ctx);
+    for (const p of peers) {
+      const vx = isVxlanLease(p.lease);
+      if (!vx || p.direct) {
+        if (p.route?.gateway === p.publicIP) continue;
+        bad.push(
+          p.route
+            ? `${p.subnet} routed via ${
+              p.route.gateway ?? "-"
+            } dev ${p.route.devName}, lease PublicIP ${p.publicIP}`
+            : `no route to ${p.subnet} (peer ${p.publicIP})`,
+        );
+        fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.publicIP}`));
+        continue;
+      }
+      if (!dev) {
+        bad.push(`no route to ${p.subnet}: ${ctx.vxlanName} missing`);
+        continue;
+      }
+      const good = p.route && p.route.gateway === p.gwIP && p.route.dev === dev.index &&
+        p.route.flags.includes("onlink");
+      if (good) continue;
+      bad.push(
+        p.route
+          ? `${p.subnet} routed via ${
+            p.route.gateway ?? "-"
+          } dev ${p.route.devName}, expected via ${p.gwIP} dev ${dev.name} onlink`
+          : `no route to ${p.subnet} (expected via ${p.gwIP} dev ${dev.name} onlink)`,
+      );
+      fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
+    }
+    if (!bad.length) {
+      return [ok("peer-route-missing", `routes to all ${peers.length} peer subnet(s) present`)];
+    }
+    return [{
+      id: "peer-route-missing",
+      severity: "critical",
+      detail: bad.join("; "),
+      why:
+        "traffic to those pods follows the default route and never reaches the peer (flannel #844, #869, #1434)",
+      fix,
+      persist: restartHint(),
+    }];
+  },
+};
+
+/** peer-arp-missing: permanent ARP entry peer VTEP address → lease VtepMAC on flannel.<VNI>. */
+export const peerArp: Check = {
+  id: "peer-arp-missing",
+  title: "Permanent ARP entry for every VXLAN peer",
+  run(ctx) {
+    const dev = ctx.vxlanDevice();
+    const g = leaseGuard(ctx);
+    if (!ctx.kernel || !dev) return [unknown("peer-arp-missing", g ?? `${ctx.vxlanName} does not exist`)];
+    const bad: string[] = [];
+    const fix: string[] = [];
+    let checked = 0;
+    if (g) {
+      // No leases: every onlink route on the device needs a permanent neighbour for its gateway.
+      for (const r of mainRoutes4(ctx).filter((r) => r.dev === dev.index && r.gateway)) {
+        checked++;
+        const n = ctx.kernel.neigh.find((n) => n.index === dev.index && n.dst === r.gateway);
+        if (!n || !n.lladdr || !n.state.includes("PERMANENT")) {
+          bad.push(`route ${r.dst} via ${r.gateway} has no permanent ARP entry on ${dev.name}`);
+        }
+      }
+      if (!bad.length) {
+        return [
+          unknown(
+            "peer-arp-missing",
+            `${checked} route(s) on ${dev.name} have permanent ARP entries; MACs not verified: ${g}`,
+          ),
+        ];
+      }
+      return [{
+        id: "peer-arp-missing",
+        severity: "critical",
+        detail: bad.join("; ") + ` (lease MACs unknown: ${g})`,
+        why:
+          "the kernel cannot resolve the VTEP address (flannel.1 has NOARP): packets to those pods are dropped",
+        fix: restartHint(),
+        persist: restartHint(),
+      }];
+    }
+    for (const p of peerStates(ctx)) {
+      if (!isVxlanLease(p.lease) || p.direct) continue;
+      checked++;
+      if (!p.mac) {
+        bad.push(`lease ${p.subnet} has no VtepMAC in BackendData`);
+        continue;
+      }
+      const fixCmd = ctx.cmd(`ip neigh replace ${p.gwIP} lladdr ${p.mac} dev ${dev.name} nud permanent`);
+      if (!p.neigh || !p.neigh.lladdr) {
+        bad.push(`no ARP entry ${p.gwIP} on ${dev.name} (lease ${p.subnet}, VtepMAC ${p.mac})`);
+        fix.push(fixCmd);
+      } else if (p.neigh.lladdr.toLowerCase() !== p.mac) {
+        bad.push(`ARP ${p.gwIP} → ${p.neigh.lladdr}, lease ${p.subnet} VtepMAC is ${p.mac}`);
+        fix.push(fixCmd);
+      } else if (!p.neigh.state.includes("PERMANENT")) {
+        bad.push(`ARP ${p.gwIP} → ${p.neigh.lladdr} is ${p.neigh.state.join(",")}, not PERMANENT`);
+        fix.push(fixCmd);
+      }
+    }
+    if (!bad.length) {
+      return [
+        ok("peer-arp-missing", `permanent ARP entries for all ${checked} VXLAN peer(s) match their leases`),
+      ];
+    }
+    return [{
+      id: "peer-arp-missing",
+      severity: "critical",
+      detail: bad.join("; "),
+      why:
+        "the inner frame is addressed to the wrong or no MAC: the peer's flannel.1 drops it (flannel #533, #2554)",
+      fix,
+      persist: restartHint(),
+    }];
+  },
+};
+
+/** peer-fdb-missing: FDB entry lease VtepMAC → lease PublicIP on flannel.<VNI>. */
+export const peerFdb: Check = {
+  id: "peer-fdb-missing",
+  title: "FDB entry for every VXLAN peer",
+  run(ctx) {
+    const dev = ctx.vxlanDevice();
+    const g = leaseGuard(ctx);
+    if (!ctx.kernel || !dev) return [unknown("peer-fdb-missing", g ?? `${ctx.vxlanName} does not exist`)];
+    const bad: string[] = [];
+    const fix: string[] = [];
+    let checked = 0;
+    const fdbOn = (mac: string) =>
+      ctx.kernel!.fdb.filter((f) => f.index === dev.index && f.mac.toLowerCase() === mac);
+    if (g) {
+      for (
+        const n of ctx.kernel.neigh.filter((n) =>
+          n.index === dev.index && n.lladdr && n.state.includes("PERMANENT")
+        )
+      ) {
+        checked++;
+        if (!fdbOn(n.lladdr!.toLowerCase()).some((f) => f.dst)) {
+          bad.push(`ARP ${n.dst} → ${n.lladdr} has no FDB entry on ${dev.name}`);
+        }
+      }
+      if (!bad.length) {
+        return [
+          unknown(
+            "peer-fdb-missing",
+            `${checked} ARP entr(ies) on ${dev.name} have FDB entries; public IPs not verified: ${g}`,
+          ),
+        ];
+      }
+      return [{
+        id: "peer-fdb-missing",
+        severity: "critical",
+        detail: bad.join("; ") + ` (lease public IPs unknown: ${g})`,
+        why: "the kernel does not know which node to encapsulate to: frames are dropped",
+        fix: restartHint(),
+        persist: restartHint(),
+      }];
+    }
+    for (const p of peerStates(ctx)) {
+      if (!isVxlanLease(p.lease) || p.direct || !p.mac) continue;
+      checked++;
+      const fixCmd = ctx.cmd(`bridge fdb replace ${p.mac} dev ${dev.name} dst ${p.publicIP} self permanent`);
+      if (p.fdb.length === 0) {
+        bad.push(`no FDB entry ${p.mac} on ${dev.name} (lease ${p.subnet}, PublicIP ${p.publicIP})`);
+        fix.push(fixCmd);
+      } else if (!p.fdb.some((f) => f.dst === p.publicIP)) {
+        bad.push(
+          `FDB ${p.mac} → ${p.fdb.map((f) => f.dst).join(",")}, lease ${p.subnet} PublicIP is ${p.publicIP}`,
+        );
+        fix.push(fixCmd);
+      }
+    }
+    if (!bad.length) {
+      return [
+        ok("peer-fdb-missing", `FDB entries for all ${checked} VXLAN peer(s) point at their PublicIPs`),
+      ];
+    }
+    return [{
+      id: "peer-fdb-missing",
+      severity: "critical",
+      detail: bad.join("; "),
+      why: "encapsulated packets go to no node or the wrong node (departed/readdressed peers, flannel #844)",
+      fix,
+      persist: restartHint(),
+    }];
+  },
+};
+
+/** stale-peer-entries: routes/ARP/FDB entries that belong to no lease. */
+export const stalePeers: Check = {
+  id: "stale-peer-entries",
+  title: "No routes/ARP/FDB entries for departed nodes",
+  run(ctx) {
+    const dev = ctx.vxlanDevice();
+    if (!ctx.kernel) return [unknown("stale-peer-entries", `no kernel snapshot: ${ctx.kernelError}`)];
+    const g = leaseGuard(ctx);
+    const stale: string[] = [];
+    const fix: string[] = [];
+    if (g) {
+      if (!dev) return [unknown("stale-peer-entries", g)];
+      // Without leases: ARP entries no route uses and FDB entries no ARP entry uses are leftovers.
+      const gws = new Set(mainRoutes4(ctx).filter((r) => r.dev === dev.index).map((r) => r.gateway));
+      const macs = new Set<string>();
+      for (
+        const n of ctx.kernel.neigh.filter((n) => n.index === dev.index && n.state.includes("PERMANENT"))
+      ) {
+        if (n.lladdr) macs.add(n.lladdr.toLowerCase());
+        if (!gws.has(n.dst)) {
+          stale.push(`ARP ${n.dst} → ${n.lladdr} (no route uses it)`);
+          fix.push(ctx.cmd(`ip neigh del ${n.dst} dev ${dev.name}`));
+        }
+      }
+      for (const f of ctx.kernel.fdb.filter((f) => f.index === dev.index && f.dst && f.mac !== ZERO_MAC)) {
+        if (!macs.has(f.mac.toLowerCase())) {
+          stale.push(`FDB ${f.mac} → ${f.dst} (no ARP entry uses it)`);
+          fix.push(ctx.cmd(`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
+        }
+      }
+      if (!stale.length) {
+        return [unknown("stale-peer-entries", `kernel entries on ${dev.name} are consistent; ${g}`)];
+      }
+    } else {
+      const leases = ctx.store.leases.filter((l) => l.subnet);
+      const subnets = new Set(leases.map((l) => l.subnet!.toString()));
+      const gwIPs = new Set(leases.map((l) => l.subnet!.ip.toString()));
+      const macs = new Set(leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter(Boolean));
+      const net = ctx.network;
+      const cni0 = ctx.link("cni0")?.index;
+      for (const r of mainRoutes4(ctx)) {
+        if (r.dst === "default" || r.protocol === "kernel" || subnets.has(r.dst)) continue;
+        const onDev = !!dev && r.dev === dev.index;
+        const dst = IPNet.tryParse(r.dst);
+        const inNet = !!net && !!dst && r.dev !== cni0 && !!r.gateway && net.contains(dst) &&
+          !net.equals(dst);
+        if (!onDev && !inNet) continue;
+        stale.push(`route ${r.dst} via ${r.gateway ?? "-"} dev ${r.devName} (no lease for ${r.dst})`);
+        fix.push(ctx.cmd(`ip route del ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""} dev ${r.devName}`));
+      }
+      if (dev) {
+        for (
+          const n of ctx.kernel.neigh.filter((n) => n.index === dev.index && n.state.includes("PERMANENT"))
+        ) {
+          if (!gwIPs.has(n.dst)) {
+            stale.push(`ARP ${n.dst} → ${n.lladdr} on ${dev.name} (no lease)`);
+            fix.push(ctx.cmd(`ip neigh del ${n.dst} dev ${dev.name}`));
+          }
+        }
+        for (const f of ctx.kernel.fdb.filter((f) => f.index === dev.index && f.dst && f.mac !== ZERO_MAC)) {
+          if (!macs.has(f.mac.toLowerCase())) {
+            stale.push(`FDB ${f.mac} → ${f.dst} on ${dev.name} (no lease has this VtepMAC)`);
+            fix.push(ctx.cmd(`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
+          }
+        }
+      }
+    }
+    if (!stale.length) return [ok("stale-peer-entries", "no route/ARP/FDB entries for departed nodes")];
+    return [{
+      id: "stale-peer-entries",
+      severity: "warning",
+      detail: stale.join("; "),
+      why: "entries for departed or readdressed nodes black-hole traffic when their subnet is reused " +
+        "(flannel #844, #2554)",
+      fix,
+      persist: ["none needed once removed; the daemon removes entries when it sees a lease expire"],
+    }];
+  },
+};
+
+/** The checks of this family. */
+export const PEER_CHECKS: Check[] = [peerRoute, peerArp, peerFdb, stalePeers];

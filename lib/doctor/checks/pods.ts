@@ -1,0 +1,277 @@
+/**
+ * Pod plumbing on this node: host veths on cni0 paired with live pod namespaces, host-local IP files
+ * pointing at live containers, leaked pod namespaces, stale CNI caches, and hairpin mode.
+ *
+ * Pairing: a host veth's IFLA_LINK_NETNSID names the peer's namespace as seen from the checked one;
+ * lib/kernel/veths.ts resolves it against every namespace on the host (named ones under /var/run/netns,
+ * where containerd/CRI-O and the lab keep pod namespaces, then /proc/PID/ns/net), with
+ * `ip netns list-id` as the fallback. Liveness of a host-local IP: the IP is configured inside a namespace that is the peer
+ * of a veth on cni0. So a leaked IP is one no running pod carries, whatever runtime made it, and the
+ * container ID comes from the IP file's first line.
+ * @module
+ */
+import type { Check } from "../types.ts";
+import { ok, unknown } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+import { cniConf } from "./cni.ts";
+import { IPAddr } from "../../ip/cidr.ts";
+
+/** One host-local IP file. */
+export interface IpFile {
+  network: string;
+  ip: string;
+  path: string;
+  containerId: string;
+  ifname: string;
+}
+
+/** Reads every `<hostLocalDir>/<network>/<ip>` file. */
+export function readIpFiles(dir: string): { files: IpFile[]; error: string | null } {
+  const files: IpFile[] = [];
+  let nets: string[];
+  try {
+    nets = [...Deno.readDirSync(dir)].filter((e) => e.isDirectory).map((e) => e.name).sort();
+  } catch (e) {
+    return { files, error: e instanceof Deno.errors.NotFound ? null : (e as Error).message };
+  }
+  for (const n of nets) {
+    for (const e of [...Deno.readDirSync(`${dir}/${n}`)].sort((a, b) => a.name < b.name ? -1 : 1)) {
+      if (!e.isFile || !/^[0-9a-fA-F.:]+$/.test(e.name) || !/[.:]/.test(e.name)) continue;
+      const path = `${dir}/${n}/${e.name}`;
+      let text = "";
+      try {
+        text = Deno.readTextFileSync(path);
+      } catch { /* unreadable: treated as empty */ }
+      const [cid = "", ifname = ""] = text.split(/\r?\n/).map((s) => s.trim());
+      files.push({ network: n, ip: e.name, path, containerId: cid, ifname });
+    }
+  }
+  return { files, error: null };
+}
+
+function liveIPs(ctx: DoctorContext): Set<string> {
+  return new Set([...ctx.pods.values()].flatMap((p) => p.ips));
+}
+
+/** veth-orphan: host veths on cni0 whose peer is in no known pod namespace; stray veths off the bridge. */
+export const vethOrphan: Check = {
+  id: "veth-orphan",
+  title: "Host veths paired with live pod namespaces",
+  run(ctx) {
+    if (!ctx.kernel) return [unknown("veth-orphan", `no kernel snapshot: ${ctx.kernelError}`)];
+    const bad: string[] = [];
+    const fix: string[] = [];
+    const veths = ctx.cni0Veths();
+    for (const v of veths) {
+      const peer = ctx.vethPeers.get(v.name);
+      const ns = peer?.netns ?? null;
+      if (ns === null || ns === ctx.opts.netns) {
+        bad.push(`${v.name} on cni0: its peer is in this namespace, not in a pod`);
+        fix.push(ctx.cmd(`ip link del ${v.name}`));
+      } else if (ns.startsWith("nsid:")) {
+        bad.push(
+          `${v.name} on cni0: peer in netns id ${ns.slice(5)}, which no named namespace or process ` +
+            "holds (sandbox gone but its namespace kept alive)",
+        );
+        fix.push(ctx.cmd(`ip link del ${v.name}`) + "  # check the runtime (crictl pods) first");
+      } else if (ns.startsWith("pid:")) {
+        bad.push(
+          `${v.name} on cni0: peer namespace has no name under /var/run/netns, only process ` +
+            `${ns.slice(4)} holds it (a sandbox whose netns was unmounted but whose process survived)`,
+        );
+        fix.push(
+          `ps -o pid,cmd -p ${ns.slice(4)}  # then stop that process; the veth goes with its namespace`,
+        );
+      } else if (!ctx.pods.has(ns)) {
+        bad.push(`${v.name} on cni0: peer namespace ${ns} could not be read`);
+      }
+    }
+    for (const l of ctx.kernel.links) {
+      if (l.kind === "veth" && l.name.startsWith("veth") && l.master === null) {
+        bad.push(`${l.name} is a veth not attached to any bridge`);
+        fix.push(ctx.cmd(`ip link del ${l.name}`));
+      }
+    }
+    if (!bad.length) {
+      return [
+        ok(
+          "veth-orphan",
+          `${veths.length} veth(s) on cni0, each paired with a pod netns (${ctx.pods.size} pod(s))`,
+        ),
+      ];
+    }
+    return [{
+      id: "veth-orphan",
+      severity: "warning",
+      detail: bad.join("; "),
+      why: "leftovers of pods the runtime failed to tear down: they hold addresses/MACs on cni0 and hide " +
+        "which sandboxes are really alive",
+      fix,
+      persist: ["find the cause of failed CNI DELs in the kubelet/containerd log"],
+    }];
+  },
+};
+
+/** hostlocal-leak: host-local IP files for containers that no longer run; empty files; pool nearly full. */
+export const hostlocalLeak: Check = {
+  id: "hostlocal-leak",
+  title: "host-local IP reservations belong to live pods",
+  run(ctx) {
+    const dir = ctx.opts.hostLocalDir;
+    const { files, error } = readIpFiles(dir);
+    if (error) return [unknown("hostlocal-leak", `cannot read ${dir}: ${error}`)];
+    const live = liveIPs(ctx);
+    const leaked = files.filter((f) => f.containerId && !live.has(f.ip));
+    const empty = files.filter((f) => !f.containerId);
+    const problems: string[] = [];
+    if (leaked.length) {
+      problems.push(
+        `${leaked.length} leaked IP(s): ` +
+          leaked.map((f) => `${f.ip} → container ${f.containerId}${f.ifname ? `/${f.ifname}` : ""}`).join(
+            ", ",
+          ),
+      );
+    }
+    if (empty.length) {
+      problems.push(`${empty.length} empty IP file(s): ${empty.map((f) => f.path).join(", ")}`);
+    }
+    const sub = ctx.subnetEnv?.subnet?.net;
+    if (sub && sub.family === 4) {
+      const cap = Number(sub.size) - 3; // network, gateway, broadcast
+      const used = files.filter((f) => {
+        const ip = IPAddr.tryParse(f.ip);
+        return ip !== null && sub.contains(ip);
+      }).length;
+      if (cap > 0 && used >= cap * 0.9) {
+        problems.push(`pool ${sub} ${used}/${cap} used (${Math.round((used / cap) * 100)}%)`);
+      }
+    }
+    if (!problems.length) {
+      return [ok("hostlocal-leak", `${files.length} IP file(s) in ${dir}, all held by live pods`)];
+    }
+    return [{
+      id: "hostlocal-leak",
+      severity: "warning",
+      detail: problems.join("; "),
+      why:
+        "leaked reservations are never freed (host-local has no GC): the pool runs out and new pods fail " +
+        'with "no IP addresses available in range set" (plugins #498, kubernetes #86944)',
+      fix: [...leaked, ...empty].map((f) =>
+        `rm ${f.path}` + (f.containerId ? `  # container ${f.containerId} is gone` : "")
+      ),
+      persist: [
+        "find why CNI DEL was skipped (node crash/reboot); drain and reboot cleans /var/lib/cni on tmpfs setups",
+      ],
+    }];
+  },
+};
+
+/** Container IDs that are alive: IP files whose IP a live pod carries. */
+function liveContainers(ctx: DoctorContext): Set<string> {
+  const live = liveIPs(ctx);
+  return new Set(
+    readIpFiles(ctx.opts.hostLocalDir).files.filter((f) => live.has(f.ip)).map((f) => f.containerId),
+  );
+}
+
+/** netns-leak: runtime pod namespaces (`cni-*`) with no veth on cni0. */
+export const netnsLeak: Check = {
+  id: "netns-leak",
+  title: "No leaked pod network namespaces",
+  run(ctx) {
+    const prefix = ctx.opts.podNetnsPrefix;
+    const cands = ctx.namedNetns.filter((n) => n.startsWith(prefix));
+    const leaked = cands.filter((n) => !ctx.pods.has(n));
+    if (!leaked.length) {
+      return [
+        ok(
+          "netns-leak",
+          `${cands.length} ${prefix}* namespace(s) under /var/run/netns, all attached to cni0`,
+        ),
+      ];
+    }
+    return [{
+      id: "netns-leak",
+      severity: "warning",
+      detail: `${leaked.length} pod namespace(s) with no veth on cni0: ${leaked.join(", ")}`,
+      why: "leaked netns mounts keep memory and sockets alive and confuse sandbox GC (kubernetes #86944)",
+      fix: leaked.map((n) => `ip netns del ${n}  # after checking no sandbox uses it (crictl pods)`),
+      persist: [
+        "upgrade/fix the runtime's sandbox teardown; these come from failed RunPodSandbox/StopPodSandbox",
+      ],
+    }];
+  },
+};
+
+/** cni-cache-stale: libcni result cache and flannel data entries for containers that are gone. */
+export const cniCacheStale: Check = {
+  id: "cni-cache-stale",
+  title: "No stale CNI cache entries",
+  run(ctx) {
+    const live = liveContainers(ctx);
+    const stale: string[] = [];
+    const paths: string[] = [];
+    const scan = (dir: string, idOf: (name: string) => string | null) => {
+      try {
+        for (const e of Deno.readDirSync(dir)) {
+          if (!e.isFile) continue;
+          const id = idOf(e.name);
+          if (id && !live.has(id)) {
+            stale.push(`${dir}/${e.name}`);
+            paths.push(`${dir}/${e.name}`);
+          }
+        }
+      } catch { /* missing dir: nothing cached */ }
+    };
+    // /var/lib/cni/results/<network>-<containerID>-<ifname>; container IDs are hex or our lab's ids.
+    scan(ctx.opts.cniResultsDir, (n) => {
+      for (const id of live) if (n.includes(`-${id}-`)) return null;
+      const m = /-([0-9a-zA-Z_.]+)-[^-]+$/.exec(n);
+      return m ? m[1] : n;
+    });
+    scan(ctx.opts.flannelDataDir, (n) => n);
+    if (!stale.length) {
+      return [
+        ok("cni-cache-stale", `no stale entries in ${ctx.opts.cniResultsDir} or ${ctx.opts.flannelDataDir}`),
+      ];
+    }
+    return [{
+      id: "cni-cache-stale",
+      severity: "warning",
+      detail: `${stale.length} entr(ies) for containers with no live pod IP: ${stale.join(", ")}`,
+      why:
+        "a later ADD/DEL with a recycled container ID reads the stale entry (wrong delegate config or result)",
+      fix: paths.map((p) => `rm ${p}`),
+      persist: ["same cause as leaked IPs: CNI DEL skipped after a crash"],
+    }];
+  },
+};
+
+/** hairpin: ports of cni0 have hairpin on when the CNI config asks for hairpinMode. */
+export const hairpin: Check = {
+  id: "hairpin",
+  title: "hairpin_mode on cni0 ports as configured",
+  run(ctx) {
+    const v = cniConf(ctx);
+    const conf = v.flannel
+      ? ((v.flannel.delegate ?? {}) as Record<string, unknown>)
+      : v.plugins.find((p) => p.type === "bridge");
+    // flannel's plugin defaults hairpinMode to true in its delegate (kube-flannel sets it explicitly).
+    const want = conf ? conf.hairpinMode !== false && (v.flannel ? true : conf.hairpinMode === true) : false;
+    if (!want) return [ok("hairpin", "hairpinMode is off in the CNI config")];
+    const off = ctx.cni0Veths().filter((l) => l.bridgePort && !l.bridgePort.hairpin);
+    if (!off.length) return [ok("hairpin", `hairpin on for all ${ctx.cni0Veths().length} cni0 port(s)`)];
+    return [{
+      id: "hairpin",
+      severity: "warning",
+      detail: `hairpinMode=true in the CNI config but hairpin off on ${off.map((l) => l.name).join(", ")}`,
+      why:
+        "a pod cannot reach itself through its own Service IP (the reply must leave by the port it came in)",
+      fix: off.map((l) => ctx.cmd(`bridge link set dev ${l.name} hairpin on`)),
+      persist: ["recreate the pods (the bridge plugin sets hairpin on ADD)"],
+    }];
+  },
+};
+
+/** The checks of this family. */
+export const POD_CHECKS: Check[] = [vethOrphan, hostlocalLeak, netnsLeak, cniCacheStale, hairpin];

@@ -1,0 +1,361 @@
+/**
+ * The VXLAN device and the MTU chain: module, device state/address, VTEP MAC vs lease, checksum offload,
+ * UDP port, and MTUs of flannel.1, cni0, host veths and pod interfaces.
+ * @module
+ */
+import type { Check, Finding } from "../types.ts";
+import { ok, unknown } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+import { chainPolicy, chainRules } from "./iptables.ts";
+
+/** Lease BackendData.VtepMAC, or null. */
+export function vtepMacOf(data: unknown): string | null {
+  if (typeof data !== "object" || data === null) return null;
+  const o = data as Record<string, unknown>;
+  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
+  return typeof v === "string" ? v.toLowerCase() : null;
+}
+
+function notVxlan(ctx: DoctorContext, id: string): Finding | null {
+  const b = ctx.backendType;
+  if (b === "vxlan") return null;
+  if (b === null) {
+    return unknown(
+      id,
+      `backend unknown: no flannel.* VXLAN device and no network config (${
+        ctx.store.hint ?? ctx.store.error
+      })`,
+    );
+  }
+  return ok(id, `backend ${b}: no VXLAN device expected`);
+}
+
+/** vxlan-module: the vxlan kernel module is available. */
+export const vxlanModule: Check = {
+  id: "vxlan-module",
+  title: "vxlan kernel module available",
+  run(ctx) {
+    const nv = notVxlan(ctx, "vxlan-module");
+    if (nv && nv.severity === "ok") return [nv];
+    if (ctx.kernel?.links.some((l) => l.kind === "vxlan")) {
+      return [ok("vxlan-module", "vxlan module in use (a VXLAN device exists)")];
+    }
+    const exists = (p: string) => {
+      try {
+        Deno.statSync(p);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (exists("/sys/module/vxlan")) return [ok("vxlan-module", "vxlan module loaded (/sys/module/vxlan)")];
+    const rel = Deno.osRelease();
+    const dep = (() => {
+      try {
+        return Deno.readTextFileSync(`/lib/modules/${rel}/modules.dep`);
+      } catch {
+        return "";
+      }
+    })();
+    if (/\/vxlan\.ko/.test(dep)) {
+      return [ok("vxlan-module", `vxlan module available for ${rel} (not loaded yet)`)];
+    }
+    return [{
+      id: "vxlan-module",
+      severity: "critical",
+      detail: `vxlan module not loaded and not found in /lib/modules/${rel}`,
+      why: 'the daemon cannot create flannel.1 ("operation not supported", flannel #1953)',
+      fix: ["modprobe vxlan", `apt-get install linux-modules-extra-${rel}  # or your distro's extra modules`],
+      persist: ["echo vxlan > /etc/modules-load.d/vxlan.conf"],
+    }];
+  },
+};
+
+/** flannel-device: flannel.<VNI> exists, is a VXLAN device, up, addressed with the subnet address /32. */
+export const flannelDevice: Check = {
+  id: "flannel-device",
+  title: "flannel.<VNI> present, up and addressed",
+  run(ctx) {
+    const nv = notVxlan(ctx, "flannel-device");
+    if (nv) {
+      if (nv.severity !== "unknown" || !ctx.subnetEnv) return [nv];
+      // subnet.env says flannel ran here, flannel's documented default backend is vxlan.
+    }
+    const name = ctx.vxlanName;
+    const dev = ctx.vxlanDevice();
+    const sub = ctx.nodeSubnet;
+    const restart = "restart the daemon (it re-creates the device), e.g. systemctl restart flanctl";
+    if (!dev) {
+      return [{
+        id: "flannel-device",
+        severity: "critical",
+        detail: `${name} does not exist` +
+          (ctx.store.config ? "" : " (backend assumed vxlan: no network config)"),
+        why: "no overlay: pods on this node cannot reach pods on other nodes",
+        fix: [restart],
+        persist: ["make sure the daemon is enabled at boot: systemctl enable flanctl"],
+      }];
+    }
+    const problems: string[] = [];
+    const fix: string[] = [];
+    if (dev.kind !== "vxlan") problems.push(`${name} is a ${dev.kind ?? "physical"} device, not vxlan`);
+    if (!dev.up) {
+      problems.push(`${name} is down (operstate ${dev.operstate})`);
+      fix.push(ctx.cmd(`ip link set ${name} up`));
+    }
+    if (dev.vxlan && dev.vxlan.vni !== ctx.vni) {
+      problems.push(`${name} has VNI ${dev.vxlan.vni}, expected ${ctx.vni}`);
+    }
+    if (dev.vxlan?.learning) problems.push(`${name} has learning on (flannel turns it off)`);
+    const addrs = (ctx.kernel?.addrs ?? []).filter((a) => a.index === dev.index && a.family === 4);
+    if (sub) {
+      const want = `${sub.ip}/32`;
+      if (!addrs.some((a) => `${a.local}/${a.prefix}` === want)) {
+        const have = addrs.map((a) => `${a.local}/${a.prefix}`).join(", ") || "no IPv4 address";
+        problems.push(`${name} has ${have}, expected ${want}`);
+        fix.push(ctx.cmd(`ip addr add ${want} dev ${name}`));
+      }
+    }
+    if (problems.length === 0) {
+      return [
+        ok(
+          "flannel-device",
+          `${name} up, vxlan VNI ${dev.vxlan?.vni}, address ${sub ? `${sub.ip}/32` : "?"}`,
+        ),
+      ];
+    }
+    return [{
+      id: "flannel-device",
+      severity: "critical",
+      detail: problems.join("; "),
+      why: "the overlay device must be up and carry the subnet's network address for the onlink routes and " +
+        "ARP entries to work",
+      fix: fix.length ? fix : [ctx.cmd(`ip link del ${name}`), restart],
+      persist: [restart + " (the daemon re-checks the device on start)"],
+    }];
+  },
+};
+
+/** vtep-mac: the device MAC equals the VtepMAC our lease publishes. */
+export const vtepMac: Check = {
+  id: "vtep-mac",
+  title: "flannel.<VNI> MAC matches the lease's VtepMAC",
+  run(ctx) {
+    const nv = notVxlan(ctx, "vtep-mac");
+    if (nv) return [nv];
+    const dev = ctx.vxlanDevice();
+    if (!dev) return [unknown("vtep-mac", `${ctx.vxlanName} does not exist`)];
+    if (ctx.store.state !== "ok") {
+      return [
+        unknown(
+          "vtep-mac",
+          `${ctx.vxlanName} MAC ${dev.mac}; lease not readable: ${ctx.store.hint ?? ctx.store.error}`,
+        ),
+      ];
+    }
+    const own = ctx.ownLease();
+    if (!own) {
+      return [unknown("vtep-mac", `${ctx.vxlanName} MAC ${dev.mac}; no lease for this node (see lease-own)`)];
+    }
+    const want = vtepMacOf(own.attrs.BackendData);
+    if (want === (dev.mac ?? "").toLowerCase()) {
+      return [ok("vtep-mac", `${ctx.vxlanName} MAC ${dev.mac} = lease ${own.subnet} VtepMAC`)];
+    }
+    return [{
+      id: "vtep-mac",
+      severity: "critical",
+      detail: `${ctx.vxlanName} MAC ${dev.mac} != VtepMAC ${want} in lease ${own.subnet}`,
+      why:
+        "peers send this node's traffic to the MAC in the lease; the device drops frames for another MAC " +
+        "(systemd MACAddressPolicy=persistent, NetworkManager; flannel #1155, #1330)",
+      fix: [ctx.cmd(`ip link set ${ctx.vxlanName} address ${want}`)],
+      persist: [
+        "keep udev/systemd from assigning MACs to flannel devices: printf '[Match]\\nOriginalName=flannel*\\n" +
+        "[Link]\\nMACAddressPolicy=none\\n' > /etc/systemd/network/50-flannel.link",
+        "restart the daemon so it republishes its lease",
+      ],
+    }];
+  },
+};
+
+/** vxlan-csum-offload: tx-checksum-ip-generic on the VXLAN device (kernel bug, flannel #1279). */
+export const vxlanCsumOffload: Check = {
+  id: "vxlan-csum-offload",
+  title: "TX checksum offload off on flannel.<VNI>",
+  run(ctx) {
+    const nv = notVxlan(ctx, "vxlan-csum-offload");
+    if (nv) return [nv];
+    const dev = ctx.vxlanDevice();
+    if (!dev) return [unknown("vxlan-csum-offload", `${ctx.vxlanName} does not exist`)];
+    const r = ctx.exec.run(["ethtool", "-k", dev.name]);
+    if (r.code === null) {
+      return [unknown("vxlan-csum-offload", "ethtool is not installed", ["apt-get install ethtool"])];
+    }
+    if (r.code !== 0) {
+      return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} failed: ${r.stderr.trim()}`)];
+    }
+    const m = /tx-checksum-ip-generic:\s+(on|off)/.exec(r.stdout);
+    if (!m) return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} shows no tx-checksum-ip-generic`)];
+    if (m[1] === "off") return [ok("vxlan-csum-offload", `${dev.name} tx-checksum-ip-generic: off`)];
+    return [{
+      id: "vxlan-csum-offload",
+      severity: "warning",
+      detail: `${dev.name} tx-checksum-ip-generic: on`,
+      why:
+        "on affected kernels/NICs the VXLAN-encapsulated packets leave with bad checksums and are dropped: " +
+        "pod-to-service/NodePort traffic across nodes hangs (flannel #1279, #2152, kubernetes #88986)",
+      fix: [ctx.cmd(`ethtool -K ${dev.name} tx-checksum-ip-generic off`)],
+      persist: [
+        `echo 'ACTION=="add", SUBSYSTEM=="net", KERNEL=="flannel.*", RUN+="/usr/sbin/ethtool -K %k ` +
+        `tx-checksum-ip-generic off"' > /etc/udev/rules.d/90-flannel-offload.rules`,
+      ],
+    }];
+  },
+};
+
+/** vxlan-port: device port = configured port, no other VXLAN device on it, INPUT does not drop it. */
+export const vxlanPort: Check = {
+  id: "vxlan-port",
+  title: "VXLAN UDP port as configured and open",
+  run(ctx) {
+    const nv = notVxlan(ctx, "vxlan-port");
+    if (nv) return [nv];
+    const dev = ctx.vxlanDevice();
+    if (!dev?.vxlan) return [unknown("vxlan-port", `${ctx.vxlanName} does not exist`)];
+    const port = dev.vxlan.port || 8472;
+    const want = ctx.vxlanPort;
+    const problems: { sev: "warning" | "critical"; text: string; fix: string[] }[] = [];
+    if (ctx.store.config && port !== want) {
+      problems.push({
+        sev: "critical",
+        text: `${dev.name} uses UDP port ${port}, the network config says ${want}`,
+        fix: [
+          ctx.cmd(`ip link del ${dev.name}`),
+          "restart the daemon (it re-creates the device with the configured port)",
+        ],
+      });
+    }
+    const others = (ctx.kernel?.links ?? []).filter((l) =>
+      l.kind === "vxlan" && l.index !== dev.index && (l.vxlan?.port || 8472) === port
+    );
+    if (others.length) {
+      problems.push({
+        sev: "warning",
+        text: `other VXLAN device(s) on UDP ${port}: ${
+          others.map((o) => `${o.name} (VNI ${o.vxlan?.vni})`).join(", ")
+        }`,
+        fix: others.map((o) => ctx.cmd(`ip link del ${o.name}`) + "  # if it is not needed"),
+      });
+    }
+    if (ctx.ipt.main.text !== null) {
+      const filter = ctx.iptTable("filter");
+      const input = chainRules(filter, "INPUT");
+      const portRe = new RegExp(`--dport ${port}\\b`);
+      const dropRule = input.find((r) => portRe.test(r) && / -j (DROP|REJECT)\b/.test(r));
+      const acceptRule = input.find((r) => portRe.test(r) && / -j ACCEPT\b/.test(r));
+      const pol = chainPolicy(filter, "INPUT");
+      const acceptIdx = acceptRule ? input.indexOf(acceptRule) : Infinity;
+      if (dropRule && input.indexOf(dropRule) < acceptIdx) {
+        problems.push({
+          sev: "critical",
+          text: `INPUT drops VXLAN: ${dropRule}`,
+          fix: [ctx.cmd(`iptables ${dropRule.replace(/^-A /, "-D ")}`)],
+        });
+      } else if (pol !== null && pol !== "ACCEPT" && !acceptRule) {
+        problems.push({
+          sev: "critical",
+          text: `INPUT policy ${pol} and no ACCEPT rule for udp dport ${port}`,
+          fix: [ctx.cmd(`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
+        });
+      }
+    }
+    if (problems.length === 0) return [ok("vxlan-port", `${dev.name} on UDP ${port}, not blocked by INPUT`)];
+    return [{
+      id: "vxlan-port",
+      severity: problems.some((p) => p.sev === "critical") ? "critical" : "warning",
+      detail: problems.map((p) => p.text).join("; "),
+      why: "peers encapsulate to the configured port; a different/blocked port silently drops all overlay " +
+        "traffic (flannel #2055)",
+      fix: problems.flatMap((p) => p.fix),
+      persist: [
+        "save the firewall rules (netfilter-persistent save) and set Backend.Port consistently on all nodes",
+      ],
+    }];
+  },
+};
+
+/** mtu: flannel.1 <= underlay - overhead; FLANNEL_MTU = flannel.1; cni0, host veths, pod ends = FLANNEL_MTU. */
+export const mtu: Check = {
+  id: "mtu",
+  title: "MTU chain underlay → flannel.<VNI> → cni0 → pods",
+  run(ctx) {
+    if (!ctx.kernel) return [unknown("mtu", `no kernel snapshot: ${ctx.kernelError}`)];
+    const under = ctx.underlay();
+    const dev = ctx.backendType === "vxlan" ? ctx.vxlanDevice() : null;
+    const envMtu = ctx.subnetEnv?.mtu ?? null;
+    const crit: string[] = [];
+    const warn: string[] = [];
+    const fix: string[] = [];
+    let expected = envMtu;
+    if (dev && under) {
+      const v6 = ctx.ownLease()?.attrs.PublicIP?.includes(":") ?? false;
+      const overhead = v6 ? 70 : 50;
+      const max = under.link.mtu - overhead;
+      if (dev.mtu > max) {
+        crit.push(`${dev.name} MTU ${dev.mtu} > ${under.link.name} ${under.link.mtu} - ${overhead}`);
+        fix.push(ctx.cmd(`ip link set ${dev.name} mtu ${max}`));
+      }
+      if (envMtu !== null && envMtu !== dev.mtu) {
+        warn.push(`FLANNEL_MTU ${envMtu} != ${dev.name} MTU ${dev.mtu}`);
+      }
+      expected = Math.min(envMtu ?? dev.mtu, max);
+    }
+    if (expected !== null) {
+      const br = ctx.link("cni0");
+      const veths = ctx.cni0Veths();
+      if (br && veths.length && br.mtu !== expected) {
+        warn.push(`cni0 MTU ${br.mtu} != ${expected}`);
+        fix.push(ctx.cmd(`ip link set cni0 mtu ${expected}`));
+      }
+      for (const v of veths) {
+        if (v.mtu !== expected) {
+          warn.push(`host veth ${v.name} MTU ${v.mtu} != ${expected}`);
+          fix.push(ctx.cmd(`ip link set ${v.name} mtu ${expected}`));
+        }
+      }
+      for (const p of ctx.pods.values()) {
+        if (p.mtu !== null && p.mtu !== expected) {
+          warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} != ${expected}`);
+          fix.push(`ip -n ${p.name} link set ${p.ifname} mtu ${expected}`);
+        }
+      }
+    }
+    if (!crit.length && !warn.length) {
+      const parts = [
+        under ? `${under.link.name} ${under.link.mtu}` : null,
+        dev ? `${dev.name} ${dev.mtu}` : null,
+        envMtu !== null ? `FLANNEL_MTU ${envMtu}` : null,
+        ctx.link("cni0") ? `cni0 ${ctx.link("cni0")!.mtu}` : null,
+        `${ctx.cni0Veths().length} veth(s)`,
+      ].filter(Boolean);
+      return [ok("mtu", `MTU chain consistent: ${parts.join(", ")}`)];
+    }
+    return [{
+      id: "mtu",
+      severity: crit.length ? "critical" : "warning",
+      detail: [...crit, ...warn].join("; "),
+      why: crit.length
+        ? "encapsulated packets exceed the underlay MTU and are dropped: small requests work, large transfers " +
+          "hang (flannel #1614, #1999)"
+        : "pods send packets larger than the overlay carries: large transfers stall or fragment",
+      fix: fix.length ? fix : ["restart the daemon so it rewrites subnet.env with the device MTU"],
+      persist: [
+        "let the daemon derive the MTU from the underlay (do not pin Backend MTU), then recreate pods so CNI " +
+        "applies FLANNEL_MTU",
+      ],
+    }];
+  },
+};
+
+/** The checks of this family. */
+export const VXLAN_CHECKS: Check[] = [vxlanModule, flannelDevice, vtepMac, vxlanCsumOffload, vxlanPort, mtu];

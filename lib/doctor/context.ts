@@ -1,0 +1,491 @@
+/**
+ * Everything the checks look at, gathered ONCE per run: the kernel snapshot (links, addresses, routes,
+ * neighbours, FDB) through the netlink layer, the sysctls of the checked namespace, iptables-save
+ * output, ethtool features of the VXLAN device, subnet.env, CNI files, pod namespaces, and the leases
+ * and network config from the store when one is reachable. Checks only read from here.
+ * @module
+ */
+import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
+import type { Lease, SubnetStore } from "../store/types.ts";
+import type { NetConfig } from "../config/types.ts";
+import { readSubnetEnv, type SubnetEnv } from "../subnet_env.ts";
+import type { IPNet } from "../ip/cidr.ts";
+import { NsExec } from "./exec.ts";
+import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
+import { openKernel } from "./kernel.ts";
+import { openNetlink } from "../netlink/mod.ts";
+import type { NetnsRef } from "../netlink/types.ts";
+import { listVethPairs } from "../kernel/veths.ts";
+
+/** Options of one doctor run (paths default to the standard node locations). */
+export interface DoctorOptions {
+  /** Namespace to check (`--netns`), null for the current one. */
+  netns: string | null;
+  /** subnet.env path. */
+  subnetFile: string;
+  /** CNI config dir (/etc/cni/net.d). */
+  cniConfDir: string;
+  /** CNI plugin dir (/opt/cni/bin). */
+  cniBinDir: string;
+  /** host-local data dir (/var/lib/cni/networks). */
+  hostLocalDir: string;
+  /** flannel CNI data dir (/var/lib/cni/flannel). */
+  flannelDataDir: string;
+  /** libcni result cache (/var/lib/cni/results). */
+  cniResultsDir: string;
+  /** Name prefix of pod namespaces created by the runtime (`cni-` for containerd/CRI-O). */
+  podNetnsPrefix: string;
+  /** Readiness URL of the daemon, or null (not checked). */
+  readyzUrl: string | null;
+  /** Run active probes (ping peers). */
+  probe: boolean;
+  /** Opens the store, or null when there is none to ask. */
+  openStore: (() => Promise<SubnetStore>) | null;
+  /** True when store flags were given explicitly (then an unreachable store is exit 3). */
+  storeExplicit: boolean;
+  /** Check ids to skip. */
+  skip: Set<string>;
+}
+
+/** Default paths of a real node. */
+export const DEFAULT_PATHS = {
+  subnetFile: "/run/flannel/subnet.env",
+  cniConfDir: "/etc/cni/net.d",
+  cniBinDir: "/opt/cni/bin",
+  hostLocalDir: "/var/lib/cni/networks",
+  flannelDataDir: "/var/lib/cni/flannel",
+  cniResultsDir: "/var/lib/cni/results",
+  podNetnsPrefix: "cni-",
+} as const;
+
+/** The kernel objects of the checked namespace. */
+export interface KernelSnapshot {
+  links: LinkInfo[];
+  addrs: AddrInfo[];
+  routes: RouteInfo[];
+  neigh: NeighInfo[];
+  fdb: FdbInfo[];
+  /** Which layer produced it ("netlink" or "ip -j"). */
+  source: string;
+}
+
+/** One iptables-save flavour's output. */
+export interface IptDump {
+  /** The command that produced it. */
+  cmd: string;
+  /** Its text, or null when the command is missing or failed. */
+  text: string | null;
+  error: string | null;
+}
+
+/** A pod namespace reached through a veth on cni0. */
+export interface PodNetns {
+  /** Name under /var/run/netns. */
+  name: string;
+  /** Its IPv4/IPv6 addresses (without prefix) on every interface but lo. */
+  ips: string[];
+  /** MTU of its end of the veth (usually eth0), or null. */
+  mtu: number | null;
+  /** Name of its end of the veth. */
+  ifname: string | null;
+}
+
+/** The state of the store as seen by this run. */
+export interface StoreView {
+  /** "none" (no store configured/found), "ok", "error". */
+  state: "none" | "ok" | "error";
+  kind: string | null;
+  leases: Lease[];
+  config: NetConfig | null;
+  error: string | null;
+  /** Why there is no store (for hints). */
+  hint: string | null;
+}
+
+/** Sysctl paths read for every run (interface-specific ones are added from the link list). */
+const FIXED_SYSCTLS = [
+  "/proc/sys/net/ipv4/ip_forward",
+  "/proc/sys/net/ipv4/conf/all/forwarding",
+  "/proc/sys/net/ipv4/conf/all/rp_filter",
+  "/proc/sys/net/ipv4/conf/default/rp_filter",
+  "/proc/sys/net/ipv6/conf/all/forwarding",
+  "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+  "/proc/sys/net/ipv6/conf/default/disable_ipv6",
+  "/proc/sys/net/bridge/bridge-nf-call-iptables",
+  "/proc/sys/net/bridge/bridge-nf-call-ip6tables",
+  "/proc/sys/net/netfilter/nf_conntrack_count",
+  "/proc/sys/net/netfilter/nf_conntrack_max",
+  "/proc/sys/net/ipv4/neigh/default/gc_thresh3",
+  "/proc/sys/net/ipv6/neigh/default/gc_thresh3",
+];
+
+/** Gathered node state. Construct with {@link gatherContext}. */
+export class DoctorContext {
+  /** Run options. */
+  readonly opts: DoctorOptions;
+  /** Command runner in the checked namespace. */
+  readonly exec: NsExec;
+  /** Kernel snapshot, or null with `kernelError`. */
+  kernel: KernelSnapshot | null = null;
+  kernelError: string | null = null;
+  /** Sysctl values by /proc/sys path (null = missing). */
+  sysctls = new Map<string, string | null>();
+  /** subnet.env contents, or null with `subnetEnvError`. */
+  subnetEnv: SubnetEnv | null = null;
+  subnetEnvError: string | null = null;
+  subnetEnvMissing = false;
+  /** iptables-save (the default flavour), iptables-legacy-save, iptables-nft-save. */
+  ipt: { main: IptDump; legacy: IptDump; nft: IptDump; variant: string | null } = {
+    main: { cmd: "iptables-save", text: null, error: null },
+    legacy: { cmd: "iptables-legacy-save", text: null, error: null },
+    nft: { cmd: "iptables-nft-save", text: null, error: null },
+    variant: null,
+  };
+  /** Store state. */
+  store: StoreView = { state: "none", kind: null, leases: [], config: null, error: null, hint: null };
+  /**
+   * Host veth on cni0 → its peer: namespace label (a name under /var/run/netns, "pid:PID" for an unnamed
+   * one, "nsid:N" when it could not be found, or the checked netns itself / null when it is local) and
+   * the peer's ifindex there.
+   */
+  vethPeers = new Map<string, { netns: string | null; ifindex: number }>();
+  /** How veths were paired. */
+  pairing = "";
+  /** Pod namespaces reached through cni0's veths, by name. */
+  pods = new Map<string, PodNetns>();
+  /** Every name under /var/run/netns. */
+  namedNetns: string[] = [];
+  /** Fatal problems that make the whole run "could not check" (exit 3). */
+  fatal: string[] = [];
+
+  constructor(opts: DoctorOptions) {
+    this.opts = opts;
+    this.exec = new NsExec(opts.netns);
+  }
+
+  /** `cmd` as the operator should type it: prefixed with `ip netns exec NS` when checking a netns. */
+  cmd(cmd: string): string {
+    return this.opts.netns ? `ip netns exec ${this.opts.netns} ${cmd}` : cmd;
+  }
+
+  /** A sysctl value (trimmed) or null. */
+  sysctl(path: string): string | null {
+    return this.sysctls.get(path.startsWith("/") ? path : `/proc/sys/${path.replaceAll(".", "/")}`) ?? null;
+  }
+
+  /** The link with this name or index, or null. */
+  link(ref: string | number | null | undefined): LinkInfo | null {
+    if (ref === null || ref === undefined || !this.kernel) return null;
+    return this.kernel.links.find((l) => typeof ref === "number" ? l.index === ref : l.name === ref) ?? null;
+  }
+
+  /** Backend type from the network config; inferred from the kernel when there is no store. */
+  get backendType(): string | null {
+    if (this.store.config) return this.store.config.backend.type;
+    if (this.vxlanDevice()) return "vxlan";
+    return null;
+  }
+
+  /** VNI from the config (default 1) or the name of an existing flannel.N device. */
+  get vni(): number {
+    const raw = this.store.config?.backend.raw;
+    const v = raw ? pickCI(raw, "VNI") : undefined;
+    if (typeof v === "number") return v;
+    if (!this.store.config) {
+      const dev = this.kernel?.links.find((l) => /^flannel\.\d+$/.test(l.name) && l.kind === "vxlan");
+      if (dev) return Number(dev.name.split(".")[1]);
+    }
+    return 1;
+  }
+
+  /** The configured VXLAN UDP port (config `Port`, else the kernel default 8472). */
+  get vxlanPort(): number {
+    const raw = this.store.config?.backend.raw;
+    const v = raw ? pickCI(raw, "Port") : undefined;
+    return typeof v === "number" && v > 0 ? v : 8472;
+  }
+
+  /** True when DirectRouting is on in the config. */
+  get directRouting(): boolean {
+    const raw = this.store.config?.backend.raw;
+    return raw ? pickCI(raw, "DirectRouting") === true : false;
+  }
+
+  /** Name of flannel's VXLAN device (`flannel.<VNI>`). */
+  get vxlanName(): string {
+    return `flannel.${this.vni}`;
+  }
+
+  /** flannel's VXLAN device, or null. */
+  vxlanDevice(): LinkInfo | null {
+    return this.link(`flannel.${this.vni}`);
+  }
+
+  /** The node subnet: from subnet.env, else from our own lease. */
+  get nodeSubnet(): IPNet | null {
+    return this.subnetEnv?.subnet?.net ?? this.ownLease()?.subnet ?? null;
+  }
+
+  /** The cluster network: from the config, else subnet.env. */
+  get network(): IPNet | null {
+    return this.store.config?.network ?? this.subnetEnv?.network ?? null;
+  }
+
+  /** Every local IP address (all interfaces). */
+  localIPs(): Set<string> {
+    return new Set((this.kernel?.addrs ?? []).map((a) => a.local));
+  }
+
+  /** This node's lease: the one for the subnet.env subnet, else the one whose PublicIP is local. */
+  ownLease(): Lease | null {
+    const sub = this.subnetEnv?.subnet?.net;
+    if (sub) {
+      const l = this.store.leases.find((l) => l.subnet?.equals(sub));
+      if (l) return l;
+    }
+    const local = this.localIPs();
+    return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ?? null;
+  }
+
+  /** Leases of the other nodes (IPv4). */
+  peerLeases(): Lease[] {
+    const own = this.ownLease();
+    const sub = this.nodeSubnet;
+    return this.store.leases.filter((l) => l !== own && l.subnet && !(sub && l.subnet.equals(sub)));
+  }
+
+  /**
+   * The underlay interface and how it was found: the VXLAN device's `dev`, else the interface holding
+   * our lease's PublicIP or the VXLAN `local` address, else the default route's interface.
+   */
+  underlay(): { link: LinkInfo; how: string } | null {
+    const vx = this.vxlanDevice();
+    if (vx?.vxlan?.dev) {
+      const l = this.link(vx.vxlan.dev);
+      if (l) return { link: l, how: `dev of ${vx.name}` };
+    }
+    const byAddr = (ip: string | null | undefined, how: string) => {
+      if (!ip) return null;
+      const a = this.kernel?.addrs.find((a) => a.local === ip);
+      const l = a ? this.link(a.index) : null;
+      return l ? { link: l, how } : null;
+    };
+    const r = byAddr(this.ownLease()?.attrs.PublicIP, "holds the lease's PublicIP") ??
+      byAddr(vx?.vxlan?.local, `holds ${vx?.name} local address`);
+    if (r) return r;
+    const def = this.kernel?.routes.find((r) => r.family === 4 && r.dst === "default" && r.table === 254);
+    const l = this.link(def?.dev);
+    return l ? { link: l, how: "default route" } : null;
+  }
+
+  /** Host veths that are ports of cni0. */
+  cni0Veths(): LinkInfo[] {
+    const br = this.link("cni0");
+    if (!br || !this.kernel) return [];
+    return this.kernel.links.filter((l) => l.kind === "veth" && l.master === br.index);
+  }
+
+  /** Text of iptables-save's table `name` (`*nat` … `COMMIT`) from `dump`, or "". */
+  iptTable(name: string, dump = this.ipt.main): string {
+    const t = dump.text ?? "";
+    const start = t.indexOf(`*${name}\n`);
+    if (start < 0) return "";
+    const end = t.indexOf("\nCOMMIT", start);
+    return t.slice(start, end < 0 ? undefined : end);
+  }
+}
+
+/** Case-insensitive key lookup (net-conf fields are matched that way). */
+export function pickCI(o: Record<string, unknown>, key: string): unknown {
+  if (key in o) return o[key];
+  const k = Object.keys(o).find((k) => k.toLowerCase() === key.toLowerCase());
+  return k === undefined ? undefined : o[k];
+}
+
+/** Gathers the whole context. Never throws for node problems; records them for the checks. */
+export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext> {
+  const ctx = new DoctorContext(opts);
+  if (opts.netns !== null) {
+    try {
+      Deno.statSync(`/var/run/netns/${opts.netns}`);
+    } catch {
+      ctx.fatal.push(`network namespace '${opts.netns}' not found (see 'ip netns list')`);
+      return ctx;
+    }
+  }
+  gatherKernel(ctx);
+  gatherSysctls(ctx);
+  gatherSubnetEnv(ctx);
+  gatherIptables(ctx);
+  gatherPods(ctx);
+  await gatherStore(ctx);
+  return ctx;
+}
+
+function gatherKernel(ctx: DoctorContext): void {
+  const read = (reader: KernelReader, source: string): KernelSnapshot => {
+    try {
+      return {
+        links: reader.links(),
+        addrs: reader.addrs(),
+        routes: reader.routes(),
+        neigh: reader.neighbours(),
+        fdb: reader.fdb(),
+        source,
+      };
+    } finally {
+      reader.close();
+    }
+  };
+  let nlError: string;
+  try {
+    ctx.kernel = read(openKernel(ctx.opts.netns), "netlink");
+    return;
+  } catch (e) {
+    nlError = (e as Error).message;
+  }
+  // The netlink layer failed (libnl missing, or a dump error): iproute2 gives the same views, so the
+  // doctor still reports on a node whose FFI layer is broken.
+  try {
+    ctx.kernel = read(new IpCliReader(ctx.exec), `ip -j (netlink layer failed: ${nlError})`);
+  } catch (e) {
+    ctx.kernelError = `${(e as Error).message} (netlink: ${nlError})`;
+    if (/Operation not permitted|EPERM|permission/i.test(ctx.kernelError)) {
+      ctx.fatal.push(`cannot read kernel state: ${ctx.kernelError} (run as root)`);
+    }
+  }
+}
+
+function gatherSysctls(ctx: DoctorContext): void {
+  const paths = [...FIXED_SYSCTLS];
+  for (const l of ctx.kernel?.links ?? []) {
+    for (const k of ["forwarding", "rp_filter"]) paths.push(`/proc/sys/net/ipv4/conf/${l.name}/${k}`);
+  }
+  ctx.sysctls = ctx.exec.readFiles(paths);
+  // Neighbour gc thresholds exist only in the initial namespace; the limit is global. With --netns this
+  // process still runs in the namespace it started in (usually the initial one): read them here.
+  for (const fam of ["ipv4", "ipv6"]) {
+    const p = `/proc/sys/net/${fam}/neigh/default/gc_thresh3`;
+    if (ctx.sysctls.get(p) === null && ctx.opts.netns !== null) {
+      try {
+        ctx.sysctls.set(p, Deno.readTextFileSync(p).trim());
+      } catch { /* stays null */ }
+    }
+  }
+}
+
+function gatherSubnetEnv(ctx: DoctorContext): void {
+  try {
+    Deno.statSync(ctx.opts.subnetFile);
+  } catch {
+    ctx.subnetEnvMissing = true;
+  }
+  try {
+    ctx.subnetEnv = readSubnetEnv(ctx.opts.subnetFile);
+  } catch (e) {
+    ctx.subnetEnvError = (e as Error).message;
+  }
+}
+
+function gatherIptables(ctx: DoctorContext): void {
+  for (const d of [ctx.ipt.main, ctx.ipt.legacy, ctx.ipt.nft]) {
+    const r = ctx.exec.run([d.cmd]);
+    if (r.code === 0) d.text = r.stdout;
+    else d.error = r.code === null ? `${d.cmd} not installed` : r.stderr.trim() || `exit ${r.code}`;
+  }
+  const v = ctx.exec.run(["iptables", "--version"]);
+  const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
+  ctx.ipt.variant = m ? m[1] : null;
+}
+
+function gatherPods(ctx: DoctorContext): void {
+  try {
+    ctx.namedNetns = [...Deno.readDirSync("/var/run/netns")].map((e) => e.name).sort();
+  } catch { /* none */ }
+  const veths = ctx.cni0Veths();
+  if (veths.length === 0) return;
+  // Pairing through the kernel layer (RTM_GETNSID against every namespace on the host); when it fails,
+  // `ip netns list-id` maps the veths' link-netnsids to names under /var/run/netns.
+  try {
+    for (const p of listVethPairs({ netns: ctx.opts.netns })) {
+      ctx.vethPeers.set(p.name, { netns: p.peer.netns, ifindex: p.peer.ifindex });
+    }
+    ctx.pairing = "netlink";
+  } catch (e) {
+    ctx.pairing = `ip netns list-id (netlink pairing failed: ${(e as Error).message})`;
+    const names = new Map<number, string>();
+    const r = ctx.exec.run(["ip", "-j", "netns", "list-id"]);
+    if (r.code === 0 && r.stdout.trim()) {
+      for (const e of JSON.parse(r.stdout) as { nsid: number; name?: string }[]) {
+        if (e.name) names.set(e.nsid, e.name);
+      }
+    }
+    for (const v of veths) {
+      const netns = v.linkNetnsId === null
+        ? ctx.opts.netns
+        : (names.get(v.linkNetnsId) ?? `nsid:${v.linkNetnsId}`);
+      ctx.vethPeers.set(v.name, { netns, ifindex: v.parent ?? 0 });
+    }
+  }
+  for (const v of veths) {
+    const peer = ctx.vethPeers.get(v.name);
+    const label = peer?.netns;
+    if (!peer || !label || label.startsWith("nsid:") || label === ctx.opts.netns || ctx.pods.has(label)) {
+      continue;
+    }
+    const ref: NetnsRef = label.startsWith("pid:") ? { pid: Number(label.slice(4)) } : { name: label };
+    try {
+      const h = openNetlink(ref);
+      try {
+        const links = h.links();
+        const addrs = h.addrs();
+        const peerLink = links.find((l) => l.index === peer.ifindex);
+        ctx.pods.set(label, {
+          name: label,
+          ips: addrs.filter((a) => a.ifname !== "lo").map((a) => a.local),
+          mtu: peerLink?.mtu ?? null,
+          ifname: peerLink?.name ?? null,
+        });
+      } finally {
+        h.close();
+      }
+    } catch {
+      /* the pod went away while we looked */
+    }
+  }
+}
+
+async function gatherStore(ctx: DoctorContext): Promise<void> {
+  if (!ctx.opts.openStore) {
+    ctx.store.hint = "no store flags given and the default file store (/var/lib/flanctl) does not exist; " +
+      "pass --store-dir DIR or --etcd-endpoints URL to check leases";
+    return;
+  }
+  let store: SubnetStore | null = null;
+  try {
+    store = await withTimeout(ctx.opts.openStore(), 5000, "opening the store");
+    ctx.store.kind = store.kind;
+    const { leases } = await withTimeout(store.listLeases(), 5000, "listing leases");
+    ctx.store.leases = leases;
+    try {
+      ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
+    } catch (e) {
+      ctx.store.error = `network config: ${(e as Error).message}`;
+    }
+    ctx.store.state = "ok";
+  } catch (e) {
+    ctx.store.state = "error";
+    ctx.store.error = (e as Error).message;
+    if (ctx.opts.storeExplicit) ctx.fatal.push(`store unreachable: ${ctx.store.error}`);
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, rej) => {
+    t = setTimeout(() => rej(new Error(`timed out after ${ms / 1000}s ${what}`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}

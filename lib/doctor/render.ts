@@ -1,0 +1,69 @@
+/**
+ * Output of `flanctl doctor`: a one-line summary, then problems (critical first) with what was seen, why
+ * it matters and the fix, then one line per passing check. `-o json` is the report as is.
+ * @module
+ */
+import type { DoctorReport, Finding } from "./types.ts";
+
+const LABEL = { critical: "CRITICAL", warning: "WARNING", unknown: "UNKNOWN", ok: "OK" } as const;
+
+/** The one-line summary. */
+export function summaryLine(r: DoctorReport): string {
+  const s = r.summary;
+  const where = s.netns ? ` (netns ${s.netns})` : "";
+  const skipped = s.skipped.length ? `, skipped ${s.skipped.join(",")}` : "";
+  return `DOCTOR ${s.status}: ${s.critical} critical, ${s.warning} warning, ${s.unknown} unknown, ${s.ok} ok` +
+    `${where}${skipped}`;
+}
+
+function block(f: Finding, idWidth: number): string[] {
+  const head = `${LABEL[f.severity].padEnd(8)}  ${f.id.padEnd(idWidth)}  `;
+  if (f.severity === "ok" || f.severity === "unknown") {
+    const lines = [head + f.detail];
+    for (const x of f.fix ?? []) lines.push(`${" ".repeat(head.length)}hint: ${x}`);
+    return lines;
+  }
+  const pad = " ".repeat(10);
+  const lines = [head + f.detail];
+  if (f.why) lines.push(`${pad}why:     ${f.why}`);
+  (f.fix ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "fix:    " : "        "} ${x}`));
+  (f.persist ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "persist:" : "        "} ${x}`));
+  return lines;
+}
+
+/** Human-readable report. */
+export function renderTable(r: DoctorReport): string {
+  const idWidth = Math.max(0, ...r.checks.map((f) => f.id.length));
+  const out = [summaryLine(r)];
+  const problems = r.checks.filter((f) => f.severity === "critical" || f.severity === "warning");
+  const rest = r.checks.filter((f) => f.severity === "unknown" || f.severity === "ok");
+  if (problems.length) {
+    out.push("");
+    for (const f of problems) out.push(...block(f, idWidth), "");
+    out.pop();
+  }
+  if (rest.length) {
+    out.push("");
+    for (const f of rest) out.push(...block(f, idWidth));
+  }
+  return out.join("\n") + "\n";
+}
+
+/** `-o json`: `{"summary":{...},"checks":[{"id","severity","detail","fix","why","persist"}]}`. */
+export function renderJson(r: DoctorReport): string {
+  return JSON.stringify(
+    {
+      summary: r.summary,
+      checks: r.checks.map((f) => ({
+        id: f.id,
+        severity: f.severity,
+        detail: f.detail,
+        fix: f.fix ?? [],
+        why: f.why ?? null,
+        persist: f.persist ?? [],
+      })),
+    },
+    null,
+    2,
+  ) + "\n";
+}

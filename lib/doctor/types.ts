@@ -1,0 +1,68 @@
+/**
+ * Shapes shared by every doctor check: severities, findings, the check interface and the report.
+ * @module
+ */
+import type { DoctorContext } from "./context.ts";
+
+/** How bad a finding is. `unknown` means the check could not run (the reason is in `detail`). */
+export type Severity = "ok" | "warning" | "critical" | "unknown";
+
+/** Sort order for output: critical first. */
+export const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 1, unknown: 2, ok: 3 };
+
+/** One result of one check. A check may return several findings with the same id (e.g. one per peer). */
+export interface Finding {
+  /** Stable check id (skippable with `--skip`). */
+  id: string;
+  severity: Severity;
+  /** What was seen, with exact values. */
+  detail: string;
+  /** Why it matters (empty for ok findings). */
+  why?: string;
+  /** Exact commands that fix it now (empty for ok findings). */
+  fix?: string[];
+  /** How to make the fix survive a reboot/restart. */
+  persist?: string[];
+}
+
+/** A doctor check: a family module exports one or more of these. */
+export interface Check {
+  /** Stable id; also the id of its findings. */
+  id: string;
+  /** One-line title for listings. */
+  title: string;
+  /** Runs against the gathered state; never changes anything. */
+  run(ctx: DoctorContext): Finding[] | Promise<Finding[]>;
+}
+
+/** Counts per severity. */
+export interface Summary {
+  /** Overall status word: OK, WARNING, CRITICAL, UNKNOWN. */
+  status: "OK" | "WARNING" | "CRITICAL" | "UNKNOWN";
+  ok: number;
+  warning: number;
+  critical: number;
+  unknown: number;
+  /** Checks that were skipped with --skip. */
+  skipped: string[];
+  /** Nagios exit code (0 ok, 1 warning, 2 critical, 3 could not check). */
+  exitCode: number;
+  /** Where the doctor looked (netns name, or null for the current one). */
+  netns: string | null;
+}
+
+/** The `-o json` document. */
+export interface DoctorReport {
+  summary: Summary;
+  checks: Finding[];
+}
+
+/** Convenience constructor for an ok finding. */
+export function ok(id: string, detail: string): Finding {
+  return { id, severity: "ok", detail };
+}
+
+/** Convenience constructor for an unknown finding (the check could not run). */
+export function unknown(id: string, detail: string, fix: string[] = []): Finding {
+  return { id, severity: "unknown", detail, fix };
+}

@@ -1,0 +1,269 @@
+/**
+ * `flanctl lab up` and `flanctl lab add-node`: underlay namespace with a bridge, node namespaces on it
+ * (veth, public IP, default route via the bridge address), the network config in the store, one daemon
+ * per node, then pod namespaces attached by the flannel CNI plugin. Each thing is recorded in the state
+ * file before it is made; any failure or abort leaves a state that `lab down` fully undoes.
+ * @module
+ */
+import { FlanctlError } from "../errors.ts";
+import { ensureMountPoints } from "./exec.ts";
+import { labDir, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
+import { attachPod, conflistPath, FLANNEL_CONFLIST, writeCniBin } from "./pods.ts";
+import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
+import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
+import { readState, saveState } from "./state.ts";
+import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
+
+function exists(p: string): boolean {
+  try {
+    Deno.statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Progress callback (one line per step). */
+export type Progress = (line: string) => void;
+
+/** The lab already exists. */
+export class LabExistsError extends FlanctlError {
+  constructor(name: string) {
+    super(
+      `lab '${name}' already exists; remove it with 'flanctl lab down --name ${name}' or pick another --name`,
+      1,
+    );
+  }
+}
+
+/** Port of every daemon's /healthz and /readyz (each daemon has its own namespace). */
+export const LAB_HEALTHZ_PORT = 10251;
+
+/** Checks `lab up` options; throws UsageError-like FlanctlErrors naming the flag. */
+export function validateUpOptions(o: LabUpOptions): void {
+  validateLabName(o.name);
+  if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > 50) {
+    throw new FlanctlError(`--nodes ${o.nodes}: give a whole number from 1 to 50`, 2);
+  }
+  if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
+    throw new FlanctlError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`, 2);
+  }
+  if (o.backend !== "vxlan" && o.backend !== "host-gw") {
+    throw new FlanctlError(`--backend '${o.backend}': use vxlan or host-gw`, 2);
+  }
+  if (o.store !== "file" && o.store !== "etcd") {
+    throw new FlanctlError(`--store '${o.store}': use file or etcd`, 2);
+  }
+  if (!/^\d+\.\d+\.\d+\.\d+\/\d+$/.test(o.network)) {
+    throw new FlanctlError(`--network '${o.network}': give an IPv4 CIDR such as 10.244.0.0/16`, 2);
+  }
+}
+
+/** The net-conf.json the lab writes into its store. */
+export function labNetConf(s: LabState): string {
+  return JSON.stringify({ Network: s.network, Backend: { Type: s.backend } });
+}
+
+/** Creates a namespace (recorded first) with lo up. */
+async function addNetns(s: LabState, name: string): Promise<void> {
+  if (!s.netns.includes(name)) s.netns.push(name);
+  saveState(s);
+  await mustRun(["ip", "netns", "add", name]);
+  await mustRun(["ip", "-n", name, "link", "set", "lo", "up"]);
+}
+
+async function buildUnderlay(s: LabState): Promise<void> {
+  const u = s.underlay;
+  await addNetns(s, u.netns);
+  await mustRun(["ip", "-n", u.netns, "link", "add", u.bridge, "type", "bridge"]);
+  await mustRun([
+    "ip",
+    "-n",
+    u.netns,
+    "addr",
+    "add",
+    `${u.gateway}/${u.cidr.split("/")[1]}`,
+    "dev",
+    u.bridge,
+  ]);
+  await mustRun(["ip", "-n", u.netns, "link", "set", u.bridge, "up"]);
+  // The underlay stands for the physical network between hosts: a switch runs no iptables, so frames
+  // crossing br0 skip br_netfilter here (best effort: the keys exist only with br_netfilter loaded).
+  await runCmd(inNs(u.netns, [
+    "sysctl",
+    "-qw",
+    "net.bridge.bridge-nf-call-iptables=0",
+    "net.bridge.bridge-nf-call-ip6tables=0",
+    "net.bridge.bridge-nf-call-arptables=0",
+  ]));
+}
+
+/** Creates node `index` (namespace, veth to the underlay, address, default route, dirs). */
+async function buildNode(s: LabState, index: number): Promise<NodeState> {
+  const name = `node${index}`;
+  const n: NodeState = {
+    name,
+    netns: nodeNetns(s.name, name),
+    publicIP: underlayAddrs(s.name).nodeIP(index),
+    underlayVeth: `u-${name}`,
+    dir: `${s.dir}/${name}`,
+  };
+  s.nodes.push(n);
+  for (const d of ["run/flannel", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
+    Deno.mkdirSync(`${n.dir}/${d}`, { recursive: true });
+  }
+  Deno.writeTextFileSync(conflistPath(n), JSON.stringify(FLANNEL_CONFLIST, null, 2) + "\n");
+  await addNetns(s, n.netns);
+  const u = s.underlay;
+  await mustRun([
+    "ip",
+    "-n",
+    u.netns,
+    "link",
+    "add",
+    n.underlayVeth,
+    "type",
+    "veth",
+    "peer",
+    "name",
+    "eth0",
+    "netns",
+    n.netns,
+  ]);
+  await mustRun(["ip", "-n", u.netns, "link", "set", n.underlayVeth, "master", u.bridge, "up"]);
+  await mustRun(["ip", "-n", n.netns, "addr", "add", `${n.publicIP}/${u.cidr.split("/")[1]}`, "dev", "eth0"]);
+  await mustRun(["ip", "-n", n.netns, "link", "set", "eth0", "up"]);
+  await mustRun(["ip", "-n", n.netns, "route", "add", "default", "via", u.gateway, "dev", "eth0"]);
+  // A node forwards pod traffic (a new namespace starts with forwarding off).
+  await mustRun(inNs(n.netns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]));
+  return n;
+}
+
+/** Creates and attaches pod `index` on node `n`. */
+async function buildPod(s: LabState, n: NodeState, index: number): Promise<PodState> {
+  const name = `${n.name}-pod${index}`;
+  const pod: PodState = { name, node: n.name, netns: `${s.name}-${name}`, containerId: `${s.name}-${name}` };
+  s.pods.push(pod);
+  await addNetns(s, pod.netns);
+  pod.ip = await attachPod(s, n, pod);
+  saveState(s);
+  return pod;
+}
+
+/** Writes the lab's network config into its store with `flanctl lease config set`. */
+async function writeNetConf(s: LabState): Promise<void> {
+  const file = `${s.dir}/net-conf.json`;
+  Deno.writeTextFileSync(file, labNetConf(s) + "\n");
+  await mustRun(
+    inNs(s.underlay.netns, [...flanctlCommand(), "lease", "config", "set", file, ...s.storeFlags]),
+  );
+}
+
+/** Starts daemons on `nodes` and waits until all are ready. */
+async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress, signal?: AbortSignal) {
+  for (const n of nodes) await startDaemon(s, n);
+  progress(`daemons started on ${nodes.map((n) => n.name).join(", ")}; waiting for subnet.env and /readyz`);
+  await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
+}
+
+/** Builds a whole lab. On failure the state is left for `lab down` (the CLI calls it). */
+export async function labUp(o: LabUpOptions, progress: Progress, signal?: AbortSignal): Promise<LabState> {
+  validateUpOptions(o);
+  if (Deno.uid() !== 0) {
+    throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
+  }
+  if (readState(o.name)) throw new LabExistsError(o.name);
+  if (o.store === "etcd" && !exists(ETCD_BIN)) {
+    throw new FlanctlError(
+      `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,
+      1,
+    );
+  }
+  const ua = underlayAddrs(o.name);
+  const dir = labDir(o.name);
+  const s: LabState = {
+    version: 1,
+    name: o.name,
+    dir,
+    backend: o.backend,
+    store: o.store,
+    network: o.network,
+    createdAt: new Date().toISOString(),
+    underlay: { netns: underlayNetns(o.name), bridge: "br0", cidr: ua.cidr, gateway: ua.gateway },
+    storeFlags: [],
+    healthzPort: LAB_HEALTHZ_PORT,
+    netns: [],
+    nodes: [],
+    pods: [],
+    procs: [],
+  };
+  s.storeFlags = o.store === "etcd" ? ["--etcd-endpoints", etcdEndpoint(s)] : ["--store-dir", `${dir}/store`];
+  saveState(s);
+  ensureMountPoints();
+  writeCniBin(s);
+  // The file store is /var/lib/flanctl on every node; `state` in it is the mount point of each node's own
+  // state directory (the daemon's default --state-dir).
+  if (o.store === "file") Deno.mkdirSync(`${dir}/store/state`, { recursive: true });
+
+  progress(`lab ${o.name}: underlay ${ua.cidr} (bridge ${s.underlay.bridge} in netns ${s.underlay.netns})`);
+  await buildUnderlay(s);
+  signal?.throwIfAborted();
+  if (o.store === "etcd") {
+    progress(`starting etcd on ${etcdEndpoint(s)} (data in ${dir}/etcd)`);
+    await startEtcd(s, signal);
+  }
+  for (let i = 1; i <= o.nodes; i++) {
+    const n = await buildNode(s, i);
+    progress(`${n.name}: netns ${n.netns}, public IP ${n.publicIP}`);
+    signal?.throwIfAborted();
+  }
+  progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
+  await writeNetConf(s);
+  signal?.throwIfAborted();
+  await startDaemons(s, s.nodes, progress, signal);
+  for (const n of s.nodes) progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
+  await addPods(s, s.nodes, o.podsPerNode, progress, signal);
+  return s;
+}
+
+async function addPods(
+  s: LabState,
+  nodes: NodeState[],
+  count: number,
+  progress: Progress,
+  signal?: AbortSignal,
+) {
+  for (const n of nodes) {
+    for (let j = 1; j <= count; j++) {
+      signal?.throwIfAborted();
+      const pod = await buildPod(s, n, j);
+      progress(`${pod.name}: netns ${pod.netns}, IP ${pod.ip}`);
+    }
+  }
+}
+
+function subnetLine(n: NodeState): string {
+  try {
+    const t = Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`);
+    return t.trim().split("\n").filter((l) => l.startsWith("FLANNEL_SUBNET") || l.startsWith("FLANNEL_MTU"))
+      .join(" ");
+  } catch {
+    return "no subnet.env";
+  }
+}
+
+/** Adds one node (with `pods` pods) to a running lab; returns it. */
+export async function labAddNode(
+  s: LabState,
+  pods: number,
+  progress: Progress,
+  signal?: AbortSignal,
+): Promise<NodeState> {
+  const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
+  const n = await buildNode(s, index);
+  progress(`${n.name}: netns ${n.netns}, public IP ${n.publicIP}`);
+  await startDaemons(s, [n], progress, signal);
+  progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
+  await addPods(s, [n], pods, progress, signal);
+  return n;
+}

@@ -1,0 +1,40 @@
+/**
+ * The cross-node ping check `lab up` ends with: every pod pings one pod on every other node.
+ * @module
+ */
+import { inNs, runCmd } from "./proc.ts";
+import type { LabState, PodState } from "./types.ts";
+
+/** One ping of the check. */
+export interface PingResult {
+  from: string;
+  to: string;
+  ip: string;
+  ok: boolean;
+  /** True when `ping` itself is not installed. */
+  missing?: boolean;
+}
+
+/** True when `from` gets at least one reply from `ip` (3 tries, 1 s each). */
+export async function ping(fromNetns: string, ip: string, count = 3): Promise<boolean> {
+  const r = await runCmd(
+    inNs(fromNetns, ["ping", "-n", "-q", "-c", String(count), "-i", "0.2", "-W", "1", ip]),
+  );
+  return r.code === 0;
+}
+
+/** Every pod pings the first pod of every other node, in parallel. */
+export async function crossNodePing(s: LabState): Promise<PingResult[]> {
+  const firstPod = new Map<string, PodState>();
+  for (const p of s.pods) if (!firstPod.has(p.node) && p.ip) firstPod.set(p.node, p);
+  const jobs: Promise<PingResult>[] = [];
+  for (const p of s.pods) {
+    for (const [node, target] of firstPod) {
+      if (node === p.node) continue;
+      jobs.push(
+        ping(p.netns, target.ip!).then((ok) => ({ from: p.name, to: target.name, ip: target.ip!, ok })),
+      );
+    }
+  }
+  return await Promise.all(jobs);
+}

@@ -1,0 +1,94 @@
+/**
+ * `flanctl lab down`: stops every process, deletes every namespace (which removes every link, address,
+ * route and rule inside it) and removes the lab directory. Idempotent and robust to partial state: it
+ * works from the state file when there is one, and also from the namespace naming scheme when the state
+ * is missing or incomplete (a crash between creating something and recording it cannot happen — things
+ * are recorded first — but a hand-deleted state file can).
+ * @module
+ */
+import { removeMountPoints } from "./exec.ts";
+import { labDir, labNetnsPattern, labRoot, validateLabName } from "./paths.ts";
+import { isOurProcess, runCmd, stopProcess } from "./proc.ts";
+import { readState } from "./state.ts";
+
+/** What `lab down` removed. */
+export interface DownReport {
+  processes: number;
+  namespaces: number;
+  dirRemoved: boolean;
+}
+
+/** Lists the host's named network namespaces. */
+export async function listNetns(): Promise<string[]> {
+  const r = await runCmd(["ip", "-j", "netns", "list"]);
+  if (r.code !== 0 || !r.stdout.trim()) return [];
+  return (JSON.parse(r.stdout) as { name: string }[]).map((x) => x.name);
+}
+
+/** Removes lab `name` completely. Never throws for missing pieces. */
+export async function labDown(name: string, progress: (l: string) => void = () => {}): Promise<DownReport> {
+  validateLabName(name);
+  const dir = labDir(name);
+  let state = null;
+  try {
+    state = readState(name);
+  } catch (e) {
+    progress(`warning: ${(e as Error).message}; cleaning up by name`);
+  }
+  const report: DownReport = { processes: 0, namespaces: 0, dirRemoved: false };
+
+  // 1. Processes: daemons first (they may still talk to etcd), etcd last.
+  const procs = [...(state?.procs ?? [])].sort((a, b) =>
+    (a.what === "etcd" ? 1 : 0) - (b.what === "etcd" ? 1 : 0)
+  );
+  for (const p of procs) {
+    if (isOurProcess(p.pid, `${dir}/`)) {
+      await stopProcess(p.pid, `${dir}/`);
+      report.processes++;
+    }
+  }
+  // 2. Namespaces: recorded ones plus any that match the lab's naming scheme; anything still running in
+  //    them (a restarted daemon, a user's `lab exec` shell) is killed first.
+  const pattern = labNetnsPattern(name);
+  const all = new Set([...(state?.netns ?? []), ...(await listNetns()).filter((n) => pattern.test(n))]);
+  const ordered = [...all].sort((a, b) => rank(b) - rank(a));
+  for (const ns of ordered) {
+    const pids = await runCmd(["ip", "netns", "pids", ns]);
+    for (const pid of pids.stdout.split(/\s+/).filter(Boolean)) {
+      try {
+        Deno.kill(Number(pid), "SIGKILL");
+        report.processes++;
+      } catch { /* gone */ }
+    }
+    const r = await runCmd(["ip", "netns", "del", ns]);
+    if (r.code === 0) report.namespaces++;
+  }
+  // 3. Files.
+  try {
+    Deno.removeSync(dir, { recursive: true });
+    report.dirRemoved = true;
+  } catch { /* already gone */ }
+  // 4. Mount points and the root dir, when this was the last lab.
+  let others = 0;
+  try {
+    for (const e of Deno.readDirSync(labRoot())) if (e.isDirectory) others++;
+  } catch { /* no root */ }
+  if (others === 0) {
+    removeMountPoints();
+    try {
+      Deno.removeSync(labRoot());
+    } catch { /* not empty or gone */ }
+  }
+  progress(
+    `lab ${name} down: ${report.processes} processes stopped, ${report.namespaces} namespaces deleted` +
+      (report.dirRemoved ? `, ${dir} removed` : ""),
+  );
+  return report;
+}
+
+/** Pods before nodes before the underlay. */
+function rank(ns: string): number {
+  if (/-pod\d+$/.test(ns)) return 2;
+  if (/-node\d+$/.test(ns)) return 1;
+  return 0;
+}

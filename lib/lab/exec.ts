@@ -1,0 +1,144 @@
+/**
+ * "As if on that node": a command in a node's (or pod's) namespace that also sees the node's own files at
+ * the default paths. `ip netns exec` already runs the command in a private mount namespace whose mounts
+ * do not propagate back (it makes `/` a recursive slave); inside it we bind-mount the node's directories
+ * from the lab dir over /run/flannel, /etc/cni/net.d, /var/lib/cni and /var/lib/flanctl, then exec the
+ * command. Nothing is mounted in the root mount namespace; only empty mount-point directories are
+ * created there when missing (recorded, and removed by the last `lab down`).
+ * @module
+ */
+import { FlanctlError } from "../errors.ts";
+import { labRoot, NODE_PATHS, nodeMounts } from "./paths.ts";
+import { shq } from "./proc.ts";
+import type { LabState } from "./types.ts";
+
+/** The lab's file store directory, or null for etcd. */
+export function fileStoreDir(s: LabState): string | null {
+  return s.store === "file" ? `${s.dir}/store` : null;
+}
+
+/**
+ * The argv that runs `cmd` in `netns` with the files of the node whose directory is `nodeDir` mounted at
+ * the default paths (see {@link nodeMounts}).
+ */
+export function withNodeFiles(s: LabState, netns: string, nodeDir: string, cmd: string[]): string[] {
+  const mounts = nodeMounts(nodeDir, fileStoreDir(s)).map(([src, dst]) =>
+    `mount --bind ${shq(src)} ${shq(dst)}`
+  );
+  const script = `${mounts.join(" && ")} && exec "$@"`;
+  return ["ip", "netns", "exec", netns, "sh", "-c", script, "sh", ...cmd];
+}
+
+const SHARED_MOUNTPOINTS = () => `${labRoot()}/mountpoints.txt`;
+
+/**
+ * Creates the missing mount-point directories (empty) on the host and records them in a file shared by
+ * all labs, so the last `lab down` removes exactly those.
+ */
+export function ensureMountPoints(): void {
+  Deno.mkdirSync(labRoot(), { recursive: true });
+  const created: string[] = [];
+  for (const dst of NODE_PATHS) {
+    try {
+      Deno.statSync(dst);
+    } catch {
+      // Create the parents one by one so every directory we add is recorded (deepest last).
+      const parts = dst.split("/").filter(Boolean);
+      let p = "";
+      for (const part of parts) {
+        p += `/${part}`;
+        try {
+          Deno.statSync(p);
+        } catch {
+          Deno.mkdirSync(p);
+          created.push(p);
+        }
+      }
+    }
+  }
+  if (created.length) {
+    Deno.writeTextFileSync(SHARED_MOUNTPOINTS(), created.join("\n") + "\n", { append: true });
+  }
+}
+
+/** Removes the recorded mount-point directories (only those still empty). Called when no lab is left. */
+export function removeMountPoints(): void {
+  let text = "";
+  try {
+    text = Deno.readTextFileSync(SHARED_MOUNTPOINTS());
+  } catch {
+    return;
+  }
+  const dirs = text.split("\n").filter(Boolean).sort((a, b) => b.length - a.length);
+  for (const d of dirs) {
+    try {
+      Deno.removeSync(d); // fails (and is kept) when not empty
+    } catch { /* in use or gone */ }
+  }
+  try {
+    Deno.removeSync(SHARED_MOUNTPOINTS());
+  } catch { /* gone */ }
+}
+
+/** A lab target that does not exist. */
+export class LabTargetError extends FlanctlError {
+  constructor(lab: string, target: string, known: string[]) {
+    super(`lab '${lab}' has no node or pod '${target}' (known: ${known.join(", ") || "none"})`, 1);
+  }
+}
+
+/** Resolves a node or pod name to its namespace and its node's directory. */
+export function resolveTarget(s: LabState, target: string): { netns: string; nodeDir: string } {
+  const node = s.nodes.find((n) => n.name === target);
+  if (node) return { netns: node.netns, nodeDir: node.dir };
+  const pod = s.pods.find((p) => p.name === target);
+  if (pod) {
+    const n = s.nodes.find((x) => x.name === pod.node);
+    if (n) return { netns: pod.netns, nodeDir: n.dir };
+  }
+  throw new LabTargetError(s.name, target, [...s.nodes.map((n) => n.name), ...s.pods.map((p) => p.name)]);
+}
+
+/**
+ * The environment a node's commands see: with etcd, the endpoints as flannel's FLANNELD_ETCD_ENDPOINTS,
+ * so `flanctl lease list`, `flanctl doctor` or a hand-started daemon find the lab's store with no flags
+ * (the file store needs nothing: it is mounted at its default path).
+ */
+export function storeEnv(s: LabState): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (let i = 0; i + 1 < s.storeFlags.length; i += 2) {
+    if (s.storeFlags[i] === "--store-dir") continue;
+    env[`FLANNELD_${s.storeFlags[i].slice(2).toUpperCase().replaceAll("-", "_")}`] = s.storeFlags[i + 1];
+  }
+  return env;
+}
+
+/** Runs `cmd` on a node or pod with the terminal attached; returns its exit code. */
+export async function labExec(s: LabState, target: string, cmd: string[]): Promise<number> {
+  const { netns, nodeDir } = resolveTarget(s, target);
+  ensureMountPoints();
+  const argv = withNodeFiles(s, netns, nodeDir, cmd);
+  const p = new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    env: storeEnv(s),
+    stdin: "inherit",
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn();
+  // Ctrl-C belongs to the command (an interactive shell, a ping): this process waits for it instead of
+  // dying first and leaving it behind.
+  const ignore = () => {};
+  Deno.addSignalListener("SIGINT", ignore);
+  let st: Deno.CommandStatus;
+  try {
+    st = await p.status;
+  } finally {
+    Deno.removeSignalListener("SIGINT", ignore);
+  }
+  return st.signal ? 128 + signalNumber(st.signal) : st.code;
+}
+
+function signalNumber(sig: Deno.Signal): number {
+  const table: Partial<Record<Deno.Signal, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+  return table[sig] ?? 1;
+}

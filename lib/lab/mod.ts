@@ -1,0 +1,25 @@
+/**
+ * `flanctl lab`: a multi-node flannel cluster in network namespaces on one machine.
+ * @module
+ */
+export * from "./types.ts";
+export * from "./paths.ts";
+export { flanctlCommand, LabCommandError } from "./proc.ts";
+export { LabNotFoundError, loadState, readState } from "./state.ts";
+export { labExec, LabTargetError, resolveTarget, withNodeFiles } from "./exec.ts";
+export { labAddNode, LabExistsError, labUp, validateUpOptions } from "./build.ts";
+export type { Progress } from "./build.ts";
+export { labDown, listNetns } from "./down.ts";
+export type { DownReport } from "./down.ts";
+export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
+export { crossNodePing } from "./check.ts";
+export type { PingResult } from "./check.ts";
+export {
+  etcdEndpoint,
+  probeHealth,
+  startDaemon,
+  startEtcd,
+  stopDaemon,
+  stopEtcd,
+  waitDaemonReady,
+} from "./services.ts";

@@ -1,0 +1,102 @@
+/**
+ * Attaching a pod namespace to its node: the flannel CNI plugin (`flanctl cni flannel`, ADD) run in the
+ * node namespace with the node's files at the default paths, exactly as a kubelet on that node would.
+ * @module
+ */
+import { FlanctlError } from "../errors.ts";
+import { withNodeFiles } from "./exec.ts";
+import { flanctlCommand, runCmd } from "./proc.ts";
+import type { LabState, NodeState, PodState } from "./types.ts";
+
+/** The flannel conflist every lab node gets (kube-flannel's, without the portmap plugin). */
+export const FLANNEL_CONFLIST = {
+  name: "cbr0",
+  cniVersion: "0.3.1",
+  plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
+};
+
+/** Path of a node's conflist. */
+export function conflistPath(n: NodeState): string {
+  return `${n.dir}/etc/cni/net.d/10-flannel.conflist`;
+}
+
+/** The plugin config given on stdin to the flannel plugin for a node. */
+export function flannelPluginConfig(n: NodeState): Record<string, unknown> {
+  return {
+    cniVersion: FLANNEL_CONFLIST.cniVersion,
+    name: FLANNEL_CONFLIST.name,
+    ...FLANNEL_CONFLIST.plugins[0],
+    subnetFile: `${n.dir}/run/flannel/subnet.env`,
+    dataDir: `${n.dir}/var/lib/cni/flannel`,
+  };
+}
+
+/** The CNI plugin failed for a pod. */
+export class PodAttachError extends FlanctlError {
+  constructor(pod: string, detail: string) {
+    super(`attaching pod ${pod} through the flannel CNI plugin failed: ${detail}`, 1);
+  }
+}
+
+/** Runs the flannel plugin for `pod` with `command` (ADD/DEL); returns the parsed stdout. */
+export async function runFlannelCni(
+  s: LabState,
+  n: NodeState,
+  pod: PodState,
+  command: "ADD" | "DEL",
+): Promise<Record<string, unknown>> {
+  const argv = withNodeFiles(s, n.netns, n.dir, [...flanctlCommand(), "cni", "flannel"]);
+  const r = await runCmd(argv, {
+    stdin: JSON.stringify(flannelPluginConfig(n)),
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: pod.containerId,
+      CNI_NETNS: `/var/run/netns/${pod.netns}`,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: `${s.dir}/cni-bin`,
+    },
+  });
+  let out: Record<string, unknown> = {};
+  try {
+    out = r.stdout.trim() ? JSON.parse(r.stdout) : {};
+  } catch {
+    throw new PodAttachError(
+      pod.name,
+      `exit ${r.code}, stdout not JSON: ${r.stdout.slice(0, 200)} ${r.stderr}`,
+    );
+  }
+  if (r.code !== 0) {
+    throw new PodAttachError(
+      pod.name,
+      `exit ${r.code}: ${String(out.msg ?? "")} ${String(out.details ?? "")} ${r.stderr}`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Writes the lab's CNI_PATH directory: one launcher per plugin name, running this flanctl with
+ * FLANCTL_ARGV0 (main.ts dispatches on it), so a delegate exec'd from CNI_PATH runs the same build.
+ */
+export function writeCniBin(s: LabState): void {
+  const dir = `${s.dir}/cni-bin`;
+  Deno.mkdirSync(dir, { recursive: true });
+  const cmd = flanctlCommand().map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
+  for (const name of ["flannel", "bridge", "host-local", "loopback"]) {
+    Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
+      mode: 0o755,
+    });
+  }
+}
+
+/** Attaches a pod through the flannel CNI plugin; returns its IPv4 address (without prefix). */
+export async function attachPod(s: LabState, n: NodeState, pod: PodState): Promise<string> {
+  const res = await runFlannelCni(s, n, pod, "ADD");
+  const ips = (res.ips ?? []) as { address?: string }[];
+  const ip4 = ips.map((i) => i.address ?? "").find((a) => a.includes("."));
+  if (ip4) return ip4.split("/")[0];
+  // 0.1.0/0.2.0 shape
+  const legacy = (res.ip4 as { ip?: string } | undefined)?.ip;
+  if (legacy) return legacy.split("/")[0];
+  throw new PodAttachError(pod.name, `result has no IPv4 address: ${JSON.stringify(res).slice(0, 300)}`);
+}

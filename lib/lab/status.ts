@@ -1,0 +1,72 @@
+/**
+ * `flanctl lab status`: the lab's nodes (public IP, subnet from their subnet.env) and pods (IP read from
+ * the pod namespace), as a table or as JSON.
+ * @module
+ */
+import { parseSubnetEnv } from "../subnet_env.ts";
+import { isOurProcess, runCmd } from "./proc.ts";
+import type { LabState, LabStatusJson, NodeState } from "./types.ts";
+
+/** The node's subnet (network/prefix) from its subnet.env, or null. */
+export function nodeSubnet(n: NodeState): string | null {
+  try {
+    const e = parseSubnetEnv(Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`));
+    return e.subnet ? e.subnet.net.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The IPv4 address of eth0 in `netns`, or null. */
+export async function podIP(netns: string): Promise<string | null> {
+  const r = await runCmd(["ip", "-n", netns, "-j", "-4", "addr", "show", "dev", "eth0"]);
+  if (r.code !== 0 || !r.stdout.trim()) return null;
+  const j = JSON.parse(r.stdout) as { addr_info?: { local: string }[] }[];
+  return j[0]?.addr_info?.[0]?.local ?? null;
+}
+
+/** Builds the status document. */
+export async function labStatus(s: LabState): Promise<LabStatusJson> {
+  return {
+    nodes: s.nodes.map((n) => ({
+      name: n.name,
+      netns: n.netns,
+      publicIP: n.publicIP,
+      subnet: nodeSubnet(n),
+    })),
+    pods: await Promise.all(
+      s.pods.map(async (p) => ({
+        name: p.name,
+        node: p.node,
+        netns: p.netns,
+        ip: (await podIP(p.netns)) ?? null,
+      })),
+    ),
+  };
+}
+
+/** Renders rows as an aligned text table. */
+export function table(header: string[], rows: string[][]): string {
+  const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+/** The human summary: a node table and a pod table. */
+export function formatStatus(s: LabState, st: LabStatusJson): string {
+  const nodes = table(
+    ["NODE", "NETNS", "PUBLIC IP", "SUBNET", "DAEMON"],
+    st.nodes.map((n) => {
+      const node = s.nodes.find((x) => x.name === n.name);
+      const pid = node?.daemonPid;
+      const daemon = pid ? (isOurProcess(pid, `${s.dir}/`) ? `pid ${pid}` : `stopped (was pid ${pid})`) : "-";
+      return [n.name, n.netns, n.publicIP, n.subnet ?? "-", daemon];
+    }),
+  );
+  const pods = table(
+    ["POD", "NODE", "NETNS", "IP"],
+    st.pods.map((p) => [p.name, p.node, p.netns, p.ip ?? "-"]),
+  );
+  return `lab ${s.name}: backend ${s.backend}, store ${s.store}, network ${s.network}, underlay ${s.underlay.cidr}\n\n` +
+    `${nodes}\n\n${st.pods.length ? pods : "(no pods)"}`;
+}

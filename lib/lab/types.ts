@@ -1,0 +1,99 @@
+/**
+ * Shapes of the lab: options of `lab up`, the state file that lets `lab down` undo everything, and the
+ * `lab status -o json` document.
+ * @module
+ */
+
+/** Backends the lab can build. */
+export type LabBackend = "vxlan" | "host-gw";
+/** Stores the lab can use. */
+export type LabStore = "file" | "etcd";
+
+/** Options of `flanctl lab up`. */
+export interface LabUpOptions {
+  /** Lab name: prefixes every namespace, selects the state directory. */
+  name: string;
+  nodes: number;
+  podsPerNode: number;
+  backend: LabBackend;
+  store: LabStore;
+  /** The pod network (net-conf `Network`). */
+  network: string;
+}
+
+/** A node of the lab as recorded in the state file. */
+export interface NodeState {
+  /** "node1", "node2", … */
+  name: string;
+  /** Its network namespace. */
+  netns: string;
+  /** Underlay address (the node's public IP). */
+  publicIP: string;
+  /** Name of the underlay-side veth end (inside the underlay namespace). */
+  underlayVeth: string;
+  /** Directory holding this node's files (run/flannel, etc/cni/net.d, var/lib/cni, var/lib/flanctl). */
+  dir: string;
+  /** pid of its daemon, once started. */
+  daemonPid?: number;
+}
+
+/** A pod of the lab. */
+export interface PodState {
+  /** "node1-pod1", … */
+  name: string;
+  /** The node it runs on. */
+  node: string;
+  netns: string;
+  /** CNI_CONTAINERID used for ADD/DEL. */
+  containerId: string;
+  /** Its IPv4 address (without prefix), once attached. */
+  ip?: string;
+}
+
+/** A background process the lab started (daemon, etcd). */
+export interface ProcState {
+  pid: number;
+  /** "daemon node1", "etcd". */
+  what: string;
+  /** The command line, to restart it (tests) and to tell it from a recycled pid. */
+  cmd: string[];
+  /** Namespace it runs in. */
+  netns: string;
+  /** Log file. */
+  log: string;
+}
+
+/** Everything `lab down` needs, written before each thing is created. */
+export interface LabState {
+  version: 1;
+  name: string;
+  /** The lab directory (holds this state file). */
+  dir: string;
+  backend: LabBackend;
+  store: LabStore;
+  network: string;
+  createdAt: string;
+  underlay: {
+    netns: string;
+    bridge: string;
+    /** e.g. "192.168.137.0/24". */
+    cidr: string;
+    /** Address on the bridge; every node's default gateway and etcd's listen address. */
+    gateway: string;
+  };
+  /** Store flags every flanctl command of this lab needs (`--store-dir …` or `--etcd-endpoints …`). */
+  storeFlags: string[];
+  /** `/healthz` / `/readyz` port of every daemon (each in its own namespace). */
+  healthzPort: number;
+  /** Every namespace created (recorded before `ip netns add`). */
+  netns: string[];
+  nodes: NodeState[];
+  pods: PodState[];
+  procs: ProcState[];
+}
+
+/** `flanctl lab status -o json`. */
+export interface LabStatusJson {
+  nodes: { name: string; netns: string; publicIP: string; subnet: string | null }[];
+  pods: { name: string; node: string; netns: string; ip: string | null }[];
+}

@@ -1,0 +1,248 @@
+/**
+ * Checks of a running lab, used by the end-to-end tests and the benchmark: the flannel entries each node
+ * should have for its peers (derived from the peers themselves: their subnet.env, their VTEP device's
+ * MAC, their public IP), compared with what the kernel holds (`ip -j` / `bridge -j`), plus a continuous
+ * ping that counts losses.
+ * @module
+ */
+import { parseSubnetEnv } from "../subnet_env.ts";
+import { inNs, mustRun, runCmd, sleep } from "./proc.ts";
+import type { LabState, NodeState } from "./types.ts";
+
+/** What a node must hold for one peer. */
+export interface PeerEntry {
+  peer: string;
+  /** Peer subnet, e.g. "10.244.2.0/24". */
+  subnet: string;
+  /** Peer public IP. */
+  publicIP: string;
+  /** Peer VTEP MAC (vxlan). */
+  vtepMac?: string;
+}
+
+async function ipJson<T>(netns: string, args: string[], tool = "ip"): Promise<T[]> {
+  const out = await mustRun([tool, "-n", netns, "-j", ...args]);
+  return out.trim() ? JSON.parse(out) as T[] : [];
+}
+
+/** The node's own subnet from its subnet.env ("10.244.1.0/24"), or null. */
+export function ownSubnet(n: NodeState): string | null {
+  try {
+    const e = parseSubnetEnv(Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`));
+    return e.subnet ? e.subnet.net.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
+/** MAC of `dev` in the node's namespace, or null when it does not exist. */
+export async function linkMac(netns: string, dev: string): Promise<string | null> {
+  const r = await runCmd(["ip", "-n", netns, "-j", "link", "show", "dev", dev]);
+  if (r.code !== 0) return null;
+  return (JSON.parse(r.stdout) as { address?: string }[])[0]?.address ?? null;
+}
+
+/** The entries every node should hold for `peers` (default: all other nodes of the lab). */
+export async function expectedEntries(s: LabState, peers: NodeState[]): Promise<PeerEntry[]> {
+  const out: PeerEntry[] = [];
+  for (const p of peers) {
+    const subnet = ownSubnet(p);
+    if (!subnet) throw new Error(`${p.name} has no subnet.env`);
+    const e: PeerEntry = { peer: p.name, subnet, publicIP: p.publicIP };
+    if (s.backend === "vxlan") e.vtepMac = (await linkMac(p.netns, "flannel.1")) ?? undefined;
+    out.push(e);
+  }
+  return out;
+}
+
+/** The node's flannel entries as sorted lines ("route …", "neigh …", "fdb …") read from the kernel. */
+export async function actualEntries(s: LabState, n: NodeState): Promise<string[]> {
+  const lines: string[] = [];
+  const net = s.network;
+  if (s.backend === "vxlan") {
+    const routes = await ipJson<{ dst: string; gateway?: string; dev?: string; flags?: string[] }>(
+      n.netns,
+      ["-4", "route", "show", "dev", "flannel.1"],
+    ).catch(() => []);
+    for (const r of routes) {
+      if (r.flags?.includes("linkdown") && !r.gateway) continue;
+      if (!r.gateway) continue; // the device's own connected route, if any
+      lines.push(
+        `route ${r.dst} via ${r.gateway} dev flannel.1${r.flags?.includes("onlink") ? " onlink" : ""}`,
+      );
+    }
+    const neigh = await ipJson<{ dst: string; lladdr?: string; state?: string[] }>(
+      n.netns,
+      ["-4", "neigh", "show", "dev", "flannel.1"],
+    ).catch(() => []);
+    for (const x of neigh) lines.push(`neigh ${x.dst} lladdr ${x.lladdr} ${(x.state ?? []).join(",")}`);
+    const fdb = await ipJson<{ mac: string; dst?: string; state?: string[] }>(
+      n.netns,
+      ["fdb", "show", "dev", "flannel.1"],
+      "bridge",
+    ).catch(() => []);
+    for (const x of fdb) if (x.dst) lines.push(`fdb ${x.mac} dst ${x.dst}`);
+  } else {
+    const routes = await ipJson<{ dst: string; gateway?: string; dev?: string }>(n.netns, [
+      "-4",
+      "route",
+      "show",
+    ]);
+    for (const r of routes) {
+      if (r.gateway && r.dst !== "default" && inNetwork(r.dst, net)) {
+        lines.push(`route ${r.dst} via ${r.gateway} dev ${r.dev}`);
+      }
+    }
+  }
+  return lines.sort();
+}
+
+/** The lines {@link actualEntries} must return for `peers`. */
+export function expectedLines(s: LabState, peers: PeerEntry[]): string[] {
+  const lines: string[] = [];
+  for (const p of peers) {
+    const addr = p.subnet.split("/")[0];
+    if (s.backend === "vxlan") {
+      lines.push(`route ${p.subnet} via ${addr} dev flannel.1 onlink`);
+      lines.push(`neigh ${addr} lladdr ${p.vtepMac} PERMANENT`);
+      lines.push(`fdb ${p.vtepMac} dst ${p.publicIP}`);
+    } else {
+      lines.push(`route ${p.subnet} via ${p.publicIP} dev eth0`);
+    }
+  }
+  return lines.sort();
+}
+
+function inNetwork(cidr: string, network: string): boolean {
+  const toInt = (ip: string) => ip.split(".").reduce((a, o) => a * 256 + Number(o), 0);
+  const [na, np] = network.split("/");
+  const [ca, cp] = cidr.split("/");
+  const pn = Number(np);
+  if (Number(cp ?? 32) < pn) return false;
+  const mask = pn === 0 ? 0 : 2 ** 32 - 2 ** (32 - pn);
+  return (toInt(ca) & mask) >>> 0 === (toInt(na) & mask) >>> 0;
+}
+
+/** Polls `fn` until it returns true; throws `what` with the last detail after `timeoutMs`. */
+export async function waitUntil(
+  what: string,
+  fn: () => Promise<boolean | string>,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last: boolean | string = false;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last === true) return;
+    await sleep(intervalMs);
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${typeof last === "string" ? `: ${last}` : ""}`,
+  );
+}
+
+/** Waits until node `n` holds exactly the entries for `peers`; returns the diff text on timeout. */
+export async function waitEntries(s: LabState, n: NodeState, peers: NodeState[], timeoutMs = 30_000) {
+  const want = expectedLines(s, await expectedEntries(s, peers));
+  await waitUntil(`${n.name}'s flannel entries`, async () => {
+    const got = await actualEntries(s, n);
+    if (JSON.stringify(got) === JSON.stringify(want)) return true;
+    return `want ${JSON.stringify(want)} got ${JSON.stringify(got)}`;
+  }, timeoutMs);
+}
+
+/** A running ping; `stop()` ends it (SIGINT) and returns what it counted. */
+export interface RunningPing {
+  stop(): Promise<{ transmitted: number; received: number; output: string }>;
+}
+
+/** Starts `ping -i interval` from `netns` to `ip` (0.01 = 100 packets per second). */
+export function startPing(netns: string, ip: string, interval = 0.01): RunningPing {
+  const argv = inNs(netns, ["ping", "-n", "-q", "-i", String(interval), "-W", "1", ip]);
+  const child = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" }).spawn();
+  return {
+    async stop() {
+      try {
+        child.kill("SIGINT");
+      } catch { /* exited */ }
+      const o = await child.output();
+      const output = new TextDecoder().decode(o.stdout) + new TextDecoder().decode(o.stderr);
+      const m = /(\d+) packets transmitted, (\d+) received/.exec(output);
+      return { transmitted: m ? Number(m[1]) : 0, received: m ? Number(m[2]) : 0, output };
+    },
+  };
+}
+
+/** Every pod pings every pod on other nodes (in parallel); throws listing the failures. */
+export async function pingAllPods(s: LabState): Promise<number> {
+  const jobs: Promise<string | null>[] = [];
+  for (const a of s.pods) {
+    for (const b of s.pods) {
+      if (a.node === b.node || !b.ip) continue;
+      jobs.push(
+        runCmd(inNs(a.netns, ["ping", "-n", "-q", "-c", "3", "-i", "0.2", "-W", "1", b.ip]))
+          .then((r) => r.code === 0 ? null : `${a.name} -> ${b.name} (${b.ip})`),
+      );
+    }
+  }
+  const bad = (await Promise.all(jobs)).filter((x) => x !== null);
+  if (bad.length) throw new Error(`pings failed: ${bad.join(", ")}`);
+  return jobs.length;
+}
+
+/**
+ * Opens a TCP connection from pod `from` to pod `to` (netcat-openbsd on port 5001) and checks the bytes
+ * arrive.
+ */
+export async function tcpAcross(s: LabState, from: string, to: string): Promise<void> {
+  const a = s.pods.find((p) => p.name === from)!;
+  const b = s.pods.find((p) => p.name === to)!;
+  const msg = `hello from ${from} ${crypto.randomUUID()}`;
+  const argv = inNs(b.netns, ["timeout", "20", "nc", "-l", "5001"]);
+  const server = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" }).spawn();
+  try {
+    await waitUntil(
+      "nc listening",
+      async () => {
+        const r = await runCmd(inNs(b.netns, ["ss", "-Htln", "sport", "= :5001"]));
+        return r.stdout.includes("5001");
+      },
+      10_000,
+      50,
+    );
+    await mustRun(inNs(a.netns, ["timeout", "10", "nc", "-N", "-w", "5", b.ip!, "5001"]), {
+      stdin: msg + "\n",
+    });
+    const o = await server.output();
+    const got = new TextDecoder().decode(o.stdout).trim();
+    if (got !== msg) throw new Error(`TCP ${from} -> ${to}: got '${got}', want '${msg}'`);
+  } finally {
+    try {
+      server.kill("SIGKILL");
+    } catch { /* done */ }
+  }
+}
+
+/** What is left of lab `name` on the host: namespaces, processes, files. Empty when fully removed. */
+export async function labLeftovers(name: string, dir: string): Promise<string[]> {
+  const left: string[] = [];
+  const ns = await runCmd(["ip", "netns", "list"]);
+  for (const line of ns.stdout.split("\n")) {
+    if (line.startsWith(`${name}-`)) left.push(`netns ${line.split(" ")[0]}`);
+  }
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      const c = Deno.readTextFileSync(`/proc/${e.name}/cmdline`);
+      if (c.includes(dir + "/") || c.includes(dir + "\0")) {
+        left.push(`process ${e.name}: ${c.replaceAll("\0", " ")}`);
+      }
+    } catch { /* gone */ }
+  }
+  try {
+    Deno.statSync(dir);
+    left.push(`directory ${dir}`);
+  } catch { /* removed */ }
+  return left;
+}

@@ -1,0 +1,77 @@
+/** flannel's lease key and value format, and the `lease list -o json` shape. */
+import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { IPNet } from "../ip/cidr.ts";
+import {
+  decodeLeaseAttrs,
+  encodeLeaseAttrs,
+  leaseFromKV,
+  leaseKey,
+  leaseToJson,
+  MalformedLeaseError,
+  parseLeaseKey,
+} from "./wire.ts";
+
+Deno.test("wire: keys as flannel (single and dual stack)", () => {
+  assertEquals(leaseKey(IPNet.parse("10.5.52.0/24")), "10.5.52.0-24");
+  assertEquals(leaseKey(IPNet.parse("10.5.52.0/24"), IPNet.parse("fc00::/64")), "10.5.52.0-24&fc00::-64");
+  assertEquals(leaseKey(null, IPNet.parse("fc00:0:0:5::/64")), "0.0.0.0-0&fc00:0:0:5::-64");
+  const k = parseLeaseKey("10.5.52.0-24&fc00::-64")!;
+  assertEquals([String(k.subnet), String(k.ipv6Subnet)], ["10.5.52.0/24", "fc00::/64"]);
+  assertEquals(parseLeaseKey("0.0.0.0-0&fc00::-64")!.subnet, null);
+  for (const bad of ["10.5.52.0", "10.5.52.1-24", "x-24", "10.5.52.0-24&zz-64", "0.0.0.0-0"]) {
+    assertEquals(parseLeaseKey(bad), null, bad);
+  }
+});
+
+Deno.test("wire: value JSON in flannel's field order, omitempty, null PublicIPv6", () => {
+  assertEquals(
+    encodeLeaseAttrs({
+      PublicIP: "192.0.2.1",
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: "aa:bb:cc:dd:ee:ff" },
+    }),
+    `{"PublicIP":"192.0.2.1","PublicIPv6":null,"BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"aa:bb:cc:dd:ee:ff"}}`,
+  );
+  assertEquals(
+    encodeLeaseAttrs({ PublicIP: "192.0.2.1", BackendType: "" }),
+    `{"PublicIP":"192.0.2.1","PublicIPv6":null}`,
+  );
+  assertEquals(
+    encodeLeaseAttrs({
+      BackendV6Data: { VNI: 1 },
+      BackendData: { VNI: 1 },
+      BackendType: "vxlan",
+      PublicIPv6: "fc00::1",
+      PublicIP: "192.0.2.1",
+    }),
+    `{"PublicIP":"192.0.2.1","PublicIPv6":"fc00::1","BackendType":"vxlan","BackendData":{"VNI":1},"BackendV6Data":{"VNI":1}}`,
+  );
+  // flannel's own reservation form (etcdctl put of {"PublicIP": ...}) decodes
+  assertEquals(decodeLeaseAttrs("k", `{"PublicIP":"192.0.2.9"}`), {
+    PublicIP: "192.0.2.9",
+    PublicIPv6: null,
+    BackendType: "",
+  });
+  for (
+    const bad of [
+      "{",
+      "[]",
+      `{"PublicIP":5}`,
+      `{"PublicIP":"fc00::1"}`,
+      `{"PublicIP":"1.2.3.4","BackendType":7}`,
+    ]
+  ) {
+    assertThrows(() => decodeLeaseAttrs("10.5.1.0-24", bad), MalformedLeaseError, "10.5.1.0-24");
+  }
+});
+
+Deno.test("wire: LeaseJson shape", () => {
+  const l = leaseFromKV("10.5.52.0-24", `{"PublicIP":"192.0.2.1","BackendType":"host-gw"}`, new Date(0));
+  assertEquals(leaseToJson(l), {
+    subnet: "10.5.52.0/24",
+    publicIP: "192.0.2.1",
+    backendType: "host-gw",
+    backendData: null,
+    expiration: "1970-01-01T00:00:00.000Z",
+  });
+});

@@ -1,0 +1,31 @@
+/**
+ * The kernel layer's public face: open a {@link NetlinkHandle} on any network namespace, run code inside
+ * a namespace, list named namespaces. The implementation uses libnl through FFI (`handle.ts`), loaded on
+ * first use.
+ *
+ * ```ts
+ * const h = openNetlink({ name: "blue" });
+ * try {
+ *   h.replaceRoute({ dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true });
+ * } finally {
+ *   h.close();
+ * }
+ * ```
+ * @module
+ */
+import { openLibnl } from "./handle.ts";
+import type { NetlinkHandle, NetnsRef } from "./types.ts";
+
+export type * from "./types.ts";
+export { NetlinkError } from "./errors.ts";
+export { inNetns, listNamedNetns, netnsIdentity, netnsLabel, netnsPath } from "./netns.ts";
+export { LibraryLoadError } from "./ffi.ts";
+
+/**
+ * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created
+ * inside the namespace and the thread switched back at once. Throws NetnsNotFoundError for a missing
+ * namespace. Close the handle with `close()`.
+ */
+export function openNetlink(ns?: NetnsRef | null): NetlinkHandle {
+  return openLibnl(ns ?? null);
+}

@@ -1,0 +1,378 @@
+/**
+ * Desired-versus-actual reconciler for the per-peer kernel entries (route, permanent ARP entry, FDB entry).
+ *
+ * Two paths:
+ * - {@link Reconciler.setPeer}: a store event for one peer is applied at once, without dumping anything
+ *   (add: ARP, FDB, route, undoing what was added when a step fails; remove: route, FDB, ARP).
+ * - {@link Reconciler.fullPass}: the periodic resync. Routes, neighbours and FDB entries are dumped ONCE,
+ *   compared with the desired state, and only the differences are applied; entries we own that no lease
+ *   wants any more are removed. "Ours" means: a route in the main table whose destination lies inside the
+ *   cluster Network (not our own subnet, not a kernel route) and that goes via a gateway or the overlay
+ *   device; a PERMANENT neighbour or an FDB entry with a remote on the overlay device. Nothing else is
+ *   touched, and nothing is ever flushed.
+ * @module
+ */
+import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
+import { IPAddr, IPNet } from "../ip/cidr.ts";
+import type { DesiredPeer, DesiredRoute } from "./types.ts";
+import { samePeer } from "./types.ts";
+
+/** Counters the reconciler bumps (the daemon's metrics object satisfies this). */
+export interface ReconcileStats {
+  reconcileRuns: number;
+  reconcileErrors: number;
+  repairs: number;
+  /** Duration of the last full pass, seconds. */
+  observeReconcile(seconds: number): void;
+}
+
+/** Minimal logger shape. */
+export interface ReconcileLog {
+  info(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+  warn(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+  debug(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+}
+
+/** Options of {@link Reconciler}. */
+export interface ReconcilerOptions {
+  nl: NetlinkHandle;
+  /** The cluster Network: only routes inside it are ever touched. */
+  network: IPNet;
+  /** The overlay device name (vxlan) or null (host-gw). */
+  overlayDev: string | null;
+  log: ReconcileLog;
+  stats: ReconcileStats;
+}
+
+/** What a full pass changed. */
+export interface PassResult {
+  /** Entries (re)programmed. */
+  programmed: number;
+  /** Stale entries removed. */
+  removed: number;
+  /** Operations that failed. */
+  errors: number;
+}
+
+/** A route used to decide whether a public IP is directly reachable. */
+export interface UnderlayRoute {
+  net: IPNet;
+  gateway: string | null;
+  devName: string | null;
+  metric: number;
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Finds the route the kernel would use for `ip` among `routes` (longest prefix, then lowest metric). */
+export function lookupRoute(routes: readonly UnderlayRoute[], ip: string): UnderlayRoute | null {
+  const a = IPAddr.tryParse(ip);
+  if (!a) return null;
+  let best: UnderlayRoute | null = null;
+  for (const r of routes) {
+    if (!r.net.contains(a)) continue;
+    if (!best || r.net.prefix > best.net.prefix || (r.net.prefix === best.net.prefix && r.metric < best.metric)) {
+      best = r;
+    }
+  }
+  return best;
+}
+
+/** Keeps the kernel's per-peer entries equal to the desired state. */
+export class Reconciler {
+  readonly #nl: NetlinkHandle;
+  readonly #network: IPNet;
+  #overlay: string | null;
+  readonly #log: ReconcileLog;
+  readonly #stats: ReconcileStats;
+  /** Desired state by peer subnet ("10.244.2.0/24"). */
+  readonly #desired = new Map<string, DesiredPeer>();
+  /** How many desired peers use each VTEP MAC (so removing one never drops another's FDB entry). */
+  readonly #macRefs = new Map<string, number>();
+  #ownSubnet: string | null = null;
+  #underlay: UnderlayRoute[] = [];
+
+  constructor(o: ReconcilerOptions) {
+    this.#nl = o.nl;
+    this.#network = o.network;
+    this.#overlay = o.overlayDev;
+    this.#log = o.log;
+    this.#stats = o.stats;
+  }
+
+  /** Our own subnet: its route (the CNI bridge's) is never touched. */
+  setOwnSubnet(s: IPNet | null): void {
+    this.#ownSubnet = s ? s.toString() : null;
+  }
+
+  /** Number of peers in the desired state. */
+  get size(): number {
+    return this.#desired.size;
+  }
+
+  /** The desired entries of one peer (for tests and inspection). */
+  desired(key: string): DesiredPeer | undefined {
+    return this.#desired.get(key);
+  }
+
+  /** The underlay route the kernel would use for `ip` (from the last dump), or null. */
+  reach = (ip: string): UnderlayRoute | null => lookupRoute(this.#underlay, ip);
+
+  /** Re-reads the underlay routes (used before the first desired state is computed). */
+  refreshUnderlay(): void {
+    this.#underlay = this.#underlayFrom(this.#nl.routes({ family: 4, table: 254 }));
+  }
+
+  #isOurs(r: RouteInfo): boolean {
+    if (r.family !== 4 || r.table !== 254 || r.dst === "default" || r.protocol === "kernel") return false;
+    if (r.type !== "unicast") return false;
+    const n = IPNet.tryParse(r.dst.includes("/") ? r.dst : `${r.dst}/32`);
+    if (!n || !this.#network.contains(n) || n.prefix <= this.#network.prefix) return false;
+    if (r.dst === this.#ownSubnet) return false;
+    return (this.#overlay !== null && r.devName === this.#overlay) || r.gateway !== null;
+  }
+
+  #underlayFrom(routes: RouteInfo[]): UnderlayRoute[] {
+    const out: UnderlayRoute[] = [];
+    for (const r of routes) {
+      if (r.family !== 4 || r.type !== "unicast") continue;
+      if (this.#overlay !== null && r.devName === this.#overlay) continue;
+      const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
+      if (!net || this.#network.contains(net)) continue;
+      out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0 });
+    }
+    return out;
+  }
+
+  #ref(mac: string, d: number): void {
+    const n = (this.#macRefs.get(mac) ?? 0) + d;
+    if (n <= 0) this.#macRefs.delete(mac);
+    else this.#macRefs.set(mac, n);
+  }
+
+  #addRoute(r: DesiredRoute): void {
+    this.#nl.replaceRoute({ dst: r.dst, via: r.via, dev: r.dev, onlink: r.onlink || undefined });
+  }
+
+  #quiet(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.#log.debug(`${what} (already gone?)`, { error: errText(e) });
+    }
+  }
+
+  /** Programs one peer: ARP, FDB, route; undoes the steps already done when one fails. */
+  #program(d: DesiredPeer): void {
+    const done: (() => void)[] = [];
+    try {
+      if (d.neigh && this.#overlay) {
+        const n = d.neigh;
+        this.#nl.replaceNeigh({ dev: this.#overlay, dst: n.ip, lladdr: n.mac, state: "permanent" });
+        done.push(() => this.#nl.deleteNeigh({ dev: this.#overlay!, dst: n.ip }));
+      }
+      if (d.fdb && this.#overlay) {
+        const f = d.fdb;
+        this.#nl.replaceFdb({ dev: this.#overlay, mac: f.mac, dst: f.dst });
+        if ((this.#macRefs.get(f.mac) ?? 0) <= 1) {
+          done.push(() => this.#nl.deleteFdb({ dev: this.#overlay!, mac: f.mac, dst: f.dst }));
+        }
+      }
+      this.#addRoute(d.route);
+    } catch (e) {
+      for (const undo of done.reverse()) this.#quiet("undo", undo);
+      throw e;
+    }
+  }
+
+  /** Removes one peer's entries: route, FDB (unless another peer shares the MAC), ARP. */
+  #unprogram(d: DesiredPeer): void {
+    const r = d.route;
+    this.#quiet("delete route", () => this.#nl.deleteRoute({ dst: r.dst, via: r.via, dev: r.dev }));
+    if (d.fdb && this.#overlay && !this.#macRefs.has(d.fdb.mac)) {
+      const f = d.fdb;
+      this.#quiet("delete fdb", () => this.#nl.deleteFdb({ dev: this.#overlay!, mac: f.mac, dst: f.dst }));
+    }
+    if (d.neigh && this.#overlay) {
+      const n = d.neigh;
+      this.#quiet("delete neigh", () => this.#nl.deleteNeigh({ dev: this.#overlay!, dst: n.ip }));
+    }
+  }
+
+  /**
+   * Sets (or with null removes) one peer's desired entries and applies the change at once.
+   * Returns false when programming failed (the next full pass retries).
+   */
+  setPeer(key: string, d: DesiredPeer | null): boolean {
+    const old = this.#desired.get(key);
+    if (d && old && samePeer(old, d)) return true;
+    if (old) {
+      this.#desired.delete(key);
+      if (old.fdb) this.#ref(old.fdb.mac, -1);
+      // Replace in place when only the values changed: the replace calls below overwrite; remove what the
+      // new state no longer has.
+      if (!d) {
+        this.#unprogram(old);
+      } else {
+        if (old.route.dst !== d.route.dst) this.#unprogram(old);
+        else {
+          if (old.fdb && old.fdb.mac !== d.fdb?.mac && !this.#macRefs.has(old.fdb.mac) && this.#overlay) {
+            const f = old.fdb;
+            this.#quiet("delete fdb", () => this.#nl.deleteFdb({ dev: this.#overlay!, mac: f.mac, dst: f.dst }));
+          }
+          if (old.neigh && !d.neigh && this.#overlay) {
+            const n = old.neigh;
+            this.#quiet("delete neigh", () => this.#nl.deleteNeigh({ dev: this.#overlay!, dst: n.ip }));
+          }
+        }
+      }
+    }
+    if (!d) return true;
+    this.#desired.set(key, d);
+    if (d.fdb) this.#ref(d.fdb.mac, 1);
+    try {
+      this.#program(d);
+      return true;
+    } catch (e) {
+      this.#stats.reconcileErrors++;
+      this.#log.warn("programming peer failed; the next resync retries", { subnet: key, error: errText(e) });
+      return false;
+    }
+  }
+
+  /** Forgets every desired peer without touching the kernel (used when our own subnet changes). */
+  keys(): string[] {
+    return [...this.#desired.keys()];
+  }
+
+  /**
+   * One full pass. Dumps routes, neighbours and FDB once, lets `compute` build the whole desired state
+   * (it may use {@link Reconciler.reach}, refreshed from the same dump), and applies the differences.
+   */
+  fullPass(compute?: () => Map<string, DesiredPeer>): PassResult {
+    const t0 = performance.now();
+    const res: PassResult = { programmed: 0, removed: 0, errors: 0 };
+    const routes = this.#nl.routes({ family: 4, table: 254 });
+    this.#underlay = this.#underlayFrom(routes);
+    if (compute) {
+      const next = compute();
+      this.#desired.clear();
+      this.#macRefs.clear();
+      for (const [k, d] of next) {
+        this.#desired.set(k, d);
+        if (d.fdb) this.#ref(d.fdb.mac, 1);
+      }
+    }
+    const ov = this.#overlay;
+    const actualRoutes = new Map<string, RouteInfo[]>();
+    for (const r of routes) {
+      if (!this.#isOurs(r)) continue;
+      const l = actualRoutes.get(r.dst);
+      if (l) l.push(r);
+      else actualRoutes.set(r.dst, [r]);
+    }
+    const actualNeigh = new Map<string, string | null>();
+    const actualFdb = new Map<string, (string | null)[]>();
+    if (ov) {
+      for (const n of this.#nl.neighbours(4)) {
+        if (n.ifname === ov && n.state.includes("PERMANENT")) actualNeigh.set(n.dst, n.lladdr?.toLowerCase() ?? null);
+      }
+      for (const f of this.#nl.fdb()) {
+        if (f.ifname !== ov || f.dst === null) continue;
+        const mac = f.mac.toLowerCase();
+        const l = actualFdb.get(mac);
+        if (l) l.push(f.dst);
+        else actualFdb.set(mac, [f.dst]);
+      }
+    }
+    const wantNeigh = new Map<string, string>();
+    const wantFdb = new Map<string, string>();
+    const fail = (what: string, key: string, e: unknown) => {
+      res.errors++;
+      this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
+    };
+    for (const [key, d] of this.#desired) {
+      if (d.neigh) wantNeigh.set(d.neigh.ip, d.neigh.mac);
+      if (d.fdb) wantFdb.set(d.fdb.mac, d.fdb.dst);
+      const neighOk = !d.neigh || !ov || actualNeigh.get(d.neigh.ip) === d.neigh.mac;
+      const fdbOk = !d.fdb || !ov || (actualFdb.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false);
+      const ar = actualRoutes.get(d.route.dst);
+      const routeOk = ar?.length === 1 && ar[0].gateway === d.route.via && ar[0].devName === d.route.dev &&
+        (!d.route.onlink || ar[0].flags.includes("onlink"));
+      if (neighOk && fdbOk && routeOk) continue;
+      try {
+        if (!neighOk) {
+          this.#nl.replaceNeigh({ dev: ov!, dst: d.neigh!.ip, lladdr: d.neigh!.mac, state: "permanent" });
+          res.programmed++;
+        }
+        if (!fdbOk) {
+          this.#nl.replaceFdb({ dev: ov!, mac: d.fdb!.mac, dst: d.fdb!.dst });
+          res.programmed++;
+        }
+        if (!routeOk) {
+          // A second route for the same dst (other metric/dev) is not ours to keep.
+          for (const r of ar ?? []) {
+            if (r.gateway !== d.route.via || r.devName !== d.route.dev) {
+              this.#quiet("delete route", () =>
+                this.#nl.deleteRoute({ dst: r.dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined }));
+            }
+          }
+          this.#addRoute(d.route);
+          res.programmed++;
+        }
+        this.#log.info("repaired peer entries", {
+          subnet: key,
+          arp: !neighOk || undefined,
+          fdb: !fdbOk || undefined,
+          route: !routeOk || undefined,
+        });
+      } catch (e) {
+        fail("repairing peer", key, e);
+      }
+    }
+    for (const [dst, rs] of actualRoutes) {
+      if (this.#desired.has(dst)) continue;
+      for (const r of rs) {
+        try {
+          this.#nl.deleteRoute({ dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined });
+          res.removed++;
+          this.#log.info("removed stale route", { dst, via: r.gateway, dev: r.devName });
+        } catch (e) {
+          fail("removing stale route", dst, e);
+        }
+      }
+    }
+    if (ov) {
+      for (const [ip] of actualNeigh) {
+        if (wantNeigh.has(ip)) continue;
+        try {
+          this.#nl.deleteNeigh({ dev: ov, dst: ip });
+          res.removed++;
+          this.#log.info("removed stale ARP entry", { ip, dev: ov });
+        } catch (e) {
+          fail("removing stale ARP entry", ip, e);
+        }
+      }
+      for (const [mac, dsts] of actualFdb) {
+        const want = wantFdb.get(mac);
+        for (const dst of dsts) {
+          if (dst === want) continue;
+          try {
+            this.#nl.deleteFdb({ dev: ov, mac, dst: dst ?? undefined });
+            res.removed++;
+            this.#log.info("removed stale FDB entry", { mac, dst, dev: ov });
+          } catch (e) {
+            fail("removing stale FDB entry", mac, e);
+          }
+        }
+      }
+    }
+    this.#stats.reconcileRuns++;
+    this.#stats.reconcileErrors += res.errors;
+    this.#stats.repairs += res.programmed + res.removed;
+    this.#stats.observeReconcile((performance.now() - t0) / 1000);
+    return res;
+  }
+}

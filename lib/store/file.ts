@@ -1,0 +1,420 @@
+/**
+ * The file store: the embedded default, for daemons sharing one host (the lab's nodes in namespaces).
+ *
+ * Layout of the directory (default /var/lib/flanctl):
+ * - `config`: the net-conf JSON.
+ * - `subnets/<key>`: one file per lease, `<key>` in flannel's form (`10.5.52.0-24`), holding
+ *   `{"lease":<flannel's lease JSON>,"expiration":"<ISO>"|null,"seq":<n>}` (null = reservation).
+ * - `seq`: a counter bumped by every change; it is the watch cursor and the cache key.
+ * - `.lock`: every writer holds an exclusive `flock` on it (Deno.FsFile.lock) for the whole
+ *   read-decide-write, so acquires from many processes never hand out the same subnet.
+ * - `tmp/`: files are written here and renamed into place (atomic for readers).
+ *
+ * Watching uses inotify (Deno.watchFs) on `subnets/` and re-reads only the files named in events; expiry
+ * is a timer set to the next expiration, not polling. Expired leases are deleted lazily (acquire, list,
+ * and by watchers when their timer fires).
+ * @module
+ */
+import type { NetConfig } from "../config/types.ts";
+import { parseNetConfig } from "../config/netconf.ts";
+import type { IPNet } from "../ip/cidr.ts";
+import { IPAddr } from "../ip/cidr.ts";
+import { allocate } from "../lease/allocator.ts";
+import {
+  encodeLeaseAttrs,
+  keyOf,
+  leaseKey,
+  MalformedLeaseError,
+  parseLeaseKey,
+  validateLeaseAttrs,
+  warnMalformed,
+} from "../lease/wire.ts";
+import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
+import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "./errors.ts";
+import { DEFAULT_LEASE_TTL_MS, errMsg, Mutex, Wakeup } from "./util.ts";
+
+/** Options of {@link FileStore}. */
+export interface FileStoreOptions {
+  /** The shared directory. */
+  dir: string;
+  /** Lease TTL in ms (default 24 h). */
+  ttlMs?: number;
+}
+
+/** The default directory of the file store. */
+export const DEFAULT_STORE_DIR = "/var/lib/flanctl";
+
+interface Entry {
+  seq: number;
+  lease: Lease;
+}
+
+function expired(l: Lease, now = Date.now()): boolean {
+  return l.expiration !== null && l.expiration.getTime() <= now;
+}
+
+/** The file store. Several instances (in several processes) may share one directory. */
+export class FileStore implements SubnetStore {
+  /** Always "file". */
+  readonly kind = "file";
+  /** The directory. */
+  readonly dir: string;
+  /** Lease TTL in ms. */
+  readonly ttlMs: number;
+  #mutex = new Mutex();
+  #cache: { seq: number; entries: Map<string, Entry> } | null = null;
+  #snapshots = new Map<string, Map<string, Entry>>();
+  #closed = new AbortController();
+  /** Malformed files already reported, so re-scans do not repeat the warning. */
+  #warned = new Set<string>();
+
+  constructor(opts: FileStoreOptions) {
+    this.dir = opts.dir.replace(/\/+$/, "") || "/";
+    this.ttlMs = opts.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+    try {
+      Deno.mkdirSync(`${this.dir}/subnets`, { recursive: true });
+      Deno.mkdirSync(`${this.dir}/tmp`, { recursive: true });
+    } catch (e) {
+      throw new StoreError(`cannot create store directory ${this.dir}: ${errMsg(e)} (check --store-dir)`);
+    }
+  }
+
+  get #subnets() {
+    return `${this.dir}/subnets`;
+  }
+
+  /** Runs `fn` holding the in-process mutex and the directory's exclusive file lock. */
+  #locked<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#mutex.run(async () => {
+      const f = await Deno.open(`${this.dir}/.lock`, { read: true, write: true, create: true });
+      try {
+        await f.lock(true);
+        return await fn();
+      } finally {
+        f.close(); // closing releases the flock
+      }
+    });
+  }
+
+  async #write(path: string, text: string): Promise<void> {
+    const tmp = `${this.dir}/tmp/${path.split("/").pop()}.${Deno.pid}.${crypto.randomUUID().slice(0, 8)}`;
+    await Deno.writeTextFile(tmp, text);
+    await Deno.rename(tmp, path);
+  }
+
+  async #readSeq(): Promise<number> {
+    try {
+      const n = Number((await Deno.readTextFile(`${this.dir}/seq`)).trim());
+      return Number.isFinite(n) ? n : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  async #bumpSeq(): Promise<number> {
+    const n = (await this.#readSeq()) + 1;
+    await this.#write(`${this.dir}/seq`, `${n}\n`);
+    return n;
+  }
+
+  /** Reads one lease file; null when missing or malformed (malformed ones are reported). */
+  async #readEntry(key: string): Promise<Entry | null> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(`${this.#subnets}/${key}`);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return null;
+      warnMalformed(e, `${this.#subnets}/${key}`);
+      return null;
+    }
+    try {
+      const k = parseLeaseKey(key);
+      if (!k) throw new Error(`file name is not a subnet key (e.g. 10.5.52.0-24)`);
+      const doc = JSON.parse(text) as { lease?: unknown; expiration?: unknown; seq?: unknown };
+      const attrs = validateLeaseAttrs(key, doc.lease);
+      const exp = typeof doc.expiration === "string" ? new Date(doc.expiration) : null;
+      if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${JSON.stringify(doc.expiration)}`);
+      const seq = typeof doc.seq === "number" ? doc.seq : 0;
+      return { seq, lease: { ...k, attrs, expiration: exp, revision: String(seq) } };
+    } catch (e) {
+      const err = e instanceof MalformedLeaseError ? e : new MalformedLeaseError(key, errMsg(e));
+      const id = `${key}:${text.length}:${err.message}`;
+      if (!this.#warned.has(id)) warnMalformed(err, this.#subnets);
+      this.#warned.add(id);
+      return null;
+    }
+  }
+
+  async #scan(): Promise<Map<string, Entry>> {
+    const out = new Map<string, Entry>();
+    const names: string[] = [];
+    for await (const e of Deno.readDir(this.#subnets)) {
+      if (!e.name.startsWith(".")) names.push(e.name);
+    }
+    // Read in parallel batches: thousands of small files.
+    for (let i = 0; i < names.length; i += 64) {
+      const batch = names.slice(i, i + 64);
+      const got = await Promise.all(batch.map((n) => this.#readEntry(n)));
+      got.forEach((e, j) => e && out.set(batch[j], e));
+    }
+    return out;
+  }
+
+  /** All entries as of now, from the cache when the sequence number has not moved. */
+  async #entries(): Promise<{ seq: number; entries: Map<string, Entry> }> {
+    const seq = await this.#readSeq();
+    if (this.#cache?.seq === seq) return this.#cache;
+    const entries = await this.#scan();
+    const c = { seq, entries };
+    this.#cache = c;
+    return c;
+  }
+
+  async #putEntry(key: string, attrs: LeaseAttrsWire, expiration: Date | null): Promise<Lease> {
+    const seq = (await this.#readSeq()) + 1;
+    const text = `{"lease":${encodeLeaseAttrs(attrs)},"expiration":${
+      expiration ? JSON.stringify(expiration.toISOString()) : "null"
+    },"seq":${seq}}\n`;
+    await this.#write(`${this.#subnets}/${key}`, text);
+    await this.#write(`${this.dir}/seq`, `${seq}\n`);
+    const k = parseLeaseKey(key)!;
+    const lease: Lease = { ...k, attrs: { ...attrs }, expiration, revision: String(seq) };
+    if (this.#cache && this.#cache.seq === seq - 1) {
+      this.#cache.entries.set(key, { seq, lease });
+      this.#cache.seq = seq;
+    } else this.#cache = null;
+    return lease;
+  }
+
+  async #deleteEntry(key: string): Promise<void> {
+    try {
+      await Deno.remove(`${this.#subnets}/${key}`);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+    const seq = await this.#bumpSeq();
+    if (this.#cache && this.#cache.seq === seq - 1) {
+      this.#cache.entries.delete(key);
+      this.#cache.seq = seq;
+    } else this.#cache = null;
+  }
+
+  /** Under the lock: entries with expired ones deleted. */
+  async #liveEntries(): Promise<Map<string, Entry>> {
+    const { entries } = await this.#entries();
+    const now = Date.now();
+    const dead = [...entries].filter(([, e]) => expired(e.lease, now)).map(([k]) => k);
+    for (const k of dead) await this.#deleteEntry(k);
+    return (await this.#entries()).entries;
+  }
+
+  /** Reads and parses `<dir>/config`. */
+  async getNetworkConfig(): Promise<NetConfig> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(`${this.dir}/config`);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) {
+        throw new NoNetworkConfigError(
+          `no network config in ${this.dir}/config: write one with ` +
+            `'flanctl lease config set net-conf.json --store-dir ${this.dir}'`,
+        );
+      }
+      throw new StoreError(`cannot read ${this.dir}/config: ${errMsg(e)}`);
+    }
+    return parseNetConfig(text);
+  }
+
+  /** Validates and writes `<dir>/config`. */
+  async setNetworkConfig(json: string): Promise<void> {
+    parseNetConfig(json);
+    await this.#locked(() => this.#write(`${this.dir}/config`, json.endsWith("\n") ? json : json + "\n"));
+  }
+
+  /** Acquires a lease (see lib/lease/allocator.ts for the order). */
+  acquireLease(attrs: LeaseAttrsWire, opts: AcquireOptions = {}): Promise<Lease> {
+    return this.#locked(async () => {
+      const cfg = await this.getNetworkConfig();
+      const entries = await this.#liveEntries();
+      const leases = [...entries.values()].map((e) => e.lease);
+      const a = allocate(cfg, leases, attrs, opts);
+      for (const s of a.stale) await this.#deleteEntry(keyOf(s));
+      if (a.kind === "existing") {
+        const exp = a.lease.expiration === null ? null : new Date(Date.now() + this.ttlMs);
+        return await this.#putEntry(keyOf(a.lease), attrs, exp);
+      }
+      return await this.#putEntry(
+        leaseKey(a.subnet, a.ipv6Subnet),
+        attrs,
+        new Date(Date.now() + this.ttlMs),
+      );
+    });
+  }
+
+  /** Extends the lease by the TTL (reservations stay without expiry). */
+  renewLease(lease: Lease): Promise<Lease> {
+    return this.#locked(async () => {
+      const key = keyOf(lease);
+      const cur = await this.#readEntry(key);
+      if (!cur || expired(cur.lease) || cur.lease.attrs.PublicIP !== lease.attrs.PublicIP) {
+        throw new LeaseNotFoundError(
+          `lease ${key} no longer exists in ${this.dir} (expired, revoked or taken over): acquire a new one`,
+        );
+      }
+      const exp = cur.lease.expiration === null ? null : new Date(Date.now() + this.ttlMs);
+      return await this.#putEntry(key, lease.attrs, exp);
+    });
+  }
+
+  /** Deletes the lease whose IPv4 or IPv6 subnet is `subnet`. */
+  revokeLease(subnet: IPNet): Promise<void> {
+    return this.#locked(async () => {
+      const entries = await this.#liveEntries();
+      const hit = [...entries].find(([, e]) =>
+        (subnet.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet)?.equals(subnet)
+      );
+      if (!hit) {
+        throw new LeaseNotFoundError(`no lease for ${subnet} in ${this.dir} (see 'flanctl lease list')`);
+      }
+      await this.#deleteEntry(hit[0]);
+    });
+  }
+
+  /** Writes a reservation (no expiry) of `subnet` for `publicIP`. */
+  reserve(subnet: IPNet, publicIP: string): Promise<void> {
+    return this.#locked(async () => {
+      const ip = IPAddr.parse(publicIP, "public-ip");
+      const entries = await this.#liveEntries();
+      for (const [k, e] of entries) {
+        const s = subnet.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet;
+        const own = ip.family === 4 ? e.lease.attrs.PublicIP : e.lease.attrs.PublicIPv6;
+        if (s?.overlaps(subnet) && own !== ip.toString()) {
+          throw new SubnetConflictError(`${subnet} overlaps lease ${k} of ${own}: revoke it first`);
+        }
+        if (s?.overlaps(subnet)) await this.#deleteEntry(k);
+      }
+      const attrs: LeaseAttrsWire = ip.family === 4
+        ? { PublicIP: ip.toString(), PublicIPv6: null, BackendType: "" }
+        : { PublicIP: "0.0.0.0", PublicIPv6: ip.toString(), BackendType: "" };
+      const key = subnet.family === 4 ? leaseKey(subnet) : leaseKey(null, subnet);
+      await this.#putEntry(key, attrs, null);
+    });
+  }
+
+  /** All live leases and the current sequence number as cursor. */
+  async listLeases(): Promise<{ leases: Lease[]; cursor: string }> {
+    let { seq, entries } = await this.#entries();
+    if ([...entries.values()].some((e) => expired(e.lease))) {
+      entries = await this.#locked(() => this.#liveEntries());
+      seq = this.#cache?.seq ?? seq;
+    }
+    const cursor = String(seq);
+    this.#snapshots.set(cursor, new Map(entries));
+    if (this.#snapshots.size > 8) this.#snapshots.delete(this.#snapshots.keys().next().value!);
+    return { leases: [...entries.values()].map((e) => e.lease), cursor };
+  }
+
+  /**
+   * Changes after `cursor`. The baseline is the listing that returned `cursor` (kept by this instance);
+   * for an unknown cursor, every current lease with a newer sequence number is reported as added.
+   */
+  async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
+    const stop = AbortSignal.any([signal, this.#closed.signal]);
+    const known = new Map<string, Entry>(this.#snapshots.get(cursor) ?? []);
+    if (!this.#snapshots.has(cursor)) {
+      const c = Number(cursor) || 0;
+      for (const [k, e] of (await this.#entries()).entries) if (e.seq <= c) known.set(k, e);
+    }
+    const wake = new Wakeup();
+    const dirty = new Set<string>();
+    let rescan = true;
+    const fsw = Deno.watchFs(this.#subnets, { recursive: false });
+    const onAbort = () => {
+      try {
+        fsw.close();
+      } catch { /* already closed */ }
+      wake.notify();
+    };
+    stop.addEventListener("abort", onAbort, { once: true });
+    const pump = (async () => {
+      try {
+        for await (const ev of fsw) {
+          if (ev.flag === "rescan" || ev.kind === "other") rescan = true;
+          for (const p of ev.paths) {
+            const name = p.slice(p.lastIndexOf("/") + 1);
+            if (name && !name.startsWith(".") && p.startsWith(this.#subnets)) dirty.add(name);
+          }
+          wake.notify();
+        }
+      } catch (e) {
+        if (!stop.aborted) {
+          console.error(`flanctl: warning: watching ${this.#subnets} failed (${errMsg(e)}); rescanning`);
+          rescan = true;
+          wake.notify();
+        }
+      }
+    })();
+    try {
+      while (!stop.aborted) {
+        const events: LeaseEvent[] = [];
+        const now = Date.now();
+        const names = rescan ? null : [...dirty];
+        dirty.clear();
+        if (names === null) {
+          rescan = false;
+          const cur = await this.#scan();
+          for (const k of new Set([...known.keys(), ...cur.keys()])) {
+            this.#diff(k, known, cur.get(k) ?? null, events, now);
+          }
+        } else {
+          for (const k of names) this.#diff(k, known, await this.#readEntry(k), events, now);
+        }
+        // Expired leases: re-read (a renewal may have landed), report, and delete lazily.
+        let expiredAny = false;
+        for (const [k, e] of [...known]) {
+          if (!expired(e.lease, now)) continue;
+          this.#diff(k, known, await this.#readEntry(k), events, now);
+          expiredAny = true;
+        }
+        if (expiredAny) {
+          this.#locked(() => this.#liveEntries()).catch((e) =>
+            console.error(`flanctl: warning: removing expired leases in ${this.dir}: ${errMsg(e)}`)
+          );
+        }
+        if (events.length) yield events;
+        let next = Infinity;
+        for (const e of known.values()) {
+          if (e.lease.expiration) next = Math.min(next, e.lease.expiration.getTime());
+        }
+        await wake.wait(next === Infinity ? 2 ** 31 - 1 : next - Date.now() + 5, stop);
+      }
+    } finally {
+      stop.removeEventListener("abort", onAbort);
+      onAbort();
+      await pump;
+    }
+  }
+
+  /** Compares what a watcher knows about `k` with the file's current state and records events. */
+  #diff(k: string, known: Map<string, Entry>, cur: Entry | null, events: LeaseEvent[], now: number): void {
+    const old = known.get(k);
+    const live = cur && !expired(cur.lease, now) ? cur : null;
+    if (!live) {
+      if (old) {
+        known.delete(k);
+        events.push({ type: "removed", lease: old.lease });
+      }
+      return;
+    }
+    if (!old || old.seq !== live.seq) {
+      known.set(k, live);
+      events.push({ type: "added", lease: live.lease });
+    }
+  }
+
+  /** Stops this instance's watchers. */
+  close(): Promise<void> {
+    this.#closed.abort();
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,412 @@
+/**
+ * The Kubernetes store (`--kube-subnet-mgr`), as flannel's kube subnet manager: the node's subnet is its
+ * `spec.podCIDR(s)` (assigned by kube-controller-manager), the config is the net-conf.json file from the
+ * kube-flannel ConfigMap (`--net-config-path`), our lease is published as `flannel.alpha.coreos.com/*`
+ * annotations on our Node (merge patch with a resourceVersion precondition, retried on 409), the Node's
+ * `NetworkUnavailable` condition is set to False/FlannelIsUp (strategic merge patch on the status
+ * subresource), and peers come from list+watch of Nodes, re-listing on 410 Gone.
+ * @module
+ */
+import type { NetConfig } from "../config/types.ts";
+import { parseNetConfig } from "../config/netconf.ts";
+import { ConfigError } from "../config/netconf.ts";
+import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { encodeLeaseAttrs, MalformedLeaseError, validateLeaseAttrs, warnMalformed } from "../lease/wire.ts";
+import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
+import { LeaseNotFoundError, StoreError } from "./errors.ts";
+import {
+  inClusterConnection,
+  KubeApiError,
+  KubeClient,
+  type KubeConnection,
+  loadKubeconfig,
+} from "./kube_client.ts";
+import { DEFAULT_LEASE_TTL_MS, errMsg, sleep } from "./util.ts";
+import { FlanctlError } from "../errors.ts";
+
+/** Annotation prefix flannel uses on Node objects. */
+export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
+
+/** Options of the kube store. */
+export interface KubeStoreOptions {
+  /** API server URL (overrides the kubeconfig's server). */
+  apiUrl?: string;
+  /** kubeconfig path; without it the in-cluster service account is used. */
+  kubeconfigFile?: string;
+  /** This node's name (required to acquire). */
+  nodeName?: string;
+  /** net-conf.json path. */
+  netConfigPath: string;
+}
+
+/** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
+export class PodCidrNotAssignedError extends FlanctlError {
+  constructor(node: string) {
+    super(
+      `node "${node}" pod cidr not assigned: start kube-controller-manager with --allocate-node-cidrs ` +
+        `and --cluster-cidr, or set spec.podCIDR on the node`,
+      1,
+    );
+  }
+}
+
+/** The Node fields the store reads. */
+export interface KubeNode {
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec?: { podCIDR?: string; podCIDRs?: string[] };
+}
+
+interface NodeList {
+  metadata?: { resourceVersion?: string };
+  items?: KubeNode[];
+}
+
+/** Opens the kube store from a kubeconfig file or the in-cluster service account. */
+export async function openKubeStore(o: KubeStoreOptions): Promise<KubeStore> {
+  let conn: KubeConnection;
+  if (o.kubeconfigFile) conn = await loadKubeconfig(o.kubeconfigFile);
+  else if (o.apiUrl) conn = { server: o.apiUrl.replace(/\/$/, ""), source: "--kube-api-url" };
+  else conn = inClusterConnection();
+  if (o.apiUrl) conn = { ...conn, server: o.apiUrl.replace(/\/$/, "") };
+  return new KubeStore(new KubeClient(conn), o);
+}
+
+function podCidrs(n: KubeNode): IPNet[] {
+  const list = n.spec?.podCIDRs?.length ? n.spec.podCIDRs : n.spec?.podCIDR ? [n.spec.podCIDR] : [];
+  return list.map((c) => IPNet.tryParse(c)).filter((x): x is IPNet => x !== null);
+}
+
+/**
+ * The lease a Node publishes, or null when the node does not run flannel/flanctl (no public-ip
+ * annotation or no podCIDR). Throws {@link MalformedLeaseError} for unparsable annotations.
+ */
+export function leaseFromNode(n: KubeNode): Lease | null {
+  const a = n.metadata.annotations ?? {};
+  const get = (k: string) => a[ANNOTATION_PREFIX + k];
+  const pub = get("public-ip-overwrite") ?? get("public-ip");
+  const pub6 = get("public-ipv6-overwrite") ?? get("public-ipv6");
+  const cidrs = podCidrs(n);
+  if ((!pub && !pub6) || cidrs.length === 0) return null;
+  const key = `node ${n.metadata.name}`;
+  const json = (k: string) => {
+    const v = get(k);
+    if (v === undefined || v === "") return undefined;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch {
+      throw new MalformedLeaseError(key, `annotation ${ANNOTATION_PREFIX}${k} is not JSON: ${v}`);
+    }
+  };
+  const attrs = validateLeaseAttrs(key, {
+    PublicIP: pub ?? "0.0.0.0",
+    PublicIPv6: pub6 ?? null,
+    BackendType: get("backend-type") ?? "",
+    BackendData: json("backend-data"),
+    BackendV6Data: json("backend-v6-data"),
+  });
+  return {
+    subnet: cidrs.find((c) => c.family === 4) ?? null,
+    ipv6Subnet: cidrs.find((c) => c.family === 6) ?? null,
+    attrs,
+    expiration: null,
+    revision: n.metadata.resourceVersion,
+  };
+}
+
+/** The kube store. */
+export class KubeStore implements SubnetStore {
+  /** Always "kube". */
+  readonly kind = "kube";
+  /** The API client. */
+  readonly client: KubeClient;
+  #opts: KubeStoreOptions;
+  #closed = new AbortController();
+  #snapshots = new Map<string, Map<string, Lease>>();
+  #warned = new Set<string>();
+
+  constructor(client: KubeClient, opts: KubeStoreOptions) {
+    this.client = client;
+    this.#opts = opts;
+  }
+
+  get #node(): string {
+    if (!this.#opts.nodeName) {
+      throw new StoreError("--node-name: required with --kube-subnet-mgr (or set env NODE_NAME)");
+    }
+    return this.#opts.nodeName;
+  }
+
+  #nodePath(name: string) {
+    return `/api/v1/nodes/${encodeURIComponent(name)}`;
+  }
+
+  /** Reads `--net-config-path`. */
+  async getNetworkConfig(): Promise<NetConfig> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(this.#opts.netConfigPath);
+    } catch (e) {
+      throw new ConfigError(
+        "net-config-path",
+        `--net-config-path: cannot read ${this.#opts.netConfigPath}: ${
+          errMsg(e)
+        } (mount the kube-flannel ConfigMap there)`,
+      );
+    }
+    return parseNetConfig(text);
+  }
+
+  /** Not supported: in kube mode the config is the ConfigMap file. */
+  setNetworkConfig(_json: string): Promise<void> {
+    return Promise.reject(
+      new StoreError(
+        `with --kube-subnet-mgr the network config is ${this.#opts.netConfigPath} (the kube-flannel ConfigMap): ` +
+          `edit the ConfigMap instead`,
+      ),
+    );
+  }
+
+  #toLease(n: KubeNode): Lease | null {
+    try {
+      return leaseFromNode(n);
+    } catch (e) {
+      const id = `${n.metadata.name}@${n.metadata.resourceVersion}`;
+      if (!this.#warned.has(id)) warnMalformed(e, "kube");
+      this.#warned.add(id);
+      return null;
+    }
+  }
+
+  /** Takes the node's podCIDR(s) as the lease and publishes `attrs` as annotations. */
+  async acquireLease(attrs: LeaseAttrsWire): Promise<Lease> {
+    const cfg = await this.getNetworkConfig();
+    const name = this.#node;
+    for (let attempt = 0;; attempt++) {
+      const node = await this.#getNode(name);
+      const cidrs = podCidrs(node);
+      const v4 = cidrs.find((c) => c.family === 4) ?? null;
+      const v6 = cidrs.find((c) => c.family === 6) ?? null;
+      if ((cfg.enableIPv4 && !v4) || (cfg.enableIPv6 && !v6)) throw new PodCidrNotAssignedError(name);
+      if (cfg.enableIPv4 && !cfg.network!.contains(v4!)) {
+        throw new StoreError(
+          `node "${name}" pod cidr ${v4} is not inside Network ${cfg.network}: make kube-controller-manager's ` +
+            `--cluster-cidr match net-conf.json`,
+        );
+      }
+      if (cfg.enableIPv6 && !cfg.ipv6Network!.contains(v6!)) {
+        throw new StoreError(
+          `node "${name}" IPv6 pod cidr ${v6} is not inside IPv6Network ${cfg.ipv6Network}`,
+        );
+      }
+      const want: Record<string, string> = {
+        [`${ANNOTATION_PREFIX}backend-type`]: attrs.BackendType,
+        [`${ANNOTATION_PREFIX}kube-subnet-manager`]: "true",
+      };
+      if (cfg.enableIPv4) {
+        want[`${ANNOTATION_PREFIX}backend-data`] = JSON.stringify(attrs.BackendData ?? null);
+        want[`${ANNOTATION_PREFIX}public-ip`] = attrs.PublicIP;
+      }
+      if (cfg.enableIPv6) {
+        want[`${ANNOTATION_PREFIX}backend-v6-data`] = JSON.stringify(attrs.BackendV6Data ?? null);
+        want[`${ANNOTATION_PREFIX}public-ipv6`] = attrs.PublicIPv6 ?? "";
+      }
+      const have = node.metadata.annotations ?? {};
+      let rv = node.metadata.resourceVersion;
+      if (Object.entries(want).some(([k, v]) => have[k] !== v)) {
+        try {
+          const patched = await this.client.request<KubeNode>(
+            "PATCH",
+            this.#nodePath(name),
+            { metadata: { resourceVersion: node.metadata.resourceVersion, annotations: want } },
+            "application/merge-patch+json",
+          );
+          rv = patched.metadata.resourceVersion;
+        } catch (e) {
+          if (e instanceof KubeApiError && e.status === 409 && attempt < 5) continue; // node changed: re-read
+          throw e;
+        }
+      }
+      await this.#setNetworkAvailable(name);
+      return {
+        subnet: v4,
+        ipv6Subnet: v6,
+        attrs: { ...attrs },
+        expiration: new Date(Date.now() + DEFAULT_LEASE_TTL_MS),
+        revision: rv,
+      };
+    }
+  }
+
+  async #getNode(name: string): Promise<KubeNode> {
+    try {
+      return await this.client.request<KubeNode>("GET", this.#nodePath(name));
+    } catch (e) {
+      if (e instanceof KubeApiError && e.status === 404) {
+        throw new LeaseNotFoundError(`node "${name}" not found in the Kubernetes API (check --node-name)`);
+      }
+      throw e;
+    }
+  }
+
+  async #setNetworkAvailable(name: string): Promise<void> {
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    await this.client.request(
+      "PATCH",
+      `${this.#nodePath(name)}/status`,
+      {
+        status: {
+          conditions: [{
+            type: "NetworkUnavailable",
+            status: "False",
+            reason: "FlannelIsUp",
+            message: "Flannel is running on this node",
+            lastTransitionTime: now,
+            lastHeartbeatTime: now,
+          }],
+        },
+      },
+      "application/strategic-merge-patch+json",
+    );
+  }
+
+  /** Kube leases do not expire; renewal checks the node still holds the same podCIDR. */
+  async renewLease(lease: Lease): Promise<Lease> {
+    const node = await this.#getNode(this.#node);
+    const cidrs = podCidrs(node);
+    const same = (a: IPNet | null) => !a || cidrs.some((c) => c.equals(a));
+    if (!same(lease.subnet) || !same(lease.ipv6Subnet)) {
+      throw new LeaseNotFoundError(`node "${this.#node}" pod cidr changed: acquire again`);
+    }
+    return {
+      ...lease,
+      expiration: new Date(Date.now() + DEFAULT_LEASE_TTL_MS),
+      revision: node.metadata.resourceVersion,
+    };
+  }
+
+  /** Not supported: podCIDRs are assigned by kube-controller-manager. */
+  revokeLease(_subnet: IPNet): Promise<void> {
+    return Promise.reject(
+      new StoreError(
+        "revoke is not supported with --kube-subnet-mgr: podCIDRs belong to kube-controller-manager",
+      ),
+    );
+  }
+
+  /** Not supported: podCIDRs are assigned by kube-controller-manager. */
+  reserve(_subnet: IPNet, _publicIP: string): Promise<void> {
+    return Promise.reject(
+      new StoreError("reserve is not supported with --kube-subnet-mgr: set the node's spec.podCIDR instead"),
+    );
+  }
+
+  async #list(): Promise<{ leases: Map<string, Lease>; rv: string }> {
+    const l = await this.client.request<NodeList>("GET", "/api/v1/nodes");
+    const leases = new Map<string, Lease>();
+    for (const n of l.items ?? []) {
+      const lease = this.#toLease(n);
+      if (lease) leases.set(n.metadata.name, lease);
+    }
+    return { leases, rv: l.metadata?.resourceVersion ?? "" };
+  }
+
+  /** Leases of every node that publishes one; the cursor is the list's resourceVersion. */
+  async listLeases(): Promise<{ leases: Lease[]; cursor: string }> {
+    const { leases, rv } = await this.#list();
+    this.#snapshots.set(rv, leases);
+    if (this.#snapshots.size > 8) this.#snapshots.delete(this.#snapshots.keys().next().value!);
+    return { leases: [...leases.values()], cursor: rv };
+  }
+
+  /** Watches Nodes from `cursor`; re-lists and diffs on 410 Gone; reconnects with backoff. */
+  async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
+    const stop = AbortSignal.any([signal, this.#closed.signal]);
+    let rv = cursor;
+    let known = new Map(this.#snapshots.get(cursor) ?? []);
+    if (!this.#snapshots.has(cursor)) {
+      const l = await this.#list();
+      known = l.leases;
+      if (!rv) rv = l.rv;
+    }
+    let backoff = 500;
+    const same = (a: Lease, b: Lease) =>
+      String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
+      encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
+    while (!stop.aborted) {
+      let relist = false;
+      try {
+        const path = `/api/v1/nodes?watch=1&allowWatchBookmarks=true&resourceVersion=${
+          encodeURIComponent(rv)
+        }`;
+        for await (const ev of this.client.watch<KubeNode & { code?: number }>(path, stop)) {
+          backoff = 500;
+          if (ev.type === "ERROR") {
+            if (ev.object.code === 410) relist = true;
+            else console.error(`flanctl: warning: Kubernetes watch error: ${JSON.stringify(ev.object)}`);
+            break;
+          }
+          rv = ev.object.metadata?.resourceVersion ?? rv;
+          if (ev.type === "BOOKMARK") continue;
+          const name = ev.object.metadata.name;
+          const old = known.get(name);
+          const cur = ev.type === "DELETED" ? null : this.#toLease(ev.object);
+          const events: LeaseEvent[] = [];
+          if (!cur) {
+            if (old) {
+              known.delete(name);
+              events.push({ type: "removed", lease: old });
+            }
+          } else if (!old || !same(old, cur)) {
+            if (old && (String(old.subnet) !== String(cur.subnet))) {
+              events.push({ type: "removed", lease: old });
+            }
+            known.set(name, cur);
+            events.push({ type: "added", lease: cur });
+          } else known.set(name, cur);
+          if (events.length) yield events;
+        }
+      } catch (e) {
+        if (stop.aborted) break;
+        if (e instanceof KubeApiError && e.status === 410) relist = true;
+        else {
+          console.error(`flanctl: Kubernetes watch failed (${errMsg(e)}); retrying in ${backoff / 1000}s`);
+          await sleep(backoff, stop);
+          backoff = Math.min(backoff * 2, 10_000);
+        }
+      }
+      if (stop.aborted) break;
+      if (relist) {
+        try {
+          const l = await this.#list();
+          const events: LeaseEvent[] = [];
+          for (const [k, old] of known) if (!l.leases.has(k)) events.push({ type: "removed", lease: old });
+          for (const [k, cur] of l.leases) {
+            const old = known.get(k);
+            if (!old || !same(old, cur)) events.push({ type: "added", lease: cur });
+          }
+          known = l.leases;
+          rv = l.rv;
+          if (events.length) yield events;
+        } catch (e) {
+          if (stop.aborted) break;
+          console.error(`flanctl: Kubernetes re-list failed (${errMsg(e)}); retrying in ${backoff / 1000}s`);
+          await sleep(backoff, stop);
+          backoff = Math.min(backoff * 2, 10_000);
+        }
+      }
+    }
+  }
+
+  /** Stops watchers and closes the client. */
+  close(): Promise<void> {
+    this.#closed.abort();
+    this.client.close();
+    return Promise.resolve();
+  }
+}
+
+/** Parses an IP annotation value (exported for the doctor). */
+export function annotationIP(n: KubeNode, key: string): IPAddr | null {
+  const v = n.metadata.annotations?.[ANNOTATION_PREFIX + key];
+  return v ? IPAddr.tryParse(v) : null;
+}

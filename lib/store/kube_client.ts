@@ -1,0 +1,204 @@
+/**
+ * A small Kubernetes API client for what the kube store needs: GET/LIST/PATCH of Nodes and a watch
+ * stream, authenticated from a kubeconfig file (server, CA, token or client certificate) or the
+ * in-cluster service account. Hand-written on fetch because the official client
+ * (@kubernetes/client-node) drags in ~40 packages and a request library for four calls; kubeconfig YAML is
+ * parsed with npm:yaml (no dependencies).
+ * @module
+ */
+import { StoreError, StoreUnavailableError } from "./errors.ts";
+import { errMsg } from "./util.ts";
+
+/** How to reach the API server. */
+export interface KubeConnection {
+  server: string;
+  caPem?: string;
+  certPem?: string;
+  keyPem?: string;
+  token?: string;
+  /** Where the settings came from (for error messages). */
+  source: string;
+}
+
+/** An API error with the HTTP status (409 conflict, 410 gone, 404 not found, …). */
+export class KubeApiError extends StoreError {
+  /** HTTP status code. */
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** A watch event as the API streams it (one JSON object per line). */
+export interface KubeWatchEvent<T> {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: T;
+}
+
+const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+function readFile(what: string, path: string): string {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch (e) {
+    throw new StoreError(`${what}: cannot read ${path}: ${errMsg(e)}`);
+  }
+}
+
+function b64text(s: string): string {
+  const bin = atob(s.replace(/\s+/g, ""));
+  return new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+}
+
+type Obj = Record<string, unknown>;
+
+/** Loads a kubeconfig file (YAML or JSON): the current context's cluster and user. */
+export async function loadKubeconfig(path: string): Promise<KubeConnection> {
+  const { parse } = await import("yaml");
+  const text = readFile("--kubeconfig-file", path);
+  let doc: Obj;
+  try {
+    doc = parse(text) as Obj;
+  } catch (e) {
+    throw new StoreError(`--kubeconfig-file: ${path} is not valid YAML: ${errMsg(e)}`);
+  }
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+  const rel = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
+  const named = (list: unknown, name: unknown, what: string): Obj => {
+    const hit = (Array.isArray(list) ? list : []).find((x: Obj) => x?.name === name) as Obj | undefined;
+    if (!hit) throw new StoreError(`--kubeconfig-file: ${path} has no ${what} named '${name}'`);
+    return (hit[what] ?? {}) as Obj;
+  };
+  const ctxName = doc["current-context"] ??
+    (Array.isArray(doc.contexts) && doc.contexts.length === 1 ? (doc.contexts[0] as Obj).name : undefined);
+  if (!ctxName) throw new StoreError(`--kubeconfig-file: ${path} has no current-context`);
+  const ctx = named(doc.contexts, ctxName, "context");
+  const cluster = named(doc.clusters, ctx.cluster, "cluster");
+  const user = ctx.user === undefined ? {} : named(doc.users, ctx.user, "user");
+  if (typeof cluster.server !== "string") {
+    throw new StoreError(`--kubeconfig-file: cluster '${ctx.cluster}' has no server`);
+  }
+  const pem = (data: unknown, file: unknown, what: string) =>
+    typeof data === "string"
+      ? b64text(data)
+      : typeof file === "string"
+      ? readFile(what, rel(file))
+      : undefined;
+  return {
+    server: cluster.server.replace(/\/$/, ""),
+    caPem: pem(
+      cluster["certificate-authority-data"],
+      cluster["certificate-authority"],
+      "certificate-authority",
+    ),
+    certPem: pem(user["client-certificate-data"], user["client-certificate"], "client-certificate"),
+    keyPem: pem(user["client-key-data"], user["client-key"], "client-key"),
+    token: typeof user.token === "string"
+      ? user.token
+      : typeof user.tokenFile === "string"
+      ? readFile("tokenFile", rel(user.tokenFile)).trim()
+      : undefined,
+    source: path,
+  };
+}
+
+/** The in-cluster service account connection (KUBERNETES_SERVICE_HOST/PORT, token, CA). */
+export function inClusterConnection(): KubeConnection {
+  const host = Deno.env.get("KUBERNETES_SERVICE_HOST");
+  const port = Deno.env.get("KUBERNETES_SERVICE_PORT") ?? "443";
+  if (!host) {
+    throw new StoreError(
+      "--kube-subnet-mgr: not running in a pod (KUBERNETES_SERVICE_HOST unset): pass --kubeconfig-file",
+    );
+  }
+  return {
+    server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    caPem: readFile("service account CA", `${SA_DIR}/ca.crt`),
+    token: readFile("service account token", `${SA_DIR}/token`).trim(),
+    source: "in-cluster service account",
+  };
+}
+
+/** The API client. */
+export class KubeClient {
+  /** The connection in use. */
+  readonly conn: KubeConnection;
+  #http: Deno.HttpClient | undefined;
+
+  constructor(conn: KubeConnection) {
+    this.conn = conn;
+    if (conn.caPem || conn.certPem) {
+      this.#http = Deno.createHttpClient({
+        ...(conn.caPem ? { caCerts: [conn.caPem] } : {}),
+        ...(conn.certPem && conn.keyPem ? { cert: conn.certPem, key: conn.keyPem } : {}),
+      });
+    }
+  }
+
+  async #fetch(method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal) {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (this.conn.token) headers.authorization = `Bearer ${this.conn.token}`;
+    if (body !== undefined) headers["content-type"] = contentType ?? "application/json";
+    let r: Response;
+    try {
+      r = await fetch(`${this.conn.server}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        client: this.#http,
+        signal: signal ?? AbortSignal.timeout(15_000),
+      });
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      throw new StoreUnavailableError(
+        `Kubernetes API ${this.conn.server} unreachable: ${
+          errMsg(e)
+        } (check --kube-api-url / ${this.conn.source})`,
+        { cause: e },
+      );
+    }
+    if (!r.ok) {
+      const text = await r.text();
+      let msg = text.trim();
+      try {
+        msg = (JSON.parse(text) as { message?: string }).message ?? msg;
+      } catch { /* not a Status */ }
+      throw new KubeApiError(r.status, `Kubernetes API ${method} ${path}: HTTP ${r.status}: ${msg}`);
+    }
+    return r;
+  }
+
+  /** A JSON request. */
+  async request<T>(method: string, path: string, body?: unknown, contentType?: string): Promise<T> {
+    const r = await this.#fetch(method, path, body, contentType);
+    return await r.json() as T;
+  }
+
+  /** Streams watch events from `path` (which carries `?watch=1&resourceVersion=…`). */
+  async *watch<T>(path: string, signal: AbortSignal): AsyncGenerator<KubeWatchEvent<T>> {
+    const r = await this.#fetch("GET", path, undefined, undefined, signal);
+    const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    try {
+      while (true) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += value;
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line) yield JSON.parse(line) as KubeWatchEvent<T>;
+        }
+      }
+    } finally {
+      await reader.cancel().catch(() => {});
+    }
+  }
+
+  /** Closes the HTTP client. */
+  close(): void {
+    this.#http?.close();
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * flanctl library: the pieces behind the `flanctl` command, usable on their own.
+ *
+ * ```ts
+ * import { IPNet, openNetlink } from "./mod.ts";
+ * ```
+ * @module
+ */
+export * from "./lib/errors.ts";
+export * from "./lib/ip/cidr.ts";
+export * from "./lib/subnet_env.ts";
+export type * from "./lib/netlink/types.ts";
+export type * from "./lib/config/types.ts";
+export type * from "./lib/store/types.ts";
+export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
+export { listHostNetns, listVethPairs } from "./lib/kernel/veths.ts";
+export type { HostNetns, VethEnd, VethPair } from "./lib/kernel/veths.ts";
+export { labAddNode, labDown, labExec, labStatus, labUp, loadState as loadLabState } from "./lib/lab/mod.ts";
+export type { LabState, LabStatusJson, LabUpOptions } from "./lib/lab/mod.ts";
+export { ConfigError, DEFAULT_BACKEND_TYPE, KNOWN_BACKENDS, parseNetConfig, subnetFitsConfig } from "./lib/config/netconf.ts";
+export {
+  decodeLeaseAttrs,
+  encodeLeaseAttrs,
+  keyOf,
+  leaseFromKV,
+  leaseKey,
+  leaseToJson,
+  MalformedLeaseError,
+  parseLeaseKey,
+} from "./lib/lease/wire.ts";
+export { allocate, OutOfSubnetsError } from "./lib/lease/allocator.ts";
+export {
+  LeaseNotFoundError,
+  NoNetworkConfigError,
+  StoreError,
+  StoreUnavailableError,
+  SubnetConflictError,
+} from "./lib/store/errors.ts";
+export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeKind } from "./lib/store/open.ts";
+export type { StoreOptions } from "./lib/store/open.ts";
+export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
+export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";

@@ -1,0 +1,185 @@
+/**
+ * The flannel plugin end to end, in a node netns with pod netns: subnet.env → pod with the right IP, MTU
+ * and routes, the delegate config saved as flannel saves it, pods reach each other over cni0, CHECK,
+ * STATUS (50 without subnet.env), GC, and DEL that cleans everything, also with the netns gone.
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { cni, cniOk, listFiles, tempDir } from "./cni_helpers.ts";
+import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
+
+type J = Record<string, unknown>;
+
+function flannelConf(dir: string, version = "0.3.1", extra: J = {}): J {
+  return {
+    cniVersion: version,
+    name: "cbr0",
+    type: "flannel",
+    subnetFile: `${dir}/subnet.env`,
+    dataDir: `${dir}/flannel`,
+    ipam: { dataDir: `${dir}/networks` },
+    delegate: { hairpinMode: true, isDefaultGateway: true },
+    ...extra,
+  };
+}
+
+function writeEnv(dir: string, masq = true) {
+  Deno.writeTextFileSync(
+    `${dir}/subnet.env`,
+    `FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.7.1/24\nFLANNEL_MTU=1410\nFLANNEL_IPMASQ=${masq}\n`,
+  );
+}
+
+Deno.test("cni flannel: subnet.env to a working pod and back to nothing", () =>
+  withNetns(async (fx) => {
+    const node = await fx.add("fln"), pod1 = await fx.add("flp"), pod2 = await fx.add("flp");
+    const d = tempDir();
+    try {
+      writeEnv(d.path);
+      const conf = flannelConf(d.path);
+      const r1 = await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod1,
+        containerId: "p1",
+        conf,
+      });
+      const r2 = await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod2,
+        containerId: "p2",
+        conf,
+      });
+      assertEquals(r1!.cniVersion, "0.3.1");
+      assertEquals(r1!.ips, [{
+        version: "4",
+        interface: 2,
+        address: "10.244.7.2/24",
+        gateway: "10.244.7.1",
+      }]);
+      assertEquals(r1!.routes, [{ dst: "10.244.0.0/16" }, { dst: "0.0.0.0/0", gw: "10.244.7.1" }]);
+      assertEquals((r2!.ips as J[])[0].address, "10.244.7.3/24");
+      // The saved delegate config is byte-for-byte what flannel's plugin writes (Go sorts map keys).
+      assertEquals(
+        Deno.readTextFileSync(`${d.path}/flannel/p1`),
+        `{"cniVersion":"0.3.1","hairpinMode":true,"ipMasq":false,"ipam":{"dataDir":"${d.path}/networks",` +
+          `"ranges":[[{"subnet":"10.244.7.0/24"}]],"routes":[{"dst":"10.244.0.0/16"}],"type":"host-local"},` +
+          `"isDefaultGateway":true,"isGateway":true,"mtu":1410,"name":"cbr0","type":"bridge"}`,
+      );
+      const eth0 = (await ipJson<J[]>(pod1, "addr", "show", "eth0"))[0];
+      assertEquals(eth0.mtu, 1410);
+      assertEquals(
+        (eth0.addr_info as J[]).filter((a) => a.family === "inet").map((a) => `${a.local}/${a.prefixlen}`),
+        ["10.244.7.2/24"],
+      );
+      const routes = (await ipJson<J[]>(pod1, "route")).map((r) => `${r.dst} ${r.gateway ?? "-"}`);
+      assertEquals(routes.sort(), ["10.244.0.0/16 10.244.7.1", "10.244.7.0/24 -", "default 10.244.7.1"]);
+      const br = (await ipJson<J[]>(node, "addr", "show", "cni0"))[0];
+      assertEquals(br.mtu, 1410);
+      assert((br.addr_info as J[]).some((a) => a.local === "10.244.7.1" && a.prefixlen === 24));
+      assertEquals((await nsSh(node, "cat", "/proc/sys/net/ipv4/ip_forward")).trim(), "1");
+      // Pod to pod over the bridge, and pod to gateway.
+      const ping = await nsRun(pod1, ["ping", "-c", "1", "-W", "5", "10.244.7.3"]);
+      assertEquals(ping.code, 0, ping.stdout + ping.stderr);
+      const gw = await nsRun(pod2, ["ping", "-c", "1", "-W", "5", "10.244.7.1"]);
+      assertEquals(gw.code, 0, gw.stdout + gw.stderr);
+
+      for (const [pod, cid] of [[pod1, "p1"], [pod2, "p2"]]) {
+        await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: cid, conf });
+        await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: cid, conf }); // idempotent
+      }
+      assertEquals(listFiles(`${d.path}/flannel`), []);
+      assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
+      assertEquals((await ipJson<J[]>(pod1, "link")).map((l) => l.ifname), ["lo"]);
+      assertEquals((await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(), ["cni0", "lo"]);
+    } finally {
+      d.cleanup();
+    }
+  }));
+
+Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone releases IP and masquerade", () =>
+  withNetns(async (fx) => {
+    const node = await fx.add("fln"), pod1 = await fx.add("flp"), pod2 = await fx.add("flp");
+    const d = tempDir();
+    try {
+      writeEnv(d.path, false); // the daemon does not masquerade: the bridge must (ipMasq true)
+      const conf = flannelConf(d.path, "1.1.0");
+      const r1 = await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod1,
+        containerId: "q1",
+        conf,
+      });
+      await cniOk({ plugin: "flannel", command: "ADD", node, netns: pod2, containerId: "q2", conf });
+      assertEquals((r1!.interfaces as J[]).map((i) => i.mtu), [1410, 1410, 1410]);
+      const chk = await cni({
+        plugin: "flannel",
+        command: "CHECK",
+        node,
+        netns: pod1,
+        containerId: "q1",
+        conf: { ...conf, prevResult: r1 },
+      });
+      assertEquals(chk.code, 0, chk.stdout);
+      // CHECK notices a removed route.
+      await nsSh(pod1, "ip", "route", "del", "10.244.0.0/16");
+      const bad = await cni({
+        plugin: "flannel",
+        command: "CHECK",
+        node,
+        netns: pod1,
+        containerId: "q1",
+        conf: { ...conf, prevResult: r1 },
+      });
+      assertEquals([bad.code, bad.json?.code], [1, 105], bad.stdout);
+      assertEquals((await cni({ plugin: "flannel", command: "STATUS", node, conf })).code, 0);
+      const nat = await nsSh(node, "iptables-save", "-t", "nat");
+      assertEquals(nat.split("\n").filter((l) => l.startsWith("-A POSTROUTING")).length, 2);
+
+      // The pod netns disappears before DEL (the reference leaks the masquerade rules here).
+      const path = `/var/run/netns/${pod1}`;
+      await new Deno.Command("ip", { args: ["netns", "del", pod1] }).output();
+      await cniOk({ plugin: "flannel", command: "DEL", node, netns: path, containerId: "q1", conf });
+      const nat2 = await nsSh(node, "iptables-save", "-t", "nat");
+      assertEquals(nat2.split("\n").filter((l) => l.startsWith("-A POSTROUTING")).length, 1);
+      assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), ["10.244.7.3"]);
+
+      // GC with no valid attachment removes q2's IP, saved config and masquerade chain.
+      await cniOk({
+        plugin: "flannel",
+        command: "GC",
+        node,
+        conf: { ...conf, "cni.dev/valid-attachments": [] },
+      });
+      assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
+      assertEquals(listFiles(`${d.path}/flannel`), []);
+      const nat3 = await nsSh(node, "iptables-save", "-t", "nat");
+      assertEquals(nat3.split("\n").filter((l) => l.includes("CNI-")), []);
+      // q2's sandbox is gone too (GC runs after the runtime forgot it): nothing of it is left on the node.
+      await new Deno.Command("ip", { args: ["netns", "del", pod2] }).output();
+      assertEquals((await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(), ["cni0", "lo"]);
+      const pod3 = await fx.add("flp");
+
+      // subnet.env gone: STATUS says 50, ADD says which file.
+      Deno.removeSync(`${d.path}/subnet.env`);
+      const st = await cni({ plugin: "flannel", command: "STATUS", node, conf });
+      assertEquals([st.code, st.json?.code], [1, 50]);
+      const add = await cni({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod2,
+        containerId: "q3",
+        conf,
+      });
+      assertEquals(add.json?.code, 7);
+      assertStringIncludes(String(add.json?.details), `${d.path}/subnet.env not found`);
+      assertEquals((await ipJson<J[]>(pod3, "link")).map((l) => l.ifname), ["lo"]);
+    } finally {
+      d.cleanup();
+    }
+  }));

@@ -1,0 +1,122 @@
+/**
+ * Helpers for the CNI tests: run one of our plugins (through main.ts in symlink mode, as a runtime would
+ * run /opt/cni/bin/<plugin>) or a reference Go plugin from /usr/lib/cni, inside a "node" netns, with the
+ * CNI environment and the config on stdin.
+ * @module
+ */
+import { flanctlCmd, run, type RunResult } from "./netns.ts";
+
+/** Where Debian's containernetworking-plugins live. */
+export const REF_DIR = "/usr/lib/cni";
+
+/** One plugin invocation. */
+export interface CniCall {
+  plugin: string;
+  command: string;
+  /** Node netns to run in (`ip netns exec`); omitted = where the test runs (only for pure file plugins). */
+  node?: string;
+  containerId?: string;
+  /** Pod netns name (becomes /var/run/netns/NAME) or a path starting with '/'. */
+  netns?: string;
+  ifname?: string;
+  args?: string;
+  path?: string;
+  conf: unknown;
+  /** Run the reference Go plugin instead of ours. */
+  ref?: boolean;
+  /** Extra/override env (a value of null removes the variable). */
+  env?: Record<string, string | null>;
+}
+
+/** Result of a call: exit code, raw output and stdout parsed as JSON (null when empty/invalid). */
+export interface CniOut extends RunResult {
+  json: Record<string, unknown> | null;
+}
+
+/** Builds the CNI environment for a call. */
+export function cniEnv(c: CniCall): Record<string, string> {
+  const env: Record<string, string | null> = {
+    CNI_COMMAND: c.command,
+    CNI_CONTAINERID: c.containerId ?? "",
+    CNI_NETNS: c.netns === undefined ? "" : c.netns.startsWith("/") ? c.netns : `/var/run/netns/${c.netns}`,
+    CNI_IFNAME: c.ifname ?? "eth0",
+    CNI_ARGS: c.args ?? "",
+    CNI_PATH: c.path ?? REF_DIR,
+    ...c.env,
+  };
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== null) out[k] = v;
+  return out;
+}
+
+/** Runs a plugin and parses its stdout. */
+export async function cni(c: CniCall): Promise<CniOut> {
+  const env = cniEnv(c);
+  const stdin = typeof c.conf === "string" ? c.conf : JSON.stringify(c.conf);
+  const base = c.ref ? [`${REF_DIR}/${c.plugin}`] : flanctlCmd();
+  // `env -i` so only the CNI variables (plus PATH) reach the plugin, as with a runtime.
+  const envArgs = ["env", "-i", `PATH=${Deno.env.get("PATH") ?? "/usr/bin:/bin"}`];
+  if (!c.ref) envArgs.push(`FLANCTL_ARGV0=${c.plugin}`);
+  for (const [k, v] of Object.entries(env)) envArgs.push(`${k}=${v}`);
+  const cmd = c.node ? ["ip", "netns", "exec", c.node, ...envArgs, ...base] : [...envArgs, ...base];
+  const r = await run(cmd, { stdin });
+  let json: Record<string, unknown> | null = null;
+  try {
+    json = r.stdout.trim() ? JSON.parse(r.stdout) : null;
+  } catch { /* not JSON */ }
+  return { ...r, json };
+}
+
+/** Like {@link cni} but throws unless the call succeeded. */
+export async function cniOk(c: CniCall): Promise<Record<string, unknown> | null> {
+  const r = await cni(c);
+  if (r.code !== 0) {
+    throw new Error(
+      `${c.ref ? "reference " : ""}${c.plugin} ${c.command} exited ${r.code}: ${r.stdout} ${r.stderr}`,
+    );
+  }
+  return r.json;
+}
+
+/** A temp dir removed by the returned cleanup function. */
+export function tempDir(): { path: string; cleanup: () => void } {
+  const path = Deno.makeTempDirSync({ prefix: "flanctl-cni-" });
+  return { path, cleanup: () => Deno.removeSync(path, { recursive: true }) };
+}
+
+/** Lists files under `dir` recursively (relative paths), [] when it does not exist. */
+export function listFiles(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string, rel: string) => {
+    let entries: Deno.DirEntry[];
+    try {
+      entries = [...Deno.readDirSync(d)];
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (e.isDirectory) walk(`${d}/${e.name}`, `${rel}${e.name}/`);
+      else out.push(`${rel}${e.name}`);
+    }
+  };
+  walk(dir, "");
+  return out.sort();
+}
+
+/** Runs async tasks with at most `limit` in flight; results in input order. */
+export async function pool<T, R>(
+  items: T[],
+  limit: number,
+  fn: (t: T, i: number) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

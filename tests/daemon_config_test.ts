@@ -1,0 +1,70 @@
+/**
+ * `flanctl daemon` refusing bad input: a bad network config or backend option in the store, and bad
+ * flags, end with a non-zero exit, a message naming the field, and no kernel state (no flannel.1, no
+ * subnet.env, no rules). Also: flags from FLANNELD_* environment variables.
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { DaemonCluster } from "./daemon_fixture.ts";
+import { flanctlCmd, nsRun } from "./netns.ts";
+
+async function runDaemonOnce(ns: string, args: string[], env: Record<string, string> = {}) {
+  const p = new Deno.Command("ip", {
+    args: ["netns", "exec", ns, ...flanctlCmd(...args)],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const o = await p.output();
+  return { code: o.code, stderr: new TextDecoder().decode(o.stderr) };
+}
+
+const BAD: [string, string, string][] = [
+  ["bad Network", JSON.stringify({ Network: "10.244.0.0/33", Backend: { Type: "vxlan" } }), "Network"],
+  ["network too small", JSON.stringify({ Network: "10.244.0.0/29" }), "network is too small"],
+  ["unsupported backend", JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }), "not supported"],
+  ["bad VNI", JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", VNI: "x" } }), "Backend.VNI"],
+  ["not JSON", "{nope", "not valid JSON"],
+];
+
+Deno.test("daemon: bad network config exits non-zero with a clear message and leaves no state", async () => {
+  const c = new DaemonCluster();
+  try {
+    await c.init();
+    const n = await c.addNode();
+    for (const [what, conf, msg] of BAD) {
+      await Deno.writeTextFile(`${c.storeDir}/config`, conf);
+      const r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--ip-masq"]));
+      assert(r.code !== 0, `${what}: exit code ${r.code}`);
+      assertStringIncludes(r.stderr, msg, what);
+      const links = (await nsRun(n.ns, ["ip", "-o", "link"])).stdout;
+      assert(!links.includes("flannel"), `${what}: no device may be created`);
+      const save = (await nsRun(n.ns, ["iptables-save"])).stdout;
+      assert(!save.includes("FLANNEL"), `${what}: no rules may be installed`);
+      assert(!(await Deno.stat(n.subnetFile).catch(() => null)), `${what}: no subnet.env`);
+      assert(!(await Deno.readDir(`${c.storeDir}/subnets`)[Symbol.asyncIterator]().next()).value, `${what}: no lease`);
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", async () => {
+  const c = new DaemonCluster();
+  try {
+    await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } }));
+    const n = await c.addNode();
+    let r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--iface", "nosuch0"]));
+    assert(r.code !== 0);
+    assertStringIncludes(r.stderr, "--iface");
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--resync-interval", "soon"]));
+    assertEquals(r.code, 2);
+    assertStringIncludes(r.stderr, "--resync-interval");
+    // The interface named by env is used (and reported in the error when it does not exist).
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n), { FLANNELD_IFACE: "nosuch1,nosuch2" });
+    assert(r.code !== 0);
+    assertStringIncludes(r.stderr, "nosuch1, nosuch2");
+    assert(!(await nsRun(n.ns, ["ip", "-o", "link"])).stdout.includes("flannel"));
+  } finally {
+    await c.close();
+  }
+});

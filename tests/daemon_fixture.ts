@@ -1,0 +1,286 @@
+/**
+ * A small multi-node cluster for the daemon tests: an underlay namespace with a bridge, node namespaces
+ * attached by veth (addresses on the underlay subnet, default route via the bridge), a file store in a
+ * temp dir, and `flanctl daemon` processes started inside the node namespaces. Everything is removed by
+ * `close()` (also on failure). Nothing touches the root namespace.
+ * @module
+ */
+import { flanctlCmd, ipJson, NetnsFixture, nsRun, nsSh, sh } from "./netns.ts";
+
+/** One node of the test cluster. */
+export interface TestNode {
+  name: string;
+  ns: string;
+  /** Underlay address. */
+  ip: string;
+  dir: string;
+  subnetFile: string;
+  stateDir: string;
+  port: number;
+  proc: Deno.ChildProcess | null;
+  /** Daemon stderr collected so far. */
+  log: string[];
+}
+
+/** Polls `fn` until it returns a truthy value or `ms` pass; then throws with `what`. */
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T> | T,
+  ms = 15_000,
+): Promise<NonNullable<T>> {
+  const end = Date.now() + ms;
+  let last: unknown = null;
+  while (Date.now() < end) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const w = typeof what === "string" ? what : what();
+  throw new Error(`timed out waiting for ${w}${last ? ` (last error: ${(last as Error).message})` : ""}`);
+}
+
+/** The test cluster. */
+export class DaemonCluster {
+  readonly fx = new NetnsFixture();
+  readonly nodes: TestNode[] = [];
+  underlay = "";
+  storeDir = "";
+  tmp = "";
+  /** Underlay base: segment k is `${base}.k.0/24` on bridge `br<k>` (gateway `.1`, routed between segments). */
+  readonly base: string;
+  readonly #segments = new Set<number>();
+
+  constructor(base = "10.99") {
+    this.base = base;
+  }
+
+  /** Creates the underlay and the store directory (with `netConf` as config when given). */
+  async init(netConf?: string): Promise<void> {
+    this.tmp = await Deno.makeTempDir({ prefix: "flanctl-daemon-test-" });
+    this.storeDir = `${this.tmp}/store`;
+    await Deno.mkdir(this.storeDir, { recursive: true });
+    if (netConf !== undefined) await Deno.writeTextFile(`${this.storeDir}/config`, netConf);
+    this.underlay = await this.fx.add("u");
+    await nsSh(this.underlay, "sysctl", "-qw", "net.ipv4.ip_forward=1");
+  }
+
+  async #segment(seg: number): Promise<void> {
+    if (this.#segments.has(seg)) return;
+    const br = `br${seg}`;
+    await sh("ip", "-n", this.underlay, "link", "add", br, "type", "bridge");
+    await sh("ip", "-n", this.underlay, "addr", "add", `${this.base}.${seg}.1/24`, "dev", br);
+    await sh("ip", "-n", this.underlay, "link", "set", br, "up");
+    this.#segments.add(seg);
+  }
+
+  /** Adds a node namespace on underlay segment `seg` (different segments are one router hop apart). */
+  async addNode(seg = 0): Promise<TestNode> {
+    await this.#segment(seg);
+    const i = this.nodes.length + 1;
+    const ns = await this.fx.add(`d${i}`);
+    const port = `vn${i}`;
+    await sh(
+      "ip",
+      "-n",
+      this.underlay,
+      "link",
+      "add",
+      port,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      ns,
+    );
+    await sh("ip", "-n", this.underlay, "link", "set", port, "master", `br${seg}`, "up");
+    const ip = `${this.base}.${seg}.${10 + i}`;
+    await sh("ip", "-n", ns, "addr", "add", `${ip}/24`, "dev", "eth0");
+    await sh("ip", "-n", ns, "link", "set", "eth0", "up");
+    await sh("ip", "-n", ns, "route", "add", "default", "via", `${this.base}.${seg}.1`);
+    await nsSh(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1");
+    const dir = `${this.tmp}/node${i}`;
+    await Deno.mkdir(dir, { recursive: true });
+    const n: TestNode = {
+      name: `node${i}`,
+      ns,
+      ip,
+      dir,
+      subnetFile: `${dir}/subnet.env`,
+      stateDir: `${dir}/state`,
+      port: 9900 + i,
+      proc: null,
+      log: [],
+    };
+    this.nodes.push(n);
+    return n;
+  }
+
+  /** The daemon command line for `n`. */
+  daemonArgs(n: TestNode, extra: string[] = []): string[] {
+    return [
+      "daemon",
+      "--store-dir",
+      this.storeDir,
+      "--subnet-file",
+      n.subnetFile,
+      "--state-dir",
+      n.stateDir,
+      "--healthz-ip",
+      "127.0.0.1",
+      "--healthz-port",
+      String(n.port),
+      ...extra,
+    ];
+  }
+
+  /** Starts the daemon in `n`'s namespace; its stderr is collected in `n.log`. */
+  start(n: TestNode, extra: string[] = []): Deno.ChildProcess {
+    const cmd = ["ip", "netns", "exec", n.ns, ...flanctlCmd(...this.daemonArgs(n, extra))];
+    const p = new Deno.Command(cmd[0], { args: cmd.slice(1), stdin: "null", stdout: "null", stderr: "piped" })
+      .spawn();
+    n.proc = p;
+    n.log = [];
+    (async () => {
+      const dec = new TextDecoder();
+      let buf = "";
+      for await (const chunk of p.stderr) {
+        buf += dec.decode(chunk, { stream: true });
+        const lines = buf.split("\n");
+        buf = lines.pop()!;
+        n.log.push(...lines);
+      }
+      if (buf) n.log.push(buf);
+    })().catch(() => {});
+    return p;
+  }
+
+  /** Stops `n`'s daemon with `signal` and waits for it; returns its exit code. */
+  async stop(n: TestNode, signal: Deno.Signal = "SIGTERM"): Promise<number> {
+    const p = n.proc;
+    if (!p) return 0;
+    // `ip netns exec` execs the command, so the child's pid is deno's.
+    try {
+      p.kill(signal);
+    } catch { /* already gone */ }
+    const st = await p.status;
+    n.proc = null;
+    return st.code;
+  }
+
+  /** GETs `path` from `n`'s health server (inside its namespace); returns [status, body]. */
+  async http(n: TestNode, path: string): Promise<[number, string]> {
+    const r = await nsRun(n.ns, [
+      "curl",
+      "-s",
+      "-m",
+      "2",
+      "-o",
+      "-",
+      "-w",
+      "\n%{http_code}",
+      `http://127.0.0.1:${n.port}${path}`,
+    ]);
+    const i = r.stdout.lastIndexOf("\n");
+    return [Number(r.stdout.slice(i + 1)) || 0, r.stdout.slice(0, i)];
+  }
+
+  /** Waits until `n`'s /readyz answers 200. */
+  async waitReady(n: TestNode, ms = 20_000): Promise<void> {
+    await waitFor(
+      `${n.name} ready\n${n.log.join("\n")}`,
+      async () => (await this.http(n, "/readyz"))[0] === 200,
+      ms,
+    );
+  }
+
+  /** The subnet.env variables of `n`. */
+  async subnetEnv(n: TestNode): Promise<Record<string, string>> {
+    const t = await Deno.readTextFile(n.subnetFile);
+    return Object.fromEntries(t.trim().split("\n").map((l) => l.split("=", 2) as [string, string]));
+  }
+
+  /** `n`'s subnet ("10.244.3.0/24") from its subnet.env. */
+  async subnetOf(n: TestNode): Promise<string> {
+    const e = await this.subnetEnv(n);
+    const [ip, prefix] = e.FLANNEL_SUBNET.split("/");
+    const p = ip.split(".").map(Number);
+    const v = ((p[0] << 24) | (p[1] << 16) | (p[2] << 8) | p[3]) >>> 0;
+    const mask = prefix === "0" ? 0 : (~0 << (32 - Number(prefix))) >>> 0;
+    const net = (v & mask) >>> 0;
+    return `${net >>> 24}.${(net >>> 16) & 255}.${(net >>> 8) & 255}.${net & 255}/${prefix}`;
+  }
+
+  /**
+   * Adds a pod to node `n`: a namespace with `eth0` (the subnet's .2+k) attached by veth to the node, the
+   * node side holding the subnet's .1 as gateway and a /32 route to the pod. Returns the pod ns and IP.
+   */
+  async addPod(n: TestNode, k = 0): Promise<{ ns: string; ip: string }> {
+    const sub = await this.subnetOf(n);
+    const base = sub.split("/")[0].split(".").map(Number);
+    const ip = `${base[0]}.${base[1]}.${base[2]}.${base[3] + 2 + k}`;
+    const gw = `${base[0]}.${base[1]}.${base[2]}.${base[3] + 1}`;
+    const ns = await this.fx.add(`p${k}`);
+    const dev = `vpod${k}`;
+    await sh("ip", "-n", n.ns, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns);
+    await sh("ip", "-n", n.ns, "addr", "add", `${gw}/32`, "dev", dev);
+    await sh("ip", "-n", n.ns, "link", "set", dev, "up");
+    await sh("ip", "-n", n.ns, "route", "add", `${ip}/32`, "dev", dev);
+    await sh("ip", "-n", ns, "addr", "add", `${ip}/32`, "dev", "eth0");
+    await sh("ip", "-n", ns, "link", "set", "eth0", "up");
+    await sh("ip", "-n", ns, "route", "add", `${gw}/32`, "dev", "eth0");
+    await sh("ip", "-n", ns, "route", "add", "default", "via", gw, "dev", "eth0");
+    return { ns, ip };
+  }
+
+  /** Kills daemons, removes namespaces and the temp dir. Never throws. */
+  async close(): Promise<void> {
+    for (const n of this.nodes) {
+      if (n.proc) await this.stop(n, "SIGKILL").catch(() => {});
+    }
+    await this.fx.cleanup();
+    if (this.tmp) await Deno.remove(this.tmp, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Route/neigh/fdb views as `ip -j` / `bridge -j` print them. */
+export interface IpRoute {
+  dst: string;
+  gateway?: string;
+  dev: string;
+  flags: string[];
+}
+/** `ip -j neigh` entry. */
+export interface IpNeigh {
+  dst: string;
+  dev: string;
+  lladdr?: string;
+  state: string[];
+}
+/** `bridge -j fdb` entry. */
+export interface BridgeFdb {
+  mac: string;
+  ifname: string;
+  dst?: string;
+  flags: string[];
+  state?: string;
+}
+
+/** Routes of node `ns`. */
+export function routes(ns: string): Promise<IpRoute[]> {
+  return ipJson<IpRoute[]>(ns, "route", "show");
+}
+/** Neighbours on `dev` in `ns`. */
+export function neighs(ns: string, dev: string): Promise<IpNeigh[]> {
+  return ipJson<IpNeigh[]>(ns, "neigh", "show", "dev", dev);
+}
+/** FDB entries on `dev` in `ns`. */
+export async function fdbs(ns: string, dev: string): Promise<BridgeFdb[]> {
+  const out = await nsSh(ns, "bridge", "-j", "fdb", "show", "dev", dev);
+  return (out.trim() ? JSON.parse(out) : []) as BridgeFdb[];
+}

@@ -1,0 +1,214 @@
+/**
+ * `flanctl doctor` finds kernel-level faults induced in a fixture node: forwarding, br_netfilter,
+ * rp_filter, IPv6, neighbour table, checksum offload, MTU, hairpin, per-peer ARP/FDB, stale entries,
+ * stray veths. Independent faults are induced together; each finding, severity and the exit code is
+ * asserted, and the broken node's output is snapshot-tested.
+ * @module
+ */
+import { assertEquals, assertStringIncludes } from "./assert.ts";
+import { flanctl, nsSh, run as runCmd, sh, withNetns } from "./netns.ts";
+import {
+  buildNode,
+  doctorArgs,
+  type DoctorNode,
+  findings,
+  normalize,
+  PEER_MAC,
+  removeNode,
+  runDoctorJson,
+} from "./doctor_fixture.ts";
+import { checkSnapshot } from "./doctor_snapshot.ts";
+
+function expectFinding(
+  run: Awaited<ReturnType<typeof runDoctorJson>>,
+  id: string,
+  severity: string,
+  detail: string,
+) {
+  const f = findings(run, id);
+  assertEquals(f.length, 1, `expected one ${id} finding:\n${run.stdout}`);
+  assertEquals(f[0].severity, severity, `${id}: ${f[0].detail}`);
+  assertStringIncludes(f[0].detail, detail);
+  if (severity !== "ok") {
+    assertEquals(f[0].fix.length > 0, true, `${id} has no fix`);
+  }
+  return f[0];
+}
+
+Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale entries, veths)", async () => {
+  await withNetns(async (fx) => {
+    let n: DoctorNode | null = null;
+    let holder: Deno.ChildProcess | null = null;
+    try {
+      n = await buildNode(fx);
+      const N = n.node;
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0");
+      await nsSh(N, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0");
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.conf.eth0.rp_filter=1");
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1");
+      await Deno.writeTextFile(
+        n.subnetFile,
+        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_IPV6_NETWORK=fd00:10::/56\n" +
+          "FLANNEL_IPV6_SUBNET=fd00:10:0:1::1/64\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+      );
+      await nsSh(N, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
+      // The underlay MTU shrinks under flannel.1 (a NIC/cloud change): 1450 no longer fits.
+      await sh("ip", "-n", N, "link", "set", "eth0", "mtu", "1400");
+      await sh("bridge", "-n", N, "link", "set", "dev", n.podVeth, "hairpin", "off");
+      // Peer 10.244.2.0/24: ARP and FDB entries gone, route kept.
+      await sh("ip", "-n", N, "neigh", "del", "10.244.2.0", "dev", "flannel.1");
+      await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
+      // A departed node's entries.
+      await sh(
+        "ip",
+        "-n",
+        N,
+        "neigh",
+        "replace",
+        "10.244.9.0",
+        "lladdr",
+        "0a:00:00:00:09:09",
+        "dev",
+        "flannel.1",
+        "nud",
+        "permanent",
+      );
+      await sh(
+        "bridge",
+        "-n",
+        N,
+        "fdb",
+        "replace",
+        "0a:00:00:00:09:09",
+        "dev",
+        "flannel.1",
+        "dst",
+        "192.0.2.99",
+        "self",
+        "permanent",
+      );
+      // A veth left behind, not attached to any bridge.
+      await sh("ip", "-n", N, "link", "add", "vethstray0", "type", "veth", "peer", "name", "vethstray1");
+      // A pod whose netns name was removed while a process keeps the namespace alive.
+      const ghost = `${n.prefix}g`;
+      await sh("ip", "netns", "add", ghost);
+      fx.names.push(ghost);
+      await sh(
+        "ip",
+        "-n",
+        N,
+        "link",
+        "add",
+        "vethghost0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        ghost,
+      );
+      await sh("ip", "-n", N, "link", "set", "vethghost0", "master", "cni0", "mtu", "1450", "up");
+      await sh("ip", "-n", ghost, "link", "set", "eth0", "mtu", "1450", "up");
+      holder = new Deno.Command("ip", { args: ["netns", "exec", ghost, "sleep", "300"] }).spawn();
+      await sh("bridge", "-n", N, "link", "set", "dev", "vethghost0", "hairpin", "on");
+      await sh("ip", "netns", "del", ghost);
+      // ~95 % of gc_thresh3 dynamic neighbour entries on a spare (bridge) device.
+      const thresh = Number((await Deno.readTextFile("/proc/sys/net/ipv4/neigh/default/gc_thresh3")).trim());
+      const count = Math.ceil(thresh * 0.95);
+      const lines = ["link add nb0 type bridge", "link set nb0 up", "addr add 10.99.0.1/16 dev nb0"];
+      for (let i = 0; i < count; i++) {
+        lines.push(
+          `neigh add 10.99.${1 + (i >> 8)}.${i & 255} lladdr 02:00:00:00:${
+            ((i >> 8) & 255).toString(16).padStart(2, "0")
+          }:${(i & 255).toString(16).padStart(2, "0")} dev nb0 nud stale`,
+        );
+      }
+      const b = await runCmd(["ip", "-n", N, "-batch", "-"], { stdin: lines.join("\n") + "\n" });
+      assertEquals(b.code, 0, b.stderr.slice(0, 500));
+
+      const run = await runDoctorJson(n);
+      assertEquals(run.code, 2, run.stdout);
+      assertEquals(run.summary.status, "CRITICAL");
+      expectFinding(run, "ip-forward", "critical", "net.ipv4.ip_forward = 0");
+      expectFinding(run, "br-netfilter", "warning", "net.bridge.bridge-nf-call-iptables = 0");
+      expectFinding(run, "rp-filter", "warning", "rp_filter strict (1) on eth0 (all=0, eth0=1)");
+      expectFinding(run, "ipv6-disabled", "critical", "net.ipv6.conf.all.disable_ipv6 = 1");
+      expectFinding(run, "vxlan-csum-offload", "warning", "flannel.1 tx-checksum-ip-generic: on");
+      const mtu = expectFinding(run, "mtu", "critical", "flannel.1 MTU 1450 > eth0 1400 - 50");
+      assertEquals(mtu.fix[0], `ip netns exec ${N} ip link set flannel.1 mtu 1350`);
+      expectFinding(run, "hairpin", "warning", `hairpin off on ${n.podVeth}`);
+      expectFinding(
+        run,
+        "peer-arp-missing",
+        "critical",
+        `no ARP entry 10.244.2.0 on flannel.1 (lease 10.244.2.0/24, VtepMAC ${PEER_MAC})`,
+      );
+      expectFinding(
+        run,
+        "peer-fdb-missing",
+        "critical",
+        `no FDB entry ${PEER_MAC} on flannel.1 (lease 10.244.2.0/24, PublicIP 192.0.2.11)`,
+      );
+      expectFinding(run, "peer-route-missing", "ok", "routes to all 1 peer subnet(s) present");
+      const stale = expectFinding(
+        run,
+        "stale-peer-entries",
+        "warning",
+        "ARP 10.244.9.0 → 0a:00:00:00:09:09 on flannel.1 (no lease)",
+      );
+      assertStringIncludes(
+        stale.detail,
+        "FDB 0a:00:00:00:09:09 → 192.0.2.99 on flannel.1 (no lease has this VtepMAC)",
+      );
+      const veth = expectFinding(
+        run,
+        "veth-orphan",
+        "warning",
+        "vethstray0 is a veth not attached to any bridge",
+      );
+      assertStringIncludes(veth.detail, "vethstray1");
+      assertStringIncludes(
+        veth.detail,
+        `vethghost0 on cni0: peer namespace has no name under /var/run/netns, only process ${holder!.pid}`,
+      );
+      expectFinding(
+        run,
+        "neigh-gc",
+        "warning",
+        `${count} dynamic IPv4 neighbour entries, gc_thresh3 = ${thresh}`,
+      );
+      // The fix commands are exact and run in the node's namespace.
+      assertEquals(findings(run, "ip-forward")[0].fix, [
+        `ip netns exec ${N} sysctl -w net.ipv4.ip_forward=1`,
+      ]);
+      assertEquals(findings(run, "peer-arp-missing")[0].fix, [
+        `ip netns exec ${N} ip neigh replace 10.244.2.0 lladdr ${PEER_MAC} dev flannel.1 nud permanent`,
+      ]);
+
+      // --skip removes findings; warnings only → exit 1.
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1");
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0");
+      const warn = await runDoctorJson(n, "--skip", "mtu,peer-arp-missing,peer-fdb-missing");
+      assertEquals(findings(warn, "mtu"), []);
+      assertEquals(warn.summary.critical, 0, warn.stdout);
+      assertEquals(warn.code, 1);
+      assertEquals(warn.summary.status, "WARNING");
+
+      // Readability: the broken node's table output (critical first, why/fix/persist inline).
+      await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0");
+      await sh("ip", "-n", N, "link", "del", "nb0");
+      const t = await flanctl(doctorArgs(n));
+      assertEquals(t.code, 2);
+      await checkSnapshot("doctor_broken", normalize(t.stdout, n));
+    } finally {
+      if (holder) {
+        try {
+          holder.kill("SIGKILL");
+        } catch { /* gone */ }
+        await holder.status;
+      }
+      await removeNode(n);
+    }
+  });
+});

@@ -1,0 +1,132 @@
+/** `flanctl lease` against the file store in a temp dir: config, reserve, list/show, watch, revoke, errors. */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { leaseCli, leaseCliCommand } from "./store_helpers.ts";
+import { FileStore } from "../lib/store/file.ts";
+
+const CONF = JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan", VNI: 1 } });
+
+Deno.test("flanctl lease: config set/get, reserve, list, show, revoke", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    const sd = ["--store-dir", dir];
+    let r = await leaseCli(["config", "set", "-", ...sd], { stdin: CONF });
+    assertEquals(r.code, 0, r.stderr);
+    r = await leaseCli(["config", "get", ...sd]);
+    assertEquals(r.stdout.trim(), CONF);
+    r = await leaseCli(["reserve", "10.5.7.0/24", "--public-ip", "192.0.2.7", ...sd]);
+    assertEquals(r.code, 0, r.stderr);
+    const s = new FileStore({ dir });
+    await s.acquireLease({
+      PublicIP: "192.0.2.8",
+      PublicIPv6: null,
+      BackendType: "vxlan",
+      BackendData: { VNI: 1 },
+    }, {
+      previousSubnet: (await import("../lib/ip/cidr.ts")).IPNet.parse("10.5.9.0/24"),
+    });
+    r = await leaseCli(["list", "-o", "json", ...sd]);
+    assertEquals(r.code, 0, r.stderr);
+    const rows = JSON.parse(r.stdout);
+    assertEquals(rows.map((x: { subnet: string; publicIP: string }) => [x.subnet, x.publicIP]), [
+      ["10.5.7.0/24", "192.0.2.7"],
+      ["10.5.9.0/24", "192.0.2.8"],
+    ]);
+    assertEquals(Object.keys(rows[1]), ["subnet", "publicIP", "backendType", "backendData", "expiration"]);
+    assertEquals(rows[0].expiration, null);
+    assert(Date.parse(rows[1].expiration) > Date.now() + 23 * 3600e3, "24 h TTL");
+    r = await leaseCli(["list", ...sd]);
+    assertStringIncludes(r.stdout, "SUBNET");
+    assertStringIncludes(r.stdout, "never (reserved)");
+    r = await leaseCli(["show", "10.5.9.0-24", "-o", "json", ...sd]);
+    assertEquals(JSON.parse(r.stdout).publicIP, "192.0.2.8");
+    r = await leaseCli(["revoke", "10.5.9.0/24", ...sd]);
+    assertEquals(r.code, 0, r.stderr);
+    r = await leaseCli(["show", "10.5.9.0/24", ...sd]);
+    assertEquals(r.code, 1);
+    assertStringIncludes(r.stderr, "no lease for 10.5.9.0/24");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("flanctl lease: bad input is a usage error naming the argument", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    const sd = ["--store-dir", dir];
+    await leaseCli(["config", "set", "-", ...sd], { stdin: CONF });
+    const cases: [string[], number, string][] = [
+      [["show", "10.5.x.0/24"], 2, "SUBNET: '10.5.x.0/24' is not a subnet"],
+      [["revoke", "10.5.9.1/24"], 2, "has host bits set"],
+      [["reserve", "10.5.7.0/24"], 2, "--public-ip: required"],
+      [["reserve", "10.5.7.0/24", "--public-ip", "nope"], 2, "--public-ip: 'nope' is not an IP address"],
+      [["reserve", "10.6.7.0/24", "--public-ip", "192.0.2.1"], 2, "SUBNET: 10.6.7.0/24 is not a /24 subnet"],
+      [["list", "-o", "yaml"], 2, "-o/--output: 'yaml'"],
+      [["config", "set", "/nonexistent/net-conf.json"], 2, "FILE: cannot read"],
+      [["config", "set", "-"], 1, "Backend.Type"],
+    ];
+    for (const [args, code, msg] of cases) {
+      const stdin = args[2] === "-"
+        ? JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "bogus" } })
+        : undefined;
+      const r = await leaseCli([...args, ...sd], { stdin });
+      assertEquals(r.code, code, `${args.join(" ")}: ${r.stderr}`);
+      assertStringIncludes(r.stderr, msg);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  const s = new FileStore({ dir });
+  await s.setNetworkConfig(CONF);
+  await s.acquireLease({ PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" });
+  const child = await watchProcess(dir);
+  try {
+    const lines = child.lines;
+    await child.until((ls) => ls.length >= 1);
+    await s.acquireLease({ PublicIP: "192.0.2.2", PublicIPv6: null, BackendType: "vxlan" });
+    await child.until((ls) => ls.length >= 2);
+    assertEquals(lines.map((l) => [JSON.parse(l).type, JSON.parse(l).publicIP]), [
+      ["added", "192.0.2.1"],
+      ["added", "192.0.2.2"],
+    ]);
+  } finally {
+    await child.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** Starts `flanctl lease watch -o json` and collects its lines. */
+async function watchProcess(dir: string) {
+  const proc = (await leaseCliCommand(["watch", "-o", "json", "--store-dir", dir])).spawn();
+  const lines: string[] = [];
+  const reading = (async () => {
+    let buf = "";
+    for await (const chunk of proc.stdout.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      const parts = buf.split("\n");
+      buf = parts.pop()!;
+      lines.push(...parts.filter(Boolean));
+    }
+  })();
+  return {
+    lines,
+    async until(pred: (ls: string[]) => boolean, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!pred(lines)) {
+        if (Date.now() > deadline) throw new Error(`watch printed only ${JSON.stringify(lines)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async stop() {
+      try {
+        proc.kill("SIGTERM");
+      } catch { /* exited */ }
+      await proc.status;
+      await reading;
+      await proc.stderr.cancel();
+    },
+  };
+}

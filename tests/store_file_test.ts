@@ -1,0 +1,136 @@
+/**
+ * File store: lease life cycle, watch events (including expiry), and many processes acquiring at once.
+ * Everything lives in a temp directory; nothing touches the network.
+ */
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
+import { FileStore } from "../lib/store/file.ts";
+import { IPNet } from "../lib/ip/cidr.ts";
+import type { LeaseEvent } from "../lib/store/types.ts";
+import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
+import { acquireInProcesses, nextEvents } from "./store_helpers.ts";
+
+const NET50 = JSON.stringify({
+  Network: "10.5.0.0/16",
+  SubnetLen: 24,
+  SubnetMin: "10.5.1.0",
+  SubnetMax: "10.5.50.0",
+  Backend: { Type: "vxlan" },
+});
+
+async function withDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-store-" });
+  try {
+    return await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const attrs = (ip: string) => ({
+  PublicIP: ip,
+  PublicIPv6: null,
+  BackendType: "vxlan",
+  BackendData: { VNI: 1, VtepMAC: "aa:bb:cc:dd:ee:01" },
+});
+
+Deno.test("file store: acquire, re-acquire by PublicIP, previous subnet, renew, revoke", async () => {
+  await withDir(async (dir) => {
+    const s = new FileStore({ dir });
+    await assertRejects(() => s.acquireLease(attrs("192.0.2.1")), Error, "flanctl lease config set");
+    await s.setNetworkConfig(NET50);
+    const a = await s.acquireLease(attrs("192.0.2.1"));
+    assert(a.subnet && a.subnet.prefix === 24, "got a /24");
+    const file = JSON.parse(await Deno.readTextFile(`${dir}/subnets/${a.subnet.toKey()}`));
+    assertEquals(Object.keys(file.lease), ["PublicIP", "PublicIPv6", "BackendType", "BackendData"]);
+    const again = await s.acquireLease(attrs("192.0.2.1"));
+    assertEquals(again.subnet!.toString(), a.subnet.toString());
+    const prev = IPNet.parse("10.5.33.0/24");
+    const b = await s.acquireLease(attrs("192.0.2.2"), { previousSubnet: prev });
+    assertEquals(b.subnet!.toString(), "10.5.33.0/24");
+    // taken previous subnet → another one
+    const c = await s.acquireLease(attrs("192.0.2.3"), { previousSubnet: prev });
+    assert(c.subnet!.toString() !== "10.5.33.0/24");
+    await new Promise((r) => setTimeout(r, 5));
+    const r = await s.renewLease(b);
+    assert(r.expiration!.getTime() > b.expiration!.getTime(), "renewal extends expiry");
+    await s.revokeLease(b.subnet!);
+    await assertRejects(() => s.renewLease(b), LeaseNotFoundError);
+    const { leases } = await s.listLeases();
+    assertEquals(
+      leases.map((l) => l.subnet!.toString()).sort(),
+      [a.subnet.toString(), c.subnet!.toString()].sort(),
+    );
+    await s.close();
+  });
+});
+
+Deno.test("file store: reservation has no expiry and is reused by its owner", async () => {
+  await withDir(async (dir) => {
+    const s = new FileStore({ dir });
+    await s.setNetworkConfig(NET50);
+    await s.reserve(IPNet.parse("10.5.7.0/24"), "192.0.2.7");
+    const l = await s.acquireLease(attrs("192.0.2.7"));
+    assertEquals(l.subnet!.toString(), "10.5.7.0/24");
+    assertEquals(l.expiration, null);
+    await assertRejects(() => s.reserve(IPNet.parse("10.5.7.0/24"), "192.0.2.8"), Error, "revoke it first");
+  });
+});
+
+Deno.test("file store: malformed lease file is skipped with a warning", async () => {
+  await withDir(async (dir) => {
+    const s = new FileStore({ dir });
+    await s.setNetworkConfig(NET50);
+    await Deno.writeTextFile(`${dir}/subnets/10.5.9.0-24`, "{not json");
+    await Deno.writeTextFile(`${dir}/subnets/bogus`, "{}");
+    await s.acquireLease(attrs("192.0.2.1"));
+    const { leases } = await s.listLeases();
+    assertEquals(leases.length, 1);
+  });
+});
+
+Deno.test("file store: watchers see adds, removals and expiry", async () => {
+  await withDir(async (dir) => {
+    const writer = new FileStore({ dir, ttlMs: 1500 });
+    const reader = new FileStore({ dir });
+    await writer.setNetworkConfig(NET50);
+    const first = await writer.acquireLease(attrs("192.0.2.1"));
+    const { leases, cursor } = await reader.listLeases();
+    assertEquals(leases.length, 1);
+    const ac = new AbortController();
+    const it = reader.watchLeases(cursor, ac.signal)[Symbol.asyncIterator]();
+    try {
+      const second = await writer.acquireLease(attrs("192.0.2.2"));
+      let evs: LeaseEvent[] = await nextEvents(it, (e) => e.some((x) => x.type === "added"));
+      assertEquals(evs.find((e) => e.type === "added")!.lease.subnet!.toString(), second.subnet!.toString());
+      await writer.revokeLease(second.subnet!);
+      evs = await nextEvents(it, (e) => e.some((x) => x.type === "removed"));
+      assertEquals(
+        evs.find((e) => e.type === "removed")!.lease.subnet!.toString(),
+        second.subnet!.toString(),
+      );
+      // first expires after 1.5 s without renewal: removal event, and the file is deleted lazily.
+      evs = await nextEvents(it, (e) => e.some((x) => x.type === "removed"), 10_000);
+      assertEquals(evs.find((e) => e.type === "removed")!.lease.subnet!.toString(), first.subnet!.toString());
+      assertEquals((await reader.listLeases()).leases.length, 0);
+    } finally {
+      ac.abort();
+      await it.return?.();
+    }
+  });
+});
+
+Deno.test("file store: 50 processes acquire 50 distinct subnets; the 51st is out of subnets", async () => {
+  await withDir(async (dir) => {
+    const s = new FileStore({ dir });
+    await s.setNetworkConfig(NET50);
+    const results = await acquireInProcesses({ storeDir: dir }, 50);
+    const subnets = results.map((r) => r.subnet);
+    assertEquals(results.filter((r) => r.error).map((r) => r.error), []);
+    assertEquals(new Set(subnets).size, 50);
+    const { leases } = await s.listLeases();
+    assertEquals(leases.length, 50, "none lost");
+    const err = await assertRejects(() => s.acquireLease(attrs("198.51.100.1")), OutOfSubnetsError);
+    assertStringIncludes(err.message, "out of subnets");
+  });
+});
