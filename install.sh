@@ -29,7 +29,7 @@ if [ "$(id -u)" != 0 ]; then echo "install.sh: run as root" >&2; exit 1; fi
 # --- Debian packages -------------------------------------------------------------------------------
 pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables kmod procps ca-certificates)
 if [ "$DEV" = 1 ]; then
-  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd)
+  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -86,10 +86,10 @@ else
   cat >"$BINDIR/flanctl" <<LAUNCH
 #!/bin/sh
 # flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.
-DENO_DIR=\${DENO_DIR:-$DENO_DIR} exec "$DENO_BIN" run -A --no-check --no-prompt --cached-only --quiet --config "$LIBDIR/src/deno.json" "$LIBDIR/src/main.ts" "\$@"
+FLANCTL_ARGV0="\$0" DENO_DIR=\${DENO_DIR:-$DENO_DIR} exec "$DENO_BIN" run -A --no-check --no-prompt --cached-only --quiet --config "$LIBDIR/src/deno.json" "$LIBDIR/src/main.ts" "\$@"
 LAUNCH
   chmod 0755 "$BINDIR/flanctl"
-  how="launcher running main.ts with deno $DENO_VERSION (deno compile: $(tail -1 "$LIBDIR/compile.log" 2>/dev/null | cut -c1-120))"
+  how="launcher running main.ts with deno $DENO_VERSION (deno compile failed: $(sed 's/\x1b\[[0-9;]*m//g' "$LIBDIR/compile.log" | grep -m1 -iE 'error|download' | cut -c1-100))"
 fi
 log "flanctl installed as $how"
 

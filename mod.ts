@@ -17,7 +17,13 @@ export { listHostNetns, listVethPairs } from "./lib/kernel/veths.ts";
 export type { HostNetns, VethEnd, VethPair } from "./lib/kernel/veths.ts";
 export { labAddNode, labDown, labExec, labStatus, labUp, loadState as loadLabState } from "./lib/lab/mod.ts";
 export type { LabState, LabStatusJson, LabUpOptions } from "./lib/lab/mod.ts";
-export { ConfigError, DEFAULT_BACKEND_TYPE, KNOWN_BACKENDS, parseNetConfig, subnetFitsConfig } from "./lib/config/netconf.ts";
+export {
+  ConfigError,
+  DEFAULT_BACKEND_TYPE,
+  KNOWN_BACKENDS,
+  parseNetConfig,
+  subnetFitsConfig,
+} from "./lib/config/netconf.ts";
 export {
   decodeLeaseAttrs,
   encodeLeaseAttrs,
@@ -40,3 +46,33 @@ export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeKind } from "./li
 export type { StoreOptions } from "./lib/store/open.ts";
 export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
 export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
+export {
+  DEFAULT_RENEW_MARGIN_MS,
+  DEFAULT_RENEW_RETRY_MS,
+  keepLease,
+  renewDelayMs,
+} from "./lib/lease/keeper.ts";
+export type { KeepLeaseOptions } from "./lib/lease/keeper.ts";
+export {
+  ALL_CHECKS,
+  CHECK_IDS,
+  DEFAULT_PATHS as DOCTOR_DEFAULT_PATHS,
+  renderJson,
+  renderTable,
+  runDoctor,
+} from "./lib/doctor/mod.ts";
+export type {
+  DoctorOptions,
+  DoctorReport,
+  Finding as DoctorFinding,
+  Severity as DoctorSeverity,
+} from "./lib/doctor/mod.ts";
+export {
+  CniError,
+  ErrCode as CniErrorCode,
+  SUPPORTED_VERSIONS as CNI_SUPPORTED_VERSIONS,
+} from "./lib/cni/spec.ts";
+export { formatResult as formatCniResult, parseResult as parseCniResult } from "./lib/cni/result.ts";
+export type { CniResult } from "./lib/cni/result.ts";
+export { buildDelegate as buildFlannelDelegate } from "./lib/cni/flannel.ts";
+export { PLUGINS as CNI_PLUGINS } from "./lib/cni/delegate.ts";

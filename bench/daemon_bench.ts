@@ -72,8 +72,11 @@ class RouteMonitor {
   }
 }
 
-/** Writes `n` fake vxlan leases (subnets from index `from`) into the store as one burst. */
-async function writeFakeLeases(storeDir: string, from: number, n: number): Promise<void> {
+/**
+ * Prepares `n` fake vxlan leases (subnets from index `from`) in the store's tmp dir; the returned function
+ * renames them into place back to back ("inserted at once").
+ */
+async function prepareFakeLeases(storeDir: string, from: number, n: number): Promise<() => Promise<void>> {
   const exp = new Date(Date.now() + 24 * 3600_000).toISOString();
   const seqFile = `${storeDir}/seq`;
   let seq = Number((await Deno.readTextFile(seqFile).catch(() => "0")).trim()) || 0;
@@ -88,10 +91,11 @@ async function writeFakeLeases(storeDir: string, from: number, n: number): Promi
     };
     files.push([`${subnetN(i)}-24`, JSON.stringify({ lease, expiration: exp, seq }) + "\n"]);
   }
-  // Prepare everything first, then rename into place back to back: "inserted at once".
   for (const [key, text] of files) await Deno.writeTextFile(`${storeDir}/tmp/${key}`, text);
-  for (const [key] of files) await Deno.rename(`${storeDir}/tmp/${key}`, `${storeDir}/subnets/${key}`);
-  await Deno.writeTextFile(seqFile, `${seq}\n`);
+  return async () => {
+    for (const [key] of files) await Deno.rename(`${storeDir}/tmp/${key}`, `${storeDir}/subnets/${key}`);
+    await Deno.writeTextFile(seqFile, `${seq}\n`);
+  };
 }
 
 async function countRoutes(ns: string): Promise<number> {
@@ -176,19 +180,20 @@ try {
   await waitFor("joins removed", async () => (await countRoutes(a.ns)) === 0, 20_000);
 
   // 2. 1,000 leases at once.
+  let commit = await prepareFakeLeases(c.storeDir, 1000, 1000);
   let t0 = performance.now();
-  await writeFakeLeases(c.storeDir, 1000, 1000);
+  await commit();
   await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
   const burst1000 = performance.now() - t0;
-  console.error(a.log.filter((l) => l.includes("applied store") || l.includes("msg=reconciled")).slice(-12).join("\n"));
   const refBatch = await referenceBatch(a.ns, 1000);
   await sh("ip", "-n", a.ns, "link", "del", "refvx");
   await new Promise((r) => setTimeout(r, 5000)); // two full passes at steady state
   const rss1000 = await rssKiB(pid);
 
   // 3. 4,000 more at once → 5,000 peers.
+  commit = await prepareFakeLeases(c.storeDir, 2000, 4000);
   t0 = performance.now();
-  await writeFakeLeases(c.storeDir, 2000, 4000);
+  await commit();
   await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
   const burst4000 = performance.now() - t0;
   await new Promise((r) => setTimeout(r, 5000));

@@ -15,8 +15,15 @@ function intArg(flag: string) {
 
 const say = (l: string) => console.log(l);
 
-/** Runs `fn` with an AbortSignal that fires on Ctrl-C/SIGTERM; on any failure tears the lab down. */
-async function guarded<T>(name: string, fn: (signal: AbortSignal) => Promise<T>, undo: boolean): Promise<T> {
+/**
+ * Runs `fn` with an AbortSignal that fires on Ctrl-C/SIGTERM; on a failure, tears the lab down when
+ * `undo.value` is true by then (so a lab owned by someone else is never touched).
+ */
+async function guarded<T>(
+  name: string,
+  fn: (signal: AbortSignal) => Promise<T>,
+  undo: { value: boolean },
+): Promise<T> {
   const { labDown } = await import("../lib/lab/mod.ts");
   const ac = new AbortController();
   const onSig = () => ac.abort(new FlanctlError("interrupted", 130));
@@ -25,13 +32,15 @@ async function guarded<T>(name: string, fn: (signal: AbortSignal) => Promise<T>,
   try {
     return await fn(ac.signal);
   } catch (e) {
-    if (undo) {
+    if (undo.value) {
       console.error(`flanctl: lab ${name}: ${e instanceof Error ? e.message : String(e)}`);
       console.error(`flanctl: removing what lab ${name} made so far`);
       await labDown(name, (l) => console.error(l));
     }
-    if (ac.signal.aborted) throw new FlanctlError(`lab ${name}: interrupted; cleaned up`, 130);
-    if (undo) throw new FlanctlError(`lab ${name} was not built (everything it made is removed)`, 1);
+    if (ac.signal.aborted) {
+      throw new FlanctlError(`lab ${name}: interrupted${undo.value ? "; cleaned up" : ""}`, 130);
+    }
+    if (undo.value) throw new FlanctlError(`lab ${name} was not built (everything it made is removed)`, 1);
     throw e;
   } finally {
     Deno.removeSignalListener("SIGINT", onSig);
@@ -55,6 +64,11 @@ export function register(program: Command): void {
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
+    .option(
+      "--lease-ttl <seconds>",
+      "lease TTL of every node (default 24 h, as flannel)",
+      intArg("--lease-ttl"),
+    )
     .addOption(nameOpt())
     .action(async (o: {
       nodes: number;
@@ -62,13 +76,15 @@ export function register(program: Command): void {
       backend: "vxlan" | "host-gw";
       store: "file" | "etcd";
       network: string;
+      leaseTtl?: number;
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
       const opts = { ...o };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
-      const s = await guarded(o.name, (signal) => m.labUp(opts, say, signal), true);
+      const made = { value: false };
+      const s = await guarded(o.name, (signal) => m.labUp(opts, say, signal, made), made);
       say("");
       say(m.formatStatus(s, await m.labStatus(s)));
       await pingReport(s);
@@ -81,7 +97,7 @@ export function register(program: Command): void {
     .action(async (o: { pods: number; name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       const s = m.loadState(o.name);
-      const n = await guarded(o.name, (signal) => m.labAddNode(s, o.pods, say, signal), false);
+      const n = await guarded(o.name, (signal) => m.labAddNode(s, o.pods, say, signal), { value: false });
       say(`${n.name} added to lab ${o.name}`);
     });
 
@@ -103,6 +119,8 @@ export function register(program: Command): void {
     .argument("<target>", "node (node1) or pod (node1-pod1) name")
     .argument("<command...>", "command to run, after --")
     .addOption(nameOpt())
+    // `lab exec node1 ip -br addr` works without `--` too: options exec does not know belong to the command.
+    .allowUnknownOption()
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       const { exitCode } = await import("./root.ts");

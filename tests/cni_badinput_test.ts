@@ -4,7 +4,7 @@
  * leave no partial state (links, IP files, index entries, saved configs, nat rules) behind.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { cni, type CniCall, cniOk, listFiles, tempDir } from "./cni_helpers.ts";
+import { cni, type CniCall, cniOk, listFiles, pool, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
@@ -28,7 +28,7 @@ interface Case {
 
 Deno.test("cni bad-input matrix: right error code, no partial state", () =>
   withNetns(async (fx) => {
-    const node = await fx.add("bin"), pod = await fx.add("bip");
+    const node = await fx.add("bin"), pod = await fx.add("bip"), pod0 = await fx.add("bip");
     const d = tempDir();
     try {
       const dir = d.path;
@@ -79,7 +79,15 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
       await nsSh(node, "ip", "addr", "add", "10.77.0.1/24", "dev", "otherbr");
       await nsSh(pod, "ip", "link", "add", "eth9", "type", "veth", "peer", "name", "eth9p");
       // One real pod so duplicates and an exhausted range can be tried.
-      await cniOk({ plugin: "flannel", command: "ADD", node, netns: pod, containerId: "dup1", conf: fl() });
+      await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod,
+        netns: pod0,
+        containerId: "dup1",
+        conf: fl(),
+      });
       await cniOk({
         plugin: "host-local",
         command: "ADD",
@@ -275,9 +283,18 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
           name: "duplicate ADD",
           plugin: "flannel",
           containerId: "dup1",
+          netns: `/var/run/netns/${pod0}`,
           conf: fl(),
           code: 101,
-          says: "duplicate",
+          says: "already exists",
+        },
+        {
+          name: "duplicate host-local ADD: IPAM refuses",
+          plugin: "host-local",
+          containerId: "full1",
+          conf: hl({ ranges: [[{ subnet: "10.252.0.0/30" }]] }, { name: "tiny" }),
+          code: 101,
+          says: "duplicate allocation",
         },
         {
           name: "subnet.env missing",
@@ -337,13 +354,15 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
       });
       const before = await snapshot();
       const failures: string[] = [];
-      for (const c of cases) {
+      // Cases run 4 at a time (each with its own container ID so they cannot collide); the state is compared
+      // once all have run: any case that left something behind shows up there.
+      await pool(cases, 4, async (c, i) => {
         const call: CniCall = {
           plugin: c.plugin ?? "host-local",
           command: c.command ?? "ADD",
           node,
           netns: c.netns ?? pod,
-          containerId: c.containerId ?? "bad1",
+          containerId: c.containerId ?? `bad${i}`,
           ifname: c.ifname ?? "eth0",
           args: c.args,
           conf: c.conf,
@@ -359,13 +378,8 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
         } else if (c.says && !text.includes(c.says)) {
           failures.push(`${c.name}: message ${JSON.stringify(text)} lacks ${JSON.stringify(c.says)}`);
         }
-        const after = await snapshot();
-        try {
-          assertEquals(after, before);
-        } catch (e) {
-          failures.push(`${c.name}: left state behind: ${(e as Error).message.slice(0, 400)}`);
-        }
-      }
+      });
+      assertEquals(await snapshot(), before, "no state left behind");
       assertEquals(failures, []);
     } finally {
       d.cleanup();

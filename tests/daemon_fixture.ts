@@ -139,10 +139,10 @@ export class DaemonCluster {
     ];
   }
 
-  /** Starts the daemon in `n`'s namespace; its stderr is collected in `n.log`. */
-  start(n: TestNode, extra: string[] = []): Deno.ChildProcess {
+  /** Starts the daemon in `n`'s namespace (extra env optional); its stderr is collected in `n.log`. */
+  start(n: TestNode, extra: string[] = [], env?: Record<string, string>): Deno.ChildProcess {
     const cmd = ["ip", "netns", "exec", n.ns, ...flanctlCmd(...this.daemonArgs(n, extra))];
-    const p = new Deno.Command(cmd[0], { args: cmd.slice(1), stdin: "null", stdout: "null", stderr: "piped" })
+    const p = new Deno.Command(cmd[0], { args: cmd.slice(1), env, stdin: "null", stdout: "null", stderr: "piped" })
       .spawn();
     n.proc = p;
     n.log = [];

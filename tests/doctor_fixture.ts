@@ -290,7 +290,8 @@ export function normalize(text: string, n: DoctorNode): string {
       "nf_conntrack_count = <N>, nf_conntrack_max = <M>",
     )
     .replace(/gc_thresh3 = \d+/, "gc_thresh3 = <T>")
-    .replace(/(only process|-p) \d+/g, "$1 <PID>")
+    .replace(/(only process|-p|nsenter -t) \d+/g, "$1 <PID>")
+    .replace(/pid:\d+/g, "pid:<PID>")
     .replace(/\d+ dynamic IPv4 neighbour entries/, "<N> dynamic IPv4 neighbour entries")
     .replace(/\(\d+%\)/g, "(<P>%)")
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z \(-?\d+ min from now\)/g, "<EXPIRY>")

@@ -1,15 +1,20 @@
 /**
- * End to end in the lab, host-gw backend with the file store: pods ping across nodes, TCP crosses nodes,
- * each node routes every peer subnet via the peer's public IP, and `lab down` leaves nothing.
+ * End to end in the lab, host-gw backend with the file store and a 10 s lease TTL: pods ping across nodes,
+ * TCP crosses nodes, each node routes every peer subnet via the peer's public IP; live daemons keep their
+ * leases through several TTLs; a crashed node's lease expires and every peer removes its route; `lab
+ * down` leaves nothing (and is idempotent).
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, run } from "./netns.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { labRoot } from "../lib/lab/paths.ts";
+import { stopDaemon } from "../lib/lab/services.ts";
 import { labLeftovers, pingAllPods, tcpAcross, waitEntries } from "../lib/lab/verify.ts";
 
+const TTL_S = 10;
+
 Deno.test({
-  name: "lab e2e: host-gw + file store (2 nodes x 2 pods)",
+  name: "lab e2e: host-gw + file store (3 nodes x 1 pod), lease expiry",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -22,14 +27,16 @@ Deno.test({
         "--name",
         name,
         "--nodes",
-        "2",
+        "3",
         "--pods-per-node",
-        "2",
+        "1",
         "--backend",
         "host-gw",
+        "--lease-ttl",
+        String(TTL_S),
       ]);
       assertEquals(up.code, 0, `lab up failed:\n${up.stdout}\n${up.stderr}`);
-      assertStringIncludes(up.stdout, "all 4 ok");
+      assertStringIncludes(up.stdout, "all 6 ok");
       const s = loadState(name);
       for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n), 10_000);
       // host-gw makes no VXLAN device.
@@ -37,8 +44,24 @@ Deno.test({
         const r = await run(["ip", "-n", n.netns, "link", "show", "flannel.1"]);
         assertEquals(r.code !== 0, true, `${n.name} has flannel.1`);
       }
-      assertEquals(await pingAllPods(s), 8);
-      await tcpAcross(s, "node2-pod2", "node1-pod1");
+      assertEquals(await pingAllPods(s), 6);
+      await tcpAcross(s, "node2-pod1", "node1-pod1");
+
+      // node3 crashes: its lease is no longer renewed and expires within one TTL; the peers drop its route.
+      const [n1, n2, n3] = s.nodes;
+      await stopDaemon(s, n3, true);
+      const crashed = Date.now();
+      await waitEntries(s, n1, [n2], (TTL_S + 20) * 1000);
+      await waitEntries(s, n2, [n1], (TTL_S + 20) * 1000);
+      // The survivors renewed their own leases throughout (more than two TTLs by now or soon).
+      await new Promise((r) => setTimeout(r, Math.max(0, 2 * TTL_S * 1000 - (Date.now() - crashed))));
+      await waitEntries(s, n1, [n2], 1000);
+      const leases = await flanctl(["lease", "list", "-o", "json", ...s.storeFlags]);
+      assertEquals(
+        (JSON.parse(leases.stdout) as { publicIP: string }[]).map((l) => l.publicIP).sort(),
+        [n1.publicIP, n2.publicIP].sort(),
+      );
+      await tcpAcross(s, "node1-pod1", "node2-pod1");
     } finally {
       const d = await run(flanctlCmd("lab", "down", "--name", name));
       assertEquals(d.code, 0, d.stderr);

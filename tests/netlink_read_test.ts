@@ -96,7 +96,7 @@ Deno.test("netlink read: links (veth across namespaces, bridge port hairpin, vxl
         assertEquals(l.vxlan, {
           vni: d.id,
           port: d.port,
-          local: d.local ?? null,
+          local: d.local ?? d.local6 ?? null,
           dev: d.link ? byName.get(d.link).ifindex : null,
           learning: d.learning,
           gbp: d.gbp === true,

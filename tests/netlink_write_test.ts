@@ -32,7 +32,7 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
         mtu: 1450,
         mac: "0e:00:00:00:00:01",
       });
-      h.createVxlan("vxg", { vni: 77, gbp: true, learning: true });
+      h.createVxlan("vxg", { vni: 77, gbp: true, learning: true, local: "fd00::7" });
       h.createBridge("cni0", { mtu: 1450, mac: "0e:00:00:00:00:02" });
       h.setUp("cni0", true);
       h.createVeth("veth0", "eth0", { peerNetns: { name: n2 }, mtu: 1450 });
@@ -49,11 +49,18 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
       assertEquals([d.id, d.port, d.local, d.link, d.learning], [1, 8472, "192.168.50.1", "ul0", false]);
       assertEquals([vx.mtu, vx.address], [1450, "0e:00:00:00:00:01"]);
       const vxg = await link(n1, "vxg");
-      assertEquals([vxg.linkinfo.info_data.id, vxg.linkinfo.info_data.gbp, vxg.linkinfo.info_data.learning], [
+      assertEquals([
+        vxg.linkinfo.info_data.id,
+        vxg.linkinfo.info_data.gbp,
+        vxg.linkinfo.info_data.learning,
+        vxg.linkinfo.info_data.local6,
+      ], [
         77,
         true,
         true,
+        "fd00::7",
       ]);
+      assertEquals(h.link("vxg")?.vxlan?.local, "fd00::7");
       const br = await link(n1, "cni0");
       assertEquals([br.linkinfo.info_kind, br.mtu, br.address], ["bridge", 1450, "0e:00:00:00:00:02"]);
       const v0 = await link(n1, "veth0");

@@ -91,10 +91,11 @@ Deno.test("file store: malformed lease file is skipped with a warning", async ()
 
 Deno.test("file store: watchers see adds, removals and expiry", async () => {
   await withDir(async (dir) => {
-    const writer = new FileStore({ dir, ttlMs: 1500 });
+    const writer = new FileStore({ dir });
+    const shortLived = new FileStore({ dir, ttlMs: 1500 });
     const reader = new FileStore({ dir });
     await writer.setNetworkConfig(NET50);
-    const first = await writer.acquireLease(attrs("192.0.2.1"));
+    await writer.acquireLease(attrs("192.0.2.1"));
     const { leases, cursor } = await reader.listLeases();
     assertEquals(leases.length, 1);
     const ac = new AbortController();
@@ -109,10 +110,25 @@ Deno.test("file store: watchers see adds, removals and expiry", async () => {
         evs.find((e) => e.type === "removed")!.lease.subnet!.toString(),
         second.subnet!.toString(),
       );
-      // first expires after 1.5 s without renewal: removal event, and the file is deleted lazily.
-      evs = await nextEvents(it, (e) => e.some((x) => x.type === "removed"), 10_000);
-      assertEquals(evs.find((e) => e.type === "removed")!.lease.subnet!.toString(), first.subnet!.toString());
-      assertEquals((await reader.listLeases()).leases.length, 0);
+      // A lease with a 1.5 s TTL, not renewed: added, then a removal event at expiry (timer, no polling),
+      // and the file is deleted lazily.
+      const third = await shortLived.acquireLease(attrs("192.0.2.3"));
+      evs = await nextEvents(it, (e) => e.some((x) => x.type === "removed"), 15_000);
+      assertEquals(evs.map((e) => [e.type, String(e.lease.subnet)]), [
+        ["added", String(third.subnet)],
+        ["removed", String(third.subnet)],
+      ]);
+      const deadline = Date.now() + 5000;
+      while (Date.now() < deadline) {
+        try {
+          await Deno.stat(`${dir}/subnets/${third.subnet!.toKey()}`);
+          await new Promise((r) => setTimeout(r, 50));
+        } catch {
+          break;
+        }
+      }
+      assertEquals((await reader.listLeases()).leases.length, 1);
+      assertEquals([...Deno.readDirSync(`${dir}/subnets`)].length, 1, "expired lease file removed");
     } finally {
       ac.abort();
       await it.return?.();

@@ -164,20 +164,23 @@ class FakeApiServer {
         );
       }
     }
-    if (status) {
-      if (ct !== "application/strategic-merge-patch+json") {
-        return this.#status(415, "UnsupportedMediaType", "conditions need a strategic merge patch");
-      }
-      for (const c of ((body.status as Json)?.conditions ?? []) as Json[]) {
-        const i = node.status.conditions.findIndex((x) => x.type === c.type);
-        if (i >= 0) node.status.conditions[i] = { ...node.status.conditions[i], ...c };
-        else node.status.conditions.push(c);
-      }
-    } else {
-      for (const [k, v] of Object.entries((meta.annotations ?? {}) as Record<string, string | null>)) {
-        if (v === null) delete node.metadata.annotations[k];
-        else node.metadata.annotations[k] = v;
-      }
+    if (status && ct !== "application/strategic-merge-patch+json") {
+      return this.#status(
+        415,
+        "UnsupportedMediaType",
+        "the status subresource takes a strategic merge patch here",
+      );
+    }
+    // Conditions merge by their "type" key (strategic merge); annotations merge by key (null deletes).
+    for (const c of ((body.status as Json)?.conditions ?? []) as Json[]) {
+      if (!status) return this.#status(422, "Invalid", "status changes must go to the status subresource");
+      const i = node.status.conditions.findIndex((x) => x.type === c.type);
+      if (i >= 0) node.status.conditions[i] = { ...node.status.conditions[i], ...c };
+      else node.status.conditions.push(c);
+    }
+    for (const [k, v] of Object.entries((meta.annotations ?? {}) as Record<string, string | null>)) {
+      if (v === null) delete node.metadata.annotations[k];
+      else node.metadata.annotations[k] = v;
     }
     node.metadata.resourceVersion = String(++this.rv);
     this.#emit("MODIFIED", node);
@@ -263,10 +266,10 @@ Deno.test("kube store: lease from podCIDR, annotations and NetworkUnavailable co
       "False",
       "FlannelIsUp",
     ]]);
-    assertEquals(t.api.patches.map((p) => p.contentType), [
-      "application/merge-patch+json", // 409
-      "application/merge-patch+json",
-      "application/strategic-merge-patch+json",
+    assertEquals(t.api.patches.map((p) => [p.path, p.contentType]), [
+      ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // 409: node changed meanwhile
+      ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // annotations
+      ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // condition
     ]);
     const r = await s.renewLease(l);
     assertEquals(String(r.subnet), "10.244.1.0/24");

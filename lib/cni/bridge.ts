@@ -398,6 +398,7 @@ async function del(c: PluginCall): Promise<void> {
   const conf = loadForDel(c);
   const args = c.args;
   if (conf.ipam) await ipamCall(c, conf, "DEL");
+  trace("ipam released");
   if (args.netns) {
     let exists = true;
     try {
@@ -413,6 +414,7 @@ async function del(c: PluginCall): Promise<void> {
       } catch { /* netns going away: nothing left in it */ }
       if (pod) {
         try {
+          trace("pod handle open");
           kernel("delete container interface", () => {
             if (pod!.link(args.ifname)) pod!.deleteLink(args.ifname);
           });

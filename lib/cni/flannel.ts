@@ -140,13 +140,16 @@ async function add(c: PluginCall): Promise<CniResult> {
   const env = loadSubnetEnv(n.subnetFile);
   const d = buildDelegate(n, env);
   const text = JSON.stringify(d);
+  // A failed ADD must not lose the config of an attachment that already exists (a duplicate ADD).
+  const previous = readSaved(n.dataDir, c.args.containerId);
   save(n.dataDir, c.args.containerId, text);
   try {
     const out = await delegate(d.type as string, "ADD", text, c.args);
     return parseResult(out, c.version);
   } catch (e) {
     // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is right.
-    remove(n.dataDir, c.args.containerId);
+    if (previous !== null) save(n.dataDir, c.args.containerId, previous);
+    else remove(n.dataDir, c.args.containerId);
     throw e;
   }
 }

@@ -12,7 +12,9 @@ import { CniError, ErrCode } from "./spec.ts";
 
 /** The reference's chain name for (network, container): "CNI-" + sha512 hex, cut to 28 characters. */
 export async function chainName(network: string, containerId: string): Promise<string> {
-  const h = new Uint8Array(await crypto.subtle.digest("SHA-512", new TextEncoder().encode(network + containerId)));
+  const h = new Uint8Array(
+    await crypto.subtle.digest("SHA-512", new TextEncoder().encode(network + containerId)),
+  );
   return ("CNI-" + Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("")).slice(0, 28);
 }
 

@@ -131,7 +131,9 @@ const TRACE = Deno.env.get("FLANCTL_CNI_TRACE") === "1";
 
 /** With FLANCTL_CNI_TRACE=1: prints `label` and the ms since process start on stderr (where time goes). */
 export function trace(label: string): void {
-  if (TRACE) Deno.stderr.writeSync(new TextEncoder().encode(`trace ${performance.now().toFixed(1)} ms ${label}\n`));
+  if (TRACE) {
+    Deno.stderr.writeSync(new TextEncoder().encode(`trace ${performance.now().toFixed(1)} ms ${label}\n`));
+  }
 }
 
 /** Logs to stderr (never stdout, which carries the result). */

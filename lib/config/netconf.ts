@@ -29,6 +29,14 @@ export const KNOWN_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard", "ipip", "
  */
 export const DEFAULT_BACKEND_TYPE = "vxlan";
 
+const warned = new Set<string>();
+/** Default warning sink: stderr, each distinct message once per process (configs are re-read often). */
+function warnOnce(m: string): void {
+  if (warned.has(m)) return;
+  warned.add(m);
+  console.warn(`flanctl: warning: ${m}`);
+}
+
 /** Options of {@link parseNetConfig}. */
 export interface ParseNetConfigOptions {
   /** Receives warnings (default: printed on stderr). */
@@ -220,7 +228,7 @@ function parseBackend(v: unknown, warn: (m: string) => void): BackendConfig {
  * JSON, wrong field types, unknown backend types and every check flannel makes (with flannel's text).
  */
 export function parseNetConfig(text: string, opts: ParseNetConfigOptions = {}): NetConfig {
-  const warn = opts.warn ?? ((m: string) => console.warn(`flanctl: warning: ${m}`));
+  const warn = opts.warn ?? warnOnce;
   let doc: unknown;
   try {
     doc = JSON.parse(text);

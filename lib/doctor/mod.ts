@@ -15,6 +15,7 @@ import { LEASE_CHECKS } from "./checks/leases.ts";
 import { CNI_CHECKS } from "./checks/cni.ts";
 import { POD_CHECKS } from "./checks/pods.ts";
 import { ACTIVE_CHECKS } from "./checks/active.ts";
+import { HOST_CHECKS } from "./checks/host.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
 export { DEFAULT_PATHS, type DoctorOptions } from "./context.ts";
@@ -30,6 +31,7 @@ export const ALL_CHECKS: Check[] = [
   ...LEASE_CHECKS,
   ...CNI_CHECKS,
   ...POD_CHECKS,
+  ...HOST_CHECKS,
   ...ACTIVE_CHECKS,
 ];
 

@@ -24,7 +24,9 @@ function block(f: Finding, idWidth: number): string[] {
     return lines;
   }
   const pad = " ".repeat(10);
-  const lines = [head + f.detail];
+  // Multi-part details ("a; b; c") get one line per part, aligned under the first.
+  const [first, ...more] = f.detail.split("; ");
+  const lines = [head + first, ...more.map((m) => " ".repeat(head.length) + m)];
   if (f.why) lines.push(`${pad}why:     ${f.why}`);
   (f.fix ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "fix:    " : "        "} ${x}`));
   (f.persist ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "persist:" : "        "} ${x}`));

@@ -5,9 +5,10 @@
  * file before it is made; any failure or abort leaves a state that `lab down` fully undoes.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../errors.ts";
+import { IPNet } from "../ip/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
-import { labDir, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
+import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { attachPod, conflistPath, FLANNEL_CONFLIST, writeCniBin } from "./pods.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
@@ -39,23 +40,32 @@ export class LabExistsError extends FlanctlError {
 /** Port of every daemon's /healthz and /readyz (each daemon has its own namespace). */
 export const LAB_HEALTHZ_PORT = 10251;
 
-/** Checks `lab up` options; throws UsageError-like FlanctlErrors naming the flag. */
+/** Checks `lab up` options; throws a UsageError naming the flag. */
 export function validateUpOptions(o: LabUpOptions): void {
   validateLabName(o.name);
   if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > 50) {
-    throw new FlanctlError(`--nodes ${o.nodes}: give a whole number from 1 to 50`, 2);
+    throw new UsageError(`--nodes ${o.nodes}: give a whole number from 1 to 50`);
   }
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
-    throw new FlanctlError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`, 2);
+    throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
   }
   if (o.backend !== "vxlan" && o.backend !== "host-gw") {
-    throw new FlanctlError(`--backend '${o.backend}': use vxlan or host-gw`, 2);
+    throw new UsageError(`--backend '${o.backend}': use vxlan or host-gw`);
+  }
+  if (o.leaseTtl !== undefined && (!Number.isInteger(o.leaseTtl) || o.leaseTtl < 5 || o.leaseTtl > 86400)) {
+    throw new UsageError(`--lease-ttl ${o.leaseTtl}: give whole seconds from 5 to 86400`);
   }
   if (o.store !== "file" && o.store !== "etcd") {
-    throw new FlanctlError(`--store '${o.store}': use file or etcd`, 2);
+    throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
-  if (!/^\d+\.\d+\.\d+\.\d+\/\d+$/.test(o.network)) {
-    throw new FlanctlError(`--network '${o.network}': give an IPv4 CIDR such as 10.244.0.0/16`, 2);
+  let net: IPNet | null = null;
+  try {
+    net = IPNet.parse(o.network, "--network");
+  } catch { /* reported below */ }
+  if (!net || net.toString().includes(":") || net.prefix > 28) {
+    throw new UsageError(
+      `--network '${o.network}': give an IPv4 CIDR of /28 or larger, such as 10.244.0.0/16`,
+    );
   }
 }
 
@@ -166,8 +176,16 @@ async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress,
   await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
 }
 
-/** Builds a whole lab. On failure the state is left for `lab down` (the CLI calls it). */
-export async function labUp(o: LabUpOptions, progress: Progress, signal?: AbortSignal): Promise<LabState> {
+/**
+ * Builds a whole lab. On failure the state is left for `lab down` (the CLI calls it); `made` turns true
+ * once this call owns the lab directory, i.e. once there is something of this call's to undo.
+ */
+export async function labUp(
+  o: LabUpOptions,
+  progress: Progress,
+  signal?: AbortSignal,
+  made: { value: boolean } = { value: false },
+): Promise<LabState> {
   validateUpOptions(o);
   if (Deno.uid() !== 0) {
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
@@ -198,6 +216,16 @@ export async function labUp(o: LabUpOptions, progress: Progress, signal?: AbortS
     procs: [],
   };
   s.storeFlags = o.store === "etcd" ? ["--etcd-endpoints", etcdEndpoint(s)] : ["--store-dir", `${dir}/store`];
+  if (o.leaseTtl !== undefined) s.storeFlags.push("--lease-ttl", String(o.leaseTtl));
+  // Creating the lab directory (not recursively) is the lock: of two `up`s with one name, one fails here.
+  Deno.mkdirSync(labRoot(), { recursive: true });
+  try {
+    Deno.mkdirSync(dir);
+  } catch (e) {
+    if (e instanceof Deno.errors.AlreadyExists) throw new LabExistsError(o.name);
+    throw e;
+  }
+  made.value = true;
   saveState(s);
   ensureMountPoints();
   writeCniBin(s);

@@ -19,6 +19,8 @@ export interface LabUpOptions {
   store: LabStore;
   /** The pod network (net-conf `Network`). */
   network: string;
+  /** Lease TTL in seconds for every node (default: the store's, flannel's 24 h). */
+  leaseTtl?: number;
 }
 
 /** A node of the lab as recorded in the state file. */

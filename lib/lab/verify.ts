@@ -65,7 +65,6 @@ export async function actualEntries(s: LabState, n: NodeState): Promise<string[]
       ["-4", "route", "show", "dev", "flannel.1"],
     ).catch(() => []);
     for (const r of routes) {
-      if (r.flags?.includes("linkdown") && !r.gateway) continue;
       if (!r.gateway) continue; // the device's own connected route, if any
       lines.push(
         `route ${r.dst} via ${r.gateway} dev flannel.1${r.flags?.includes("onlink") ? " onlink" : ""}`,

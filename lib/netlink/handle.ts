@@ -702,12 +702,6 @@ class LibnlHandle implements NetlinkHandle {
         if (opts.local !== undefined) {
           const a = this.#ipAddr(opts.local, "local");
           try {
-            if (nl().nl_addr_get_len(a) !== 4) {
-              throw new ParseError(
-                "local",
-                `IPv6 local address '${opts.local}' is not supported by libnl 3.7`,
-              );
-            }
             this.#check(r.rtnl_link_vxlan_set_local(link, a), op);
           } finally {
             nl().nl_addr_put(a);

@@ -62,6 +62,31 @@ export interface UnderlayRoute {
   metric: number;
 }
 
+/** Parses "a.b.c.d" or "a.b.c.d/p" into [uint32, prefix] without allocating bigints (hot path: every route
+ * of every pass). Returns null for anything else (IPv6, "default", garbage). */
+export function v4Cidr(s: string): [number, number] | null {
+  const slash = s.indexOf("/");
+  const ip = slash < 0 ? s : s.slice(0, slash);
+  const prefix = slash < 0 ? 32 : Number(s.slice(slash + 1));
+  if (!(prefix >= 0 && prefix <= 32)) return null;
+  let v = 0, parts = 0, cur = -1;
+  for (let i = 0; i <= ip.length; i++) {
+    const c = i < ip.length ? ip.charCodeAt(i) : 46;
+    if (c === 46) {
+      if (cur < 0 || cur > 255) return null;
+      v = v * 256 + cur;
+      parts++;
+      cur = -1;
+    } else if (c >= 48 && c <= 57) cur = (cur < 0 ? 0 : cur * 10) + (c - 48);
+    else return null;
+  }
+  return parts === 4 ? [v, prefix] : null;
+}
+
+function maskOf(prefix: number): number {
+  return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+}
+
 function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -93,10 +118,14 @@ export class Reconciler {
   readonly #macRefs = new Map<string, number>();
   #ownSubnet: string | null = null;
   #underlay: UnderlayRoute[] = [];
+  readonly #netBase: number;
+  readonly #netMask: number;
 
   constructor(o: ReconcilerOptions) {
     this.#nl = o.nl;
     this.#network = o.network;
+    this.#netMask = maskOf(o.network.prefix);
+    this.#netBase = Number(o.network.ip.value) & this.#netMask;
     this.#overlay = o.overlayDev;
     this.#log = o.log;
     this.#stats = o.stats;
@@ -125,12 +154,15 @@ export class Reconciler {
     this.#underlay = this.#underlayFrom(this.#nl.routes({ family: 4, table: 254 }));
   }
 
+  /** True when the route's destination lies inside the Network (and is smaller than it). */
+  #inNetwork(dst: string): boolean {
+    const c = dst === "default" ? null : v4Cidr(dst);
+    return !!c && c[1] > this.#network.prefix && ((c[0] & this.#netMask) >>> 0) === this.#netBase;
+  }
+
   #isOurs(r: RouteInfo): boolean {
     if (r.family !== 4 || r.table !== 254 || r.dst === "default" || r.protocol === "kernel") return false;
-    if (r.type !== "unicast") return false;
-    const n = IPNet.tryParse(r.dst.includes("/") ? r.dst : `${r.dst}/32`);
-    if (!n || !this.#network.contains(n) || n.prefix <= this.#network.prefix) return false;
-    if (r.dst === this.#ownSubnet) return false;
+    if (r.type !== "unicast" || !this.#inNetwork(r.dst) || r.dst === this.#ownSubnet) return false;
     return (this.#overlay !== null && r.devName === this.#overlay) || r.gateway !== null;
   }
 
@@ -139,8 +171,12 @@ export class Reconciler {
     for (const r of routes) {
       if (r.family !== 4 || r.type !== "unicast") continue;
       if (this.#overlay !== null && r.devName === this.#overlay) continue;
+      if (r.dst !== "default") {
+        const c = v4Cidr(r.dst);
+        if (!c || ((c[0] & this.#netMask) >>> 0) === this.#netBase && c[1] >= this.#network.prefix) continue;
+      }
       const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
-      if (!net || this.#network.contains(net)) continue;
+      if (!net) continue;
       out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0 });
     }
     return out;

@@ -1,7 +1,7 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
-import { lookupRoute, Reconciler } from "./reconciler.ts";
+import { lookupRoute, Reconciler, v4Cidr } from "./reconciler.ts";
 import { FakeNetlink, fakeRoute } from "./testing.ts";
 import type { DesiredPeer } from "./types.ts";
 
@@ -127,4 +127,12 @@ Deno.test("lookupRoute: longest prefix, then metric", () => {
   assertEquals(lookupRoute(routes, "192.0.2.7")?.devName, "eth1");
   assertEquals(lookupRoute(routes, "198.51.100.1")?.gateway, "192.0.2.1");
   assertEquals(lookupRoute(routes.slice(1), "198.51.100.1"), null);
+});
+
+Deno.test("v4Cidr: fast IPv4 CIDR parsing", () => {
+  assertEquals(v4Cidr("10.244.2.0/24"), [0x0af40200, 24]);
+  assertEquals(v4Cidr("255.255.255.255"), [0xffffffff, 32]);
+  for (const bad of ["default", "fe80::/64", "1.2.3/8", "1.2.3.256/8", "1.2.3.4/33", "a.b.c.d", "1..2.3"]) {
+    assertEquals(v4Cidr(bad), null, bad);
+  }
 });

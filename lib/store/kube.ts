@@ -2,9 +2,10 @@
  * The Kubernetes store (`--kube-subnet-mgr`), as flannel's kube subnet manager: the node's subnet is its
  * `spec.podCIDR(s)` (assigned by kube-controller-manager), the config is the net-conf.json file from the
  * kube-flannel ConfigMap (`--net-config-path`), our lease is published as `flannel.alpha.coreos.com/*`
- * annotations on our Node (merge patch with a resourceVersion precondition, retried on 409), the Node's
- * `NetworkUnavailable` condition is set to False/FlannelIsUp (strategic merge patch on the status
- * subresource), and peers come from list+watch of Nodes, re-listing on 410 Gone.
+ * annotations on our Node (strategic merge patch on the status subresource, which is what flannel's RBAC
+ * allows, with a resourceVersion precondition retried on 409), the Node's `NetworkUnavailable` condition
+ * is set to False/FlannelIsUp (same subresource), and peers come from list+watch of Nodes, re-listing on
+ * 410 Gone.
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
@@ -214,11 +215,13 @@ export class KubeStore implements SubnetStore {
       let rv = node.metadata.resourceVersion;
       if (Object.entries(want).some(([k, v]) => have[k] !== v)) {
         try {
+          // Through the status subresource, as flannel: kube-flannel's ClusterRole grants `patch` on
+          // nodes/status only. The resourceVersion makes it conditional (409 when the node changed).
           const patched = await this.client.request<KubeNode>(
             "PATCH",
-            this.#nodePath(name),
+            `${this.#nodePath(name)}/status`,
             { metadata: { resourceVersion: node.metadata.resourceVersion, annotations: want } },
-            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
           );
           rv = patched.metadata.resourceVersion;
         } catch (e) {

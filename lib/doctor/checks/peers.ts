@@ -138,6 +138,12 @@ export const peerArp: Check = {
   id: "peer-arp-missing",
   title: "Permanent ARP entry for every VXLAN peer",
   run(ctx) {
+    const b = ctx.backendType;
+    if (b && b !== "vxlan") {
+      return [
+        ok("peer-arp-missing", `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`),
+      ];
+    }
     const dev = ctx.vxlanDevice();
     const g = leaseGuard(ctx);
     if (!ctx.kernel || !dev) return [unknown("peer-arp-missing", g ?? `${ctx.vxlanName} does not exist`)];
@@ -212,6 +218,12 @@ export const peerFdb: Check = {
   id: "peer-fdb-missing",
   title: "FDB entry for every VXLAN peer",
   run(ctx) {
+    const b = ctx.backendType;
+    if (b && b !== "vxlan") {
+      return [
+        ok("peer-fdb-missing", `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`),
+      ];
+    }
     const dev = ctx.vxlanDevice();
     const g = leaseGuard(ctx);
     if (!ctx.kernel || !dev) return [unknown("peer-fdb-missing", g ?? `${ctx.vxlanName} does not exist`)];

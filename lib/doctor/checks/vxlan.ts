@@ -310,6 +310,10 @@ export const mtu: Check = {
       }
       expected = Math.min(envMtu ?? dev.mtu, max);
     }
+    if (!dev && under && envMtu !== null && envMtu > under.link.mtu) {
+      crit.push(`FLANNEL_MTU ${envMtu} > ${under.link.name} MTU ${under.link.mtu}`);
+      expected = under.link.mtu;
+    }
     if (expected !== null) {
       const br = ctx.link("cni0");
       const veths = ctx.cni0Veths();
@@ -326,7 +330,12 @@ export const mtu: Check = {
       for (const p of ctx.pods.values()) {
         if (p.mtu !== null && p.mtu !== expected) {
           warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} != ${expected}`);
-          fix.push(`ip -n ${p.name} link set ${p.ifname} mtu ${expected}`);
+          const set = `link set ${p.ifname} mtu ${expected}`;
+          fix.push(
+            p.name.startsWith("pid:")
+              ? `nsenter -t ${p.name.slice(4)} -n ip ${set}`
+              : `ip -n ${p.name} ${set}`,
+          );
         }
       }
     }
