@@ -76,3 +76,22 @@ export { formatResult as formatCniResult, parseResult as parseCniResult } from "
 export type { CniResult } from "./lib/cni/result.ts";
 export { buildDelegate as buildFlannelDelegate } from "./lib/cni/flannel.ts";
 export { PLUGINS as CNI_PLUGINS } from "./lib/cni/delegate.ts";
+export { Daemon } from "./lib/daemon/daemon.ts";
+export type { DaemonDeps } from "./lib/daemon/daemon.ts";
+export { runDaemon } from "./lib/daemon/run.ts";
+export {
+  addDaemonOptions,
+  applyEnv as applyDaemonEnv,
+  DEFAULT_STATE_DIR,
+  toDaemonOptions,
+} from "./lib/daemon/options.ts";
+export type { DaemonOptions } from "./lib/daemon/options.ts";
+export { IfaceError, selectIface } from "./lib/daemon/iface.ts";
+export { Metrics as DaemonMetrics } from "./lib/daemon/metrics.ts";
+export { sdNotify } from "./lib/daemon/sdnotify.ts";
+export { createBackend, HostGwBackend, VxlanBackend } from "./lib/backend/mod.ts";
+export type { Backend, ExternalIface, PeerInfo } from "./lib/backend/mod.ts";
+export { Reconciler } from "./lib/reconcile/reconciler.ts";
+export type { DesiredPeer } from "./lib/reconcile/types.ts";
+export { forwardRules, masqRules } from "./lib/masq/rules.ts";
+export { IptablesError, RuleManager } from "./lib/masq/iptables.ts";

@@ -5,8 +5,11 @@
  * netns; nothing touches the root namespace.
  *
  * flanctl is started the way the installed launcher starts it (`deno run` on main.ts with FLANCTL_ARGV0 set
- * to the plugin name), and also from a pre-bundled main.ts (`deno bundle --code-splitting`, one
- * pre-resolved JavaScript module graph) to show what bundling in install.sh would give.
+ * to the plugin name). The same run also measures a bare `deno run` of an empty script (the runtime's own
+ * start-up, the floor for any Deno process) and prints one traced ADD and DEL (FLANCTL_CNI_TRACE=1: ms since
+ * process start at each step) to show where the time goes. A third variant runs a single-file
+ * `deno bundle` of cli/cni_main.ts without deno.json/lockfile (the launcher proposed for install.sh). (A
+ * `deno bundle --code-splitting` build of all of main.ts starts slower: its shared chunks load more code.)
  *
  *   deno task bench cni          (or: deno run -A bench/cni_bench.ts [--pods N])
  * @module
@@ -99,17 +102,23 @@ const variants: Runner[] = [
   },
 ];
 
-function conf(dataDir: string, name = "benchnet"): string {
+/** Variant `k` gets its own bridge, subnet and data dir, so variants never share state. */
+function confFor(k: number): string {
   return JSON.stringify({
     cniVersion: "0.3.1",
-    name,
+    name: "benchnet",
     type: "bridge",
-    bridge: "cni0",
+    bridge: `cnib${k}`,
     isGateway: true,
     ipMasq: false,
     hairpinMode: true,
     mtu: 1450,
-    ipam: { type: "host-local", dataDir, ranges: [[{ subnet: SUBNET }]], routes: [{ dst: "10.96.0.0/16" }] },
+    ipam: {
+      type: "host-local",
+      dataDir: `${tmp}/v${k}`,
+      ranges: [[{ subnet: `10.96.${k}.0/24` }]],
+      routes: [{ dst: "10.96.0.0/16" }],
+    },
   });
 }
 
@@ -166,130 +175,148 @@ async function newPods(n: number) {
   }
 }
 
-async function sequential(r: Runner, dataDir: string) {
-  const add: number[] = [], del: number[] = [];
-  const c = conf(dataDir);
+/** Sequential ADD then DEL of one pod, variants interleaved pod by pod (load changes hit all alike). */
+async function sequential(vs: Runner[]) {
+  const add: number[][] = vs.map(() => []), del: number[][] = vs.map(() => []);
+  const ns = `/var/run/netns/${podNs[0]}`;
   for (let i = 0; i < PODS; i++) {
-    const ns = `/var/run/netns/${podNs[0]}`;
-    add.push(await call(r, "bridge", "ADD", `seq${i}`, ns, c));
-    del.push(await call(r, "bridge", "DEL", `seq${i}`, ns, c));
+    for (const [k, v] of vs.entries()) {
+      add[k].push(await call(v, "bridge", "ADD", `seq${i}`, ns, confFor(k)));
+      del[k].push(await call(v, "bridge", "DEL", `seq${i}`, ns, confFor(k)));
+    }
   }
-  return { add: median(add), del: median(del) };
+  return vs.map((_, k) => ({ add: median(add[k]), del: median(del[k]) }));
 }
 
-async function parallel(r: Runner, dataDir: string) {
-  const c = conf(dataDir);
+/** 10 pods at once (ADD all, then DEL all): wall ms per pod, variants interleaved round by round. */
+async function parallel(vs: Runner[]) {
   const rounds = 3;
-  let total = 0;
+  const total = vs.map(() => 0);
+  const pods = podNs.slice(0, 10).map((ns) => `/var/run/netns/${ns}`);
   for (let round = 0; round < rounds; round++) {
-    const t0 = performance.now();
-    await Promise.all(
-      podNs.slice(0, 10).map((ns, i) =>
-        call(r, "bridge", "ADD", `par${round}-${i}`, `/var/run/netns/${ns}`, c)
-      ),
-    );
-    await Promise.all(
-      podNs.slice(0, 10).map((ns, i) =>
-        call(r, "bridge", "DEL", `par${round}-${i}`, `/var/run/netns/${ns}`, c)
-      ),
-    );
-    total += performance.now() - t0;
+    for (const [k, v] of vs.entries()) {
+      const c = confFor(k);
+      const t0 = performance.now();
+      await Promise.all(pods.map((ns, i) => call(v, "bridge", "ADD", `par${round}-${i}`, ns, c)));
+      await Promise.all(pods.map((ns, i) => call(v, "bridge", "DEL", `par${round}-${i}`, ns, c)));
+      total[k] += performance.now() - t0;
+    }
   }
-  return total / rounds / 10; // wall ms per pod (ADD+DEL) with 10 in flight
+  return total.map((t) => t / rounds / 10);
 }
 
-/** host-local alone with 250 of 253 addresses taken (files in the reference format). */
-async function hostLocal250(r: Runner, dataDir: string) {
-  const dir = `${dataDir}/hl250`;
-  Deno.mkdirSync(dir, { recursive: true });
-  for (let i = 2; i < 252; i++) {
-    Deno.writeTextFileSync(`${dir}/10.96.0.${i}`, `filler${i}\r\neth0`, { mode: 0o600 });
-  }
-  const c = JSON.stringify({
-    cniVersion: "0.3.1",
-    name: "hl250",
-    type: "host-local",
-    ipam: { type: "host-local", dataDir, ranges: [[{ subnet: SUBNET }]] },
+/** host-local alone with 250 of 253 addresses taken (files in the reference format), interleaved. */
+async function hostLocal250(vs: Runner[]) {
+  const confs = vs.map((_, k) => {
+    const dataDir = `${tmp}/hl${k}`;
+    Deno.mkdirSync(`${dataDir}/hl250`, { recursive: true });
+    for (let i = 2; i < 252; i++) {
+      Deno.writeTextFileSync(`${dataDir}/hl250/10.96.0.${i}`, `filler${i}\r\neth0`, { mode: 0o600 });
+    }
+    return JSON.stringify({
+      cniVersion: "0.3.1",
+      name: "hl250",
+      type: "host-local",
+      ipam: { type: "host-local", dataDir, ranges: [[{ subnet: SUBNET }]] },
+    });
   });
-  const add: number[] = [], del: number[] = [];
+  const add: number[][] = vs.map(() => []), del: number[][] = vs.map(() => []);
   for (let i = 0; i < PODS; i++) {
-    add.push(await call(r, "host-local", "ADD", `hl${i}`, "/nonexistent", c));
-    del.push(await call(r, "host-local", "DEL", `hl${i}`, "/nonexistent", c));
+    for (const [k, v] of vs.entries()) {
+      add[k].push(await call(v, "host-local", "ADD", `hl${i}`, "/nonexistent", confs[k]));
+      del[k].push(await call(v, "host-local", "DEL", `hl${i}`, "/nonexistent", confs[k]));
+    }
   }
-  return { add: median(add), del: median(del) };
+  return vs.map((_, k) => ({ add: median(add[k]), del: median(del[k]) }));
 }
 
 try {
-  // Optional: a pre-bundled main.ts (what install.sh could install for the CNI fast path).
-  const bundleDir = `${tmp}/bundle`;
+  // The launcher proposed for install.sh: CNI names run a `deno bundle` of cli/cni_main.ts (one JS file,
+  // no deno.json/lockfile/TypeScript); everything else keeps running main.ts.
+  const bundle = `${tmp}/cni.js`;
   const b = await sh([
     Deno.execPath(),
     "bundle",
     "--quiet",
     "--platform",
     "deno",
-    "--code-splitting",
-    "--outdir",
-    bundleDir,
-    `${ROOT}main.ts`,
+    "-o",
+    bundle,
+    `${ROOT}cli/cni_main.ts`,
   ]);
   if (b.code === 0) {
     variants.push({
-      label: "flanctl (pre-bundled main.js)",
-      cmd: () => [
-        Deno.execPath(),
-        ...launcherFlags,
-        "--no-config",
-        "--no-lock",
-        "--cached-only",
-        `${bundleDir}/main.js`,
-      ],
+      label: "flanctl (bundled cni_main.js, no config)",
+      cmd: () => [Deno.execPath(), ...launcherFlags, "--no-config", "--no-lock", "--cached-only", bundle],
       env: (p) => ({ FLANCTL_ARGV0: p }),
     });
   } else {
     console.log(`(deno bundle failed, bundled variant skipped: ${b.err.trim().split("\n").pop()})`);
   }
   await newPods(10);
-  const res: Record<
-    string,
-    { seq: { add: number; del: number }; par: number; hl: { add: number; del: number } }
-  > = {};
-  for (const v of variants) {
-    const dataDir = `${tmp}/${v.label.replace(/\W+/g, "_")}`;
-    // Warm-up (module cache, bridge creation) outside the measurement.
-    await call(v, "bridge", "ADD", "warm", `/var/run/netns/${podNs[0]}`, conf(dataDir));
-    await call(v, "bridge", "DEL", "warm", `/var/run/netns/${podNs[0]}`, conf(dataDir));
-    res[v.label] = {
-      seq: await sequential(v, dataDir),
-      par: await parallel(v, dataDir),
-      hl: await hostLocal250(v, dataDir),
-    };
-    await sh(["ip", "link", "del", "cni0"]);
+  // Warm-up (module cache, bridge creation) outside the measurement.
+  for (const [k, v] of variants.entries()) {
+    await call(v, "bridge", "ADD", "warm", `/var/run/netns/${podNs[0]}`, confFor(k));
+    await call(v, "bridge", "DEL", "warm", `/var/run/netns/${podNs[0]}`, confFor(k));
   }
-  const ref = res[variants[0].label];
+  const seq = await sequential(variants);
+  const par = await parallel(variants);
+  const hl = await hostLocal250(variants);
   console.log(`CNI ADD+DEL per pod, ${PODS} pods sequential (median ms), 10 in parallel (wall ms per pod)`);
   console.log(
-    `${"variant".padEnd(38)}     ADD     DEL ADD+DEL  ratio | par/pod  ratio | hl250 ADD  DEL  ratio`,
+    `${"variant".padEnd(42)}     ADD     DEL ADD+DEL  ratio | par/pod  ratio | hl250 ADD     DEL  ratio`,
   );
-  for (const v of variants) {
-    const x = res[v.label];
-    const pair = x.seq.add + x.seq.del, refPair = ref.seq.add + ref.seq.del;
-    const hlPair = x.hl.add + x.hl.del, refHl = ref.hl.add + ref.hl.del;
+  for (const [k, v] of variants.entries()) {
+    const pair = seq[k].add + seq[k].del, refPair = seq[0].add + seq[0].del;
+    const hlPair = hl[k].add + hl[k].del, refHl = hl[0].add + hl[0].del;
+    const r = (x: number) => `${x.toFixed(2).padStart(5)}x`;
     console.log(
-      `${v.label.padEnd(38)} ${f(x.seq.add)} ${f(x.seq.del)} ${f(pair)} ${
-        (pair / refPair).toFixed(2).padStart(5)
-      }x |` +
-        ` ${f(x.par)} ${(x.par / ref.par).toFixed(2).padStart(5)}x | ${f(x.hl.add)} ${f(x.hl.del)} ${
-          (hlPair / refHl).toFixed(2).padStart(5)
-        }x`,
+      `${v.label.padEnd(42)} ${f(seq[k].add)} ${f(seq[k].del)} ${f(pair)} ${r(pair / refPair)} |` +
+        ` ${f(par[k])} ${r(par[k] / par[0])} | ${f(hl[k].add)} ${f(hl[k].del)} ${r(hlPair / refHl)}`,
     );
   }
-  const hlOurs = res[variants[variants.length - 1].label].hl;
-  console.log(
-    `host-local with 250 IPs allocated, ADD only: reference ${ref.hl.add.toFixed(1)} ms, flanctl ${
-      hlOurs.add.toFixed(1)
-    } ms (${(hlOurs.add / ref.hl.add).toFixed(2)}x)`,
-  );
+  for (const [k, v] of variants.entries()) {
+    if (k === 0) continue;
+    console.log(
+      `host-local ADD with 250 IPs allocated: reference ${hl[0].add.toFixed(1)} ms, ${v.label} ` +
+        `${hl[k].add.toFixed(1)} ms (${(hl[k].add / hl[0].add).toFixed(2)}x)`,
+    );
+  }
+  // Where the time goes.
+  const empty = `${tmp}/empty.js`;
+  Deno.writeTextFileSync(empty, "");
+  const floor: number[] = [];
+  for (let i = 0; i < 15; i++) {
+    const t0 = performance.now();
+    await new Deno.Command(Deno.execPath(), { args: ["run", "--no-config", "--no-lock", empty] }).output();
+    floor.push(performance.now() - t0);
+  }
+  console.log(`bare 'deno run' of an empty script: ${median(floor).toFixed(1)} ms (median of 15)`);
+  const last = variants.length - 1;
+  const traced: Runner = { ...variants[last], env: (p) => ({ FLANCTL_ARGV0: p, FLANCTL_CNI_TRACE: "1" }) };
+  for (const verb of ["ADD", "DEL"]) {
+    const [exe, ...args] = traced.cmd("bridge");
+    const p = new Deno.Command(exe, {
+      args,
+      env: {
+        ...traced.env("bridge"),
+        CNI_COMMAND: verb,
+        CNI_CONTAINERID: "traced",
+        CNI_NETNS: `/var/run/netns/${podNs[0]}`,
+        CNI_IFNAME: "eth0",
+        CNI_PATH: REF,
+      },
+      stdin: "piped",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(confFor(last)));
+    await w.close();
+    const o = await p.output();
+    const lines = new TextDecoder().decode(o.stderr).trim().split("\n").map((l) => l.replace(/^trace /, ""));
+    console.log(`${traced.label} bridge ${verb} trace: ${lines.join(" | ")}`);
+  }
 } finally {
   for (const ns of podNs) await sh(["ip", "netns", "del", ns]);
   Deno.removeSync(tmp, { recursive: true });

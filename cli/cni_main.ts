@@ -2,6 +2,10 @@
  * The CNI fast path. In symlink mode main.ts calls {@link cniMain} with the name flanctl was invoked as; it
  * imports only the skeleton and the one plugin that name stands for (plugins it delegates to load on
  * demand), never commander or the daemon, so a CNI call pays for as little module loading as possible.
+ *
+ * Run as the main module it is a CNI entry point of its own (the plugin name from FLANCTL_ARGV0, as the
+ * launcher sets it): `deno bundle cli/cni_main.ts` then gives one self-contained JavaScript file that
+ * starts without deno.json, the lockfile or any TypeScript (see bench/cni_bench.ts for what it saves).
  * @module
  */
 import { runExecutable } from "../lib/cni/skel.ts";
@@ -16,4 +20,10 @@ export function cniMain(pluginName: string): Promise<number> {
     return Promise.resolve(2);
   }
   return runExecutable(pluginName, load);
+}
+
+if (import.meta.main) {
+  const name = (Deno.env.get("FLANCTL_ARGV0") ?? "").split("/").pop() ?? "";
+  Deno.env.delete("FLANCTL_ARGV0");
+  Deno.exit(await cniMain(name));
 }

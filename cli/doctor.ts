@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
 import { exitCode } from "./root.ts";
+import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
 interface DoctorFlags extends StoreOptions {
@@ -30,18 +31,21 @@ export function register(program: Command): void {
       "check this node (or --netns) for what breaks pod networking; exit 0 ok, 1 warning, 2 critical, 3 unknown",
     )
     .option("--netns <name>", "check the node living in this network namespace (/var/run/netns/NAME)")
-    .option("--subnet-file <path>", "subnet.env written by the daemon", "/run/flannel/subnet.env")
-    .option("--cni-conf-dir <dir>", "CNI config dir", "/etc/cni/net.d")
-    .option("--cni-bin-dir <dir>", "CNI plugin dir", "/opt/cni/bin")
-    .option("--cni-data-dir <dir>", "host-local data dir", "/var/lib/cni/networks")
-    .option("--flannel-data-dir <dir>", "flannel CNI plugin data dir", "/var/lib/cni/flannel")
-    .option("--cni-results-dir <dir>", "libcni result cache dir", "/var/lib/cni/results")
+    .option("--subnet-file <path>", "subnet.env written by the daemon", DEFAULT_PATHS.subnetFile)
+    .option("--cni-conf-dir <dir>", "CNI config dir", DEFAULT_PATHS.cniConfDir)
+    .option("--cni-bin-dir <dir>", "CNI plugin dir", DEFAULT_PATHS.cniBinDir)
+    .option("--cni-data-dir <dir>", "host-local data dir", DEFAULT_PATHS.hostLocalDir)
+    .option("--flannel-data-dir <dir>", "flannel CNI plugin data dir", DEFAULT_PATHS.flannelDataDir)
+    .option("--cni-results-dir <dir>", "libcni result cache dir", DEFAULT_PATHS.cniResultsDir)
     .option(
       "--pod-netns-prefix <prefix>",
       "name prefix of runtime pod namespaces under /var/run/netns",
       "cni-",
     )
-    .option("--readyz-url <url>", "daemon readiness URL to check, e.g. http://127.0.0.1:8285/readyz")
+    .option(
+      "--readyz-url <url>",
+      "daemon readiness URL to check, e.g. http://127.0.0.1:PORT/readyz (the daemon's --healthz-port)",
+    )
     .option("--skip <ids>", "comma-separated check ids to skip")
     .option("-o, --output <format>", "table or json", "table")
     .option("--probe", "also ping every peer's public IP and VTEP address (active)");
@@ -50,6 +54,7 @@ export function register(program: Command): void {
     const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
+    const { ReadOnlyFileStore } = await import("../lib/doctor/filestore_ro.ts");
     if (flags.output !== "table" && flags.output !== "json") {
       throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
     }
@@ -73,7 +78,14 @@ export function register(program: Command): void {
     // state. An explicit --store-dir that does not exist is "could not check" (exit 3). The doctor never
     // opens a missing file store (opening could create the directory: the doctor changes nothing).
     const missingDir = () => Promise.reject(new Error(`--store-dir ${flags.storeDir}: no such directory`));
-    const open = kind !== "file" || dirExists ? () => openStore(flags) : explicit ? missingDir : null;
+    const dir = flags.storeDir ?? DEFAULT_STORE_DIR;
+    const open = kind !== "file"
+      ? () => openStore(flags)
+      : dirExists
+      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      : explicit
+      ? missingDir
+      : null;
     const report = await runDoctor({
       netns: flags.netns ?? null,
       subnetFile: flags.subnetFile,

@@ -83,7 +83,6 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
         plugin: "flannel",
         command: "ADD",
         node,
-        netns: pod,
         netns: pod0,
         containerId: "dup1",
         conf: fl(),

@@ -4,7 +4,7 @@
  * STATUS (50 without subnet.env), GC, and DEL that cleans everything, also with the netns gone.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { cni, cniOk, listFiles, tempDir } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, tempDir, waitFor } from "./cni_helpers.ts";
 import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
@@ -89,6 +89,7 @@ Deno.test("cni flannel: subnet.env to a working pod and back to nothing", () =>
       for (const [pod, cid] of [[pod1, "p1"], [pod2, "p2"]]) {
         await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: cid, conf });
         await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: cid, conf }); // idempotent
+        await cniOk({ plugin: "flannel", command: "DEL", node, containerId: cid, conf }); // CNI_NETNS empty
       }
       assertEquals(listFiles(`${d.path}/flannel`), []);
       assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
@@ -161,7 +162,11 @@ Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone rel
       assertEquals(nat3.split("\n").filter((l) => l.includes("CNI-")), []);
       // q2's sandbox is gone too (GC runs after the runtime forgot it): nothing of it is left on the node.
       await new Deno.Command("ip", { args: ["netns", "del", pod2] }).output();
-      assertEquals((await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(), ["cni0", "lo"]);
+      const nodeLinks = async () => (await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort().join(",");
+      assert(
+        await waitFor(async () => (await nodeLinks()) === "cni0,lo"),
+        `node links: ${await nodeLinks()}`,
+      );
       const pod3 = await fx.add("flp");
 
       // subnet.env gone: STATUS says 50, ADD says which file.
@@ -182,4 +187,71 @@ Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone rel
     } finally {
       d.cleanup();
     }
+  }));
+
+Deno.test("cni flannel: a delegate type that is not ours is exec'd from CNI_PATH (reference ptp)", async () => {
+  let ptp = false;
+  try {
+    ptp = Deno.statSync("/usr/lib/cni/ptp").isFile;
+  } catch { /* not installed */ }
+  if (!ptp) return;
+  await withNetns(async (fx) => {
+    const node = await fx.add("fln"), pod = await fx.add("flp");
+    const d = tempDir();
+    try {
+      writeEnv(d.path);
+      const conf = flannelConf(d.path, "1.0.0", { delegate: { type: "ptp" } });
+      const r = await cniOk({ plugin: "flannel", command: "ADD", node, netns: pod, containerId: "x1", conf });
+      assertEquals((r!.ips as J[])[0].address, "10.244.7.2/24");
+      assertEquals(JSON.parse(Deno.readTextFileSync(`${d.path}/flannel/x1`)).type, "ptp");
+      const eth0 = (await ipJson<J[]>(pod, "addr", "show", "eth0"))[0];
+      assertEquals(eth0.mtu, 1410);
+      await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "x1", conf });
+      assertEquals((await ipJson<J[]>(pod, "link")).map((l) => l.ifname), ["lo"]);
+      assertEquals(listFiles(`${d.path}/flannel`), []);
+      assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
+    } finally {
+      d.cleanup();
+    }
+  });
+});
+
+Deno.test("cni loopback: same result as the reference; DEL sets lo down; netns gone is fine", () =>
+  withNetns(async (fx) => {
+    const a = await fx.add("lpa"), b = await fx.add("lpb");
+    await nsSh(a, "ip", "link", "set", "lo", "down");
+    await nsSh(b, "ip", "link", "set", "lo", "down");
+    const conf = { cniVersion: "1.0.0", name: "lo", type: "loopback" };
+    const ours = await cniOk({
+      plugin: "loopback",
+      command: "ADD",
+      netns: a,
+      containerId: "l1",
+      ifname: "lo",
+      conf,
+    });
+    const ref = await cniOk({
+      plugin: "loopback",
+      command: "ADD",
+      netns: b,
+      containerId: "l1",
+      ifname: "lo",
+      conf,
+      ref: true,
+    });
+    const norm = (x: J | null) => JSON.stringify(x).replaceAll(a, "NS").replaceAll(b, "NS");
+    assertEquals(norm(ours), norm(ref));
+    assertEquals((await ipJson<J[]>(a, "link", "show", "lo"))[0].operstate, "UNKNOWN");
+    assert(((await ipJson<J[]>(a, "link", "show", "lo"))[0].flags as string[]).includes("UP"));
+    await cniOk({ plugin: "loopback", command: "DEL", netns: a, containerId: "l1", ifname: "lo", conf });
+    assert(!((await ipJson<J[]>(a, "link", "show", "lo"))[0].flags as string[]).includes("UP"));
+    const gone = await cni({
+      plugin: "loopback",
+      command: "DEL",
+      netns: "/var/run/netns/no-such-ns",
+      containerId: "l1",
+      ifname: "lo",
+      conf,
+    });
+    assertEquals([gone.code, gone.stdout], [0, ""]);
   }));

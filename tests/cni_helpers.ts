@@ -120,3 +120,13 @@ export async function pool<T, R>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
 }
+
+/** Polls `fn` until it returns true or `ms` pass (kernel netns teardown is asynchronous). */
+export async function waitFor(fn: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await fn()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return await fn();
+}

@@ -4,7 +4,7 @@
  * with SIGKILL at random points, followed by GC, leak nothing either.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { cni, cniEnv, listFiles, pool, tempDir } from "./cni_helpers.ts";
+import { cni, cniEnv, listFiles, pool, tempDir, waitFor } from "./cni_helpers.ts";
 import { flanctlCmd, ipJson, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
@@ -130,8 +130,10 @@ Deno.test("cni scale: ADDs killed with SIGKILL at random points, then GC: nothin
       );
       assertEquals(listFiles(`${d.path}/flannel`), [], "no saved delegate configs");
       assertEquals(await natRules(node), [], "no masquerade chains");
-      const links = (await ipJson<J[]>(node, "link")).map((l) => String(l.ifname));
-      assertEquals(links.filter((l) => l.startsWith("veth")), [], "no veths");
+      const veths = async () =>
+        (await ipJson<J[]>(node, "link")).map((l) => String(l.ifname)).filter((l) => l.startsWith("veth"));
+      // Deleting a netns destroys its veths asynchronously: poll.
+      assert(await waitFor(async () => (await veths()).length === 0), `veths left: ${await veths()}`);
     } finally {
       d.cleanup();
     }

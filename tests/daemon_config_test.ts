@@ -21,8 +21,16 @@ async function runDaemonOnce(ns: string, args: string[], env: Record<string, str
 const BAD: [string, string, string][] = [
   ["bad Network", JSON.stringify({ Network: "10.244.0.0/33", Backend: { Type: "vxlan" } }), "Network"],
   ["network too small", JSON.stringify({ Network: "10.244.0.0/29" }), "network is too small"],
-  ["unsupported backend", JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }), "not supported"],
-  ["bad VNI", JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", VNI: "x" } }), "Backend.VNI"],
+  [
+    "unsupported backend",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }),
+    "not supported",
+  ],
+  [
+    "bad VNI",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", VNI: "x" } }),
+    "Backend.VNI",
+  ],
   ["not JSON", "{nope", "not valid JSON"],
 ];
 
@@ -41,7 +49,10 @@ Deno.test("daemon: bad network config exits non-zero with a clear message and le
       const save = (await nsRun(n.ns, ["iptables-save"])).stdout;
       assert(!save.includes("FLANNEL"), `${what}: no rules may be installed`);
       assert(!(await Deno.stat(n.subnetFile).catch(() => null)), `${what}: no subnet.env`);
-      assert(!(await Deno.readDir(`${c.storeDir}/subnets`)[Symbol.asyncIterator]().next()).value, `${what}: no lease`);
+      assert(
+        !(await Deno.readDir(`${c.storeDir}/subnets`)[Symbol.asyncIterator]().next()).value,
+        `${what}: no lease`,
+      );
     }
   } finally {
     await c.close();

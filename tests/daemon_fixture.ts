@@ -24,7 +24,7 @@ export interface TestNode {
 
 /** Polls `fn` until it returns a truthy value or `ms` pass; then throws with `what`. */
 export async function waitFor<T>(
-  what: string,
+  what: string | (() => string),
   fn: () => Promise<T> | T,
   ms = 15_000,
 ): Promise<NonNullable<T>> {
@@ -142,7 +142,13 @@ export class DaemonCluster {
   /** Starts the daemon in `n`'s namespace (extra env optional); its stderr is collected in `n.log`. */
   start(n: TestNode, extra: string[] = [], env?: Record<string, string>): Deno.ChildProcess {
     const cmd = ["ip", "netns", "exec", n.ns, ...flanctlCmd(...this.daemonArgs(n, extra))];
-    const p = new Deno.Command(cmd[0], { args: cmd.slice(1), env, stdin: "null", stdout: "null", stderr: "piped" })
+    const p = new Deno.Command(cmd[0], {
+      args: cmd.slice(1),
+      env,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    })
       .spawn();
     n.proc = p;
     n.log = [];

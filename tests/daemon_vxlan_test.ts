@@ -18,7 +18,10 @@ interface VxlanLink {
   address: string;
   operstate: string;
   flags: string[];
-  linkinfo: { info_kind: string; info_data: { id: number; local?: string; link?: string; port: number; learning?: boolean } };
+  linkinfo: {
+    info_kind: string;
+    info_data: { id: number; local?: string; link?: string; port: number; learning?: boolean };
+  };
 }
 
 async function vtep(ns: string): Promise<VxlanLink> {
@@ -75,9 +78,19 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
     assert(!la.linkinfo.info_data.learning, "learning must be off");
     assertEquals(la.mtu, 1450);
     assert(la.flags.includes("UP"));
-    assertEquals(parseInt(la.address.slice(0, 2), 16) & 3, 2, "VTEP MAC must be unicast, locally administered");
+    assertEquals(
+      parseInt(la.address.slice(0, 2), 16) & 3,
+      2,
+      "VTEP MAC must be unicast, locally administered",
+    );
     assertEquals((await Deno.readTextFile(`${a.stateDir}/flannel.1.mac`)).trim(), la.address);
-    const addrs = await ipJson<{ addr_info: { local: string; prefixlen: number }[] }[]>(a.ns, "-4", "addr", "show", "flannel.1");
+    const addrs = await ipJson<{ addr_info: { local: string; prefixlen: number }[] }[]>(
+      a.ns,
+      "-4",
+      "addr",
+      "show",
+      "flannel.1",
+    );
     assertEquals(addrs[0].addr_info.map((x) => `${x.local}/${x.prefixlen}`), [subA.replace("/24", "/32")]);
 
     // The lease in the store carries flannel's BackendData.
@@ -112,10 +125,25 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
     assertEquals(chain, expected.filter((l) => l.startsWith("-A FLANNEL-POSTRTG")));
     // Rules deleted by hand come back within --iptables-resync; others' rules are left alone.
     await sh("ip", "netns", "exec", a.ns, "iptables", "-t", "nat", "-F", "FLANNEL-POSTRTG");
-    await sh("ip", "netns", "exec", a.ns, "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "192.0.2.0/24", "-j", "ACCEPT");
+    await sh(
+      "ip",
+      "netns",
+      "exec",
+      a.ns,
+      "iptables",
+      "-t",
+      "nat",
+      "-A",
+      "POSTROUTING",
+      "-s",
+      "192.0.2.0/24",
+      "-j",
+      "ACCEPT",
+    );
     await waitFor("masq rules restored", async () => {
       const s = (await nsRun(a.ns, ["iptables-save"])).stdout.split("\n");
-      return JSON.stringify(s.filter((l) => l.includes("flanneld")).sort()) === JSON.stringify([...expected].sort()) &&
+      return JSON.stringify(s.filter((l) => l.includes("flanneld")).sort()) ===
+          JSON.stringify([...expected].sort()) &&
         s.includes("-A POSTROUTING -s 192.0.2.0/24 -j ACCEPT");
     });
 
@@ -158,8 +186,23 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
     await sh("ip", "netns", "exec", a.ns, "bridge", "fdb", "del", macB, "dev", "flannel.1", "dst", b.ip);
     await waitFor("FDB entry repaired", () => hasTriplet(a, subB, macB, b.ip));
     // A stale entry of ours (no lease wants it) is removed.
-    await sh("ip", "-n", a.ns, "route", "add", "10.244.250.0/24", "via", "10.244.250.0", "dev", "flannel.1", "onlink");
-    await waitFor("stale route removed", async () => !(await routes(a.ns)).some((r) => r.dst === "10.244.250.0/24"));
+    await sh(
+      "ip",
+      "-n",
+      a.ns,
+      "route",
+      "add",
+      "10.244.250.0/24",
+      "via",
+      "10.244.250.0",
+      "dev",
+      "flannel.1",
+      "onlink",
+    );
+    await waitFor(
+      "stale route removed",
+      async () => !(await routes(a.ns)).some((r) => r.dst === "10.244.250.0/24"),
+    );
 
     await sh("ip", "-n", a.ns, "link", "del", "flannel.1");
     await waitFor("device recreated with entries", () => hasTriplet(a, subB, macB, b.ip));
@@ -220,7 +263,10 @@ Deno.test("daemon vxlan: restart keeps entries and loses no packets; own lease r
     assertStringIncludes(out, "400 received, 0% packet loss");
     assertEquals(await c.subnetOf(a), subA, "same subnet after restart");
     assertEquals((await vtep(a.ns)).address, macA, "same VTEP MAC after restart");
-    assert(!a.log.some((l) => l.includes("repaired peer entries") || l.includes("removed stale")), a.log.join("\n"));
+    assert(
+      !a.log.some((l) => l.includes("repaired peer entries") || l.includes("removed stale")),
+      a.log.join("\n"),
+    );
 
     // Our own lease disappears: the daemon takes the same subnet again.
     await new FileStore({ dir: c.storeDir }).revokeLease(IPNet.parse(subA));

@@ -14,6 +14,7 @@ import {
   findings,
   NODE_IP,
   NODE_MAC,
+  PEER_MAC,
   removeNode,
   runDoctorJson,
 } from "./doctor_fixture.ts";
@@ -63,6 +64,21 @@ Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends,
       );
       await nsSh(N, "iptables", "-A", "INPUT", "-p", "udp", "--dport", "8472", "-j", "DROP");
       await nsSh(N, "iptables-legacy", "-A", "OUTPUT", "-j", "ACCEPT");
+      await sh(
+        "ip",
+        "-n",
+        N,
+        "link",
+        "add",
+        "vx2",
+        "type",
+        "vxlan",
+        "id",
+        "2",
+        "dstport",
+        "8472",
+        "nolearning",
+      );
       const run = await runDoctorJson(n);
       assertEquals(run.code, 2);
       const fwd = expectFinding(
@@ -85,12 +101,13 @@ Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends,
         `ip netns exec ${N} iptables -t nat -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`,
       ]);
       expectFinding(run, "iptables-mixed", "warning", "iptables-legacy: 1 rule(s), iptables-nft:");
-      expectFinding(
+      const port = expectFinding(
         run,
         "vxlan-port",
         "critical",
         "INPUT drops VXLAN: -A INPUT -p udp -m udp --dport 8472 -j DROP",
       );
+      assertStringIncludes(port.detail, "other VXLAN device(s) on UDP 8472: vx2 (VNI 2)");
 
       // One masquerade rule missing (chain and jump present): warning naming the rule.
       await nsSh(
@@ -235,6 +252,28 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
         "critical",
         "FLANNEL_SUBNET 10.244.3.1/24 is not our lease 10.244.1.0/24",
       );
+
+      // The pool fills up: 10.244.1.3 .. 10.244.1.230 leaked, plus the pod's 10.244.1.2: 229 of 253.
+      await Deno.writeTextFile(
+        n.subnetFile,
+        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+      );
+      for (let i = 3; i <= 230; i++) {
+        await Deno.writeTextFile(
+          `${n.dataDir}/cbr0/10.244.1.${i}`,
+          `f${i.toString(16).padStart(15, "0")}\r\neth0`,
+        );
+      }
+      const run5 = await runDoctorJson(n);
+      const full = expectFinding(
+        run5,
+        "hostlocal-leak",
+        "warning",
+        "228 leaked IP(s): 10.244.1.3 → container f000000000000003/eth0, 10.244.1.4 → container",
+      );
+      assertStringIncludes(full.detail, "10.244.1.12 → container f00000000000000c/eth0, and 218 more; ");
+      assertStringIncludes(full.detail, "pool 10.244.1.0/24 229/253 used (91%)");
+      assertEquals(full.fix.length, 228);
     } finally {
       await removeNode(n);
     }
@@ -313,6 +352,78 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
         "public-ip",
         "critical",
         `lease PublicIP ${NODE_IP} is not assigned to any interface here`,
+      );
+
+      // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.
+      const st = new FileStore({ dir: n.storeDir });
+      try {
+        await st.revokeLease(IPNet.parse("10.244.1.0/24"));
+      } finally {
+        await st.close();
+      }
+      const run3 = await runDoctorJson(n, "--skip", "route-overlap");
+      expectFinding(
+        run3,
+        "lease-own",
+        "critical",
+        "no lease for 10.244.1.0/24 and none with a local PublicIP",
+      );
+      expectFinding(run3, "subnet-env", "critical", "no lease in the store for FLANNEL_SUBNET 10.244.1.0/24");
+
+      // Our lease is back but expired (the daemon stopped renewing); a lease file is garbage. The doctor
+      // sees both: it reads the store without the store's own clean-up.
+      const lease = { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } };
+      await Deno.writeTextFile(
+        `${n.storeDir}/subnets/10.244.1.0-24`,
+        JSON.stringify({ lease, expiration: "2020-01-01T00:00:00.000Z", seq: 99 }),
+      );
+      await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.5.0-24`, "{broken");
+      const run4 = await runDoctorJson(n, "--skip", "route-overlap");
+      expectFinding(run4, "lease-expiry", "critical", "lease 10.244.1.0/24 expires 2020-01-01T00:00:00.000Z");
+      expectFinding(run4, "lease-own", "critical", "lease 10.244.1.0/24 expired at 2020-01-01T00:00:00.000Z");
+      expectFinding(
+        run4,
+        "store",
+        "warning",
+        `1 malformed lease entr(ies): ${n.storeDir}/subnets/10.244.5.0-24`,
+      );
+      // Read-only: the expired and the malformed file are still there.
+      await Deno.stat(`${n.storeDir}/subnets/10.244.1.0-24`);
+      await Deno.stat(`${n.storeDir}/subnets/10.244.5.0-24`);
+    } finally {
+      await removeNode(n);
+    }
+  });
+});
+
+Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are consistent", async () => {
+  await withNetns(async (fx) => {
+    let n: DoctorNode | null = null;
+    try {
+      n = await buildNode(fx);
+      const N = n.node;
+      await Deno.writeTextFile(
+        `${n.storeDir}/config`,
+        JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", DirectRouting: true } }),
+      );
+      // The peer is on our L2 segment: the daemon routes to it directly, without encapsulation.
+      await sh("ip", "-n", N, "neigh", "del", "10.244.2.0", "dev", "flannel.1");
+      await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
+      await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
+      const run = await runDoctorJson(n);
+      for (const id of ["peer-route-missing", "peer-arp-missing", "peer-fdb-missing", "stale-peer-entries"]) {
+        assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
+      }
+      assertEquals(run.code, 0, run.stdout);
+      // The direct route pointing at another address is wrong.
+      await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.77", "dev", "eth0");
+      const bad = await runDoctorJson(n);
+      expectFinding(
+        bad,
+        "peer-route-missing",
+        "critical",
+        "10.244.2.0/24 routed via 192.0.2.77 dev eth0, expected via 192.0.2.11 (DirectRouting) or via 10.244.2.0 " +
+          "dev flannel.1 onlink",
       );
     } finally {
       await removeNode(n);

@@ -87,6 +87,21 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
         "self",
         "permanent",
       );
+      await sh(
+        "ip",
+        "-n",
+        N,
+        "route",
+        "add",
+        "10.244.9.0/24",
+        "via",
+        "10.244.9.0",
+        "dev",
+        "flannel.1",
+        "onlink",
+      );
+      // A host-gw/DirectRouting route to a node that left.
+      await sh("ip", "-n", N, "route", "add", "10.244.8.0/24", "via", "192.0.2.98", "dev", "eth0");
       // A veth left behind, not attached to any bridge.
       await sh("ip", "-n", N, "link", "add", "vethstray0", "type", "veth", "peer", "name", "vethstray1");
       // A pod whose netns name was removed while a process keeps the namespace alive.
@@ -161,6 +176,15 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
         stale.detail,
         "FDB 0a:00:00:00:09:09 → 192.0.2.99 on flannel.1 (no lease has this VtepMAC)",
       );
+      assertStringIncludes(
+        stale.detail,
+        "route 10.244.9.0/24 via 10.244.9.0 dev flannel.1 (no lease for 10.244.9.0/24)",
+      );
+      assertStringIncludes(
+        stale.detail,
+        "route 10.244.8.0/24 via 192.0.2.98 dev eth0 (no lease for 10.244.8.0/24)",
+      );
+      assertEquals(findings(run, "route-overlap")[0].severity, "ok");
       const veth = expectFinding(
         run,
         "veth-orphan",

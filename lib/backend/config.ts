@@ -44,7 +44,10 @@ function bool(raw: Record<string, unknown>, name: string): boolean {
   const v = pick(raw, name);
   if (v === undefined || v === null) return false;
   if (typeof v !== "boolean") {
-    throw new ConfigError(`Backend.${name}`, `Backend.${name} must be true or false, got ${JSON.stringify(v)}`);
+    throw new ConfigError(
+      `Backend.${name}`,
+      `Backend.${name} must be true or false, got ${JSON.stringify(v)}`,
+    );
   }
   return v;
 }
@@ -54,7 +57,9 @@ export function checkSupported(b: BackendConfig): void {
   if (!(SUPPORTED_BACKENDS as readonly string[]).includes(b.type)) {
     throw new ConfigError(
       "Backend.Type",
-      `Backend.Type "${b.type}" is not supported by the flanctl daemon (use one of: ${SUPPORTED_BACKENDS.join(", ")})`,
+      `Backend.Type "${b.type}" is not supported by the flanctl daemon (use one of: ${
+        SUPPORTED_BACKENDS.join(", ")
+      })`,
     );
   }
 }

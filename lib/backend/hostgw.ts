@@ -44,6 +44,10 @@ export class HostGwBackend implements Backend {
       return `host-gw cannot reach ${p.publicIP} directly (${how}): the nodes must share one L2 segment ` +
         `(use the vxlan backend, optionally with DirectRouting, across routers)`;
     }
-    return { route: { dst: p.subnet.toString(), via: p.publicIP, dev: r.devName, onlink: false }, neigh: null, fdb: null };
+    return {
+      route: { dst: p.subnet.toString(), via: p.publicIP, dev: r.devName, onlink: false },
+      neigh: null,
+      fdb: null,
+    };
   }
 }

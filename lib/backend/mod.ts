@@ -14,8 +14,15 @@ export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
 
 /** Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes. */
-export function createBackend(nl: NetlinkHandle, cfg: NetConfig, ext: ExternalIface, stateDir: string): Backend {
+export function createBackend(
+  nl: NetlinkHandle,
+  cfg: NetConfig,
+  ext: ExternalIface,
+  stateDir: string,
+): Backend {
   checkSupported(cfg.backend);
-  if (cfg.backend.type === "vxlan") return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir);
+  if (cfg.backend.type === "vxlan") {
+    return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir);
+  }
   return new HostGwBackend(ext);
 }

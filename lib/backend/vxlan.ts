@@ -47,7 +47,9 @@ export class VxlanBackend implements Backend {
     if (this.mtu < 68) {
       throw new ConfigError(
         "Backend.MTU",
-        `VXLAN MTU would be ${this.mtu} (${o.mtu ? "Backend.MTU" : `MTU of ${ext.name}`} ${base} − ${VXLAN_OVERHEAD}); ` +
+        `VXLAN MTU would be ${this.mtu} (${
+          o.mtu ? "Backend.MTU" : `MTU of ${ext.name}`
+        } ${base} − ${VXLAN_OVERHEAD}); ` +
           `use an underlay MTU of at least ${68 + VXLAN_OVERHEAD}`,
       );
     }
@@ -66,7 +68,9 @@ export class VxlanBackend implements Backend {
     if (v.vni !== this.#o.vni) return `VNI ${v.vni} != ${this.#o.vni}`;
     if ((v.port || KERNEL_VXLAN_PORT) !== wantPort) return `port ${v.port} != ${wantPort}`;
     if (v.local !== this.#ext.ifaceIP) return `local ${v.local} != ${this.#ext.ifaceIP}`;
-    if (v.dev !== this.#ext.index) return `underlay ifindex ${v.dev} != ${this.#ext.index} (${this.#ext.name})`;
+    if (v.dev !== this.#ext.index) {
+      return `underlay ifindex ${v.dev} != ${this.#ext.index} (${this.#ext.name})`;
+    }
     if (v.learning !== this.#o.learning) return `learning ${v.learning} != ${this.#o.learning}`;
     if (v.gbp !== this.#o.gbp) return `gbp ${v.gbp} != ${this.#o.gbp}`;
     return null;

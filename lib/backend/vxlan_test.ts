@@ -8,7 +8,13 @@ import { HostGwBackend } from "./hostgw.ts";
 import { VxlanBackend } from "./vxlan.ts";
 import type { ExternalIface } from "./types.ts";
 
-const EXT: ExternalIface = { name: "eth0", index: 0, mtu: 1500, ifaceIP: "192.0.2.11", publicIP: "192.0.2.11" };
+const EXT: ExternalIface = {
+  name: "eth0",
+  index: 0,
+  mtu: 1500,
+  ifaceIP: "192.0.2.11",
+  publicIP: "192.0.2.11",
+};
 const OWN = IPNet.parse("10.244.1.0/24");
 
 function setup() {
@@ -30,7 +36,13 @@ Deno.test("vxlan: creates flannel.1 (learning off, MTU-50, /32 address), persist
     assertEquals(b.backendData(), { VNI: 1, VtepMAC: mac });
     assertEquals(b.ensure(OWN), ["created", "address 10.244.1.0/32", "up"]);
     const l = nl.link("flannel.1")!;
-    assertEquals([l.mtu, l.mac, l.vxlan?.learning, l.vxlan?.local, l.vxlan?.dev], [1450, mac, false, "192.0.2.11", ext.index]);
+    assertEquals([l.mtu, l.mac, l.vxlan?.learning, l.vxlan?.local, l.vxlan?.dev], [
+      1450,
+      mac,
+      false,
+      "192.0.2.11",
+      ext.index,
+    ]);
     assertEquals(b.ensure(OWN), [], "idempotent");
     assertEquals(Deno.readTextFileSync(`${dir}/flannel.1.mac`).trim(), mac);
 
@@ -69,7 +81,12 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
     assert(typeof b.peer(peer("192.0.2.12", { VNI: 1 }), reach) === "string");
     assert(typeof b.peer({ ...peer("192.0.2.12"), backendType: "host-gw" }, reach) === "string");
 
-    const d = new VxlanBackend(nl, parseVxlanOptions({ type: "vxlan", raw: { directrouting: true } }), ext, dir);
+    const d = new VxlanBackend(
+      nl,
+      parseVxlanOptions({ type: "vxlan", raw: { directrouting: true } }),
+      ext,
+      dir,
+    );
     assertEquals(d.peer(peer("192.0.2.12"), reach), {
       route: { dst: "10.244.2.0/24", via: "192.0.2.12", dev: "eth0", onlink: false },
       neigh: null,
@@ -91,7 +108,11 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
 Deno.test("backend options: validation names the field", () => {
   assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { VNI: -1 } }), ConfigError, "Backend.VNI");
   assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { Port: 70000 } }), ConfigError, "Backend.Port");
-  assertThrows(() => parseVxlanOptions({ type: "vxlan", raw: { DirectRouting: "yes" } }), ConfigError, "DirectRouting");
+  assertThrows(
+    () => parseVxlanOptions({ type: "vxlan", raw: { DirectRouting: "yes" } }),
+    ConfigError,
+    "DirectRouting",
+  );
   const nl = new FakeNetlink();
   assertThrows(
     () => new VxlanBackend(nl, parseVxlanOptions({ type: "vxlan", raw: { MTU: 100 } }), EXT, "/nonexistent"),

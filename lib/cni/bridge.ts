@@ -31,6 +31,8 @@ export interface BridgeConf {
   ipMasq: boolean;
   mtu: number;
   hairpinMode: boolean;
+  /** IPv6 duplicate address detection in the pod (reference default: off). */
+  enableDad: boolean;
   mac: string | null;
   /** The `ipam` section, or null for an L2-only bridge. */
   ipam: Record<string, unknown> | null;
@@ -114,6 +116,7 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
     ipMasq: bool(c, "ipMasq"),
     mtu,
     hairpinMode,
+    enableDad: bool(c, "enabledad"),
     mac: mac?.toLowerCase() ?? null,
     ipam,
     dns,
@@ -226,6 +229,11 @@ function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force
   }
 }
 
+/** Writes /proc/sys/<key> in the netns this thread is in (the caller switches with inNetns). */
+function writeSysctl(key: string, value: string): void {
+  Deno.writeTextFileSync(`/proc/sys/${key}`, value);
+}
+
 function enableForward(family: "4" | "6"): void {
   const path = family === "4" ? "/proc/sys/net/ipv4/ip_forward" : "/proc/sys/net/ipv6/conf/all/forwarding";
   try {
@@ -328,6 +336,19 @@ async function add(c: PluginCall): Promise<CniResult> {
         routes.push({ dst: def, gw: ip.gateway });
       }
     }
+    const v6 = ips.some((i) => familyOf(i.address) === "6");
+    if (v6) {
+      // As the reference: no IPv6 DAD in the pod unless enabledad (the address is usable at once, no
+      // seconds of "tentative"; kubernetes #54800); the bridge and host end take no router advertisements.
+      const { inNetns } = nl;
+      kernel("ipv6 sysctls", () => {
+        if (!conf.enableDad) {
+          inNetns({ path: args.netns }, () => writeSysctl(`net/ipv6/conf/${args.ifname}/accept_dad`, "0"));
+        }
+        writeSysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, "0");
+        writeSysctl(`net/ipv6/conf/${conf.bridge}/accept_ra`, "0");
+      });
+    }
     const cont = kernel("configure container interface", () => {
       pod.setUp(args.ifname, true);
       for (const ip of ips) pod.addAddr(args.ifname, ip.address);
@@ -397,8 +418,9 @@ function loadForDel(c: PluginCall): BridgeConf {
 async function del(c: PluginCall): Promise<void> {
   const conf = loadForDel(c);
   const args = c.args;
-  if (conf.ipam) await ipamCall(c, conf, "DEL");
-  trace("ipam released");
+  // The container's addresses, read before its interface goes: they name the exact masquerade rules to
+  // delete (one iptables-restore); without them (netns gone) the rules are found by chain name instead.
+  const addrs: string[] = [];
   if (args.netns) {
     let exists = true;
     try {
@@ -416,17 +438,32 @@ async function del(c: PluginCall): Promise<void> {
         try {
           trace("pod handle open");
           kernel("delete container interface", () => {
-            if (pod!.link(args.ifname)) pod!.deleteLink(args.ifname);
+            const link = pod!.link(args.ifname);
+            if (!link) return;
+            if (conf.ipMasq) {
+              for (const a of pod!.addrs()) {
+                if (a.index === link.index && a.scope === "global") addrs.push(`${a.local}/${a.prefix}`);
+              }
+            }
+            pod!.deleteLink(link.index);
           });
+          trace("container interface deleted");
         } finally {
           pod.close();
         }
       }
     }
   }
+  if (conf.ipam) await ipamCall(c, conf, "DEL");
+  trace("ipam released");
   if (conf.ipMasq) {
-    const { chainName, teardownMasq } = await import("./ipmasq.ts");
-    await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
+    const { chainName, comment, teardownMasq } = await import("./ipmasq.ts");
+    await teardownMasq(
+      await chainName(conf.name, args.containerId),
+      ipFamilies(conf, addrs),
+      addrs,
+      comment(conf.name, args.containerId),
+    );
   }
 }
 

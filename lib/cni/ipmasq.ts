@@ -102,9 +102,35 @@ export function teardownRules(saved: string, chain: string): string | null {
   return lines.length ? `*nat\n${lines.join("\n")}\nCOMMIT\n` : null;
 }
 
-/** Removes the chain and every jump to it, for each family; a chain that is not there is fine. */
-export async function teardownMasq(chain: string, families: (4 | 6)[]): Promise<void> {
+/**
+ * Removes the chain and every jump to it, for each family; a chain that is not there is fine. With the
+ * container's addresses (`addrs`, CIDRs) and the rule comment, one `iptables-restore` deletes the exact
+ * rules ADD made; when that fails (rules already gone, or no addresses known) the jumps are found by chain
+ * name in `iptables-save`.
+ */
+export async function teardownMasq(
+  chain: string,
+  families: (4 | 6)[],
+  addrs: string[] = [],
+  cmt = "",
+): Promise<void> {
   for (const fam of families) {
+    const mine = addrs.filter((a) => (a.includes(":") ? 6 : 4) === fam);
+    if (mine.length && cmt) {
+      const lines = mine.map((a) =>
+        `-D POSTROUTING -s ${a.split("/")[0]}/${fam === 4 ? 32 : 128} -m comment --comment ${
+          quote(cmt)
+        } -j ${chain}`
+      );
+      try {
+        await runTool(
+          restoreTool(fam),
+          ["-w", "5", "--noflush"],
+          `*nat\n${lines.join("\n")}\n-F ${chain}\n-X ${chain}\nCOMMIT\n`,
+        );
+        continue;
+      } catch { /* fall back to the search by chain name */ }
+    }
     const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
     const text = teardownRules(saved, chain);
     if (text) await runTool(restoreTool(fam), ["-w", "5", "--noflush"], text);

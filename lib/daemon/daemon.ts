@@ -8,7 +8,7 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
-import { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreUnavailableError } from "../store/errors.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../store/types.ts";
@@ -16,9 +16,9 @@ import { readSubnetEnv, writeSubnetEnv } from "../subnet_env.ts";
 import { createBackend } from "../backend/mod.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import { Reconciler } from "../reconcile/reconciler.ts";
-import type { DesiredPeer } from "../reconcile/types.ts";
+import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
-import { type Runner, RuleManager } from "../masq/iptables.ts";
+import { RuleManager, type Runner } from "../masq/iptables.ts";
 import { selectIface } from "./iface.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
@@ -33,6 +33,8 @@ export interface DaemonDeps {
   notify?: (state: string) => void;
   /** Runs iptables-save/iptables-restore. */
   runIptables?: Runner;
+  /** Called after each full reconcile pass (run.ts: glibc malloc_trim, to hand back the dumps' memory). */
+  afterPass?: () => void;
 }
 
 function errText(e: unknown): string {
@@ -70,6 +72,7 @@ export class Daemon {
   readonly #log: Logger;
   readonly #notify: (s: string) => void;
   readonly #runIptables?: Runner;
+  readonly #afterPass: () => void;
   readonly #stop = new AbortController();
   #ext!: ExternalIface;
   #cfg!: NetConfig;
@@ -97,6 +100,7 @@ export class Daemon {
     this.#log = deps.log;
     this.#notify = deps.notify ?? (() => {});
     this.#runIptables = deps.runIptables;
+    this.#afterPass = deps.afterPass ?? (() => {});
   }
 
   /** Our subnet (after start). */
@@ -199,7 +203,9 @@ export class Daemon {
       "acquiring a lease",
       () => this.#store.acquireLease(this.#attrs, { previousSubnet: previous }),
     );
-    if (!this.#lease.subnet) throw new ConfigError("Network", "the store returned a lease without IPv4 subnet");
+    if (!this.#lease.subnet) {
+      throw new ConfigError("Network", "the store returned a lease without IPv4 subnet");
+    }
     this.#own = this.#lease.subnet;
     this.#log.info("lease acquired", {
       subnet: this.#own.toString(),
@@ -241,7 +247,10 @@ export class Daemon {
   #ensureDevice(): void {
     const changes = this.#backend.ensure(this.#own);
     if (changes.length) {
-      this.#log.info("backend device configured", { device: this.#backend.overlayDev, changes: changes.join(", ") });
+      this.#log.info("backend device configured", {
+        device: this.#backend.overlayDev,
+        changes: changes.join(", "),
+      });
     }
   }
 
@@ -253,7 +262,10 @@ export class Daemon {
       ipMasq: this.#o.ipMasq,
     }, this.#o.subnetFile);
     this.#subnetEnvWritten = true;
-    this.#log.info("wrote subnet.env", { path: this.#o.subnetFile, subnet: `${this.#own.ip.add(1)}/${this.#own.prefix}` });
+    this.#log.info("wrote subnet.env", {
+      path: this.#o.subnetFile,
+      subnet: `${this.#own.ip.add(1)}/${this.#own.prefix}`,
+    });
   }
 
   async #ensureRules(): Promise<void> {
@@ -321,6 +333,7 @@ export class Daemon {
     };
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
+    this.#afterPass();
   }
 
   /** Applies one batch of store events. */
@@ -337,10 +350,14 @@ export class Daemon {
       }
       if (ev.type === "added") {
         const isNew = !this.#peers.has(key);
+        const before = this.#reconciler.desired(key);
         this.#remember(l);
         const d = this.#desired(key, this.#peers.get(key)!);
         const ok = this.#reconciler.setPeer(key, d);
         if (isNew && d) this.#log.info("peer added", { subnet: key, public_ip: l.attrs.PublicIP, ok });
+        else if (!isNew && d && before && !samePeer(before, d)) {
+          this.#log.info("peer changed", { subnet: key, public_ip: l.attrs.PublicIP, ok });
+        }
       } else {
         if (!this.#peers.delete(key)) continue;
         this.#skipped.delete(key);
@@ -350,7 +367,10 @@ export class Daemon {
     }
     this.metrics.peers = this.#reconciler.size;
     this.metrics.leases = this.#peers.size + 1;
-    this.#log.debug("applied store events", { events: events.length, ms: Math.round(performance.now() - t0) });
+    this.#log.debug("applied store events", {
+      events: events.length,
+      ms: Math.round(performance.now() - t0),
+    });
   }
 
   #onOwnLeaseLost(): void {
@@ -425,7 +445,10 @@ export class Daemon {
       if (e instanceof StoreUnavailableError) this.#setStoreUp(false, errText(e));
       const left = (this.#lease.expiration?.getTime() ?? Date.now()) - Date.now();
       const retry = Math.max(500, Math.min(60_000, left / 4));
-      this.#log.warn("renewing the lease failed; retrying", { error: errText(e), retry_in_ms: Math.round(retry) });
+      this.#log.warn("renewing the lease failed; retrying", {
+        error: errText(e),
+        retry_in_ms: Math.round(retry),
+      });
       this.#scheduleRenew(retry);
     }
   }

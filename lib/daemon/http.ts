@@ -37,7 +37,12 @@ export interface HealthServer {
 }
 
 /** Starts the server on `hostname:port`. */
-export function serveHealth(hostname: string, port: number, metrics: Metrics, notReady: ReadinessFn): HealthServer {
+export function serveHealth(
+  hostname: string,
+  port: number,
+  metrics: Metrics,
+  notReady: ReadinessFn,
+): HealthServer {
   const ac = new AbortController();
   let bound = port;
   const server = Deno.serve(

@@ -55,7 +55,9 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection): ExternalIfa
       try {
         re = new RegExp(src);
       } catch (e) {
-        throw new IfaceError(`--iface-regex '${src}' is not a valid regular expression: ${(e as Error).message}`);
+        throw new IfaceError(
+          `--iface-regex '${src}' is not a valid regular expression: ${(e as Error).message}`,
+        );
       }
       for (const l of links) {
         if (l.name === "lo") continue;
@@ -67,7 +69,11 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection): ExternalIfa
       }
       if (link) break;
     }
-    if (!link) throw new IfaceError(`--iface-regex: no interface name or address matches ${sel.ifaceRegex.join(", ")}`);
+    if (!link) {
+      throw new IfaceError(
+        `--iface-regex: no interface name or address matches ${sel.ifaceRegex.join(", ")}`,
+      );
+    }
   } else {
     const routes: UnderlayRoute[] = [];
     const prefsrc = new Map<UnderlayRoute, string | null>();
@@ -100,7 +106,11 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection): ExternalIfa
   const own = v4Addrs(addrs, link.index);
   if (ip && !own.some((a) => a.local === ip)) ip = null;
   ip ??= own.find((a) => a.scope === "global")?.local ?? own[0]?.local ?? null;
-  if (!ip) throw new IfaceError(`interface ${link.name} has no IPv4 address (add one or choose another with --iface)`);
+  if (!ip) {
+    throw new IfaceError(
+      `interface ${link.name} has no IPv4 address (add one or choose another with --iface)`,
+    );
+  }
   let publicIP = ip;
   if (sel.publicIP) {
     const p = IPAddr.tryParse(sel.publicIP);

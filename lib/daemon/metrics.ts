@@ -50,28 +50,55 @@ export class Metrics implements ReconcileStats {
     m("flanctl_peers", "gauge", "Peers whose routes/ARP/FDB entries are programmed.", this.peers);
     m("flanctl_leases", "gauge", "Subnet leases seen in the store, including our own.", this.leases);
     m("flanctl_reconcile_runs_total", "counter", "Full reconcile passes.", this.reconcileRuns);
-    m("flanctl_reconcile_errors_total", "counter", "Failed kernel operations while reconciling.", this.reconcileErrors);
-    m("flanctl_reconcile_repairs_total", "counter", "Kernel entries repaired or removed by resyncs.", this.repairs);
+    m(
+      "flanctl_reconcile_errors_total",
+      "counter",
+      "Failed kernel operations while reconciling.",
+      this.reconcileErrors,
+    );
+    m(
+      "flanctl_reconcile_repairs_total",
+      "counter",
+      "Kernel entries repaired or removed by resyncs.",
+      this.repairs,
+    );
     out.push(
       "# HELP flanctl_reconcile_duration_seconds Duration of full reconcile passes.",
       "# TYPE flanctl_reconcile_duration_seconds histogram",
     );
-    DURATION_BUCKETS.forEach((b, i) => out.push(`flanctl_reconcile_duration_seconds_bucket{le="${b}"} ${this.#buckets[i]}`));
+    DURATION_BUCKETS.forEach((b, i) =>
+      out.push(`flanctl_reconcile_duration_seconds_bucket{le="${b}"} ${this.#buckets[i]}`)
+    );
     out.push(`flanctl_reconcile_duration_seconds_bucket{le="+Inf"} ${this.#durCount}`);
     out.push(`flanctl_reconcile_duration_seconds_sum ${this.#durSum}`);
     out.push(`flanctl_reconcile_duration_seconds_count ${this.#durCount}`);
-    m("flanctl_rule_resyncs_total", "counter", "Times the iptables rules were (re)applied.", this.ruleResyncs);
+    m(
+      "flanctl_rule_resyncs_total",
+      "counter",
+      "Times the iptables rules were (re)applied.",
+      this.ruleResyncs,
+    );
     m("flanctl_rule_checks_total", "counter", "Times the iptables rules were checked.", this.ruleChecks);
     m("flanctl_store_up", "gauge", "1 when the lease store answers.", this.storeUp);
     m("flanctl_ready", "gauge", "1 once rules are in place and subnet.env is written.", this.ready);
     m("flanctl_lease_renewals_total", "counter", "Successful renewals of our own lease.", this.leaseRenewals);
-    m("flanctl_lease_renewal_errors_total", "counter", "Failed renewals of our own lease.", this.leaseRenewalErrors);
+    m(
+      "flanctl_lease_renewal_errors_total",
+      "counter",
+      "Failed renewals of our own lease.",
+      this.leaseRenewalErrors,
+    );
     m("flanctl_store_events_total", "counter", "Lease events applied from the store watch.", this.events);
     const mem = Deno.memoryUsage();
     m("process_resident_memory_bytes", "gauge", "Resident set size of the daemon.", mem.rss);
     m("flanctl_heap_used_bytes", "gauge", "JavaScript heap in use.", mem.heapUsed);
     m("flanctl_heap_total_bytes", "gauge", "JavaScript heap reserved.", mem.heapTotal);
-    m("flanctl_external_memory_bytes", "gauge", "Memory held outside the JavaScript heap (buffers, FFI).", mem.external);
+    m(
+      "flanctl_external_memory_bytes",
+      "gauge",
+      "Memory held outside the JavaScript heap (buffers, FFI).",
+      mem.external,
+    );
     return out.join("\n") + "\n";
   }
 }

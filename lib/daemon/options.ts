@@ -56,24 +56,52 @@ function repeat(v: string, prev: string[] | undefined): string[] {
 /** Adds the daemon flags to `cmd`. */
 export function addDaemonOptions(cmd: Command): Command {
   const boolOpt = (flags: string, desc: string, dflt: boolean) =>
-    new Option(flags, desc).preset("true").default(dflt).argParser((v: string) => parseBool(v, flags.split(" ")[0]));
+    new Option(flags, desc).preset("true").default(dflt).argParser((v: string) =>
+      parseBool(v, flags.split(" ")[0])
+    );
   return cmd
-    .addOption(new Option("--iface <name|ip>", "interface (name or IP) for inter-host traffic; repeatable, first match wins").argParser(repeat).default([]))
-    .addOption(new Option("--iface-regex <regex>", "regex matching the interface name or IP; repeatable").argParser(repeat).default([]))
+    .addOption(
+      new Option(
+        "--iface <name|ip>",
+        "interface (name or IP) for inter-host traffic; repeatable, first match wins",
+      ).argParser(repeat).default([]),
+    )
+    .addOption(
+      new Option("--iface-regex <regex>", "regex matching the interface name or IP; repeatable").argParser(
+        repeat,
+      ).default([]),
+    )
     .addOption(new Option("--iface-can-reach <ip>", "use the interface the kernel routes this IP through"))
     .addOption(new Option("--public-ip <ip>", "IP announced to peers (default: the interface's IP)"))
-    .addOption(new Option("--subnet-file <path>", "file to write the node's network facts to").default(DEFAULT_SUBNET_FILE))
     .addOption(
-      new Option("--subnet-lease-renew-margin <minutes>", "renew the lease this many minutes before it expires")
+      new Option("--subnet-file <path>", "file to write the node's network facts to").default(
+        DEFAULT_SUBNET_FILE,
+      ),
+    )
+    .addOption(
+      new Option(
+        "--subnet-lease-renew-margin <minutes>",
+        "renew the lease this many minutes before it expires",
+      )
         .argParser(intParser("--subnet-lease-renew-margin", 1, 1439)).default(60),
     )
-    .addOption(boolOpt("--ip-masq [bool]", "install flannel's masquerade rules for traffic leaving the overlay", false))
+    .addOption(
+      boolOpt(
+        "--ip-masq [bool]",
+        "install flannel's masquerade rules for traffic leaving the overlay",
+        false,
+      ),
+    )
     .addOption(
       new Option("--iptables-resync <seconds>", "check the iptables rules every N seconds")
         .argParser(intParser("--iptables-resync", 1, 86400)).default(5),
     )
-    .addOption(boolOpt("--iptables-forward-rules [bool]", "add FORWARD ACCEPT rules for the cluster Network", true))
-    .addOption(new Option("--healthz-ip <ip>", "address of the /healthz, /readyz, /metrics server").default("0.0.0.0"))
+    .addOption(
+      boolOpt("--iptables-forward-rules [bool]", "add FORWARD ACCEPT rules for the cluster Network", true),
+    )
+    .addOption(
+      new Option("--healthz-ip <ip>", "address of the /healthz, /readyz, /metrics server").default("0.0.0.0"),
+    )
     .addOption(
       new Option("--healthz-port <port>", "port of the health/metrics server (0 = off)")
         .argParser(intParser("--healthz-port", 0, 65535)).default(0),
@@ -82,8 +110,19 @@ export function addDaemonOptions(cmd: Command): Command {
       new Option("--resync-interval <seconds>", "full reconcile of routes/ARP/FDB/device every N seconds")
         .argParser(intParser("--resync-interval", 1, 86400)).default(10),
     )
-    .addOption(new Option("--state-dir <dir>", "directory for persistent daemon state (VTEP MAC)").default(DEFAULT_STATE_DIR))
-    .addOption(new Option("--log-level <level>", "debug, info, warn or error").choices(["debug", "info", "warn", "error"]).default("info"));
+    .addOption(
+      new Option("--state-dir <dir>", "directory for persistent daemon state (VTEP MAC)").default(
+        DEFAULT_STATE_DIR,
+      ),
+    )
+    .addOption(
+      new Option("--log-level <level>", "debug, info, warn or error").choices([
+        "debug",
+        "info",
+        "warn",
+        "error",
+      ]).default("info"),
+    );
 }
 
 /** The env variable of a long flag: `--iface-can-reach` → `FLANNELD_IFACE_CAN_REACH`. */

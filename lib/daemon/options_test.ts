@@ -26,8 +26,18 @@ Deno.test("daemon options: flanneld defaults", () => {
 
 Deno.test("daemon options: flags, repeatable --iface, booleans with values", () => {
   const o = parse([
-    "--iface", "eth1", "--iface", "10.0.0.5", "--ip-masq", "--iptables-forward-rules=false",
-    "--healthz-port", "8471", "--public-ip", "192.0.2.7", "--resync-interval", "3",
+    "--iface",
+    "eth1",
+    "--iface",
+    "10.0.0.5",
+    "--ip-masq",
+    "--iptables-forward-rules=false",
+    "--healthz-port",
+    "8471",
+    "--public-ip",
+    "192.0.2.7",
+    "--resync-interval",
+    "3",
   ]);
   assertEquals(o.iface, ["eth1", "10.0.0.5"]);
   assertEquals(o.ipMasq, true);

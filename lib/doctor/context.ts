@@ -16,6 +16,8 @@ import { openKernel } from "./kernel.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
+import { ReadOnlyFileStore } from "./filestore_ro.ts";
+export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */
 export interface DoctorOptions {
@@ -46,17 +48,6 @@ export interface DoctorOptions {
   /** Check ids to skip. */
   skip: Set<string>;
 }
-
-/** Default paths of a real node. */
-export const DEFAULT_PATHS = {
-  subnetFile: "/run/flannel/subnet.env",
-  cniConfDir: "/etc/cni/net.d",
-  cniBinDir: "/opt/cni/bin",
-  hostLocalDir: "/var/lib/cni/networks",
-  flannelDataDir: "/var/lib/cni/flannel",
-  cniResultsDir: "/var/lib/cni/results",
-  podNetnsPrefix: "cni-",
-} as const;
 
 /** The kernel objects of the checked namespace. */
 export interface KernelSnapshot {
@@ -95,7 +86,12 @@ export interface StoreView {
   /** "none" (no store configured/found), "ok", "error". */
   state: "none" | "ok" | "error";
   kind: string | null;
+  /** Live leases (expired ones are in `expired`). */
   leases: Lease[];
+  /** Leases past their expiration that the store still holds. */
+  expired: Lease[];
+  /** Lease entries that could not be parsed. */
+  malformed: string[];
   config: NetConfig | null;
   error: string | null;
   /** Why there is no store (for hints). */
@@ -129,7 +125,7 @@ export class DoctorContext {
   kernel: KernelSnapshot | null = null;
   kernelError: string | null = null;
   /** Sysctl values by /proc/sys path (null = missing). */
-  sysctls = new Map<string, string | null>();
+  sysctls: Map<string, string | null> = new Map();
   /** subnet.env contents, or null with `subnetEnvError`. */
   subnetEnv: SubnetEnv | null = null;
   subnetEnvError: string | null = null;
@@ -142,17 +138,26 @@ export class DoctorContext {
     variant: null,
   };
   /** Store state. */
-  store: StoreView = { state: "none", kind: null, leases: [], config: null, error: null, hint: null };
+  store: StoreView = {
+    state: "none",
+    kind: null,
+    leases: [],
+    expired: [],
+    malformed: [],
+    config: null,
+    error: null,
+    hint: null,
+  };
   /**
    * Host veth on cni0 → its peer: namespace label (a name under /var/run/netns, "pid:PID" for an unnamed
    * one, "nsid:N" when it could not be found, or the checked netns itself / null when it is local) and
    * the peer's ifindex there.
    */
-  vethPeers = new Map<string, { netns: string | null; ifindex: number }>();
+  vethPeers: Map<string, { netns: string | null; ifindex: number }> = new Map();
   /** How veths were paired. */
   pairing = "";
   /** Pod namespaces reached through cni0's veths, by name. */
-  pods = new Map<string, PodNetns>();
+  pods: Map<string, PodNetns> = new Map();
   /** Every name under /var/run/netns. */
   namedNetns: string[] = [];
   /** Fatal problems that make the whole run "could not check" (exit 3). */
@@ -245,6 +250,14 @@ export class DoctorContext {
     }
     const local = this.localIPs();
     return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ?? null;
+  }
+
+  /** Our lease among the expired ones (same rules as {@link ownLease}), or null. */
+  ownExpiredLease(): Lease | null {
+    const sub = this.subnetEnv?.subnet?.net;
+    const local = this.localIPs();
+    return this.store.expired.find((l) => sub && l.subnet?.equals(sub)) ??
+      this.store.expired.find((l) => local.has(l.attrs.PublicIP)) ?? null;
   }
 
   /** Leases of the other nodes (IPv4). */
@@ -466,7 +479,11 @@ async function gatherStore(ctx: DoctorContext): Promise<void> {
     store = await withTimeout(ctx.opts.openStore(), 5000, "opening the store");
     ctx.store.kind = store.kind;
     const { leases } = await withTimeout(store.listLeases(), 5000, "listing leases");
-    ctx.store.leases = leases;
+    const now = Date.now();
+    const dead = (l: Lease) => l.expiration !== null && l.expiration.getTime() <= now;
+    ctx.store.leases = leases.filter((l) => !dead(l));
+    ctx.store.expired = leases.filter(dead);
+    if (store instanceof ReadOnlyFileStore) ctx.store.malformed = [...store.malformed];
     try {
       ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {

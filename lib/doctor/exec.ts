@@ -1,9 +1,11 @@
 /**
  * Runs read-only commands (iptables-save, ethtool, ip, curl, ping) in the checked namespace, and reads
- * files from the checked namespace's view of /proc/sys. With `--netns` both go through
- * `ip netns exec NAME`, which also remounts /sys for that namespace; without it they run here.
+ * files from the checked namespace's view of /proc/sys. With `--netns` commands go through
+ * `ip netns exec NAME` and files are read with the thread switched into the namespace (`inNetns`);
+ * without it both happen here.
  * @module
  */
+import { inNetns } from "../netlink/mod.ts";
 
 /** Output of a finished command. `code` is null when the binary was not found. */
 export interface ExecResult {
@@ -50,6 +52,22 @@ export class NsExec {
         }
       }
       return out;
+    }
+    // /proc/sys/net answers for the namespace of the thread that opens the file: read everything with the
+    // thread switched into the netns (no process per read). A shell inside the netns is the fallback.
+    try {
+      return inNetns({ name: this.netns }, () => {
+        for (const p of paths) {
+          try {
+            out.set(p, Deno.readTextFileSync(p).trim());
+          } catch {
+            out.set(p, null);
+          }
+        }
+        return out;
+      });
+    } catch {
+      out.clear();
     }
     for (const p of paths) out.set(p, null);
     const script = 'for f in "$@"; do if v=$(cat "$f" 2>/dev/null); then printf "%s\\t%s\\n" "$f" "$v" ' +

@@ -5,6 +5,9 @@
  */
 import type { DoctorReport, Finding } from "./types.ts";
 
+/** Most fix lines printed per finding in the table. */
+const MAX_FIX_LINES = 12;
+
 const LABEL = { critical: "CRITICAL", warning: "WARNING", unknown: "UNKNOWN", ok: "OK" } as const;
 
 /** The one-line summary. */
@@ -28,7 +31,13 @@ function block(f: Finding, idWidth: number): string[] {
   const [first, ...more] = f.detail.split("; ");
   const lines = [head + first, ...more.map((m) => " ".repeat(head.length) + m)];
   if (f.why) lines.push(`${pad}why:     ${f.why}`);
-  (f.fix ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "fix:    " : "        "} ${x}`));
+  // Long fix lists (hundreds of leaked files) are cut in the table; `-o json` has them all.
+  const fix = f.fix ?? [];
+  const shown = fix.length > MAX_FIX_LINES ? fix.slice(0, MAX_FIX_LINES - 1) : fix;
+  shown.forEach((x, i) => lines.push(`${pad}${i === 0 ? "fix:    " : "        "} ${x}`));
+  if (shown.length < fix.length) {
+    lines.push(`${pad}         … ${fix.length - shown.length} more (see -o json)`);
+  }
   (f.persist ?? []).forEach((x, i) => lines.push(`${pad}${i === 0 ? "persist:" : "        "} ${x}`));
   return lines;
 }

@@ -18,11 +18,16 @@ export interface DownReport {
   dirRemoved: boolean;
 }
 
-/** Lists the host's named network namespaces. */
-export async function listNetns(): Promise<string[]> {
-  const r = await runCmd(["ip", "-j", "netns", "list"]);
-  if (r.code !== 0 || !r.stdout.trim()) return [];
-  return (JSON.parse(r.stdout) as { name: string }[]).map((x) => x.name);
+/**
+ * Lists the host's named network namespaces. Reads /var/run/netns directly: `ip netns list` also
+ * resolves each one's nsid and fails when another process deletes a namespace meanwhile.
+ */
+export function listNetns(): Promise<string[]> {
+  try {
+    return Promise.resolve([...Deno.readDirSync("/var/run/netns")].map((e) => e.name).sort());
+  } catch {
+    return Promise.resolve([]);
+  }
 }
 
 /** Removes lab `name` completely. Never throws for missing pieces. */

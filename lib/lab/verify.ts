@@ -6,6 +6,7 @@
  * @module
  */
 import { parseSubnetEnv } from "../subnet_env.ts";
+import { listNetns } from "./down.ts";
 import { inNs, mustRun, runCmd, sleep } from "./proc.ts";
 import type { LabState, NodeState } from "./types.ts";
 
@@ -226,10 +227,7 @@ export async function tcpAcross(s: LabState, from: string, to: string): Promise<
 /** What is left of lab `name` on the host: namespaces, processes, files. Empty when fully removed. */
 export async function labLeftovers(name: string, dir: string): Promise<string[]> {
   const left: string[] = [];
-  const ns = await runCmd(["ip", "netns", "list"]);
-  for (const line of ns.stdout.split("\n")) {
-    if (line.startsWith(`${name}-`)) left.push(`netns ${line.split(" ")[0]}`);
-  }
+  for (const ns of await listNetns()) if (ns.startsWith(`${name}-`)) left.push(`netns ${ns}`);
   for (const e of Deno.readDirSync("/proc")) {
     if (!/^\d+$/.test(e.name)) continue;
     try {

@@ -29,7 +29,11 @@ export interface KeepLeaseOptions {
 }
 
 /** How long to wait before renewing `lease` (ms). Reservations (no expiry) are never renewed: Infinity. */
-export function renewDelayMs(lease: Lease, marginMs = DEFAULT_RENEW_MARGIN_MS, now = Date.now()): number {
+export function renewDelayMs(
+  lease: Lease,
+  marginMs: number = DEFAULT_RENEW_MARGIN_MS,
+  now: number = Date.now(),
+): number {
   if (!lease.expiration) return Infinity;
   const left = lease.expiration.getTime() - now;
   const d = left - marginMs;

@@ -16,7 +16,10 @@ export class IptablesError extends FlanctlError {
 }
 
 /** Runs a command, returning exit code and output. */
-export type Runner = (cmd: string[], stdin?: string) => Promise<{ code: number; stdout: string; stderr: string }>;
+export type Runner = (
+  cmd: string[],
+  stdin?: string,
+) => Promise<{ code: number; stdout: string; stderr: string }>;
 
 /** The default runner (Deno.Command). */
 export const denoRunner: Runner = async (cmd, stdin) => {
@@ -30,7 +33,9 @@ export const denoRunner: Runner = async (cmd, stdin) => {
     }).spawn();
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) {
-      throw new IptablesError(`${cmd[0]} not found: install the iptables package (needed for --ip-masq and forward rules)`);
+      throw new IptablesError(
+        `${cmd[0]} not found: install the iptables package (needed for --ip-masq and forward rules)`,
+      );
     }
     throw e;
   }

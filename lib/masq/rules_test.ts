@@ -43,7 +43,10 @@ Deno.test("parseSave/tableOk/restoreInput: detects drift and only declares our c
   assertEquals(st, { rules: f.rules, jumps: 1, chainExists: true });
   assertEquals(tableOk(st, f), true);
   // Missing jump and a missing rule: the jump is appended, the chain refilled; nothing else is named.
-  const drift = parseSave(SAVE_OK.replace(/-A FORWARD -m comment.*\n/, "").replace(/-A FLANNEL-FWD -d.*\n/, ""), f);
+  const drift = parseSave(
+    SAVE_OK.replace(/-A FORWARD -m comment.*\n/, "").replace(/-A FLANNEL-FWD -d.*\n/, ""),
+    f,
+  );
   assertEquals(tableOk(drift, f), false);
   assertEquals(
     restoreInput(f, drift),

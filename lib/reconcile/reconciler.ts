@@ -83,6 +83,16 @@ export function v4Cidr(s: string): [number, number] | null {
   return parts === 4 ? [v, prefix] : null;
 }
 
+/** A route's next hop as one compact string ("gateway|dev|onlink"), kept per route during a pass. */
+function routeKey(gateway: string | null, devName: string | null, onlink: boolean): string {
+  return `${gateway ?? ""}|${devName ?? ""}|${onlink ? 1 : 0}`;
+}
+
+function parseRouteKey(k: string): { gateway: string | null; devName: string | null } {
+  const [g, d] = k.split("|");
+  return { gateway: g || null, devName: d || null };
+}
+
 function maskOf(prefix: number): number {
   return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
 }
@@ -98,7 +108,9 @@ export function lookupRoute(routes: readonly UnderlayRoute[], ip: string): Under
   let best: UnderlayRoute | null = null;
   for (const r of routes) {
     if (!r.net.contains(a)) continue;
-    if (!best || r.net.prefix > best.net.prefix || (r.net.prefix === best.net.prefix && r.metric < best.metric)) {
+    if (
+      !best || r.net.prefix > best.net.prefix || (r.net.prefix === best.net.prefix && r.metric < best.metric)
+    ) {
       best = r;
     }
   }
@@ -256,7 +268,10 @@ export class Reconciler {
         else {
           if (old.fdb && old.fdb.mac !== d.fdb?.mac && !this.#macRefs.has(old.fdb.mac) && this.#overlay) {
             const f = old.fdb;
-            this.#quiet("delete fdb", () => this.#nl.deleteFdb({ dev: this.#overlay!, mac: f.mac, dst: f.dst }));
+            this.#quiet(
+              "delete fdb",
+              () => this.#nl.deleteFdb({ dev: this.#overlay!, mac: f.mac, dst: f.dst }),
+            );
           }
           if (old.neigh && !d.neigh && this.#overlay) {
             const n = old.neigh;
@@ -283,6 +298,43 @@ export class Reconciler {
     return [...this.#desired.keys()];
   }
 
+  /** Dumps routes once: refreshes the underlay view and returns our routes as dst → route keys. */
+  #dumpRoutes(): Map<string, string[]> {
+    const routes = this.#nl.routes({ family: 4, table: 254 });
+    this.#underlay = this.#underlayFrom(routes);
+    const out = new Map<string, string[]>();
+    for (const r of routes) {
+      if (!this.#isOurs(r)) continue;
+      const k = routeKey(r.gateway, r.devName, r.flags.includes("onlink"));
+      const l = out.get(r.dst);
+      if (l) l.push(k);
+      else out.set(r.dst, [k]);
+    }
+    return out;
+  }
+
+  /** Permanent neighbours on the overlay device: IP → MAC. */
+  #dumpNeigh(ov: string): Map<string, string | null> {
+    const out = new Map<string, string | null>();
+    for (const n of this.#nl.neighbours(4)) {
+      if (n.ifname === ov && n.state.includes("PERMANENT")) out.set(n.dst, n.lladdr?.toLowerCase() ?? null);
+    }
+    return out;
+  }
+
+  /** FDB entries with a remote on the overlay device: MAC → remote IPs. */
+  #dumpFdb(ov: string): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    for (const f of this.#nl.fdb()) {
+      if (f.ifname !== ov || f.dst === null) continue;
+      const mac = f.mac.toLowerCase();
+      const l = out.get(mac);
+      if (l) l.push(f.dst);
+      else out.set(mac, [f.dst]);
+    }
+    return out;
+  }
+
   /**
    * One full pass. Dumps routes, neighbours and FDB once, lets `compute` build the whole desired state
    * (it may use {@link Reconciler.reach}, refreshed from the same dump), and applies the differences.
@@ -290,8 +342,9 @@ export class Reconciler {
   fullPass(compute?: () => Map<string, DesiredPeer>): PassResult {
     const t0 = performance.now();
     const res: PassResult = { programmed: 0, removed: 0, errors: 0 };
-    const routes = this.#nl.routes({ family: 4, table: 254 });
-    this.#underlay = this.#underlayFrom(routes);
+    // Each dump is reduced to compact strings in its own method, so the (large) dump arrays become garbage
+    // before the next dump starts: the peak heap of a pass stays near one dump, not three.
+    const actualRoutes = this.#dumpRoutes();
     if (compute) {
       const next = compute();
       this.#desired.clear();
@@ -302,27 +355,8 @@ export class Reconciler {
       }
     }
     const ov = this.#overlay;
-    const actualRoutes = new Map<string, RouteInfo[]>();
-    for (const r of routes) {
-      if (!this.#isOurs(r)) continue;
-      const l = actualRoutes.get(r.dst);
-      if (l) l.push(r);
-      else actualRoutes.set(r.dst, [r]);
-    }
-    const actualNeigh = new Map<string, string | null>();
-    const actualFdb = new Map<string, (string | null)[]>();
-    if (ov) {
-      for (const n of this.#nl.neighbours(4)) {
-        if (n.ifname === ov && n.state.includes("PERMANENT")) actualNeigh.set(n.dst, n.lladdr?.toLowerCase() ?? null);
-      }
-      for (const f of this.#nl.fdb()) {
-        if (f.ifname !== ov || f.dst === null) continue;
-        const mac = f.mac.toLowerCase();
-        const l = actualFdb.get(mac);
-        if (l) l.push(f.dst);
-        else actualFdb.set(mac, [f.dst]);
-      }
-    }
+    const actualNeigh = ov ? this.#dumpNeigh(ov) : new Map<string, string | null>();
+    const actualFdb = ov ? this.#dumpFdb(ov) : new Map<string, string[]>();
     const wantNeigh = new Map<string, string>();
     const wantFdb = new Map<string, string>();
     const fail = (what: string, key: string, e: unknown) => {
@@ -335,8 +369,8 @@ export class Reconciler {
       const neighOk = !d.neigh || !ov || actualNeigh.get(d.neigh.ip) === d.neigh.mac;
       const fdbOk = !d.fdb || !ov || (actualFdb.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false);
       const ar = actualRoutes.get(d.route.dst);
-      const routeOk = ar?.length === 1 && ar[0].gateway === d.route.via && ar[0].devName === d.route.dev &&
-        (!d.route.onlink || ar[0].flags.includes("onlink"));
+      const routeOk = ar?.length === 1 && (ar[0] === routeKey(d.route.via, d.route.dev, true) ||
+        (!d.route.onlink && ar[0] === routeKey(d.route.via, d.route.dev, false)));
       if (neighOk && fdbOk && routeOk) continue;
       try {
         if (!neighOk) {
@@ -349,10 +383,10 @@ export class Reconciler {
         }
         if (!routeOk) {
           // A second route for the same dst (other metric/dev) is not ours to keep.
-          for (const r of ar ?? []) {
+          for (const r of (ar ?? []).map(parseRouteKey)) {
             if (r.gateway !== d.route.via || r.devName !== d.route.dev) {
-              this.#quiet("delete route", () =>
-                this.#nl.deleteRoute({ dst: r.dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined }));
+              const del = { dst: d.route.dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined };
+              this.#quiet("delete route", () => this.#nl.deleteRoute(del));
             }
           }
           this.#addRoute(d.route);
@@ -370,7 +404,7 @@ export class Reconciler {
     }
     for (const [dst, rs] of actualRoutes) {
       if (this.#desired.has(dst)) continue;
-      for (const r of rs) {
+      for (const r of rs.map(parseRouteKey)) {
         try {
           this.#nl.deleteRoute({ dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined });
           res.removed++;

@@ -37,10 +37,18 @@ function setup() {
 Deno.test("reconciler: setPeer adds ARP, FDB, route in that order and removes in reverse", () => {
   const { nl, r } = setup();
   assert(r.setPeer("10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")));
-  assertEquals(nl.ops, ["replaceNeigh 10.244.2.0", "replaceFdb 02:aa:00:00:00:02", "replaceRoute 10.244.2.0/24"]);
+  assertEquals(nl.ops, [
+    "replaceNeigh 10.244.2.0",
+    "replaceFdb 02:aa:00:00:00:02",
+    "replaceRoute 10.244.2.0/24",
+  ]);
   nl.ops = [];
   r.setPeer("10.244.2.0/24", null);
-  assertEquals(nl.ops, ["deleteRoute 10.244.2.0/24", "deleteFdb 02:aa:00:00:00:02", "deleteNeigh 10.244.2.0"]);
+  assertEquals(nl.ops, [
+    "deleteRoute 10.244.2.0/24",
+    "deleteFdb 02:aa:00:00:00:02",
+    "deleteNeigh 10.244.2.0",
+  ]);
   assertEquals(r.size, 0);
 });
 
@@ -83,13 +91,49 @@ Deno.test("reconciler: full pass applies only differences and removes only our s
   nl.routeList.push(fakeRoute("172.16.0.0/16", "192.0.2.1", eth.index, "eth0"));
   nl.routeList.push(fakeRoute("10.244.1.0/24", null, 99, "cni0"));
   nl.routeList.push(fakeRoute("10.244.9.0/24", "10.244.9.0", 11, "flannel.1", true));
-  nl.neighList.push({ family: 4, index: 11, ifname: "flannel.1", dst: "10.244.9.0", lladdr: "02:bb:00:00:00:09", state: ["PERMANENT"] });
-  nl.neighList.push({ family: 4, index: 11, ifname: "flannel.1", dst: "10.244.8.0", lladdr: "02:bb:00:00:00:08", state: ["REACHABLE"] });
-  nl.fdbList.push({ index: 11, ifname: "flannel.1", mac: "02:bb:00:00:00:09", dst: "192.0.2.19", master: null, flags: ["self"], state: ["PERMANENT"], vlan: null });
-  nl.fdbList.push({ index: 11, ifname: "flannel.1", mac: "33:33:00:00:00:01", dst: null, master: null, flags: ["self"], state: ["PERMANENT"], vlan: null });
+  nl.neighList.push({
+    family: 4,
+    index: 11,
+    ifname: "flannel.1",
+    dst: "10.244.9.0",
+    lladdr: "02:bb:00:00:00:09",
+    state: ["PERMANENT"],
+  });
+  nl.neighList.push({
+    family: 4,
+    index: 11,
+    ifname: "flannel.1",
+    dst: "10.244.8.0",
+    lladdr: "02:bb:00:00:00:08",
+    state: ["REACHABLE"],
+  });
+  nl.fdbList.push({
+    index: 11,
+    ifname: "flannel.1",
+    mac: "02:bb:00:00:00:09",
+    dst: "192.0.2.19",
+    master: null,
+    flags: ["self"],
+    state: ["PERMANENT"],
+    vlan: null,
+  });
+  nl.fdbList.push({
+    index: 11,
+    ifname: "flannel.1",
+    mac: "33:33:00:00:00:01",
+    dst: null,
+    master: null,
+    flags: ["self"],
+    state: ["PERMANENT"],
+    vlan: null,
+  });
   res = r.fullPass(() => peers);
   assertEquals(res.removed, 3);
-  assertEquals(nl.ops.sort(), ["deleteFdb 02:bb:00:00:00:09", "deleteNeigh 10.244.9.0", "deleteRoute 10.244.9.0/24"]);
+  assertEquals(nl.ops.sort(), [
+    "deleteFdb 02:bb:00:00:00:09",
+    "deleteNeigh 10.244.9.0",
+    "deleteRoute 10.244.9.0/24",
+  ]);
   assert(nl.routeList.some((x) => x.dst === "172.16.0.0/16"));
   assert(nl.routeList.some((x) => x.dst === "10.244.1.0/24"));
   assert(nl.neighList.some((x) => x.dst === "10.244.8.0"));

@@ -87,7 +87,16 @@ export class FakeNetlink implements NetlinkHandle {
   }
   createVxlan(
     name: string,
-    o: { vni: number; port?: number; local?: string; dev?: LinkRef; learning?: boolean; gbp?: boolean; mtu?: number; mac?: string },
+    o: {
+      vni: number;
+      port?: number;
+      local?: string;
+      dev?: LinkRef;
+      learning?: boolean;
+      gbp?: boolean;
+      mtu?: number;
+      mac?: string;
+    },
   ): void {
     this.#op(`createVxlan ${name}`);
     this.addLink(name, {
@@ -155,13 +164,17 @@ export class FakeNetlink implements NetlinkHandle {
   }
   delAddr(ref: LinkRef, cidr: string): void {
     this.#op(`delAddr ${this.#name(ref)} ${cidr}`);
-    this.addrList = this.addrList.filter((a) => !(a.ifname === this.#name(ref) && `${a.local}/${a.prefix}` === cidr));
+    this.addrList = this.addrList.filter((a) =>
+      !(a.ifname === this.#name(ref) && `${a.local}/${a.prefix}` === cidr)
+    );
   }
   replaceRoute(r: RouteSpec): void {
     this.#op(`replaceRoute ${r.dst}`);
     this.routeList = this.routeList.filter((x) => !(x.dst === r.dst && x.table === (r.table ?? 254)));
     const dev = r.dev === undefined ? null : this.#index(r.dev);
-    this.routeList.push(fakeRoute(r.dst, r.via ?? null, dev, r.dev === undefined ? null : this.#name(r.dev), r.onlink));
+    this.routeList.push(
+      fakeRoute(r.dst, r.via ?? null, dev, r.dev === undefined ? null : this.#name(r.dev), r.onlink),
+    );
   }
   deleteRoute(r: RouteSpec): void {
     this.#op(`deleteRoute ${r.dst}`);
@@ -204,7 +217,9 @@ export class FakeNetlink implements NetlinkHandle {
   deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
     this.#op(`deleteFdb ${f.mac}`);
     const name = this.#name(f.dev);
-    this.fdbList = this.fdbList.filter((x) => !(x.ifname === name && x.mac === f.mac && (!f.dst || x.dst === f.dst)));
+    this.fdbList = this.fdbList.filter((x) =>
+      !(x.ifname === name && x.mac === f.mac && (!f.dst || x.dst === f.dst))
+    );
   }
   close(): void {}
 }

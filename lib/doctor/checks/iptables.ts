@@ -37,6 +37,14 @@ export function expectedMasq(network: string, subnet: string): string[] {
 }
 
 function noIptables(ctx: DoctorContext, id: string): Finding | null {
+  if (ctx.store.config?.enableNFTables) {
+    return unknown(
+      id,
+      "EnableNFTables is set: flannel's rules live in nft tables flannel-ipv4/-ipv6, " +
+        "which this check does not read",
+      [ctx.cmd("nft list table ip flannel-ipv4")],
+    );
+  }
   if (ctx.ipt.main.text === null) return unknown(id, `cannot run iptables-save: ${ctx.ipt.main.error}`);
   return null;
 }

@@ -18,6 +18,15 @@ export const storeCheck: Check = {
   id: "store",
   title: "Lease store reachable",
   run(ctx) {
+    if (ctx.store.state === "ok" && ctx.store.malformed.length) {
+      return [{
+        id: "store",
+        severity: "warning",
+        detail: `${ctx.store.malformed.length} malformed lease entr(ies): ${ctx.store.malformed.join("; ")}`,
+        why: "daemons skip these entries: the nodes they belong to get no routes from their peers",
+        fix: ["inspect and remove the entries (flanctl lease revoke SUBNET), then restart the owning daemon"],
+      }];
+    }
     if (ctx.store.state === "ok") {
       const cfg = ctx.store.config;
       return [ok(
@@ -46,11 +55,15 @@ export const leaseOwn: Check = {
     if (ns) return [ns];
     const own = ctx.ownLease();
     if (own) return [ok("lease-own", `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}`)];
+    const dead = ctx.ownExpiredLease();
     return [{
       id: "lease-own",
       severity: "critical",
       detail: `no lease for ${ctx.subnetEnv?.subnet?.net ?? "this node"} and none with a local PublicIP ` +
-        `(${[...ctx.localIPs()].filter((ip) => !ip.startsWith("127.") && ip !== "::1").join(", ")})`,
+        `(${
+          [...ctx.localIPs()].filter((ip) => !ip.startsWith("127.") && ip !== "::1").join(", ") || "none"
+        })` +
+        (dead ? `; lease ${dead.subnet} expired at ${dead.expiration!.toISOString()}` : ""),
       why: "peers do not know this node: they install no routes to its pods",
       fix: ["restart the daemon: it re-acquires its lease"],
       persist: ["check the daemon's logs for renew failures (store reachability, clock)"],
@@ -110,7 +123,7 @@ export const leaseExpiry: Check = {
   run(ctx) {
     const ns = noStore(ctx, "lease-expiry");
     if (ns) return [ns];
-    const own = ctx.ownLease();
+    const own = ctx.ownLease() ?? ctx.ownExpiredLease();
     if (!own) return [unknown("lease-expiry", "no lease for this node (see lease-own)")];
     if (!own.expiration) return [ok("lease-expiry", `lease ${own.subnet} is a reservation (no expiry)`)];
     const left = own.expiration.getTime() - Date.now();

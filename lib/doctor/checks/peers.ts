@@ -109,12 +109,12 @@ export const peerRoute: Check = {
       const good = p.route && p.route.gateway === p.gwIP && p.route.dev === dev.index &&
         p.route.flags.includes("onlink");
       if (good) continue;
+      const want = (ctx.directRouting ? `via ${p.publicIP} (DirectRouting) or ` : "") +
+        `via ${p.gwIP} dev ${dev.name} onlink`;
       bad.push(
         p.route
-          ? `${p.subnet} routed via ${
-            p.route.gateway ?? "-"
-          } dev ${p.route.devName}, expected via ${p.gwIP} dev ${dev.name} onlink`
-          : `no route to ${p.subnet} (expected via ${p.gwIP} dev ${dev.name} onlink)`,
+          ? `${p.subnet} routed via ${p.route.gateway ?? "-"} dev ${p.route.devName}, expected ${want}`
+          : `no route to ${p.subnet} (expected ${want})`,
       );
       fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
     }

@@ -25,7 +25,13 @@ export interface IpFile {
   ifname: string;
 }
 
-/** Reads every `<hostLocalDir>/<network>/<ip>` file. */
+/** Joins at most `max` items, then "and N more" (the fix list keeps every item). */
+export function capList(items: string[], max = 10): string {
+  if (items.length <= max) return items.join(", ");
+  return `${items.slice(0, max).join(", ")}, and ${items.length - max} more`;
+}
+
+/** Reads every `<hostLocalDir>/<network>/<ip>` file, in address order. */
 export function readIpFiles(dir: string): { files: IpFile[]; error: string | null } {
   const files: IpFile[] = [];
   let nets: string[];
@@ -35,8 +41,10 @@ export function readIpFiles(dir: string): { files: IpFile[]; error: string | nul
     return { files, error: e instanceof Deno.errors.NotFound ? null : (e as Error).message };
   }
   for (const n of nets) {
-    for (const e of [...Deno.readDirSync(`${dir}/${n}`)].sort((a, b) => a.name < b.name ? -1 : 1)) {
-      if (!e.isFile || !/^[0-9a-fA-F.:]+$/.test(e.name) || !/[.:]/.test(e.name)) continue;
+    const entries = [...Deno.readDirSync(`${dir}/${n}`)]
+      .filter((e) => e.isFile && IPAddr.tryParse(e.name) !== null)
+      .sort((a, b) => IPAddr.parse(a.name).compare(IPAddr.parse(b.name)));
+    for (const e of entries) {
       const path = `${dir}/${n}/${e.name}`;
       let text = "";
       try {
@@ -125,16 +133,12 @@ export const hostlocalLeak: Check = {
     const empty = files.filter((f) => !f.containerId);
     const problems: string[] = [];
     if (leaked.length) {
-      problems.push(
-        `${leaked.length} leaked IP(s): ` +
-          leaked.map((f) => `${f.ip} → container ${f.containerId}${f.ifname ? `/${f.ifname}` : ""}`).join(
-            ", ",
-          ),
+      const items = leaked.map((f) =>
+        `${f.ip} → container ${f.containerId}${f.ifname ? `/${f.ifname}` : ""}`
       );
+      problems.push(`${leaked.length} leaked IP(s): ${capList(items)}`);
     }
-    if (empty.length) {
-      problems.push(`${empty.length} empty IP file(s): ${empty.map((f) => f.path).join(", ")}`);
-    }
+    if (empty.length) problems.push(`${empty.length} empty IP file(s): ${capList(empty.map((f) => f.path))}`);
     const sub = ctx.subnetEnv?.subnet?.net;
     if (sub && sub.family === 4) {
       const cap = Number(sub.size) - 3; // network, gateway, broadcast
@@ -193,7 +197,7 @@ export const netnsLeak: Check = {
     return [{
       id: "netns-leak",
       severity: "warning",
-      detail: `${leaked.length} pod namespace(s) with no veth on cni0: ${leaked.join(", ")}`,
+      detail: `${leaked.length} pod namespace(s) with no veth on cni0: ${capList(leaked)}`,
       why: "leaked netns mounts keep memory and sockets alive and confuse sandbox GC (kubernetes #86944)",
       fix: leaked.map((n) => `ip netns del ${n}  # after checking no sandbox uses it (crictl pods)`),
       persist: [
@@ -238,7 +242,7 @@ export const cniCacheStale: Check = {
     return [{
       id: "cni-cache-stale",
       severity: "warning",
-      detail: `${stale.length} entr(ies) for containers with no live pod IP: ${stale.join(", ")}`,
+      detail: `${stale.length} entr(ies) for containers with no live pod IP: ${capList(stale)}`,
       why:
         "a later ADD/DEL with a recycled container ID reads the stale entry (wrong delegate config or result)",
       fix: paths.map((p) => `rm ${p}`),
@@ -264,7 +268,7 @@ export const hairpin: Check = {
     return [{
       id: "hairpin",
       severity: "warning",
-      detail: `hairpinMode=true in the CNI config but hairpin off on ${off.map((l) => l.name).join(", ")}`,
+      detail: `hairpinMode=true in the CNI config but hairpin off on ${capList(off.map((l) => l.name))}`,
       why:
         "a pod cannot reach itself through its own Service IP (the reply must leave by the port it came in)",
       fix: off.map((l) => ctx.cmd(`bridge link set dev ${l.name} hairpin on`)),

@@ -1,0 +1,104 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { renderJson, renderTable, summaryLine } from "./render.ts";
+import type { DoctorReport } from "./types.ts";
+import { chainPolicy, chainRules, expectedMasq } from "./checks/iptables.ts";
+
+const report: DoctorReport = {
+  summary: {
+    status: "CRITICAL",
+    ok: 1,
+    warning: 1,
+    critical: 1,
+    unknown: 1,
+    skipped: ["hairpin"],
+    exitCode: 2,
+    netns: "blue",
+  },
+  checks: [
+    {
+      id: "mtu",
+      severity: "critical",
+      detail: "flannel.1 MTU 1500 > eth0 1500 - 50; cni0 MTU 1500 != 1450",
+      why: "drops",
+      fix: ["ip link set flannel.1 mtu 1450", "ip link set cni0 mtu 1450"],
+      persist: ["restart"],
+    },
+    { id: "rp-filter", severity: "warning", detail: "rp_filter strict (1) on eth0", why: "w", fix: ["x"] },
+    {
+      id: "vxlan-csum-offload",
+      severity: "unknown",
+      detail: "ethtool is not installed",
+      fix: ["apt-get install ethtool"],
+    },
+    { id: "ip-forward", severity: "ok", detail: "net.ipv4.ip_forward = 1" },
+  ],
+};
+
+Deno.test("render: summary line, problems with why/fix/persist, multi-part details split, ok lines", () => {
+  assertEquals(
+    summaryLine(report),
+    "DOCTOR CRITICAL: 1 critical, 1 warning, 1 unknown, 1 ok (netns blue), skipped hairpin",
+  );
+  assertEquals(
+    renderTable(report),
+    [
+      "DOCTOR CRITICAL: 1 critical, 1 warning, 1 unknown, 1 ok (netns blue), skipped hairpin",
+      "",
+      "CRITICAL  mtu                 flannel.1 MTU 1500 > eth0 1500 - 50",
+      "                              cni0 MTU 1500 != 1450",
+      "          why:     drops",
+      "          fix:     ip link set flannel.1 mtu 1450",
+      "                   ip link set cni0 mtu 1450",
+      "          persist: restart",
+      "",
+      "WARNING   rp-filter           rp_filter strict (1) on eth0",
+      "          why:     w",
+      "          fix:     x",
+      "",
+      "UNKNOWN   vxlan-csum-offload  ethtool is not installed",
+      "                              hint: apt-get install ethtool",
+      "OK        ip-forward          net.ipv4.ip_forward = 1",
+      "",
+    ].join("\n"),
+  );
+});
+
+Deno.test("render: json has summary and checks with id, severity, detail, fix", () => {
+  const doc = JSON.parse(renderJson(report));
+  assertEquals(doc.summary.exitCode, 2);
+  assertEquals(Object.keys(doc.checks[0]), ["id", "severity", "detail", "fix", "why", "persist"]);
+  assertEquals(doc.checks[3], {
+    id: "ip-forward",
+    severity: "ok",
+    detail: "net.ipv4.ip_forward = 1",
+    fix: [],
+    why: null,
+    persist: [],
+  });
+});
+
+Deno.test("iptables helpers: policies, chain rules, flannel's masquerade rules", () => {
+  const filter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [3:180]\n-A FORWARD -j FLANNEL-FWD\n" +
+    "-A FLANNEL-FWD -s 10.244.0.0/16 -j ACCEPT\nCOMMIT\n";
+  assertEquals(chainPolicy(filter, "FORWARD"), "DROP");
+  assertEquals(chainPolicy(filter, "OUTPUT"), null);
+  assertEquals(chainRules(filter, "FLANNEL-FWD"), ["-A FLANNEL-FWD -s 10.244.0.0/16 -j ACCEPT"]);
+  const m = expectedMasq("10.244.0.0/16", "10.244.1.0/24");
+  assertEquals(m.length, 6);
+  assertEquals(
+    m[4],
+    '-A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully',
+  );
+});
+
+Deno.test("render: long fix lists are cut in the table, kept in json", () => {
+  const fix = Array.from({ length: 30 }, (_, i) => `rm /var/lib/cni/networks/cbr0/10.244.1.${i + 3}`);
+  const r: DoctorReport = {
+    ...report,
+    checks: [{ id: "hostlocal-leak", severity: "warning", detail: "30 leaked IP(s)", why: "w", fix }],
+  };
+  const lines = renderTable(r).split("\n");
+  assertEquals(lines.filter((l) => l.includes("rm /var/lib/cni")).length, 11);
+  assertEquals(lines.includes("                   … 19 more (see -o json)"), true);
+  assertEquals(JSON.parse(renderJson(r)).checks[0].fix.length, 30);
+});
