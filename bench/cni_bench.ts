@@ -282,6 +282,30 @@ try {
         `${hl[k].add.toFixed(1)} ms (${(hl[k].add / hl[0].add).toFixed(2)}x)`,
     );
   }
+  // The allocation itself, in-process (no start-up): flat in the number of allocated IPs.
+  const { allocate, loadConf, release } = await import("../lib/cni/host_local.ts");
+  for (const taken of [0, 250, 4000]) {
+    const dataDir = `${tmp}/inproc${taken}`;
+    Deno.mkdirSync(`${dataDir}/ip`, { recursive: true });
+    for (let i = 0; i < taken; i++) {
+      Deno.writeTextFileSync(`${dataDir}/ip/10.97.${(i + 2) >> 8}.${(i + 2) & 255}`, `f${i}\r\neth0`);
+    }
+    const c = loadConf(
+      { name: "ip", ipam: { dataDir, ranges: [[{ subnet: "10.97.0.0/16" }]] } },
+      "1.0.0",
+      "",
+    );
+    const ts: number[] = [];
+    for (let i = 0; i < 50; i++) {
+      const t0 = performance.now();
+      await allocate(c, { containerId: `p${i}`, ifname: "eth0" });
+      ts.push(performance.now() - t0);
+      await release(c, { containerId: `p${i}`, ifname: "eth0" });
+    }
+    console.log(
+      `flanctl host-local allocate() in-process with ${taken} IPs taken: ${median(ts).toFixed(2)} ms`,
+    );
+  }
   // Where the time goes.
   const empty = `${tmp}/empty.js`;
   Deno.writeTextFileSync(empty, "");

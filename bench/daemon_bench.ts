@@ -27,9 +27,10 @@ function subnetN(i: number): string {
   return `10.${(i >> 8) & 255}.${i & 255}.0`;
 }
 
-async function rssKiB(pid: number): Promise<number> {
+/** VmRSS and RssAnon (private memory, without the mapped Deno binary's code pages) in KiB. */
+async function rssKiB(pid: number): Promise<[number, number]> {
   const st = await Deno.readTextFile(`/proc/${pid}/status`);
-  return Number(/VmRSS:\s+(\d+)/.exec(st)![1]);
+  return [Number(/VmRSS:\s+(\d+)/.exec(st)![1]), Number(/RssAnon:\s+(\d+)/.exec(st)![1])];
 }
 
 /** Watches `ip monitor route` in `ns` and resolves waiters when a route to `dst` appears. */
@@ -202,22 +203,31 @@ async function referenceBatch(ns: string, n: number): Promise<number> {
   return dt;
 }
 
-/** Samples the daemon's RSS every 250 ms for `ms`; returns [peak, last] in KiB. */
-async function rssOver(pid: number, ms: number): Promise<[number, number]> {
-  let peak = 0, last = 0;
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    last = await rssKiB(pid);
-    peak = Math.max(peak, last);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  return [peak, last];
+/** Peak and last memory over a sampling window (KiB). */
+interface Mem {
+  peak: number;
+  last: number;
+  anonPeak: number;
+  anonLast: number;
 }
 
-/** RSS with 0, 1,000 and 5,000 peers for one daemon (env: e.g. DENO_V8_FLAGS), with default resync. */
+/** Samples the daemon's memory every 250 ms for `ms`. */
+async function rssOver(pid: number, ms: number): Promise<Mem> {
+  const m: Mem = { peak: 0, last: 0, anonPeak: 0, anonLast: 0 };
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    [m.last, m.anonLast] = await rssKiB(pid);
+    m.peak = Math.max(m.peak, m.last);
+    m.anonPeak = Math.max(m.anonPeak, m.anonLast);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return m;
+}
+
+/** Memory with 0, 1,000 and 5,000 peers for one daemon (env: e.g. DENO_V8_FLAGS), with default resync. */
 async function rssRun(
   env: Record<string, string>,
-): Promise<{ r0: number; r1000: [number, number]; r5000: [number, number]; passes: number[] }> {
+): Promise<{ r0: Mem; r1000: Mem; r5000: Mem; passes: number[] }> {
   const c = new DaemonCluster("172.31");
   try {
     await c.init(JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } }));
@@ -225,7 +235,7 @@ async function rssRun(
     c.start(a, ["--log-level", "debug"], env);
     await c.waitReady(a);
     const pid = a.proc!.pid;
-    const [, r0] = await rssOver(pid, 3000);
+    const r0 = await rssOver(pid, 3000);
     let commit = await prepareFakeLeases(c.storeDir, 1000, 1000);
     await commit();
     await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
@@ -329,17 +339,20 @@ console.log(`4,000 more at once (→ 5,000 peers): ${f(burst4000)} ms`);
 for (
   const [name, r] of [["default V8 heap", plain], ["DENO_V8_FLAGS=--max-semi-space-size=1", small]] as const
 ) {
+  const at = (m: Mem) =>
+    `RSS peak ${mib(m.peak)} / last ${mib(m.last)} MiB (private ${mib(m.anonPeak)} / ${mib(m.anonLast)})`;
+  console.log(`daemon memory (${name}):`);
   console.log(
-    `daemon RSS (${name}): 0 peers ${mib(r.r0)} MiB (reference); 1,000 peers peak ${mib(r.r1000[0])} / ` +
-      `last ${mib(r.r1000[1])} MiB (${(r.r1000[0] / r.r0).toFixed(2)}x); 5,000 peers peak ${
-        mib(r.r5000[0])
-      } / ` +
-      `last ${mib(r.r5000[1])} MiB (${(r.r5000[0] / r.r0).toFixed(2)}x); goal ≤ 64 MiB at 5,000: ` +
-      `${r.r5000[0] / 1024 <= 64 ? "met" : "MISSED"}`,
+    `  0 peers (reference): RSS ${mib(r.r0.last)} MiB, private (RssAnon) ${mib(r.r0.anonLast)} MiB`,
   );
+  console.log(`  1,000 peers: ${at(r.r1000)}; ${(r.r1000.peak / r.r0.last).toFixed(2)}x the reference RSS`);
+  console.log(`  5,000 peers: ${at(r.r5000)}; ${(r.r5000.peak / r.r0.last).toFixed(2)}x the reference RSS`);
   console.log(
-    `  full reconcile pass at 5,000 peers: ${
-      r.passes.length ? `median ${pct(r.passes, 50)} ms over ${r.passes.length}` : "n/a"
-    }`,
+    `  goal ≤ 64 MiB at 5,000: VmRSS ${r.r5000.peak / 1024 <= 64 ? "met" : "MISSED"}, private memory ` +
+      `${
+        r.r5000.anonPeak / 1024 <= 64 ? "met" : "MISSED"
+      } (the rest of VmRSS is the Deno binary's shared code pages)`,
   );
+  const pass = r.passes.length ? `median ${pct(r.passes, 50)} ms over ${r.passes.length}` : "n/a";
+  console.log(`  full reconcile pass at 5,000 peers: ${pass}`);
 }

@@ -155,6 +155,21 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
         { name: "CHECK with 0.3.1", command: "CHECK", conf: hl({}, { cniVersion: "0.3.1" }), code: 1 },
         { name: "STATUS with 1.0.0", command: "STATUS", conf: hl(), code: 1 },
         { name: "GC with 0.4.0", command: "GC", conf: hl({}, { cniVersion: "0.4.0" }), code: 1 },
+        {
+          name: "GC without valid-attachments (host-local)",
+          command: "GC",
+          conf: hl({}, { cniVersion: "1.1.0" }),
+          code: 7,
+          says: "valid-attachments",
+        },
+        {
+          name: "GC without valid-attachments (flannel)",
+          plugin: "flannel",
+          command: "GC",
+          conf: fl({ cniVersion: "1.1.0" }),
+          code: 7,
+          says: "valid-attachments",
+        },
         // host-local config
         {
           name: "ipam missing",

@@ -255,3 +255,35 @@ Deno.test("cni loopback: same result as the reference; DEL sets lo down; netns g
     });
     assertEquals([gone.code, gone.stdout], [0, ""]);
   }));
+
+Deno.test("cni flannel dual stack: IPv4 and IPv6 from subnet.env, no DAD wait in the pod", () =>
+  withNetns(async (fx) => {
+    const node = await fx.add("fln"), pod = await fx.add("flp");
+    const d = tempDir();
+    try {
+      Deno.writeTextFileSync(
+        `${d.path}/subnet.env`,
+        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.9.1/24\nFLANNEL_IPV6_NETWORK=fd00:10:244::/56\n" +
+          "FLANNEL_IPV6_SUBNET=fd00:10:244:9::1/64\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n",
+      );
+      const conf = flannelConf(d.path, "1.0.0");
+      const r = await cniOk({ plugin: "flannel", command: "ADD", node, netns: pod, containerId: "d1", conf });
+      assertEquals((r!.ips as J[]).map((i) => i.address), ["10.244.9.2/24", "fd00:10:244:9::2/64"]);
+      const v6 = ((await ipJson<J[]>(pod, "-6", "addr", "show", "eth0"))[0].addr_info as J[])
+        .filter((a) => a.scope === "global");
+      assertEquals(v6.map((a) => [a.local, a.tentative ?? false]), [["fd00:10:244:9::2", false]]);
+      const routes6 = (await ipJson<J[]>(pod, "-6", "route")).map((x) => `${x.dst} ${x.gateway ?? "-"}`);
+      assert(routes6.includes("fd00:10:244::/56 fd00:10:244:9::1"), routes6.join(", "));
+      assert(routes6.includes("default fd00:10:244:9::1"), routes6.join(", "));
+      const nat6 = await nsSh(node, "ip6tables-save", "-t", "nat");
+      assert(nat6.includes("! -d ff00::/8"), "IPv6 masquerade chain");
+      await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "d1", conf });
+      assertEquals((await nsSh(node, "ip6tables-save", "-t", "nat")).includes("CNI-"), false);
+      assertEquals(
+        listFiles(`${d.path}/networks/cbr0`).filter((f) => /^[\d:f]/.test(f) && !f.startsWith("last")),
+        [],
+      );
+    } finally {
+      d.cleanup();
+    }
+  }));

@@ -4,8 +4,8 @@
  * with SIGKILL at random points, followed by GC, leak nothing either.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { cni, cniEnv, listFiles, pool, tempDir, waitFor } from "./cni_helpers.ts";
-import { flanctlCmd, ipJson, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
+import { cni, cniEnv, listFiles, pluginCmd, pool, tempDir, waitFor } from "./cni_helpers.ts";
+import { ipJson, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
 
@@ -90,10 +90,10 @@ Deno.test("cni scale: ADDs killed with SIGKILL at random points, then GC: nothin
       let killed = 0;
       await pool(pods, 4, async (pod, i) => {
         const env = cniEnv({ plugin: "flannel", command: "ADD", netns: pod, containerId: `k${i}`, conf });
-        const args = ["netns", "exec", node, "env", "FLANCTL_ARGV0=flannel"];
+        const args = [`--net=/var/run/netns/${node}`, "env", "FLANCTL_ARGV0=flannel"];
         for (const [k, v] of Object.entries(env)) args.push(`${k}=${v}`);
-        const p = new Deno.Command("ip", {
-          args: [...args, ...flanctlCmd()],
+        const p = new Deno.Command("nsenter", {
+          args: [...args, ...pluginCmd()],
           stdin: "piped",
           stdout: "null",
           stderr: "null",
@@ -105,7 +105,7 @@ Deno.test("cni scale: ADDs killed with SIGKILL at random points, then GC: nothin
         const delay = Math.floor(Math.random() * 400);
         const timer = setTimeout(() => {
           try {
-            // `ip netns exec` execs the plugin, so this pid is the plugin process.
+            // nsenter and env exec the plugin, so this pid is the plugin process.
             p.kill("SIGKILL");
             killed++;
           } catch { /* already done */ }

@@ -197,7 +197,7 @@ export class DaemonCluster {
   }
 
   /** Waits until `n`'s /readyz answers 200. */
-  async waitReady(n: TestNode, ms = 20_000): Promise<void> {
+  async waitReady(n: TestNode, ms = 40_000): Promise<void> {
     await waitFor(
       `${n.name} ready\n${n.log.join("\n")}`,
       async () => (await this.http(n, "/readyz"))[0] === 200,

@@ -229,6 +229,19 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
     await waitFor("A forgets node 3", () => noEntries(a, sub3, mac3));
     await waitFor("B forgets node 3", () => noEntries(b, sub3, mac3));
     assert(await hasTriplet(a, subB, macB, b.ip), "other peers untouched");
+
+    // A node with a 3 s lease TTL renews it while running; killed, its lease expires and peers forget it.
+    const n4 = await c.addNode();
+    c.start(n4, [...FAST, "--lease-ttl", "3"]);
+    await c.waitReady(n4);
+    const sub4 = await c.subnetOf(n4);
+    const mac4 = (await vtep(n4.ns)).address;
+    await waitFor("A learns node 4", () => hasTriplet(a, sub4, mac4, n4.ip));
+    await new Promise((r) => setTimeout(r, 4000));
+    assert(await hasTriplet(a, sub4, mac4, n4.ip), "a renewed lease outlives its TTL");
+    assert(n4.log.some((l) => l.includes("lease renewed")), n4.log.join("\n"));
+    await c.stop(n4, "SIGKILL");
+    await waitFor("A forgets node 4 after its lease expired", () => noEntries(a, sub4, mac4));
   } finally {
     await c.close();
   }

@@ -202,8 +202,9 @@ async function status(c: PluginCall): Promise<void> {
 
 async function gc(c: PluginCall): Promise<void> {
   const n = loadFlannelConf(c.conf);
-  const raw = c.conf["cni.dev/valid-attachments"] ?? c.conf["cni.dev/attachments"] ?? [];
-  if (!Array.isArray(raw)) cfgErr("cni.dev/valid-attachments must be a list");
+  const raw = c.conf["cni.dev/valid-attachments"] ?? c.conf["cni.dev/attachments"];
+  // Without the list GC would remove every saved config on the node: refuse rather than guess.
+  if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   const valid = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
   // Saved configs of containers that are gone: run the delegate's DEL-free cleanup via its GC below.
   try {

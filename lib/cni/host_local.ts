@@ -338,7 +338,8 @@ export async function release(c: { dataDir: string; name: string }, owner: Owner
 /** Parses `cni.dev/valid-attachments` (or the older `cni.dev/attachments`). */
 export function validAttachments(conf: Record<string, unknown>): Owner[] {
   const raw = conf["cni.dev/valid-attachments"] ?? conf["cni.dev/attachments"];
-  if (raw === undefined) return [];
+  // Without the list GC would release every allocation on the node: refuse rather than guess.
+  if (raw === undefined) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   if (!Array.isArray(raw)) cfgErr(`cni.dev/valid-attachments must be a list of {containerID, ifname}`);
   return raw.map((a, i) => {
     if (!isObj(a) || typeof a.containerID !== "string" || typeof a.ifname !== "string") {

@@ -1,6 +1,14 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { IPAddr } from "../ip/cidr.ts";
-import { allocate, canonicalizeRange, gc, loadConf, rangeIter, release } from "./host_local.ts";
+import {
+  allocate,
+  canonicalizeRange,
+  gc,
+  loadConf,
+  rangeIter,
+  release,
+  validAttachments,
+} from "./host_local.ts";
 import { CniError } from "./spec.ts";
 
 Deno.test("host-local ranges: defaults and checks as the reference", () => {
@@ -74,6 +82,11 @@ Deno.test("host-local store: reference file format, index, release, GC", async (
     Deno.writeTextFileSync(`${dir}/n/10.5.0.6`, "ref1\r\neth0");
     assertEquals(await release(conf, { containerId: "ref1", ifname: "eth0" }), ["10.5.0.6"]);
     assertEquals(await gc(conf, [{ containerId: "c1", ifname: "eth0" }]), ["10.5.0.4"]);
+    assertEquals(validAttachments({ "cni.dev/attachments": [{ containerID: "a", ifname: "b" }] }), [{
+      containerId: "a",
+      ifname: "b",
+    }]);
+    assertThrows(() => validAttachments({}), CniError, "valid-attachments");
     assertEquals([...Deno.readDirSync(`${dir}/.flanctl-byid/n`)].map((e) => e.name), ["c1:eth0"]);
     // Exhaustion: .3-.6 free again, take them all, then fail.
     for (const id of ["d1", "d2", "d3", "d4"]) await allocate(conf, { containerId: id, ifname: "eth0" });

@@ -33,8 +33,6 @@ export interface DaemonDeps {
   notify?: (state: string) => void;
   /** Runs iptables-save/iptables-restore. */
   runIptables?: Runner;
-  /** Called after each full reconcile pass (run.ts: glibc malloc_trim, to hand back the dumps' memory). */
-  afterPass?: () => void;
 }
 
 function errText(e: unknown): string {
@@ -72,7 +70,6 @@ export class Daemon {
   readonly #log: Logger;
   readonly #notify: (s: string) => void;
   readonly #runIptables?: Runner;
-  readonly #afterPass: () => void;
   readonly #stop = new AbortController();
   #ext!: ExternalIface;
   #cfg!: NetConfig;
@@ -100,7 +97,6 @@ export class Daemon {
     this.#log = deps.log;
     this.#notify = deps.notify ?? (() => {});
     this.#runIptables = deps.runIptables;
-    this.#afterPass = deps.afterPass ?? (() => {});
   }
 
   /** Our subnet (after start). */
@@ -183,6 +179,9 @@ export class Daemon {
       device: this.#backend.overlayDev,
       mtu: this.#backend.mtu,
     });
+    if (cfg.enableNFTables && (o.ipMasq || o.iptablesForwardRules)) {
+      this.#log.warn("EnableNFTables is set, but flanctl installs flannel's rules in iptables mode");
+    }
     this.#rules = new RuleManager([], { run: this.#runIptables });
     if (o.ipMasq || o.iptablesForwardRules) {
       this.#rules.setTables([forwardRules(cfg.network)]); // placeholder network-only table to probe tools
@@ -333,7 +332,6 @@ export class Daemon {
     };
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
-    this.#afterPass();
   }
 
   /** Applies one batch of store events. */

@@ -10,7 +10,7 @@ import { Daemon } from "./daemon.ts";
 import { type HealthServer, serveHealth } from "./http.ts";
 import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
-import { mallocTrim, sdNotify } from "./sdnotify.ts";
+import { sdNotify } from "./sdnotify.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {
@@ -25,7 +25,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
   const store = await openStore(storeOpts);
   const nl = openNetlink();
-  const d = new Daemon(o, { nl, store, log, notify, afterPass: () => void mallocTrim() });
+  const d = new Daemon(o, { nl, store, log, notify });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
     if (d.stopping) return;

@@ -19,27 +19,12 @@ const SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
   sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
-  malloc_trim: { parameters: ["usize"], result: "i32" },
 } as const;
 
 let libc: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 function openLibc(): Deno.DynamicLibrary<typeof SYMBOLS> {
   libc ??= Deno.dlopen("libc.so.6", SYMBOLS);
   return libc;
-}
-
-/**
- * Returns freed C heap memory to the kernel (glibc `malloc_trim(0)`). The kernel layer's dumps allocate
- * and free many small C objects per pass; without a trim glibc keeps those pages, and the daemon's RSS
- * ratchets up with the peer count. Returns false where it is unavailable.
- */
-export function mallocTrim(): boolean {
-  try {
-    openLibc().symbols.malloc_trim(0n);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Builds a `struct sockaddr_un` for `path` ("@name" = abstract). Returns the buffer and its length. */

@@ -11,16 +11,20 @@ Deno.test("sdnotify: sockaddr_un for paths and abstract names", () => {
   assertEquals(sdNotify("READY=1", undefined), false);
 });
 
-Deno.test("sdnotify: READY=1 reaches a unix datagram socket (received by python3)", async () => {
+Deno.test("sdnotify: READY=1 reaches a unix datagram socket, by path and abstract name (python3 receives)", async () => {
   const dir = await Deno.makeTempDir();
   const path = `${dir}/notify.sock`;
+  const abstract = `@flanctl-test-${crypto.randomUUID().slice(0, 8)}`;
   // A receiver outside Deno: stable Deno has no unix datagram sockets (see sdnotify.ts).
   const py = new Deno.Command("python3", {
     args: [
       "-c",
       "import socket,sys\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(sys.argv[1])\n" +
-      "print('bound',flush=True)\ns.settimeout(10)\nprint(s.recv(256).decode(),flush=True)",
+      "a=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\na.bind('\\0'+sys.argv[2][1:])\n" +
+      "print('bound',flush=True)\ns.settimeout(10)\na.settimeout(10)\n" +
+      "print(s.recv(256).decode(),flush=True)\nprint(a.recv(256).decode(),flush=True)",
       path,
+      abstract,
     ],
     stdout: "piped",
   }).spawn();
@@ -29,12 +33,13 @@ Deno.test("sdnotify: READY=1 reaches a unix datagram socket (received by python3
     let out = "";
     while (!out.includes("bound")) out += (await reader.read()).value ?? "";
     assertEquals(sdNotify("READY=1\nSTATUS=test", path), true);
-    while (!out.includes("STATUS=test")) {
+    assertEquals(sdNotify("STOPPING=1", abstract), true);
+    while (!out.includes("STOPPING=1")) {
       const { value, done } = await reader.read();
       if (done) break;
       out += value;
     }
-    assertEquals(out.split("\n").slice(1, 3), ["READY=1", "STATUS=test"]);
+    assertEquals(out.split("\n").slice(1, 4), ["READY=1", "STATUS=test", "STOPPING=1"]);
     reader.releaseLock();
   } finally {
     await py.status;

@@ -161,11 +161,6 @@ export class Reconciler {
   /** The underlay route the kernel would use for `ip` (from the last dump), or null. */
   reach = (ip: string): UnderlayRoute | null => lookupRoute(this.#underlay, ip);
 
-  /** Re-reads the underlay routes (used before the first desired state is computed). */
-  refreshUnderlay(): void {
-    this.#underlay = this.#underlayFrom(this.#nl.routes({ family: 4, table: 254 }));
-  }
-
   /** True when the route's destination lies inside the Network (and is smaller than it). */
   #inNetwork(dst: string): boolean {
     const c = dst === "default" ? null : v4Cidr(dst);
@@ -291,11 +286,6 @@ export class Reconciler {
       this.#log.warn("programming peer failed; the next resync retries", { subnet: key, error: errText(e) });
       return false;
     }
-  }
-
-  /** Forgets every desired peer without touching the kernel (used when our own subnet changes). */
-  keys(): string[] {
-    return [...this.#desired.keys()];
   }
 
   /** Dumps routes once: refreshes the underlay view and returns our routes as dst → route keys. */
