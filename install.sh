@@ -80,16 +80,29 @@ if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen
   how="compiled binary (deno compile)"
 else
   rm -f "$LIBDIR/flanctl.bin"
-  # Bundle the entry point so each start-up loads one pre-resolved module (fast CNI calls).
+  # A copy of the sources, so the installed command does not depend on this checkout.
   rm -rf "$LIBDIR/src"; mkdir -p "$LIBDIR/src"
   cp -r "$HERE"/{main.ts,mod.ts,deno.json,deno.lock,cli,lib} "$LIBDIR/src/"
-  cat >"$BINDIR/flanctl" <<LAUNCH
-#!/bin/sh
-# flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.
-FLANCTL_ARGV0="\$0" DENO_DIR=\${DENO_DIR:-$DENO_DIR} exec "$DENO_BIN" run -A --no-check --no-prompt --cached-only --quiet --config "$LIBDIR/src/deno.json" "$LIBDIR/src/main.ts" "\$@"
-LAUNCH
+  # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
+  # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
+  cni_js=""
+  if "$DENO_BIN" bundle --quiet --platform deno -o "$LIBDIR/cni.js" "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
+    cni_js="$LIBDIR/cni.js"
+  fi
+  {
+    echo '#!/bin/sh'
+    echo '# flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.'
+    echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1"
+    if [ -n "$cni_js" ]; then
+      echo 'case "${0##*/}" in'
+      echo "  flannel|bridge|host-local|loopback)"
+      echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
+      echo 'esac'
+    fi
+    echo "FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-prompt --cached-only --quiet --config \"$LIBDIR/src/deno.json\" \"$LIBDIR/src/main.ts\" \"\$@\""
+  } >"$BINDIR/flanctl"
   chmod 0755 "$BINDIR/flanctl"
-  how="launcher running main.ts with deno $DENO_VERSION (deno compile failed: $(sed 's/\x1b\[[0-9;]*m//g' "$LIBDIR/compile.log" | grep -m1 -iE 'error|download' | cut -c1-100))"
+  how="launcher running main.ts with deno $DENO_VERSION (deno compile failed: its runtime, denort, could not be fetched; point DENORT_BIN at a local denort to compile; see $LIBDIR/compile.log)"
 fi
 log "flanctl installed as $how"
 

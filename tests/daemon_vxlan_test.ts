@@ -46,6 +46,12 @@ async function noEntries(n: TestNode, subnet: string, mac: string): Promise<bool
     !(await fdbs(n.ns, "flannel.1")).some((x) => x.mac === mac);
 }
 
+/** `tx-checksum-ip-generic` of flannel.1 in `ns` as `ethtool -k` prints it ("on"/"off"). */
+async function txCsum(ns: string): Promise<string> {
+  const out = (await nsRun(ns, ["ethtool", "-k", "flannel.1"])).stdout;
+  return /tx-checksum-ip-generic:\s+(on|off)/.exec(out)?.[1] ?? `not shown:\n${out}`;
+}
+
 async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
   const r = await nsRun(fromNs, ["ping", "-c", String(count), "-W", "1", "-i", "0.2", ip]);
   return r.code === 0;
@@ -57,7 +63,8 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
     await c.init(NETCONF);
     const a = await c.addNode(), b = await c.addNode();
     c.start(a, [...FAST, "--ip-masq"]);
-    c.start(b, FAST);
+    // B keeps the kernel's TX checksum offload (the flag), A switches it off (the default).
+    c.start(b, [...FAST, "--vxlan-tx-checksum-offload"]);
     await c.waitReady(a);
     await c.waitReady(b);
 
@@ -104,6 +111,18 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
     const pa = await c.addPod(a), pb = await c.addPod(b);
     assert(await ping(pa.ns, pb.ip), "pod A → pod B over vxlan");
     assert(await ping(pb.ns, pa.ip), "pod B → pod A over vxlan");
+
+    // TX checksum offload (flannel #1279): off on A after start, switched off again at the next resync
+    // when someone turns it on; B, started with --vxlan-tx-checksum-offload, keeps the kernel's "on".
+    assertEquals(await txCsum(a.ns), "off");
+    assertEquals(await txCsum(b.ns), "on");
+    await sh("ip", "netns", "exec", a.ns, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
+    assertEquals(await txCsum(a.ns), "on");
+    await waitFor("tx checksum offload off again on A", async () => (await txCsum(a.ns)) === "off");
+    assert(a.log.some((l) => l.includes("tx checksum offload off")), a.log.join("\n"));
+    assertEquals(await txCsum(b.ns), "on");
+    assert(await ping(pa.ns, pb.ip), "pod A → pod B with offload off on A");
+    assert(await ping(pb.ns, pa.ip), "pod B → pod A with offload off on A");
 
     const save = (await nsRun(a.ns, ["iptables-save"])).stdout.split("\n");
     const N = "10.244.0.0/16";

@@ -13,16 +13,22 @@ export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
 
-/** Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes. */
+/**
+ * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
+ * `opts.vxlanTxChecksumOffload` true keeps the VXLAN device's TX checksum offload as the kernel sets it.
+ */
 export function createBackend(
   nl: NetlinkHandle,
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
+  opts: { vxlanTxChecksumOffload?: boolean } = {},
 ): Backend {
   checkSupported(cfg.backend);
   if (cfg.backend.type === "vxlan") {
-    return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir);
+    return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
+      txChecksumOffload: opts.vxlanTxChecksumOffload,
+    });
   }
   return new HostGwBackend(ext);
 }

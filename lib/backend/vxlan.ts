@@ -33,11 +33,23 @@ export class VxlanBackend implements Backend {
   readonly #o: VxlanOptions;
   readonly #ext: ExternalIface;
   readonly #stateDir: string;
+  readonly #txCsumOffload: boolean;
   #mac = "";
   #saved = false;
 
-  constructor(nl: NetlinkHandle, o: VxlanOptions, ext: ExternalIface, stateDir: string) {
+  /**
+   * `opts.txChecksumOffload` true leaves TX checksum offload of the device as the kernel sets it; false
+   * (the default) switches it off in {@link ensure} (flannel #1279: bad VXLAN checksums on some kernels).
+   */
+  constructor(
+    nl: NetlinkHandle,
+    o: VxlanOptions,
+    ext: ExternalIface,
+    stateDir: string,
+    opts: { txChecksumOffload?: boolean } = {},
+  ) {
     this.#nl = nl;
+    this.#txCsumOffload = opts.txChecksumOffload === true;
     this.#o = o;
     this.#ext = ext;
     this.#stateDir = stateDir;
@@ -146,6 +158,19 @@ export class VxlanBackend implements Backend {
     if (!l.up) {
       nl.setUp(name, true);
       changes.push("up");
+    }
+    // flanneld's docs say `ethtool -K flannel.1 tx-checksum-ip-generic off`; a new device has it on, and
+    // anyone may switch it on again: checked on every ensure (start and each resync).
+    if (!this.#txCsumOffload && nl.txChecksum && nl.setTxChecksum) {
+      try {
+        if (nl.txChecksum(name)) {
+          nl.setTxChecksum(name, false);
+          changes.push("tx checksum offload off");
+        }
+      } catch (e) {
+        // Not fatal: the overlay works on most kernels with offload on; say so on every resync.
+        changes.push(`tx checksum offload could not be switched off (${e instanceof Error ? e.message : e})`);
+      }
     }
     if (!this.#saved) {
       saveMac(this.#stateDir, name, this.#mac);

@@ -123,3 +123,29 @@ Deno.test("backend options: validation names the field", () => {
   // An unused route helper keeps the fake's route shape honest.
   assertEquals(fakeRoute("default", "192.0.2.1", 1, "eth0").table, 254);
 });
+
+Deno.test("vxlan: TX checksum offload switched off on ensure (again when turned on), kept with the option", () => {
+  const { nl, ext, dir } = setup();
+  try {
+    const opts = parseVxlanOptions({ type: "vxlan", raw: {} });
+    const b = new VxlanBackend(nl, opts, ext, dir);
+    b.prepare();
+    b.ensure(OWN);
+    nl.txCsum.set("flannel.1", true); // the kernel's default for a new device, or someone's ethtool -K
+    assertEquals(b.ensure(OWN), ["tx checksum offload off"]);
+    assertEquals(nl.txChecksum("flannel.1"), false);
+    assertEquals(b.ensure(OWN), [], "idempotent");
+
+    const keep = new VxlanBackend(nl, opts, ext, dir, { txChecksumOffload: true });
+    keep.prepare();
+    nl.txCsum.set("flannel.1", true);
+    assertEquals(keep.ensure(OWN), []);
+    assertEquals(nl.txChecksum("flannel.1"), true);
+
+    nl.failOn = ["setTxChecksum"];
+    const ch = b.ensure(OWN);
+    assert(ch.length === 1 && ch[0].startsWith("tx checksum offload could not be switched off"), ch.join());
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -170,7 +170,9 @@ export class Daemon {
     }
     if (!cfg.network) throw new ConfigError("Network", "the network config has no IPv4 Network");
     this.#network = cfg.network;
-    this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir);
+    this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
+      vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
+    });
     this.#backend.prepare();
     this.#log.info("network config", {
       network: cfg.network.toString(),

@@ -30,6 +30,11 @@ export interface DaemonOptions extends IfaceSelection {
   resyncInterval: number;
   stateDir: string;
   logLevel: LogLevel;
+  /**
+   * Leave TX checksum offload of flannel.<VNI> as the kernel sets it (true), or switch it off (false,
+   * the default) on create, reuse and every resync (flannel #1279, kubernetes #88986).
+   */
+  vxlanTxChecksumOffload: boolean;
 }
 
 /** Parses a boolean flag value (true/false/1/0/yes/no). */
@@ -111,6 +116,13 @@ export function addDaemonOptions(cmd: Command): Command {
         .argParser(intParser("--resync-interval", 1, 86400)).default(10),
     )
     .addOption(
+      boolOpt(
+        "--vxlan-tx-checksum-offload [bool]",
+        "keep TX checksum offload on the VXLAN device (default: switched off, as flannel #1279 advises)",
+        false,
+      ),
+    )
+    .addOption(
       new Option("--state-dir <dir>", "directory for persistent daemon state (VTEP MAC)").default(
         DEFAULT_STATE_DIR,
       ),
@@ -174,5 +186,6 @@ export function toDaemonOptions(o: Record<string, unknown>): DaemonOptions {
     resyncInterval: Number(o.resyncInterval ?? 10),
     stateDir: String(o.stateDir ?? DEFAULT_STATE_DIR),
     logLevel: (o.logLevel as LogLevel | undefined) ?? "info",
+    vxlanTxChecksumOffload: o.vxlanTxChecksumOffload === true,
   };
 }

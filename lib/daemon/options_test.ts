@@ -22,6 +22,7 @@ Deno.test("daemon options: flanneld defaults", () => {
   assertEquals(o.resyncInterval, 10);
   assertEquals(o.stateDir, "/var/lib/flanctl/state");
   assertEquals(o.iface, []);
+  assertEquals(o.vxlanTxChecksumOffload, false);
 });
 
 Deno.test("daemon options: flags, repeatable --iface, booleans with values", () => {
@@ -45,6 +46,8 @@ Deno.test("daemon options: flags, repeatable --iface, booleans with values", () 
   assertEquals(o.healthzPort, 8471);
   assertEquals(o.publicIP, "192.0.2.7");
   assertEquals(o.resyncInterval, 3);
+  assertEquals(parse(["--vxlan-tx-checksum-offload"]).vxlanTxChecksumOffload, true);
+  assertEquals(parse(["--vxlan-tx-checksum-offload=false"]).vxlanTxChecksumOffload, false);
 });
 
 Deno.test("daemon options: FLANNELD_* env, command line wins", () => {
@@ -61,6 +64,7 @@ Deno.test("daemon options: FLANNELD_* env, command line wins", () => {
   assertEquals(o.iptablesForwardRules, false);
   assertEquals(o.healthzPort, 9100);
   assertEquals(o.subnetFile, "/tmp/x.env");
+  assertEquals(parse([], { FLANNELD_VXLAN_TX_CHECKSUM_OFFLOAD: "true" }).vxlanTxChecksumOffload, true);
   assertThrows(() => parse([], { FLANNELD_HEALTHZ_PORT: "x" }), UsageError, "--healthz-port");
   assertThrows(() => parse([], { FLANNELD_IP_MASQ: "maybe" }), UsageError, "--ip-masq");
 });

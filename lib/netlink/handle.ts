@@ -27,6 +27,7 @@ import {
   scopeValue,
 } from "./format.ts";
 import { closeFd, inNetns, netnsLabel, openNetnsFd } from "./netns.ts";
+import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
 import type {
   AddrInfo,
   FdbInfo,
@@ -1106,6 +1107,18 @@ class LibnlHandle implements NetlinkHandle {
       (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
       f.dev,
     );
+  }
+
+  // ---------------------------------------------------------------- ethtool
+
+  txChecksum(name: string): boolean {
+    this.#live();
+    return getTxChecksum(this.netns, name);
+  }
+
+  setTxChecksum(name: string, on: boolean): void {
+    this.#live();
+    setTxChecksum(this.netns, name, on);
   }
 
   // ---------------------------------------------------------------- raw requests

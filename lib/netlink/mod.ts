@@ -20,6 +20,7 @@ export type * from "./types.ts";
 export { NetlinkError } from "./errors.ts";
 export { inNetns, listNamedNetns, netnsIdentity, netnsLabel, netnsPath } from "./netns.ts";
 export { LibraryLoadError } from "./ffi.ts";
+export { getTxChecksum, setTxChecksum } from "./ethtool.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

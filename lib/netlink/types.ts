@@ -213,6 +213,14 @@ export interface NetlinkHandle {
   replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
   deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
 
+  /**
+   * True when TX checksum offload is on for the device (`ethtool -k NAME`: tx-checksumming; on a VXLAN
+   * device that is tx-checksum-ip-generic). Optional: handles without ethtool access leave it out.
+   */
+  txChecksum?(name: string): boolean;
+  /** Switches TX checksum offload of the device on or off (`ethtool -K NAME tx on|off`). Optional. */
+  setTxChecksum?(name: string, on: boolean): void;
+
   /** Releases the socket and every libnl object held. Idempotent. */
   close(): void;
 }

@@ -27,6 +27,8 @@ export class FakeNetlink implements NetlinkHandle {
   ops: string[] = [];
   /** Throws on the write whose op text starts with one of these. */
   failOn: string[] = [];
+  /** TX checksum offload per device name (unset: off). */
+  txCsum = new Map<string, boolean>();
   #next = 10;
 
   #op(s: string): void {
@@ -220,6 +222,14 @@ export class FakeNetlink implements NetlinkHandle {
     this.fdbList = this.fdbList.filter((x) =>
       !(x.ifname === name && x.mac === f.mac && (!f.dst || x.dst === f.dst))
     );
+  }
+  txChecksum(name: string): boolean {
+    if (!this.linkList.some((l) => l.name === name)) throw new Error(`ethtool -k ${name}: No such device`);
+    return this.txCsum.get(name) ?? false;
+  }
+  setTxChecksum(name: string, on: boolean): void {
+    this.#op(`setTxChecksum ${name} ${on}`);
+    this.txCsum.set(name, on);
   }
   close(): void {}
 }
