@@ -95,3 +95,4 @@ export { Reconciler } from "./lib/reconcile/reconciler.ts";
 export type { DesiredPeer } from "./lib/reconcile/types.ts";
 export { forwardRules, masqRules } from "./lib/masq/rules.ts";
 export { IptablesError, RuleManager } from "./lib/masq/iptables.ts";
+export { getTxChecksum, setTxChecksum } from "./lib/netlink/ethtool.ts";

@@ -4,12 +4,14 @@
  * 250 IPs already allocated. Runs in its own node netns (it re-executes itself there), pods in their own
  * netns; nothing touches the root namespace.
  *
- * flanctl is started the way the installed launcher starts it (`deno run` on main.ts with FLANCTL_ARGV0 set
- * to the plugin name). The same run also measures a bare `deno run` of an empty script (the runtime's own
- * start-up, the floor for any Deno process) and prints one traced ADD and DEL (FLANCTL_CNI_TRACE=1: ms since
- * process start at each step) to show where the time goes. A third variant runs a single-file
- * `deno bundle` of cli/cni_main.ts without deno.json/lockfile (the launcher proposed for install.sh). (A
- * `deno bundle --code-splitting` build of all of main.ts starts slower: its shared chunks load more code.)
+ * The main flanctl row runs exactly what is installed: `/opt/cni/bin/<plugin>` (a symlink to the
+ * /usr/local/bin/flanctl launcher, which execs the pinned Deno on the pre-bundled
+ * /usr/local/lib/flanctl/cni.js without deno.json or lockfile; see install.sh). It warns when that bundle is
+ * older than the sources (run ./install.sh to refresh it). A second row runs this checkout's main.ts with
+ * `deno run` (FLANCTL_ARGV0 set to the plugin name), the source path. The same run also measures a bare
+ * `deno run` of an empty script with the launcher's flags (the runtime's own start-up, the floor for any
+ * Deno process) and prints one traced ADD and DEL of the installed plugin (FLANCTL_CNI_TRACE=1: ms since
+ * process start at each step) to show where the time goes.
  *
  *   deno task bench cni          (or: deno run -A bench/cni_bench.ts [--pods N])
  * @module
@@ -89,6 +91,9 @@ type Runner = {
 };
 
 const launcherFlags = ["run", "-A", "--no-check", "--no-prompt", "--quiet"];
+/** What install.sh installs (see the module doc). */
+const INSTALLED_DIR = "/opt/cni/bin";
+const INSTALLED_BUNDLE = "/usr/local/lib/flanctl/cni.js";
 const variants: Runner[] = [
   {
     label: "reference bridge+host-local",
@@ -96,11 +101,43 @@ const variants: Runner[] = [
     env: () => ({}),
   },
   {
-    label: "flanctl (launcher: deno run main.ts)",
+    label: "flanctl installed (/opt/cni/bin, cni.js)",
+    cmd: (p) => [`${INSTALLED_DIR}/${p}`],
+    env: () => ({}),
+  },
+  {
+    label: "flanctl source (deno run main.ts)",
     cmd: () => [Deno.execPath(), ...launcherFlags, "--config", `${ROOT}deno.json`, `${ROOT}main.ts`],
     env: (p) => ({ FLANCTL_ARGV0: p }),
   },
 ];
+
+/** Warns when the installed CNI path is missing or older than the sources it was bundled from. */
+function checkInstalled(): void {
+  let bundled: number;
+  try {
+    Deno.statSync(`${INSTALLED_DIR}/bridge`);
+    bundled = Deno.statSync(INSTALLED_BUNDLE).mtime?.getTime() ?? 0;
+  } catch {
+    throw new Error(
+      `flanctl is not installed (${INSTALLED_DIR}/bridge, ${INSTALLED_BUNDLE}): run ./install.sh`,
+    );
+  }
+  const stale: string[] = [];
+  for (const dir of ["lib/cni", "lib/netlink", "lib/ip", "cli"]) {
+    for (const e of Deno.readDirSync(`${ROOT}${dir}`)) {
+      if (!e.isFile || !e.name.endsWith(".ts") || e.name.endsWith("_test.ts")) continue;
+      if ((Deno.statSync(`${ROOT}${dir}/${e.name}`).mtime?.getTime() ?? 0) > bundled) {
+        stale.push(`${dir}/${e.name}`);
+      }
+    }
+  }
+  if (stale.length) {
+    console.log(
+      `WARNING: ${INSTALLED_BUNDLE} is older than ${stale.join(", ")}: run ./install.sh to measure them`,
+    );
+  }
+}
 
 /** Variant `k` gets its own bridge, subnet and data dir, so variants never share state. */
 function confFor(k: number): string {
@@ -231,28 +268,7 @@ async function hostLocal250(vs: Runner[]) {
 }
 
 try {
-  // The launcher proposed for install.sh: CNI names run a `deno bundle` of cli/cni_main.ts (one JS file,
-  // no deno.json/lockfile/TypeScript); everything else keeps running main.ts.
-  const bundle = `${tmp}/cni.js`;
-  const b = await sh([
-    Deno.execPath(),
-    "bundle",
-    "--quiet",
-    "--platform",
-    "deno",
-    "-o",
-    bundle,
-    `${ROOT}cli/cni_main.ts`,
-  ]);
-  if (b.code === 0) {
-    variants.push({
-      label: "flanctl (bundled cni_main.js, no config)",
-      cmd: () => [Deno.execPath(), ...launcherFlags, "--no-config", "--no-lock", "--cached-only", bundle],
-      env: (p) => ({ FLANCTL_ARGV0: p }),
-    });
-  } else {
-    console.log(`(deno bundle failed, bundled variant skipped: ${b.err.trim().split("\n").pop()})`);
-  }
+  checkInstalled();
   await newPods(10);
   // Warm-up (module cache, bridge creation) outside the measurement.
   for (const [k, v] of variants.entries()) {
@@ -312,12 +328,22 @@ try {
   const floor: number[] = [];
   for (let i = 0; i < 15; i++) {
     const t0 = performance.now();
-    await new Deno.Command(Deno.execPath(), { args: ["run", "--no-config", "--no-lock", empty] }).output();
+    await new Deno.Command(Deno.execPath(), {
+      args: [...launcherFlags, "--no-config", "--no-lock", "--cached-only", empty],
+    }).output();
     floor.push(performance.now() - t0);
   }
-  console.log(`bare 'deno run' of an empty script: ${median(floor).toFixed(1)} ms (median of 15)`);
-  const last = variants.length - 1;
-  const traced: Runner = { ...variants[last], env: (p) => ({ FLANCTL_ARGV0: p, FLANCTL_CNI_TRACE: "1" }) };
+  const fl = median(floor), refPair = seq[0].add + seq[0].del;
+  console.log(
+    `bare 'deno run' of an empty script (launcher flags): ${fl.toFixed(1)} ms (median of 15); ` +
+      `two of them (ADD + DEL) alone are ${(2 * fl / refPair).toFixed(2)}x the reference ADD+DEL ` +
+      `(${refPair.toFixed(1)} ms): the floor for any Deno plugin`,
+  );
+  const last = 1; // the installed plugin
+  const traced: Runner = {
+    ...variants[last],
+    env: (p) => ({ ...variants[last].env(p), FLANCTL_CNI_TRACE: "1" }),
+  };
   for (const verb of ["ADD", "DEL"]) {
     const [exe, ...args] = traced.cmd("bridge");
     const p = new Deno.Command(exe, {

@@ -27,10 +27,25 @@ function subnetN(i: number): string {
   return `10.${(i >> 8) & 255}.${i & 255}.0`;
 }
 
-/** VmRSS and RssAnon (private memory, without the mapped Deno binary's code pages) in KiB. */
-async function rssKiB(pid: number): Promise<[number, number]> {
+/** VmRSS, RssAnon (private memory) and RssFile (mapped files: mostly the Deno binary's code) in KiB. */
+async function rssKiB(pid: number): Promise<[number, number, number]> {
   const st = await Deno.readTextFile(`/proc/${pid}/status`);
-  return [Number(/VmRSS:\s+(\d+)/.exec(st)![1]), Number(/RssAnon:\s+(\d+)/.exec(st)![1])];
+  const g = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(st)![1]);
+  return [g("VmRSS"), g("RssAnon"), g("RssFile")];
+}
+
+/** Memory of an idle `deno run` of an empty script after 2 s (the runtime's own floor), KiB. */
+async function idleDeno(): Promise<[number, number, number]> {
+  const p = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--quiet", "data:application/javascript,setTimeout(()=>{},3000)"],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  await new Promise((r) => setTimeout(r, 2000));
+  const m = await rssKiB(p.pid);
+  p.kill("SIGKILL");
+  await p.status;
+  return m;
 }
 
 /** Watches `ip monitor route` in `ns` and resolves waiters when a route to `dst` appears. */
@@ -209,14 +224,17 @@ interface Mem {
   last: number;
   anonPeak: number;
   anonLast: number;
+  fileLast: number;
+  /** JavaScript heap in use (MiB) from the daemon's /metrics at the end of the window. */
+  heapUsed: number;
 }
 
 /** Samples the daemon's memory every 250 ms for `ms`. */
 async function rssOver(pid: number, ms: number): Promise<Mem> {
-  const m: Mem = { peak: 0, last: 0, anonPeak: 0, anonLast: 0 };
+  const m: Mem = { peak: 0, last: 0, anonPeak: 0, anonLast: 0, fileLast: 0, heapUsed: NaN };
   const end = Date.now() + ms;
   while (Date.now() < end) {
-    [m.last, m.anonLast] = await rssKiB(pid);
+    [m.last, m.anonLast, m.fileLast] = await rssKiB(pid);
     m.peak = Math.max(m.peak, m.last);
     m.anonPeak = Math.max(m.anonPeak, m.anonLast);
     await new Promise((r) => setTimeout(r, 250));
@@ -235,15 +253,20 @@ async function rssRun(
     c.start(a, ["--log-level", "debug"], env);
     await c.waitReady(a);
     const pid = a.proc!.pid;
-    const r0 = await rssOver(pid, 3000);
+    const heap = async (m: Mem) => {
+      const body = (await c.http(a, "/metrics"))[1];
+      m.heapUsed = Number(/^flanctl_heap_used_bytes (\d+)/m.exec(body)?.[1] ?? NaN) / 1048576;
+      return m;
+    };
+    const r0 = await heap(await rssOver(pid, 3000));
     let commit = await prepareFakeLeases(c.storeDir, 1000, 1000);
     await commit();
     await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
-    const r1000 = await rssOver(pid, 22_000); // covers two full passes (--resync-interval 10)
+    const r1000 = await heap(await rssOver(pid, 22_000)); // covers two full passes (--resync-interval 10)
     commit = await prepareFakeLeases(c.storeDir, 2000, 4000);
     await commit();
     await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
-    const r5000 = await rssOver(pid, 22_000);
+    const r5000 = await heap(await rssOver(pid, 22_000));
     const passes = a.log.filter((l) => l.includes("msg=reconciled") && l.includes("peers=5000"))
       .map((l) => Number(/ ms=(\d+)/.exec(l)?.[1] ?? NaN)).filter((x) => !isNaN(x));
     return { r0, r1000, r5000, passes };
@@ -252,106 +275,133 @@ async function rssRun(
   }
 }
 
-const c = new DaemonCluster("172.31");
-const conv: number[] = [];
-let refTriplet = 0, burst1000 = 0, refBatch = 0, burst4000 = 0;
-try {
-  await c.init(JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } }));
-  const a = await c.addNode();
-  c.start(a);
-  await c.waitReady(a);
-
-  // 1. Convergence of single joins.
-  const store = new FileStore({ dir: c.storeDir });
-  const mon = new RouteMonitor(a.ns);
-  await new Promise((r) => setTimeout(r, 200));
-  for (let i = 0; i < JOINS; i++) {
-    const pub = `172.29.${i >> 8}.${(i & 255) + 1}`;
-    const t0 = performance.now();
-    const lease = store.acquireLease({
-      PublicIP: pub,
-      PublicIPv6: null,
-      BackendType: "vxlan",
-      BackendData: { VNI: 1, VtepMAC: randomLocalMac() },
-    });
-    // The subnet is only known when the write returns; the monitor remembers routes seen before that.
-    const seen = lease.then((l) => mon.wait(l.subnet!.toString()));
-    const t = await Promise.race([
-      seen,
-      new Promise<never>((_, rej) =>
-        setTimeout(() => rej(new Error(`join ${i} not programmed in 5 s`)), 5000)
-      ),
-    ]);
-    conv.push(t - t0);
-  }
-  mon.close();
-  refTriplet = await referenceTriplet(a.ns);
-
-  // Remove the 100 joins again (revoke) and wait until their routes are gone.
-  for (const l of (await store.listLeases()).leases) {
-    if (l.attrs.PublicIP.startsWith("172.29.")) await store.revokeLease(l.subnet!);
-  }
-  await waitFor("joins removed", async () => (await countRoutes(a.ns)) === 0, 20_000);
-
-  // 2. 1,000 leases at once, then 4,000 more.
-  let commit = await prepareFakeLeases(c.storeDir, 1000, 1000);
-  let t0 = performance.now();
-  await commit();
-  await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
-  burst1000 = performance.now() - t0;
-  refBatch = await referenceBatch(a.ns, 1000);
-  commit = await prepareFakeLeases(c.storeDir, 2000, 4000);
-  t0 = performance.now();
-  await commit();
-  await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
-  burst4000 = performance.now() - t0;
-} finally {
-  await c.close();
+/** Convergence and burst timings for one daemon started with `env` (e.g. DENO_V8_FLAGS). */
+interface Speed {
+  conv: number[];
+  refTriplet: number;
+  burst1000: number;
+  refBatch: number;
+  burst4000: number;
 }
 
-// 3. RSS, with default V8 settings and with a 1 MiB young generation (DENO_V8_FLAGS, as deploy/flanctl.service).
-const plain = await rssRun({});
-const small = await rssRun({ DENO_V8_FLAGS: "--max-semi-space-size=1" });
+async function speedRun(env: Record<string, string>): Promise<Speed> {
+  const c = new DaemonCluster("172.31");
+  const conv: number[] = [];
+  let refTriplet = 0, burst1000 = 0, refBatch = 0, burst4000 = 0;
+  try {
+    await c.init(JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } }));
+    const a = await c.addNode();
+    c.start(a, [], env);
+    await c.waitReady(a);
+
+    // 1. Convergence of single joins.
+    const store = new FileStore({ dir: c.storeDir });
+    const mon = new RouteMonitor(a.ns);
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < JOINS; i++) {
+      const pub = `172.29.${i >> 8}.${(i & 255) + 1}`;
+      const t0 = performance.now();
+      const lease = store.acquireLease({
+        PublicIP: pub,
+        PublicIPv6: null,
+        BackendType: "vxlan",
+        BackendData: { VNI: 1, VtepMAC: randomLocalMac() },
+      });
+      // The subnet is only known when the write returns; the monitor remembers routes seen before that.
+      const seen = lease.then((l) => mon.wait(l.subnet!.toString()));
+      const t = await Promise.race([
+        seen,
+        new Promise<never>((_, rej) =>
+          setTimeout(() => rej(new Error(`join ${i} not programmed in 5 s`)), 5000)
+        ),
+      ]);
+      conv.push(t - t0);
+    }
+    mon.close();
+    refTriplet = await referenceTriplet(a.ns);
+
+    // Remove the 100 joins again (revoke) and wait until their routes are gone.
+    for (const l of (await store.listLeases()).leases) {
+      if (l.attrs.PublicIP.startsWith("172.29.")) await store.revokeLease(l.subnet!);
+    }
+    await waitFor("joins removed", async () => (await countRoutes(a.ns)) === 0, 20_000);
+
+    // 2. 1,000 leases at once, then 4,000 more.
+    let commit = await prepareFakeLeases(c.storeDir, 1000, 1000);
+    let t0 = performance.now();
+    await commit();
+    await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
+    burst1000 = performance.now() - t0;
+    refBatch = await referenceBatch(a.ns, 1000);
+    commit = await prepareFakeLeases(c.storeDir, 2000, 4000);
+    t0 = performance.now();
+    await commit();
+    await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
+    burst4000 = performance.now() - t0;
+  } finally {
+    await c.close();
+  }
+  return { conv, refTriplet, burst1000, refBatch, burst4000 };
+}
+
+// The V8 settings compared: the default, deploy/flanctl.service's 1 MiB young generation, and that plus
+// --jitless (no optimizing compiler: its code pages in the Deno binary are never touched).
+const CONFIGS: [string, Record<string, string>][] = [
+  ["default V8 settings", {}],
+  ["DENO_V8_FLAGS=--max-semi-space-size=1", { DENO_V8_FLAGS: "--max-semi-space-size=1" }],
+  ["DENO_V8_FLAGS=--max-semi-space-size=1,--jitless", { DENO_V8_FLAGS: "--max-semi-space-size=1,--jitless" }],
+];
+const only = Deno.env.get("DAEMON_BENCH_ONLY"); // "speed" or "memory": run one half
+const speeds: [string, Speed][] = [];
+if (only !== "memory") {
+  for (const [name, env] of [CONFIGS[0], CONFIGS[2]]) speeds.push([name, await speedRun(env)]);
+}
+const mems: [string, Awaited<ReturnType<typeof rssRun>>][] = [];
+if (only !== "speed") { for (const [name, env] of CONFIGS) mems.push([name, await rssRun(env)]); }
+const idle = await idleDeno();
 
 const f = (x: number) => x.toFixed(1);
 const mib = (k: number) => (k / 1024).toFixed(1);
 console.log("daemon benchmark (vxlan, file store, one node in a netns)");
-console.log(
-  `convergence, ${JOINS} joins (from the start of the store write): p50 ${f(pct(conv, 50))} ms, ` +
-    `p99 ${f(pct(conv, 99))} ms, max ${f(Math.max(...conv))} ms; goal p99 < 50 ms: ${
-      pct(conv, 99) < 50 ? "met" : "MISSED"
-    }`,
-);
-console.log(
-  `  reference (same run): neigh+fdb+route by 3 ip/bridge commands p50 ${f(refTriplet)} ms; ` +
-    `daemon p50 / reference = ${(pct(conv, 50) / refTriplet).toFixed(2)}x`,
-);
-console.log(
-  `1,000 leases at once → all programmed: ${f(burst1000)} ms; goal < 2000 ms: ${
-    burst1000 < 2000 ? "met" : "MISSED"
-  }`,
-);
-console.log(
-  `  reference (same run): 3,000 entries via ip -batch + bridge -batch: ${f(refBatch)} ms; ` +
-    `ratio ${(burst1000 / refBatch).toFixed(2)}x`,
-);
-console.log(`4,000 more at once (→ 5,000 peers): ${f(burst4000)} ms`);
-for (
-  const [name, r] of [["default V8 heap", plain], ["DENO_V8_FLAGS=--max-semi-space-size=1", small]] as const
-) {
-  const at = (m: Mem) =>
-    `RSS peak ${mib(m.peak)} / last ${mib(m.last)} MiB (private ${mib(m.anonPeak)} / ${mib(m.anonLast)})`;
-  console.log(`daemon memory (${name}):`);
+for (const [name, { conv, refTriplet, burst1000, refBatch, burst4000 }] of speeds) {
+  console.log(`speed (${name}):`);
   console.log(
-    `  0 peers (reference): RSS ${mib(r.r0.last)} MiB, private (RssAnon) ${mib(r.r0.anonLast)} MiB`,
+    `  convergence, ${JOINS} joins (from the start of the store write): p50 ${f(pct(conv, 50))} ms, ` +
+      `p99 ${f(pct(conv, 99))} ms, max ${f(Math.max(...conv))} ms; goal p99 < 50 ms: ${
+        pct(conv, 99) < 50 ? "met" : "MISSED"
+      }`,
   );
-  console.log(`  1,000 peers: ${at(r.r1000)}; ${(r.r1000.peak / r.r0.last).toFixed(2)}x the reference RSS`);
-  console.log(`  5,000 peers: ${at(r.r5000)}; ${(r.r5000.peak / r.r0.last).toFixed(2)}x the reference RSS`);
+  console.log(
+    `    reference (same run): neigh+fdb+route by 3 ip/bridge commands p50 ${f(refTriplet)} ms; ` +
+      `daemon p50 / reference = ${(pct(conv, 50) / refTriplet).toFixed(2)}x`,
+  );
+  console.log(
+    `  1,000 leases at once → all programmed: ${f(burst1000)} ms; goal < 2000 ms: ${
+      burst1000 < 2000 ? "met" : "MISSED"
+    }`,
+  );
+  console.log(
+    `    reference (same run): 3,000 entries via ip -batch + bridge -batch: ${f(refBatch)} ms; ` +
+      `ratio ${(burst1000 / refBatch).toFixed(2)}x`,
+  );
+  console.log(`  4,000 more at once (→ 5,000 peers): ${f(burst4000)} ms`);
+}
+console.log(
+  `reference: idle \`deno run\` of an empty script: RSS ${mib(idle[0])} MiB = private ${mib(idle[1])} + ` +
+    `file-backed ${mib(idle[2])} MiB`,
+);
+for (const [name, r] of mems) {
+  const at = (m: Mem) =>
+    `RSS peak ${mib(m.peak)} / last ${mib(m.last)} MiB (private ${mib(m.anonPeak)} / ${mib(m.anonLast)}, ` +
+    `file-backed ${mib(m.fileLast)}, JS heap used ${f(m.heapUsed)})`;
+  console.log(`daemon memory (${name}):`);
+  console.log(`  0 peers: ${at(r.r0)}; ${(r.r0.last / idle[0]).toFixed(2)}x the idle deno RSS`);
+  console.log(`  1,000 peers: ${at(r.r1000)}; ${(r.r1000.peak / r.r0.last).toFixed(2)}x the 0-peer RSS`);
+  console.log(`  5,000 peers: ${at(r.r5000)}; ${(r.r5000.peak / r.r0.last).toFixed(2)}x the 0-peer RSS`);
   console.log(
     `  goal ≤ 64 MiB at 5,000: VmRSS ${r.r5000.peak / 1024 <= 64 ? "met" : "MISSED"}, private memory ` +
-      `${
-        r.r5000.anonPeak / 1024 <= 64 ? "met" : "MISSED"
-      } (the rest of VmRSS is the Deno binary's shared code pages)`,
+      `${r.r5000.anonPeak / 1024 <= 64 ? "met" : "MISSED"} (file-backed pages: the Deno binary's code, ` +
+      `shared with every other Deno process)`,
   );
   const pass = r.passes.length ? `median ${pct(r.passes, 50)} ms over ${r.passes.length}` : "n/a";
   console.log(`  full reconcile pass at 5,000 peers: ${pass}`);

@@ -69,6 +69,11 @@ export function register(program: Command): void {
       "lease TTL of every node (default 24 h, as flannel)",
       intArg("--lease-ttl"),
     )
+    .option(
+      "--daemon-arg <flag>",
+      "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .addOption(nameOpt())
     .action(async (o: {
       nodes: number;
@@ -77,10 +82,12 @@ export function register(program: Command): void {
       store: "file" | "etcd";
       network: string;
       leaseTtl?: number;
+      daemonArg?: string[];
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
-      const opts = { ...o };
+      const { daemonArg, ...rest } = o;
+      const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
       const made = { value: false };

@@ -55,17 +55,19 @@ async function podState(ns: string) {
     ifname: l.ifname,
     flags: l.flags,
     mtu: l.mtu,
+    // ip -j omits txqlen when it is 0 (the reference's veths).
+    txqlen: l.txqlen ?? 0,
     operstate: l.operstate,
     link_type: l.link_type,
     kind: (l.linkinfo as J | undefined)?.info_kind ?? null,
   }));
   const addrs = (await ipJson<J[]>(ns, "addr")).map((l) => ({
     ifname: l.ifname,
-    // `broadcast` is left out: the netlink layer does not set the IPv4 broadcast address (reported).
     addrs: ((l.addr_info as J[]) ?? []).filter((a) => a.scope !== "link").map((a) => ({
       family: a.family,
       local: a.local,
       prefixlen: a.prefixlen,
+      broadcast: a.broadcast ?? null,
       scope: a.scope,
     })),
   }));
@@ -77,19 +79,21 @@ async function nodeState(ns: string) {
   const br = (await ipJson<J[]>(ns, "-d", "link", "show", "cni0"))[0] ?? null;
   const ports = await ipJson<J[]>(ns, "-d", "link", "show", "master", "cni0");
   const brAddrs = ((await ipJson<J[]>(ns, "addr", "show", "cni0"))[0]?.addr_info as J[] ?? [])
-    .filter((a) => a.family === "inet").map((a) => `${a.local}/${a.prefixlen} ${a.scope}`);
+    .filter((a) => a.family === "inet").map((a) => `${a.local}/${a.prefixlen} brd ${a.broadcast ?? "-"} ${a.scope}`);
   const nat = (await nsSh(ns, "iptables-save", "-t", "nat"))
     .split("\n").filter((l) => l.startsWith("-A") || (l.startsWith(":") && l.includes("CNI-")));
   const fwd = (await nsSh(ns, "cat", "/proc/sys/net/ipv4/ip_forward")).trim();
   return {
     bridge: br && {
       mtu: br.mtu,
+      txqlen: br.txqlen ?? 0,
       flags: br.flags,
       kind: (br.linkinfo as J).info_kind,
     },
     brAddrs,
     ports: ports.map((p) => ({
       mtu: p.mtu,
+      txqlen: p.txqlen ?? 0,
       flags: p.flags,
       kind: (p.linkinfo as J).info_kind,
       hairpin: ((p.linkinfo as J).info_slave_data as J)?.hairpin,
@@ -205,4 +209,34 @@ Deno.test({
       d.cleanup();
     }
   },
+});
+
+Deno.test({
+  name: "cni bridge forceAddress: another address on the bridge is replaced, as the reference does",
+  ignore: !HAVE_REF,
+  fn: () =>
+    withNetns(async (fx) => {
+      const nodeA = await fx.add("cfa"), podA = await fx.add("cfpa");
+      const nodeB = await fx.add("cfb"), podB = await fx.add("cfpb");
+      const dA = tempDir(), dB = tempDir();
+      try {
+        // A primary address in the same subnet (deleting it also takes the secondaries) and one elsewhere.
+        for (const node of [nodeA, nodeB]) {
+          await nsSh(node, "ip", "link", "add", "cni0", "type", "bridge");
+          await nsSh(node, "ip", "addr", "add", "10.99.1.9/24", "dev", "cni0");
+          await nsSh(node, "ip", "addr", "add", "10.55.0.1/16", "dev", "cni0");
+        }
+        const conf = (dataDir: string) => ({ ...bridgeConf("1.0.0", dataDir), forceAddress: true });
+        const call = { plugin: "bridge", command: "ADD", containerId: "force1", ifname: "eth0" };
+        await cniOk({ ...call, node: nodeA, netns: podA, conf: conf(dA.path) });
+        await cniOk({ ...call, node: nodeB, netns: podB, conf: conf(dB.path), ref: true });
+        const ours = await nodeState(nodeA);
+        assertEquals(ours.brAddrs, ["10.99.1.1/24 brd 10.99.1.255 global"], "only the gateway is left");
+        assertEquals(ours, await nodeState(nodeB), "node state");
+        assertEquals(await podState(podA), await podState(podB), "pod state");
+      } finally {
+        dA.cleanup();
+        dB.cleanup();
+      }
+    }),
 });

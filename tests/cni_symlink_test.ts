@@ -54,3 +54,55 @@ Deno.test("cni subcommand: flanctl cni <plugin> answers like the symlink", async
   const err = await flanctl(["cni", "host-local"], { env: { CNI_COMMAND: "ADD" }, stdin: "{}" });
   assertEquals([err.code, JSON.parse(err.stdout).code], [1, 4]);
 });
+
+Deno.test("cni bundled fast path: the cni.js install.sh builds answers through the symlink names", async () => {
+  // The same `deno bundle` and launcher flags as install.sh: one JavaScript file, no deno.json/lockfile.
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-cni-js-" });
+  try {
+    const bundle = `${dir}/cni.js`;
+    const b = await run([
+      Deno.execPath(),
+      "bundle",
+      "--quiet",
+      "--platform",
+      "deno",
+      "--minify",
+      "--keep-names",
+      "-o",
+      bundle,
+      `${ROOT}cli/cni_main.ts`,
+    ]);
+    assertEquals(b.code, 0, b.stderr);
+    const launcher = `${dir}/flanctl`;
+    Deno.writeTextFileSync(
+      launcher,
+      `#!/bin/sh\nexport DENO_DIR="${dir}/cache"\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check ` +
+        `--no-config --no-lock --cached-only --quiet --no-prompt "${bundle}"\n`,
+      { mode: 0o755 },
+    );
+    for (const p of ["flannel", "bridge", "host-local", "loopback"]) {
+      Deno.symlinkSync(launcher, `${dir}/${p}`);
+      const r = await run([`${dir}/${p}`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
+      assertEquals([r.code, JSON.parse(r.stdout)], [0, VERSION_JSON], `${p}: ${r.stderr}`);
+    }
+    const conf = JSON.stringify({
+      cniVersion: "1.1.0",
+      name: "bundlenet",
+      type: "host-local",
+      ipam: { type: "host-local", dataDir: `${dir}/data`, ranges: [[{ subnet: "10.93.1.0/24" }]] },
+    });
+    const env = { CNI_CONTAINERID: "bun1", CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir };
+    const add = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
+    assertEquals(JSON.parse(add.stdout).ips, [{ address: "10.93.1.2/24", gateway: "10.93.1.1" }], add.stderr);
+    // The exit status of an error (set as Deno.exitCode, so the process ends on its own).
+    const dup = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
+    assertEquals([dup.code, typeof JSON.parse(dup.stdout).code], [1, "number"], dup.stdout);
+    const del = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "DEL" }, stdin: conf });
+    assertEquals([del.code, del.stdout], [0, ""]);
+    Deno.symlinkSync(launcher, `${dir}/not-a-plugin`);
+    const other = await run([`${dir}/not-a-plugin`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
+    assertEquals(other.code, 2, other.stderr);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

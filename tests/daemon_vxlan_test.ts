@@ -114,8 +114,8 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
 
     // TX checksum offload (flannel #1279): off on A after start, switched off again at the next resync
     // when someone turns it on; B, started with --vxlan-tx-checksum-offload, keeps the kernel's "on".
-    assertEquals(await txCsum(a.ns), "off");
-    assertEquals(await txCsum(b.ns), "on");
+    assertEquals(await txCsum(a.ns), "off", a.log.join("\n"));
+    assertEquals(await txCsum(b.ns), "on", b.log.join("\n"));
     await sh("ip", "netns", "exec", a.ns, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
     assertEquals(await txCsum(a.ns), "on");
     await waitFor("tx checksum offload off again on A", async () => (await txCsum(a.ns)) === "off");

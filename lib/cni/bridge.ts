@@ -205,25 +205,50 @@ function calcGateway(addr: string): string {
   return IPNet.parse(addr, "ip").ip.add(1).toString();
 }
 
-/** Puts `gw/prefix` on the bridge; another address of the family is an error unless forceAddress. */
+/**
+ * Puts `gw/prefix` on the bridge; another address of the family is an error unless forceAddress.
+ *
+ * Every pod after the first finds the address already there, so the exclusive create comes first: "exists"
+ * (same address and prefix) ends it with one request, where listing the bridge's addresses dumps every
+ * address of the host (a link-local one per pod veth). Only when the address was new are the bridge's other
+ * addresses read, and a conflicting one either removed (forceAddress) or the new address taken back.
+ */
 function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force: boolean): void {
   const want = IPNet.parseWithHost(cidr, "gateway");
-  for (const a of host.addrs(want.ip.family).filter((a) => a.index === br.index)) {
-    if (a.local === want.ip.toString() && a.prefix === want.net.prefix) return;
+  try {
+    host.addAddr(br.index, cidr, { broadcast: true });
+  } catch (e) {
+    if (isExists(e)) return;
+    throw e;
+  }
+  const conflicts = host.addrs(want.ip.family).filter((a) => {
+    if (a.index !== br.index || (a.local === want.ip.toString() && a.prefix === want.net.prefix)) return false;
     const theirs = IPNet.parse(`${a.local}/${a.prefix}`);
-    if (want.ip.family === 4 || theirs.contains(want.ip) || want.net.contains(IPAddr.parse(a.local))) {
-      if (!force) {
-        throw new CniError(
-          ErrCode.InvalidNetworkConfig,
-          "bridge address conflict",
-          `"${br.name}" already has an IP address different from ${cidr} (set forceAddress to replace it)`,
-        );
-      }
+    return want.ip.family === 4 || theirs.contains(want.ip) || want.net.contains(IPAddr.parse(a.local));
+  });
+  if (conflicts.length === 0) return;
+  if (!force) {
+    try {
+      host.delAddr(br.index, cidr);
+    } catch { /* best effort: leave the bridge as we found it */ }
+    throw new CniError(
+      ErrCode.InvalidNetworkConfig,
+      "bridge address conflict",
+      `"${br.name}" already has an IP address different from ${cidr} (set forceAddress to replace it)`,
+    );
+  }
+  for (const a of conflicts) {
+    try {
       host.delAddr(br.index, `${a.local}/${a.prefix}`);
+    } catch (e) {
+      // Already gone with a primary deleted before it.
+      if (!/Cannot assign requested address/.test(String((e as Error)?.message))) throw e;
     }
   }
+  // Removing a primary address also removes the secondaries of its subnet (ours among them, unless
+  // promote_secondaries): put ours back if it went with them.
   try {
-    host.addAddr(br.index, cidr);
+    host.addAddr(br.index, cidr, { broadcast: true });
   } catch (e) {
     if (!isExists(e)) throw e;
   }
@@ -302,6 +327,7 @@ async function add(c: PluginCall): Promise<CniResult> {
             ...(conf.mtu ? { mtu: conf.mtu } : {}),
             ...(conf.mac ? { mac: conf.mac } : {}),
             peerMac: hostMac,
+            txqlen: 0, // both ends, as the reference's veths (no qdisc queue on a veth)
           });
           vethMade = true;
           return;
@@ -351,7 +377,7 @@ async function add(c: PluginCall): Promise<CniResult> {
     }
     const cont = kernel("configure container interface", () => {
       pod.setUp(args.ifname, true);
-      for (const ip of ips) pod.addAddr(args.ifname, ip.address);
+      for (const ip of ips) pod.addAddr(args.ifname, ip.address, { broadcast: true });
       for (const r of routes) {
         const fam = familyOf(r.dst);
         const gw = r.gw ?? ips.find((i) => familyOf(i.address) === fam && i.gateway)?.gateway;
@@ -438,12 +464,19 @@ async function del(c: PluginCall): Promise<void> {
         try {
           trace("pod handle open");
           kernel("delete container interface", () => {
+            if (!conf.ipMasq) {
+              // Nothing to read first: delete by name (one lookup, none of the link attributes parsed).
+              try {
+                pod!.deleteLink(args.ifname);
+              } catch (e) {
+                if ((e as { notFound?: boolean })?.notFound !== true) throw e;
+              }
+              return;
+            }
             const link = pod!.link(args.ifname);
             if (!link) return;
-            if (conf.ipMasq) {
-              for (const a of pod!.addrs()) {
-                if (a.index === link.index && a.scope === "global") addrs.push(`${a.local}/${a.prefix}`);
-              }
+            for (const a of pod!.addrs()) {
+              if (a.index === link.index && a.scope === "global") addrs.push(`${a.local}/${a.prefix}`);
             }
             pod!.deleteLink(link.index);
           });

@@ -55,6 +55,11 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (o.leaseTtl !== undefined && (!Number.isInteger(o.leaseTtl) || o.leaseTtl < 5 || o.leaseTtl > 86400)) {
     throw new UsageError(`--lease-ttl ${o.leaseTtl}: give whole seconds from 5 to 86400`);
   }
+  for (const a of o.daemonArgs ?? []) {
+    if (!a.startsWith("--")) {
+      throw new UsageError(`--daemon-arg '${a}': give a daemon flag, e.g. --daemon-arg=--log-level=debug`);
+    }
+  }
   if (o.store !== "file" && o.store !== "etcd") {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
@@ -217,6 +222,7 @@ export async function labUp(
   };
   s.storeFlags = o.store === "etcd" ? ["--etcd-endpoints", etcdEndpoint(s)] : ["--store-dir", `${dir}/store`];
   if (o.leaseTtl !== undefined) s.storeFlags.push("--lease-ttl", String(o.leaseTtl));
+  if (o.daemonArgs?.length) s.daemonArgs = [...o.daemonArgs];
   // Creating the lab directory (not recursively) is the lock: of two `up`s with one name, one fails here.
   Deno.mkdirSync(labRoot(), { recursive: true });
   try {

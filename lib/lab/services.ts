@@ -125,6 +125,7 @@ export function daemonCommand(s: LabState, n: NodeState): string[] {
     String(s.healthzPort),
     ...s.storeFlags,
     "--ip-masq=true",
+    ...(s.daemonArgs ?? []),
   ]);
 }
 

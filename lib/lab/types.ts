@@ -21,6 +21,8 @@ export interface LabUpOptions {
   network: string;
   /** Lease TTL in seconds for every node (default: the store's, flannel's 24 h). */
   leaseTtl?: number;
+  /** Extra flags for every daemon (e.g. "--resync-interval=2"). */
+  daemonArgs?: string[];
 }
 
 /** A node of the lab as recorded in the state file. */
@@ -85,6 +87,8 @@ export interface LabState {
   };
   /** Store flags every flanctl command of this lab needs (`--store-dir …` or `--etcd-endpoints …`). */
   storeFlags: string[];
+  /** Extra flags every daemon gets (`lab up --daemon-arg`). */
+  daemonArgs?: string[];
   /** `/healthz` / `/readyz` port of every daemon (each in its own namespace). */
   healthzPort: number;
   /** Every namespace created (recorded before `ip netns add`). */

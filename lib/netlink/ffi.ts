@@ -126,6 +126,8 @@ const ROUTE_SYMBOLS = {
   rtnl_link_get_mtu: { parameters: ["pointer"], result: "u32" },
   // void rtnl_link_set_mtu(struct rtnl_link *link, unsigned int mtu);
   rtnl_link_set_mtu: { parameters: ["pointer", "u32"], result: "void" },
+  // void rtnl_link_set_txqlen(struct rtnl_link *link, unsigned int txqlen);
+  rtnl_link_set_txqlen: { parameters: ["pointer", "u32"], result: "void" },
   // struct nl_addr *rtnl_link_get_addr(struct rtnl_link *link);   (borrowed)
   rtnl_link_get_addr: { parameters: ["pointer"], result: "pointer" },
   // void rtnl_link_set_addr(struct rtnl_link *link, struct nl_addr *addr);   (takes its own reference)
@@ -208,6 +210,8 @@ const ROUTE_SYMBOLS = {
   rtnl_addr_set_scope: { parameters: ["pointer", "i32"], result: "void" },
   // void rtnl_addr_set_flags(struct rtnl_addr *addr, unsigned int flags);
   rtnl_addr_set_flags: { parameters: ["pointer", "u32"], result: "void" },
+  // int rtnl_addr_set_broadcast(struct rtnl_addr *addr, struct nl_addr *bcast);   (takes its own reference)
+  rtnl_addr_set_broadcast: { parameters: ["pointer", "pointer"], result: "i32" },
 
   // ---- routes ----
   // int rtnl_route_alloc_cache(struct nl_sock *sk, int family, int flags, struct nl_cache **result);

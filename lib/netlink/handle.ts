@@ -31,12 +31,15 @@ import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
 import type {
   AddrInfo,
   FdbInfo,
+  FdbScanEntry,
   LinkInfo,
   LinkRef,
   NeighInfo,
+  NeighScanEntry,
   NetlinkHandle,
   NetnsRef,
   RouteInfo,
+  RouteScanEntry,
   RouteSpec,
   VxlanInfo,
 } from "./types.ts";
@@ -52,6 +55,10 @@ const NLM_F_REQUEST = 0x1,
   NLM_F_CREATE = 0x400;
 const NLMSG_ERROR = 2, NLMSG_DONE = 3, NLMSG_ALIGNTO = 4, NLM_F_CAPPED = 0x100, NLM_F_ACK_TLVS = 0x200;
 const SOL_NETLINK = 270, NETLINK_CAP_ACK = 10, NETLINK_EXT_ACK = 11, NLMSGERR_ATTR_MSG = 1;
+const NETLINK_GET_STRICT_CHK = 12, EINVAL = 22;
+const ONE = new Uint8Array(new Int32Array([1]).buffer), ZERO = new Uint8Array(4);
+const RTA_DST = 1, RTA_OIF = 4, RTA_GATEWAY = 5, RTA_PRIORITY = 6, RTA_MULTIPATH = 9, RTA_TABLE = 15;
+const NDA_DST = 1, NDA_LLADDR = 2, NDA_IFINDEX = 8;
 const EOPNOTSUPP = 95;
 const RTM_NEWLINK = 16,
   RTM_SETLINK = 19,
@@ -104,6 +111,8 @@ class LibnlHandle implements NetlinkHandle {
   readonly #b4 = new Uint8Array(4);
   readonly #b16 = new Uint8Array(16);
   readonly #b6 = new Uint8Array(6);
+  /** JS copy of the last receive buffer of a compact scan (grown as needed, reused). */
+  #rx = new Uint8Array(64 * 1024);
 
   constructor(ns: NetnsRef | null) {
     this.netns = ns;
@@ -422,9 +431,49 @@ class LibnlHandle implements NetlinkHandle {
     return list;
   }
 
+  /**
+   * One link by name or ifindex: a single RTM_GETLINK (rtnl_link_get_kernel), not a dump of every link, so
+   * the cost does not grow with the number of links (a CNI host has one veth per pod). The parent (for
+   * M-DOWN) and the master (is it a bridge?) are fetched the same way; only a bridge port pays for the
+   * AF_BRIDGE dump that carries its hairpin flag, as in links().
+   */
   link(ref: LinkRef): LinkInfo | null {
-    if (typeof ref === "number") return this.links().find((l) => l.index === ref) ?? null;
-    return this.links().find((l) => l.name === ref) ?? null;
+    const info = this.#getLink(ref);
+    if (info === null) return null;
+    if (info.parent !== null && info.linkNetnsId === null && this.#getLink(info.parent)?.up !== true) {
+      info.flags.push("M-DOWN");
+    }
+    if (info.master !== null && this.#getLink(info.master)?.kind === "bridge") {
+      const withMaster = [info, { ...info, index: info.master, kind: "bridge", master: null }];
+      this.#addBridgePorts(withMaster);
+    }
+    return info;
+  }
+
+  /** RTM_GETLINK of one link; null when there is no such link (or `ref` cannot name one). */
+  #getLink(ref: LinkRef): LinkInfo | null {
+    const byIndex = typeof ref === "number";
+    if (
+      byIndex ? !Number.isInteger(ref) || ref <= 0 : typeof ref !== "string" || ref === "" || ref.length > 15
+    ) {
+      return null;
+    }
+    const out = this.#out.reset();
+    const err = rt().rtnl_link_get_kernel(
+      this.#live(),
+      byIndex ? ref : 0,
+      byIndex ? null : cstr(ref),
+      out.buf,
+    );
+    if (err === -NLE.OBJ_NOTFOUND || err === -NLE.NODEV) return null;
+    this.#check(err, () => `link show dev ${ref}`);
+    const o = out.value;
+    if (o === null) return null;
+    try {
+      return this.#linkInfo(o);
+    } finally {
+      rt().rtnl_link_put(o);
+    }
   }
 
   #linkInfo(o: NonNullable<Ptr>): LinkInfo {
@@ -723,11 +772,16 @@ class LibnlHandle implements NetlinkHandle {
   createVeth(
     name: string,
     peerName: string,
-    opts: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string } = {},
+    opts: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number } = {},
   ): void {
     const op = () =>
       `link add ${name} type veth peer name ${peerName}` +
-      (opts.peerNetns ? ` netns ${netnsLabel(opts.peerNetns)}` : "");
+      (opts.peerNetns ? ` netns ${netnsLabel(opts.peerNetns)}` : "") +
+      (opts.txqlen !== undefined ? ` txqueuelen ${opts.txqlen}` : "");
+    const { txqlen } = opts;
+    if (txqlen !== undefined && (!Number.isInteger(txqlen) || txqlen < 0 || txqlen > 0xffffffff)) {
+      throw new ParseError("txqlen", `bad txqueuelen ${txqlen} (0..4294967295)`);
+    }
     const r = rt();
     const fd = opts.peerNetns ? openNetnsFd(opts.peerNetns) : -1;
     const veth = r.rtnl_link_veth_alloc();
@@ -739,6 +793,10 @@ class LibnlHandle implements NetlinkHandle {
     try {
       this.#setCommon(veth, name, { mtu: opts.mtu, mac: opts.mac });
       this.#setCommon(peer!, peerName, { mtu: opts.mtu, mac: opts.peerMac }, "peerMac");
+      if (txqlen !== undefined) {
+        r.rtnl_link_set_txqlen(veth, txqlen);
+        r.rtnl_link_set_txqlen(peer, txqlen);
+      }
       if (fd >= 0) r.rtnl_link_set_ns_fd(peer, fd);
       this.#addLink(veth, op);
     } finally {
@@ -882,10 +940,24 @@ class LibnlHandle implements NetlinkHandle {
   addAddr(
     ref: LinkRef,
     cidr: string,
-    opts: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean } = {},
+    opts: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean; broadcast?: boolean } = {},
   ): void {
     const scope = scopeValue(opts.scope, "scope");
-    const op = () => `address add ${cidr} dev ${ref}` + (opts.noprefixroute ? " noprefixroute" : "");
+    const op = () =>
+      `address add ${cidr}` + (opts.broadcast ? " brd +" : "") + ` dev ${ref}` +
+      (opts.noprefixroute ? " noprefixroute" : "");
+    // `brd +`: the subnet's last address, for IPv4 subnets that have one (prefix < 31), as iproute2 and
+    // the Go netlink library (CNI plugins) set it.
+    let brd: Uint8Array<ArrayBuffer> | null = null;
+    if (opts.broadcast) {
+      const p = parsePrefix(cidr, "cidr");
+      if (p.family === 4 && p.prefix < 31) {
+        const host = p.prefix === 0 ? 0xffffffff : (1 << (32 - p.prefix)) - 1;
+        const v = (new DataView(p.bytes.buffer, p.bytes.byteOffset, 4).getUint32(0) | host) >>> 0;
+        brd = new Uint8Array(4);
+        new DataView(brd.buffer).setUint32(0, v);
+      }
+    }
     this.#addrObj(
       ref,
       cidr,
@@ -894,6 +966,12 @@ class LibnlHandle implements NetlinkHandle {
       (a) => {
         rt().rtnl_addr_set_scope(a, scope);
         if (opts.noprefixroute) rt().rtnl_addr_set_flags(a, IFA_F_NOPREFIXROUTE);
+        if (brd !== null) {
+          const b = this.#addr(AF_INET, brd);
+          const e = rt().rtnl_addr_set_broadcast(a, b);
+          nl().nl_addr_put(b);
+          this.#check(e, op);
+        }
       },
     );
   }
@@ -1107,6 +1185,218 @@ class LibnlHandle implements NetlinkHandle {
       (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
       f.dev,
     );
+  }
+
+  // ---------------------------------------------------------------- compact scans
+
+  /**
+   * Sends dump request `type` (header + attributes in `req`) and hands every answer message to `each` as
+   * an offset into a JS copy of the receive buffer (one copy per recv(), parsed with a DataView: no libnl
+   * object and no FFI call per message). With `strict`, NETLINK_GET_STRICT_CHK is on while the request is
+   * processed (rtnetlink handles it during send), so the kernel applies the filters in `req`; kernels
+   * without it (< 4.20), or that refuse the strict header, get the plain dump and callers filter here.
+   */
+  #scan(
+    op: string,
+    type: number,
+    req: Uint8Array<ArrayBuffer>,
+    each: (b: Uint8Array, dv: DataView, off: number, len: number) => void,
+    tryStrict = true,
+  ): void {
+    const sk = this.#live();
+    const fd = nl().nl_socket_get_fd(sk);
+    const strict = tryStrict && libc().setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ONE, 4) === 0;
+    let sent: number;
+    try {
+      nl().nl_socket_disable_auto_ack(sk);
+      sent = nl().nl_send_simple(sk, type, NLM_F_DUMP, req, BigInt(req.length));
+      nl().nl_socket_enable_auto_ack(sk);
+    } finally {
+      if (strict) libc().setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ZERO, 4);
+    }
+    this.#check(sent, () => op);
+    const addr = new Uint8Array(12);
+    const out = this.#out;
+    for (;;) {
+      out.reset();
+      const n = nl().nl_recv(sk, addr, out.buf, null);
+      if (n < 0) this.#check(n, () => op);
+      const p = out.value;
+      if (p === null) continue;
+      if (this.#rx.length < n) this.#rx = new Uint8Array(Math.max(n, this.#rx.length * 2));
+      const b = this.#rx;
+      try {
+        Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
+      } finally {
+        libc().free(p);
+      }
+      const dv = new DataView(b.buffer, 0, n);
+      for (let off = 0; off + 16 <= n;) {
+        const len = dv.getUint32(off, true), t = dv.getUint16(off + 4, true);
+        if (len < 16 || off + len > n) break;
+        if (t === NLMSG_DONE) return;
+        if (t === NLMSG_ERROR) {
+          const e = -dv.getInt32(off + 16, true);
+          if (e === 0) return;
+          if (strict && e === EINVAL) {
+            // A strict header this kernel refuses: the plain dump (family only), filtered by the callers.
+            const plain = new Uint8Array(12);
+            plain[0] = req[0];
+            this.#scan(op, type, plain, each, false);
+            return;
+          }
+          throw this.#kernelError(op, e, null);
+        }
+        if (t === type - 2) each(b, dv, off + 16, len - 16); // RTM_GETx → RTM_NEWx answers
+        off += (len + 3) & ~3;
+      }
+    }
+  }
+
+  #ip4or6(b: Uint8Array, off: number, len: number): string | null {
+    if (len === 4) return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
+    if (len === 16) return formatIP(b.subarray(off, off + 16));
+    return null;
+  }
+
+  scanRoutes(
+    opts: { family?: 4 | 6; table?: number; dev?: LinkRef },
+    each: (r: Readonly<RouteScanEntry>) => void,
+  ): void {
+    const op = "route show";
+    const oif = opts.dev !== undefined ? this.#index(opts.dev, () => op) : 0;
+    // struct rtmsg (12) + RTA_TABLE u32 + RTA_OIF u32, filters for strict dumps.
+    const req = new Uint8Array(12 + 8 + 8);
+    const rv = new DataView(req.buffer);
+    req[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
+    let at = 12;
+    if (opts.table !== undefined) {
+      req[4] = opts.table < 256 ? opts.table : 0;
+      rv.setUint16(at, 8, true),
+        rv.setUint16(at + 2, RTA_TABLE, true),
+        rv.setUint32(at + 4, opts.table, true);
+      at += 8;
+    }
+    if (oif) {
+      rv.setUint16(at, 8, true), rv.setUint16(at + 2, RTA_OIF, true), rv.setUint32(at + 4, oif, true);
+      at += 8;
+    }
+    const e: RouteScanEntry = {
+      family: 4,
+      dst: "",
+      gateway: null,
+      dev: null,
+      onlink: false,
+      table: 0,
+      protocol: 0,
+      type: 0,
+      metric: null,
+    };
+    this.#scan(op, RTM_GETROUTE, req.slice(0, at), (b, dv, o, len) => {
+      const f = fam(b[o]);
+      if (f === null || (opts.family && f !== opts.family)) return;
+      const dstLen = b[o + 1];
+      let table = b[o + 4];
+      const flags = dv.getUint32(o + 8, true);
+      let dst: string | null = null, gw: string | null = null, dev: number | null = null;
+      let metric: number | null = null;
+      let mpOff = -1, mpLen = 0;
+      for (let a = o + 12; a + 4 <= o + len;) {
+        const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+        if (alen < 4) break;
+        const v = a + 4, vlen = alen - 4;
+        if (atype === RTA_DST) dst = this.#ip4or6(b, v, vlen);
+        else if (atype === RTA_GATEWAY) gw = this.#ip4or6(b, v, vlen);
+        else if (atype === RTA_OIF && vlen >= 4) dev = dv.getInt32(v, true);
+        else if (atype === RTA_PRIORITY && vlen >= 4) metric = dv.getUint32(v, true);
+        else if (atype === RTA_TABLE && vlen >= 4) table = dv.getUint32(v, true);
+        else if (atype === RTA_MULTIPATH) [mpOff, mpLen] = [v, vlen];
+        a += (alen + 3) & ~3;
+      }
+      if (opts.table !== undefined ? table !== opts.table : table === RT_TABLE_LOCAL) return;
+      e.family = f;
+      e.dst = dstLen === 0 ? "default" : `${dst ?? (f === 4 ? "0.0.0.0" : "::")}/${dstLen}`;
+      e.table = table;
+      e.protocol = b[o + 5];
+      e.type = b[o + 7];
+      e.metric = metric || null;
+      if (mpOff < 0) {
+        if (oif && dev !== oif) return;
+        e.gateway = gw,
+          e.dev = dev !== null && dev > 0 ? dev : null,
+          e.onlink = (flags & RTNH_F_ONLINK) !== 0;
+        each(e);
+        return;
+      }
+      // struct rtnexthop { u16 len; u8 flags; u8 hops; i32 ifindex; } + attributes (RTA_GATEWAY).
+      for (let h = mpOff; h + 8 <= mpOff + mpLen;) {
+        const hlen = dv.getUint16(h, true);
+        if (hlen < 8) break;
+        const hdev = dv.getInt32(h + 4, true);
+        let hgw: string | null = null;
+        for (let a = h + 8; a + 4 <= h + hlen;) {
+          const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+          if (alen < 4) break;
+          if (atype === RTA_GATEWAY) hgw = this.#ip4or6(b, a + 4, alen - 4);
+          a += (alen + 3) & ~3;
+        }
+        if (!oif || hdev === oif) {
+          e.gateway = hgw, e.dev = hdev > 0 ? hdev : null, e.onlink = (b[h + 2] & RTNH_F_ONLINK) !== 0;
+          each(e);
+        }
+        h += (hlen + 3) & ~3;
+      }
+    });
+  }
+
+  scanNeighbours(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void {
+    const op = "neigh show";
+    const index = this.#index(opts.dev, () => `${op} dev ${opts.dev}`);
+    // struct ndmsg (12; ifindex 0 as strict checking wants) + NDA_IFINDEX u32.
+    const req = new Uint8Array(20);
+    const rv = new DataView(req.buffer);
+    req[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
+    rv.setUint16(12, 8, true), rv.setUint16(14, NDA_IFINDEX, true), rv.setUint32(16, index, true);
+    const e: NeighScanEntry = { family: 4, index, dst: "", lladdr: null, state: 0 };
+    this.#scan(op, RTM_GETNEIGH, req, (b, dv, o, len) => {
+      const f = fam(b[o]);
+      if (f === null || (opts.family && f !== opts.family) || dv.getInt32(o + 4, true) !== index) return;
+      let dst: string | null = null, ll: string | null = null;
+      for (let a = o + 12; a + 4 <= o + len;) {
+        const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+        if (alen < 4) break;
+        if (atype === NDA_DST) dst = this.#ip4or6(b, a + 4, alen - 4);
+        else if (atype === NDA_LLADDR && alen - 4 === 6) ll = formatMac(b.subarray(a + 4, a + 10));
+        a += (alen + 3) & ~3;
+      }
+      if (dst === null) return;
+      e.family = f, e.dst = dst, e.lladdr = ll, e.state = dv.getUint16(o + 8, true);
+      each(e);
+    });
+  }
+
+  scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void {
+    const op = "fdb show";
+    const index = this.#index(dev, () => `${op} dev ${dev}`);
+    // struct ndmsg, family AF_BRIDGE, ndm_ifindex = the port/device (the strict FDB dump's filter).
+    const req = new Uint8Array(12);
+    req[0] = AF_BRIDGE;
+    new DataView(req.buffer).setInt32(4, index, true);
+    const e: FdbScanEntry = { index, mac: "", dst: null };
+    this.#scan(op, RTM_GETNEIGH, req, (b, dv, o, len) => {
+      if (b[o] !== AF_BRIDGE || dv.getInt32(o + 4, true) !== index) return;
+      let dst: string | null = null, mac: string | null = null;
+      for (let a = o + 12; a + 4 <= o + len;) {
+        const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+        if (alen < 4) break;
+        if (atype === NDA_DST) dst = this.#ip4or6(b, a + 4, alen - 4);
+        else if (atype === NDA_LLADDR && alen - 4 === 6) mac = formatMac(b.subarray(a + 4, a + 10));
+        a += (alen + 3) & ~3;
+      }
+      if (mac === null) return;
+      e.mac = mac, e.dst = dst;
+      each(e);
+    });
   }
 
   // ---------------------------------------------------------------- ethtool

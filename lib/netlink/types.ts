@@ -128,6 +128,49 @@ export interface FdbInfo {
   vlan: number | null;
 }
 
+/**
+ * One route next hop as {@link NetlinkHandle.scanRoutes} yields it: numbers where {@link RouteInfo} has
+ * names, and ONE object reused for every entry of a scan (copy what you keep). For reconcile passes over
+ * thousands of routes, where building a RouteInfo per route is most of the garbage.
+ */
+export interface RouteScanEntry {
+  family: 4 | 6;
+  /** "default" or a CIDR, as in {@link RouteInfo.dst}. */
+  dst: string;
+  gateway: string | null;
+  /** Output ifindex, or null. */
+  dev: number | null;
+  /** RTNH_F_ONLINK set on the next hop. */
+  onlink: boolean;
+  table: number;
+  /** rtm_protocol (2 = kernel, 3 = boot, 4 = static). */
+  protocol: number;
+  /** rtm_type (1 = unicast). */
+  type: number;
+  /** Priority/metric, or null. */
+  metric: number | null;
+}
+
+/** One neighbour as {@link NetlinkHandle.scanNeighbours} yields it (one object reused per scan). */
+export interface NeighScanEntry {
+  family: 4 | 6;
+  index: number;
+  dst: string;
+  /** Lower-case MAC, or null. */
+  lladdr: string | null;
+  /** NUD state bits (0x80 = PERMANENT, 0x40 = NOARP, 0x02 = REACHABLE, …). */
+  state: number;
+}
+
+/** One FDB entry as {@link NetlinkHandle.scanFdb} yields it (one object reused per scan). */
+export interface FdbScanEntry {
+  index: number;
+  /** Lower-case MAC. */
+  mac: string;
+  /** Remote VTEP IP, or null. */
+  dst: string | null;
+}
+
 /** A link named by ifindex or by name. */
 export type LinkRef = number | string;
 
@@ -176,11 +219,14 @@ export interface NetlinkHandle {
       mac?: string;
     },
   ): void;
-  /** Creates a veth pair; the peer is created directly in `peerNetns` when given. */
+  /**
+   * Creates a veth pair; the peer is created directly in `peerNetns` when given. `txqlen` sets the
+   * transmit queue length of both ends (the CNI bridge plugin uses 0, as the reference does).
+   */
   createVeth(
     name: string,
     peerName: string,
-    opts?: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string },
+    opts?: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number },
   ): void;
   createDummy(name: string, opts?: { mtu?: number; mac?: string }): void;
   setUp(ref: LinkRef, up: boolean): void;
@@ -193,11 +239,14 @@ export interface NetlinkHandle {
   moveToNetns(ref: LinkRef, netns: NetnsRef, newName?: string): void;
   deleteLink(ref: LinkRef): void;
 
-  /** Adds `cidr` (address with prefix, e.g. "10.244.1.1/24"). */
+  /**
+   * Adds `cidr` (address with prefix, e.g. "10.244.1.1/24"). `broadcast: true` also sets the IPv4
+   * broadcast address of the subnet (`ip addr add … brd +`) when the prefix is shorter than /31.
+   */
   addAddr(
     ref: LinkRef,
     cidr: string,
-    opts?: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean },
+    opts?: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean; broadcast?: boolean },
   ): void;
   delAddr(ref: LinkRef, cidr: string): void;
 
@@ -212,6 +261,20 @@ export interface NetlinkHandle {
   /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */
   replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
   deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
+
+  /**
+   * Routes (one entry per next hop), filtered in the kernel where it can (strict dump checking: table,
+   * output device) and again here; no RouteInfo objects are built. Optional: a handle without it is read
+   * through {@link routes}.
+   */
+  scanRoutes?(
+    opts: { family?: 4 | 6; table?: number; dev?: LinkRef },
+    each: (r: Readonly<RouteScanEntry>) => void,
+  ): void;
+  /** Neighbours of one device (kernel-filtered by NDA_IFINDEX), without NeighInfo objects. Optional. */
+  scanNeighbours?(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
+  /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. Optional. */
+  scanFdb?(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
 
   /**
    * True when TX checksum offload is on for the device (`ethtool -k NAME`: tx-checksumming; on a VXLAN

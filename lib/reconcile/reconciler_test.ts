@@ -16,8 +16,9 @@ function vx(subnet: string, mac: string, pub: string): DesiredPeer {
   };
 }
 
-function setup() {
+function setup(scans = false) {
   const nl = new FakeNetlink();
+  if (scans) nl.enableScans();
   const eth = nl.addLink("eth0");
   nl.addLink("flannel.1", { kind: "vxlan" });
   nl.routeList.push(fakeRoute("default", "192.0.2.1", eth.index, "eth0"));
@@ -66,101 +67,105 @@ Deno.test("reconciler: a failed step undoes what was added", () => {
   assertEquals(nl.routeList.filter((x) => x.dst === "10.244.2.0/24").length, 1);
 });
 
-Deno.test("reconciler: full pass applies only differences and removes only our stale entries", () => {
-  const { nl, r, metrics } = setup();
-  const peers = new Map([
-    ["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")],
-    ["10.244.3.0/24", vx("10.244.3.0/24", "02:aa:00:00:00:03", "192.0.2.13")],
-  ]);
-  let res = r.fullPass(() => peers);
-  assertEquals(res, { programmed: 6, removed: 0, errors: 0 });
-  nl.ops = [];
-  res = r.fullPass(() => peers);
-  assertEquals(res, { programmed: 0, removed: 0, errors: 0 });
-  assertEquals(nl.ops, [], "nothing rewritten when the kernel matches");
+for (const scans of [false, true]) {
+  Deno.test(`reconciler: full pass applies only differences and removes only our stale entries (${scans ? "compact scans" : "full dumps"})`, () => {
+    const { nl, r, metrics } = setup(scans);
+    const peers = new Map([
+      ["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")],
+      ["10.244.3.0/24", vx("10.244.3.0/24", "02:aa:00:00:00:03", "192.0.2.13")],
+    ]);
+    let res = r.fullPass(() => peers);
+    assertEquals(res, { programmed: 6, removed: 0, errors: 0 });
+    nl.ops = [];
+    res = r.fullPass(() => peers);
+    assertEquals(res, { programmed: 0, removed: 0, errors: 0 });
+    assertEquals(nl.ops, [], "nothing rewritten when the kernel matches");
 
-  // Hand-deleted ARP entry: only that is re-added.
-  nl.neighList = nl.neighList.filter((n) => n.dst !== "10.244.3.0");
-  res = r.fullPass(() => peers);
-  assertEquals(nl.ops, ["replaceNeigh 10.244.3.0"]);
-  nl.ops = [];
+    // Hand-deleted ARP entry: only that is re-added.
+    nl.neighList = nl.neighList.filter((n) => n.dst !== "10.244.3.0");
+    res = r.fullPass(() => peers);
+    assertEquals(nl.ops, ["replaceNeigh 10.244.3.0"]);
+    nl.ops = [];
 
-  // Foreign entries stay: a route outside Network, our own subnet's route, a kernel route, a dynamic
-  // neighbour, and an FDB entry without remote. Our stale ones go.
-  const eth = nl.link("eth0")!;
-  nl.routeList.push(fakeRoute("172.16.0.0/16", "192.0.2.1", eth.index, "eth0"));
-  nl.routeList.push(fakeRoute("10.244.1.0/24", null, 99, "cni0"));
-  nl.routeList.push(fakeRoute("10.244.9.0/24", "10.244.9.0", 11, "flannel.1", true));
-  nl.neighList.push({
-    family: 4,
-    index: 11,
-    ifname: "flannel.1",
-    dst: "10.244.9.0",
-    lladdr: "02:bb:00:00:00:09",
-    state: ["PERMANENT"],
-  });
-  nl.neighList.push({
-    family: 4,
-    index: 11,
-    ifname: "flannel.1",
-    dst: "10.244.8.0",
-    lladdr: "02:bb:00:00:00:08",
-    state: ["REACHABLE"],
-  });
-  nl.fdbList.push({
-    index: 11,
-    ifname: "flannel.1",
-    mac: "02:bb:00:00:00:09",
-    dst: "192.0.2.19",
-    master: null,
-    flags: ["self"],
-    state: ["PERMANENT"],
-    vlan: null,
-  });
-  nl.fdbList.push({
-    index: 11,
-    ifname: "flannel.1",
-    mac: "33:33:00:00:00:01",
-    dst: null,
-    master: null,
-    flags: ["self"],
-    state: ["PERMANENT"],
-    vlan: null,
-  });
-  res = r.fullPass(() => peers);
-  assertEquals(res.removed, 3);
-  assertEquals(nl.ops.sort(), [
-    "deleteFdb 02:bb:00:00:00:09",
-    "deleteNeigh 10.244.9.0",
-    "deleteRoute 10.244.9.0/24",
-  ]);
-  assert(nl.routeList.some((x) => x.dst === "172.16.0.0/16"));
-  assert(nl.routeList.some((x) => x.dst === "10.244.1.0/24"));
-  assert(nl.neighList.some((x) => x.dst === "10.244.8.0"));
-  assert(nl.fdbList.some((x) => x.mac === "33:33:00:00:00:01"));
-  assertEquals(metrics.reconcileRuns, 4);
+    // Foreign entries stay: a route outside Network, our own subnet's route, a kernel route, a dynamic
+    // neighbour, and an FDB entry without remote. Our stale ones go.
+    const eth = nl.link("eth0")!;
+    nl.routeList.push(fakeRoute("172.16.0.0/16", "192.0.2.1", eth.index, "eth0"));
+    nl.routeList.push(fakeRoute("10.244.1.0/24", null, 99, "cni0"));
+    nl.routeList.push(fakeRoute("10.244.9.0/24", "10.244.9.0", 11, "flannel.1", true));
+    nl.neighList.push({
+      family: 4,
+      index: 11,
+      ifname: "flannel.1",
+      dst: "10.244.9.0",
+      lladdr: "02:bb:00:00:00:09",
+      state: ["PERMANENT"],
+    });
+    nl.neighList.push({
+      family: 4,
+      index: 11,
+      ifname: "flannel.1",
+      dst: "10.244.8.0",
+      lladdr: "02:bb:00:00:00:08",
+      state: ["REACHABLE"],
+    });
+    nl.fdbList.push({
+      index: 11,
+      ifname: "flannel.1",
+      mac: "02:bb:00:00:00:09",
+      dst: "192.0.2.19",
+      master: null,
+      flags: ["self"],
+      state: ["PERMANENT"],
+      vlan: null,
+    });
+    nl.fdbList.push({
+      index: 11,
+      ifname: "flannel.1",
+      mac: "33:33:00:00:00:01",
+      dst: null,
+      master: null,
+      flags: ["self"],
+      state: ["PERMANENT"],
+      vlan: null,
+    });
+    res = r.fullPass(() => peers);
+    assertEquals(res.removed, 3);
+    assertEquals(nl.ops.sort(), [
+      "deleteFdb 02:bb:00:00:00:09",
+      "deleteNeigh 10.244.9.0",
+      "deleteRoute 10.244.9.0/24",
+    ]);
+    assert(nl.routeList.some((x) => x.dst === "172.16.0.0/16"));
+    assert(nl.routeList.some((x) => x.dst === "10.244.1.0/24"));
+    assert(nl.neighList.some((x) => x.dst === "10.244.8.0"));
+    assert(nl.fdbList.some((x) => x.mac === "33:33:00:00:00:01"));
+    assertEquals(metrics.reconcileRuns, 4);
 
-  // A lease gone from the desired state: its entries are removed by the next pass.
-  peers.delete("10.244.3.0/24");
-  nl.ops = [];
-  res = r.fullPass(() => peers);
-  assertEquals(res.removed, 3);
-  assert(!nl.routeList.some((x) => x.dst === "10.244.3.0/24"));
-});
+    // A lease gone from the desired state: its entries are removed by the next pass.
+    peers.delete("10.244.3.0/24");
+    nl.ops = [];
+    res = r.fullPass(() => peers);
+    assertEquals(res.removed, 3);
+    assert(!nl.routeList.some((x) => x.dst === "10.244.3.0/24"));
+  });
+}
 
-Deno.test("reconciler: a wrong route is replaced; a MAC shared by two peers keeps its FDB entry", () => {
-  const { nl, r } = setup();
-  const eth = nl.link("eth0")!;
-  nl.routeList.push(fakeRoute("10.244.2.0/24", "192.0.2.99", eth.index, "eth0"));
-  r.fullPass(() => new Map([["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")]]));
-  const routes = nl.routeList.filter((x) => x.dst === "10.244.2.0/24");
-  assertEquals(routes.length, 1);
-  assertEquals(routes[0].gateway, "10.244.2.0");
-  // Same node under two subnets (old and re-acquired lease): removing one keeps the shared FDB entry.
-  r.setPeer("10.244.5.0/24", vx("10.244.5.0/24", "02:aa:00:00:00:02", "192.0.2.12"));
-  r.setPeer("10.244.2.0/24", null);
-  assert(nl.fdbList.some((f) => f.mac === "02:aa:00:00:00:02"));
-});
+for (const scans of [false, true]) {
+  Deno.test(`reconciler: a wrong route is replaced; a MAC shared by two peers keeps its FDB entry (${scans ? "compact scans" : "full dumps"})`, () => {
+    const { nl, r } = setup(scans);
+    const eth = nl.link("eth0")!;
+    nl.routeList.push(fakeRoute("10.244.2.0/24", "192.0.2.99", eth.index, "eth0"));
+    r.fullPass(() => new Map([["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")]]));
+    const routes = nl.routeList.filter((x) => x.dst === "10.244.2.0/24");
+    assertEquals(routes.length, 1);
+    assertEquals(routes[0].gateway, "10.244.2.0");
+    // Same node under two subnets (old and re-acquired lease): removing one keeps the shared FDB entry.
+    r.setPeer("10.244.5.0/24", vx("10.244.5.0/24", "02:aa:00:00:00:02", "192.0.2.12"));
+    r.setPeer("10.244.2.0/24", null);
+    assert(nl.fdbList.some((f) => f.mac === "02:aa:00:00:00:02"));
+  });
+}
 
 Deno.test("lookupRoute: longest prefix, then metric", () => {
   const routes = [

@@ -27,6 +27,10 @@ export class FakeNetlink implements NetlinkHandle {
   ops: string[] = [];
   /** Throws on the write whose op text starts with one of these. */
   failOn: string[] = [];
+  /** Compact scans (scanRoutes/scanNeighbours/scanFdb), present after {@link enableScans}. */
+  scanRoutes?: NetlinkHandle["scanRoutes"];
+  scanNeighbours?: NetlinkHandle["scanNeighbours"];
+  scanFdb?: NetlinkHandle["scanFdb"];
   /** TX checksum offload per device name (unset: off). */
   txCsum = new Map<string, boolean>();
   #next = 10;
@@ -223,6 +227,52 @@ export class FakeNetlink implements NetlinkHandle {
       !(x.ifname === name && x.mac === f.mac && (!f.dst || x.dst === f.dst))
     );
   }
+  /** Adds the compact scans, answered from the same arrays (as the libnl handle's are from the kernel). */
+  enableScans(): this {
+    const protocols: Record<string, number> = { kernel: 2, boot: 3, static: 4 };
+    this.scanRoutes = (opts, each) => {
+      for (const r of this.routeList) {
+        if (opts.family && r.family !== opts.family) continue;
+        if (opts.table !== undefined && r.table !== opts.table) continue;
+        each({
+          family: r.family,
+          dst: r.dst,
+          gateway: r.gateway,
+          dev: r.dev,
+          onlink: r.flags.includes("onlink"),
+          table: r.table,
+          protocol: protocols[r.protocol] ?? Number(r.protocol),
+          type: r.type === "unicast" ? 1 : 0,
+          metric: r.metric,
+        });
+      }
+    };
+    const nud: Record<string, number> = { PERMANENT: 0x80, NOARP: 0x40, REACHABLE: 0x02, STALE: 0x04 };
+    this.scanNeighbours = (opts, each) => {
+      const idx = this.#index(opts.dev);
+      if (idx < 0) throw new Error(`Cannot find device "${opts.dev}"`);
+      for (const n of this.neighList) {
+        if (n.index !== idx || (opts.family && n.family !== opts.family)) continue;
+        const state = n.state.reduce((s, x) => s | (nud[x] ?? 0), 0);
+        each({
+          family: n.family,
+          index: n.index,
+          dst: n.dst,
+          lladdr: n.lladdr?.toLowerCase() ?? null,
+          state,
+        });
+      }
+    };
+    this.scanFdb = (dev, each) => {
+      const idx = this.#index(dev);
+      if (idx < 0) throw new Error(`Cannot find device "${dev}"`);
+      for (const f of this.fdbList) {
+        if (f.index === idx) each({ index: f.index, mac: f.mac.toLowerCase(), dst: f.dst });
+      }
+    };
+    return this;
+  }
+
   txChecksum(name: string): boolean {
     if (!this.linkList.some((l) => l.name === name)) throw new Error(`ethtool -k ${name}: No such device`);
     return this.txCsum.get(name) ?? false;

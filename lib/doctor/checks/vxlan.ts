@@ -7,6 +7,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { chainPolicy, chainRules } from "./iptables.ts";
+import { getTxChecksum } from "../../netlink/ethtool.ts";
 
 /** Lease BackendData.VtepMAC, or null. */
 export function vtepMacOf(data: unknown): string | null {
@@ -187,16 +188,27 @@ export const vxlanCsumOffload: Check = {
     if (nv) return [nv];
     const dev = ctx.vxlanDevice();
     if (!dev) return [unknown("vxlan-csum-offload", `${ctx.vxlanName} does not exist`)];
-    const r = ctx.exec.run(["ethtool", "-k", dev.name]);
-    if (r.code === null) {
-      return [unknown("vxlan-csum-offload", "ethtool is not installed", ["apt-get install ethtool"])];
+    // The kernel layer's SIOCETHTOOL read (ETHTOOL_GTXCSUM: on a VXLAN device only tx-checksum-ip-generic
+    // can be on); the ethtool binary only when that fails (no FFI permission, unusual kernel).
+    let state: "on" | "off" | null = null;
+    try {
+      state = getTxChecksum(ctx.opts.netns ? { name: ctx.opts.netns } : null, dev.name) ? "on" : "off";
+    } catch { /* fall back to ethtool */ }
+    if (state === null) {
+      const r = ctx.exec.run(["ethtool", "-k", dev.name]);
+      if (r.code === null) {
+        return [unknown("vxlan-csum-offload", "ethtool is not installed", ["apt-get install ethtool"])];
+      }
+      if (r.code !== 0) {
+        return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} failed: ${r.stderr.trim()}`)];
+      }
+      const e = /tx-checksum-ip-generic:\s+(on|off)/.exec(r.stdout);
+      if (!e) {
+        return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} shows no tx-checksum-ip-generic`)];
+      }
+      state = e[1] as "on" | "off";
     }
-    if (r.code !== 0) {
-      return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} failed: ${r.stderr.trim()}`)];
-    }
-    const m = /tx-checksum-ip-generic:\s+(on|off)/.exec(r.stdout);
-    if (!m) return [unknown("vxlan-csum-offload", `ethtool -k ${dev.name} shows no tx-checksum-ip-generic`)];
-    if (m[1] === "off") return [ok("vxlan-csum-offload", `${dev.name} tx-checksum-ip-generic: off`)];
+    if (state === "off") return [ok("vxlan-csum-offload", `${dev.name} tx-checksum-ip-generic: off`)];
     return [{
       id: "vxlan-csum-offload",
       severity: "warning",
