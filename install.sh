@@ -86,13 +86,10 @@ else
   # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
   # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
   cni_js=""
-  # Minified (half the bytes for V8 to scan on every call; --keep-names keeps class names in errors), and
-  # one VERSION call writes its V8 code cache into DENO_DIR now rather than in the first pod's ADD.
+  # Minified: half the bytes for V8 to scan on every call (--keep-names keeps class names in errors).
   if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/cni.js" \
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
     cni_js="$LIBDIR/cni.js"
-    FLANCTL_ARGV0=bridge CNI_COMMAND=VERSION "$DENO_BIN" run -A --no-check --no-config --no-lock --cached-only \
-      --quiet --no-prompt "$cni_js" </dev/null >/dev/null 2>&1 || true
   fi
   {
     echo '#!/bin/sh'

@@ -4,8 +4,12 @@
  *   over 100 joins (goal p99 < 50 ms); reference: programming the same triplet with three `ip` commands;
  * - 1,000 leases written at once → all 1,000 routes programmed (goal < 2 s); reference: the same 3,000
  *   entries through one `ip -batch`;
- * - daemon RSS with 0 (reference), 1,000 and 5,000 peers (goal ≤ 64 MiB at 5,000), and the duration of
- *   a full reconcile pass at 5,000 peers.
+ * - daemon RSS (and its private / file-backed parts, and the JS heap from /metrics) with 0, 1,000 and 5,000
+ *   peers (goal ≤ 64 MiB at 5,000) under three V8 settings (default, deploy/flanctl.service's
+ *   --max-semi-space-size=1, and that plus --jitless), the duration of a full reconcile pass at 5,000
+ *   peers, and an idle `deno run` as the runtime's own floor;
+ * - the timings above for the default settings and for --max-semi-space-size=1,--jitless.
+ * DAEMON_BENCH_ONLY=speed or =memory runs one half.
  * Fake peers are lease files in the store's documented layout (lib/store/file.ts): the daemon cannot
  * tell them from real nodes, and programming does not need the peers to exist.
  * @module

@@ -1,8 +1,9 @@
 /**
  * Data-plane benchmark: iperf3 TCP throughput pod -> pod across two lab nodes with the vxlan and host-gw
  * backends, and over a bare veth pair between two namespaces (the underlay reference), all in one run.
- * vxlan is measured as the daemon runs by default (TX checksum offload of flannel.1 switched off) and with
- * `--vxlan-tx-checksum-offload` ("vxlan+csum"), since that setting alone halves VXLAN throughput.
+ * vxlan is measured as the daemon runs by default (TX checksum offload of flannel.1 kept: no NAT in the lab)
+ * and with `--vxlan-tx-checksum-offload=false` ("vxlan-csum-off", what it does behind NAT), since that
+ * setting alone costs TSO and about half of VXLAN throughput.
  * Each path is measured REPEATS times, interleaved, and the median is reported, with the ratios the issue
  * sets goals for (median of the per-round ratios): vxlan >= 0.9x host-gw, host-gw >= 0.95x underlay. Node -> node over the lab's underlay
  * bridge is printed too, to show what the bridge hop itself costs.
@@ -61,7 +62,7 @@ const results: Record<string, number[]> = {
   "node->node": [],
   "host-gw": [],
   vxlan: [],
-  "vxlan+csum": [],
+  "vxlan-csum-off": [],
 };
 try {
   // Bare veth underlay: two namespaces connected directly.
@@ -75,8 +76,8 @@ try {
 
   const vx = await labUp(vxName, "vxlan");
   const hg = await labUp(hgName, "host-gw");
-  // The daemon switches TX checksum offload off on flannel.1 by default (flannel #1279); this lab keeps it.
-  const vc = await labUp(vcName, "vxlan", ["--daemon-arg=--vxlan-tx-checksum-offload"]);
+  // Behind NAT the daemon switches TX checksum offload off on flannel.1 (flannel #1279); this lab forces it.
+  const vc = await labUp(vcName, "vxlan", ["--daemon-arg=--vxlan-tx-checksum-offload=false"]);
   const pods = (s: LabState) => [s.pods[0], s.pods[1]];
   for (let i = 0; i < REPEATS; i++) {
     results.underlay.push(await iperf(b, a, "10.199.0.2"));
@@ -86,7 +87,7 @@ try {
     const [v0, v1] = pods(vx);
     results.vxlan.push(await iperf(v1.netns, v0.netns, v1.ip!));
     const [c0, c1] = pods(vc);
-    results["vxlan+csum"].push(await iperf(c1.netns, c0.netns, c1.ip!));
+    results["vxlan-csum-off"].push(await iperf(c1.netns, c0.netns, c1.ip!));
   }
 } finally {
   await labDown(vxName);
@@ -108,8 +109,8 @@ const r1 = ratio("vxlan", "host-gw");
 const r2 = ratio("host-gw", "underlay");
 console.log("ratios (median of per-round ratios):");
 console.log(`  vxlan / host-gw      = ${r1.toFixed(3)}  (goal >= 0.90: ${r1 >= 0.9 ? "met" : "NOT met"})`);
-const r3 = ratio("vxlan+csum", "host-gw");
-console.log(`  vxlan+csum / host-gw = ${r3.toFixed(3)}  (daemon run with --vxlan-tx-checksum-offload)`);
+const r3 = ratio("vxlan-csum-off", "host-gw");
+console.log(`  vxlan-csum-off / host-gw = ${r3.toFixed(3)}  (daemon run with --vxlan-tx-checksum-offload=false)`);
 console.log(`  host-gw / underlay   = ${r2.toFixed(3)}  (goal >= 0.95: ${r2 >= 0.95 ? "met" : "NOT met"})`);
 console.log(
   `  host-gw / node->node = ${ratio("host-gw", "node->node").toFixed(3)}  (cost of the pod hops alone)`,

@@ -25,8 +25,5 @@ export function cniMain(pluginName: string): Promise<number> {
 if (import.meta.main) {
   const name = (Deno.env.get("FLANCTL_ARGV0") ?? "").split("/").pop() ?? "";
   Deno.env.delete("FLANCTL_ARGV0");
-  // exitCode, not Deno.exit(): the module then finishes evaluating, which is when Deno writes its V8 code
-  // cache for it; after Deno.exit() inside the top-level await the bundle was never cached and was
-  // compiled again on every plugin call (~5-10 ms). Nothing is left running to keep the process alive.
-  Deno.exitCode = await cniMain(name);
+  Deno.exit(await cniMain(name));
 }

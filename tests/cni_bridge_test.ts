@@ -79,7 +79,9 @@ async function nodeState(ns: string) {
   const br = (await ipJson<J[]>(ns, "-d", "link", "show", "cni0"))[0] ?? null;
   const ports = await ipJson<J[]>(ns, "-d", "link", "show", "master", "cni0");
   const brAddrs = ((await ipJson<J[]>(ns, "addr", "show", "cni0"))[0]?.addr_info as J[] ?? [])
-    .filter((a) => a.family === "inet").map((a) => `${a.local}/${a.prefixlen} brd ${a.broadcast ?? "-"} ${a.scope}`);
+    .filter((a) => a.family === "inet").map((a) =>
+      `${a.local}/${a.prefixlen} brd ${a.broadcast ?? "-"} ${a.scope}`
+    );
   const nat = (await nsSh(ns, "iptables-save", "-t", "nat"))
     .split("\n").filter((l) => l.startsWith("-A") || (l.startsWith(":") && l.includes("CNI-")));
   const fwd = (await nsSh(ns, "cat", "/proc/sys/net/ipv4/ip_forward")).trim();

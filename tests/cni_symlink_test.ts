@@ -94,7 +94,7 @@ Deno.test("cni bundled fast path: the cni.js install.sh builds answers through t
     const env = { CNI_CONTAINERID: "bun1", CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir };
     const add = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
     assertEquals(JSON.parse(add.stdout).ips, [{ address: "10.93.1.2/24", gateway: "10.93.1.1" }], add.stderr);
-    // The exit status of an error (set as Deno.exitCode, so the process ends on its own).
+    // An error: the spec JSON on stdout and exit status 1.
     const dup = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
     assertEquals([dup.code, typeof JSON.parse(dup.stdout).code], [1, "number"], dup.stdout);
     const del = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "DEL" }, stdin: conf });

@@ -6,427 +6,337 @@
  * @module
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { nsSh, sh, withNetns } from "./netns.ts";
+import { nsSh, sh } from "./netns.ts";
 import {
-  buildNode,
-  type DoctorNode,
-  type DoctorRun,
+  expectFinding,
   findings,
   NODE_IP,
   NODE_MAC,
   PEER_MAC,
-  removeNode,
   runDoctorJson,
+  withDoctorNode,
 } from "./doctor_fixture.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 
-function expectFinding(run: DoctorRun, id: string, severity: string, detail: string) {
-  const f = findings(run, id);
-  assertEquals(f.length, 1, `expected one ${id} finding:\n${run.stdout}`);
-  assertEquals(f[0].severity, severity, `${id}: ${f[0].detail}`);
-  assertStringIncludes(f[0].detail, detail);
-  if (severity !== "ok") assertEquals(f[0].fix.length > 0, true, `${id} has no fix`);
-  return f[0];
-}
+/** The tails of flannel's FORWARD and POSTROUTING jump rules (the comments keep their spaces). */
+const FWD_JUMP = ["-m", "comment", "--comment", "flanneld forward", "-j", "FLANNEL-FWD"];
+const MASQ_JUMP = ["-m", "comment", "--comment", "flanneld masq", "-j", "FLANNEL-POSTRTG"];
 
 Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends, VXLAN port blocked)", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
-    try {
-      n = await buildNode(fx);
-      const N = n.node;
-      await nsSh(
-        N,
-        "iptables",
-        "-D",
-        "FORWARD",
-        "-m",
-        "comment",
-        "--comment",
-        "flanneld forward",
-        "-j",
-        "FLANNEL-FWD",
-      );
-      await nsSh(
-        N,
-        "iptables",
-        "-t",
-        "nat",
-        "-D",
-        "POSTROUTING",
-        "-m",
-        "comment",
-        "--comment",
-        "flanneld masq",
-        "-j",
-        "FLANNEL-POSTRTG",
-      );
-      await nsSh(N, "iptables", "-A", "INPUT", "-p", "udp", "--dport", "8472", "-j", "DROP");
-      await nsSh(N, "iptables-legacy", "-A", "OUTPUT", "-j", "ACCEPT");
-      await sh(
-        "ip",
-        "-n",
-        N,
-        "link",
-        "add",
-        "vx2",
-        "type",
-        "vxlan",
-        "id",
-        "2",
-        "dstport",
-        "8472",
-        "nolearning",
-      );
-      const run = await runDoctorJson(n);
-      assertEquals(run.code, 2);
-      const fwd = expectFinding(
-        run,
-        "forward-policy",
-        "critical",
-        "FORWARD policy DROP and no jump to FLANNEL-FWD",
-      );
-      assertStringIncludes(
-        fwd.fix.join("\n"),
-        `ip netns exec ${N} iptables -A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`,
-      );
-      const masq = expectFinding(
-        run,
-        "masq-rules",
-        "critical",
-        "FLANNEL_IPMASQ=true but POSTROUTING has no jump to FLANNEL-POSTRTG",
-      );
-      assertEquals(masq.fix, [
-        `ip netns exec ${N} iptables -t nat -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`,
-      ]);
-      expectFinding(run, "iptables-mixed", "warning", "iptables-legacy: 1 rule(s), iptables-nft:");
-      const port = expectFinding(
-        run,
-        "vxlan-port",
-        "critical",
-        "INPUT drops VXLAN: -A INPUT -p udp -m udp --dport 8472 -j DROP",
-      );
-      assertStringIncludes(port.detail, "other VXLAN device(s) on UDP 8472: vx2 (VNI 2)");
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    await nsSh(N, "iptables", "-D", "FORWARD", ...FWD_JUMP);
+    await nsSh(N, "iptables", "-t", "nat", "-D", "POSTROUTING", ...MASQ_JUMP);
+    await nsSh(N, "iptables", "-A", "INPUT", "-p", "udp", "--dport", "8472", "-j", "DROP");
+    await nsSh(N, "iptables-legacy", "-A", "OUTPUT", "-j", "ACCEPT");
+    await sh("ip", "-n", N, ..."link add vx2 type vxlan id 2 dstport 8472 nolearning".split(" "));
+    const run = await runDoctorJson(n);
+    assertEquals(run.code, 2);
+    const fwd = expectFinding(
+      run,
+      "forward-policy",
+      "critical",
+      "FORWARD policy DROP and no jump to FLANNEL-FWD",
+    );
+    assertStringIncludes(
+      fwd.fix.join("\n"),
+      `ip netns exec ${N} iptables -A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`,
+    );
+    const masq = expectFinding(
+      run,
+      "masq-rules",
+      "critical",
+      "FLANNEL_IPMASQ=true but POSTROUTING has no jump to FLANNEL-POSTRTG",
+    );
+    assertEquals(masq.fix, [
+      `ip netns exec ${N} iptables -t nat -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`,
+    ]);
+    expectFinding(run, "iptables-mixed", "warning", "iptables-legacy: 1 rule(s), iptables-nft:");
+    const port = expectFinding(
+      run,
+      "vxlan-port",
+      "critical",
+      "INPUT drops VXLAN: -A INPUT -p udp -m udp --dport 8472 -j DROP",
+    );
+    assertStringIncludes(port.detail, "other VXLAN device(s) on UDP 8472: vx2 (VNI 2)");
 
-      // One masquerade rule missing (chain and jump present): warning naming the rule.
-      await nsSh(
-        N,
-        "iptables",
-        "-t",
-        "nat",
-        "-A",
-        "POSTROUTING",
-        "-m",
-        "comment",
-        "--comment",
-        "flanneld masq",
-        "-j",
-        "FLANNEL-POSTRTG",
-      );
-      await nsSh(
-        N,
-        "iptables",
-        "-t",
-        "nat",
-        "-D",
-        "FLANNEL-POSTRTG",
-        "-s",
-        "10.244.0.0/16",
-        "!",
-        "-d",
-        "224.0.0.0/4",
-        "-m",
-        "comment",
-        "--comment",
-        "flanneld masq",
-        "-j",
-        "MASQUERADE",
-        "--random-fully",
-      );
-      const run2 = await runDoctorJson(n, "--skip", "forward-policy,vxlan-port,iptables-mixed");
-      expectFinding(
-        run2,
-        "masq-rules",
-        "warning",
-        "FLANNEL-POSTRTG lacks 1 rule(s): -A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4",
-      );
-      assertEquals(run2.code, 1);
-    } finally {
-      await removeNode(n);
-    }
+    // One masquerade rule missing (chain and jump present): warning naming the rule.
+    await nsSh(N, "iptables", "-t", "nat", "-A", "POSTROUTING", ...MASQ_JUMP);
+    await nsSh(
+      N,
+      ..."iptables -t nat -D FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 -m comment".split(" "),
+      ...["--comment", "flanneld masq", "-j", "MASQUERADE", "--random-fully"],
+    );
+    const run2 = await runDoctorJson(n, "--skip", "forward-policy,vxlan-port,iptables-mixed");
+    expectFinding(
+      run2,
+      "masq-rules",
+      "warning",
+      "FLANNEL-POSTRTG lacks 1 rule(s): -A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4",
+    );
+    assertEquals(run2.code, 1);
   });
 });
 
 Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, leaked IPs, caches, netns)", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
-    try {
-      n = await buildNode(fx);
-      const N = n.node;
-      await Deno.writeTextFile(
-        n.subnetFile,
-        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\n",
-      );
-      await sh("ip", "-n", N, "addr", "add", "10.244.7.1/24", "dev", "cni0");
-      await Deno.writeTextFile(`${n.confDir}/00-broken.conf`, "{ not json");
-      await Deno.remove(`${n.binDir}/bridge`);
-      await Deno.writeTextFile(`${n.dataDir}/cbr0/10.244.1.77`, "deadbeef00000077\r\neth0");
-      await Deno.writeTextFile(`${n.dataDir}/cbr0/10.244.1.78`, "");
-      await Deno.writeTextFile(`${n.flannelDir}/deadbeef00000077`, "{}");
-      await Deno.writeTextFile(`${n.resultsDir}/cbr0-deadbeef00000077-eth0`, "{}");
-      const leak = `${n.prefix}leak`;
-      await sh("ip", "netns", "add", leak);
-      fx.names.push(leak);
+  await withDoctorNode(async (n, fx) => {
+    const N = n.node;
+    await Deno.writeTextFile(
+      n.subnetFile,
+      "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\n",
+    );
+    await sh("ip", "-n", N, "addr", "add", "10.244.7.1/24", "dev", "cni0");
+    await Deno.writeTextFile(`${n.confDir}/00-broken.conf`, "{ not json");
+    await Deno.remove(`${n.binDir}/bridge`);
+    await Deno.writeTextFile(`${n.dataDir}/cbr0/10.244.1.77`, "deadbeef00000077\r\neth0");
+    await Deno.writeTextFile(`${n.dataDir}/cbr0/10.244.1.78`, "");
+    await Deno.writeTextFile(`${n.flannelDir}/deadbeef00000077`, "{}");
+    await Deno.writeTextFile(`${n.resultsDir}/cbr0-deadbeef00000077-eth0`, "{}");
+    const leak = `${n.prefix}leak`;
+    await sh("ip", "netns", "add", leak);
+    fx.names.push(leak);
 
-      const run = await runDoctorJson(n);
-      assertEquals(run.code, 2, run.stdout);
-      expectFinding(
-        run,
-        "subnet-env",
-        "critical",
-        `${n.subnetFile} is malformed: ${n.subnetFile} is missing FLANNEL_IPMASQ`,
-      );
-      // cni0-address needs FLANNEL_SUBNET: with subnet.env unreadable it cannot judge.
-      assertEquals(findings(run, "cni0-address")[0].severity, "unknown");
-      const conf = expectFinding(run, "cni-config", "critical", `${n.confDir}/00-broken.conf:`);
-      assertStringIncludes(conf.fix[0], `python3 -m json.tool ${n.confDir}/00-broken.conf`);
-      expectFinding(run, "cni-binaries", "critical", `missing in ${n.binDir}: bridge`);
-      const ips = expectFinding(
-        run,
-        "hostlocal-leak",
-        "warning",
-        "1 leaked IP(s): 10.244.1.77 → container deadbeef00000077/eth0",
-      );
-      assertStringIncludes(ips.detail, `1 empty IP file(s): ${n.dataDir}/cbr0/10.244.1.78`);
-      assertStringIncludes(
-        ips.fix.join("\n"),
-        `rm ${n.dataDir}/cbr0/10.244.1.77  # container deadbeef00000077 is gone`,
-      );
-      const cache = expectFinding(run, "cni-cache-stale", "warning", "2 entr(ies)");
-      assertStringIncludes(cache.detail, `${n.resultsDir}/cbr0-deadbeef00000077-eth0`);
-      assertStringIncludes(cache.detail, `${n.flannelDir}/deadbeef00000077`);
-      expectFinding(run, "netns-leak", "warning", `1 pod namespace(s) with no veth on cni0: ${leak}`);
+    const run = await runDoctorJson(n);
+    assertEquals(run.code, 2, run.stdout);
+    expectFinding(
+      run,
+      "subnet-env",
+      "critical",
+      `${n.subnetFile} is malformed: ${n.subnetFile} is missing FLANNEL_IPMASQ`,
+    );
+    // cni0-address needs FLANNEL_SUBNET: with subnet.env unreadable it cannot judge.
+    assertEquals(findings(run, "cni0-address")[0].severity, "unknown");
+    const conf = expectFinding(run, "cni-config", "critical", `${n.confDir}/00-broken.conf:`);
+    assertStringIncludes(conf.fix[0], `python3 -m json.tool ${n.confDir}/00-broken.conf`);
+    expectFinding(run, "cni-binaries", "critical", `missing in ${n.binDir}: bridge`);
+    const ips = expectFinding(
+      run,
+      "hostlocal-leak",
+      "warning",
+      "1 leaked IP(s): 10.244.1.77 → container deadbeef00000077/eth0",
+    );
+    assertStringIncludes(ips.detail, `1 empty IP file(s): ${n.dataDir}/cbr0/10.244.1.78`);
+    assertStringIncludes(
+      ips.fix.join("\n"),
+      `rm ${n.dataDir}/cbr0/10.244.1.77  # container deadbeef00000077 is gone`,
+    );
+    const cache = expectFinding(run, "cni-cache-stale", "warning", "2 entr(ies)");
+    assertStringIncludes(cache.detail, `${n.resultsDir}/cbr0-deadbeef00000077-eth0`);
+    assertStringIncludes(cache.detail, `${n.flannelDir}/deadbeef00000077`);
+    expectFinding(run, "netns-leak", "warning", `1 pod namespace(s) with no veth on cni0: ${leak}`);
 
-      // subnet.env readable again: cni0's extra address is flagged; a foreign first config is a warning.
-      await Deno.writeTextFile(
-        n.subnetFile,
-        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
-      );
-      await Deno.writeTextFile(
-        `${n.confDir}/00-broken.conf`,
-        JSON.stringify({ cniVersion: "0.3.1", name: "x", type: "calico" }),
-      );
-      const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-leak,cni-cache-stale,netns-leak");
-      expectFinding(
-        run2,
-        "cni0-address",
-        "critical",
-        "cni0 has 10.244.1.1/24, 10.244.7.1/24, FLANNEL_SUBNET is 10.244.1.1/24",
-      );
-      expectFinding(
-        run2,
-        "cni-config",
-        "warning",
-        `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config`,
-      );
-      expectFinding(run2, "subnet-env", "ok", "matches the lease");
-      assertEquals(run2.code, 2);
+    // subnet.env readable again: cni0's extra address is flagged; a foreign first config is a warning.
+    await Deno.writeTextFile(
+      n.subnetFile,
+      "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+    );
+    await Deno.writeTextFile(
+      `${n.confDir}/00-broken.conf`,
+      JSON.stringify({ cniVersion: "0.3.1", name: "x", type: "calico" }),
+    );
+    const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-leak,cni-cache-stale,netns-leak");
+    expectFinding(
+      run2,
+      "cni0-address",
+      "critical",
+      "cni0 has 10.244.1.1/24, 10.244.7.1/24, FLANNEL_SUBNET is 10.244.1.1/24",
+    );
+    expectFinding(
+      run2,
+      "cni-config",
+      "warning",
+      `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config`,
+    );
+    expectFinding(run2, "subnet-env", "ok", "matches the lease");
+    assertEquals(run2.code, 2);
 
-      // Unsupported cniVersion.
-      await Deno.writeTextFile(
-        `${n.confDir}/00-broken.conf`,
-        JSON.stringify({ cniVersion: "9.9.9", name: "x", type: "flannel" }),
-      );
-      const run3 = await runDoctorJson(n, "--skip", "cni0-address");
-      expectFinding(run3, "cni-config", "critical", `cniVersion "9.9.9" is not supported`);
-      // FLANNEL_SUBNET that is not our lease.
-      await Deno.writeTextFile(
-        n.subnetFile,
-        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
-      );
-      const run4 = await runDoctorJson(n);
-      expectFinding(
-        run4,
-        "subnet-env",
-        "critical",
-        "FLANNEL_SUBNET 10.244.3.1/24 is not our lease 10.244.1.0/24",
-      );
+    // Unsupported cniVersion.
+    await Deno.writeTextFile(
+      `${n.confDir}/00-broken.conf`,
+      JSON.stringify({ cniVersion: "9.9.9", name: "x", type: "flannel" }),
+    );
+    const run3 = await runDoctorJson(n, "--skip", "cni0-address");
+    expectFinding(run3, "cni-config", "critical", `cniVersion "9.9.9" is not supported`);
+    // FLANNEL_SUBNET that is not our lease.
+    await Deno.writeTextFile(
+      n.subnetFile,
+      "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+    );
+    const run4 = await runDoctorJson(n);
+    expectFinding(
+      run4,
+      "subnet-env",
+      "critical",
+      "FLANNEL_SUBNET 10.244.3.1/24 is not our lease 10.244.1.0/24",
+    );
 
-      // The pool fills up: 10.244.1.3 .. 10.244.1.230 leaked, plus the pod's 10.244.1.2: 229 of 253.
+    // The pool fills up: 10.244.1.3 .. 10.244.1.230 leaked, plus the pod's 10.244.1.2: 229 of 253.
+    await Deno.writeTextFile(
+      n.subnetFile,
+      "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+    );
+    for (let i = 3; i <= 230; i++) {
       await Deno.writeTextFile(
-        n.subnetFile,
-        "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+        `${n.dataDir}/cbr0/10.244.1.${i}`,
+        `f${i.toString(16).padStart(15, "0")}\r\neth0`,
       );
-      for (let i = 3; i <= 230; i++) {
-        await Deno.writeTextFile(
-          `${n.dataDir}/cbr0/10.244.1.${i}`,
-          `f${i.toString(16).padStart(15, "0")}\r\neth0`,
-        );
-      }
-      const run5 = await runDoctorJson(n);
-      const full = expectFinding(
-        run5,
-        "hostlocal-leak",
-        "warning",
-        "228 leaked IP(s): 10.244.1.3 → container f000000000000003/eth0, 10.244.1.4 → container",
-      );
-      assertStringIncludes(full.detail, "10.244.1.12 → container f00000000000000c/eth0, and 218 more; ");
-      assertStringIncludes(full.detail, "pool 10.244.1.0/24 229/253 used (91%)");
-      assertEquals(full.fix.length, 228);
-    } finally {
-      await removeNode(n);
     }
+    const run5 = await runDoctorJson(n);
+    const full = expectFinding(
+      run5,
+      "hostlocal-leak",
+      "warning",
+      "228 leaked IP(s): 10.244.1.3 → container f000000000000003/eth0, 10.244.1.4 → container",
+    );
+    assertStringIncludes(full.detail, "10.244.1.12 → container f00000000000000c/eth0, and 218 more; ");
+    assertStringIncludes(full.detail, "pool 10.244.1.0/24 229/253 used (91%)");
+    assertEquals(full.fix.length, 228);
   });
 });
 
 Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, expiry, peer route, overlap)", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    // Our lease is re-acquired with a 30 min TTL (renewals failing), a second lease shares the peer's IP.
+    const short = new FileStore({ dir: n.storeDir, ttlMs: 30 * 60_000 });
     try {
-      n = await buildNode(fx);
-      const N = n.node;
-      // Our lease is re-acquired with a 30 min TTL (renewals failing), a second lease shares the peer's IP.
-      const short = new FileStore({ dir: n.storeDir, ttlMs: 30 * 60_000 });
-      try {
-        await short.revokeLease(IPNet.parse("10.244.1.0/24"));
-        await short.acquireLease(
-          { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } },
-          { previousSubnet: IPNet.parse("10.244.1.0/24") },
-        );
-        // A third node that joined while this node's daemon was not watching: no entries for it here.
-        await short.acquireLease(
-          {
-            PublicIP: "192.0.2.12",
-            BackendType: "vxlan",
-            BackendData: { VNI: 1, VtepMAC: "0a:00:00:00:03:03" },
-          },
-          { previousSubnet: IPNet.parse("10.244.3.0/24") },
-        );
-        await short.reserve(IPNet.parse("10.244.4.0/24"), "192.0.2.11");
-      } finally {
-        await short.close();
-      }
-      await sh("ip", "-n", N, "link", "set", "flannel.1", "down");
-      await sh("ip", "-n", N, "link", "set", "flannel.1", "address", "0a:00:00:00:01:99");
-      await sh("ip", "-n", N, "link", "add", "hostnet0", "type", "bridge");
-      await sh("ip", "-n", N, "addr", "add", "10.244.200.1/24", "dev", "hostnet0");
-      await sh("ip", "-n", N, "link", "set", "hostnet0", "up");
-
-      const run = await runDoctorJson(n);
-      assertEquals(run.code, 2, run.stdout);
-      expectFinding(run, "flannel-device", "critical", "flannel.1 is down");
-      const mac = expectFinding(
-        run,
-        "vtep-mac",
-        "critical",
-        `flannel.1 MAC 0a:00:00:00:01:99 != VtepMAC ${NODE_MAC} in lease 10.244.1.0/24`,
+      await short.revokeLease(IPNet.parse("10.244.1.0/24"));
+      await short.acquireLease(
+        { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } },
+        { previousSubnet: IPNet.parse("10.244.1.0/24") },
       );
-      assertEquals(mac.fix, [`ip netns exec ${N} ip link set flannel.1 address ${NODE_MAC}`]);
-      expectFinding(
-        run,
-        "lease-duplicate",
-        "warning",
-        "PublicIP 192.0.2.11 holds 10.244.2.0/24, 10.244.4.0/24",
+      // A third node that joined while this node's daemon was not watching: no entries for it here.
+      await short.acquireLease(
+        {
+          PublicIP: "192.0.2.12",
+          BackendType: "vxlan",
+          BackendData: { VNI: 1, VtepMAC: "0a:00:00:00:03:03" },
+        },
+        { previousSubnet: IPNet.parse("10.244.3.0/24") },
       );
-      expectFinding(run, "lease-expiry", "warning", "lease 10.244.1.0/24 expires");
-      const route = expectFinding(
-        run,
-        "peer-route-missing",
-        "critical",
-        "no route to 10.244.3.0/24 (expected via 10.244.3.0 dev flannel.1 onlink)",
-      );
-      // (flannel.1 is down, so the kernel also dropped the route to 10.244.2.0/24.)
-      assertStringIncludes(
-        route.fix.join("\n"),
-        `ip netns exec ${N} ip route replace 10.244.3.0/24 via 10.244.3.0 dev flannel.1 onlink`,
-      );
-      expectFinding(run, "route-overlap", "critical", "10.244.200.0/24 dev hostnet0");
-      expectFinding(run, "public-ip", "ok", "PublicIP 192.0.2.10 on eth0");
-
-      // The lease's PublicIP leaves the node.
-      await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
-      const run2 = await runDoctorJson(n, "--skip", "route-overlap");
-      expectFinding(
-        run2,
-        "public-ip",
-        "critical",
-        `lease PublicIP ${NODE_IP} is not assigned to any interface here`,
-      );
-
-      // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.
-      const st = new FileStore({ dir: n.storeDir });
-      try {
-        await st.revokeLease(IPNet.parse("10.244.1.0/24"));
-      } finally {
-        await st.close();
-      }
-      const run3 = await runDoctorJson(n, "--skip", "route-overlap");
-      expectFinding(
-        run3,
-        "lease-own",
-        "critical",
-        "no lease for 10.244.1.0/24 and none with a local PublicIP",
-      );
-      expectFinding(run3, "subnet-env", "critical", "no lease in the store for FLANNEL_SUBNET 10.244.1.0/24");
-
-      // Our lease is back but expired (the daemon stopped renewing); a lease file is garbage. The doctor
-      // sees both: it reads the store without the store's own clean-up.
-      const lease = { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } };
-      await Deno.writeTextFile(
-        `${n.storeDir}/subnets/10.244.1.0-24`,
-        JSON.stringify({ lease, expiration: "2020-01-01T00:00:00.000Z", seq: 99 }),
-      );
-      await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.5.0-24`, "{broken");
-      const run4 = await runDoctorJson(n, "--skip", "route-overlap");
-      expectFinding(run4, "lease-expiry", "critical", "lease 10.244.1.0/24 expires 2020-01-01T00:00:00.000Z");
-      expectFinding(run4, "lease-own", "critical", "lease 10.244.1.0/24 expired at 2020-01-01T00:00:00.000Z");
-      expectFinding(
-        run4,
-        "store",
-        "warning",
-        `1 malformed lease entr(ies): ${n.storeDir}/subnets/10.244.5.0-24`,
-      );
-      // Read-only: the expired and the malformed file are still there.
-      await Deno.stat(`${n.storeDir}/subnets/10.244.1.0-24`);
-      await Deno.stat(`${n.storeDir}/subnets/10.244.5.0-24`);
+      await short.reserve(IPNet.parse("10.244.4.0/24"), "192.0.2.11");
     } finally {
-      await removeNode(n);
+      await short.close();
     }
+    await sh("ip", "-n", N, "link", "set", "flannel.1", "down");
+    await sh("ip", "-n", N, "link", "set", "flannel.1", "address", "0a:00:00:00:01:99");
+    await sh("ip", "-n", N, "link", "add", "hostnet0", "type", "bridge");
+    await sh("ip", "-n", N, "addr", "add", "10.244.200.1/24", "dev", "hostnet0");
+    await sh("ip", "-n", N, "link", "set", "hostnet0", "up");
+
+    const run = await runDoctorJson(n);
+    assertEquals(run.code, 2, run.stdout);
+    expectFinding(run, "flannel-device", "critical", "flannel.1 is down");
+    const mac = expectFinding(
+      run,
+      "vtep-mac",
+      "critical",
+      `flannel.1 MAC 0a:00:00:00:01:99 != VtepMAC ${NODE_MAC} in lease 10.244.1.0/24`,
+    );
+    assertEquals(mac.fix, [`ip netns exec ${N} ip link set flannel.1 address ${NODE_MAC}`]);
+    expectFinding(
+      run,
+      "lease-duplicate",
+      "warning",
+      "PublicIP 192.0.2.11 holds 10.244.2.0/24, 10.244.4.0/24",
+    );
+    expectFinding(run, "lease-expiry", "warning", "lease 10.244.1.0/24 expires");
+    const route = expectFinding(
+      run,
+      "peer-route-missing",
+      "critical",
+      "no route to 10.244.3.0/24 (expected via 10.244.3.0 dev flannel.1 onlink)",
+    );
+    // (flannel.1 is down, so the kernel also dropped the route to 10.244.2.0/24.)
+    assertStringIncludes(
+      route.fix.join("\n"),
+      `ip netns exec ${N} ip route replace 10.244.3.0/24 via 10.244.3.0 dev flannel.1 onlink`,
+    );
+    expectFinding(run, "route-overlap", "critical", "10.244.200.0/24 dev hostnet0");
+    expectFinding(run, "public-ip", "ok", "PublicIP 192.0.2.10 on eth0");
+
+    // The lease's PublicIP leaves the node (as behind NAT): TX checksum offload on is now a warning too.
+    await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
+    await sh("ip", "netns", "exec", N, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
+    const run2 = await runDoctorJson(n, "--skip", "route-overlap");
+    expectFinding(
+      run2,
+      "vxlan-csum-offload",
+      "warning",
+      `flannel.1 tx-checksum-ip-generic: on while the lease's PublicIP ${NODE_IP} is not an address`,
+    );
+    expectFinding(
+      run2,
+      "public-ip",
+      "critical",
+      `lease PublicIP ${NODE_IP} is not assigned to any interface here`,
+    );
+
+    // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.
+    const st = new FileStore({ dir: n.storeDir });
+    try {
+      await st.revokeLease(IPNet.parse("10.244.1.0/24"));
+    } finally {
+      await st.close();
+    }
+    const run3 = await runDoctorJson(n, "--skip", "route-overlap");
+    expectFinding(
+      run3,
+      "lease-own",
+      "critical",
+      "no lease for 10.244.1.0/24 and none with a local PublicIP",
+    );
+    expectFinding(run3, "subnet-env", "critical", "no lease in the store for FLANNEL_SUBNET 10.244.1.0/24");
+
+    // Our lease is back but expired (the daemon stopped renewing); a lease file is garbage. The doctor
+    // sees both: it reads the store without the store's own clean-up.
+    const lease = { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.1.0-24`,
+      JSON.stringify({ lease, expiration: "2020-01-01T00:00:00.000Z", seq: 99 }),
+    );
+    await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.5.0-24`, "{broken");
+    const run4 = await runDoctorJson(n, "--skip", "route-overlap");
+    expectFinding(run4, "lease-expiry", "critical", "lease 10.244.1.0/24 expires 2020-01-01T00:00:00.000Z");
+    expectFinding(run4, "lease-own", "critical", "lease 10.244.1.0/24 expired at 2020-01-01T00:00:00.000Z");
+    expectFinding(
+      run4,
+      "store",
+      "warning",
+      `1 malformed lease entr(ies): ${n.storeDir}/subnets/10.244.5.0-24`,
+    );
+    // Read-only: the expired and the malformed file are still there.
+    await Deno.stat(`${n.storeDir}/subnets/10.244.1.0-24`);
+    await Deno.stat(`${n.storeDir}/subnets/10.244.5.0-24`);
   });
 });
 
 Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are consistent", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
-    try {
-      n = await buildNode(fx);
-      const N = n.node;
-      await Deno.writeTextFile(
-        `${n.storeDir}/config`,
-        JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", DirectRouting: true } }),
-      );
-      // The peer is on our L2 segment: the daemon routes to it directly, without encapsulation.
-      await sh("ip", "-n", N, "neigh", "del", "10.244.2.0", "dev", "flannel.1");
-      await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
-      await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
-      const run = await runDoctorJson(n);
-      for (const id of ["peer-route-missing", "peer-arp-missing", "peer-fdb-missing", "stale-peer-entries"]) {
-        assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
-      }
-      assertEquals(run.code, 0, run.stdout);
-      // The direct route pointing at another address is wrong.
-      await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.77", "dev", "eth0");
-      const bad = await runDoctorJson(n);
-      expectFinding(
-        bad,
-        "peer-route-missing",
-        "critical",
-        "10.244.2.0/24 routed via 192.0.2.77 dev eth0, expected via 192.0.2.11 (DirectRouting) or via 10.244.2.0 " +
-          "dev flannel.1 onlink",
-      );
-    } finally {
-      await removeNode(n);
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    await Deno.writeTextFile(
+      `${n.storeDir}/config`,
+      JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan", DirectRouting: true } }),
+    );
+    // The peer is on our L2 segment: the daemon routes to it directly, without encapsulation.
+    await sh("ip", "-n", N, "neigh", "del", "10.244.2.0", "dev", "flannel.1");
+    await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
+    await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
+    const run = await runDoctorJson(n);
+    for (const id of ["peer-route-missing", "peer-arp-missing", "peer-fdb-missing", "stale-peer-entries"]) {
+      assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
     }
+    assertEquals(run.code, 0, run.stdout);
+    // The direct route pointing at another address is wrong.
+    await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.77", "dev", "eth0");
+    const bad = await runDoctorJson(n);
+    expectFinding(
+      bad,
+      "peer-route-missing",
+      "critical",
+      "10.244.2.0/24 routed via 192.0.2.77 dev eth0, expected via 192.0.2.11 (DirectRouting) or via 10.244.2.0 " +
+        "dev flannel.1 onlink",
+    );
   });
 });

@@ -5,102 +5,90 @@
  * @module
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run, sh, withNetns } from "./netns.ts";
-import { buildNode, doctorArgs, type DoctorNode, findings, PEER_MAC, removeNode } from "./doctor_fixture.ts";
+import { flanctl, flanctlCmd, run, sh } from "./netns.ts";
+import { doctorArgs, findings, PEER_MAC, withDoctorNode } from "./doctor_fixture.ts";
 
 Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
-    try {
-      n = await buildNode(fx);
-      const gone = await flanctl(["doctor", "--netns", "ftdoesnotexist0", "-o", "json"]);
-      assertEquals(gone.code, 3, gone.stderr);
-      const doc = JSON.parse(gone.stdout);
-      assertEquals(doc.summary.status, "UNKNOWN");
-      assertStringIncludes(doc.checks[0].detail, "network namespace 'ftdoesnotexist0' not found");
+  await withDoctorNode(async (n) => {
+    const gone = await flanctl(["doctor", "--netns", "ftdoesnotexist0", "-o", "json"]);
+    assertEquals(gone.code, 3, gone.stderr);
+    const doc = JSON.parse(gone.stdout);
+    assertEquals(doc.summary.status, "UNKNOWN");
+    assertStringIncludes(doc.checks[0].detail, "network namespace 'ftdoesnotexist0' not found");
 
-      const missingDir = await flanctl([...doctorArgs(n, "-o", "json"), "--store-dir", `${n.dir}/nope`]);
-      assertEquals(missingDir.code, 3, missingDir.stdout);
-      assertStringIncludes(missingDir.stdout, `no such directory`);
+    const missingDir = await flanctl([...doctorArgs(n, "-o", "json"), "--store-dir", `${n.dir}/nope`]);
+    assertEquals(missingDir.code, 3, missingDir.stdout);
+    assertStringIncludes(missingDir.stdout, `no such directory`);
 
-      // etcd on a port nobody listens on, dialled from inside the node namespace (its own loopback).
-      const etcd = await flanctl(
-        ["doctor", "--subnet-file", n.subnetFile, "--etcd-endpoints", "http://127.0.0.1:1", "-o", "json"],
-        { ns: n.node },
-      );
-      assertEquals(etcd.code, 3, etcd.stdout + etcd.stderr);
-      const e = JSON.parse(etcd.stdout);
-      assertEquals(e.summary.status, "UNKNOWN");
-      assertStringIncludes(
-        e.checks.find((c: { id: string }) => c.id === "doctor").detail,
-        "store unreachable",
-      );
+    // etcd on a port nobody listens on, dialled from inside the node namespace (its own loopback).
+    const etcd = await flanctl(
+      ["doctor", "--subnet-file", n.subnetFile, "--etcd-endpoints", "http://127.0.0.1:1", "-o", "json"],
+      { ns: n.node },
+    );
+    assertEquals(etcd.code, 3, etcd.stdout + etcd.stderr);
+    const e = JSON.parse(etcd.stdout);
+    assertEquals(e.summary.status, "UNKNOWN");
+    assertStringIncludes(
+      e.checks.find((c: { id: string }) => c.id === "doctor").detail,
+      "store unreachable",
+    );
 
-      const badOut = await flanctl(doctorArgs(n, "-o", "yaml"));
-      assertEquals(badOut.code, 2);
-      assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not one of table, json");
-      const badSkip = await flanctl(doctorArgs(n, "--skip", "nonsense"));
-      assertEquals(badSkip.code, 2);
-      assertStringIncludes(badSkip.stderr, "--skip: unknown check id 'nonsense'");
-    } finally {
-      await removeNode(n);
-    }
+    const badOut = await flanctl(doctorArgs(n, "-o", "yaml"));
+    assertEquals(badOut.code, 2);
+    assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not one of table, json");
+    const badSkip = await flanctl(doctorArgs(n, "--skip", "nonsense"));
+    assertEquals(badSkip.code, 2);
+    assertStringIncludes(badSkip.stderr, "--skip: unknown check id 'nonsense'");
   });
 });
 
 Deno.test("doctor: without a store, peers come from kernel state and lease checks are unknown", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
-    try {
-      n = await buildNode(fx);
-      // No store flags and no default store: run inside the node namespace (as `lab exec` does) with an
-      // empty tmpfs over /var/lib in a private mount namespace, so /var/lib/flanctl does not exist.
-      const args = doctorArgs(n, "-o", "json").filter((a, i, all) =>
-        a !== "--netns" && all[i - 1] !== "--netns"
-      )
-        .filter((a, i, all) => a !== "--store-dir" && all[i - 1] !== "--store-dir");
-      const noStore = () =>
-        run([
-          "unshare",
-          "-m",
-          "--propagation",
-          "private",
-          "sh",
-          "-c",
-          'mount -t tmpfs tmpfs /var/lib && exec ip netns exec "$0" "$@"',
-          n!.node,
-          ...flanctlCmd(...args),
-        ]);
-      const r = await noStore();
-      const doc = JSON.parse(r.stdout);
-      const by = (id: string) => doc.checks.filter((c: { id: string }) => c.id === id);
-      assertEquals(r.code, 0, r.stdout + r.stderr);
-      assertEquals(doc.summary.critical + doc.summary.warning, 0, r.stdout);
-      assertEquals(by("store")[0].severity, "unknown");
-      assertStringIncludes(by("store")[0].detail, "pass --store-dir DIR or --etcd-endpoints URL");
-      assertEquals(by("peer-route-missing")[0].severity, "unknown");
-      assertStringIncludes(by("peer-route-missing")[0].detail, "1 onlink route(s) on flannel.1");
-      assertEquals(by("vtep-mac")[0].severity, "unknown");
-      assertEquals(by("flannel-device")[0].severity, "ok");
-      assertEquals(
-        by("ip-forward")[0].detail,
-        "net.ipv4.ip_forward = 1; forwarding on flannel.1, cni0, eth0",
-      );
+  await withDoctorNode(async (n) => {
+    // No store flags and no default store: run inside the node namespace (as `lab exec` does) with an
+    // empty tmpfs over /var/lib in a private mount namespace, so /var/lib/flanctl does not exist.
+    const args = doctorArgs(n, "-o", "json").filter((a, i, all) =>
+      a !== "--netns" && all[i - 1] !== "--netns"
+    )
+      .filter((a, i, all) => a !== "--store-dir" && all[i - 1] !== "--store-dir");
+    const noStore = () =>
+      run([
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs tmpfs /var/lib && exec ip netns exec "$0" "$@"',
+        n!.node,
+        ...flanctlCmd(...args),
+      ]);
+    const r = await noStore();
+    const doc = JSON.parse(r.stdout);
+    const by = (id: string) => doc.checks.filter((c: { id: string }) => c.id === id);
+    assertEquals(r.code, 0, r.stdout + r.stderr);
+    assertEquals(doc.summary.critical + doc.summary.warning, 0, r.stdout);
+    assertEquals(by("store")[0].severity, "unknown");
+    assertStringIncludes(by("store")[0].detail, "pass --store-dir DIR or --etcd-endpoints URL");
+    assertEquals(by("peer-route-missing")[0].severity, "unknown");
+    assertStringIncludes(by("peer-route-missing")[0].detail, "1 onlink route(s) on flannel.1");
+    assertEquals(by("vtep-mac")[0].severity, "unknown");
+    assertEquals(by("flannel-device")[0].severity, "ok");
+    assertEquals(
+      by("ip-forward")[0].detail,
+      "net.ipv4.ip_forward = 1; forwarding on flannel.1, cni0, eth0",
+    );
 
-      // A kernel-only inconsistency is still found: the peer's ARP entry has no FDB entry.
-      await sh("bridge", "-n", n.node, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
-      const r2 = await noStore();
-      const doc2 = JSON.parse(r2.stdout);
-      assertEquals(r2.code, 2, r2.stdout);
-      const fdb = doc2.checks.find((c: { id: string }) => c.id === "peer-fdb-missing");
-      assertEquals(fdb.severity, "critical");
-      assertStringIncludes(fdb.detail, `ARP 10.244.2.0 → ${PEER_MAC} has no FDB entry on flannel.1`);
-      assertEquals(
-        findings({ ...doc2, code: r2.code, stdout: "", stderr: "" }, "peer-fdb-missing").length,
-        1,
-      );
-    } finally {
-      await removeNode(n);
-    }
+    // A kernel-only inconsistency is still found: the peer's ARP entry has no FDB entry.
+    await sh("bridge", "-n", n.node, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
+    const r2 = await noStore();
+    const doc2 = JSON.parse(r2.stdout);
+    assertEquals(r2.code, 2, r2.stdout);
+    const fdb = doc2.checks.find((c: { id: string }) => c.id === "peer-fdb-missing");
+    assertEquals(fdb.severity, "critical");
+    assertStringIncludes(fdb.detail, `ARP 10.244.2.0 → ${PEER_MAC} has no FDB entry on flannel.1`);
+    assertEquals(
+      findings({ ...doc2, code: r2.code, stdout: "", stderr: "" }, "peer-fdb-missing").length,
+      1,
+    );
   });
 });

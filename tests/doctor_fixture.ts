@@ -7,7 +7,8 @@
  */
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
-import { flanctl, type NetnsFixture, nsSh, sh } from "./netns.ts";
+import { flanctl, type NetnsFixture, nsSh, sh, withNetns } from "./netns.ts";
+import { assertEquals, assertStringIncludes } from "./assert.ts";
 
 /** A built fixture. */
 export interface DoctorNode {
@@ -94,7 +95,7 @@ async function vxlanNode(
 }
 
 /** Builds the healthy node. Every namespace is registered in `fx` (cleaned up by the caller). */
-export async function buildNode(fx: NetnsFixture): Promise<DoctorNode> {
+async function buildNode(fx: NetnsFixture): Promise<DoctorNode> {
   const node = await fx.add("dn");
   const peer = await fx.add("dq");
   const prefix = `ftp${rnd()}`;
@@ -266,13 +267,50 @@ export async function runDoctorJson(n: DoctorNode, ...extra: string[]): Promise<
   return { code: r.code, ...doc, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * Asserts exactly one finding `id` with this severity whose detail contains `detail` (and, unless ok, a
+ * fix); returns it.
+ */
+export function expectFinding(run: DoctorRun, id: string, severity: string, detail: string) {
+  const f = findings(run, id);
+  assertEquals(f.length, 1, `expected one ${id} finding:\n${run.stdout}`);
+  assertEquals(f[0].severity, severity, `${id}: ${f[0].detail}`);
+  assertStringIncludes(f[0].detail, detail);
+  if (severity !== "ok") assertEquals(f[0].fix.length > 0, true, `${id} has no fix`);
+  return f[0];
+}
+
 /** The findings with this id. */
 export function findings(run: DoctorRun, id: string) {
   return run.checks.filter((c) => c.id === id);
 }
 
+/**
+ * Runs `fn` on a freshly built healthy node; always removes the node's temp dir and namespaces afterwards,
+ * also when `fn` fails.
+ */
+export function withDoctorNode<T>(fn: (n: DoctorNode, fx: NetnsFixture) => Promise<T>): Promise<T> {
+  return withNetns(async (fx) => {
+    const n = await buildNode(fx);
+    try {
+      return await fn(n, fx);
+    } finally {
+      await removeNode(n);
+    }
+  });
+}
+
+/** Kills a helper process a test started (if any) and waits for it to exit. */
+export async function killChild(p: Deno.ChildProcess | null): Promise<void> {
+  if (!p) return;
+  try {
+    p.kill("SIGKILL");
+  } catch { /* gone */ }
+  await p.status;
+}
+
 /** Removes the fixture's temp dir (namespaces are removed by the NetnsFixture). */
-export async function removeNode(n: DoctorNode | null): Promise<void> {
+async function removeNode(n: DoctorNode | null): Promise<void> {
   if (n) await Deno.remove(n.dir, { recursive: true }).catch(() => {});
 }
 

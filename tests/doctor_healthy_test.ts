@@ -4,24 +4,21 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, nsRun, withNetns } from "./netns.ts";
+import { flanctl, nsRun } from "./netns.ts";
 import {
-  buildNode,
   doctorArgs,
-  type DoctorNode,
   findings,
+  killChild,
   normalize,
-  removeNode,
   runDoctorJson,
+  withDoctorNode,
 } from "./doctor_fixture.ts";
 import { checkSnapshot } from "./doctor_snapshot.ts";
 
 Deno.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json, probe, readyz)", async () => {
-  await withNetns(async (fx) => {
-    let n: DoctorNode | null = null;
+  await withDoctorNode(async (n) => {
     let server: Deno.ChildProcess | null = null;
     try {
-      n = await buildNode(fx);
       // A readiness endpoint inside the node namespace (served by python's http.server).
       await Deno.mkdir(`${n.dir}/www`);
       await Deno.writeTextFile(`${n.dir}/www/readyz`, "ok");
@@ -100,13 +97,7 @@ Deno.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json
         "PublicIP 192.0.2.11 does not answer (underlay fault)",
       );
     } finally {
-      if (server) {
-        try {
-          server.kill("SIGKILL");
-        } catch { /* gone */ }
-        await server.status;
-      }
-      await removeNode(n);
+      await killChild(server);
     }
   });
 });

@@ -10,58 +10,24 @@ import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../lib/n
 // deno-lint-ignore no-explicit-any
 type J = any;
 
-const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
+/** Runs one iproute2 command line (words separated by single spaces) in `ns`. */
+const ip = (ns: string, line: string) => sh("ip", "-n", ns, ...line.split(" "));
 
 async function fixture(n: string): Promise<void> {
-  await ip(n, "link", "add", "ul0", "type", "veth", "peer", "name", "ul1");
-  await ip(
-    n,
-    "link",
-    "add",
-    "flannel.1",
-    "type",
-    "vxlan",
-    "id",
-    "1",
-    "dstport",
-    "8472",
-    "local",
-    "10.4.0.1",
-    "dev",
-    "ul0",
-    "nolearning",
-  );
-  await ip(n, "link", "add", "cni0", "type", "bridge");
-  await ip(n, "link", "set", "ul1", "master", "cni0");
-  await ip(n, "link", "set", "ul1", "type", "bridge_slave", "hairpin", "on");
-  for (const l of ["ul0", "ul1", "flannel.1", "cni0"]) await ip(n, "link", "set", l, "up");
-  await ip(n, "addr", "add", "10.4.0.1/24", "dev", "ul0");
-  await ip(n, "route", "add", "10.244.2.0/24", "via", "10.244.2.0", "dev", "flannel.1", "onlink");
-  await ip(
-    n,
-    "neigh",
-    "add",
-    "10.244.2.0",
-    "lladdr",
-    "aa:bb:cc:00:00:02",
-    "dev",
-    "flannel.1",
-    "nud",
-    "permanent",
-  );
+  await ip(n, "link add ul0 type veth peer name ul1");
+  await ip(n, "link add flannel.1 type vxlan id 1 dstport 8472 local 10.4.0.1 dev ul0 nolearning");
+  await ip(n, "link add cni0 type bridge");
+  await ip(n, "link set ul1 master cni0");
+  await ip(n, "link set ul1 type bridge_slave hairpin on");
+  for (const l of ["ul0", "ul1", "flannel.1", "cni0"]) await ip(n, `link set ${l} up`);
+  await ip(n, "addr add 10.4.0.1/24 dev ul0");
+  await ip(n, "route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink");
+  await ip(n, "neigh add 10.244.2.0 lladdr aa:bb:cc:00:00:02 dev flannel.1 nud permanent");
   await sh(
     "bridge",
     "-n",
     n,
-    "fdb",
-    "append",
-    "aa:bb:cc:00:00:02",
-    "dev",
-    "flannel.1",
-    "dst",
-    "10.4.0.2",
-    "self",
-    "permanent",
+    ..."fdb append aa:bb:cc:00:00:02 dev flannel.1 dst 10.4.0.2 self permanent".split(" "),
   );
 }
 

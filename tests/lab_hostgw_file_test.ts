@@ -4,12 +4,11 @@
  * leases through several TTLs; a crashed node's lease expires and every peer removes its route; `lab
  * down` leaves nothing (and is idempotent).
  */
-import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run } from "./netns.ts";
-import { loadState } from "../lib/lab/state.ts";
-import { labRoot } from "../lib/lab/paths.ts";
+import { assertEquals } from "./assert.ts";
+import { flanctl, run } from "./netns.ts";
+import { labDown, withLab } from "./lab_fixture.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
-import { labLeftovers, pingAllPods, tcpAcross, waitEntries } from "../lib/lab/verify.ts";
+import { pingAllPods, tcpAcross, waitEntries } from "../lib/lab/verify.ts";
 
 const TTL_S = 10;
 
@@ -18,26 +17,8 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const name = `th${crypto.randomUUID().slice(0, 6)}`;
-    const dir = `${labRoot()}/${name}`;
-    try {
-      const up = await flanctl([
-        "lab",
-        "up",
-        "--name",
-        name,
-        "--nodes",
-        "3",
-        "--pods-per-node",
-        "1",
-        "--backend",
-        "host-gw",
-        "--lease-ttl",
-        String(TTL_S),
-      ]);
-      assertEquals(up.code, 0, `lab up failed:\n${up.stdout}\n${up.stderr}`);
-      assertStringIncludes(up.stdout, "all 6 ok");
-      const s = loadState(name);
+    const up = ["--nodes", "3", "--pods-per-node", "1", "--backend", "host-gw", "--lease-ttl", String(TTL_S)];
+    const name = await withLab("th", up, 6, async (s) => {
       for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n), 10_000);
       // host-gw makes no VXLAN device.
       for (const n of s.nodes) {
@@ -62,12 +43,8 @@ Deno.test({
         [n1.publicIP, n2.publicIP].sort(),
       );
       await tcpAcross(s, "node1-pod1", "node2-pod1");
-    } finally {
-      const d = await run(flanctlCmd("lab", "down", "--name", name));
-      assertEquals(d.code, 0, d.stderr);
-    }
-    assertEquals(await labLeftovers(name, dir), []);
+    });
     // Idempotent: a second down on a removed lab succeeds.
-    assertEquals((await run(flanctlCmd("lab", "down", "--name", name))).code, 0);
+    assertEquals((await labDown(name)).code, 0);
   },
 });

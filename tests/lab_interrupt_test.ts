@@ -3,7 +3,8 @@
  * everything it made (namespaces, processes, files) and exit 130.
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctlCmd, run } from "./netns.ts";
+import { flanctlCmd } from "./netns.ts";
+import { labDown, labName } from "./lab_fixture.ts";
 import { labRoot } from "../lib/lab/paths.ts";
 import { readState } from "../lib/lab/state.ts";
 import { labLeftovers, waitUntil } from "../lib/lab/verify.ts";
@@ -13,7 +14,7 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const name = `ti${crypto.randomUUID().slice(0, 6)}`;
+    const name = labName("ti");
     const dir = `${labRoot()}/${name}`;
     const argv = flanctlCmd("lab", "up", "--name", name, "--nodes", "2", "--pods-per-node", "3");
     const child = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" })
@@ -39,7 +40,7 @@ Deno.test({
       try {
         child.kill("SIGKILL");
       } catch { /* exited */ }
-      await run(flanctlCmd("lab", "down", "--name", name));
+      await labDown(name);
     }
   },
 });

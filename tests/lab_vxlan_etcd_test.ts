@@ -7,12 +7,11 @@
  * is checked does not depend on the length: the daemons notice the outage within a few seconds (their
  * watch breaks) and nothing in the kernel depends on the store, so a longer outage adds no coverage.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run } from "./netns.ts";
-import { loadState } from "../lib/lab/state.ts";
-import { labRoot } from "../lib/lab/paths.ts";
+import { assert, assertEquals } from "./assert.ts";
+import { flanctlCmd } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
 import { probeHealth, startEtcd, stopEtcd } from "../lib/lab/services.ts";
-import { actualEntries, labLeftovers, pingAllPods, startPing, waitUntil } from "../lib/lab/verify.ts";
+import { actualEntries, pingAllPods, startPing, waitUntil } from "../lib/lab/verify.ts";
 
 const OUTAGE_MS = 15_000;
 
@@ -21,34 +20,9 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const name = `te${crypto.randomUUID().slice(0, 6)}`;
-    const dir = `${labRoot()}/${name}`;
-    try {
-      const up = await flanctl([
-        "lab",
-        "up",
-        "--name",
-        name,
-        "--nodes",
-        "2",
-        "--pods-per-node",
-        "1",
-        "--store",
-        "etcd",
-      ]);
-      assertEquals(up.code, 0, `lab up failed:\n${up.stdout}\n${up.stderr}`);
-      assertStringIncludes(up.stdout, "all 2 ok");
-      const s = loadState(name);
+    await withLab("te", ["--nodes", "2", "--pods-per-node", "1", "--store", "etcd"], 2, async (s, name) => {
       // The leases are in etcd; on a node (lab exec) the store is found with no flags.
-      const r = await flanctl([
-        "lab",
-        "exec",
-        "--name",
-        name,
-        "node1",
-        "--",
-        ...flanctlCmd("lease", "list", "-o", "json"),
-      ]);
+      const r = await labExec(name, "node1", flanctlCmd("lease", "list", "-o", "json"));
       assertEquals(r.code, 0, r.stderr);
       assertEquals((JSON.parse(r.stdout) as unknown[]).length, 2);
       const before = await Promise.all(s.nodes.map((n) => actualEntries(s, n)));
@@ -86,10 +60,6 @@ Deno.test({
       );
       assertEquals(await Promise.all(s.nodes.map((n) => actualEntries(s, n))), before);
       await pingAllPods(s);
-    } finally {
-      const d = await run(flanctlCmd("lab", "down", "--name", name));
-      assertEquals(d.code, 0, d.stderr);
-    }
-    assertEquals(await labLeftovers(name, dir), []);
+    });
   },
 });

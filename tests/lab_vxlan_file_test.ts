@@ -5,13 +5,13 @@
  * `lab down` that leaves nothing behind.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run } from "./netns.ts";
+import { flanctl, flanctlCmd, ipJson, nsSh } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
-import { labRoot } from "../lib/lab/paths.ts";
+import { nodeSubnet } from "../lib/lab/status.ts";
 import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
 import {
   actualEntries,
-  labLeftovers,
   pingAllPods,
   startPing,
   tcpAcross,
@@ -26,13 +26,8 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const name = `tv${crypto.randomUUID().slice(0, 6)}`.replace(/-/g, "");
-    const dir = `${labRoot()}/${name}`;
-    try {
-      const up = await flanctl(["lab", "up", "--name", name, "--nodes", "3", "--pods-per-node", "2"]);
-      assertEquals(up.code, 0, `lab up failed:\n${up.stdout}\n${up.stderr}`);
-      assertStringIncludes(up.stdout, "all 12 ok");
-      let s: LabState = loadState(name);
+    await withLab("tv", ["--nodes", "3", "--pods-per-node", "2"], 12, async (state, name) => {
+      let s: LabState = state;
       const node = (x: string) => s.nodes.find((n) => n.name === x)!;
       const others = (n: NodeState) => s.nodes.filter((x) => x !== n);
 
@@ -59,43 +54,16 @@ Deno.test({
         "lab exec shows the node's own subnet.env at the default path, exit code passes",
         async () => {
           for (const n of s.nodes) {
-            const r = await flanctl([
-              "lab",
-              "exec",
-              "--name",
-              name,
-              n.name,
-              "--",
-              "cat",
-              "/run/flannel/subnet.env",
-            ]);
+            const r = await labExec(name, n.name, ["cat", "/run/flannel/subnet.env"]);
             assertEquals(r.code, 0, r.stderr);
             assertEquals(r.stdout, Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`));
           }
           // The lab's file store is /var/lib/flanctl on a node: `flanctl lease list` needs no flags.
-          const l = await flanctl([
-            "lab",
-            "exec",
-            "--name",
-            name,
-            "node2",
-            "--",
-            ...flanctlCmd("lease", "list", "-o", "json"),
-          ]);
+          const l = await labExec(name, "node2", flanctlCmd("lease", "list", "-o", "json"));
           assertEquals(l.code, 0, l.stderr);
           const ips = (JSON.parse(l.stdout) as { publicIP: string }[]).map((x) => x.publicIP).sort();
           assertEquals(ips, s.nodes.map((n) => n.publicIP).sort());
-          const r = await flanctl([
-            "lab",
-            "exec",
-            "--name",
-            name,
-            "node1-pod1",
-            "--",
-            "sh",
-            "-c",
-            "ip -4 -o addr show eth0; exit 3",
-          ]);
+          const r = await labExec(name, "node1-pod1", ["sh", "-c", "ip -4 -o addr show eth0; exit 3"]);
           assertEquals(r.code, 3);
           assertStringIncludes(r.stdout, s.pods.find((p) => p.name === "node1-pod1")!.ip!);
           // Nothing was mounted in the root mount namespace.
@@ -146,18 +114,16 @@ Deno.test({
             l.startsWith("route") && l.includes(sub(n2))
           )!;
           assert(sub2, "route to node2 present");
-          const mac3 = (await run(["ip", "-n", n3.netns, "-j", "link", "show", "flannel.1"])).stdout;
-          const vtep3 = JSON.parse(mac3)[0].address as string;
-          const mac2 = JSON.parse(
-            (await run(["ip", "-n", n2.netns, "-j", "link", "show", "flannel.1"])).stdout,
-          )[0]
-            .address as string;
-          await sh(n1, ["ip", "route", "del", sub(n2)]);
-          await sh(n1, ["ip", "neigh", "del", sub(n3).split("/")[0], "dev", "flannel.1"]);
-          await sh(n1, ["bridge", "fdb", "del", mac2, "dev", "flannel.1", "dst", n2.publicIP]);
+          const vtep3 =
+            (await ipJson<{ address: string }[]>(n3.netns, "link", "show", "flannel.1"))[0].address;
+          const mac2 =
+            (await ipJson<{ address: string }[]>(n2.netns, "link", "show", "flannel.1"))[0].address;
+          await nsSh(n1.netns, "ip", "route", "del", sub(n2));
+          await nsSh(n1.netns, "ip", "neigh", "del", sub(n3).split("/")[0], "dev", "flannel.1");
+          await nsSh(n1.netns, "bridge", "fdb", "del", mac2, "dev", "flannel.1", "dst", n2.publicIP);
           assert(vtep3.length === 17);
           await waitEntries(s, n1, others(n1), 25_000);
-          await sh(n1, ["ip", "link", "del", "flannel.1"]);
+          await nsSh(n1.netns, "ip", "link", "del", "flannel.1");
           await waitEntries(s, n1, others(n1), 25_000);
           await pingAllPods(s);
         },
@@ -186,21 +152,13 @@ Deno.test({
           assert(n4.publicIP !== n3.publicIP && n4.publicIP !== node("node2").publicIP);
         },
       );
-    } finally {
-      const d = await run(flanctlCmd("lab", "down", "--name", name));
-      assertEquals(d.code, 0, d.stderr);
-    }
-    assertEquals(await labLeftovers(name, dir), []);
+    });
   },
 });
 
+/** The node's subnet ("10.244.2.0/24") from its subnet.env. */
 function sub(n: NodeState): string {
-  const t = Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`);
-  const m = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\.\d+\/(\d+)/.exec(t)!;
-  return `${m[1]}.0/${m[2]}`;
-}
-
-async function sh(n: NodeState, cmd: string[]): Promise<void> {
-  const r = await run(["ip", "netns", "exec", n.netns, ...cmd]);
-  if (r.code !== 0) throw new Error(`${cmd.join(" ")} on ${n.name}: ${r.stderr}`);
+  const subnet = nodeSubnet(n);
+  if (!subnet) throw new Error(`${n.name} has no subnet.env`);
+  return subnet;
 }

@@ -82,7 +82,7 @@ Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)
   const s = new FileStore({ dir });
   await s.setNetworkConfig(CONF);
   await s.acquireLease({ PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" });
-  const child = await watchProcess(dir);
+  const child = watchProcess(dir);
   try {
     const lines = child.lines;
     await child.until((ls) => ls.length >= 1);
@@ -99,8 +99,8 @@ Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)
 });
 
 /** Starts `flanctl lease watch -o json` and collects its lines. */
-async function watchProcess(dir: string) {
-  const proc = (await leaseCliCommand(["watch", "-o", "json", "--store-dir", dir])).spawn();
+function watchProcess(dir: string) {
+  const proc = leaseCliCommand(["watch", "-o", "json", "--store-dir", dir]).spawn();
   const lines: string[] = [];
   const reading = (async () => {
     let buf = "";

@@ -5,34 +5,12 @@
  * @module
  */
 
-/** Result of a command. */
-export interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+import { runProcess as run } from "../lib/lab/proc.ts";
 
-/** Runs a command; never throws on a non-zero exit. */
-export async function run(
-  cmd: string[],
-  opts: { stdin?: string; env?: Record<string, string> } = {},
-): Promise<RunResult> {
-  const p = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: opts.stdin !== undefined ? "piped" : "null",
-    stdout: "piped",
-    stderr: "piped",
-    env: opts.env,
-  }).spawn();
-  if (opts.stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(opts.stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  const dec = new TextDecoder();
-  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
-}
+/** Result of a command. */
+export type { CmdResult as RunResult } from "../lib/lab/proc.ts";
+/** Runs a command; never throws on a non-zero exit (the lab's runner, which tests share). */
+export { run };
 
 /** Runs a command and returns stdout; throws with stderr on a non-zero exit. */
 export async function sh(...cmd: string[]): Promise<string> {

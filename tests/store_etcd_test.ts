@@ -8,15 +8,7 @@ import { IPNet } from "../lib/ip/cidr.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
-import { acquireInProcesses, EtcdFixture, leaseCli, makeTls, nextEvents } from "./store_helpers.ts";
-
-const NET50 = JSON.stringify({
-  Network: "10.5.0.0/16",
-  SubnetLen: 24,
-  SubnetMin: "10.5.1.0",
-  SubnetMax: "10.5.50.0",
-  Backend: { Type: "vxlan" },
-});
+import { acquireInProcesses, EtcdFixture, leaseCli, makeTls, NET50, nextEvents } from "./store_helpers.ts";
 
 const attrs = (ip: string) => ({
   PublicIP: ip,

@@ -8,15 +8,7 @@ import { IPNet } from "../lib/ip/cidr.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
-import { acquireInProcesses, nextEvents } from "./store_helpers.ts";
-
-const NET50 = JSON.stringify({
-  Network: "10.5.0.0/16",
-  SubnetLen: 24,
-  SubnetMin: "10.5.1.0",
-  SubnetMax: "10.5.50.0",
-  Backend: { Type: "vxlan" },
-});
+import { acquireInProcesses, NET50, nextEvents } from "./store_helpers.ts";
 
 async function withDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-store-" });

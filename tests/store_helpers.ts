@@ -5,8 +5,18 @@
  */
 import type { LeaseEvent } from "../lib/store/types.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
+import { run, type RunResult } from "./netns.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
+
+/** A net-conf with room for exactly 50 /24 subnets (10.5.1.0 … 10.5.50.0). */
+export const NET50 = JSON.stringify({
+  Network: "10.5.0.0/16",
+  SubnetLen: 24,
+  SubnetMin: "10.5.1.0",
+  SubnetMax: "10.5.50.0",
+  Backend: { Type: "vxlan" },
+});
 
 /** Result of one acquiring process. */
 export interface AcquireResult {
@@ -38,28 +48,19 @@ Deno.exit(0);
 `,
   );
   try {
-    const procs = Array.from({ length: n }, (_, i) =>
-      new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--no-check",
-          "--quiet",
-          `--config=${ROOT}deno.json`,
-          script,
-          JSON.stringify(opts),
-          `10.250.${Math.floor(i / 250)}.${(i % 250) + 1}`,
-        ],
-        stdout: "piped",
-        stderr: "piped",
-      }).output());
-    const outs = await Promise.all(procs);
+    const outs = await Promise.all(
+      Array.from(
+        { length: n },
+        (_, i) =>
+          run(denoRunArgv(script, JSON.stringify(opts), `10.250.${Math.floor(i / 250)}.${(i % 250) + 1}`)),
+      ),
+    );
     return outs.map((o) => {
-      const text = new TextDecoder().decode(o.stdout).trim();
+      const text = o.stdout.trim();
       try {
         return JSON.parse(text.split("\n").pop()!) as AcquireResult;
       } catch {
-        return { error: `exit ${o.code}: ${text} ${new TextDecoder().decode(o.stderr)}` };
+        return { error: `exit ${o.code}: ${text} ${o.stderr}` };
       }
     });
   } finally {
@@ -280,84 +281,35 @@ export class EtcdFixture {
   }
 }
 
-let harness: string | null = null;
-
-/**
- * The entry point that runs `flanctl`: main.ts when the whole command tree is present, else (while other
- * cli/ modules are still being written) a harness that registers only cli/lease.ts with the same
- * error-to-exit-code rules.
- */
-async function cliEntry(): Promise<string> {
-  const rootSrc = await Deno.readTextFile(`${ROOT}cli/root.ts`);
-  const missing = [...rootSrc.matchAll(/from "\.\/([a-z_]+\.ts)"/g)].some((m) => {
-    try {
-      Deno.statSync(`${ROOT}cli/${m[1]}`);
-      return false;
-    } catch {
-      return true;
-    }
-  });
-  if (!missing) return `${ROOT}main.ts`;
-  if (harness) return harness;
-  const tmp = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
-  globalThis.addEventListener("unload", () => Deno.removeSync(tmp, { recursive: true }));
-  harness = `${tmp}/lease_cli.ts`;
-  await Deno.writeTextFile(
-    harness,
-    `import { Command } from "commander";
-import { register } from "${ROOT}cli/lease.ts";
-import { FlanctlError } from "${ROOT}lib/errors.ts";
-const p = new Command("flanctl").exitOverride();
-register(p);
-for (const c of p.commands) c.exitOverride();
-try {
-  await p.parseAsync(Deno.args, { from: "user" });
-  Deno.exit(0);
-} catch (e) {
-  if (e instanceof FlanctlError) { console.error("flanctl: " + e.message); Deno.exit(e.exitCode); }
-  if ((e as { code?: string }).code?.startsWith("commander.")) Deno.exit((e as { exitCode: number }).exitCode === 0 ? 0 : 2);
-  console.error(e); Deno.exit(1);
-}
-`,
-  );
-  return harness;
+/** The argv that runs `script ARGS` with this Deno and the checkout's deno.json. */
+function denoRunArgv(script: string, ...args: string[]): string[] {
+  return [
+    Deno.execPath(),
+    "run",
+    "-A",
+    "--no-check",
+    "--quiet",
+    `--config=${ROOT}deno.json`,
+    script,
+    ...args,
+  ];
 }
 
-/** A Deno.Command running `flanctl lease ARGS` (stdout/stderr piped). */
-export async function leaseCliCommand(
-  args: string[],
-  opts: { stdin?: boolean; env?: Record<string, string> } = {},
-): Promise<Deno.Command> {
-  return new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--no-check",
-      "--quiet",
-      `--config=${ROOT}deno.json`,
-      await cliEntry(),
-      "lease",
-      ...args,
-    ],
-    stdin: opts.stdin ? "piped" : "null",
-    stdout: "piped",
-    stderr: "piped",
-    env: opts.env,
-  });
+/** The argv that runs `flanctl lease ARGS` from this checkout. */
+function leaseArgv(args: string[]): string[] {
+  return denoRunArgv(`${ROOT}main.ts`, "lease", ...args);
+}
+
+/** A Deno.Command running `flanctl lease ARGS` (stdout/stderr piped, stdin null). */
+export function leaseCliCommand(args: string[]): Deno.Command {
+  const [exe, ...rest] = leaseArgv(args);
+  return new Deno.Command(exe, { args: rest, stdin: "null", stdout: "piped", stderr: "piped" });
 }
 
 /** Runs `flanctl lease ARGS` to completion. */
-export async function leaseCli(
+export function leaseCli(
   args: string[],
   opts: { stdin?: string; env?: Record<string, string> } = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const p = (await leaseCliCommand(args, { stdin: opts.stdin !== undefined, env: opts.env })).spawn();
-  if (opts.stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(opts.stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  const d = new TextDecoder();
-  return { code: o.code, stdout: d.decode(o.stdout), stderr: d.decode(o.stderr) };
+): Promise<RunResult> {
+  return run(leaseArgv(args), opts);
 }

@@ -15,20 +15,31 @@ export { VxlanBackend } from "./vxlan.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
- * `opts.vxlanTxChecksumOffload` true keeps the VXLAN device's TX checksum offload as the kernel sets it.
+ * `opts.vxlanTxChecksumOffload`: true keeps the VXLAN device's TX checksum offload as the kernel sets it,
+ * false switches it off, "auto" (the default) decides with {@link keepTxChecksumOffload}.
  */
 export function createBackend(
   nl: NetlinkHandle,
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
-  opts: { vxlanTxChecksumOffload?: boolean } = {},
+  opts: { vxlanTxChecksumOffload?: boolean | "auto" } = {},
 ): Backend {
   checkSupported(cfg.backend);
   if (cfg.backend.type === "vxlan") {
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
-      txChecksumOffload: opts.vxlanTxChecksumOffload,
+      txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext),
     });
   }
   return new HostGwBackend(ext);
+}
+
+/**
+ * Whether to keep TX checksum offload on the VXLAN device. "auto" keeps it (the kernel default, as flanneld:
+ * switching it off disables TSO and halves VXLAN throughput) unless the node announces a public IP that is
+ * not its interface's address: behind NAT is where encapsulated packets leave with bad checksums
+ * (flannel #1279, #2152; flannel's troubleshooting guide).
+ */
+export function keepTxChecksumOffload(mode: boolean | "auto", ext: ExternalIface): boolean {
+  return mode === "auto" ? ext.publicIP === ext.ifaceIP : mode;
 }

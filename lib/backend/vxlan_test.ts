@@ -5,6 +5,7 @@ import { FakeNetlink, fakeRoute } from "../reconcile/testing.ts";
 import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
 import { parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
+import { keepTxChecksumOffload } from "./mod.ts";
 import { VxlanBackend } from "./vxlan.ts";
 import type { ExternalIface } from "./types.ts";
 
@@ -148,4 +149,18 @@ Deno.test("vxlan: TX checksum offload switched off on ensure (again when turned 
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("vxlan: TX checksum offload auto = off only behind NAT (public IP not the interface's)", () => {
+  const ext: ExternalIface = {
+    name: "eth0",
+    index: 2,
+    mtu: 1500,
+    ifaceIP: "192.0.2.10",
+    publicIP: "192.0.2.10",
+  };
+  assertEquals(keepTxChecksumOffload("auto", ext), true);
+  assertEquals(keepTxChecksumOffload("auto", { ...ext, publicIP: "203.0.113.7" }), false);
+  assertEquals(keepTxChecksumOffload(false, ext), false);
+  assertEquals(keepTxChecksumOffload(true, { ...ext, publicIP: "203.0.113.7" }), true);
 });

@@ -222,7 +222,9 @@ function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force
     throw e;
   }
   const conflicts = host.addrs(want.ip.family).filter((a) => {
-    if (a.index !== br.index || (a.local === want.ip.toString() && a.prefix === want.net.prefix)) return false;
+    if (a.index !== br.index || (a.local === want.ip.toString() && a.prefix === want.net.prefix)) {
+      return false;
+    }
     const theirs = IPNet.parse(`${a.local}/${a.prefix}`);
     return want.ip.family === 4 || theirs.contains(want.ip) || want.net.contains(IPAddr.parse(a.local));
   });

@@ -224,6 +224,36 @@ function parseBackend(v: unknown, warn: (m: string) => void): BackendConfig {
 }
 
 /**
+ * Reads one address family's fields (`Network`, `SubnetLen`, … or the same with an `IPv6` prefix) and
+ * applies flannel's checks and defaults, with flannel's text for a missing or /0 network.
+ */
+function parseFamily(f: Partial<Record<Field, unknown>>, v6: boolean): FamilyResult & { network: IPNet } {
+  const p = v6 ? "IPv6" : "";
+  const family = v6 ? 6 : 4;
+  const netField: Field = `${p}Network`;
+  const example = v6 ? "fc00::/48" : "10.244.0.0/16";
+  let net: IPNet | null = null;
+  try {
+    net = wantNet(netField, f[netField], family);
+  } catch { /* reported below with flannel's text */ }
+  if (!net || net.prefix === 0) {
+    const got = f[netField] === undefined ? "missing" : `got ${JSON.stringify(f[netField])}`;
+    throw new ConfigError(
+      netField,
+      `please define a correct ${netField} parameter in the flannel config (${got}; e.g. "${example}")`,
+    );
+  }
+  const r = checkFamily(
+    net,
+    wantUint(`${p}SubnetLen`, f[`${p}SubnetLen`]),
+    wantIP(`${p}SubnetMin`, f[`${p}SubnetMin`], family),
+    wantIP(`${p}SubnetMax`, f[`${p}SubnetMax`], family),
+    v6,
+  );
+  return { network: net, ...r };
+}
+
+/**
  * Parses net-conf.json text into a defaulted {@link NetConfig}. Throws {@link ConfigError} for malformed
  * JSON, wrong field types, unknown backend types and every check flannel makes (with flannel's text).
  */
@@ -265,47 +295,13 @@ export function parseNetConfig(text: string, opts: ParseNetConfigOptions = {}): 
     throw new ConfigError("EnableIPv4", "both EnableIPv4 and EnableIPv6 are false: enable at least one");
   }
   if (enableIPv4) {
-    let net: IPNet | null = null;
-    try {
-      net = wantNet("Network", f.Network, 4);
-    } catch { /* reported below with flannel's text */ }
-    if (!net || net.prefix === 0) {
-      const got = f.Network === undefined ? "missing" : `got ${JSON.stringify(f.Network)}`;
-      throw new ConfigError(
-        "Network",
-        `please define a correct Network parameter in the flannel config (${got}; e.g. "10.244.0.0/16")`,
-      );
-    }
-    const r = checkFamily(
-      net,
-      wantUint("SubnetLen", f.SubnetLen),
-      wantIP("SubnetMin", f.SubnetMin, 4),
-      wantIP("SubnetMax", f.SubnetMax, 4),
-      false,
-    );
-    Object.assign(cfg, { network: net, subnetLen: r.subnetLen, subnetMin: r.min, subnetMax: r.max });
+    const r = parseFamily(f, false);
+    Object.assign(cfg, { network: r.network, subnetLen: r.subnetLen, subnetMin: r.min, subnetMax: r.max });
   }
   if (enableIPv6) {
-    let net: IPNet | null = null;
-    try {
-      net = wantNet("IPv6Network", f.IPv6Network, 6);
-    } catch { /* reported below */ }
-    if (!net || net.prefix === 0) {
-      const got = f.IPv6Network === undefined ? "missing" : `got ${JSON.stringify(f.IPv6Network)}`;
-      throw new ConfigError(
-        "IPv6Network",
-        `please define a correct IPv6Network parameter in the flannel config (${got}; e.g. "fc00::/48")`,
-      );
-    }
-    const r = checkFamily(
-      net,
-      wantUint("IPv6SubnetLen", f.IPv6SubnetLen),
-      wantIP("IPv6SubnetMin", f.IPv6SubnetMin, 6),
-      wantIP("IPv6SubnetMax", f.IPv6SubnetMax, 6),
-      true,
-    );
+    const r = parseFamily(f, true);
     Object.assign(cfg, {
-      ipv6Network: net,
+      ipv6Network: r.network,
       ipv6SubnetLen: r.subnetLen,
       ipv6SubnetMin: r.min,
       ipv6SubnetMax: r.max,

@@ -63,7 +63,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 /** The running daemon. */
 export class Daemon {
-  readonly metrics = new Metrics();
+  readonly metrics: Metrics = new Metrics();
   readonly #o: DaemonOptions;
   readonly #nl: NetlinkHandle;
   readonly #store: SubnetStore;

@@ -31,10 +31,12 @@ export interface DaemonOptions extends IfaceSelection {
   stateDir: string;
   logLevel: LogLevel;
   /**
-   * Leave TX checksum offload of flannel.<VNI> as the kernel sets it (true), or switch it off (false,
-   * the default) on create, reuse and every resync (flannel #1279, kubernetes #88986).
+   * TX checksum offload of flannel.<VNI>: true leaves the kernel's setting, false switches it off on create,
+   * reuse and every resync (flannel #1279, kubernetes #88986); "auto" (default) switches it off only when
+   * the public IP is not the interface's own (behind NAT, where the bad checksums bite) and otherwise keeps
+   * it, as flanneld does: off costs TSO and about half of VXLAN throughput.
    */
-  vxlanTxChecksumOffload: boolean;
+  vxlanTxChecksumOffload: boolean | "auto";
 }
 
 /** Parses a boolean flag value (true/false/1/0/yes/no). */
@@ -116,10 +118,12 @@ export function addDaemonOptions(cmd: Command): Command {
         .argParser(intParser("--resync-interval", 1, 86400)).default(10),
     )
     .addOption(
-      boolOpt(
-        "--vxlan-tx-checksum-offload [bool]",
-        "keep TX checksum offload on the VXLAN device (default: switched off, as flannel #1279 advises)",
-        false,
+      new Option(
+        "--vxlan-tx-checksum-offload [auto|bool]",
+        "TX checksum offload on the VXLAN device: true keeps it, false switches it off (flannel #1279), " +
+          "auto switches it off only behind NAT (public IP not the interface's)",
+      ).preset("true").default("auto").argParser((v: string) =>
+        v.trim().toLowerCase() === "auto" ? "auto" : parseBool(v, "--vxlan-tx-checksum-offload")
       ),
     )
     .addOption(
@@ -186,6 +190,8 @@ export function toDaemonOptions(o: Record<string, unknown>): DaemonOptions {
     resyncInterval: Number(o.resyncInterval ?? 10),
     stateDir: String(o.stateDir ?? DEFAULT_STATE_DIR),
     logLevel: (o.logLevel as LogLevel | undefined) ?? "info",
-    vxlanTxChecksumOffload: o.vxlanTxChecksumOffload === true,
+    vxlanTxChecksumOffload: o.vxlanTxChecksumOffload === undefined || o.vxlanTxChecksumOffload === "auto"
+      ? "auto"
+      : o.vxlanTxChecksumOffload === true,
   };
 }

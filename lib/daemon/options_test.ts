@@ -22,7 +22,7 @@ Deno.test("daemon options: flanneld defaults", () => {
   assertEquals(o.resyncInterval, 10);
   assertEquals(o.stateDir, "/var/lib/flanctl/state");
   assertEquals(o.iface, []);
-  assertEquals(o.vxlanTxChecksumOffload, false);
+  assertEquals(o.vxlanTxChecksumOffload, "auto");
 });
 
 Deno.test("daemon options: flags, repeatable --iface, booleans with values", () => {
@@ -48,6 +48,12 @@ Deno.test("daemon options: flags, repeatable --iface, booleans with values", () 
   assertEquals(o.resyncInterval, 3);
   assertEquals(parse(["--vxlan-tx-checksum-offload"]).vxlanTxChecksumOffload, true);
   assertEquals(parse(["--vxlan-tx-checksum-offload=false"]).vxlanTxChecksumOffload, false);
+  assertEquals(parse(["--vxlan-tx-checksum-offload=auto"]).vxlanTxChecksumOffload, "auto");
+  assertThrows(
+    () => parse(["--vxlan-tx-checksum-offload=sometimes"]),
+    UsageError,
+    "--vxlan-tx-checksum-offload",
+  );
 });
 
 Deno.test("daemon options: FLANNELD_* env, command line wins", () => {

@@ -44,7 +44,10 @@ export function sockaddrUn(path: string): { buf: Uint8Array<ArrayBuffer>; len: n
  * Sends `state` (e.g. "READY=1", "STOPPING=1", "STATUS=...") to systemd when NOTIFY_SOCKET is set.
  * Returns false when not running under systemd; throws when the socket exists but sending fails.
  */
-export function sdNotify(state: string, socketPath = Deno.env.get("NOTIFY_SOCKET")): boolean {
+export function sdNotify(
+  state: string,
+  socketPath: string | undefined = Deno.env.get("NOTIFY_SOCKET"),
+): boolean {
   if (!socketPath) return false;
   const c = openLibc().symbols;
   const fd = c.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);

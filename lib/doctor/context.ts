@@ -223,7 +223,7 @@ export class DoctorContext {
 
   /** flannel's VXLAN device, or null. */
   vxlanDevice(): LinkInfo | null {
-    return this.link(`flannel.${this.vni}`);
+    return this.link(this.vxlanName);
   }
 
   /** The node subnet: from subnet.env, else from our own lease. */

@@ -43,7 +43,7 @@ export class NsExec {
    */
   readFiles(paths: string[]): Map<string, string | null> {
     const out = new Map<string, string | null>();
-    if (!this.netns) {
+    const readAll = () => {
       for (const p of paths) {
         try {
           out.set(p, Deno.readTextFileSync(p).trim());
@@ -52,20 +52,12 @@ export class NsExec {
         }
       }
       return out;
-    }
+    };
+    if (!this.netns) return readAll();
     // /proc/sys/net answers for the namespace of the thread that opens the file: read everything with the
     // thread switched into the netns (no process per read). A shell inside the netns is the fallback.
     try {
-      return inNetns({ name: this.netns }, () => {
-        for (const p of paths) {
-          try {
-            out.set(p, Deno.readTextFileSync(p).trim());
-          } catch {
-            out.set(p, null);
-          }
-        }
-        return out;
-      });
+      return inNetns({ name: this.netns }, readAll);
     } catch {
       out.clear();
     }

@@ -19,8 +19,11 @@ export interface CmdResult {
   stderr: string;
 }
 
-/** Runs a command to completion; never throws on a non-zero exit. */
-export async function runCmd(
+/**
+ * Runs a command to completion with the caller's environment plus `opts.env`; never throws on a non-zero
+ * exit. (The tests' `run` helper is this function.)
+ */
+export async function runProcess(
   cmd: string[],
   opts: { stdin?: string; env?: Record<string, string> } = {},
 ): Promise<CmdResult> {
@@ -29,8 +32,7 @@ export async function runCmd(
     stdin: opts.stdin !== undefined ? "piped" : "null",
     stdout: "piped",
     stderr: "piped",
-    // Plain error text from child Deno processes (they colour stderr even when it is a pipe).
-    env: { NO_COLOR: "1", ...opts.env },
+    env: opts.env,
   }).spawn();
   if (opts.stdin !== undefined) {
     const w = p.stdin.getWriter();
@@ -40,6 +42,15 @@ export async function runCmd(
   const o = await p.output();
   const dec = new TextDecoder();
   return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+}
+
+/** Runs a command to completion with NO_COLOR set; never throws on a non-zero exit. */
+export function runCmd(
+  cmd: string[],
+  opts: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<CmdResult> {
+  // Plain error text from child Deno processes (they colour stderr even when it is a pipe).
+  return runProcess(cmd, { ...opts, env: { NO_COLOR: "1", ...opts.env } });
 }
 
 /** Runs a command and returns its stdout; throws {@link LabCommandError} on failure. */

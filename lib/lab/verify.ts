@@ -5,7 +5,8 @@
  * ping that counts losses.
  * @module
  */
-import { parseSubnetEnv } from "../subnet_env.ts";
+import { IPNet } from "../ip/cidr.ts";
+import { nodeSubnet } from "./status.ts";
 import { listNetns } from "./down.ts";
 import { inNs, mustRun, runCmd, sleep } from "./proc.ts";
 import type { LabState, NodeState } from "./types.ts";
@@ -26,16 +27,6 @@ async function ipJson<T>(netns: string, args: string[], tool = "ip"): Promise<T[
   return out.trim() ? JSON.parse(out) as T[] : [];
 }
 
-/** The node's own subnet from its subnet.env ("10.244.1.0/24"), or null. */
-export function ownSubnet(n: NodeState): string | null {
-  try {
-    const e = parseSubnetEnv(Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`));
-    return e.subnet ? e.subnet.net.toString() : null;
-  } catch {
-    return null;
-  }
-}
-
 /** MAC of `dev` in the node's namespace, or null when it does not exist. */
 export async function linkMac(netns: string, dev: string): Promise<string | null> {
   const r = await runCmd(["ip", "-n", netns, "-j", "link", "show", "dev", dev]);
@@ -47,7 +38,7 @@ export async function linkMac(netns: string, dev: string): Promise<string | null
 export async function expectedEntries(s: LabState, peers: NodeState[]): Promise<PeerEntry[]> {
   const out: PeerEntry[] = [];
   for (const p of peers) {
-    const subnet = ownSubnet(p);
+    const subnet = nodeSubnet(p);
     if (!subnet) throw new Error(`${p.name} has no subnet.env`);
     const e: PeerEntry = { peer: p.name, subnet, publicIP: p.publicIP };
     if (s.backend === "vxlan") e.vtepMac = (await linkMac(p.netns, "flannel.1")) ?? undefined;
@@ -59,7 +50,6 @@ export async function expectedEntries(s: LabState, peers: NodeState[]): Promise<
 /** The node's flannel entries as sorted lines ("route …", "neigh …", "fdb …") read from the kernel. */
 export async function actualEntries(s: LabState, n: NodeState): Promise<string[]> {
   const lines: string[] = [];
-  const net = s.network;
   if (s.backend === "vxlan") {
     const routes = await ipJson<{ dst: string; gateway?: string; dev?: string; flags?: string[] }>(
       n.netns,
@@ -83,6 +73,7 @@ export async function actualEntries(s: LabState, n: NodeState): Promise<string[]
     ).catch(() => []);
     for (const x of fdb) if (x.dst) lines.push(`fdb ${x.mac} dst ${x.dst}`);
   } else {
+    const net = IPNet.parse(s.network, "lab network");
     const routes = await ipJson<{ dst: string; gateway?: string; dev?: string }>(n.netns, [
       "-4",
       "route",
@@ -113,14 +104,10 @@ export function expectedLines(s: LabState, peers: PeerEntry[]): string[] {
   return lines.sort();
 }
 
-function inNetwork(cidr: string, network: string): boolean {
-  const toInt = (ip: string) => ip.split(".").reduce((a, o) => a * 256 + Number(o), 0);
-  const [na, np] = network.split("/");
-  const [ca, cp] = cidr.split("/");
-  const pn = Number(np);
-  if (Number(cp ?? 32) < pn) return false;
-  const mask = pn === 0 ? 0 : 2 ** 32 - 2 ** (32 - pn);
-  return (toInt(ca) & mask) >>> 0 === (toInt(na) & mask) >>> 0;
+/** True when route destination `dst` (a prefix, or a bare address = /32) lies within `network`. */
+function inNetwork(dst: string, network: IPNet): boolean {
+  const x = IPNet.tryParse(dst.includes("/") ? dst : `${dst}/32`);
+  return x !== null && network.contains(x);
 }
 
 /** Polls `fn` until it returns true; throws `what` with the last detail after `timeoutMs`. */

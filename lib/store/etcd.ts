@@ -23,7 +23,7 @@ import {
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "./errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
-import { DEFAULT_LEASE_TTL_MS, errMsg, sleep } from "./util.ts";
+import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
 
 /** Options of the etcd store. */
 export interface EtcdStoreOptions extends EtcdClientOptions {
@@ -278,7 +278,7 @@ export class EtcdStore implements SubnetStore {
       if (!rev) rev = l.revision;
     }
     known = new Map(known);
-    let backoff = 500;
+    const backoff = new Backoff();
     let failing = false;
     while (!stop.aborted) {
       let relist = false;
@@ -288,7 +288,7 @@ export class EtcdStore implements SubnetStore {
             console.error(`flanctl: etcd watch on ${this.client.endpoint} resumed at revision ${rev + 1}`);
             failing = false;
           }
-          backoff = 500;
+          backoff.reset();
           if (msg.compactRevision > 0) {
             relist = true;
             break;
@@ -313,13 +313,7 @@ export class EtcdStore implements SubnetStore {
       } catch (e) {
         if (stop.aborted) break;
         failing = true;
-        console.error(
-          `flanctl: etcd watch on ${this.client.endpoint} failed (${errMsg(e)}); retrying in ${
-            backoff / 1000
-          }s`,
-        );
-        await sleep(backoff, stop);
-        backoff = Math.min(backoff * 2, 10_000);
+        await backoff.wait(`flanctl: etcd watch on ${this.client.endpoint} failed (${errMsg(e)})`, stop);
         relist = true; // we may have missed a compaction while away; a re-list is cheap and exact
       }
       if (stop.aborted) break;
@@ -327,20 +321,13 @@ export class EtcdStore implements SubnetStore {
         try {
           const l = await this.#list();
           const cur = new Map([...l.leases].map(([k, v]) => [k, v.lease]));
-          const events: LeaseEvent[] = [];
-          for (const [k, old] of known) if (!cur.has(k)) events.push({ type: "removed", lease: old });
-          for (const [k, nl] of cur) {
-            const old = known.get(k);
-            if (!old || old.revision !== nl.revision) events.push({ type: "added", lease: nl });
-          }
+          const events = diffLeases(known, cur, (a, b) => a.revision === b.revision);
           known = cur;
           rev = l.revision;
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          console.error(`flanctl: etcd re-list failed: ${errMsg(e)}; retrying in ${backoff / 1000}s`);
-          await sleep(backoff, stop);
-          backoff = Math.min(backoff * 2, 10_000);
+          await backoff.wait(`flanctl: etcd re-list failed: ${errMsg(e)}`, stop);
         }
       }
     }

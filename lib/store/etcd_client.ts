@@ -9,7 +9,7 @@
  */
 import { Buffer } from "node:buffer";
 import { StoreError, StoreUnavailableError } from "./errors.ts";
-import { errMsg } from "./util.ts";
+import { errMsg, jsonLines } from "./util.ts";
 
 /** Connection options. */
 export interface EtcdClientOptions {
@@ -46,6 +46,17 @@ interface RawKV {
   create_revision?: string;
   mod_revision?: string;
   lease?: string;
+}
+
+/** One message of the gateway's watch stream, as it arrives. */
+interface WatchResponseWire {
+  result?: {
+    header?: { revision?: string };
+    compact_revision?: string;
+    canceled?: boolean;
+    events?: { type?: string; kv?: RawKV; prev_kv?: RawKV }[];
+  };
+  error?: { message?: string };
 }
 
 /** A watch event. */
@@ -300,45 +311,21 @@ export class EtcdClient {
       signal,
       true,
     );
-    const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = "";
-    try {
-      while (true) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buf += value;
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          const msg = JSON.parse(line) as {
-            result?: {
-              header?: { revision?: string };
-              compact_revision?: string;
-              canceled?: boolean;
-              events?: { type?: string; kv?: RawKV; prev_kv?: RawKV }[];
-            };
-            error?: { message?: string };
-          };
-          if (msg.error) {
-            throw new StoreError(`etcd watch: ${msg.error.message ?? JSON.stringify(msg.error)}`);
-          }
-          const res = msg.result ?? {};
-          yield {
-            revision: Number(res.header?.revision ?? 0),
-            compactRevision: Number(res.compact_revision ?? 0),
-            canceled: res.canceled === true,
-            events: (res.events ?? []).map((e) => ({
-              type: e.type === "DELETE" ? "DELETE" : "PUT",
-              kv: kv(e.kv ?? {}),
-              prevKv: e.prev_kv ? kv(e.prev_kv) : null,
-            })),
-          };
-        }
+    for await (const msg of jsonLines<WatchResponseWire>(r.body!)) {
+      if (msg.error) {
+        throw new StoreError(`etcd watch: ${msg.error.message ?? JSON.stringify(msg.error)}`);
       }
-    } finally {
-      await reader.cancel().catch(() => {});
+      const res = msg.result ?? {};
+      yield {
+        revision: Number(res.header?.revision ?? 0),
+        compactRevision: Number(res.compact_revision ?? 0),
+        canceled: res.canceled === true,
+        events: (res.events ?? []).map((e) => ({
+          type: e.type === "DELETE" ? "DELETE" : "PUT",
+          kv: kv(e.kv ?? {}),
+          prevKv: e.prev_kv ? kv(e.prev_kv) : null,
+        })),
+      };
     }
   }
 

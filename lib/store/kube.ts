@@ -11,7 +11,7 @@
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { ConfigError } from "../config/netconf.ts";
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../ip/cidr.ts";
 import { encodeLeaseAttrs, MalformedLeaseError, validateLeaseAttrs, warnMalformed } from "../lease/wire.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError, StoreError } from "./errors.ts";
@@ -22,7 +22,7 @@ import {
   type KubeConnection,
   loadKubeconfig,
 } from "./kube_client.ts";
-import { DEFAULT_LEASE_TTL_MS, errMsg, sleep } from "./util.ts";
+import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
 import { FlanctlError } from "../errors.ts";
 
 /** Annotation prefix flannel uses on Node objects. */
@@ -331,7 +331,7 @@ export class KubeStore implements SubnetStore {
       known = l.leases;
       if (!rv) rv = l.rv;
     }
-    let backoff = 500;
+    const backoff = new Backoff();
     const same = (a: Lease, b: Lease) =>
       String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
       encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
@@ -342,7 +342,7 @@ export class KubeStore implements SubnetStore {
           encodeURIComponent(rv)
         }`;
         for await (const ev of this.client.watch<KubeNode & { code?: number }>(path, stop)) {
-          backoff = 500;
+          backoff.reset();
           if (ev.type === "ERROR") {
             if (ev.object.code === 410) relist = true;
             else console.error(`flanctl: warning: Kubernetes watch error: ${JSON.stringify(ev.object)}`);
@@ -372,29 +372,20 @@ export class KubeStore implements SubnetStore {
         if (stop.aborted) break;
         if (e instanceof KubeApiError && e.status === 410) relist = true;
         else {
-          console.error(`flanctl: Kubernetes watch failed (${errMsg(e)}); retrying in ${backoff / 1000}s`);
-          await sleep(backoff, stop);
-          backoff = Math.min(backoff * 2, 10_000);
+          await backoff.wait(`flanctl: Kubernetes watch failed (${errMsg(e)})`, stop);
         }
       }
       if (stop.aborted) break;
       if (relist) {
         try {
           const l = await this.#list();
-          const events: LeaseEvent[] = [];
-          for (const [k, old] of known) if (!l.leases.has(k)) events.push({ type: "removed", lease: old });
-          for (const [k, cur] of l.leases) {
-            const old = known.get(k);
-            if (!old || !same(old, cur)) events.push({ type: "added", lease: cur });
-          }
+          const events = diffLeases(known, l.leases, same);
           known = l.leases;
           rv = l.rv;
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          console.error(`flanctl: Kubernetes re-list failed (${errMsg(e)}); retrying in ${backoff / 1000}s`);
-          await sleep(backoff, stop);
-          backoff = Math.min(backoff * 2, 10_000);
+          await backoff.wait(`flanctl: Kubernetes re-list failed (${errMsg(e)})`, stop);
         }
       }
     }
@@ -406,10 +397,4 @@ export class KubeStore implements SubnetStore {
     this.client.close();
     return Promise.resolve();
   }
-}
-
-/** Parses an IP annotation value (exported for the doctor). */
-export function annotationIP(n: KubeNode, key: string): IPAddr | null {
-  const v = n.metadata.annotations?.[ANNOTATION_PREFIX + key];
-  return v ? IPAddr.tryParse(v) : null;
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import { StoreError, StoreUnavailableError } from "./errors.ts";
-import { errMsg } from "./util.ts";
+import { errMsg, jsonLines } from "./util.ts";
 
 /** How to reach the API server. */
 export interface KubeConnection {
@@ -178,23 +178,7 @@ export class KubeClient {
   /** Streams watch events from `path` (which carries `?watch=1&resourceVersion=…`). */
   async *watch<T>(path: string, signal: AbortSignal): AsyncGenerator<KubeWatchEvent<T>> {
     const r = await this.#fetch("GET", path, undefined, undefined, signal);
-    const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = "";
-    try {
-      while (true) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buf += value;
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (line) yield JSON.parse(line) as KubeWatchEvent<T>;
-        }
-      }
-    } finally {
-      await reader.cancel().catch(() => {});
-    }
+    yield* jsonLines<KubeWatchEvent<T>>(r.body!);
   }
 
   /** Closes the HTTP client. */

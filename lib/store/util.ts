@@ -1,8 +1,10 @@
 /**
- * Small helpers shared by the stores: an in-process mutex, abortable sleep, a wake-up signal and the
- * default lease TTL.
+ * Small helpers shared by the stores: an in-process mutex, abortable sleep, a wake-up signal, the
+ * default lease TTL, the watch loops' retry backoff, reading a newline-delimited JSON stream and diffing
+ * two lease snapshots.
  * @module
  */
+import type { Lease, LeaseEvent } from "./types.ts";
 
 /** flannel's lease TTL: 24 hours. */
 export const DEFAULT_LEASE_TTL_MS = 24 * 3600 * 1000;
@@ -68,7 +70,66 @@ export class Wakeup {
   }
 }
 
+/** The watch loops' retry delay: 0.5 s, doubling up to 10 s; `reset()` once the connection works again. */
+export class Backoff {
+  #ms = 500;
+
+  /** Back to the first delay. */
+  reset(): void {
+    this.#ms = 500;
+  }
+
+  /** Prints `MSG; retrying in Ns` on stderr, sleeps that long (cut short by `signal`), then doubles. */
+  async wait(msg: string, signal: AbortSignal): Promise<void> {
+    console.error(`${msg}; retrying in ${this.#ms / 1000}s`);
+    await sleep(this.#ms, signal);
+    this.#ms = Math.min(this.#ms * 2, 10_000);
+  }
+}
+
 /** The message of an unknown thrown value. */
 export function errMsg(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Yields each non-blank line of a streamed HTTP body (etcd's and the Kubernetes API's watch streams: one
+ * JSON object per line) parsed as JSON. Cancels the body when the consumer stops.
+ */
+export async function* jsonLines<T>(body: ReadableStream<Uint8Array>): AsyncGenerator<T> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  try {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) yield JSON.parse(line) as T;
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/**
+ * The watch events that turn snapshot `known` into snapshot `cur` (same keys = same lease): "removed" for
+ * each key gone, then "added" for each key new or changed (`same` false).
+ */
+export function diffLeases(
+  known: Map<string, Lease>,
+  cur: Map<string, Lease>,
+  same: (old: Lease, cur: Lease) => boolean,
+): LeaseEvent[] {
+  const events: LeaseEvent[] = [];
+  for (const [k, old] of known) if (!cur.has(k)) events.push({ type: "removed", lease: old });
+  for (const [k, l] of cur) {
+    const old = known.get(k);
+    if (!old || !same(old, l)) events.push({ type: "added", lease: l });
+  }
+  return events;
 }

@@ -5,12 +5,12 @@
  * the kernel (routes → ARP → FDB) and only internal consistency is checked.
  * @module
  */
-import type { Check } from "../types.ts";
+import type { Check, Finding } from "../types.ts";
 import { IPNet } from "../../ip/cidr.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { DoctorContext, KernelSnapshot } from "../context.ts";
 import type { Lease } from "../../store/types.ts";
-import type { FdbInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
+import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
 import { vtepMacOf } from "./vxlan.ts";
 
 /** What the kernel has for one peer lease. */
@@ -62,6 +62,25 @@ function leaseGuard(ctx: DoctorContext): string | null {
   if (!ctx.kernel) return `no kernel snapshot: ${ctx.kernelError}`;
   if (ctx.store.state !== "ok") return `leases not readable: ${ctx.store.hint ?? ctx.store.error}`;
   return null;
+}
+
+/**
+ * Shared start of the ARP and FDB checks: other backends have no such entries (ok); without a kernel
+ * snapshot or flannel's VXLAN device nothing can be checked (unknown). Else the device and
+ * {@link leaseGuard}'s reason (null when the leases can be used).
+ */
+function vxlanPeerSetup(
+  ctx: DoctorContext,
+  id: string,
+): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
+  const b = ctx.backendType;
+  if (b && b !== "vxlan") {
+    return { done: [ok(id, `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`)] };
+  }
+  const dev = ctx.vxlanDevice();
+  const g = leaseGuard(ctx);
+  if (!ctx.kernel || !dev) return { done: [unknown(id, g ?? `${ctx.vxlanName} does not exist`)] };
+  return { dev, g, kernel: ctx.kernel };
 }
 
 function restartHint(): string[] {
@@ -138,15 +157,9 @@ export const peerArp: Check = {
   id: "peer-arp-missing",
   title: "Permanent ARP entry for every VXLAN peer",
   run(ctx) {
-    const b = ctx.backendType;
-    if (b && b !== "vxlan") {
-      return [
-        ok("peer-arp-missing", `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`),
-      ];
-    }
-    const dev = ctx.vxlanDevice();
-    const g = leaseGuard(ctx);
-    if (!ctx.kernel || !dev) return [unknown("peer-arp-missing", g ?? `${ctx.vxlanName} does not exist`)];
+    const pre = vxlanPeerSetup(ctx, "peer-arp-missing");
+    if ("done" in pre) return pre.done;
+    const { dev, g, kernel } = pre;
     const bad: string[] = [];
     const fix: string[] = [];
     let checked = 0;
@@ -154,7 +167,7 @@ export const peerArp: Check = {
       // No leases: every onlink route on the device needs a permanent neighbour for its gateway.
       for (const r of mainRoutes4(ctx).filter((r) => r.dev === dev.index && r.gateway)) {
         checked++;
-        const n = ctx.kernel.neigh.find((n) => n.index === dev.index && n.dst === r.gateway);
+        const n = kernel.neigh.find((n) => n.index === dev.index && n.dst === r.gateway);
         if (!n || !n.lladdr || !n.state.includes("PERMANENT")) {
           bad.push(`route ${r.dst} via ${r.gateway} has no permanent ARP entry on ${dev.name}`);
         }
@@ -218,23 +231,17 @@ export const peerFdb: Check = {
   id: "peer-fdb-missing",
   title: "FDB entry for every VXLAN peer",
   run(ctx) {
-    const b = ctx.backendType;
-    if (b && b !== "vxlan") {
-      return [
-        ok("peer-fdb-missing", `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`),
-      ];
-    }
-    const dev = ctx.vxlanDevice();
-    const g = leaseGuard(ctx);
-    if (!ctx.kernel || !dev) return [unknown("peer-fdb-missing", g ?? `${ctx.vxlanName} does not exist`)];
+    const pre = vxlanPeerSetup(ctx, "peer-fdb-missing");
+    if ("done" in pre) return pre.done;
+    const { dev, g, kernel } = pre;
     const bad: string[] = [];
     const fix: string[] = [];
     let checked = 0;
     const fdbOn = (mac: string) =>
-      ctx.kernel!.fdb.filter((f) => f.index === dev.index && f.mac.toLowerCase() === mac);
+      kernel.fdb.filter((f) => f.index === dev.index && f.mac.toLowerCase() === mac);
     if (g) {
       for (
-        const n of ctx.kernel.neigh.filter((n) =>
+        const n of kernel.neigh.filter((n) =>
           n.index === dev.index && n.lladdr && n.state.includes("PERMANENT")
         )
       ) {

@@ -1,0 +1,52 @@
+/**
+ * Shared set-up of the lab end-to-end tests: a lab with a unique name brought up by `flanctl lab up`, always
+ * taken down by `flanctl lab down` (which must succeed), and checked to leave nothing behind.
+ * @module
+ */
+import { assertEquals, assertStringIncludes } from "./assert.ts";
+import { flanctl, flanctlCmd, run, type RunResult } from "./netns.ts";
+import { loadState } from "../lib/lab/state.ts";
+import { labRoot } from "../lib/lab/paths.ts";
+import type { LabState } from "../lib/lab/types.ts";
+import { labLeftovers } from "../lib/lab/verify.ts";
+
+/** A unique lab name: `tag` plus six random hex digits. */
+export function labName(tag: string): string {
+  return `${tag}${crypto.randomUUID().replace(/-/g, "").slice(0, 6)}`;
+}
+
+/** Runs `flanctl lab down --name NAME`. */
+export function labDown(name: string): Promise<RunResult> {
+  return run(flanctlCmd("lab", "down", "--name", name));
+}
+
+/** Runs `flanctl lab exec --name NAME TARGET -- CMD…` (TARGET: a node or pod). */
+export function labExec(name: string, target: string, cmd: string[]): Promise<RunResult> {
+  return flanctl(["lab", "exec", "--name", name, target, "--", ...cmd]);
+}
+
+/**
+ * Brings up lab `tag…` with `lab up ARGS` (asserting exit 0 and, when `okCount` is given, the
+ * `all N ok` check line), runs `fn` with its state and name, then always runs `lab down` (asserting
+ * exit 0) and asserts the lab left nothing behind. Returns the lab's name.
+ */
+export async function withLab(
+  tag: string,
+  upArgs: string[],
+  okCount: number | undefined,
+  fn: (s: LabState, name: string) => Promise<void>,
+): Promise<string> {
+  const name = labName(tag);
+  const dir = `${labRoot()}/${name}`;
+  try {
+    const up = await flanctl(["lab", "up", "--name", name, ...upArgs]);
+    assertEquals(up.code, 0, `lab up failed:\n${up.stdout}\n${up.stderr}`);
+    if (okCount !== undefined) assertStringIncludes(up.stdout, `all ${okCount} ok`);
+    await fn(loadState(name), name);
+  } finally {
+    const d = await labDown(name);
+    assertEquals(d.code, 0, d.stderr);
+  }
+  assertEquals(await labLeftovers(name, dir), []);
+  return name;
+}
