@@ -110,7 +110,9 @@ const r2 = ratio("host-gw", "underlay");
 console.log("ratios (median of per-round ratios):");
 console.log(`  vxlan / host-gw      = ${r1.toFixed(3)}  (goal >= 0.90: ${r1 >= 0.9 ? "met" : "NOT met"})`);
 const r3 = ratio("vxlan-csum-off", "host-gw");
-console.log(`  vxlan-csum-off / host-gw = ${r3.toFixed(3)}  (daemon run with --vxlan-tx-checksum-offload=false)`);
+console.log(
+  `  vxlan-csum-off / host-gw = ${r3.toFixed(3)}  (daemon run with --vxlan-tx-checksum-offload=false)`,
+);
 console.log(`  host-gw / underlay   = ${r2.toFixed(3)}  (goal >= 0.95: ${r2 >= 0.95 ? "met" : "NOT met"})`);
 console.log(
   `  host-gw / node->node = ${ratio("host-gw", "node->node").toFixed(3)}  (cost of the pod hops alone)`,
