@@ -1,0 +1,312 @@
+/**
+ * Message plumbing of the libnl handle: cache dumps, raw dumps, compact scans, requests and their acks
+ * (with the kernel's extended-ack error text).
+ * @module
+ */
+import { libc, nl } from "./ffi.ts";
+import { errnoText, errnoToNle, NetlinkError, NLE } from "./errors.ts";
+import {
+  EINVAL,
+  EOPNOTSUPP,
+  NETLINK_GET_STRICT_CHK,
+  NLM_F_ACK_TLVS,
+  NLM_F_CAPPED,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  NLMSG_ALIGNTO,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  NLMSGERR_ATTR_MSG,
+  ONE,
+  RTM_NEWLINK,
+  RTM_SETLINK,
+  SOL_NETLINK,
+  ZERO,
+} from "./consts.ts";
+import { geterror } from "./conn.ts";
+import type { Conn, Ptr } from "./conn.ts";
+
+/** Allocates a cache with `fill`, iterates it with `each`, always frees it. */
+export function dump(
+  c: Conn,
+  op: string,
+  fill: (out: BigUint64Array<ArrayBuffer>) => number,
+  each: (obj: NonNullable<Ptr>) => void,
+) {
+  c.live();
+  const out = c.out.reset();
+  const err = fill(out.buf);
+  c.check(err, () => op);
+  const cache = out.value;
+  if (cache === null) return;
+  try {
+    for (let o = nl().nl_cache_get_first(cache); o !== null; o = nl().nl_cache_get_next(o)) each(o);
+  } finally {
+    nl().nl_cache_free(cache);
+  }
+}
+
+/** A NetlinkError for a kernel errno (with its extended-ack text). */
+export function kernelError(op: string, errno: number, message: string | null): NetlinkError {
+  const code = errnoToNle(errno);
+  return new NetlinkError(op, code, geterror(code), errnoText(errno), { errno, message });
+}
+
+/**
+ * Reads answers until the ack of the request just sent. Returns 0, or the kernel's errno (positive)
+ * and its extended-ack message. Messages before the ack are handed to `each` (RTM_GETNSID answers).
+ */
+export function readAck(
+  c: Conn,
+  op: () => string,
+  each?: (p: NonNullable<Ptr>, type: number, len: number) => void,
+): [number, string | null] {
+  const sk = c.live();
+  const addr = new Uint8Array(12);
+  const out = c.out;
+  const head = new Uint8Array(20);
+  const hv = new DataView(head.buffer);
+  for (;;) {
+    out.reset();
+    const n = nl().nl_recv(sk, addr, out.buf, null);
+    if (n < 0) c.check(n, op);
+    const buf = out.value;
+    if (buf === null) continue;
+    try {
+      for (let off = 0; off + 16 <= n;) {
+        const p = Deno.UnsafePointer.offset(buf, off)!;
+        Deno.UnsafePointerView.copyInto(p, head.subarray(0, Math.min(20, n - off)));
+        const len = hv.getUint32(0, true), type = hv.getUint16(4, true), flags = hv.getUint16(6, true);
+        if (len < 16 || off + len > n) break;
+        if (type === NLMSG_ERROR) {
+          const err = -hv.getInt32(16, true);
+          let msg: string | null = null;
+          if (err !== 0 && flags & NLM_F_ACK_TLVS) msg = extack(p, len, flags);
+          return [err, msg];
+        }
+        each?.(p, type, len);
+        off += (len + 3) & ~3;
+      }
+    } finally {
+      libc().free(buf);
+    }
+  }
+}
+
+/** NLMSGERR_ATTR_MSG of an NLMSG_ERROR message at `p` (length `len`), or null. */
+export function extack(p: NonNullable<Ptr>, len: number, flags: number): string | null {
+  const bytes = new Uint8Array(len);
+  Deno.UnsafePointerView.copyInto(p, bytes);
+  const dv = new DataView(bytes.buffer);
+  const echoed = flags & NLM_F_CAPPED ? 16 : dv.getUint32(20, true);
+  for (let a = 20 + ((echoed + 3) & ~3); a + 4 <= len;) {
+    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+    if (alen < 4) break;
+    if (atype === NLMSGERR_ATTR_MSG) {
+      const text = new TextDecoder().decode(bytes.subarray(a + 4, a + alen)).replace(/\0.*$/s, "");
+      return text || null;
+    }
+    a += (alen + 3) & ~3;
+  }
+  return null;
+}
+
+/**
+ * Builds a request with `build` (an rtnl_*_build_*_request call storing an nl_msg), sends it, waits for
+ * the kernel's ack and frees the message. With `setlinkFallback`, an RTM_NEWLINK the kernel refuses with
+ * EOPNOTSUPP is re-sent as RTM_SETLINK (what rtnl_link_change does).
+ */
+export function transact(
+  c: Conn,
+  op: () => string,
+  build: (out: BigUint64Array<ArrayBuffer>) => number,
+  setlinkFallback = false,
+) {
+  const sk = c.live();
+  const out = c.out.reset();
+  c.check(build(out.buf), op);
+  const msg = out.value;
+  if (msg === null) throw new NetlinkError(op(), -NLE.NOMEM, geterror(-NLE.NOMEM));
+  try {
+    for (;;) {
+      c.check(nl().nl_send_auto(sk, msg), op);
+      const [err, text] = readAck(c, op);
+      if (err === 0) return;
+      if (setlinkFallback && err === EOPNOTSUPP) {
+        const hv = new Deno.UnsafePointerView(nl().nlmsg_hdr(msg)!);
+        if (hv.getUint16(4) === RTM_NEWLINK) {
+          const fix = new Uint8Array(new Uint16Array([RTM_SETLINK]).buffer);
+          patch(nl().nlmsg_hdr(msg)!, 4, fix);
+          patch(nl().nlmsg_hdr(msg)!, 8, new Uint8Array(4)); // NL_AUTO_SEQ: a fresh sequence number
+          continue;
+        }
+      }
+      throw kernelError(op(), err, text);
+    }
+  } finally {
+    nl().nlmsg_free(msg);
+  }
+}
+
+/**
+ * Dumps `type` (RTM_GETROUTE/RTM_GETNEIGH) with header `hdr` and hands every answer message to `each`
+ * as a pointer to its nlmsghdr. Used instead of libnl caches where the cache would merge distinct
+ * kernel objects (IPv6 routes differing only in next hop, FDB entries per remote).
+ */
+export function rawDump(
+  c: Conn,
+  op: string,
+  type: number,
+  hdr: Uint8Array<ArrayBuffer>,
+  each: (nlh: NonNullable<Ptr>, type: number) => void,
+) {
+  const sk = c.live();
+  // No NLM_F_ACK on a dump: the kernel would queue an ack after NLMSG_DONE for the next reader.
+  nl().nl_socket_disable_auto_ack(sk);
+  const sent = nl().nl_send_simple(sk, type, NLM_F_DUMP, hdr, BigInt(hdr.length));
+  nl().nl_socket_enable_auto_ack(sk);
+  c.check(sent, () => op);
+  const addr = new Uint8Array(12);
+  const out = c.out;
+  const head = new Uint8Array(16);
+  const hv = new DataView(head.buffer);
+  for (;;) {
+    out.reset();
+    const n = nl().nl_recv(sk, addr, out.buf, null);
+    if (n < 0) c.check(n, () => op);
+    const buf = out.value;
+    if (buf === null) continue;
+    let done = false;
+    try {
+      for (let off = 0; off + 16 <= n;) {
+        const p = Deno.UnsafePointer.offset(buf, off)!;
+        Deno.UnsafePointerView.copyInto(p, head);
+        const len = hv.getUint32(0, true);
+        const t = hv.getUint16(4, true);
+        if (len < 16 || off + len > n) break;
+        if (t === NLMSG_DONE) {
+          done = true;
+          break;
+        }
+        if (t === NLMSG_ERROR) {
+          const e = new Int32Array(1);
+          Deno.UnsafePointerView.copyInto(Deno.UnsafePointer.offset(p, 16)!, new Uint8Array(e.buffer));
+          if (e[0] < 0) {
+            throw kernelError(op, -e[0], null);
+          }
+          done = true;
+          break;
+        }
+        each(p, t);
+        off += (len + 3) & ~3;
+      }
+    } finally {
+      libc().free(buf);
+    }
+    if (done) return;
+  }
+}
+
+// ---------------------------------------------------------------- compact scans
+
+/**
+ * Sends dump request `type` (header + attributes in `req`) and hands every answer message to `each` as
+ * an offset into a JS copy of the receive buffer (one copy per recv(), parsed with a DataView: no libnl
+ * object and no FFI call per message). With `strict`, NETLINK_GET_STRICT_CHK is on while the request is
+ * processed (rtnetlink handles it during send), so the kernel applies the filters in `req`; kernels
+ * without it (< 4.20), or that refuse the strict header, get the plain dump and callers filter here.
+ */
+export function scan(
+  c: Conn,
+  op: string,
+  type: number,
+  req: Uint8Array<ArrayBuffer>,
+  each: (b: Uint8Array, dv: DataView, off: number, len: number) => void,
+  tryStrict = true,
+): void {
+  const sk = c.live();
+  const fd = nl().nl_socket_get_fd(sk);
+  const strict = tryStrict && libc().setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ONE, 4) === 0;
+  let sent: number;
+  try {
+    nl().nl_socket_disable_auto_ack(sk);
+    sent = nl().nl_send_simple(sk, type, NLM_F_DUMP, req, BigInt(req.length));
+    nl().nl_socket_enable_auto_ack(sk);
+  } finally {
+    if (strict) libc().setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ZERO, 4);
+  }
+  c.check(sent, () => op);
+  const addr = new Uint8Array(12);
+  const out = c.out;
+  for (;;) {
+    out.reset();
+    const n = nl().nl_recv(sk, addr, out.buf, null);
+    if (n < 0) c.check(n, () => op);
+    const p = out.value;
+    if (p === null) continue;
+    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    const b = c.rx;
+    try {
+      Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
+    } finally {
+      libc().free(p);
+    }
+    const dv = new DataView(b.buffer, 0, n);
+    for (let off = 0; off + 16 <= n;) {
+      const len = dv.getUint32(off, true), t = dv.getUint16(off + 4, true);
+      if (len < 16 || off + len > n) break;
+      if (t === NLMSG_DONE) return;
+      if (t === NLMSG_ERROR) {
+        const e = -dv.getInt32(off + 16, true);
+        if (e === 0) return;
+        if (strict && e === EINVAL) {
+          // A strict header this kernel refuses: the plain dump (family only), filtered by the callers.
+          const plain = new Uint8Array(12);
+          plain[0] = req[0];
+          scan(c, op, type, plain, each, false);
+          return;
+        }
+        throw kernelError(op, e, null);
+      }
+      if (t === type - 2) each(b, dv, off + 16, len - 16); // RTM_GETx → RTM_NEWx answers
+      off += (len + 3) & ~3;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- raw requests
+
+/** Builds a raw request (header `hdr` + attributes from `attrs`) into a new nl_msg stored in `out`. */
+export function rawRequest(
+  type: number,
+  hdr: Uint8Array<ArrayBuffer>,
+  attrs: (msg: NonNullable<Ptr>) => number,
+  out: BigUint64Array<ArrayBuffer>,
+): number {
+  const msg = nl().nlmsg_alloc_simple(type, NLM_F_REQUEST);
+  if (msg === null) return -NLE.NOMEM;
+  const err = nl().nlmsg_append(msg, hdr, BigInt(hdr.length), NLMSG_ALIGNTO);
+  const err2 = err < 0 ? err : attrs(msg);
+  if (err2 < 0) {
+    nl().nlmsg_free(msg);
+    return err2;
+  }
+  out[0] = BigInt(Deno.UnsafePointer.value(msg));
+  return 0;
+}
+
+/** Sends a raw request (header `hdr` + attributes from `attrs`) and waits for the kernel's ack. */
+export function request(
+  c: Conn,
+  type: number,
+  hdr: Uint8Array<ArrayBuffer>,
+  op: () => string,
+  attrs: (msg: NonNullable<Ptr>) => number,
+): void {
+  transact(c, op, (out) => rawRequest(type, hdr, attrs, out));
+}
+
+/** Overwrites `bytes.length` bytes of native memory at `p + offset` (an nlmsghdr field). */
+export function patch(p: NonNullable<Ptr>, offset: number, bytes: Uint8Array): void {
+  new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(p, offset + bytes.length)).set(bytes, offset);
+}

@@ -1,0 +1,418 @@
+/**
+ * Links: reads (with vxlan details and bridge-port data), creation of bridge/dummy/vxlan/veth links,
+ * changes (up, mtu, mac, master, hairpin, namespace) and deletion.
+ * @module
+ */
+import { ParseError } from "../errors.ts";
+import { cstr, nl, readCString, rt } from "./ffi.ts";
+import { NetlinkError, NLE } from "./errors.ts";
+import { linkFlagNames, operstateName, parseMac } from "./format.ts";
+import { closeFd, netnsLabel, openNetnsFd } from "./netns.ts";
+import {
+  AF_BRIDGE,
+  AF_LLC,
+  AF_UNSPEC,
+  IFF_UP,
+  IFLA_BRPORT_MODE,
+  IFLA_PROTINFO,
+  NLA_F_NESTED,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  RTM_SETLINK,
+  RTNL_BRIDGE_HAIRPIN_MODE,
+  RTNL_LINK_VXLAN_F_GBP,
+} from "./consts.ts";
+import { buildAddr, buildIpAddr, geterror, readIp, readMac } from "./conn.ts";
+import type { Conn, Ptr } from "./conn.ts";
+import { dump, request, transact } from "./io.ts";
+import type { LinkInfo, LinkRef, NetnsRef, VxlanInfo } from "./types.ts";
+
+/** ifindex → name of every link (for the `ifname` fields of addresses, routes and neighbours). */
+export function linkNames(c: Conn): Map<number, string> {
+  const m = new Map<number, string>();
+  dump(c, "link show", (out) => rt().rtnl_link_alloc_cache(c.sock(), AF_UNSPEC, out), (o) => {
+    m.set(rt().rtnl_link_get_ifindex(o), readCString(rt().rtnl_link_get_name(o)) ?? "");
+  });
+  return m;
+}
+
+// ---------------------------------------------------------------- reading
+
+/** `NetlinkHandle.links()` on the socket of `c`: every link, with M-DOWN and bridge-port data. */
+export function links(c: Conn): LinkInfo[] {
+  const list: LinkInfo[] = [];
+  dump(c, "link show", (out) => rt().rtnl_link_alloc_cache(c.live(), AF_UNSPEC, out), (o) => {
+    list.push(linkInfo(c, o));
+  });
+  // iproute2 appends "M-DOWN" when the parent link (same namespace) is down.
+  const upByIndex = new Map(list.map((l) => [l.index, l.up]));
+  for (const l of list) {
+    if (l.parent !== null && l.linkNetnsId === null && upByIndex.get(l.parent) !== true) {
+      l.flags.push("M-DOWN");
+    }
+  }
+  addBridgePorts(c, list);
+  return list;
+}
+
+/**
+ * One link by name or ifindex: a single RTM_GETLINK (rtnl_link_get_kernel), not a dump of every link, so
+ * the cost does not grow with the number of links (a CNI host has one veth per pod). The parent (for
+ * M-DOWN) and the master (is it a bridge?) are fetched the same way; only a bridge port pays for the
+ * AF_BRIDGE dump that carries its hairpin flag, as in links().
+ */
+export function link(c: Conn, ref: LinkRef): LinkInfo | null {
+  const info = getLink(c, ref);
+  if (info === null) return null;
+  if (info.parent !== null && info.linkNetnsId === null && getLink(c, info.parent)?.up !== true) {
+    info.flags.push("M-DOWN");
+  }
+  if (info.master !== null && getLink(c, info.master)?.kind === "bridge") {
+    const withMaster = [info, { ...info, index: info.master, kind: "bridge", master: null }];
+    addBridgePorts(c, withMaster);
+  }
+  return info;
+}
+
+/** RTM_GETLINK of one link; null when there is no such link (or `ref` cannot name one). */
+function getLink(c: Conn, ref: LinkRef): LinkInfo | null {
+  const byIndex = typeof ref === "number";
+  if (
+    byIndex ? !Number.isInteger(ref) || ref <= 0 : typeof ref !== "string" || ref === "" || ref.length > 15
+  ) {
+    return null;
+  }
+  const out = c.out.reset();
+  const err = rt().rtnl_link_get_kernel(
+    c.live(),
+    byIndex ? ref : 0,
+    byIndex ? null : cstr(ref),
+    out.buf,
+  );
+  if (err === -NLE.OBJ_NOTFOUND || err === -NLE.NODEV) return null;
+  c.check(err, () => `link show dev ${ref}`);
+  const o = out.value;
+  if (o === null) return null;
+  try {
+    return linkInfo(c, o);
+  } finally {
+    rt().rtnl_link_put(o);
+  }
+}
+
+function linkInfo(c: Conn, o: NonNullable<Ptr>): LinkInfo {
+  const r = rt();
+  const flags = r.rtnl_link_get_flags(o);
+  const master = r.rtnl_link_get_master(o);
+  const parent = r.rtnl_link_get_link(o);
+  const kind = readCString(r.rtnl_link_get_type(o));
+  const info: LinkInfo = {
+    index: r.rtnl_link_get_ifindex(o),
+    name: readCString(r.rtnl_link_get_name(o)) ?? "",
+    kind,
+    flags: linkFlagNames(flags),
+    up: (flags & IFF_UP) !== 0,
+    operstate: operstateName(r.rtnl_link_get_operstate(o)),
+    mtu: r.rtnl_link_get_mtu(o),
+    mac: readMac(c, r.rtnl_link_get_addr(o)),
+    master: master > 0 ? master : null,
+    parent: parent > 0 ? parent : null,
+    linkNetnsId: r.rtnl_link_get_link_netnsid(o, c.i32) === 0 ? c.i32[0] : null,
+  };
+  if (kind === "vxlan") info.vxlan = vxlanInfo(c, o);
+  return info;
+}
+
+function vxlanInfo(c: Conn, o: NonNullable<Ptr>): VxlanInfo {
+  const r = rt();
+  const u = c.u32;
+  const vni = r.rtnl_link_vxlan_get_id(o, u) === 0 ? u[0] : 0;
+  const port = r.rtnl_link_vxlan_get_port(o, u) === 0 ? u[0] : 0;
+  const dev = r.rtnl_link_vxlan_get_link(o, u) === 0 && u[0] > 0 ? u[0] : null;
+  const gbp = r.rtnl_link_vxlan_get_flags(o, u) === 0 && (u[0] & RTNL_LINK_VXLAN_F_GBP) !== 0;
+  let local: string | null = null;
+  const out = c.out.reset();
+  if (r.rtnl_link_vxlan_get_local(o, out.buf) === 0 && out.value !== null) {
+    const a = out.value;
+    try {
+      local = readIp(c, a);
+    } finally {
+      nl().nl_addr_put(a);
+    }
+  }
+  return { vni, port, local, dev, learning: r.rtnl_link_vxlan_get_learning(o) > 0, gbp };
+}
+
+/** Fills `bridgePort` (hairpin) of links enslaved to a bridge, from an AF_BRIDGE link dump. */
+function addBridgePorts(c: Conn, list: LinkInfo[]): void {
+  const bridges = new Set(list.filter((l) => l.kind === "bridge").map((l) => l.index));
+  const ports = list.filter((l) => l.master !== null && bridges.has(l.master));
+  if (ports.length === 0) return;
+  const hairpin = new Map<number, boolean>();
+  dump(c, "bridge link show", (out) => rt().rtnl_link_alloc_cache(c.sock(), AF_BRIDGE, out), (o) => {
+    const f = rt().rtnl_link_bridge_get_flags(o);
+    if (f >= 0) hairpin.set(rt().rtnl_link_get_ifindex(o), (f & RTNL_BRIDGE_HAIRPIN_MODE) !== 0);
+  });
+  for (const p of ports) p.bridgePort = { hairpin: hairpin.get(p.index) ?? false };
+}
+
+// ---------------------------------------------------------------- links: create
+
+function addLink(c: Conn, link: NonNullable<Ptr>, op: () => string): void {
+  transact(c, op, (out) => rt().rtnl_link_build_add_request(link, NLM_F_CREATE | NLM_F_EXCL, out));
+}
+
+function setCommon(
+  link: NonNullable<Ptr>,
+  name: string,
+  opts: { mtu?: number; mac?: string },
+  what = "mac",
+): void {
+  checkName(name, "name");
+  rt().rtnl_link_set_name(link, cstr(name));
+  if (opts.mtu !== undefined) rt().rtnl_link_set_mtu(link, checkMtu(opts.mtu));
+  if (opts.mac !== undefined) {
+    const a = buildAddr(AF_LLC, parseMac(opts.mac, what));
+    rt().rtnl_link_set_addr(link, a);
+    nl().nl_addr_put(a);
+  }
+}
+
+function createSimple(c: Conn, kind: string, name: string, opts: { mtu?: number; mac?: string }): void {
+  const op = () => `link add ${name} type ${kind}`;
+  const link = rt().rtnl_link_alloc()!;
+  try {
+    setCommon(link, name, opts);
+    c.check(rt().rtnl_link_set_type(link, cstr(kind)), op);
+    addLink(c, link, op);
+  } finally {
+    rt().rtnl_link_put(link);
+  }
+}
+
+/** `NetlinkHandle.createBridge()`: `ip link add NAME type bridge`. */
+export function createBridge(c: Conn, name: string, opts: { mtu?: number; mac?: string } = {}): void {
+  createSimple(c, "bridge", name, opts);
+}
+
+/** `NetlinkHandle.createDummy()`: `ip link add NAME type dummy`. */
+export function createDummy(c: Conn, name: string, opts: { mtu?: number; mac?: string } = {}): void {
+  createSimple(c, "dummy", name, opts);
+}
+
+/** `NetlinkHandle.createVxlan()`: `ip link add NAME type vxlan id VNI ...`. */
+export function createVxlan(
+  c: Conn,
+  name: string,
+  opts: {
+    vni: number;
+    port?: number;
+    local?: string;
+    dev?: LinkRef;
+    learning?: boolean;
+    gbp?: boolean;
+    mtu?: number;
+    mac?: string;
+  },
+): void {
+  if (!Number.isInteger(opts.vni) || opts.vni < 0 || opts.vni > 0xffffff) {
+    throw new ParseError("vni", `${opts.vni} is not a VXLAN id (0..16777215)`);
+  }
+  if (opts.port !== undefined && (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535)) {
+    throw new ParseError("port", `${opts.port} is not a UDP port (0..65535)`);
+  }
+  const op = () =>
+    `link add ${name} type vxlan id ${opts.vni}` + (opts.local ? ` local ${opts.local}` : "") +
+    (opts.dev !== undefined ? ` dev ${opts.dev}` : "") + (opts.port ? ` dstport ${opts.port}` : "") +
+    (opts.learning === false ? " nolearning" : "");
+  c.retry(() => {
+    const devIndex = opts.dev !== undefined ? c.index(opts.dev, op) : undefined;
+    const r = rt();
+    const link = r.rtnl_link_vxlan_alloc();
+    if (link === null) throw new NetlinkError(op(), -NLE.NOMEM, geterror(-NLE.NOMEM));
+    try {
+      setCommon(link, name, opts);
+      c.check(r.rtnl_link_vxlan_set_id(link, opts.vni), op);
+      if (opts.port) c.check(r.rtnl_link_vxlan_set_port(link, opts.port), op);
+      if (opts.local !== undefined) {
+        const a = buildIpAddr(opts.local, "local");
+        try {
+          c.check(r.rtnl_link_vxlan_set_local(link, a), op);
+        } finally {
+          nl().nl_addr_put(a);
+        }
+      }
+      if (devIndex !== undefined) c.check(r.rtnl_link_vxlan_set_link(link, devIndex), op);
+      if (opts.learning !== undefined) {
+        c.check(r.rtnl_link_vxlan_set_learning(link, opts.learning ? 1 : 0), op);
+      }
+      if (opts.gbp) c.check(r.rtnl_link_vxlan_set_flags(link, RTNL_LINK_VXLAN_F_GBP, 1), op);
+      addLink(c, link, op);
+    } finally {
+      r.rtnl_link_put(link);
+    }
+  });
+}
+
+/** `NetlinkHandle.createVeth()`: a veth pair, the peer optionally created in another namespace. */
+export function createVeth(
+  c: Conn,
+  name: string,
+  peerName: string,
+  opts: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number } = {},
+): void {
+  const op = () =>
+    `link add ${name} type veth peer name ${peerName}` +
+    (opts.peerNetns ? ` netns ${netnsLabel(opts.peerNetns)}` : "") +
+    (opts.txqlen !== undefined ? ` txqueuelen ${opts.txqlen}` : "");
+  const { txqlen } = opts;
+  if (txqlen !== undefined && (!Number.isInteger(txqlen) || txqlen < 0 || txqlen > 0xffffffff)) {
+    throw new ParseError("txqlen", `bad txqueuelen ${txqlen} (0..4294967295)`);
+  }
+  const r = rt();
+  const fd = opts.peerNetns ? openNetnsFd(opts.peerNetns) : -1;
+  const veth = r.rtnl_link_veth_alloc();
+  if (veth === null) {
+    closeFd(fd);
+    throw new NetlinkError(op(), -NLE.NOMEM, geterror(-NLE.NOMEM));
+  }
+  const peer = r.rtnl_link_veth_get_peer(veth);
+  try {
+    setCommon(veth, name, { mtu: opts.mtu, mac: opts.mac });
+    setCommon(peer!, peerName, { mtu: opts.mtu, mac: opts.peerMac }, "peerMac");
+    if (txqlen !== undefined) {
+      r.rtnl_link_set_txqlen(veth, txqlen);
+      r.rtnl_link_set_txqlen(peer, txqlen);
+    }
+    if (fd >= 0) r.rtnl_link_set_ns_fd(peer, fd);
+    addLink(c, veth, op);
+  } finally {
+    r.rtnl_link_put(peer);
+    r.rtnl_link_put(veth); // frees the peer's own reference too (veth_free)
+    closeFd(fd);
+  }
+}
+
+// ---------------------------------------------------------------- links: change
+
+/** rtnl_link_change on ifindex of `ref` with the changes `set` makes. */
+function change(c: Conn, ref: LinkRef, op: () => string, set: (changes: NonNullable<Ptr>) => void): void {
+  c.retry(() => {
+    const index = c.index(ref, op);
+    const r = rt();
+    const orig = r.rtnl_link_alloc()!;
+    const changes = r.rtnl_link_alloc()!;
+    try {
+      r.rtnl_link_set_ifindex(orig, index);
+      set(changes);
+      transact(c, op, (out) => r.rtnl_link_build_change_request(orig, changes, 0, out), true);
+    } finally {
+      r.rtnl_link_put(changes);
+      r.rtnl_link_put(orig);
+    }
+  });
+}
+
+/** `NetlinkHandle.setUp()`: `ip link set dev REF up|down`. */
+export function setUp(c: Conn, ref: LinkRef, up: boolean): void {
+  change(c, ref, () => `link set dev ${ref} ${up ? "up" : "down"}`, (c) => {
+    if (up) rt().rtnl_link_set_flags(c, IFF_UP);
+    else rt().rtnl_link_unset_flags(c, IFF_UP);
+  });
+}
+
+/** `NetlinkHandle.setMtu()`: `ip link set dev REF mtu MTU`. */
+export function setMtu(c: Conn, ref: LinkRef, mtu: number): void {
+  checkMtu(mtu);
+  change(c, ref, () => `link set dev ${ref} mtu ${mtu}`, (c) => rt().rtnl_link_set_mtu(c, mtu));
+}
+
+/** `NetlinkHandle.setMac()`: `ip link set dev REF address MAC`. */
+export function setMac(c: Conn, ref: LinkRef, mac: string): void {
+  const bytes = parseMac(mac);
+  change(c, ref, () => `link set dev ${ref} address ${mac}`, (c) => {
+    const a = buildAddr(AF_LLC, bytes);
+    rt().rtnl_link_set_addr(c, a);
+    nl().nl_addr_put(a);
+  });
+}
+
+/** `NetlinkHandle.setMaster()`: `ip link set dev REF master M|nomaster`. */
+export function setMaster(c: Conn, ref: LinkRef, master: LinkRef | null): void {
+  const op = () => `link set dev ${ref} ${master === null ? "nomaster" : `master ${master}`}`;
+  c.retry(() => {
+    const m = master === null ? 0 : c.index(master, op);
+    change(c, ref, op, (c) => rt().rtnl_link_set_master(c, m));
+  });
+}
+
+/** `NetlinkHandle.setHairpin()`: hairpin mode of a bridge port. */
+export function setHairpin(c: Conn, ref: LinkRef, on: boolean): void {
+  const op = () => `link set dev ${ref} type bridge_slave hairpin ${on ? "on" : "off"}`;
+  c.retry(() => {
+    const index = c.index(ref, op);
+    // libnl has no setter for bridge port flags on a plain link; send what `bridge link set` sends:
+    // RTM_SETLINK, family AF_BRIDGE, IFLA_PROTINFO (nested) { IFLA_BRPORT_MODE u8 }.
+    const ifi = new Uint8Array(16);
+    new DataView(ifi.buffer).setUint8(0, AF_BRIDGE);
+    new DataView(ifi.buffer).setInt32(4, index, true);
+    request(c, RTM_SETLINK, ifi, op, (msg) => {
+      const nest = nl().nla_nest_start(msg, IFLA_PROTINFO | NLA_F_NESTED);
+      if (nest === null) return -NLE.MSGSIZE;
+      const e = nl().nla_put(msg, IFLA_BRPORT_MODE, 1, new Uint8Array([on ? 1 : 0]));
+      if (e < 0) return e;
+      return nl().nla_nest_end(msg, nest);
+    });
+  });
+}
+
+/** `NetlinkHandle.moveToNetns()`: `ip link set dev REF netns NS [name NEW]`. */
+export function moveToNetns(c: Conn, ref: LinkRef, netns: NetnsRef, newName?: string): void {
+  if (newName !== undefined) checkName(newName, "newName");
+  const op = () => `link set dev ${ref} netns ${netnsLabel(netns)}${newName ? ` name ${newName}` : ""}`;
+  const fd = openNetnsFd(netns);
+  try {
+    change(c, ref, op, (c) => {
+      rt().rtnl_link_set_ns_fd(c, fd);
+      if (newName !== undefined) rt().rtnl_link_set_name(c, cstr(newName));
+    });
+  } finally {
+    closeFd(fd);
+    c.forget();
+  }
+}
+
+/** `NetlinkHandle.deleteLink()`: `ip link del dev REF`. */
+export function deleteLink(c: Conn, ref: LinkRef): void {
+  const op = () => `link del dev ${ref}`;
+  try {
+    c.retry(() => {
+      const index = c.index(ref, op);
+      const link = rt().rtnl_link_alloc()!;
+      try {
+        rt().rtnl_link_set_ifindex(link, index);
+        transact(c, op, (out) => rt().rtnl_link_build_delete_request(link, out));
+      } finally {
+        rt().rtnl_link_put(link);
+      }
+    });
+  } finally {
+    c.forget();
+  }
+}
+
+function checkName(name: string, field: string): void {
+  if (typeof name !== "string" || name === "" || name.length > 15 || /[\s/:]/.test(name)) {
+    throw new ParseError(
+      field,
+      `'${name}' is not a valid interface name (1..15 characters, no spaces, '/' or ':')`,
+    );
+  }
+}
+
+function checkMtu(mtu: number): number {
+  if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535) {
+    throw new ParseError("mtu", `${mtu} is not a valid MTU (68..65535)`);
+  }
+  return mtu;
+}

@@ -1,0 +1,274 @@
+/**
+ * Neighbours and bridge FDB entries: dumps, compact scans, replace and delete.
+ * @module
+ */
+import { ParseError } from "../errors.ts";
+import { nl, rt } from "./ffi.ts";
+import { formatMac, ntfNames, nudNames, parseIPBytes, parseMac } from "./format.ts";
+import {
+  AF_BRIDGE,
+  AF_INET,
+  AF_INET6,
+  AF_LLC,
+  AF_UNSPEC,
+  fam,
+  NDA_DST,
+  NDA_IFINDEX,
+  NDA_LLADDR,
+  NLM_F_CREATE,
+  NLM_F_REPLACE,
+  NTF_SELF,
+  NUD_NOARP,
+  NUD_PERMANENT,
+  NUD_REACHABLE,
+  RTM_GETNEIGH,
+  RTM_NEWNEIGH,
+} from "./consts.ts";
+import { buildAddr, ip4or6, readIp, readMac } from "./conn.ts";
+import type { Conn, Ptr } from "./conn.ts";
+import { rawDump, scan, transact } from "./io.ts";
+import { linkNames } from "./link.ts";
+import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry } from "./types.ts";
+
+/** `NetlinkHandle.neighbours()` on the socket of `c`: IPv4/IPv6 neighbour entries. */
+export function neighbours(c: Conn, family?: 4 | 6): NeighInfo[] {
+  const names = linkNames(c);
+  const list: NeighInfo[] = [];
+  neighDump(c, "neigh show", family === 4 ? AF_INET : family === 6 ? AF_INET6 : AF_UNSPEC, (o) => {
+    const r = rt();
+    const f = fam(r.rtnl_neigh_get_family(o));
+    if (f === null || (family && f !== family)) return;
+    const index = r.rtnl_neigh_get_ifindex(o);
+    list.push({
+      family: f,
+      index,
+      ifname: names.get(index) ?? "",
+      dst: readIp(c, r.rtnl_neigh_get_dst(o)) ?? "",
+      lladdr: readMac(c, r.rtnl_neigh_get_lladdr(o)),
+      state: nudNames(r.rtnl_neigh_get_state(o)),
+    });
+  });
+  return list;
+}
+
+/** `NetlinkHandle.fdb()` on the socket of `c`: bridge FDB entries of every device. */
+export function fdb(c: Conn): FdbInfo[] {
+  const names = linkNames(c);
+  const list: FdbInfo[] = [];
+  neighDump(c, "fdb show", AF_BRIDGE, (o) => {
+    const r = rt();
+    if (r.rtnl_neigh_get_family(o) !== AF_BRIDGE) return;
+    const index = r.rtnl_neigh_get_ifindex(o);
+    const master = r.rtnl_neigh_get_master(o);
+    const vlan = r.rtnl_neigh_get_vlan(o);
+    list.push({
+      index,
+      ifname: names.get(index) ?? "",
+      mac: readMac(c, r.rtnl_neigh_get_lladdr(o)) ?? "",
+      dst: readIp(c, r.rtnl_neigh_get_dst(o)),
+      master: master > 0 ? master : null,
+      flags: ntfNames(r.rtnl_neigh_get_flags(o)),
+      state: nudNames(r.rtnl_neigh_get_state(o)),
+      vlan: vlan >= 0 ? vlan : null,
+    });
+  });
+  return list;
+}
+
+/** RTM_GETNEIGH dump of `family`; each parsed neighbour goes to `each`, then is released. */
+function neighDump(c: Conn, op: string, family: number, each: (o: NonNullable<Ptr>) => void): void {
+  const ndmsg = new Uint8Array(12);
+  ndmsg[0] = family;
+  const parsed = c.out2;
+  rawDump(c, op, RTM_GETNEIGH, ndmsg, (nlh, type) => {
+    if (type !== RTM_NEWNEIGH) return;
+    if (rt().rtnl_neigh_parse(nlh, parsed.reset().buf) < 0 || parsed.value === null) return;
+    const o = parsed.value;
+    try {
+      each(o);
+    } finally {
+      rt().rtnl_neigh_put(o);
+    }
+  });
+}
+
+function neigh(
+  c: Conn,
+  op: () => string,
+  fill: (n: NonNullable<Ptr>) => void,
+  build: (n: NonNullable<Ptr>, out: BigUint64Array<ArrayBuffer>) => number,
+  dev: LinkRef,
+): void {
+  c.retry(() => {
+    const index = c.index(dev, op);
+    const r = rt();
+    const n = r.rtnl_neigh_alloc()!;
+    try {
+      r.rtnl_neigh_set_ifindex(n, index);
+      fill(n);
+      transact(c, op, (out) => build(n, out));
+    } finally {
+      r.rtnl_neigh_put(n);
+    }
+  });
+}
+
+function setNeighAddr(
+  c: Conn,
+  n: NonNullable<Ptr>,
+  setter: "dst" | "lladdr",
+  a: NonNullable<Ptr>,
+  op: () => string,
+): void {
+  try {
+    if (setter === "dst") c.check(rt().rtnl_neigh_set_dst(n, a), op);
+    else rt().rtnl_neigh_set_lladdr(n, a);
+  } finally {
+    nl().nl_addr_put(a);
+  }
+}
+
+/** `NetlinkHandle.replaceNeigh()`: `ip neigh replace DST lladdr MAC dev REF nud STATE`. */
+export function replaceNeigh(
+  c: Conn,
+  n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
+): void {
+  const state = n.state ?? "permanent";
+  const nud = state === "permanent"
+    ? NUD_PERMANENT
+    : state === "reachable"
+    ? NUD_REACHABLE
+    : state === "noarp"
+    ? NUD_NOARP
+    : -1;
+  if (nud < 0) {
+    throw new ParseError("state", `unknown neighbour state '${state}' (permanent, reachable, noarp)`);
+  }
+  const dst = parseIPBytes(n.dst, "dst");
+  const mac = parseMac(n.lladdr, "lladdr");
+  const op = () => `neigh replace ${n.dst} lladdr ${n.lladdr} dev ${n.dev} nud ${state}`;
+  neigh(
+    c,
+    op,
+    (obj) => {
+      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
+      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
+      rt().rtnl_neigh_set_state(obj, nud);
+    },
+    (obj, out) => rt().rtnl_neigh_build_add_request(obj, NLM_F_CREATE | NLM_F_REPLACE, out),
+    n.dev,
+  );
+}
+
+/** `NetlinkHandle.deleteNeigh()`: `ip neigh del DST dev REF`. */
+export function deleteNeigh(c: Conn, n: { dev: LinkRef; dst: string }): void {
+  const dst = parseIPBytes(n.dst, "dst");
+  const op = () => `neigh del ${n.dst} dev ${n.dev}`;
+  neigh(
+    c,
+    op,
+    (obj) => {
+      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
+    },
+    (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
+    n.dev,
+  );
+}
+
+/** `NetlinkHandle.replaceFdb()`: `bridge fdb replace MAC dev REF dst IP self permanent`. */
+export function replaceFdb(c: Conn, f: { dev: LinkRef; mac: string; dst: string }): void {
+  const mac = parseMac(f.mac, "mac");
+  const dst = parseIPBytes(f.dst, "dst");
+  const op = () => `fdb replace ${f.mac} dev ${f.dev} dst ${f.dst} self permanent`;
+  neigh(
+    c,
+    op,
+    (obj) => {
+      // Set dst first (it fixes the family to the IP's), then switch the family to AF_BRIDGE.
+      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
+      rt().rtnl_neigh_set_family(obj, AF_BRIDGE);
+      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
+      rt().rtnl_neigh_set_state(obj, NUD_PERMANENT);
+      rt().rtnl_neigh_set_flags(obj, NTF_SELF);
+    },
+    (obj, out) => rt().rtnl_neigh_build_add_request(obj, NLM_F_CREATE | NLM_F_REPLACE, out),
+    f.dev,
+  );
+}
+
+/** `NetlinkHandle.deleteFdb()`: `bridge fdb del MAC dev REF [dst IP] self`. */
+export function deleteFdb(c: Conn, f: { dev: LinkRef; mac: string; dst?: string }): void {
+  const mac = parseMac(f.mac, "mac");
+  const dst = f.dst !== undefined ? parseIPBytes(f.dst, "dst") : null;
+  const op = () => `fdb del ${f.mac} dev ${f.dev}${f.dst ? ` dst ${f.dst}` : ""} self`;
+  neigh(
+    c,
+    op,
+    (obj) => {
+      if (dst) setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
+      rt().rtnl_neigh_set_family(obj, AF_BRIDGE);
+      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
+      rt().rtnl_neigh_set_flags(obj, NTF_SELF);
+    },
+    (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
+    f.dev,
+  );
+}
+
+// ---------------------------------------------------------------- compact scans
+
+/** `NetlinkHandle.scanNeighbours()`: the compact neighbour scan of one device. */
+export function scanNeighbours(
+  c: Conn,
+  opts: { family?: 4 | 6; dev: LinkRef },
+  each: (n: Readonly<NeighScanEntry>) => void,
+): void {
+  const op = "neigh show";
+  const index = c.index(opts.dev, () => `${op} dev ${opts.dev}`);
+  // struct ndmsg (12; ifindex 0 as strict checking wants) + NDA_IFINDEX u32.
+  const req = new Uint8Array(20);
+  const rv = new DataView(req.buffer);
+  req[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
+  rv.setUint16(12, 8, true), rv.setUint16(14, NDA_IFINDEX, true), rv.setUint32(16, index, true);
+  const e: NeighScanEntry = { family: 4, index, dst: "", lladdr: null, state: 0 };
+  scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
+    const f = fam(b[o]);
+    if (f === null || (opts.family && f !== opts.family) || dv.getInt32(o + 4, true) !== index) return;
+    let dst: string | null = null, ll: string | null = null;
+    for (let a = o + 12; a + 4 <= o + len;) {
+      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+      if (alen < 4) break;
+      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
+      else if (atype === NDA_LLADDR && alen - 4 === 6) ll = formatMac(b.subarray(a + 4, a + 10));
+      a += (alen + 3) & ~3;
+    }
+    if (dst === null) return;
+    e.family = f, e.dst = dst, e.lladdr = ll, e.state = dv.getUint16(o + 8, true);
+    each(e);
+  });
+}
+
+/** `NetlinkHandle.scanFdb()`: the compact FDB scan of one device. */
+export function scanFdb(c: Conn, dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void {
+  const op = "fdb show";
+  const index = c.index(dev, () => `${op} dev ${dev}`);
+  // struct ndmsg, family AF_BRIDGE, ndm_ifindex = the port/device (the strict FDB dump's filter).
+  const req = new Uint8Array(12);
+  req[0] = AF_BRIDGE;
+  new DataView(req.buffer).setInt32(4, index, true);
+  const e: FdbScanEntry = { index, mac: "", dst: null };
+  scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
+    if (b[o] !== AF_BRIDGE || dv.getInt32(o + 4, true) !== index) return;
+    let dst: string | null = null, mac: string | null = null;
+    for (let a = o + 12; a + 4 <= o + len;) {
+      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+      if (alen < 4) break;
+      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
+      else if (atype === NDA_LLADDR && alen - 4 === 6) mac = formatMac(b.subarray(a + 4, a + 10));
+      a += (alen + 3) & ~3;
+    }
+    if (mac === null) return;
+    e.mac = mac, e.dst = dst;
+    each(e);
+  });
+}
