@@ -297,6 +297,7 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
           name: "duplicate ADD",
           plugin: "flannel",
           containerId: "dup1",
+          ifname: "eth0",
           netns: `/var/run/netns/${pod0}`,
           conf: fl(),
           code: 101,
@@ -306,6 +307,7 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
           name: "duplicate host-local ADD: IPAM refuses",
           plugin: "host-local",
           containerId: "full1",
+          ifname: "eth0",
           conf: hl({ ranges: [[{ subnet: "10.252.0.0/30" }]] }, { name: "tiny" }),
           code: 101,
           says: "duplicate allocation",
@@ -368,7 +370,7 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
       });
       const before = await snapshot();
       const failures: string[] = [];
-      // Cases run 4 at a time (each with its own container ID so they cannot collide); the state is compared
+      // Cases run 4 at a time (each with its own container ID and ifname so they cannot collide); the state is compared
       // once all have run: any case that left something behind shows up there.
       await pool(cases, 4, async (c, i) => {
         const call: CniCall = {
@@ -377,7 +379,9 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
           node,
           netns: c.netns ?? pod,
           containerId: c.containerId ?? `bad${i}`,
-          ifname: c.ifname ?? "eth0",
+          // Its own interface name too: cases run concurrently in one pod netns, and a bridge case that gets as
+          // far as making its veth (then undoing it) must not make another see "already exists".
+          ifname: c.ifname ?? `eth${i}`,
           args: c.args,
           conf: c.conf,
           env: c.env,
