@@ -17,6 +17,8 @@
  * @module
  */
 
+import { runProcess } from "../lib/lab/proc.ts";
+
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni";
 const SUBNET = "10.96.0.0/24";
@@ -27,19 +29,8 @@ function arg(name: string, def: number): number {
 }
 
 async function sh(cmd: string[], stdin?: string): Promise<{ code: number; out: string; err: string }> {
-  const p = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  return { code: o.code, out: new TextDecoder().decode(o.stdout), err: new TextDecoder().decode(o.stderr) };
+  const r = await runProcess(cmd, { stdin });
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 if (Deno.env.get("FLANCTL_CNI_BENCH_NODE") === undefined) {

@@ -10,33 +10,15 @@
  * Each measurement is the best of several rounds in fresh namespaces. Nothing touches the root namespace.
  * @module
  */
+import { mustRun } from "../lib/lab/proc.ts";
 import { openNetlink } from "../lib/netlink/mod.ts";
 
 const PEERS = 1000;
 const READ_ROUTES = 10_000;
 const ROUNDS = 3;
 
-async function run(cmd: string[], stdin?: string): Promise<void> {
-  const p = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  if (!o.success) throw new Error(`${cmd.join(" ")}: ${new TextDecoder().decode(o.stderr)}`);
-}
-
-async function out(cmd: string[]): Promise<string> {
-  const o = await new Deno.Command(cmd[0], { args: cmd.slice(1), stdout: "piped", stderr: "piped" }).output();
-  if (!o.success) throw new Error(`${cmd.join(" ")}: ${new TextDecoder().decode(o.stderr)}`);
-  return new TextDecoder().decode(o.stdout);
-}
+const run = (cmd: string[], stdin?: string) => mustRun(cmd, { stdin });
+const out = (cmd: string[]) => mustRun(cmd);
 
 let seq = 0;
 async function freshNs(): Promise<string> {
