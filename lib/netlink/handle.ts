@@ -33,6 +33,8 @@ import type {
   RouteInfo,
   RouteScanEntry,
   RouteSpec,
+  VethCreateOptions,
+  VxlanCreateOptions,
 } from "./types.ts";
 
 export { networkOf } from "./route.ts";
@@ -178,16 +180,7 @@ class LibnlHandle implements NetlinkHandle {
 
   createVxlan(
     name: string,
-    opts: {
-      vni: number;
-      port?: number;
-      local?: string;
-      dev?: LinkRef;
-      learning?: boolean;
-      gbp?: boolean;
-      mtu?: number;
-      mac?: string;
-    },
+    opts: VxlanCreateOptions,
   ): void {
     return link.createVxlan(this.#c, name, opts);
   }
@@ -195,7 +188,7 @@ class LibnlHandle implements NetlinkHandle {
   createVeth(
     name: string,
     peerName: string,
-    opts: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number } = {},
+    opts: VethCreateOptions = {},
   ): void {
     return link.createVeth(this.#c, name, peerName, opts);
   }

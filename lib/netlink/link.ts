@@ -25,7 +25,14 @@ import {
 import { buildAddr, buildIpAddr, geterror, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { dump, request, transact } from "./io.ts";
-import type { LinkInfo, LinkRef, NetnsRef, VxlanInfo } from "./types.ts";
+import type {
+  LinkInfo,
+  LinkRef,
+  NetnsRef,
+  VethCreateOptions,
+  VxlanCreateOptions,
+  VxlanInfo,
+} from "./types.ts";
 
 /** ifindex → name of every link (for the `ifname` fields of addresses, routes and neighbours). */
 export function linkNames(c: Conn): Map<number, string> {
@@ -204,16 +211,7 @@ export function createDummy(c: Conn, name: string, opts: { mtu?: number; mac?: s
 export function createVxlan(
   c: Conn,
   name: string,
-  opts: {
-    vni: number;
-    port?: number;
-    local?: string;
-    dev?: LinkRef;
-    learning?: boolean;
-    gbp?: boolean;
-    mtu?: number;
-    mac?: string;
-  },
+  opts: VxlanCreateOptions,
 ): void {
   if (!Number.isInteger(opts.vni) || opts.vni < 0 || opts.vni > 0xffffff) {
     throw new ParseError("vni", `${opts.vni} is not a VXLAN id (0..16777215)`);
@@ -259,7 +257,7 @@ export function createVeth(
   c: Conn,
   name: string,
   peerName: string,
-  opts: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number } = {},
+  opts: VethCreateOptions = {},
 ): void {
   const op = () =>
     `link add ${name} type veth peer name ${peerName}` +

@@ -191,6 +191,31 @@ export interface RouteSpec {
   src?: string;
 }
 
+/** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */
+export interface VxlanCreateOptions {
+  vni: number;
+  /** UDP destination port; 0/absent = kernel default (8472). */
+  port?: number;
+  local?: string;
+  /** Underlay device. */
+  dev?: LinkRef;
+  learning?: boolean;
+  gbp?: boolean;
+  mtu?: number;
+  mac?: string;
+}
+
+/** Parameters for {@link NetlinkHandle.createVeth}. */
+export interface VethCreateOptions {
+  /** Create the peer directly in this namespace. */
+  peerNetns?: NetnsRef;
+  mtu?: number;
+  mac?: string;
+  peerMac?: string;
+  /** Transmit queue length of both ends (the reference bridge plugin uses 0). */
+  txqlen?: number;
+}
+
 /** Read/write access to the network objects of one network namespace. */
 export interface NetlinkHandle {
   /** The namespace this handle works in (null: the one flanctl runs in). */
@@ -208,16 +233,7 @@ export interface NetlinkHandle {
   createBridge(name: string, opts?: { mtu?: number; mac?: string }): void;
   createVxlan(
     name: string,
-    opts: {
-      vni: number;
-      port?: number;
-      local?: string;
-      dev?: LinkRef;
-      learning?: boolean;
-      gbp?: boolean;
-      mtu?: number;
-      mac?: string;
-    },
+    opts: VxlanCreateOptions,
   ): void;
   /**
    * Creates a veth pair; the peer is created directly in `peerNetns` when given. `txqlen` sets the
@@ -226,7 +242,7 @@ export interface NetlinkHandle {
   createVeth(
     name: string,
     peerName: string,
-    opts?: { peerNetns?: NetnsRef; mtu?: number; mac?: string; peerMac?: string; txqlen?: number },
+    opts?: VethCreateOptions,
   ): void;
   createDummy(name: string, opts?: { mtu?: number; mac?: string }): void;
   setUp(ref: LinkRef, up: boolean): void;

@@ -13,6 +13,7 @@ import type {
   NetlinkHandle,
   RouteInfo,
   RouteSpec,
+  VxlanCreateOptions,
 } from "../netlink/types.ts";
 
 /** A fake kernel. */
@@ -93,16 +94,7 @@ export class FakeNetlink implements NetlinkHandle {
   }
   createVxlan(
     name: string,
-    o: {
-      vni: number;
-      port?: number;
-      local?: string;
-      dev?: LinkRef;
-      learning?: boolean;
-      gbp?: boolean;
-      mtu?: number;
-      mac?: string;
-    },
+    o: VxlanCreateOptions,
   ): void {
     this.#op(`createVxlan ${name}`);
     this.addLink(name, {
