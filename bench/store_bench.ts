@@ -11,6 +11,7 @@ import { EtcdStore } from "../lib/store/etcd.ts";
 import { encodeLeaseAttrs, leaseKey } from "../lib/lease/wire.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
 import type { LeaseAttrsWire, SubnetStore } from "../lib/store/types.ts";
+import { EtcdFixture } from "../tests/store_helpers.ts";
 
 const QUICK = Deno.args.includes("--quick");
 const SIZES = QUICK ? [1000] : [1000, 5000];
@@ -27,51 +28,6 @@ const attrs = (i: number): LeaseAttrsWire => ({
   BackendData: { VNI: 1, VtepMAC: "0e:00:00:00:00:01" },
 });
 const subnetN = (i: number) => new IPNet(new IPAddr(4, 0x0a000000n + BigInt(i + 1) * 256n), 24);
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const p = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return p;
-}
-
-async function startEtcd(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const dir = await Deno.makeTempDir({ prefix: "flanctl-bench-etcd-" });
-  const url = `http://127.0.0.1:${freePort()}`;
-  const peer = `http://127.0.0.1:${freePort()}`;
-  const p = new Deno.Command("/usr/bin/etcd", {
-    args: [
-      `--data-dir=${dir}`,
-      `--listen-client-urls=${url}`,
-      `--advertise-client-urls=${url}`,
-      `--listen-peer-urls=${peer}`,
-      `--initial-advertise-peer-urls=${peer}`,
-      `--initial-cluster=default=${peer}`,
-      "--log-level=error",
-      "--quota-backend-bytes=4294967296",
-    ],
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    try {
-      const r = await fetch(`${url}/health`);
-      await r.body?.cancel();
-      if (r.ok) break;
-    } catch { /* starting */ }
-    if (Date.now() > deadline) throw new Error("etcd did not start");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    stop: async () => {
-      p.kill("SIGKILL");
-      await p.status;
-      await Deno.remove(dir, { recursive: true });
-    },
-  };
-}
 
 /** Fills the store with `n` leases quickly (bypassing the allocator: this is setup, not measured). */
 async function populate(kind: "file" | "etcd", s: SubnetStore, n: number, dir?: string): Promise<void> {
@@ -175,7 +131,8 @@ async function measure(kind: "file" | "etcd", n: number, etcdUrl?: string): Prom
   }
 }
 
-const etcd = await startEtcd();
+const etcd = new EtcdFixture(); // the tests' etcd: loopback ports, temp data dir
+await etcd.start();
 const rows: Row[] = [];
 try {
   for (const n of SIZES) {
@@ -183,7 +140,7 @@ try {
     rows.push(await measure("etcd", n, etcd.url));
   }
 } finally {
-  await etcd.stop();
+  await etcd.cleanup();
 }
 
 console.log(

@@ -99,10 +99,19 @@ export async function nextEvents(
 
 /** A free TCP port on 127.0.0.1. */
 export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const p = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return p;
+  // Below the kernel's ephemeral range (32768-60999): a port from port 0 is an ephemeral one, and while a
+  // test has etcd killed, any outgoing connection (the store's own reconnects, other tests' clients) may
+  // take it as its local port, so the restarted etcd cannot bind it.
+  for (let i = 0; i < 100; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+      return port;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AddrInUse)) throw e;
+    }
+  }
+  throw new Error("no free loopback port in 20000-31999");
 }
 
 /** TLS material for an etcd fixture (PEM file paths). */
