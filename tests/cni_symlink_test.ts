@@ -11,31 +11,46 @@ const VERSION_JSON = {
   supportedVersions: ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
 };
 
+const PLUGINS = ["flannel", "bridge", "host-local", "loopback"];
+
+/**
+ * Writes `launcher` (a shell script whose last line execs Deno) into `dir`, links every plugin name to it
+ * and checks that each answers VERSION. Returns the launcher's path.
+ */
+async function linkPlugins(dir: string, execLine: string): Promise<string> {
+  const launcher = `${dir}/flanctl`;
+  Deno.writeTextFileSync(launcher, `#!/bin/sh\n${execLine}\n`, { mode: 0o755 });
+  for (const p of PLUGINS) {
+    Deno.symlinkSync(launcher, `${dir}/${p}`);
+    const r = await run([`${dir}/${p}`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
+    assertEquals([r.code, JSON.parse(r.stdout)], [0, VERSION_JSON], `${p}: ${r.stderr}`);
+  }
+  return launcher;
+}
+
+/** Runs `verb` of the `host-local` symlink in `dir` for network `net` on `subnet` (no kernel state). */
+function hostLocal(dir: string, net: string, subnet: string, id: string, verb: "ADD" | "DEL") {
+  const conf = JSON.stringify({
+    cniVersion: "1.1.0",
+    name: net,
+    type: "host-local",
+    ipam: { type: "host-local", dataDir: `${dir}/data`, ranges: [[{ subnet }]] },
+  });
+  const env = { CNI_CONTAINERID: id, CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir, CNI_COMMAND: verb };
+  return run([`${dir}/host-local`], { env, stdin: conf });
+}
+
 Deno.test("cni symlink mode: each plugin name answers VERSION", async () => {
   const dir = Deno.makeTempDirSync({ prefix: "flanctl-cni-bin-" });
   try {
-    const launcher = `${dir}/flanctl`;
-    Deno.writeTextFileSync(
-      launcher,
-      `#!/bin/sh\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check --quiet "${ROOT}main.ts" "$@"\n`,
-      { mode: 0o755 },
+    const launcher = await linkPlugins(
+      dir,
+      `FLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check --quiet "${ROOT}main.ts" "$@"`,
     );
-    for (const p of ["flannel", "bridge", "host-local", "loopback"]) {
-      Deno.symlinkSync(launcher, `${dir}/${p}`);
-      const r = await run([`${dir}/${p}`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
-      assertEquals([r.code, JSON.parse(r.stdout)], [0, VERSION_JSON], `${p}: ${r.stderr}`);
-    }
     // A real verb through a symlink: host-local ADD/DEL in a temp data dir (no kernel state).
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "symnet",
-      type: "host-local",
-      ipam: { type: "host-local", dataDir: `${dir}/data`, ranges: [[{ subnet: "10.93.0.0/24" }]] },
-    });
-    const env = { CNI_CONTAINERID: "sym1", CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir };
-    const add = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
+    const add = await hostLocal(dir, "symnet", "10.93.0.0/24", "sym1", "ADD");
     assertEquals(JSON.parse(add.stdout).ips, [{ address: "10.93.0.2/24", gateway: "10.93.0.1" }]);
-    const del = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "DEL" }, stdin: conf });
+    const del = await hostLocal(dir, "symnet", "10.93.0.0/24", "sym1", "DEL");
     assertEquals([del.code, del.stdout], [0, ""]);
     // An unknown name is not a plugin: flanctl's own CLI answers (and fails on the unknown verb).
     Deno.symlinkSync(launcher, `${dir}/not-a-plugin`);
@@ -73,31 +88,17 @@ Deno.test("cni bundled fast path: the cni.js install.sh builds answers through t
       `${ROOT}cli/cni_main.ts`,
     ]);
     assertEquals(b.code, 0, b.stderr);
-    const launcher = `${dir}/flanctl`;
-    Deno.writeTextFileSync(
-      launcher,
-      `#!/bin/sh\nexport DENO_DIR="${dir}/cache"\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check ` +
-        `--no-config --no-lock --cached-only --quiet --no-prompt "${bundle}"\n`,
-      { mode: 0o755 },
+    const launcher = await linkPlugins(
+      dir,
+      `export DENO_DIR="${dir}/cache"\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check ` +
+        `--no-config --no-lock --cached-only --quiet --no-prompt "${bundle}"`,
     );
-    for (const p of ["flannel", "bridge", "host-local", "loopback"]) {
-      Deno.symlinkSync(launcher, `${dir}/${p}`);
-      const r = await run([`${dir}/${p}`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
-      assertEquals([r.code, JSON.parse(r.stdout)], [0, VERSION_JSON], `${p}: ${r.stderr}`);
-    }
-    const conf = JSON.stringify({
-      cniVersion: "1.1.0",
-      name: "bundlenet",
-      type: "host-local",
-      ipam: { type: "host-local", dataDir: `${dir}/data`, ranges: [[{ subnet: "10.93.1.0/24" }]] },
-    });
-    const env = { CNI_CONTAINERID: "bun1", CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir };
-    const add = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
+    const add = await hostLocal(dir, "bundlenet", "10.93.1.0/24", "bun1", "ADD");
     assertEquals(JSON.parse(add.stdout).ips, [{ address: "10.93.1.2/24", gateway: "10.93.1.1" }], add.stderr);
     // An error: the spec JSON on stdout and exit status 1.
-    const dup = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "ADD" }, stdin: conf });
+    const dup = await hostLocal(dir, "bundlenet", "10.93.1.0/24", "bun1", "ADD");
     assertEquals([dup.code, typeof JSON.parse(dup.stdout).code], [1, "number"], dup.stdout);
-    const del = await run([`${dir}/host-local`], { env: { ...env, CNI_COMMAND: "DEL" }, stdin: conf });
+    const del = await hostLocal(dir, "bundlenet", "10.93.1.0/24", "bun1", "DEL");
     assertEquals([del.code, del.stdout], [0, ""]);
     Deno.symlinkSync(launcher, `${dir}/not-a-plugin`);
     const other = await run([`${dir}/not-a-plugin`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });

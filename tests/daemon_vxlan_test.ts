@@ -57,6 +57,17 @@ async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
   return r.code === 0;
 }
 
+/** Two nodes on the vxlan network, both daemons started with FAST resyncs and ready. */
+async function readyPair(c: DaemonCluster) {
+  await c.init(NETCONF);
+  const a = await c.addNode(), b = await c.addNode();
+  c.start(a, FAST);
+  c.start(b, FAST);
+  await c.waitReady(a);
+  await c.waitReady(b);
+  return [a, b];
+}
+
 Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, readyz/metrics", async () => {
   const c = new DaemonCluster();
   try {
@@ -191,12 +202,7 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
 Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and leave", async () => {
   const c = new DaemonCluster();
   try {
-    await c.init(NETCONF);
-    const a = await c.addNode(), b = await c.addNode();
-    c.start(a, FAST);
-    c.start(b, FAST);
-    await c.waitReady(a);
-    await c.waitReady(b);
+    const [a, b] = await readyPair(c);
     const subB = await c.subnetOf(b);
     const gwB = subB.split("/")[0];
     const macA = (await vtep(a.ns)).address, macB = (await vtep(b.ns)).address;
@@ -273,12 +279,7 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
 Deno.test("daemon vxlan: restart keeps entries and loses no packets; own lease re-acquired", async () => {
   const c = new DaemonCluster();
   try {
-    await c.init(NETCONF);
-    const a = await c.addNode(), b = await c.addNode();
-    c.start(a, FAST);
-    c.start(b, FAST);
-    await c.waitReady(a);
-    await c.waitReady(b);
+    const [a, b] = await readyPair(c);
     const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
     const macA = (await vtep(a.ns)).address, macB = (await vtep(b.ns)).address;
     const pa = await c.addPod(a), pb = await c.addPod(b);

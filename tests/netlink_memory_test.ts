@@ -4,46 +4,24 @@
  * would show up as tens of MiB here.
  */
 import { assert } from "./assert.ts";
-import { sh, withNetns } from "./netns.ts";
-
-const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
+import { run, sh, withNetns } from "./netns.ts";
 
 Deno.test("netlink memory: 10,000 read cycles of all objects keep RSS flat", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("mm");
-    await ip(n, "link", "add", "ul0", "type", "veth", "peer", "name", "ul1");
-    await ip(
-      n,
-      "link",
-      "add",
-      "flannel.1",
-      "type",
-      "vxlan",
-      "id",
-      "1",
-      "dstport",
-      "8472",
-      "local",
-      "10.3.0.1",
-      "nolearning",
-    );
-    await ip(n, "link", "add", "cni0", "type", "bridge");
-    await ip(n, "link", "set", "ul1", "master", "cni0");
-    for (const l of ["ul0", "ul1", "flannel.1", "cni0"]) await ip(n, "link", "set", l, "up");
-    await ip(n, "addr", "add", "10.3.0.1/24", "dev", "ul0");
-    await ip(n, "route", "add", "10.244.2.0/24", "via", "10.244.2.0", "dev", "flannel.1", "onlink");
-    await ip(
-      n,
-      "neigh",
-      "add",
-      "10.244.2.0",
-      "lladdr",
-      "aa:bb:cc:00:00:02",
-      "dev",
-      "flannel.1",
-      "nud",
-      "permanent",
-    );
+    // The VXLAN node of one peer: underlay veth, flannel.1, cni0 with a port, and the peer's triplet.
+    const batch = [
+      "link add ul0 type veth peer name ul1",
+      "link add flannel.1 type vxlan id 1 dstport 8472 local 10.3.0.1 nolearning",
+      "link add cni0 type bridge",
+      "link set ul1 master cni0",
+      ...["ul0", "ul1", "flannel.1", "cni0"].map((l) => `link set ${l} up`),
+      "addr add 10.3.0.1/24 dev ul0",
+      "route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink",
+      "neigh add 10.244.2.0 lladdr aa:bb:cc:00:00:02 dev flannel.1 nud permanent",
+    ];
+    const r = await run(["ip", "-n", n, "-batch", "-"], { stdin: batch.join("\n") + "\n" });
+    assert(r.code === 0, r.stderr);
     await sh(
       "bridge",
       "-n",
