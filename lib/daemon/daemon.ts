@@ -17,8 +17,8 @@ import { createBackend } from "../backend/mod.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
-import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
-import { RuleManager, type Runner } from "../masq/iptables.ts";
+import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
+import type { Runner } from "../firewall/types.ts";
 import { selectIface } from "./iface.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
@@ -31,7 +31,7 @@ export interface DaemonDeps {
   log: Logger;
   /** systemd notification (READY=1, STOPPING=1, STATUS=…). */
   notify?: (state: string) => void;
-  /** Runs iptables-save/iptables-restore. */
+  /** Runs iptables-save/iptables-restore (and nft, where libnftables is missing). */
   runIptables?: Runner;
 }
 
@@ -76,7 +76,7 @@ export class Daemon {
   #network!: IPNet;
   #backend!: Backend;
   #reconciler!: Reconciler;
-  #rules!: RuleManager;
+  #rules!: FlannelRules;
   #lease!: Lease;
   #own!: IPNet;
   #attrs!: LeaseAttrsWire;
@@ -112,7 +112,7 @@ export class Daemon {
   /** Why /readyz fails, or null when ready. */
   notReady = (): string | null => {
     if (!this.#subnetEnvWritten) return "subnet.env not written yet";
-    if (!this.#rulesInPlace) return "iptables rules not in place yet";
+    if (!this.#rulesInPlace) return `${this.#rules?.mode ?? "iptables"} rules not in place yet`;
     if (!this.#storeOk) return "the lease store is unreachable";
     return null;
   };
@@ -148,7 +148,7 @@ export class Daemon {
   }
 
   /**
-   * Startup, up to readiness. Throws (ConfigError, IfaceError, IptablesError, …) on a fatal problem;
+   * Startup, up to readiness. Throws (ConfigError, IfaceError, FirewallError, …) on a fatal problem;
    * everything that can fail on bad input is checked before the first kernel change.
    */
   async start(): Promise<void> {
@@ -181,14 +181,13 @@ export class Daemon {
       device: this.#backend.overlayDev,
       mtu: this.#backend.mtu,
     });
-    if (cfg.enableNFTables && (o.ipMasq || o.iptablesForwardRules)) {
-      this.#log.warn("EnableNFTables is set, but flanctl installs flannel's rules in iptables mode");
-    }
-    this.#rules = new RuleManager([], { run: this.#runIptables });
-    if (o.ipMasq || o.iptablesForwardRules) {
-      this.#rules.setTables([forwardRules(cfg.network)]); // placeholder network-only table to probe tools
-      await this.#rules.probe();
-    }
+    this.#rules = new FlannelRules(cfg.enableNFTables ? "nftables" : "iptables", {
+      run: this.#runIptables,
+      log: this.#log,
+    });
+    this.#rules.set({ ...this.#ruleSpec(), subnet: null }); // network-only rules to probe the tools
+    await this.#rules.probe();
+    await this.#cleanupOtherMode();
     let previous: IPNet | null = null;
     try {
       const env = readSubnetEnv(o.subnetFile);
@@ -223,7 +222,7 @@ export class Daemon {
     this.#reconciler.setOwnSubnet(this.#own);
     this.#ensureDevice();
     this.#writeSubnetEnv();
-    this.#rules.setTables(this.#tables());
+    this.#rules.set(this.#ruleSpec());
     await this.#ensureRules();
     const { leases, cursor } = await this.#retryStore("listing leases", () => this.#store.listLeases());
     this.#peers.clear();
@@ -238,11 +237,28 @@ export class Daemon {
 
   #watchCursor = "";
 
-  #tables(): TableRules[] {
-    const t: TableRules[] = [];
-    if (this.#o.ipMasq) t.push(masqRules(this.#network, this.#own));
-    if (this.#o.iptablesForwardRules) t.push(forwardRules(this.#network));
-    return t;
+  #ruleSpec(): FlannelRuleSpec {
+    return {
+      ipMasq: this.#o.ipMasq,
+      forward: this.#o.iptablesForwardRules,
+      network: this.#network,
+      subnet: this.#own ?? null,
+    };
+  }
+
+  /** As flanneld: starting in one mode removes the other mode's flannel rules (failures only logged). */
+  async #cleanupOtherMode(): Promise<void> {
+    try {
+      const removed = await this.#rules.cleanupOtherMode();
+      if (removed.length) {
+        this.#log.info("removed the other mode's flannel rules", {
+          mode: this.#rules.mode,
+          removed: removed.join(","),
+        });
+      }
+    } catch (e) {
+      this.#log.warn("could not remove the other mode's flannel rules", { error: errText(e) });
+    }
   }
 
   #ensureDevice(): void {
@@ -278,7 +294,7 @@ export class Daemon {
     const fixed = await this.#rules.ensure();
     if (fixed.length) {
       this.metrics.ruleResyncs++;
-      this.#log.info("iptables rules applied", { tables: fixed.join(",") });
+      this.#log.info(`${this.#rules.mode} rules applied`, { tables: fixed.join(",") });
     }
     this.#rulesInPlace = true;
   }
@@ -405,8 +421,10 @@ export class Daemon {
       this.#reconciler.setPeer(s.toString(), null);
       this.#ensureDevice();
       this.#writeSubnetEnv();
-      this.#rules.setTables(this.#tables());
-      await this.#ensureRules().catch((e) => this.#log.error("iptables rules failed", { error: errText(e) }));
+      this.#rules.set(this.#ruleSpec());
+      await this.#ensureRules().catch((e) =>
+        this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
+      );
       this.#fullPass();
     } else {
       this.#log.info("lease re-acquired", { subnet: s.toString() });
