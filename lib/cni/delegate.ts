@@ -12,6 +12,7 @@ export const PLUGINS: Record<string, () => Promise<Plugin>> = {
   bridge: async () => (await import("./bridge.ts")).plugin,
   "host-local": async () => (await import("./host_local.ts")).plugin,
   loopback: async () => (await import("./loopback.ts")).plugin,
+  portmap: async () => (await import("./portmap.ts")).plugin,
 };
 
 /** Finds an executable named `type` in the CNI_PATH directories. */
