@@ -209,6 +209,7 @@ export function specs(
       family: fam,
       containerAddr: addr,
       mappings: conf.mappings.filter((m) => !m.hostIP || IPAddr.parse(m.hostIP).family === fam),
+      allMappings: conf.mappings,
       snat: conf.snat,
       masqAll: conf.masqAll,
       markMasqBit: conf.markMasqBit,

@@ -49,6 +49,8 @@ export interface PortMapSpec {
   containerAddr: string;
   /** The mappings for this family (hostIP of the other family already left out). */
   mappings: PortMapping[];
+  /** Every mapping: the reference's multiport entry rules list all host ports, whatever the hostIP. */
+  allMappings?: PortMapping[];
   snat: boolean;
   masqAll: boolean;
   markMasqBit: number;
@@ -156,7 +158,7 @@ export function containerChain(spec: PortMapSpec, name: string): IptChain {
   const cmt = `dnat name: ${JSON.stringify(spec.network)} id: ${JSON.stringify(spec.containerId)}`;
   const comment = cmt.length <= 255 ? cmt : cmt.slice(0, 253) + "...";
   const cond = spec.conditions.map(token).join(" ");
-  const entryRules = portLists(spec.mappings).map(([proto, ports]) =>
+  const entryRules = portLists(spec.allMappings ?? spec.mappings).map(([proto, ports]) =>
     `-p ${proto} -m comment --comment ${quote(comment)} -m multiport --dports ${ports}${
       cond ? " " + cond : ""
     }`
