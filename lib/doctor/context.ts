@@ -13,7 +13,8 @@ import type { IPNet } from "../ip/cidr.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { openNetlink } from "../netlink/mod.ts";
+import { inNetns, openNetlink } from "../netlink/mod.ts";
+import { nftLibrary } from "../netlink/nftables.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { ReadOnlyFileStore } from "./filestore_ro.ts";
@@ -136,6 +137,12 @@ export class DoctorContext {
     legacy: { cmd: "iptables-legacy-save", text: null, error: null },
     nft: { cmd: "iptables-nft-save", text: null, error: null },
     variant: null,
+  };
+  /** `nft list ruleset` (text) and its JSON form (with rule handles), or the error. */
+  nftRuleset: { text: string | null; json: unknown; error: string | null } = {
+    text: null,
+    json: null,
+    error: null,
   };
   /** Store state. */
   store: StoreView = {
@@ -330,6 +337,7 @@ export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext>
   gatherSysctls(ctx);
   gatherSubnetEnv(ctx);
   gatherIptables(ctx);
+  gatherNft(ctx);
   gatherPods(ctx);
   await gatherStore(ctx);
   return ctx;
@@ -409,6 +417,31 @@ function gatherIptables(ctx: DoctorContext): void {
   const v = ctx.exec.run(["iptables", "--version"]);
   const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
   ctx.ipt.variant = m ? m[1] : null;
+}
+
+/** The nftables ruleset through libnftables (in the checked namespace), else the nft binary. */
+function gatherNft(ctx: DoctorContext): void {
+  const lib = nftLibrary();
+  const read = (json: boolean): { out: string | null; err: string | null } => {
+    if (lib) {
+      const r = ctx.opts.netns
+        ? inNetns({ name: ctx.opts.netns }, () => lib.run("list ruleset", { json }))
+        : lib.run("list ruleset", { json });
+      return r.rc === 0 ? { out: r.output, err: null } : { out: null, err: r.error.trim() };
+    }
+    const r = ctx.exec.run(["nft", ...(json ? ["-j"] : []), "list", "ruleset"]);
+    if (r.code === 0) return { out: r.stdout, err: null };
+    return {
+      out: null,
+      err: r.code === null ? "nft not installed (Debian package nftables)" : r.stderr.trim(),
+    };
+  };
+  const t = read(false), j = read(true);
+  ctx.nftRuleset.text = t.out;
+  ctx.nftRuleset.error = t.err ?? j.err;
+  try {
+    ctx.nftRuleset.json = j.out ? JSON.parse(j.out) : null;
+  } catch { /* text is enough for most checks */ }
 }
 
 function gatherPods(ctx: DoctorContext): void {
