@@ -1,7 +1,7 @@
 /**
  * End to end in the lab: the node's whole conflist (flannel, then portmap) run as libcni does. A pod
  * published on node1 with `lab add-pod node1 --publish 18080:8080` answers TCP from a pod on node2 and
- * from node2 itself to node1's public IP:18080, in iptables mode and in nftables mode (`lab up --net-conf`
+ * from node2 itself to node1's public IP:18080 (and from itself, hairpin, and node1's 127.0.0.1), in iptables mode and in nftables mode (`lab up --net-conf`
  * with EnableNFTables); `lab del-pod` (conflist DEL in reverse order) leaves no hostPort rule.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -70,6 +70,10 @@ async function publishedPodAnswers(name: string, nft: boolean) {
   assert(JSON.stringify(cached.ips).includes(pub.ip!), JSON.stringify(cached));
   await tcpThrough(pub.netns, client.netns, n1.publicIP, 18080);
   await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
+  // Hairpin (the pod reaches itself through its node's hostPort: snat mark + masquerade) and the node's own
+  // localhost (route_localnet on cni0, 127.0.0.1 masqueraded).
+  await tcpThrough(pub.netns, pub.netns, n1.publicIP, 18080);
+  await tcpThrough(pub.netns, n1.netns, "127.0.0.1", 18080);
   const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
   assertEquals(del.code, 0, del.stdout + del.stderr);
   assertEquals(await hostportRules(n1.netns), [], "DEL leaves no hostPort rule");

@@ -181,6 +181,25 @@ export class FlannelRules {
     return removed;
   }
 
+  /**
+   * Applies one family's transaction. As flanneld (which probes first), a kernel refusing `masquerade
+   * fully-random` gets plain `masquerade`: the refused transaction changed nothing, so it is retried once
+   * without it and the choice kept.
+   */
+  async #applyNft(nft: NftDriver, fam: Family): Promise<void> {
+    const spec = this.#spec!;
+    try {
+      await nft.run(nftFamilyScript(spec, fam));
+    } catch (e) {
+      if (!(e instanceof FirewallError) || spec.randomFully === false || !spec.ipMasq) throw e;
+      await nft.run(nftFamilyScript({ ...spec, randomFully: false }, fam));
+      this.#spec = { ...spec, randomFully: false };
+      this.#log.warn("nftables: masquerade fully-random refused by the kernel; using masquerade", {
+        table: NFT_TABLES[fam].name,
+      });
+    }
+  }
+
   /** Checks the rules and re-applies what drifted. Returns what was (re)applied (empty: all fine). */
   async ensure(): Promise<string[]> {
     if (this.empty || !this.#spec) return [];
@@ -198,7 +217,7 @@ export class FlannelRules {
         });
         if (now === before) continue;
       }
-      await nft.run(nftFamilyScript(this.#spec, fam));
+      await this.#applyNft(nft, fam);
       this.#seen.set(fam, await nft.run(list));
       fixed.push(`${family} ${name}`);
     }

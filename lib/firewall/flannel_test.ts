@@ -92,3 +92,23 @@ Deno.test("FlannelRules (nftables): applies both families once, re-applies only 
   assertEquals((await r.ensure()).length, 2);
   assertEquals(tables.get("ip flannel-ipv4")!.includes("10.244.7.0/24"), true);
 });
+
+Deno.test("FlannelRules (nftables): a kernel refusing fully-random gets plain masquerade, once", async () => {
+  const { d, tables } = fakeNft();
+  const strict: NftDriver = {
+    via: "libnftables",
+    run: (text, o) =>
+      text.includes("fully-random")
+        ? Promise.reject(new FirewallError("libnftables", "nft: Error: Could not process rule"))
+        : d.run(text, o),
+  };
+  const warned: string[] = [];
+  const r = new FlannelRules("nftables", { nft: strict, log: { info() {}, warn: (m) => warned.push(m) } });
+  r.set({ ...SPEC, ipv6Network: null });
+  assertEquals(await r.ensure(), ["ip flannel-ipv4", "ip6 flannel-ipv6"]);
+  assertEquals(tables.get("ip flannel-ipv4")!.includes(" masquerade\n"), true);
+  assertEquals(warned.length, 1);
+  tables.delete("ip flannel-ipv4");
+  assertEquals(await r.ensure(), ["ip flannel-ipv4"]);
+  assertEquals(warned.length, 1, "the choice is kept");
+});
