@@ -69,6 +69,9 @@ Deno.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mi
     await dropIptablesFlannel(N);
     run = await runDoctorJson(n);
     expectFinding(run, "firewall-mixed", "ok", "in nftables");
+    expectFinding(run, "masq-rules", "ok", "see nft-rules");
+    // The fixture's FORWARD DROP policy drops pod traffic whatever flannel's nft forward chain accepts.
+    expectFinding(run, "forward-policy", "critical", "FORWARD policy DROP and no jump to FLANNEL-FWD");
     expectFinding(run, "nft-rules", "ok", "flannel-ipv4");
     const h = JSON.parse(
       inNetns(
