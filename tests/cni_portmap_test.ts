@@ -7,6 +7,8 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
+import { inNetns } from "../lib/netlink/netns.ts";
+import { deleteConntrack } from "../lib/netlink/conntrack.ts";
 
 const PREV4 = {
   cniVersion: "1.0.0",
@@ -302,7 +304,7 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
   });
 });
 
-Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host ports", async () => {
+Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host ports (ctnetlink)", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("pc");
     const c = conf({}, [{ hostPort: 18081, containerPort: 81, protocol: "udp" }]);
@@ -316,8 +318,28 @@ Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host port
       (await nsRun(node, ["conntrack", "-L", "-p", "udp", "--orig-port-dst", dport])).stdout.split("\n")
         .filter((l) => l.includes(`dport=${dport}`)).length;
     assertEquals(await count("18081"), 1);
-    await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "c1", conf: c });
+    const del = await cni({ plugin: "portmap", command: "DEL", node, containerId: "c1", conf: c });
+    assertEquals(del.code, 0, del.stdout);
+    assertEquals(del.stderr.includes("ctnetlink delete"), false, `netlink path, no fallback: ${del.stderr}`);
     assertEquals(await count("18081"), 0, "the mapped port's entry is gone");
     assertEquals(await count("18090"), 1, "other entries stay");
+    // The netlink layer directly: only UDP entries to the port, only of the family asked for.
+    assertEquals((await ins("18090")).code, 1, "(already there)");
+    const tcp = ["-p", "tcp", "-s", "192.0.2.7", "-d", "192.0.2.8", "--sport", "5000", "--dport", "18090"];
+    assertEquals(
+      (await nsRun(node, ["conntrack", "-I", ...tcp, "-t", "60", "--state", "ESTABLISHED"])).code,
+      0,
+    );
+    assertEquals(
+      inNetns({ name: node }, () => deleteConntrack({ family: 6, protocol: 17, dstPort: 18090 })),
+      0,
+    );
+    assertEquals(
+      inNetns({ name: node }, () => deleteConntrack({ family: 4, protocol: 17, dstPort: 18090 })),
+      1,
+    );
+    assertEquals(await count("18090"), 0);
+    const tcpLeft = (await nsRun(node, ["conntrack", "-L", "-p", "tcp"])).stdout;
+    assertStringIncludes(tcpLeft, "dport=18090", "the TCP entry stays");
   });
 });

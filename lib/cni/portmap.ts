@@ -8,8 +8,8 @@
  * tcp/udp/sctp, hostIP an address of a family the container has) and bad input is a CNI error (code 7)
  * instead of a half-made rule set; DEL needs no netns and removes exactly this container's rules; UDP
  * conntrack entries of the mapped host ports are cleared after ADD (as the reference) and after DEL (so
- * a deleted mapping does not keep receiving traffic through a stale entry), with the `conntrack` tool
- * when it is installed (logged otherwise); GC (iptables backend) removes the DNAT chains of containers not
+ * a deleted mapping does not keep receiving traffic through a stale entry), over ctnetlink (the
+ * `conntrack` tool only if that fails); GC (iptables backend) removes the DNAT chains of containers not
  * in `cni.dev/valid-attachments`.
  * @module
  */
@@ -239,10 +239,30 @@ async function fw<T>(what: string, p: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Clears UDP conntrack entries to the mapped host ports (best effort, as the reference: failures only logged). */
+/**
+ * Clears UDP conntrack entries to the mapped host ports (best effort, as the reference: failures only
+ * logged): over ctnetlink (lib/netlink/conntrack.ts); the `conntrack` tool only when that fails.
+ */
 async function clearUdpConntrack(mappings: PortMapping[], families: Family[]): Promise<void> {
   const ports = [...new Set(mappings.filter((m) => m.protocol === "udp").map((m) => m.hostPort))];
   if (!ports.length) return;
+  const { deleteConntrack } = await import("../netlink/conntrack.ts");
+  for (const fam of families) {
+    for (const p of ports) {
+      try {
+        deleteConntrack({ family: fam, protocol: 17, dstPort: p });
+      } catch (e) {
+        log(
+          "portmap",
+          `ctnetlink delete of UDP dport ${p} failed (${(e as Error).message}); trying conntrack -D`,
+        );
+        await conntrackTool(fam, p);
+      }
+    }
+  }
+}
+
+async function conntrackTool(fam: Family, port: number): Promise<void> {
   if (!onPath("conntrack")) {
     log(
       "portmap",
@@ -250,19 +270,15 @@ async function clearUdpConntrack(mappings: PortMapping[], families: Family[]): P
     );
     return;
   }
-  for (const fam of families) {
-    for (const p of ports) {
-      const o = await new Deno.Command("conntrack", {
-        args: ["-D", "-f", fam === 4 ? "ipv4" : "ipv6", "-p", "udp", "--orig-port-dst", String(p)],
-        stdout: "null",
-        stderr: "piped",
-      }).output();
-      // Exit 1 with "0 flow entries have been deleted" is the normal nothing-to-do case.
-      const err = new TextDecoder().decode(o.stderr);
-      if (!o.success && !/0 flow entries/.test(err)) {
-        log("portmap", `conntrack -D udp dport ${p}: ${err.trim()}`);
-      }
-    }
+  const o = await new Deno.Command("conntrack", {
+    args: ["-D", "-f", fam === 4 ? "ipv4" : "ipv6", "-p", "udp", "--orig-port-dst", String(port)],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  // Exit 1 with "0 flow entries have been deleted" is the normal nothing-to-do case.
+  const err = new TextDecoder().decode(o.stderr);
+  if (!o.success && !/0 flow entries/.test(err)) {
+    log("portmap", `conntrack -D udp dport ${port}: ${err.trim()}`);
   }
 }
 
