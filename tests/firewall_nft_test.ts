@@ -1,14 +1,15 @@
 /**
  * The nftables driver against the kernel, in a throwaway namespace: libnftables by FFI commits a buffer as
  * one transaction, lists (text and JSON), reports nft's error text and leaves nothing of a failed buffer;
- * the `nft` binary fallback programs the same tables.
+ * the `nft` binary fallback programs the same tables; flannel's rules for both families in both modes, and
+ * the switch between them.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsRun, withNetns } from "./netns.ts";
 import { inNetns } from "../lib/netlink/netns.ts";
 import { nftLibrary } from "../lib/netlink/nftables.ts";
-import { nftDriver } from "../lib/firewall/nft.ts";
-import { nftFamilyScript } from "../lib/firewall/flannel.ts";
+import { type NftDriver, nftDriver } from "../lib/firewall/nft.ts";
+import { FlannelRules, nftFamilyScript } from "../lib/firewall/flannel.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import { FirewallError } from "../lib/firewall/types.ts";
 
@@ -65,5 +66,53 @@ Deno.test("nft driver: the binary fallback programs the same rules and raises Fi
     assertEquals(viaBinary, viaLib);
     const e = await bin.run("delete table ip absent\n").catch((x) => x);
     assert(e instanceof FirewallError && e.tool === "nft", String(e));
+  });
+});
+
+Deno.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table render and apply", async () => {
+  const lib = nftLibrary()!;
+  const spec = {
+    ...SPEC,
+    ipv6Network: IPNet.parse("fd00:10::/56"),
+    ipv6Subnet: IPNet.parse("fd00:10:0:1::/64"),
+  };
+  await withNetns(async (fx) => {
+    const ns = await fx.add("fw6");
+    const run = (cmd: string[], stdin?: string) => nsRun(ns, cmd, { stdin });
+    const inNs: NftDriver = {
+      via: "libnftables",
+      run(text, o) {
+        const r = inNetns({ name: ns }, () => lib.run(text, o));
+        return r.rc === 0
+          ? Promise.resolve(r.output)
+          : Promise.reject(new FirewallError("libnftables", r.error));
+      },
+    };
+    const ipt = new FlannelRules("iptables", { run, nft: inNs });
+    ipt.set(spec);
+    assertEquals(await ipt.ensure(), ["nat", "filter", "ip6:nat", "ip6:filter"]);
+    const save6 = (await nsRun(ns, ["ip6tables-save"])).stdout;
+    assertStringIncludes(
+      save6,
+      `-A FLANNEL-POSTRTG -s fd00:10::/56 ! -d ff00::/8 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`,
+    );
+    assertStringIncludes(
+      save6,
+      `-A FLANNEL-FWD -d fd00:10::/56 -m comment --comment "flanneld forward" -j ACCEPT`,
+    );
+    // Switching to nftables mode removes the iptables chains of both families and programs both tables.
+    const nft = new FlannelRules("nftables", { run, nft: inNs });
+    nft.set(spec);
+    const removed = await nft.cleanupOtherMode();
+    assertEquals(removed.length, 4, removed.join(","));
+    assertEquals((await nsRun(ns, ["ip6tables-save"])).stdout.includes("FLANNEL"), false);
+    assertEquals(await nft.ensure(), ["ip flannel-ipv4", "ip6 flannel-ipv6"]);
+    const t6 = (await nsRun(ns, ["nft", "list", "table", "ip6", "flannel-ipv6"])).stdout;
+    assertStringIncludes(t6, "ip6 saddr fd00:10::/56 ip6 daddr != ff00::/8 masquerade fully-random");
+    assertStringIncludes(t6, "ip6 daddr fd00:10::/56 accept");
+    // And back: iptables mode removes both tables.
+    assertEquals((await ipt.cleanupOtherMode()).sort(), ["ip flannel-ipv4", "ip6 flannel-ipv6"]);
+    // (iptables-nft keeps its own, now empty, ip/ip6 nat and filter tables.)
+    assertEquals((await nsRun(ns, ["nft", "list", "tables"])).stdout.includes("flannel"), false);
   });
 });
