@@ -6,6 +6,7 @@
  * @module
  */
 import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../subnet_env.ts";
+import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
@@ -140,26 +141,43 @@ async function add(c: PluginCall): Promise<CniResult> {
   const env = loadSubnetEnv(n.subnetFile);
   const d = buildDelegate(n, env);
   const text = JSON.stringify(d);
-  // A failed ADD must not lose the config of an attachment that already exists (a duplicate ADD).
-  const previous = readSaved(n.dataDir, c.args.containerId);
-  save(n.dataDir, c.args.containerId, text);
-  try {
-    const out = await delegate(d.type as string, "ADD", text, c.args);
-    return parseResult(out, c.version);
-  } catch (e) {
-    // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is right.
-    if (previous !== null) save(n.dataDir, c.args.containerId, previous);
-    else remove(n.dataDir, c.args.containerId);
-    throw e;
-  }
+  const id = c.args.containerId;
+  Deno.mkdirSync(n.dataDir, { recursive: true, mode: 0o700 });
+  // Duplicate ADDs (runtime retries) and DELs of this container wait here: read, save, delegate and
+  // restore are one step, so a failing duplicate never removes the config the winning ADD saved.
+  return await withContainerLock(n.dataDir, id, async (lock) => {
+    // A failed ADD must not lose the config of an attachment that already exists (a duplicate ADD).
+    const previous = readSaved(n.dataDir, id);
+    save(n.dataDir, id, text);
+    try {
+      const out = await delegate(d.type as string, "ADD", text, c.args);
+      return parseResult(out, c.version);
+    } catch (e) {
+      // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is
+      // right. Only what this call wrote is put back or removed.
+      if (readSaved(n.dataDir, id) === text) {
+        if (previous !== null) save(n.dataDir, id, previous);
+        else {
+          remove(n.dataDir, id);
+          lock.discard();
+        }
+      }
+      throw e;
+    }
+  });
 }
 
 async function del(c: PluginCall): Promise<void> {
   const n = loadFlannelConf(c.conf);
-  const text = readSaved(n.dataDir, c.args.containerId);
-  if (text === null) return; // already deleted (or never added): success, as the spec asks
-  await delegate(delegateType(text), "DEL", text, c.args);
-  remove(n.dataDir, c.args.containerId);
+  const id = c.args.containerId;
+  if (readSaved(n.dataDir, id) === null) return; // already deleted (or never added): success, as the spec asks
+  await withContainerLock(n.dataDir, id, async (lock) => {
+    const text = readSaved(n.dataDir, id);
+    if (text === null) return lock.discard(); // a concurrent DEL finished first
+    await delegate(delegateType(text), "DEL", text, c.args);
+    remove(n.dataDir, id);
+    lock.discard();
+  });
 }
 
 async function check(c: PluginCall): Promise<void> {
@@ -207,12 +225,12 @@ async function gc(c: PluginCall): Promise<void> {
   if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   const valid = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
   // Saved configs of containers that are gone: run the delegate's DEL-free cleanup via its GC below.
-  try {
-    for (const e of Deno.readDirSync(n.dataDir)) {
-      if (e.isFile && !valid.has(e.name)) remove(n.dataDir, e.name);
-    }
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  for (const name of staleNames(n.dataDir, valid)) {
+    await withContainerLock(n.dataDir, name, (lock) => {
+      remove(n.dataDir, name);
+      lock.discard();
+      return Promise.resolve();
+    });
   }
   let env: SubnetEnv;
   try {
@@ -224,6 +242,21 @@ async function gc(c: PluginCall): Promise<void> {
   d["cni.dev/valid-attachments"] = raw;
   d.cniVersion = c.version;
   await delegate(d.type as string, "GC", JSON.stringify(d), gcArgs(c.args));
+}
+
+/** Containers with a saved config or a lock file in `dataDir` that are not in `valid`. */
+function staleNames(dataDir: string, valid: Set<string>): string[] {
+  const out = new Set<string>();
+  for (const dir of [dataDir, lockDir(dataDir)]) {
+    try {
+      for (const e of Deno.readDirSync(dir)) {
+        if (e.isFile && !valid.has(e.name)) out.add(e.name);
+      }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+  return [...out];
 }
 
 function gcArgs(a: CmdArgs): CmdArgs {
