@@ -161,7 +161,7 @@ export function readEnv(get: (k: string) => string | undefined, stdin: string): 
   const command = v("CNI_COMMAND");
   const missing: string[] = [];
   if (command === "") missing.push("CNI_COMMAND");
-  for (const k of REQUIRED[command] ?? []) if (v(k) === "") missing.push(k);
+  for (const k of Object.hasOwn(REQUIRED, command) ? REQUIRED[command] : []) if (v(k) === "") missing.push(k);
   if (missing.length) {
     // Keep the reference's order: COMMAND, CONTAINERID, NETNS, IFNAME, PATH.
     throw new CniError(ErrCode.InvalidEnv, `required env variables [${missing.join(",")}] missing`);

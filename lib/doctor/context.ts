@@ -310,7 +310,7 @@ export class DoctorContext {
 
 /** Case-insensitive key lookup (net-conf fields are matched that way). */
 export function pickCI(o: Record<string, unknown>, key: string): unknown {
-  if (key in o) return o[key];
+  if (Object.hasOwn(o, key)) return o[key];
   const k = Object.keys(o).find((k) => k.toLowerCase() === key.toLowerCase());
   return k === undefined ? undefined : o[k];
 }
