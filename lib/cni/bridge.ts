@@ -19,6 +19,7 @@ import {
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
 
 /** Parsed bridge config. */
 export interface BridgeConf {
@@ -132,8 +133,11 @@ async function netlink() {
 async function openPod(netns: string): Promise<NetlinkHandle> {
   const nl = await netlink();
   try {
-    Deno.statSync(netns);
-  } catch {
+    checkNsFile(netns);
+  } catch (e) {
+    if (e instanceof CappedReadError) {
+      throw new CniError(ErrCode.InvalidEnv, "failed to open netns", e.message);
+    }
     throw new CniError(ErrCode.UnknownContainer, "failed to open netns", `${netns} does not exist`);
   }
   try {
@@ -264,7 +268,7 @@ function writeSysctl(key: string, value: string): void {
 function enableForward(family: "4" | "6"): void {
   const path = family === "4" ? "/proc/sys/net/ipv4/ip_forward" : "/proc/sys/net/ipv6/conf/all/forwarding";
   try {
-    if (Deno.readTextFileSync(path).trim() === "1") return;
+    if (readCappedText(path, 4096).trim() === "1") return;
   } catch { /* try writing */ }
   Deno.writeTextFileSync(path, "1");
 }

@@ -11,6 +11,7 @@ import { delegate } from "./delegate.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
 
 /** Default directory of saved delegate configs, as flannel. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/flannel";
@@ -115,7 +116,7 @@ function save(dataDir: string, containerId: string, text: string): void {
 
 function readSaved(dataDir: string, containerId: string): string | null {
   try {
-    return Deno.readTextFileSync(savedPath(dataDir, containerId));
+    return readCappedText(savedPath(dataDir, containerId), 1024 * 1024);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw new CniError(ErrCode.IOFailure, "failed to read saved delegate config", (e as Error).message);
@@ -126,6 +127,16 @@ function remove(dataDir: string, containerId: string): void {
   try {
     Deno.removeSync(savedPath(dataDir, containerId));
   } catch { /* gone */ }
+}
+
+/** CNI_NETNS must name a namespace file (not a FIFO, device or directory); error 4 otherwise. */
+function checkNetns(netns: string): void {
+  try {
+    checkNsFile(netns);
+  } catch (e) {
+    if (e instanceof CappedReadError) throw new CniError(ErrCode.InvalidEnv, "invalid CNI_NETNS", e.message);
+    // A missing netns is the delegate's to report (error 3), as before.
+  }
 }
 
 function delegateType(text: string): string {
@@ -142,6 +153,7 @@ async function add(c: PluginCall): Promise<CniResult> {
   const d = buildDelegate(n, env);
   const text = JSON.stringify(d);
   const id = c.args.containerId;
+  checkNetns(c.args.netns); // before anything is saved: a FIFO here would hang the delegate
   Deno.mkdirSync(n.dataDir, { recursive: true, mode: 0o700 });
   // Duplicate ADDs (runtime retries) and DELs of this container wait here: read, save, delegate and
   // restore are one step, so a failing duplicate never removes the config the winning ADD saved.

@@ -11,6 +11,7 @@ import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { CniError, compareVersions, ErrCode, parseCniArgs } from "./spec.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** Default data directory, as the reference. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -114,7 +115,7 @@ function parseRoutes(x: unknown, field: string): CniRoute[] {
 function parseResolvConf(path: string): CniDNS {
   let text: string;
   try {
-    text = Deno.readTextFileSync(path);
+    text = readCappedText(path, 1024 * 1024);
   } catch (e) {
     cfgErr(`resolvConf: cannot read ${path}: ${(e as Error).message}`);
   }

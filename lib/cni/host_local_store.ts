@@ -12,6 +12,7 @@
  * @module
  */
 import { IPAddr } from "../ip/cidr.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** The reference's line break between container ID and ifname. */
 export const LINE_BREAK = "\r\n";
@@ -90,7 +91,7 @@ export class DiskStore {
   /** The last reserved IP of range set `rangeId`, or null. */
   lastReserved(rangeId: number): IPAddr | null {
     try {
-      return IPAddr.tryParse(Deno.readTextFileSync(`${this.dir}/${LAST_PREFIX}${rangeId}`).trim());
+      return IPAddr.tryParse(readCappedText(`${this.dir}/${LAST_PREFIX}${rangeId}`, 4096).trim());
     } catch {
       return null;
     }
@@ -100,7 +101,7 @@ export class DiskStore {
   owner(ip: string): Owner | null {
     let text: string;
     try {
-      text = Deno.readTextFileSync(`${this.dir}/${ip}`);
+      text = readCappedText(`${this.dir}/${ip}`, 64 * 1024);
     } catch {
       return null;
     }
@@ -139,7 +140,7 @@ export class DiskStore {
   /** The index entry: null = none; [] = ADD started but not finished (scan to be sure); else the IPs. */
   readIndex(o: Owner): string[] | null {
     try {
-      return Deno.readTextFileSync(this.#indexPath(o)).split("\n").filter(Boolean);
+      return readCappedText(this.#indexPath(o), 1024 * 1024).split("\n").filter(Boolean);
     } catch {
       return null;
     }

@@ -17,6 +17,7 @@ import { openNetlink } from "../netlink/mod.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { CappedReadError, readCappedText } from "../capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */
@@ -130,6 +131,8 @@ export class DoctorContext {
   subnetEnv: SubnetEnv | null = null;
   subnetEnvError: string | null = null;
   subnetEnvMissing = false;
+  /** Set when subnet.env exists but cannot be read safely (a FIFO, a device, far too large): the reason. */
+  subnetEnvUnreadable: string | null = null;
   /** iptables-save (the default flavour), iptables-legacy-save, iptables-nft-save. */
   ipt: { main: IptDump; legacy: IptDump; nft: IptDump; variant: string | null } = {
     main: { cmd: "iptables-save", text: null, error: null },
@@ -381,7 +384,7 @@ function gatherSysctls(ctx: DoctorContext): void {
     const p = `/proc/sys/net/${fam}/neigh/default/gc_thresh3`;
     if (ctx.sysctls.get(p) === null && ctx.opts.netns !== null) {
       try {
-        ctx.sysctls.set(p, Deno.readTextFileSync(p).trim());
+        ctx.sysctls.set(p, readCappedText(p, 64 * 1024).trim());
       } catch { /* stays null */ }
     }
   }
@@ -397,6 +400,7 @@ function gatherSubnetEnv(ctx: DoctorContext): void {
     ctx.subnetEnv = readSubnetEnv(ctx.opts.subnetFile);
   } catch (e) {
     ctx.subnetEnvError = (e as Error).message;
+    if ((e as Error).cause instanceof CappedReadError) ctx.subnetEnvUnreadable = (e as Error).message;
   }
 }
 

@@ -10,6 +10,7 @@
 import { Buffer } from "node:buffer";
 import { StoreError, StoreUnavailableError } from "./errors.ts";
 import { errMsg, jsonLines } from "./util.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** Connection options. */
 export interface EtcdClientOptions {
@@ -128,7 +129,7 @@ export class EtcdClient {
       const read = (flag: string, p?: string) => {
         if (!p) return undefined;
         try {
-          return Deno.readTextFileSync(p);
+          return readCappedText(p);
         } catch (e) {
           throw new StoreError(`${flag}: cannot read ${p}: ${errMsg(e)}`);
         }
