@@ -8,6 +8,7 @@
 import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../subnet_env.ts";
 import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
+import { deleteOrphanVeth } from "./orphan.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
@@ -182,7 +183,14 @@ async function add(c: PluginCall): Promise<CniResult> {
 async function del(c: PluginCall): Promise<void> {
   const n = loadFlannelConf(c.conf);
   const id = c.args.containerId;
-  if (readSaved(n.dataDir, id) === null) return; // already deleted (or never added): success, as the spec asks
+  if (readSaved(n.dataDir, id) === null) {
+    // Already deleted or never added (success, as the spec asks) — or released by GC, which cannot reach
+    // the pod's netns: remove the interface there when it is our bridge's veth.
+    const type = typeof n.delegate.type === "string" ? n.delegate.type : "bridge";
+    const bridge = typeof n.delegate.bridge === "string" && n.delegate.bridge ? n.delegate.bridge : "cni0";
+    if (type === "bridge") await deleteOrphanVeth(c.args.netns, c.args.ifname, bridge);
+    return;
+  }
   await withContainerLock(n.dataDir, id, async (lock) => {
     const text = readSaved(n.dataDir, id);
     if (text === null) return lock.discard(); // a concurrent DEL finished first
