@@ -106,6 +106,7 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
     if (c.ipam.type) ipam = c.ipam;
   }
   let dns: CniDNS | null = null;
+  if (c.dns !== undefined && c.dns !== null && !isObj(c.dns)) cfgErr(`'dns' must be an object`);
   if (isObj(c.dns) && Object.keys(c.dns).length) dns = c.dns as CniDNS;
   return {
     name: c.name as string,

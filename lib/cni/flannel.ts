@@ -109,8 +109,10 @@ function savedPath(dataDir: string, containerId: string): string {
 }
 
 function save(dataDir: string, containerId: string, text: string): void {
-  Deno.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const tmp = `${savedPath(dataDir, containerId)}.tmp${Deno.pid}`;
+  // The temp file has a short name of its own (a 255-character container ID leaves no room for a suffix)
+  // in a sub-directory, so GC never takes it for a saved config.
+  Deno.mkdirSync(`${dataDir}/.tmp`, { recursive: true, mode: 0o700 });
+  const tmp = `${dataDir}/.tmp/${Deno.pid}.${crypto.randomUUID().slice(0, 8)}`;
   Deno.writeTextFileSync(tmp, text, { mode: 0o600 });
   Deno.renameSync(tmp, savedPath(dataDir, containerId));
 }
@@ -155,6 +157,10 @@ async function add(c: PluginCall): Promise<CniResult> {
   const text = JSON.stringify(d);
   const id = c.args.containerId;
   checkNetns(c.args.netns); // before anything is saved: a FIFO here would hang the delegate
+  if (new TextEncoder().encode(id).length > 255) {
+    // The saved config is named by the ID, as flannel's: a longer one cannot be a file name.
+    throw new CniError(ErrCode.InvalidEnv, "invalid containerID", `${id.length} characters; at most 255`);
+  }
   Deno.mkdirSync(n.dataDir, { recursive: true, mode: 0o700 });
   // Duplicate ADDs (runtime retries) and DELs of this container wait here: read, save, delegate and
   // restore are one step, so a failing duplicate never removes the config the winning ADD saved.

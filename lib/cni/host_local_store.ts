@@ -133,14 +133,20 @@ export class DiskStore {
       .map(([ip]) => ip);
   }
 
-  #indexPath(o: Owner): string {
-    return `${this.indexDir}/${o.containerId}:${o.ifname}`;
+  /** The index file of `o`, or null when `<id>:<ifname>` is longer than a file name may be (255 bytes). */
+  #indexPath(o: Owner): string | null {
+    const name = `${o.containerId}:${o.ifname}`;
+    // The index is only a shortcut: without it (IDs near the 255-character limit) lookups scan instead.
+    if (new TextEncoder().encode(name).length > 255) return null;
+    return `${this.indexDir}/${name}`;
   }
 
   /** The index entry: null = none; [] = ADD started but not finished (scan to be sure); else the IPs. */
   readIndex(o: Owner): string[] | null {
+    const path = this.#indexPath(o);
+    if (path === null) return null;
     try {
-      return readCappedText(this.#indexPath(o), 1024 * 1024).split("\n").filter(Boolean);
+      return readCappedText(path, 1024 * 1024).split("\n").filter(Boolean);
     } catch {
       return null;
     }
@@ -148,14 +154,18 @@ export class DiskStore {
 
   /** Writes the index entry (an empty list marks an ADD in progress). */
   writeIndex(o: Owner, ips: string[]): void {
+    const path = this.#indexPath(o);
+    if (path === null) return;
     Deno.mkdirSync(this.indexDir, { recursive: true, mode: 0o700 });
-    Deno.writeTextFileSync(this.#indexPath(o), ips.map((i) => i + "\n").join(""), { mode: 0o600 });
+    Deno.writeTextFileSync(path, ips.map((i) => i + "\n").join(""), { mode: 0o600 });
   }
 
   /** Removes the index entry. */
   dropIndex(o: Owner): void {
+    const path = this.#indexPath(o);
+    if (path === null) return;
     try {
-      Deno.removeSync(this.#indexPath(o));
+      Deno.removeSync(path);
     } catch { /* gone */ }
   }
 
