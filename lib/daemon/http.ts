@@ -13,6 +13,7 @@
  * does can throw out of it, so it can neither end the daemon nor hold the event loop the reconciler runs on.
  * @module
  */
+import { readCappedText } from "../capped_read.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** Why the daemon is not ready, or null when it is. */
@@ -59,7 +60,7 @@ export interface HealthServer {
 
 /** Limits of the health server. */
 export interface HealthServerOptions {
-  /** Most connections open at once (default 32); a new connection beyond it closes the oldest. */
+  /** Most connections open at once (default {@link defaultMaxConns}); a new one beyond it closes the oldest. */
   maxConns?: number;
   /** The whole request head must arrive within this (default 5 s); then the connection is closed. */
   headerTimeoutMs?: number;
@@ -67,6 +68,24 @@ export interface HealthServerOptions {
   writeTimeoutMs?: number;
   /** Where accept errors are reported (once per distinct error). */
   onError?: (msg: string, error: string) => void;
+  /** An already bound listener to serve on instead of `hostname:port` (tests wrap one to inject errors). */
+  listener?: Deno.Listener;
+}
+
+/** The soft RLIMIT_NOFILE of this process, from /proc/self/limits; null when unknown. */
+export function openFileLimit(): number | null {
+  try {
+    const t = readCappedText("/proc/self/limits", 64 * 1024);
+    const m = /^Max open files\s+(\d+)/m.exec(t);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Default connection cap: 32, or a quarter of a low fd limit, so the health port can never use them up. */
+export function defaultMaxConns(limit: number | null = openFileLimit()): number {
+  return limit === null ? 32 : Math.max(4, Math.min(32, Math.floor(limit / 4)));
 }
 
 const MAX_HEAD = 8192;
@@ -100,11 +119,11 @@ export function serveHealth(
   notReady: ReadinessFn,
   opts: HealthServerOptions = {},
 ): HealthServer {
-  const maxConns = opts.maxConns ?? 32;
+  const maxConns = opts.maxConns ?? defaultMaxConns();
   const headerTimeout = opts.headerTimeoutMs ?? 5_000;
   const writeTimeout = opts.writeTimeoutMs ?? 5_000;
   const onError = opts.onError ?? (() => {});
-  const listener = Deno.listen({ hostname, port, transport: "tcp" });
+  const listener = opts.listener ?? Deno.listen({ hostname, port, transport: "tcp" });
   const bound = (listener.addr as Deno.NetAddr).port;
   /** Open connections, oldest first (a Set keeps insertion order). */
   const open = new Set<Deno.Conn>();

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
-import { handleRequest, serveHealth } from "./http.ts";
+import { defaultMaxConns, handleRequest, serveHealth } from "./http.ts";
 import { Metrics } from "./metrics.ts";
 
 Deno.test("health server: healthz, readyz 503 until ready, Prometheus metrics", async () => {
@@ -90,4 +90,33 @@ Deno.test("health server: slow and idle connections are closed; a full table evi
     }
     await srv.close();
   }
+});
+
+Deno.test("health server: accept errors (EMFILE) are logged once and the server keeps serving", async () => {
+  const real = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let failures = 5;
+  const flaky = {
+    addr: real.addr,
+    accept: () =>
+      failures-- > 0 ? Promise.reject(new Error("Too many open files (os error 24)")) : real.accept(),
+    close: () => real.close(),
+  } as unknown as Deno.Listener;
+  const errors: string[] = [];
+  const srv = serveHealth("127.0.0.1", 0, new Metrics(), () => null, {
+    listener: flaky,
+    onError: (_m, e) => errors.push(e),
+  });
+  try {
+    const res = await fetch(`http://127.0.0.1:${srv.port}/healthz`);
+    assertEquals(res.status, 200);
+    await res.body?.cancel();
+    assertEquals(errors.length, 1, `reported once: ${JSON.stringify(errors)}`);
+    assertStringIncludes(errors[0], "Too many open files");
+  } finally {
+    await srv.close();
+  }
+  assertEquals(defaultMaxConns(null), 32);
+  assertEquals(defaultMaxConns(64), 16);
+  assertEquals(defaultMaxConns(8), 4);
+  assertEquals(defaultMaxConns(1_048_576), 32);
 });
