@@ -384,7 +384,7 @@ export class Daemon {
       if (!l.subnet) continue;
       const key = l.subnet.toString();
       if (l.subnet.equals(this.#own)) {
-        if (ev.type === "removed") this.#onOwnLeaseLost();
+        if (ev.type === "removed") this.#onOwnLeaseLost(l);
         continue;
       }
       if (ev.type === "added") {
@@ -412,9 +412,16 @@ export class Daemon {
     });
   }
 
-  #onOwnLeaseLost(): void {
+  /**
+   * Our lease left the store (`removed` from the watch, or missing from a re-list). One that expired (our
+   * renewals failed, e.g. the store refused writes) is re-acquired by the keeper; so is one removed before
+   * its expiry (revoked or taken over).
+   */
+  #onOwnLeaseLost(removed?: Lease): void {
     if (this.#stop.signal.aborted) return;
-    this.#keeper?.lost("it disappeared from the store");
+    const exp = removed?.expiration;
+    const expired = exp !== null && exp !== undefined && exp.getTime() <= Date.now();
+    this.#keeper?.lost(expired ? "it expired" : "it disappeared from the store");
   }
 
   /** Applies a lease acquired again after it was lost (the same subnet, or a new one if it was taken). */
