@@ -5,7 +5,7 @@
  * and leave an interface that is not ours alone.
  */
 import { assertEquals } from "./assert.ts";
-import { cni, cniOk, pool, tempDir } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, pool, tempDir } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
 
 const PODS = 37;
@@ -36,12 +36,17 @@ Deno.test("cni flannel: DEL after GC removes the pod's veth pair (37 pods); a fo
         (await nsRun(node, ["ip", "-o", "link", "show", "type", "veth"])).stdout.trim().split("\n")
           .filter(Boolean).length;
       assertEquals(await veths(), PODS);
+      // A temp file of a save whose process died between write and rename, and one of a live process.
+      Deno.writeTextFileSync(`${d.path}/flannel/.tmp/2147483646.deadbeef`, "{}");
+      Deno.writeTextFileSync(`${d.path}/flannel/.tmp/${Deno.pid}.live0000`, "{}");
       await cniOk({
         plugin: "flannel",
         command: "GC",
         node,
         conf: { ...conf, "cni.dev/valid-attachments": [] },
       });
+      assertEquals(listFiles(`${d.path}/flannel/.tmp`), [`${Deno.pid}.live0000`]);
+      assertEquals(listFiles(`${d.path}/flannel`).filter((f) => !f.startsWith(".tmp/")), []);
       // A foreign veth pair named eth0 in a pod netns (not a port of cni0) with no saved config.
       const other = await fx.add("fgo");
       await nsRun(other, ["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peer0"]);

@@ -251,6 +251,7 @@ async function gc(c: PluginCall): Promise<void> {
   if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   const valid = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
   // Saved configs of containers that are gone: run the delegate's DEL-free cleanup via its GC below.
+  removeDeadTemps(n.dataDir);
   for (const name of staleNames(n.dataDir, valid)) {
     await withContainerLock(n.dataDir, name, (lock) => {
       remove(n.dataDir, name);
@@ -268,6 +269,27 @@ async function gc(c: PluginCall): Promise<void> {
   d["cni.dev/valid-attachments"] = raw;
   d.cniVersion = c.version;
   await delegate(d.type as string, "GC", JSON.stringify(d), gcArgs(c.args));
+}
+
+/** Removes temp files of saves whose process is gone (an ADD killed between write and rename). */
+function removeDeadTemps(dataDir: string): void {
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(`${dataDir}/.tmp`)];
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    const pid = Number(e.name.split(".")[0]);
+    if (!e.isFile || !Number.isInteger(pid) || pid <= 0) continue;
+    try {
+      Deno.statSync(`/proc/${pid}`);
+      continue; // still running: its save may be in flight
+    } catch { /* gone */ }
+    try {
+      Deno.removeSync(`${dataDir}/.tmp/${e.name}`);
+    } catch { /* raced with another GC */ }
+  }
 }
 
 /** Containers with a saved config or a lock file in `dataDir` that are not in `valid`. */
