@@ -67,3 +67,31 @@ Deno.test("daemon lease outage (file store, chattr +i): not ready while expired,
     await c.close();
   }
 });
+
+Deno.test("daemon start while the file store refuses writes: waits (not ready), then acquires", async () => {
+  const c = new DaemonCluster("10.95");
+  let immutable = "";
+  try {
+    await c.init(JSON.stringify({ Network: "10.249.0.0/16", Backend: { Type: "vxlan" } }));
+    const a = await c.addNode(0);
+    immutable = `${c.storeDir}/tmp`;
+    await Deno.mkdir(immutable, { recursive: true });
+    assertEquals((await run(["chattr", "+i", immutable])).code, 0);
+    const p = c.start(a, ["--resync-interval", "1", "--lease-ttl", TTL]);
+    let exited: number | null = null;
+    p.status.then((s) => (exited = s.code));
+    await waitFor(
+      () => `the start to fail and be retried; log:\n${a.log.join("\n")}`,
+      () => a.log.some((l) => l.includes("acquiring a lease failed; retrying")),
+    );
+    await new Promise((res) => setTimeout(res, 2000));
+    assert(exited === null, `the daemon exited (${exited}); log:\n${a.log.join("\n")}`);
+    assertEquals((await c.http(a, "/readyz"))[0], 503);
+    await run(["chattr", "-i", immutable]);
+    immutable = "";
+    await c.waitReady(a, 30_000);
+  } finally {
+    if (immutable) await run(["chattr", "-i", immutable]);
+    await c.close();
+  }
+});

@@ -10,7 +10,8 @@ import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { NoNetworkConfigError, StoreUnavailableError } from "../store/errors.ts";
+import { StoreUnavailableError } from "../store/errors.ts";
+import { retryableStoreError } from "../store/classify.ts";
 import { LeaseKeeper } from "../lease/keeper.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../store/types.ts";
 import { readSubnetEnv, writeSubnetEnv } from "../subnet_env.ts";
@@ -128,7 +129,10 @@ export class Daemon {
     this.metrics.ready = this.notReady() === null ? 1 : 0;
   }
 
-  /** Retries `fn` while the store is unavailable (or has no config yet); other errors propagate. */
+  /**
+   * Retries `fn` while the store is unavailable, has no config yet, or refuses (EPERM/EROFS/ENOSPC, etcd
+   * auth or quota), as flanneld retries at start; a bad config and other errors propagate.
+   */
   async #retryStore<T>(what: string, fn: () => Promise<T>): Promise<T> {
     let delay = 500;
     while (true) {
@@ -137,7 +141,7 @@ export class Daemon {
         this.#setStoreUp(true);
         return r;
       } catch (e) {
-        const retryable = e instanceof StoreUnavailableError || e instanceof NoNetworkConfigError;
+        const retryable = retryableStoreError(e);
         if (!retryable || this.#stop.signal.aborted) throw e;
         if (e instanceof StoreUnavailableError) this.#setStoreUp(false, errText(e));
         this.#log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay });

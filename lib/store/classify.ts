@@ -42,3 +42,13 @@ export function storeErrorKind(e: unknown): StoreErrorKind {
 export function storeErrorCause(e: unknown): string {
   return `${storeErrorKind(e)}: ${e instanceof Error ? e.message : String(e)}`;
 }
+
+/**
+ * True for failures that may go away by themselves (the store comes back, its directory becomes writable,
+ * etcd's quota alarm is disarmed, a permission is granted again); false for a bad config and for anything
+ * that is not a store error.
+ */
+export function retryableStoreError(e: unknown): boolean {
+  const k = storeErrorKind(e);
+  return k !== "bad-config" && k !== "other" && k !== "lease-gone";
+}
