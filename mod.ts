@@ -49,10 +49,10 @@ export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
 export {
   DEFAULT_RENEW_MARGIN_MS,
   DEFAULT_RENEW_RETRY_MS,
-  keepLease,
+  LeaseKeeper,
   renewDelayMs,
 } from "./lib/lease/keeper.ts";
-export type { KeepLeaseOptions } from "./lib/lease/keeper.ts";
+export type { LeaseKeeperOptions } from "./lib/lease/keeper.ts";
 export {
   ALL_CHECKS,
   CHECK_IDS,

@@ -18,6 +18,7 @@ import { nftLibrary } from "../netlink/nftables.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { CappedReadError, readCappedText } from "../capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */
@@ -131,6 +132,8 @@ export class DoctorContext {
   subnetEnv: SubnetEnv | null = null;
   subnetEnvError: string | null = null;
   subnetEnvMissing = false;
+  /** Set when subnet.env exists but cannot be read safely (a FIFO, a device, far too large): the reason. */
+  subnetEnvUnreadable: string | null = null;
   /** iptables-save (the default flavour), iptables-legacy-save, iptables-nft-save. */
   ipt: { main: IptDump; legacy: IptDump; nft: IptDump; variant: string | null } = {
     main: { cmd: "iptables-save", text: null, error: null },
@@ -317,7 +320,7 @@ export class DoctorContext {
 
 /** Case-insensitive key lookup (net-conf fields are matched that way). */
 export function pickCI(o: Record<string, unknown>, key: string): unknown {
-  if (key in o) return o[key];
+  if (Object.hasOwn(o, key)) return o[key];
   const k = Object.keys(o).find((k) => k.toLowerCase() === key.toLowerCase());
   return k === undefined ? undefined : o[k];
 }
@@ -389,7 +392,7 @@ function gatherSysctls(ctx: DoctorContext): void {
     const p = `/proc/sys/net/${fam}/neigh/default/gc_thresh3`;
     if (ctx.sysctls.get(p) === null && ctx.opts.netns !== null) {
       try {
-        ctx.sysctls.set(p, Deno.readTextFileSync(p).trim());
+        ctx.sysctls.set(p, readCappedText(p, 64 * 1024).trim());
       } catch { /* stays null */ }
     }
   }
@@ -405,6 +408,7 @@ function gatherSubnetEnv(ctx: DoctorContext): void {
     ctx.subnetEnv = readSubnetEnv(ctx.opts.subnetFile);
   } catch (e) {
     ctx.subnetEnvError = (e as Error).message;
+    if ((e as Error).cause instanceof CappedReadError) ctx.subnetEnvUnreadable = (e as Error).message;
   }
 }
 
