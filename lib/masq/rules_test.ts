@@ -2,6 +2,7 @@ import { assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { parseSave, restoreInput, RuleManager, tableOk } from "./iptables.ts";
 import { forwardRules, masqRules } from "./rules.ts";
+import { ipv6RuleTables } from "./ip6tables.ts";
 
 const N = IPNet.parse("10.244.0.0/16");
 const S = IPNet.parse("10.244.1.0/24");
@@ -79,4 +80,34 @@ Deno.test("RuleManager.ensure: re-applies only drifted tables with iptables-rest
   assertEquals(calls.at(-1), ["iptables-restore", "-w", "5", "--noflush"]);
   assertEquals(inputs[0].startsWith("*nat\n:FLANNEL-POSTRTG - [0:0]\n-A POSTROUTING"), true);
   assertEquals(inputs[0].includes("*filter"), false);
+});
+
+Deno.test("ip6tables: flannel's IPv6 masq and forward lines (masqIP6Rules: ff00::/8)", () => {
+  const t = ipv6RuleTables(IPNet.parse("fc00::/48"), IPNet.parse("fc00:0:0:3::/64"), {
+    ipMasq: true,
+    forwardRules: true,
+  });
+  const c = `-m comment --comment "flanneld masq"`;
+  assertEquals(t[0].jump, `-A POSTROUTING ${c} -j FLANNEL-POSTRTG`);
+  assertEquals(t[0].rules, [
+    `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00:0:0:3::/64 -d fc00::/48 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00::/48 -d fc00:0:0:3::/64 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG ! -s fc00::/48 -d fc00:0:0:3::/64 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00::/48 ! -d ff00::/8 ${c} -j MASQUERADE --random-fully`,
+    `-A FLANNEL-POSTRTG ! -s fc00::/48 -d fc00::/48 ${c} -j MASQUERADE --random-fully`,
+  ]);
+  const f = `-m comment --comment "flanneld forward"`;
+  assertEquals([t[1].jump, ...t[1].rules], [
+    `-A FORWARD ${f} -j FLANNEL-FWD`,
+    `-A FLANNEL-FWD -s fc00::/48 ${f} -j ACCEPT`,
+    `-A FLANNEL-FWD -d fc00::/48 ${f} -j ACCEPT`,
+  ]);
+  assertEquals(
+    ipv6RuleTables(IPNet.parse("fc00::/48"), IPNet.parse("fc00::/64"), {
+      ipMasq: false,
+      forwardRules: false,
+    }),
+    [],
+  );
 });
