@@ -43,6 +43,7 @@ export class VxlanBackend implements Backend {
   readonly family: 4 | 6;
   /** The underlay address used as the device's `local` (the interface's IPv4 or IPv6 address). */
   readonly #local: string;
+  readonly #sysctl: SysctlIO;
   #mac = "";
   #saved = false;
 
@@ -57,9 +58,10 @@ export class VxlanBackend implements Backend {
     o: VxlanOptions,
     ext: ExternalIface,
     stateDir: string,
-    opts: { txChecksumOffload?: boolean; family?: 4 | 6 } = {},
+    opts: { txChecksumOffload?: boolean; family?: 4 | 6; sysctl?: SysctlIO } = {},
   ) {
     this.#nl = nl;
+    this.#sysctl = opts.sysctl ?? procSysctl;
     this.family = opts.family ?? 4;
     const v6 = this.family === 6;
     this.#local = v6 ? ext.ifaceIPv6 ?? "" : ext.ifaceIP;
@@ -175,7 +177,7 @@ export class VxlanBackend implements Backend {
       nl.addAddr(name, `${want}/${hostLen}`);
       changes.push(`address ${want}/${hostLen}`);
     }
-    if (this.family === 6) changes.push(...noRouterAdvertisements(name));
+    if (this.family === 6) changes.push(...noRouterAdvertisements(this.#sysctl, name));
     if (!l.up) {
       nl.setUp(name, true);
       changes.push("up");
@@ -230,13 +232,25 @@ export class VxlanBackend implements Backend {
  * on the overlay must never add addresses or routes. Returns what changed. Reads first (a no-op when
  * already 0); the daemon runs in the node's namespace, whose /proc/sys/net this is.
  */
-export function noRouterAdvertisements(dev: string): string[] {
-  const path = `/proc/sys/net/ipv6/conf/${dev}/accept_ra`;
+export function noRouterAdvertisements(io: SysctlIO, dev: string): string[] {
+  const key = `net/ipv6/conf/${dev}/accept_ra`;
   try {
-    if (Deno.readTextFileSync(path).trim() === "0") return [];
-    Deno.writeTextFileSync(path, "0");
+    if (io.read(key) === "0") return [];
+    io.write(key, "0");
     return ["accept_ra 0"];
   } catch (e) {
     return [`accept_ra could not be set to 0 (${e instanceof Error ? e.message : e})`];
   }
 }
+
+/** Reads and writes sysctls (`net/ipv6/conf/DEV/accept_ra`) of the namespace the daemon runs in. */
+export interface SysctlIO {
+  read(key: string): string;
+  write(key: string, value: string): void;
+}
+
+/** The real /proc/sys of the calling process's network namespace. */
+export const procSysctl: SysctlIO = {
+  read: (key) => Deno.readTextFileSync(`/proc/sys/${key}`).trim(),
+  write: (key, value) => Deno.writeTextFileSync(`/proc/sys/${key}`, value),
+};

@@ -48,7 +48,7 @@ function v6Routes(nl: NetlinkHandle): UnderlayRoute[] {
   const out: UnderlayRoute[] = [];
   for (const r of nl.routes({ family: 6, table: 254 })) {
     const net = r.dst === "default" ? IPNet.parse("::/0") : IPNet.tryParse(r.dst);
-    if (!net || r.dev === null || r.type !== "unicast") continue;
+    if (r.family !== 6 || !net || r.dev === null || r.type !== "unicast") continue;
     out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0 });
   }
   return out;
