@@ -137,6 +137,8 @@ export class DoctorContext {
     nft: { cmd: "iptables-nft-save", text: null, error: null },
     variant: null,
   };
+  /** ip6tables-save output (for the IPv6 checks in checks/ipv6.ts). */
+  ip6t: IptDump = { cmd: "ip6tables-save", text: null, error: "not read" };
   /** Store state. */
   store: StoreView = {
     state: "none",
@@ -298,6 +300,11 @@ export class DoctorContext {
     return this.kernel.links.filter((l) => l.kind === "veth" && l.master === br.index);
   }
 
+  /** Text of ip6tables-save's table `name`, or "". */
+  ip6tTable(name: string): string {
+    return this.iptTable(name, this.ip6t);
+  }
+
   /** Text of iptables-save's table `name` (`*nat` … `COMMIT`) from `dump`, or "". */
   iptTable(name: string, dump = this.ipt.main): string {
     const t = dump.text ?? "";
@@ -373,6 +380,7 @@ function gatherSysctls(ctx: DoctorContext): void {
   const paths = [...FIXED_SYSCTLS];
   for (const l of ctx.kernel?.links ?? []) {
     for (const k of ["forwarding", "rp_filter"]) paths.push(`/proc/sys/net/ipv4/conf/${l.name}/${k}`);
+    for (const k of ["accept_ra", "disable_ipv6"]) paths.push(`/proc/sys/net/ipv6/conf/${l.name}/${k}`);
   }
   ctx.sysctls = ctx.exec.readFiles(paths);
   // Neighbour gc thresholds exist only in the initial namespace; the limit is global. With --netns this
@@ -406,6 +414,11 @@ function gatherIptables(ctx: DoctorContext): void {
     if (r.code === 0) d.text = r.stdout;
     else d.error = r.code === null ? `${d.cmd} not installed` : r.stderr.trim() || `exit ${r.code}`;
   }
+  const r6 = ctx.exec.run([ctx.ip6t.cmd]);
+  if (r6.code === 0) [ctx.ip6t.text, ctx.ip6t.error] = [r6.stdout, null];
+  else {ctx.ip6t.error = r6.code === null
+      ? `${ctx.ip6t.cmd} not installed`
+      : r6.stderr.trim() || `exit ${r6.code}`;}
   const v = ctx.exec.run(["iptables", "--version"]);
   const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
   ctx.ipt.variant = m ? m[1] : null;
