@@ -7,7 +7,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, type TestNode, waitFor } from "./daemon_fixture.ts";
-import { ipJson, nsRun, nsSh, sh } from "./netns.ts";
+import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import type { Lease } from "../lib/store/types.ts";
@@ -319,6 +319,16 @@ Deno.test("daemon IPv6-only vxlan: flanneld's IPv6-only lease and subnet.env, no
     const ls = await leases(c);
     const lb = ls.find((l) => l.attrs.PublicIPv6 === v6Of(1))!;
     await waitFor("v6 triplet", () => hasV6Triplet(a, lb));
+    // `flanctl inspect` names the IPv6 subnet each flannel-v6.1 NDP and FDB entry serves.
+    const ins = await flanctl(["inspect", "all", "--netns", a.ns]);
+    assertEquals(ins.code, 0, ins.stderr);
+    const gw6 = lb.ipv6Subnet!.ip.toString(), mac6 = (lb.attrs.BackendV6Data as { VtepMAC: string }).VtepMAC;
+    const neighRow = ins.stdout.split("\n").find((l) =>
+      l.startsWith(`${gw6} `) && l.includes("flannel-v6.1")
+    );
+    assert(neighRow?.trim().endsWith(String(lb.ipv6Subnet)), `NDP row: ${neighRow}\n${ins.stdout}`);
+    const fdbRow = ins.stdout.split("\n").find((l) => l.startsWith(mac6) && l.includes(v6Of(1)));
+    assert(fdbRow?.trim().endsWith(String(lb.ipv6Subnet)), `FDB row: ${fdbRow}\n${ins.stdout}`);
     assertEquals(
       await nsSh(a.ns, "iptables-save", "-t", "nat").then((t) => t.includes("FLANNEL-POSTRTG")),
       false,
