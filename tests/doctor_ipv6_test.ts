@@ -81,3 +81,24 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "doctor: an IPv6-only lab node (no flannel.1, PublicIP 0.0.0.0 leases) is all ok",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "t6o",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"],
+      2,
+      async (_s, name) => {
+        const r = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const rep = JSON.parse(r.stdout) as Report;
+        assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], r.stdout);
+        assertEquals(r.code, 0);
+        assert(rep.checks.find((c) => c.id === "peers-v6")!.detail.startsWith("1 IPv6 peer"), r.stdout);
+        assert(rep.checks.find((c) => c.id === "lease-own")!.severity === "ok", r.stdout);
+      },
+    );
+  },
+});

@@ -250,8 +250,22 @@ export class DoctorContext {
       const l = this.store.leases.find((l) => l.subnet?.equals(sub));
       if (l) return l;
     }
+    // IPv6-only: the lease of the subnet.env IPv6 subnet, else the one whose PublicIPv6 is local.
+    const sub6 = this.subnetEnv?.ipv6Subnet?.net;
+    const l6 = sub6 ? this.store.leases.find((l) => l.ipv6Subnet?.equals(sub6)) : undefined;
+    if (l6) return l6;
     const local = this.localIPs();
-    return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ?? null;
+    return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ??
+      (this.ipv4Disabled
+        ? this.store.leases.find((l) => !!l.attrs.PublicIPv6 && local.has(l.attrs.PublicIPv6))
+        : undefined) ??
+      null;
+  }
+
+  /** True in an IPv6-only network (EnableIPv4 false, or a subnet.env with only the IPv6 lines). */
+  get ipv4Disabled(): boolean {
+    if (this.store.config) return !this.store.config.enableIPv4;
+    return !!this.subnetEnv?.ipv6Network && !this.subnetEnv.network;
   }
 
   /** Our lease among the expired ones (same rules as {@link ownLease}), or null. */

@@ -18,6 +18,7 @@ export function vtepMacOf(data: unknown): string | null {
 }
 
 function notVxlan(ctx: DoctorContext, id: string): Finding | null {
+  if (ctx.ipv4Disabled) return ok(id, `IPv4 disabled: no ${ctx.vxlanName} (IPv6: see flannel-v6-device)`);
   const b = ctx.backendType;
   if (b === "vxlan") return null;
   if (b === null) {
