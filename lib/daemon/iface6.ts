@@ -157,6 +157,15 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
       if (l) chosen6 ??= canon(w);
       return l ? l.name : w;
     });
+    // --iface-can-reach with an IPv6 target: the interface the kernel routes it through, chosen by name.
+    let canReach = sel.ifaceCanReach;
+    if (!iface.length && !sel.ifaceRegex.length && canReach && isV6(canReach)) {
+      const best = lookupRoute(v6Routes(nl), canReach);
+      const l = best ? links.find((x) => x.name === best.devName) : undefined;
+      if (!l) throw new IfaceError(`--iface-can-reach: no IPv6 route to ${canReach}`);
+      iface.push(l.name);
+      canReach = null;
+    }
     const noChoice = !sel.iface.length && !sel.ifaceRegex.length && !sel.ifaceCanReach;
     if (noChoice && pub6) {
       // flanneld: without --iface, --public-ipv6 must be an address of this host, on the chosen interface.
@@ -170,7 +179,7 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
       if (!sel.publicIP) iface.push(l.name);
       chosen6 = pub6;
     }
-    ext = selectIface(nl, { ...sel, iface });
+    ext = selectIface(nl, { ...sel, iface, ifaceCanReach: canReach });
     if (noChoice && pub6) {
       const l = ownerOf(addrs, links, pub6)!;
       if (l.name !== ext.name) {

@@ -38,6 +38,11 @@ Deno.test("selectExternal: IPv4 only is selectIface; dual stack takes the IPv6 a
   // --iface giving an IPv6 address names its interface (and that address).
   const byV6 = selectExternal(nl, { ...NONE, iface: ["fc00:2::11"] }, DUAL);
   assertEquals([byV6.name, byV6.ifaceIP, byV6.ifaceIPv6], ["eth1", "198.51.100.11", "fc00:2::11"]);
+  // --iface-can-reach with an IPv6 target picks the interface of its IPv6 route.
+  const cr = selectExternal(nl, { ...NONE, ifaceCanReach: "fc00:9::5" }, DUAL);
+  assertEquals([cr.name, cr.ifaceIP, cr.ifaceIPv6], ["eth0", "192.0.2.11", "fc00:1::11"]);
+  // A target only the IPv6 default route reaches: that route's interface.
+  assertEquals(selectExternal(nl, { ...NONE, ifaceCanReach: "fc00:77::1" }, DUAL).name, "eth1");
   // --public-ipv6 alone picks the interface owning it; with --iface it may be any (NAT) address.
   assertEquals(selectExternal(nl, { ...NONE, publicIPv6: "fc00:2::11" }, DUAL).name, "eth1");
   const nat = selectExternal(nl, { ...NONE, iface: ["eth0"], publicIPv6: "fc00:0:0:ffff::1" }, DUAL);
