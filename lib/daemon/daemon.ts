@@ -437,6 +437,7 @@ export class Daemon {
     for (const ev of events) {
       this.metrics.events++;
       const l = ev.lease;
+      this.#v6?.apply(ev); // the IPv6 half of a dual-stack node (skips our own IPv6 subnet itself)
       const sn = subnetOf(l, this.#family);
       if (!sn) continue;
       const key = sn.toString();
@@ -444,7 +445,6 @@ export class Daemon {
         if (ev.type === "removed") this.#onOwnLeaseLost();
         continue;
       }
-      this.#v6?.apply(ev);
       if (ev.type === "added") {
         const isNew = !this.#peers.has(key);
         const before = this.#reconciler.desired(key);
