@@ -439,3 +439,55 @@ Deno.test("daemon IPv6 bad input: IPv6Network missing, --public-ipv6 not on the 
     await c.close();
   }
 });
+
+Deno.test("daemon dual stack vxlan: a lease written by flanneld is programmed in both families; one without IPv6 data is skipped for IPv6 only", async () => {
+  const c = new DaemonCluster("10.93");
+  try {
+    const [a] = await pair(c, "vxlan", "dual");
+    // flanneld's dual-stack value (Go json.Marshal of LeaseAttrs) for a node we do not run, in the file
+    // store's shape, announced by bumping the store's sequence number.
+    const put = async (key: string, value: string) => {
+      const seqFile = `${c.storeDir}/seq`;
+      const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
+      await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
+      await Deno.writeTextFile(
+        `${c.storeDir}/subnets/${key}`,
+        `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
+      );
+      await Deno.writeTextFile(seqFile, `${seq}\n`);
+    };
+    await put(
+      "10.244.200.0-24&fc00:244:0:c8::-64",
+      `{"PublicIP":"10.93.0.99","PublicIPv6":"fc00:98::99","BackendType":"vxlan",` +
+        `"BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:99"},"BackendV6Data":{"VNI":1,"VtepMAC":"0e:00:00:00:06:99"}}`,
+    );
+    await put(
+      "10.244.201.0-24&fc00:244:0:c9::-64",
+      `{"PublicIP":"10.93.0.98","PublicIPv6":null,"BackendType":"vxlan",` +
+        `"BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:98"}}`,
+    );
+    c.start(a, FAST);
+    await c.waitReady(a);
+    const ls = await leases(c);
+    const foreign = ls.find((l) => l.attrs.PublicIP === "10.93.0.99")!;
+    await waitFor("v6 triplet of the flanneld lease", () => hasV6Triplet(a, foreign));
+    await waitFor("v4 routes of both", async () => {
+      const r4 = await ipJson<V6Entry[]>(a.ns, "-4", "route", "show");
+      return r4.some((r) => r.dst === "10.244.200.0/24") && r4.some((r) => r.dst === "10.244.201.0/24");
+    });
+    // The lease without PublicIPv6 gets no IPv6 entries, and the daemon says why.
+    assert(
+      !(await routes6(a.ns)).some((r) => r.dst === "fc00:244:0:c9::/64"),
+      "no v6 route without PublicIPv6",
+    );
+    await waitFor(
+      "skip reason logged",
+      () =>
+        a.log.some((l) =>
+          l.includes("skipping peer") && l.includes("fc00:244:0:c9::/64") && l.includes("no PublicIPv6")
+        ),
+    );
+  } finally {
+    await c.close();
+  }
+});
