@@ -51,8 +51,8 @@ export {
   DEFAULT_RENEW_RETRY_MS,
   keepLease,
   renewDelayMs,
-} from "./lib/lease/keeper.ts";
-export type { KeepLeaseOptions } from "./lib/lease/keeper.ts";
+} from "./lib/store/keeper.ts";
+export type { KeepLeaseOptions } from "./lib/store/keeper.ts";
 export {
   ALL_CHECKS,
   CHECK_IDS,
@@ -75,7 +75,7 @@ export {
 export { formatResult as formatCniResult, parseResult as parseCniResult } from "./lib/cni/result.ts";
 export type { CniResult } from "./lib/cni/result.ts";
 export { buildDelegate as buildFlannelDelegate } from "./lib/cni/flannel.ts";
-export { PLUGINS as CNI_PLUGINS } from "./lib/cni/delegate.ts";
+export { PLUGINS as CNI_PLUGINS } from "./lib/cni/plugins.ts";
 export { Daemon } from "./lib/daemon/daemon.ts";
 export type { DaemonDeps } from "./lib/daemon/daemon.ts";
 export { runDaemon } from "./lib/daemon/run.ts";

@@ -5,7 +5,7 @@
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
-import { exitCode } from "./root.ts";
+import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
@@ -103,6 +103,6 @@ export function register(program: Command): void {
     });
     const text = flags.output === "json" ? renderJson(report) : renderTable(report);
     await Deno.stdout.write(new TextEncoder().encode(text));
-    exitCode.value = report.summary.exitCode;
+    exitWith(report.summary.exitCode);
   });
 }

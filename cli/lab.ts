@@ -5,6 +5,7 @@
  */
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
+import { exitWith } from "./exit.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
@@ -130,8 +131,7 @@ export function register(program: Command): void {
     .allowUnknownOption()
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { exitCode } = await import("./root.ts");
-      exitCode.value = await m.labExec(m.loadState(o.name), target, command);
+      exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
 
   lab.command("down")
@@ -155,8 +155,5 @@ async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<vo
   for (const r of res) say(`  ${r.from} -> ${r.to} (${r.ip}): ${r.ok ? "ok" : "FAIL"}`);
   const bad = res.filter((r) => !r.ok).length;
   say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
-  if (bad) {
-    const { exitCode } = await import("./root.ts");
-    exitCode.value = 1;
-  }
+  exitWith(bad ? 1 : 0);
 }

@@ -6,6 +6,7 @@
 import { Command, CommanderError } from "commander";
 import { FlanctlError } from "../lib/errors.ts";
 import { VERSION } from "../lib/version.ts";
+import { ExitStatus } from "./exit.ts";
 import { register as registerInspect } from "./inspect.ts";
 import { register as registerLease } from "./lease.ts";
 import { register as registerDaemon } from "./daemon.ts";
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
 
 /** Turns any error into a message on stderr and an exit code (2 for usage errors). */
 export function reportError(e: unknown): number {
+  if (e instanceof ExitStatus) return e.code;
   if (e instanceof CommanderError) {
     if (
       e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help"
@@ -49,15 +51,12 @@ export function reportError(e: unknown): number {
   return 1;
 }
 
-/** Runs the CLI and returns the exit code. Actions may set `process exit code` by returning normally. */
+/** Runs the CLI and returns the exit code (an action ends non-zero by throwing cli/exit.ts's ExitStatus). */
 export async function main(args: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(args, { from: "user" });
-    return exitCode.value;
+    return 0;
   } catch (e) {
     return reportError(e);
   }
 }
-
-/** Actions that finish with a non-zero code without throwing (doctor's Nagios codes) set this. */
-export const exitCode = { value: 0 };

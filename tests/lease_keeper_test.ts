@@ -1,7 +1,7 @@
 /** The lease keeper renews before expiry on the file store and reports a revoked lease. */
 import { assert, assertEquals, assertRejects } from "./assert.ts";
 import { FileStore } from "../lib/store/file.ts";
-import { keepLease, renewDelayMs } from "../lib/lease/keeper.ts";
+import { keepLease, renewDelayMs } from "../lib/store/keeper.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
 
 Deno.test("lease keeper: renews before expiry; a revoked lease is reported", async () => {

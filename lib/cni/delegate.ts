@@ -6,13 +6,19 @@
 import type { Plugin } from "./skel.ts";
 import { type CmdArgs, type CniCommand, CniError, ErrCode } from "./spec.ts";
 
-/** Our plugins, loaded on demand so each call imports only what it runs. */
-export const PLUGINS: Record<string, () => Promise<Plugin>> = {
-  flannel: async () => (await import("./flannel.ts")).plugin,
-  bridge: async () => (await import("./bridge.ts")).plugin,
-  "host-local": async () => (await import("./host_local.ts")).plugin,
-  loopback: async () => (await import("./loopback.ts")).plugin,
-};
+/** Plugins that run in-process, by type name (the table is lib/cni/plugins.ts). */
+export type PluginTable = Record<string, () => Promise<Plugin>>;
+
+let inProcess: PluginTable = {};
+
+/**
+ * Sets the plugins {@link delegate} runs in-process; any other type is exec'd from CNI_PATH. Called by
+ * lib/cni/plugins.ts when it is loaded: the table imports the plugins, which import this module, so the
+ * table cannot live here without an import cycle.
+ */
+export function usePlugins(table: PluginTable): void {
+  inProcess = table;
+}
 
 /** Finds an executable named `type` in the CNI_PATH directories. */
 export function findInPath(type: string, path: string[]): string {
@@ -44,7 +50,7 @@ export async function delegate(
   base: CmdArgs,
 ): Promise<Record<string, unknown> | null> {
   const args: CmdArgs = { ...base, command, stdin: conf };
-  const ours = PLUGINS[type];
+  const ours = Object.hasOwn(inProcess, type) ? inProcess[type] : undefined;
   if (ours) {
     const { invoke, trace } = await import("./skel.ts");
     const p = await ours();

@@ -5,9 +5,9 @@
  * exits there; flanctl's daemon can do better.
  * @module
  */
-import type { Lease, SubnetStore } from "../store/types.ts";
-import { LeaseNotFoundError } from "../store/errors.ts";
-import { sleep } from "../store/util.ts";
+import type { Lease, SubnetStore } from "./types.ts";
+import { LeaseNotFoundError } from "./errors.ts";
+import { sleep } from "./util.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;
