@@ -38,6 +38,8 @@ export { allocate, OutOfSubnetsError } from "./lib/lease/allocator.ts";
 export {
   LeaseNotFoundError,
   NoNetworkConfigError,
+  ReadOnlyStoreError,
+  StoreDirNotFoundError,
   StoreError,
   StoreUnavailableError,
   SubnetConflictError,
@@ -45,6 +47,7 @@ export {
 export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeKind } from "./lib/store/open.ts";
 export type { StoreOptions } from "./lib/store/open.ts";
 export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
+export { FileStoreReader, leaseExpired, parseLeaseFile } from "./lib/store/file_reader.ts";
 export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
 export {
   DEFAULT_RENEW_MARGIN_MS,

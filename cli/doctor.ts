@@ -54,7 +54,7 @@ export function register(program: Command): void {
     const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
-    const { ReadOnlyFileStore } = await import("../lib/doctor/filestore_ro.ts");
+    const { FileStoreReader } = await import("../lib/store/file_reader.ts");
     if (flags.output !== "table" && flags.output !== "json") {
       throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
     }
@@ -82,7 +82,7 @@ export function register(program: Command): void {
     const open = kind !== "file"
       ? () => openStore(flags)
       : dirExists
-      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
       : explicit
       ? missingDir
       : null;

@@ -77,6 +77,22 @@ Deno.test("flanctl lease: bad input is a usage error naming the argument", async
   }
 });
 
+Deno.test("flanctl lease: a missing --store-dir is an error naming it (exit 1), and is not created", async () => {
+  const parent = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    const dir = `${parent}/typo`;
+    for (const args of [["list"], ["show", "10.5.9.0/24"], ["watch"], ["config", "get"]]) {
+      const r = await leaseCli([...args, "--store-dir", dir]);
+      assertEquals(r.code, 1, `${args.join(" ")}: ${r.stderr}`);
+      assertStringIncludes(r.stderr, dir);
+      assertStringIncludes(r.stderr, args[0] === "config" ? "(no such directory)" : "does not exist");
+    }
+    assertEquals([...Deno.readDirSync(parent)], [], "nothing was created");
+  } finally {
+    await Deno.remove(parent, { recursive: true });
+  }
+});
+
 Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
   const s = new FileStore({ dir });

@@ -16,7 +16,7 @@ import { openKernel } from "./kernel.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
-import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */
@@ -483,7 +483,7 @@ async function gatherStore(ctx: DoctorContext): Promise<void> {
     const dead = (l: Lease) => l.expiration !== null && l.expiration.getTime() <= now;
     ctx.store.leases = leases.filter((l) => !dead(l));
     ctx.store.expired = leases.filter(dead);
-    if (store instanceof ReadOnlyFileStore) ctx.store.malformed = [...store.malformed];
+    if (store instanceof FileStoreReader) ctx.store.malformed = [...store.malformed];
     try {
       ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {
