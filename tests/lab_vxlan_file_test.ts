@@ -10,14 +10,7 @@ import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
-import {
-  actualEntries,
-  pingAllPods,
-  startPing,
-  tcpAcross,
-  waitEntries,
-  waitUntil,
-} from "../lib/lab/verify.ts";
+import { actualEntries, pingAllPods, startPing, tcpAcross, waitEntries, waitUntil } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 

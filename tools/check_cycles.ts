@@ -3,7 +3,9 @@
  * project from `deno info --json` and fails (exit 1) on any cycle, printing each one as a path.
  *
  * Layers point down only; a cycle (static, dynamic or type-only import) means two modules that
- * cannot be read, tested or moved apart. Run: `deno task cycles`.
+ * cannot be read, tested or moved apart. Checked twice: between modules, and between layers (a lib/
+ * directory, cli/, tests/…). Also fails when product code (main.ts, mod.ts, cli/, lib/ outside unit tests)
+ * imports test-only code (tests/). Run: `deno task cycles`.
  * @module
  */
 
@@ -136,6 +138,21 @@ export function layerGraph(graph: Graph): Graph {
   return new Map([...layers].map(([k, v]) => [k, [...v].sort()]));
 }
 
+/** Layers that only the tests, benches and tools may import: test-only code never ships in the product. */
+const TEST_ONLY_LAYERS = new Set(["tests"]);
+/** Layers allowed to import test-only code. */
+const TEST_CONSUMERS = new Set(["tests", "bench", "tools"]);
+
+/** Imports from product code (main.ts, mod.ts, cli/, lib/) into test-only code, as `from -> to` lines. */
+export function testOnlyImports(graph: Graph): string[] {
+  const out: string[] = [];
+  for (const [m, deps] of graph) {
+    if (TEST_CONSUMERS.has(layerOf(m))) continue;
+    for (const d of deps) if (TEST_ONLY_LAYERS.has(layerOf(d))) out.push(`${m} -> ${d}`);
+  }
+  return out.sort();
+}
+
 /** Which module of layer `a` imports which of layer `b`, for the message. */
 function edgesBetween(graph: Graph, a: string, b: string): string[] {
   const out: string[] = [];
@@ -191,9 +208,14 @@ if (import.meta.main) {
       for (const e of edgesBetween(graph, loop[i], loop[i + 1])) console.error(`  ${e}`);
     }
   }
-  const n = moduleCycles.length + layerCycles.length;
+  const testOnly = testOnlyImports(graph);
+  for (const e of testOnly) console.error(`product code imports test-only code: ${e}`);
+  const n = moduleCycles.length + layerCycles.length + testOnly.length;
   if (n > 0) {
-    console.error(`cycles: ${moduleCycles.length} module and ${layerCycles.length} layer cycle(s)`);
+    console.error(
+      `cycles: ${moduleCycles.length} module and ${layerCycles.length} layer cycle(s), ` +
+        `${testOnly.length} import(s) of test-only code`,
+    );
     Deno.exit(1);
   }
   console.log(`cycles: none (${graph.size} modules, ${layers.size} layers)`);

@@ -1,5 +1,5 @@
 import { assertEquals } from "../tests/assert.ts";
-import { cycles, type Graph, layerGraph, layerOf, loopIn } from "./check_cycles.ts";
+import { cycles, type Graph, layerGraph, layerOf, loopIn, testOnlyImports } from "./check_cycles.ts";
 
 const g = (edges: Record<string, string[]>): Graph => new Map(Object.entries(edges));
 
@@ -37,4 +37,18 @@ Deno.test("cycles: layers of lib/ directories, tests apart", () => {
   // No module cycle, but the two directories import each other.
   assertEquals(cycles(graph), []);
   assertEquals(cycles(layerGraph(graph)), [["lib/lease", "lib/store"]]);
+});
+
+Deno.test("cycles: product code may not import test-only code; tests, benches and unit tests may", () => {
+  const graph = g({
+    "lib/reconcile/reconciler.ts": ["tests/fake_netlink.ts"],
+    "lib/reconcile/reconciler_test.ts": ["tests/fake_netlink.ts"],
+    "bench/run.ts": ["tests/netns.ts"],
+    "mod.ts": ["tests/lab_verify.ts"],
+    "tests/fake_netlink.ts": [],
+  });
+  assertEquals(testOnlyImports(graph), [
+    "lib/reconcile/reconciler.ts -> tests/fake_netlink.ts",
+    "mod.ts -> tests/lab_verify.ts",
+  ]);
 });
