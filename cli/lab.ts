@@ -6,6 +6,7 @@
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
 import { exitWith } from "./exit.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
@@ -111,15 +112,14 @@ export function register(program: Command): void {
 
   lab.command("status")
     .description("show the lab's nodes and pods")
-    .addOption(
-      new Option("-o, --output <format>", "output format").choices(["table", "json"]).default("table"),
-    )
+    .option("-o, --output <format>", "table or json", "table")
     .addOption(nameOpt())
     .action(async (o: { output: string; name: string }) => {
+      const fmt = parseOutput(o.output);
       const m = await import("../lib/lab/mod.ts");
       const s = m.loadState(o.name);
       const st = await m.labStatus(s);
-      say(o.output === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
+      say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
     });
 
   lab.command("exec")

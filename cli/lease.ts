@@ -7,17 +7,11 @@ import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
 import { addStoreOptions, openStore, type StoreOptions } from "../lib/store/open.ts";
-import type { Lease, LeaseEvent, LeaseJson, SubnetStore } from "../lib/store/types.ts";
+import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
-
-type Output = "table" | "json";
-
-function output(v: unknown): Output {
-  if (v === undefined || v === "table") return "table";
-  if (v === "json") return "json";
-  throw new UsageError(`-o/--output: '${v}' is not one of table, json`);
-}
+import { parseOutput as output } from "../lib/ui/output.ts";
+import { renderTable } from "../lib/ui/table.ts";
 
 /** Parses a SUBNET argument (`10.5.52.0/24` or flannel's key form `10.5.52.0-24`). */
 export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
@@ -30,17 +24,21 @@ export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
 }
 
 function formatTable(rows: LeaseJson[]): string {
-  const head = ["SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"];
-  const body = rows.map((r) => [
-    r.subnet,
-    r.publicIP,
-    r.backendType || "-",
-    r.expiration ?? "never (reserved)",
-    r.backendData === null ? "-" : JSON.stringify(r.backendData),
-  ]);
-  const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join("  "))
-    .join("\n");
+  return renderTable(
+    ["SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"],
+    rows.map((r) => [
+      r.subnet,
+      r.publicIP,
+      r.backendType || "-",
+      r.expiration ?? "never (reserved)",
+      r.backendData === null ? "-" : JSON.stringify(r.backendData),
+    ]),
+  );
+}
+
+/** The `-o json` line of a watch event: `{type, lease}`. */
+export function leaseEventToJson(e: LeaseEvent): LeaseEventJson {
+  return { type: e.type, lease: leaseToJson(e.lease) };
 }
 
 function sortLeases(ls: Lease[]): Lease[] {
@@ -108,11 +106,12 @@ export function register(program: Command): void {
         const { leases, cursor } = await s.listLeases();
         const show = (evs: LeaseEvent[]) => {
           for (const e of evs) {
-            const j = leaseToJson(e.lease);
+            const ev = leaseEventToJson(e);
+            const j = ev.lease;
             print(
               fmt === "json"
-                ? JSON.stringify({ type: e.type, ...j })
-                : `${e.type.padEnd(7)} ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
+                ? JSON.stringify(ev)
+                : `${e.type.padEnd(7)}  ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
                   j.expiration ?? "never"
                 }`,
             );

@@ -104,10 +104,19 @@ Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)
     await child.until((ls) => ls.length >= 1);
     await s.acquireLease({ PublicIP: "192.0.2.2", PublicIPv6: null, BackendType: "vxlan" });
     await child.until((ls) => ls.length >= 2);
-    assertEquals(lines.map((l) => [JSON.parse(l).type, JSON.parse(l).publicIP]), [
+    // The contract: one {type, lease} object per line, the lease exactly as `lease list` shows it.
+    const evs = lines.map((l) => JSON.parse(l));
+    assertEquals(evs.map((e) => [e.type, e.lease.publicIP]), [
       ["added", "192.0.2.1"],
       ["added", "192.0.2.2"],
     ]);
+    for (const e of evs) {
+      assertEquals(Object.keys(e), ["type", "lease"]);
+      assertEquals(Object.keys(e.lease), ["subnet", "publicIP", "backendType", "backendData", "expiration"]);
+    }
+    const list = JSON.parse((await leaseCli(["list", "-o", "json", "--store-dir", dir])).stdout);
+    const bySubnet = (a: { subnet: string }, b: { subnet: string }) => a.subnet.localeCompare(b.subnet);
+    assertEquals(evs.map((e) => e.lease).sort(bySubnet), list.sort(bySubnet));
   } finally {
     await child.stop();
     await Deno.remove(dir, { recursive: true });

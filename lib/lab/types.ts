@@ -98,8 +98,14 @@ export interface LabState {
   procs: ProcState[];
 }
 
-/** `flanctl lab status -o json`. */
+/** A node's daemon in `lab status`: its recorded pid and whether it still runs (`none`: never started). */
+export interface LabDaemonJson {
+  pid: number | null;
+  state: "running" | "stopped" | "none";
+}
+
+/** `flanctl lab status -o json` (the contract; camelCase). */
 export interface LabStatusJson {
-  nodes: { name: string; netns: string; publicIP: string; subnet: string | null }[];
+  nodes: { name: string; netns: string; publicIP: string; subnet: string | null; daemon: LabDaemonJson }[];
   pods: { name: string; node: string; netns: string; ip: string | null }[];
 }

@@ -42,6 +42,12 @@ export interface LeaseJson {
   expiration: string | null;
 }
 
+/** One line of `flanctl lease watch -o json`: the change and the lease as `lease list` shows it. */
+export interface LeaseEventJson {
+  type: "added" | "removed";
+  lease: LeaseJson;
+}
+
 /** Options for acquiring a lease. */
 export interface AcquireOptions {
   /** FLANNEL_SUBNET from a previous subnet.env, tried after "our own PublicIP". */

@@ -7,7 +7,14 @@
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 
-export type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, LeaseJson } from "../lease/types.ts";
+export type {
+  AcquireOptions,
+  Lease,
+  LeaseAttrsWire,
+  LeaseEvent,
+  LeaseEventJson,
+  LeaseJson,
+} from "../lease/types.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent } from "../lease/types.ts";
 
 /** A subnet-lease store. */
