@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
 import { exitWith } from "./exit.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
@@ -55,9 +56,7 @@ export function register(program: Command): void {
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
     const { FileStoreReader } = await import("../lib/store/file_reader.ts");
-    if (flags.output !== "table" && flags.output !== "json") {
-      throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
-    }
+    parseOutput(flags.output);
     const skip = new Set((flags.skip ?? "").split(",").map((s) => s.trim()).filter(Boolean));
     for (const id of skip) {
       if (!CHECK_IDS.includes(id) && id !== "doctor") {

@@ -36,7 +36,7 @@ Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad
 
     const badOut = await flanctl(doctorArgs(n, "-o", "yaml"));
     assertEquals(badOut.code, 2);
-    assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not one of table, json");
+    assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not an output format; use table or json");
     const badSkip = await flanctl(doctorArgs(n, "--skip", "nonsense"));
     assertEquals(badSkip.code, 2);
     assertStringIncludes(badSkip.stderr, "--skip: unknown check id 'nonsense'");
