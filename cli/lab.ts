@@ -10,7 +10,7 @@ import { parseOutput } from "../lib/ui/output.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
-    if (!/^\d+$/.test(v)) throw new UsageError(`${flag} '${v}': give a whole number`);
+    if (!/^\d+$/.test(v)) throw new UsageError(`${flag}: '${v}' is not a whole number; e.g. ${flag} 3`);
     return Number(v);
   };
 }
