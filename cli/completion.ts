@@ -7,6 +7,7 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
+import { isSharedOption } from "./store_flags.ts";
 
 /** The shells a script can be generated for. */
 export const SHELLS = ["bash", "zsh", "fish"] as const;
@@ -43,7 +44,7 @@ export interface CompletionHints {
 export function completionTree(root: Command, hints: CompletionHints = {}): CompletionNode[] {
   const out: CompletionNode[] = [];
   const walk = (c: Command, path: string) => {
-    const opts = c.options.filter((o) => !(o as { hidden?: boolean }).hidden).map((o) => ({
+    const opts = c.options.filter((o) => !o.hidden || isSharedOption(o)).map((o) => ({
       long: o.long ?? null,
       short: o.short ?? null,
       description: o.description,

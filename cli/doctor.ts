@@ -4,7 +4,8 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
@@ -50,7 +51,7 @@ export function register(program: Command): void {
     .option("--skip <ids>", "comma-separated check ids to skip")
     .option("-o, --output <format>", "table or json", "table")
     .option("--probe", "also ping every peer's public IP and VTEP address (active)");
-  addStoreOptions(cmd);
+  addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
     const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
     const { openStore, storeKind } = await import("../lib/store/open.ts");

@@ -6,7 +6,8 @@
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
-import { addStoreOptions, openStore, type StoreOptions } from "../lib/store/open.ts";
+import { openStore, type StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
 import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
@@ -61,9 +62,10 @@ function print(s: string): void {
 
 /** Adds `flanctl lease` to the program. */
 export function register(program: Command): void {
-  const lease = program.command("lease").description("list, watch, reserve and revoke subnet leases");
+  const lease = program.command("lease").description("list, watch, reserve and revoke subnet leases")
+    .addHelpText("after", storeFlagsHelp());
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("list").description("list all leases").option(
       "-o, --output <format>",
       "table or json",
@@ -77,7 +79,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("show").argument("<SUBNET>", "the lease's subnet, e.g. 10.5.52.0/24")
       .description("show one lease").option("-o, --output <format>", "table or json", "table"),
   ).action(async (subnetArg: string, o: StoreOptions & { output: string }) => {
@@ -92,7 +94,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("watch").description("print lease changes as they happen (until interrupted)")
       .option("-o, --output <format>", "table (one line per event) or json (one object per line)", "table"),
   ).action(async (o: StoreOptions & { output: string }) => {
@@ -126,7 +128,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("reserve").argument("<SUBNET>", "subnet to reserve, e.g. 10.5.52.0/24")
       .description("reserve a subnet (no expiry) for the node with --public-ip")
       .option("--public-ip <ip>", "the node's public IP that owns the reservation"),
@@ -156,7 +158,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("revoke").argument("<SUBNET>", "the lease's subnet").description(
       "remove a lease or reservation",
     ),
@@ -169,7 +171,7 @@ export function register(program: Command): void {
   });
 
   const config = lease.command("config").description("get or set the network config (net-conf.json)");
-  addStoreOptions(config.command("get").description("print the network config")).action(
+  addSharedStoreOptions(config.command("get").description("print the network config")).action(
     async (o: StoreOptions) => {
       await withStore(o, async (s) => {
         const cfg = await s.getNetworkConfig();
@@ -177,7 +179,7 @@ export function register(program: Command): void {
       });
     },
   );
-  addStoreOptions(
+  addSharedStoreOptions(
     config.command("set").argument("<FILE>", "net-conf.json to store ('-' = stdin)")
       .description("validate and store the network config"),
   ).action(async (file: string, o: StoreOptions) => {
