@@ -12,6 +12,7 @@ export * from "./lib/subnet_env.ts";
 export type * from "./lib/netlink/types.ts";
 export type * from "./lib/config/types.ts";
 export type * from "./lib/store/types.ts";
+export type * from "./lib/inspect/views.ts";
 export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
 export { listHostNetns, listVethPairs } from "./lib/kernel/veths.ts";
 export type { HostNetns, VethEnd, VethPair } from "./lib/kernel/veths.ts";
