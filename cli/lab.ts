@@ -122,51 +122,8 @@ export function register(program: Command): void {
       say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
     });
 
-  lab.command("list")
-    .description("list the labs on this machine")
-    .option("-o, --output <format>", "table or json", "table")
-    .action(async (o: { output: string }) => {
-      const fmt = parseOutput(o.output);
-      const m = await import("../lib/lab/mod.ts");
-      const { renderTable } = await import("../lib/ui/table.ts");
-      const { labs, errors } = m.listLabs();
-      for (const e of errors) console.error(`flanctl: warning: ${e}`);
-      if (fmt === "json") return say(JSON.stringify(labs, null, 2));
-      if (!labs.length) return say("no labs (start one with 'flanctl lab up')");
-      say(renderTable(
-        ["NAME", "BACKEND", "STORE", "NETWORK", "NODES", "PODS", "DAEMONS", "CREATED"],
-        labs.map((l) => [
-          l.name,
-          l.backend,
-          l.store,
-          l.network,
-          String(l.nodes),
-          String(l.pods),
-          `${l.daemonsRunning}/${l.nodes} running`,
-          l.createdAt,
-        ]),
-      ));
-    });
-
-  lab.command("logs")
-    .description("print a node's daemon log; -f follows it until Ctrl-C")
-    .argument("<node>", "node name (node1, node2, …)")
-    .option("-f, --follow", "keep printing what the daemon logs")
-    .addOption(nameOpt())
-    .action(async (node: string, o: { follow?: boolean; name: string }) => {
-      const m = await import("../lib/lab/mod.ts");
-      const path = m.daemonLogPath(m.loadState(o.name), node);
-      const ac = new AbortController();
-      const stop = () => ac.abort();
-      Deno.addSignalListener("SIGINT", stop);
-      Deno.addSignalListener("SIGTERM", stop);
-      try {
-        await m.copyLog(path, (b) => Deno.stdout.write(b), { follow: !!o.follow, signal: ac.signal });
-      } finally {
-        Deno.removeSignalListener("SIGINT", stop);
-        Deno.removeSignalListener("SIGTERM", stop);
-      }
-    });
+  registerList(lab);
+  registerLogs(lab, nameOpt);
 
   lab.command("exec")
     .description("run a command on a node or pod: its namespace, and the node's files at the default paths")
@@ -202,4 +159,56 @@ async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<vo
   const bad = res.filter((r) => !r.ok).length;
   say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
   exitWith(bad ? 1 : 0);
+}
+
+/** `flanctl lab list`. */
+function registerList(lab: Command): void {
+  lab.command("list")
+    .description("list the labs on this machine")
+    .option("-o, --output <format>", "table or json", "table")
+    .action(async (o: { output: string }) => {
+      const fmt = parseOutput(o.output);
+      const m = await import("../lib/lab/mod.ts");
+      const { renderTable } = await import("../lib/ui/table.ts");
+      const { labs, errors } = m.listLabs();
+      for (const e of errors) console.error(`flanctl: warning: ${e}`);
+      if (fmt === "json") return say(JSON.stringify(labs, null, 2));
+      if (!labs.length) return say("no labs (start one with 'flanctl lab up')");
+      say(renderTable(
+        ["NAME", "BACKEND", "STORE", "NETWORK", "NODES", "PODS", "DAEMONS", "CREATED"],
+        labs.map((l) => [
+          l.name,
+          l.backend,
+          l.store,
+          l.network,
+          String(l.nodes),
+          String(l.pods),
+          `${l.daemonsRunning}/${l.nodes} running`,
+          l.createdAt,
+        ]),
+      ));
+    });
+}
+
+/** `flanctl lab logs NODE [-f]`. */
+function registerLogs(lab: Command, nameOpt: () => Option): void {
+  lab.command("logs")
+    .description("print a node's daemon log; -f follows it until Ctrl-C")
+    .argument("<node>", "node name (node1, node2, …)")
+    .option("-f, --follow", "keep printing what the daemon logs")
+    .addOption(nameOpt())
+    .action(async (node: string, o: { follow?: boolean; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const path = m.daemonLogPath(m.loadState(o.name), node);
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      Deno.addSignalListener("SIGINT", stop);
+      Deno.addSignalListener("SIGTERM", stop);
+      try {
+        await m.copyLog(path, (b) => Deno.stdout.write(b), { follow: !!o.follow, signal: ac.signal });
+      } finally {
+        Deno.removeSignalListener("SIGINT", stop);
+        Deno.removeSignalListener("SIGTERM", stop);
+      }
+    });
 }

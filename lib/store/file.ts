@@ -270,31 +270,38 @@ export class FileStore implements SubnetStore {
   }
 
   /**
+   * Where a watch starts: the listing that returned `cursor`, as it is (no lease file is read again); for
+   * an unknown cursor, the current leases, those written after the cursor reported as added. `base` is the
+   * change counter that state corresponds to.
+   */
+  async #watchBaseline(
+    cursor: string,
+  ): Promise<{ known: Map<string, Entry>; pending: LeaseEvent[]; base: number }> {
+    const known = new Map<string, Entry>();
+    const pending: LeaseEvent[] = [];
+    const snap = this.#snapshots.get(cursor);
+    if (snap) {
+      for (const [k, e] of snap) known.set(k, e);
+      return { known, pending, base: Number(cursor) };
+    }
+    const c = Number(cursor) || 0;
+    const { seq, entries } = await this.#entries();
+    const now = Date.now();
+    for (const [k, e] of entries) {
+      if (expired(e.lease, now)) continue;
+      known.set(k, e);
+      if (e.seq > c) pending.push({ type: "added", lease: e.lease });
+    }
+    return { known, pending, base: seq };
+  }
+
+  /**
    * Changes after `cursor`. The baseline is the listing that returned `cursor` (kept by this instance);
    * for an unknown cursor, every current lease with a newer sequence number is reported as added.
    */
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
-    // The baseline: the listing that returned `cursor`, as it is (no lease file is read again); for an
-    // unknown cursor, the current leases, those written after the cursor reported as added.
-    const known = new Map<string, Entry>();
-    let pending: LeaseEvent[] = [];
-    let base: number;
-    const snap = this.#snapshots.get(cursor);
-    if (snap) {
-      for (const [k, e] of snap) known.set(k, e);
-      base = Number(cursor);
-    } else {
-      const c = Number(cursor) || 0;
-      const { seq, entries } = await this.#entries();
-      const now = Date.now();
-      for (const [k, e] of entries) {
-        if (expired(e.lease, now)) continue;
-        known.set(k, e);
-        if (e.seq > c) pending.push({ type: "added", lease: e.lease });
-      }
-      base = seq;
-    }
+    let { known, pending, base } = await this.#watchBaseline(cursor);
     const wake = new Wakeup();
     const dirty = new Set<string>();
     let fsw: Deno.FsWatcher;
