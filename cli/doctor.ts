@@ -4,8 +4,10 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
-import { exitCode } from "./root.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
@@ -49,15 +51,13 @@ export function register(program: Command): void {
     .option("--skip <ids>", "comma-separated check ids to skip")
     .option("-o, --output <format>", "table or json", "table")
     .option("--probe", "also ping every peer's public IP and VTEP address (active)");
-  addStoreOptions(cmd);
+  addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
     const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
-    const { ReadOnlyFileStore } = await import("../lib/doctor/filestore_ro.ts");
-    if (flags.output !== "table" && flags.output !== "json") {
-      throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
-    }
+    const { FileStoreReader } = await import("../lib/store/file_reader.ts");
+    parseOutput(flags.output);
     const skip = new Set((flags.skip ?? "").split(",").map((s) => s.trim()).filter(Boolean));
     for (const id of skip) {
       if (!CHECK_IDS.includes(id) && id !== "doctor") {
@@ -82,7 +82,7 @@ export function register(program: Command): void {
     const open = kind !== "file"
       ? () => openStore(flags)
       : dirExists
-      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
       : explicit
       ? missingDir
       : null;
@@ -103,6 +103,6 @@ export function register(program: Command): void {
     });
     const text = flags.output === "json" ? renderJson(report) : renderTable(report);
     await Deno.stdout.write(new TextEncoder().encode(text));
-    exitCode.value = report.summary.exitCode;
+    exitWith(report.summary.exitCode);
   });
 }

@@ -5,16 +5,10 @@
  * same (empty) state. Also: host-local allocations made by one are released by the other.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { cni, cniOk, listFiles, REF_DIR, tempDir } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, requireRefPlugins, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
 
-const HAVE_REF = (() => {
-  try {
-    return Deno.statSync(`${REF_DIR}/bridge`).isFile;
-  } catch {
-    return false;
-  }
-})();
+const HAVE_REF = requireRefPlugins(["bridge", "host-local"]);
 
 type J = Record<string, unknown>;
 
