@@ -1,7 +1,8 @@
 /**
  * flanctl entry point. In symlink mode (installed as /opt/cni/bin/flannel, bridge, host-local, loopback)
- * it dispatches on the name it was invoked as; otherwise it runs the command tree. Each path imports only
- * what it needs, so a CNI call does not pay for commander or the daemon.
+ * it dispatches on the name it was invoked as; invoked as `flanneld`, or as `flanctl daemon …`, it runs the
+ * daemon's own flag parser; otherwise the command tree. Each path imports only what it needs, so neither a
+ * CNI call nor the daemon pays for commander.
  * @module
  */
 
@@ -27,6 +28,9 @@ const name = invokedAs().split("/").pop() ?? "flanctl";
 if (CNI_NAMES.has(name)) {
   const { cniMain } = await import("./cli/cni_main.ts");
   Deno.exit(await cniMain(name));
+} else if (name === "flanneld" || Deno.args[0] === "daemon") {
+  const { daemonMain } = await import("./cli/daemon_main.ts");
+  Deno.exit(await daemonMain(name === "flanneld" ? Deno.args : Deno.args.slice(1)));
 } else {
   const { main } = await import("./cli/root.ts");
   Deno.exit(await main(Deno.args));

@@ -1,15 +1,22 @@
 /**
  * `flanctl lease`: list, show, watch, reserve and revoke subnet leases and get/set the network config,
- * against any store (file by default, `--etcd-endpoints`, `--kube-subnet-mgr`).
+ * against any store (`--store-dir`, `--etcd-endpoints`, `--kube-subnet-mgr`; etcd at flanneld's default
+ * endpoints when none is given).
  * @module
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
-import { addStoreOptions, openStore, type StoreOptions } from "../lib/store/open.ts";
+import {
+  addStoreOptions,
+  openStore,
+  storeChoice,
+  StoreOpenError,
+  type StoreOptions,
+} from "../lib/store/open.ts";
 import type { Lease, LeaseEvent, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
-import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 
 type Output = "table" | "json";
 
@@ -52,6 +59,9 @@ async function withStore<T>(opts: StoreOptions, fn: (s: SubnetStore) => Promise<
   const s = await openStore(opts);
   try {
     return await fn(s);
+  } catch (e) {
+    // Say which store was used and why (the default etcd surprises users of the old file default).
+    throw e instanceof StoreUnavailableError ? new StoreOpenError(storeChoice(opts), e) : e;
   } finally {
     await s.close();
   }
