@@ -18,7 +18,7 @@ import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
-import { RuleManager, type Runner } from "../masq/iptables.ts";
+import { RuleManager, type Runner, supportsRandomFully } from "../masq/iptables.ts";
 import { selectIface } from "./iface.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
@@ -89,6 +89,8 @@ export class Daemon {
   #reacquiring: Promise<void> | null = null;
   #renewTimer: ReturnType<typeof setTimeout> | undefined;
   #storeOk = true;
+  /** MASQUERADE with --random-fully (not disabled and iptables supports it). */
+  #randomFully = true;
 
   constructor(o: DaemonOptions, deps: DaemonDeps) {
     this.#o = o;
@@ -189,6 +191,14 @@ export class Daemon {
       this.#rules.setTables([forwardRules(cfg.network)]); // placeholder network-only table to probe tools
       await this.#rules.probe();
     }
+    if (o.ipMasq) {
+      this.#randomFully = !o.ipMasqFullyRandomDisable && await supportsRandomFully(this.#runIptables);
+      if (!o.ipMasqFullyRandomDisable && !this.#randomFully) {
+        this.#log.warn(
+          "iptables has no MASQUERADE --random-fully (older than 1.6.2): masquerading without it",
+        );
+      }
+    }
     let previous: IPNet | null = null;
     try {
       const env = readSubnetEnv(o.subnetFile);
@@ -240,7 +250,7 @@ export class Daemon {
 
   #tables(): TableRules[] {
     const t: TableRules[] = [];
-    if (this.#o.ipMasq) t.push(masqRules(this.#network, this.#own));
+    if (this.#o.ipMasq) t.push(masqRules(this.#network, this.#own, { randomFully: this.#randomFully }));
     if (this.#o.iptablesForwardRules) t.push(forwardRules(this.#network));
     return t;
   }
@@ -269,7 +279,19 @@ export class Daemon {
     });
   }
 
+  /** `--ip-blackhole-route`: a blackhole route for our own subnet (as flanneld, re-checked with the rules). */
+  #ensureBlackhole(): void {
+    if (!this.#o.ipBlackholeRoute) return;
+    const dst = this.#own.toString();
+    if (this.#nl.routes({ family: 4, table: 254 }).some((r) => r.type === "blackhole" && r.dst === dst)) {
+      return;
+    }
+    this.#nl.replaceRoute({ dst, type: "blackhole" });
+    this.#log.info("blackhole route added", { subnet: dst });
+  }
+
   async #ensureRules(): Promise<void> {
+    this.#ensureBlackhole();
     if (this.#rules.empty) {
       this.#rulesInPlace = true;
       return;

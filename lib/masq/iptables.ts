@@ -1,12 +1,13 @@
 /**
- * Installs and keeps flannel's rules with `iptables-restore --noflush`: each table's input declares only
- * our chain (which iptables-restore then flushes and refills atomically) and adds the jump from the
- * built-in chain only when it is missing, so no other rule or chain is touched. `check` compares
- * `iptables-save` output with the expected lines; `ensure` re-applies when they differ.
+ * Installs and keeps flannel's rules with `iptables-restore --noflush`. As flanneld, a resync checks that
+ * each of our rules exists (rules carry flannel's comment; anything else in a FLANNEL-* chain is someone
+ * else's and is never flushed or deleted); when one is missing or stale, our rules are deleted and
+ * appended again in one atomic iptables-restore, and the jump from the built-in chain is added only when
+ * it is missing.
  * @module
  */
 import { FlanctlError } from "../errors.ts";
-import type { TableRules } from "./rules.ts";
+import { type TableRules, versionHasRandomFully } from "./rules.ts";
 
 /** iptables is missing or refused our rules. */
 export class IptablesError extends FlanctlError {
@@ -49,6 +50,12 @@ export const denoRunner: Runner = async (cmd, stdin) => {
   return { code: o.code, stdout: d.decode(o.stdout), stderr: d.decode(o.stderr) };
 };
 
+/** Whether this host's iptables supports MASQUERADE `--random-fully` (`iptables --version` ≥ 1.6.2). */
+export async function supportsRandomFully(run: Runner = denoRunner, iptables = "iptables"): Promise<boolean> {
+  const r = await run([iptables, "--version"]);
+  return r.code === 0 && versionHasRandomFully(r.stdout);
+}
+
 /** State of one table's rules as found in iptables-save output. */
 export interface TableState {
   /** Our chain's rules, in order. */
@@ -73,17 +80,39 @@ export function parseSave(text: string, t: TableRules): TableState {
   return st;
 }
 
-/** True when the table holds exactly our rules and one jump. */
-export function tableOk(st: TableState, t: TableRules): boolean {
-  return st.chainExists && st.jumps === 1 && st.rules.length === t.rules.length &&
-    st.rules.every((r, i) => r === t.rules[i]);
+/** The `--comment "…"` that marks the rules of `t` as flannel's (taken from its jump rule). */
+function ownComment(t: TableRules): string {
+  return /-m comment --comment "[^"]*"/.exec(t.jump)?.[0] ?? "\0";
 }
 
-/** The iptables-restore --noflush input that brings one table from `st` to the wanted rules. */
+/** Rules of our chain that are flannel's (they carry its comment); the others were added by someone else. */
+export function ownRules(st: TableState, t: TableRules): string[] {
+  const c = ownComment(t);
+  return st.rules.filter((r) => r.includes(c));
+}
+
+/**
+ * True when our rules are in place, as flanneld checks it: the jump exists and our chain holds each of
+ * our rules (in our order) and no stale rule of ours (an old subnet's). Rules someone else added to the
+ * chain do not matter.
+ */
+export function tableOk(st: TableState, t: TableRules): boolean {
+  const own = ownRules(st, t);
+  return st.chainExists && st.jumps >= 1 && own.length === t.rules.length &&
+    own.every((r, i) => r === t.rules[i]);
+}
+
+/**
+ * The iptables-restore --noflush input that brings one table from `st` to the wanted rules: as flanneld,
+ * our rules present are deleted and all are appended again; the chain is declared (which would flush it)
+ * only when it does not exist, so rules someone else put in it stay.
+ */
 export function restoreInput(t: TableRules, st: TableState): string {
-  const lines = [`*${t.table}`, `:${t.chain} - [0:0]`];
+  const lines = [`*${t.table}`];
+  if (!st.chainExists) lines.push(`:${t.chain} - [0:0]`);
   if (st.jumps === 0) lines.push(t.jump);
   for (let i = 1; i < st.jumps; i++) lines.push(t.jump.replace(/^-A /, "-D "));
+  for (const r of ownRules(st, t)) lines.push(r.replace(/^-A /, "-D "));
   lines.push(...t.rules, "COMMIT");
   return lines.join("\n") + "\n";
 }

@@ -20,9 +20,19 @@ export interface TableRules {
   rules: string[];
 }
 
+/** Options of {@link masqRules}. */
+export interface MasqOptions {
+  /**
+   * MASQUERADE with `--random-fully` (default true), as flanneld does unless `--ip-masq-fully-random-disable`
+   * is given or iptables lacks the option (older than 1.6.2: `supportsRandomFully` in iptables.ts).
+   */
+  randomFully?: boolean;
+}
+
 /** The nat rules for `network` (the cluster Network) and `subnet` (our node's subnet). */
-export function masqRules(network: IPNet, subnet: IPNet): TableRules {
+export function masqRules(network: IPNet, subnet: IPNet, opts: MasqOptions = {}): TableRules {
   const c = `-m comment --comment "flanneld masq"`;
+  const masq = opts.randomFully === false ? "MASQUERADE" : "MASQUERADE --random-fully";
   const n = network.toString();
   const s = subnet.toString();
   const mcast = network.family === 4 ? "224.0.0.0/4" : "ff00::/8";
@@ -36,10 +46,21 @@ export function masqRules(network: IPNet, subnet: IPNet): TableRules {
       `-A ${MASQ_CHAIN} -s ${s} -d ${n} ${c} -j RETURN`,
       `-A ${MASQ_CHAIN} -s ${n} -d ${s} ${c} -j RETURN`,
       `-A ${MASQ_CHAIN} ! -s ${n} -d ${s} ${c} -j RETURN`,
-      `-A ${MASQ_CHAIN} -s ${n} ! -d ${mcast} ${c} -j MASQUERADE --random-fully`,
-      `-A ${MASQ_CHAIN} ! -s ${n} -d ${n} ${c} -j MASQUERADE --random-fully`,
+      `-A ${MASQ_CHAIN} -s ${n} ! -d ${mcast} ${c} -j ${masq}`,
+      `-A ${MASQ_CHAIN} ! -s ${n} -d ${n} ${c} -j ${masq}`,
     ],
   };
+}
+
+/**
+ * True when `iptables --version` (text) is 1.6.2 or newer, the first release with MASQUERADE
+ * `--random-fully` (the check flanneld's iptables library makes).
+ */
+export function versionHasRandomFully(versionText: string): boolean {
+  const m = /v(\d+)\.(\d+)\.(\d+)/.exec(versionText);
+  if (!m) return false;
+  const [a, b, c] = m.slice(1).map(Number);
+  return a > 1 || (a === 1 && (b > 6 || (b === 6 && c >= 2)));
 }
 
 /** The filter rules accepting forwarded traffic from and to `network`. */

@@ -1,7 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { parseSave, restoreInput, RuleManager, tableOk } from "./iptables.ts";
-import { forwardRules, masqRules } from "./rules.ts";
+import { forwardRules, masqRules, versionHasRandomFully } from "./rules.ts";
 
 const N = IPNet.parse("10.244.0.0/16");
 const S = IPNet.parse("10.244.1.0/24");
@@ -42,7 +42,8 @@ Deno.test("parseSave/tableOk/restoreInput: detects drift and only declares our c
   const st = parseSave(SAVE_OK, f);
   assertEquals(st, { rules: f.rules, jumps: 1, chainExists: true });
   assertEquals(tableOk(st, f), true);
-  // Missing jump and a missing rule: the jump is appended, the chain refilled; nothing else is named.
+  // Missing jump and a missing rule: the jump is appended, our remaining rule deleted and all of ours
+  // appended; the chain exists, so it is not declared (that would flush it).
   const drift = parseSave(
     SAVE_OK.replace(/-A FORWARD -m comment.*\n/, "").replace(/-A FLANNEL-FWD -d.*\n/, ""),
     f,
@@ -50,12 +51,31 @@ Deno.test("parseSave/tableOk/restoreInput: detects drift and only declares our c
   assertEquals(tableOk(drift, f), false);
   assertEquals(
     restoreInput(f, drift),
+    ["*filter", f.jump, f.rules[0].replace("-A ", "-D "), ...f.rules, "COMMIT", ""].join("\n"),
+  );
+  // No chain yet: declared (nothing to flush).
+  const none = parseSave("*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n", f);
+  assertEquals(
+    restoreInput(f, none),
     ["*filter", ":FLANNEL-FWD - [0:0]", f.jump, ...f.rules, "COMMIT", ""].join("\n"),
   );
+  // A rule someone else added to FLANNEL-FWD: our rules still count as in place, and a repair never
+  // names the foreign rule.
+  const foreign = "-A FLANNEL-FWD -s 192.0.2.0/24 -j ACCEPT";
+  const withForeign = parseSave(SAVE_OK.replace(f.rules[1], `${foreign}\n${f.rules[1]}`), f);
+  assertEquals(tableOk(withForeign, f), true);
+  const stale = parseSave(
+    SAVE_OK.replace(f.rules[1], `${foreign}\n${f.rules[1].replace("10.244.0.0/16", "10.9.0.0/16")}`),
+    f,
+  );
+  assertEquals(tableOk(stale, f), false);
+  const fix = restoreInput(f, stale);
+  assertEquals(fix.includes("192.0.2.0/24"), false);
+  assertEquals(fix.includes(`-D FLANNEL-FWD -d 10.9.0.0/16`), true, "our stale rule is deleted");
   // A duplicated jump is deleted once.
   const dup = parseSave(SAVE_OK.replace(f.jump, `${f.jump}\n${f.jump}`), f);
   assertEquals(dup.jumps, 2);
-  assertEquals(restoreInput(f, dup).split("\n")[2], f.jump.replace("-A ", "-D "));
+  assertEquals(restoreInput(f, dup).split("\n")[1], f.jump.replace("-A ", "-D "));
   // Rules in another table do not count.
   assertEquals(parseSave(SAVE_OK.replace("*filter", "*nat"), f).chainExists, false);
 });
@@ -79,4 +99,17 @@ Deno.test("RuleManager.ensure: re-applies only drifted tables with iptables-rest
   assertEquals(calls.at(-1), ["iptables-restore", "-w", "5", "--noflush"]);
   assertEquals(inputs[0].startsWith("*nat\n:FLANNEL-POSTRTG - [0:0]\n-A POSTROUTING"), true);
   assertEquals(inputs[0].includes("*filter"), false);
+});
+
+Deno.test("masqRules randomFully option and the iptables version check", () => {
+  const t = masqRules(N, S, { randomFully: false });
+  assertEquals(t.rules.filter((r) => r.includes("MASQUERADE")).length, 2);
+  assertEquals(t.rules.some((r) => r.includes("--random-fully")), false);
+  assertEquals(t.rules[4].endsWith("-j MASQUERADE"), true);
+  assertEquals(masqRules(N, S, { randomFully: true }).rules, masqRules(N, S).rules);
+  assertEquals(versionHasRandomFully("iptables v1.8.7 (nf_tables)"), true);
+  assertEquals(versionHasRandomFully("iptables v1.6.2"), true);
+  assertEquals(versionHasRandomFully("iptables v1.6.1"), false);
+  assertEquals(versionHasRandomFully("iptables v1.4.21"), false);
+  assertEquals(versionHasRandomFully("garbage"), false);
 });
