@@ -155,7 +155,7 @@ export class Daemon {
    */
   async start(): Promise<void> {
     const o = this.#o;
-    this.#ext = selectIface(this.#nl, o);
+    this.#ext = selectIface(this.#nl, o, this.#log);
     this.#log.info("using interface", {
       iface: this.#ext.name,
       iface_ip: this.#ext.ifaceIP,
