@@ -297,7 +297,7 @@ export class KubeStore implements SubnetStore {
   }
 
   /** Not supported: podCIDRs are assigned by kube-controller-manager. */
-  reserve(_subnet: IPNet, _publicIP: string): Promise<void> {
+  reserve(_subnet: IPNet, _publicIP: string, _v6?: unknown): Promise<void> {
     return Promise.reject(
       new StoreError("reserve is not supported with --kube-subnet-mgr: set the node's spec.podCIDR instead"),
     );

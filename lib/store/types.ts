@@ -3,6 +3,7 @@
  * lease shapes on the wire. The daemon, `flanctl lease` and the doctor see only this.
  * @module
  */
+import type { ReservationV6 } from "../lease/reservation.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 
@@ -63,8 +64,11 @@ export interface SubnetStore {
   renewLease(lease: Lease): Promise<Lease>;
   /** Removes a lease (or reservation). */
   revokeLease(subnet: IPNet): Promise<void>;
-  /** Adds a reservation (no TTL) for `subnet` owned by `publicIP`. */
-  reserve(subnet: IPNet, publicIP: string): Promise<void>;
+  /**
+   * Adds a reservation (no TTL) for `subnet` owned by `publicIP`; in a dual-stack network with the IPv6
+   * half `v6` (one key `v4&v6`, see lib/lease/reservation.ts).
+   */
+  reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void>;
   /** All current leases (malformed foreign entries skipped with a warning) and a cursor to watch from. */
   listLeases(): Promise<{ leases: Lease[]; cursor: string }>;
   /**
