@@ -24,6 +24,9 @@ import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
 
+/** Exit code of a daemon whose own lease was revoked in the store. */
+export const REVOKED_EXIT_CODE = 3;
+
 /** What the daemon runs against (injected so tests and benchmarks can substitute parts). */
 export interface DaemonDeps {
   nl: NetlinkHandle;
@@ -367,7 +370,7 @@ export class Daemon {
       if (!l.subnet) continue;
       const key = l.subnet.toString();
       if (l.subnet.equals(this.#own)) {
-        if (ev.type === "removed") this.#onOwnLeaseLost();
+        if (ev.type === "removed") this.#onOwnLeaseRevoked();
         continue;
       }
       if (ev.type === "added") {
@@ -393,6 +396,24 @@ export class Daemon {
       events: events.length,
       ms: Math.round(performance.now() - t0),
     });
+  }
+
+  /**
+   * Exit code for the process: 0, or {@link REVOKED_EXIT_CODE} once our lease was deleted in the store.
+   * As flanneld ("Lease has been revoked. Shutting down daemon."), the daemon then stops so its supervisor
+   * restarts it and it acquires anew: `flanctl lease revoke` really takes the subnet away (kernel state and
+   * rules stay in place, as on any stop).
+   */
+  exitCode = 0;
+
+  #onOwnLeaseRevoked(): void {
+    if (this.#stop.signal.aborted) return;
+    this.#log.error("lease has been revoked: shutting down so the supervisor restarts the daemon", {
+      subnet: this.#own.toString(),
+    });
+    this.exitCode = REVOKED_EXIT_CODE;
+    this.#notify("STOPPING=1\nSTATUS=lease revoked");
+    this.stop();
   }
 
   #onOwnLeaseLost(): void {
@@ -495,7 +516,7 @@ export class Daemon {
           cursor = c;
           this.#peers.clear();
           for (const l of leases) this.#remember(l);
-          if (!leases.some((l) => l.subnet?.equals(this.#own))) this.#onOwnLeaseLost();
+          if (!leases.some((l) => l.subnet?.equals(this.#own))) this.#onOwnLeaseRevoked();
           this.#setStoreUp(true);
           this.#fullPass();
         } catch (e2) {

@@ -57,8 +57,8 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       throw e;
     }
     await d.run();
-    log.info("stopped");
-    return 0;
+    log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
+    return d.exitCode;
   } finally {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     await http?.close();
