@@ -151,6 +151,13 @@ Deno.test("daemon: flanneld unit-file and manifest argument lists, each flag's e
     await waitFor("B routes A's subnet", async () => (await routes(b.ns)).some((r) => r.dst === subA));
     const fdb = await sh("bridge", "-n", b.ns, "fdb", "show", "dev", "flannel.1");
     assertStringIncludes(fdb, "dst 10.97.0.200");
+    // VXLAN device as flanneld >= 0.27.4: local = the external (public) address; accept_ra=0.
+    const dev = await sh("ip", "-n", a.ns, "-d", "link", "show", "flannel.1");
+    assertStringIncludes(dev, "local 10.97.0.200 ");
+    assertEquals(
+      (await nsRun(a.ns, ["cat", "/proc/sys/net/ipv6/conf/flannel.1/accept_ra"])).stdout.trim(),
+      "0",
+    );
     // -v=2 means debug logging (A); B logs at info.
     await waitFor(() => `A debug lines${why()}`, () => logs[0].some((l) => l.includes("level=debug")));
     assert(!logs[1].some((l) => l.includes("level=debug")), why());

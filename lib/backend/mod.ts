@@ -29,6 +29,7 @@ export function createBackend(
   if (cfg.backend.type === "vxlan") {
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
       txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext),
+      sysctl: (key, value) => Deno.writeTextFileSync(`/proc/sys/${key}`, value),
     });
   }
   return new HostGwBackend(ext);

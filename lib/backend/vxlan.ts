@@ -34,21 +34,27 @@ export class VxlanBackend implements Backend {
   readonly #ext: ExternalIface;
   readonly #stateDir: string;
   readonly #txCsumOffload: boolean;
+  readonly #sysctl: ((key: string, value: string) => void) | null;
+  /** accept_ra=0 written for the current device. */
+  #raOff = false;
   #mac = "";
   #saved = false;
 
   /**
    * `opts.txChecksumOffload` true leaves TX checksum offload of the device as the kernel sets it; false
    * (the default) switches it off in {@link ensure} (flannel #1279: bad VXLAN checksums on some kernels).
+   * `opts.sysctl` writes `/proc/sys/<key>` in the daemon's namespace (for accept_ra=0 on the device, as
+   * flanneld); without it no sysctl is written (unit tests).
    */
   constructor(
     nl: NetlinkHandle,
     o: VxlanOptions,
     ext: ExternalIface,
     stateDir: string,
-    opts: { txChecksumOffload?: boolean } = {},
+    opts: { txChecksumOffload?: boolean; sysctl?: (key: string, value: string) => void } = {},
   ) {
     this.#nl = nl;
+    this.#sysctl = opts.sysctl ?? null;
     this.#txCsumOffload = opts.txChecksumOffload === true;
     this.#o = o;
     this.#ext = ext;
@@ -79,7 +85,9 @@ export class VxlanBackend implements Backend {
     const wantPort = this.#o.port || KERNEL_VXLAN_PORT;
     if (v.vni !== this.#o.vni) return `VNI ${v.vni} != ${this.#o.vni}`;
     if ((v.port || KERNEL_VXLAN_PORT) !== wantPort) return `port ${v.port} != ${wantPort}`;
-    if (v.local !== this.#ext.ifaceIP) return `local ${v.local} != ${this.#ext.ifaceIP}`;
+    // As flanneld >= 0.27.4: `local` is the external (public) address, so a device taken over from flanneld
+    // behind NAT is reused, not recreated.
+    if (v.local !== this.#ext.publicIP) return `local ${v.local} != ${this.#ext.publicIP}`;
     if (v.dev !== this.#ext.index) {
       return `underlay ifindex ${v.dev} != ${this.#ext.index} (${this.#ext.name})`;
     }
@@ -122,7 +130,7 @@ export class VxlanBackend implements Backend {
       nl.createVxlan(name, {
         vni: this.#o.vni,
         port: this.#o.port || undefined,
-        local: this.#ext.ifaceIP,
+        local: this.#ext.publicIP,
         dev: this.#ext.index,
         learning: this.#o.learning,
         gbp: this.#o.gbp,
@@ -130,6 +138,7 @@ export class VxlanBackend implements Backend {
         mac: this.#mac,
       });
       if (!changes.length) changes.push("created");
+      this.#raOff = false;
       l = nl.link(name);
       if (!l) throw new Error(`${name} was created but cannot be found`);
     }
@@ -158,6 +167,13 @@ export class VxlanBackend implements Backend {
     if (!l.up) {
       nl.setUp(name, true);
       changes.push("up");
+    }
+    if (!this.#raOff && this.#sysctl) {
+      // As flanneld: no router advertisements on the overlay device (ignored where IPv6 is off).
+      try {
+        this.#sysctl(`net/ipv6/conf/${name}/accept_ra`, "0");
+      } catch { /* IPv6 disabled: nothing to switch off */ }
+      this.#raOff = true;
     }
     // flanneld's docs say `ethtool -K flannel.1 tx-checksum-ip-generic off`; a new device has it on, and
     // anyone may switch it on again: checked on every ensure (start and each resync).

@@ -164,3 +164,27 @@ Deno.test("vxlan: TX checksum offload auto = off only behind NAT (public IP not 
   assertEquals(keepTxChecksumOffload(false, ext), false);
   assertEquals(keepTxChecksumOffload(true, { ...ext, publicIP: "203.0.113.7" }), true);
 });
+
+Deno.test("vxlan: local is the external (public) address as flanneld >= 0.27.4; accept_ra=0 on the device", () => {
+  const { nl, ext, dir } = setup();
+  try {
+    const nat = { ...ext, publicIP: "203.0.113.7" };
+    const writes: string[] = [];
+    const opts = parseVxlanOptions({ type: "vxlan", raw: {} });
+    const b = new VxlanBackend(nl, opts, nat, dir, { sysctl: (k, v) => writes.push(`${k}=${v}`) });
+    b.prepare();
+    b.ensure(OWN);
+    assertEquals(nl.link("flannel.1")!.vxlan?.local, "203.0.113.7");
+    assertEquals(writes, ["net/ipv6/conf/flannel.1/accept_ra=0"]);
+    assertEquals(b.ensure(OWN), [], "a device with local = public IP is reused");
+    assertEquals(writes.length, 1, "written once per device");
+    // A device made with the interface address (older flanneld, older flanctl) is recreated, same MAC.
+    const b2 = new VxlanBackend(nl, opts, ext, dir, { sysctl: (k, v) => writes.push(`${k}=${v}`) });
+    b2.prepare();
+    assertEquals(b2.ensure(OWN)[0], "recreated (local 203.0.113.7 != 192.0.2.11)");
+    assertEquals(b2.mac, b.mac);
+    assertEquals(writes.length, 2, "the new device gets accept_ra=0 too");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -20,6 +20,7 @@ import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
 import { RuleManager, type Runner, supportsRandomFully } from "../masq/iptables.ts";
 import { selectIface } from "./iface.ts";
+import { checkBrNetfilter } from "./preflight.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
@@ -174,6 +175,7 @@ export class Daemon {
       );
     }
     if (!cfg.network) throw new ConfigError("Network", "the network config has no IPv4 Network");
+    checkBrNetfilter(cfg);
     this.#network = cfg.network;
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
