@@ -17,17 +17,21 @@ export { VxlanBackend } from "./vxlan.ts";
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
  * `opts.vxlanTxChecksumOffload`: true keeps the VXLAN device's TX checksum offload as the kernel sets it,
  * false switches it off, "auto" (the default) decides with {@link keepTxChecksumOffload}.
+ * `opts.storedBackendData`: our lease's BackendData as the store still has it (kube: our node's
+ * backend-data annotation); its VtepMAC is kept when the state file is missing.
  */
 export function createBackend(
   nl: NetlinkHandle,
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
-  opts: { vxlanTxChecksumOffload?: boolean | "auto" } = {},
+  opts: { vxlanTxChecksumOffload?: boolean | "auto"; storedBackendData?: unknown } = {},
 ): Backend {
   checkSupported(cfg.backend);
   if (cfg.backend.type === "vxlan") {
+    const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
+      storedMac: typeof stored?.VtepMAC === "string" ? stored.VtepMAC : null,
       txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext),
       sysctl: (key, value) => Deno.writeTextFileSync(`/proc/sys/${key}`, value),
     });

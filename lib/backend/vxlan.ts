@@ -35,6 +35,8 @@ export class VxlanBackend implements Backend {
   readonly #stateDir: string;
   readonly #txCsumOffload: boolean;
   readonly #sysctl: ((key: string, value: string) => void) | null;
+  /** The MAC the store still publishes for us (kube: our backend-data annotation), if any. */
+  readonly #storedMac: string | null;
   /** accept_ra=0 written for the current device. */
   #raOff = false;
   #mac = "";
@@ -43,6 +45,7 @@ export class VxlanBackend implements Backend {
   /**
    * `opts.txChecksumOffload` true leaves TX checksum offload of the device as the kernel sets it; false
    * (the default) switches it off in {@link ensure} (flannel #1279: bad VXLAN checksums on some kernels).
+   * `opts.storedMac` is the VTEP MAC the store still publishes for us, used when the state file is missing.
    * `opts.sysctl` writes `/proc/sys/<key>` in the daemon's namespace (for accept_ra=0 on the device, as
    * flanneld); without it no sysctl is written (unit tests).
    */
@@ -51,9 +54,14 @@ export class VxlanBackend implements Backend {
     o: VxlanOptions,
     ext: ExternalIface,
     stateDir: string,
-    opts: { txChecksumOffload?: boolean; sysctl?: (key: string, value: string) => void } = {},
+    opts: {
+      txChecksumOffload?: boolean;
+      sysctl?: (key: string, value: string) => void;
+      storedMac?: string | null;
+    } = {},
   ) {
     this.#nl = nl;
+    this.#storedMac = opts.storedMac && isMac(opts.storedMac) ? opts.storedMac.toLowerCase() : null;
     this.#sysctl = opts.sysctl ?? null;
     this.#txCsumOffload = opts.txChecksumOffload === true;
     this.#o = o;
@@ -101,6 +109,12 @@ export class VxlanBackend implements Backend {
     if (persisted) {
       this.#mac = persisted;
       this.#saved = true;
+      return;
+    }
+    // State file gone (a wiped disk): the MAC our peers know from the store, then a compatible device's,
+    // then a new one.
+    if (this.#storedMac) {
+      this.#mac = this.#storedMac;
       return;
     }
     const l = this.#nl.link(this.overlayDev);

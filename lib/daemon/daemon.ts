@@ -158,7 +158,15 @@ export class Daemon {
    * everything that can fail on bad input is checked before the first kernel change.
    */
   async start(): Promise<void> {
-    const o = this.#o;
+    let o = this.#o;
+    // kube: the node's node-public-ip annotation acts as --public-ip (flanneld's GetStoredPublicIP).
+    const stored = this.#store.storedPublicIP
+      ? await this.#retryStore("reading our node's annotations", () => this.#store.storedPublicIP!())
+      : null;
+    if (stored?.publicIP) {
+      this.#log.info("public IP from our node's node-public-ip annotation", { public_ip: stored.publicIP });
+      o = { ...o, publicIP: stored.publicIP };
+    }
     this.#ext = selectIface(this.#nl, o, this.#log);
     this.#log.info("using interface", {
       iface: this.#ext.name,
@@ -177,8 +185,13 @@ export class Daemon {
     if (!cfg.network) throw new ConfigError("Network", "the network config has no IPv4 Network");
     checkBrNetfilter(cfg);
     this.#network = cfg.network;
+    // kube: our own published backend-data keeps the VTEP MAC when the state file is gone (as flanneld).
+    const storedData = this.#store.storedBackendData
+      ? await this.#retryStore("reading our node's backend-data", () => this.#store.storedBackendData!())
+      : null;
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
+      storedBackendData: storedData,
     });
     this.#backend.prepare();
     this.#log.info("network config", {
@@ -240,6 +253,11 @@ export class Daemon {
     this.#writeSubnetEnv();
     this.#rules.setTables(this.#tables());
     await this.#ensureRules();
+    // Device, subnet.env and rules are in place: now (not at acquire) tell the cluster the network is up.
+    if (this.#store.completeLease && o.setNodeNetworkUnavailable) {
+      await this.#retryStore("setting NetworkUnavailable=False", () => this.#store.completeLease!());
+      this.#log.info("node condition NetworkUnavailable=False (FlannelIsUp)");
+    }
     const { leases, cursor } = await this.#retryStore("listing leases", () => this.#store.listLeases());
     this.#peers.clear();
     for (const l of leases) this.#remember(l);

@@ -190,8 +190,9 @@ export async function openStore(opts: StoreOptions): Promise<SubnetStore> {
         return await openKubeStore({
           apiUrl: opts.kubeApiUrl,
           kubeconfigFile: opts.kubeconfigFile,
-          nodeName: opts.nodeName ?? Deno.env.get("NODE_NAME"),
+          nodeName: opts.nodeName,
           netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
+          annotationPrefix: opts.kubeAnnotationPrefix,
         });
       }
       case "etcd": {
