@@ -6,8 +6,10 @@
  * @module
  */
 
+import { CNI_PLUGIN_NAMES } from "./lib/cni/names.ts";
+
 /** Names under which the binary acts as a CNI plugin. */
-const CNI_NAMES = new Set(["flannel", "bridge", "host-local", "loopback"]);
+const CNI_NAMES = new Set(CNI_PLUGIN_NAMES);
 
 function invokedAs(): string {
   // The launcher script passes its own $0 (the symlink name); a compiled binary reads argv[0].
