@@ -60,7 +60,20 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
       CONT_WHEN_CACHE_NOT_READY: "false",
     });
     c.start(a, args(), env("kube-flannel-ds-aaaaa"));
-    c.start(b, args(["--set-node-network-unavailable=false"]), env("kube-flannel-ds-bbbbb"));
+    // B: its kubeconfig names a wrong server; --kube-api-url overrides it (flanneld's flag).
+    await Deno.writeTextFile(
+      `${c.tmp}/kubeconfig-b`,
+      (await Deno.readTextFile(`${c.tmp}/kubeconfig`)).replace(api.url, "http://10.95.0.1:1"),
+    );
+    c.start(
+      b,
+      [
+        ...args(["--set-node-network-unavailable=false"]).filter((x) => !x.startsWith("--kubeconfig-file")),
+        `--kubeconfig-file=${c.tmp}/kubeconfig-b`,
+        `--kube-api-url=${api.url}`,
+      ],
+      env("kube-flannel-ds-bbbbb"),
+    );
     await c.waitReady(a);
     await c.waitReady(b);
     const why = () => `A:\n${a.log.join("\n")}\nB:\n${b.log.join("\n")}`;
