@@ -261,7 +261,7 @@ export function daemonHelp(): string {
     "Runs the node daemon: acquires a subnet lease, sets up the vxlan/host-gw backend, writes subnet.env,\n" +
     "programs routes/ARP/FDB for every peer and keeps the masquerade rules. Store: kube with\n" +
     "--kube-subnet-mgr, etcd with --etcd-endpoints, the embedded file store with --store-dir, else etcd at\n" +
-    "flanneld's default endpoints. A flag not given is read from its env variable." +
+    "flanneld's default endpoints. A flag not given is read from its env variable.\n" +
     renderFlagHelp(ALL_DAEMON_FLAGS, {
       flanneld: "flanneld flags:",
       flanctl: "flanctl flags:",
