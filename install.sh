@@ -101,7 +101,7 @@ else
   {
     echo '#!/bin/sh'
     echo '# flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.'
-    echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1"
+    echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1 FLANCTL_LIBDIR=$LIBDIR"
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"

@@ -34,15 +34,23 @@ export function register(program: Command): void {
       "--cni-conf <file>",
       "conflist to install as 10-flannel.conflist (kube-flanctl.yml's cni-conf.json)",
     )
-    .option("--source <file>", "flanctl binary to copy (default: this binary, when it is a compiled one)")
+    .option(
+      "--source <file>",
+      "flanctl binary to copy (default: this binary when compiled; under install.sh's launcher its runtime)",
+    )
     .option("--link <path>", "do not copy: make the plugin names symlinks to this installed flanctl")
     .action(async (f: Flags) => {
       const { installCni } = await import("../lib/install/cni.ts");
       if (f.source && f.link) throw new UsageError("--link: conflicts with --source; give only one of them");
       const source = f.link ? undefined : f.source ?? selfBinary();
-      if (!f.link && !source) {
+      // install.sh's launcher (no compiled binary): the runtime it runs the CNI path with.
+      const libdir = Deno.env.get("FLANCTL_LIBDIR");
+      const runtime = !f.link && !source && libdir
+        ? { deno: Deno.execPath(), cniJs: `${libdir}/cni.js` }
+        : undefined;
+      if (!f.link && !source && !runtime) {
         throw new UsageError(
-          "--source: required here (this flanctl runs under deno, it is not a compiled binary); " +
+          "--source: required here (this flanctl runs under deno from a checkout, not installed); " +
             "give --source FILE (a compiled flanctl) or --link PATH (a flanctl installed on this host)",
         );
       }
@@ -52,6 +60,7 @@ export function register(program: Command): void {
         conf: f.cniConf ?? null,
         source: source ?? undefined,
         link: f.link,
+        runtime,
       });
       for (const s of steps) {
         if (s.action === "replaced-foreign") {

@@ -7,7 +7,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { BACKUP_SUFFIX, installCni } from "../lib/install/cni.ts";
 import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
 import { PLUGINS } from "../lib/cni/delegate.ts";
-import { flanctl } from "./netns.ts";
+import { flanctl, ROOT } from "./netns.ts";
 
 const CONFLIST = JSON.stringify({
   name: "cbr0",
@@ -183,3 +183,44 @@ Deno.test("install-cni: usage errors", async () => {
   assertEquals(both.code, 2);
   assertStringIncludes(both.stderr, "--link: conflicts with --source");
 });
+
+Deno.test("install-cni: without a compiled binary, a launcher and the runtime the CNI path needs", () =>
+  withDirs(async ({ root, bin, conf }) => {
+    // install.sh's launcher mode: the pinned deno plus cni.js, bundled the way install.sh bundles it.
+    const b = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--platform", "deno", "-o", `${root}/lib/cni.js`, `${ROOT}cli/cni_main.ts`],
+    }).output();
+    assertEquals(b.code, 0, new TextDecoder().decode(b.stderr));
+    // Through the CLI, as install.sh's launcher runs it (FLANCTL_LIBDIR set, running under deno).
+    const r = await flanctl(["install-cni", "--cni-bin-dir", bin, "--cni-conf-dir", conf], {
+      env: { FLANCTL_LIBDIR: `${root}/lib` },
+    });
+    assertEquals(r.code, 0, r.stderr);
+    assertStringIncludes(r.stdout, `installed ${bin}/flanctl`);
+    const rt = [...Deno.readDirSync(bin)].filter((e) => e.name.startsWith(".flanctl-runtime-"));
+    assertEquals(rt.length, 1);
+    assertEquals(Deno.statSync(`${bin}/${rt[0].name}/deno`).mode! & 0o777, 0o755);
+    assertEquals(Deno.statSync(`${bin}/flanctl`).mode! & 0o777, 0o755);
+    // kubelet's view: a plugin name runs the CNI entry point with no checkout and no config.
+    const p = new Deno.Command(`${bin}/loopback`, {
+      env: { CNI_COMMAND: "VERSION" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+      cwd: "/",
+    }).spawn();
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(`{"cniVersion":"1.1.0"}`));
+    await w.close();
+    const o = await p.output();
+    assertEquals(o.code, 0, new TextDecoder().decode(o.stderr));
+    assert(JSON.parse(new TextDecoder().decode(o.stdout)).supportedVersions.includes("1.1.0"));
+    // Idempotent.
+    const again = await installCni({
+      binDir: bin,
+      confDir: conf,
+      conf: null,
+      runtime: { deno: Deno.execPath(), cniJs: `${root}/lib/cni.js` },
+    });
+    assertEquals(again.filter((s) => s.action !== "unchanged"), []);
+  }));

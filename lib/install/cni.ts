@@ -1,7 +1,9 @@
 /**
  * `flanctl install-cni`: what kube-flannel.yml's init containers do, in one idempotent step. It puts the
- * flanctl binary into the CNI bin dir as `flanctl` (or, with `link`, points at an installed one), makes
- * every name of {@link CNI_PLUGIN_NAMES} a symlink to it, and copies the conflist into the CNI conf dir.
+ * flanctl binary into the CNI bin dir as `flanctl` (or, with `link`, points at an installed one; or, where
+ * `deno compile` could not run, a launcher plus the runtime the CNI path needs: the Deno binary and the
+ * pre-bundled cni.js, in a directory of their own), makes every name of {@link CNI_PLUGIN_NAMES} a symlink
+ * to it, and copies the conflist into the CNI conf dir.
  *
  * Every file appears atomically: written under a temporary name in the same directory, then renamed over
  * the final name, so kubelet (which may exec a plugin at any moment) sees the old file or the new one,
@@ -32,6 +34,11 @@ export interface InstallCniOptions {
   source?: string;
   /** Instead of copying: make the plugin names symlinks to this installed flanctl (install.sh). */
   link?: string;
+  /**
+   * No compiled binary (install.sh's launcher mode): install this Deno binary and the pre-bundled CNI entry
+   * point (install.sh's cni.js) and, as `flanctl`, a launcher that runs them.
+   */
+  runtime?: { deno: string; cniJs: string };
 }
 
 /** One thing install-cni did or found in place. */
@@ -142,7 +149,9 @@ async function linkPlugin(binDir: string, name: string, target: string): Promise
  */
 export async function installCni(o: InstallCniOptions): Promise<InstallStep[]> {
   const steps: InstallStep[] = [];
-  if (!o.source === !o.link) throw new InstallError("give exactly one of a source binary and a link target");
+  if ([o.source, o.link, o.runtime].filter(Boolean).length !== 1) {
+    throw new InstallError("give exactly one of a source binary, a link target and a runtime");
+  }
   try {
     await Deno.mkdir(o.binDir, { recursive: true });
   } catch (e) {
@@ -160,6 +169,9 @@ export async function installCni(o: InstallCniOptions): Promise<InstallStep[]> {
       await atomically(target, 0o755, (tmp) => Deno.copyFile(o.source!, tmp));
       steps.push({ path: target, action: before ? "updated" : "installed" });
     }
+  } else if (o.runtime) {
+    target = `${o.binDir}/flanctl`;
+    steps.push(...await installRuntime(o.binDir, o.runtime));
   } else target = o.link!;
   for (const name of CNI_PLUGIN_NAMES) steps.push(await linkPlugin(o.binDir, name, target));
   if (o.conf) {
@@ -189,6 +201,61 @@ export async function installCni(o: InstallCniOptions): Promise<InstallStep[]> {
       await atomically(final, 0o644, (tmp) => Deno.writeFile(tmp, text));
       steps.push({ path: final, action: had ? "updated" : "installed" });
     }
+  }
+  return steps;
+}
+
+async function digest(path: string): Promise<string> {
+  const h = new Uint8Array(await crypto.subtle.digest("SHA-256", await Deno.readFile(path)));
+  return Array.from(h.slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Launcher mode: the runtime goes into `<binDir>/.flanctl-runtime-<hash>/` (made under a temporary name and
+ * renamed, so it appears complete), then `<binDir>/flanctl` becomes, atomically, a launcher running it.
+ * An older runtime directory is left in place: a plugin call may still be starting from it.
+ */
+async function installRuntime(binDir: string, rt: { deno: string; cniJs: string }): Promise<InstallStep[]> {
+  for (const f of [rt.deno, rt.cniJs]) {
+    if (!lstat(f)?.isFile) {
+      throw new InstallError(`${f}: not a file; the launcher needs the Deno binary and cni.js`);
+    }
+  }
+  const steps: InstallStep[] = [];
+  const dir = `${binDir}/.flanctl-runtime-${(await digest(rt.cniJs)).slice(0, 8)}${
+    (await digest(rt.deno)).slice(0, 8)
+  }`;
+  if (lstat(dir)?.isDirectory) steps.push({ path: dir, action: "unchanged" });
+  else {
+    const tmp = tmpName(dir);
+    try {
+      await Deno.mkdir(tmp, { mode: 0o755 });
+      await Deno.copyFile(rt.deno, `${tmp}/deno`);
+      await Deno.chmod(`${tmp}/deno`, 0o755);
+      await Deno.copyFile(rt.cniJs, `${tmp}/cni.js`);
+      await Deno.chmod(`${tmp}/cni.js`, 0o644);
+      await Deno.rename(tmp, dir);
+    } catch (e) {
+      await Deno.remove(tmp, { recursive: true }).catch(() => {});
+      throw e;
+    }
+    steps.push({ path: dir, action: "installed" });
+  }
+  const launcher =
+    "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +
+    `export DENO_DIR="${dir}/cache" DENO_NO_UPDATE_CHECK=1\n` +
+    `FLANCTL_ARGV0="$0" exec "${dir}/deno" run -A --no-check --no-config --no-lock --quiet --no-prompt ` +
+    `"${dir}/cni.js"\n`;
+  const final = `${binDir}/flanctl`;
+  const had = lstat(final);
+  let same = false;
+  try {
+    same = had !== null && Deno.readTextFileSync(final) === launcher;
+  } catch { /* not readable as text: replace */ }
+  if (same) steps.push({ path: final, action: "unchanged" });
+  else {
+    await atomically(final, 0o755, (tmp) => Deno.writeTextFile(tmp, launcher));
+    steps.push({ path: final, action: had ? "updated" : "installed" });
   }
   return steps;
 }
