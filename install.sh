@@ -31,9 +31,9 @@ log() { printf 'install.sh: %s\n' "$*"; }
 if [ "$(id -u)" != 0 ]; then echo "install.sh: run as root" >&2; exit 1; fi
 
 # --- Debian packages -------------------------------------------------------------------------------
-pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables kmod procps ca-certificates iputils-ping)
+pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables libnftables1 kmod procps ca-certificates iputils-ping)
 if [ "$DEV" = 1 ]; then
-  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl)
+  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl conntrack)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

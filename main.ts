@@ -1,6 +1,6 @@
 /**
- * flanctl entry point. In symlink mode (installed as /opt/cni/bin/flannel, bridge, host-local, loopback)
- * it dispatches on the name it was invoked as; invoked as `flanneld`, or as `flanctl daemon …`, it runs the
+ * flanctl entry point. In symlink mode (installed as /opt/cni/bin/flannel, bridge, host-local, loopback,
+ * portmap) it dispatches on the name it was invoked as; invoked as `flanneld`, or as `flanctl daemon …`, it runs the
  * daemon's own flag parser; otherwise the command tree. Each path imports only what it needs, so neither a
  * CNI call nor the daemon pays for commander.
  * @module

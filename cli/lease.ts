@@ -17,6 +17,7 @@ import {
 import type { Lease, LeaseEvent, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
+import { readCappedTextAsync } from "../lib/capped_read.ts";
 
 type Output = "table" | "json";
 
@@ -228,7 +229,7 @@ export function register(program: Command): void {
   ).action(async (file: string, o: StoreOptions) => {
     let text: string;
     try {
-      text = file === "-" ? await new Response(Deno.stdin.readable).text() : await Deno.readTextFile(file);
+      text = file === "-" ? await new Response(Deno.stdin.readable).text() : await readCappedTextAsync(file);
     } catch (e) {
       throw new UsageError(`FILE: cannot read '${file}': ${(e as Error).message}`);
     }

@@ -84,7 +84,7 @@ Deno.test("install-cni: a foreign plugin of the same name is kept as a backup an
     Deno.mkdirSync(bin, { recursive: true });
     Deno.writeTextFileSync(`${bin}/bridge`, "#!/bin/sh\necho reference bridge\n", { mode: 0o755 });
     Deno.symlinkSync("/usr/lib/cni/loopback", `${bin}/loopback`);
-    Deno.writeTextFileSync(`${bin}/portmap`, "not ours, not a name of ours\n");
+    Deno.writeTextFileSync(`${bin}/ptp`, "not ours, not a name of ours\n");
     const o = { binDir: bin, confDir: conf, conf: src, source: `${root}/flanctl-v1` };
     const steps = await installCni(o);
     const foreign = steps.filter((s) => s.action === "replaced-foreign");
@@ -100,7 +100,7 @@ Deno.test("install-cni: a foreign plugin of the same name is kept as a backup an
     assertEquals(Deno.readLinkSync(`${bin}/loopback${BACKUP_SUFFIX}`), "/usr/lib/cni/loopback");
     assertEquals(Deno.readLinkSync(`${bin}/bridge`), `${bin}/flanctl`);
     assertEquals(
-      Deno.readTextFileSync(`${bin}/portmap`),
+      Deno.readTextFileSync(`${bin}/ptp`),
       "not ours, not a name of ours\n",
       "other files untouched",
     );

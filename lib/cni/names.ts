@@ -5,4 +5,4 @@
  */
 
 /** CNI plugin names the binary provides. */
-export const CNI_PLUGIN_NAMES: readonly string[] = ["flannel", "bridge", "host-local", "loopback"];
+export const CNI_PLUGIN_NAMES: readonly string[] = ["flannel", "bridge", "host-local", "loopback", "portmap"];

@@ -8,6 +8,7 @@ import { SEVERITY_ORDER } from "./types.ts";
 import { type DoctorOptions, gatherContext } from "./context.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
+import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
@@ -25,6 +26,7 @@ export { renderJson, renderTable } from "./render.ts";
 export const ALL_CHECKS: Check[] = [
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
+  ...NFTABLES_CHECKS,
   ...VXLAN_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,

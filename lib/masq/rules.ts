@@ -12,6 +12,8 @@ export const FWD_CHAIN = "FLANNEL-FWD";
 
 /** Rules of one table: the jump into our chain and the chain's own rules, in iptables-save form. */
 export interface TableRules {
+  /** IP family of the rules (the network's): 4 renders for iptables, 6 for ip6tables. */
+  family?: 4 | 6;
   table: "nat" | "filter";
   chain: string;
   /** The built-in chain that jumps to `chain`. */
@@ -20,23 +22,22 @@ export interface TableRules {
   rules: string[];
 }
 
-/** Options of {@link masqRules}. */
+/** Options of the masquerade rules. */
 export interface MasqOptions {
-  /**
-   * MASQUERADE with `--random-fully` (default true), as flanneld does unless `--ip-masq-fully-random-disable`
-   * is given or iptables lacks the option (older than 1.6.2: `supportsRandomFully` in iptables.ts).
-   */
+  /** `--random-fully` on the MASQUERADE rules (default true, flanneld's; off for
+   * --ip-masq-fully-random-disable or an iptables without it). */
   randomFully?: boolean;
 }
 
 /** The nat rules for `network` (the cluster Network) and `subnet` (our node's subnet). */
 export function masqRules(network: IPNet, subnet: IPNet, opts: MasqOptions = {}): TableRules {
   const c = `-m comment --comment "flanneld masq"`;
-  const masq = opts.randomFully === false ? "MASQUERADE" : "MASQUERADE --random-fully";
   const n = network.toString();
   const s = subnet.toString();
   const mcast = network.family === 4 ? "224.0.0.0/4" : "ff00::/8";
+  const masq = opts.randomFully === false ? "MASQUERADE" : "MASQUERADE --random-fully";
   return {
+    family: network.family,
     table: "nat",
     chain: MASQ_CHAIN,
     parent: "POSTROUTING",
@@ -52,22 +53,12 @@ export function masqRules(network: IPNet, subnet: IPNet, opts: MasqOptions = {})
   };
 }
 
-/**
- * True when `iptables --version` (text) is 1.6.2 or newer, the first release with MASQUERADE
- * `--random-fully` (the check flanneld's iptables library makes).
- */
-export function versionHasRandomFully(versionText: string): boolean {
-  const m = /v(\d+)\.(\d+)\.(\d+)/.exec(versionText);
-  if (!m) return false;
-  const [a, b, c] = m.slice(1).map(Number);
-  return a > 1 || (a === 1 && (b > 6 || (b === 6 && c >= 2)));
-}
-
 /** The filter rules accepting forwarded traffic from and to `network`. */
 export function forwardRules(network: IPNet): TableRules {
   const c = `-m comment --comment "flanneld forward"`;
   const n = network.toString();
   return {
+    family: network.family,
     table: "filter",
     chain: FWD_CHAIN,
     parent: "FORWARD",

@@ -25,6 +25,7 @@ import {
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
 import { FlanctlError, UsageError } from "../errors.ts";
+import { readCappedTextAsync } from "../capped_read.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -208,7 +209,7 @@ export class KubeStore implements SubnetStore {
   async getNetworkConfig(): Promise<NetConfig> {
     let text: string;
     try {
-      text = await Deno.readTextFile(this.#opts.netConfigPath);
+      text = await readCappedTextAsync(this.#opts.netConfigPath);
     } catch (e) {
       throw new ConfigError(
         "net-config-path",
