@@ -54,7 +54,7 @@ export function register(program: Command): void {
   addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
     const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
-    const { openStore, storeKind } = await import("../lib/store/open.ts");
+    const { openStore, storeChoice } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
     const { FileStoreReader } = await import("../lib/store/file_reader.ts");
     parseOutput(flags.output);
@@ -65,7 +65,10 @@ export function register(program: Command): void {
       }
     }
     const src = (k: string) => c.getOptionValueSource(k);
-    const kind = storeKind(flags);
+    // No store flag: the doctor looks at the default file store only if it exists (never at flanneld's
+    // default etcd, which the daemon would use: a doctor run must not hang on an absent etcd).
+    const choice = storeChoice(flags);
+    const kind = choice.implicit ? "file" : choice.kind;
     const explicit = kind !== "file" || src("storeDir") === "cli" || src("storeDir") === "env";
     const dirExists = (() => {
       try {

@@ -16,6 +16,7 @@ import { register as registerDoctor } from "./doctor.ts";
 import { register as registerLab } from "./lab.ts";
 import { register as registerCompletion } from "./completion.ts";
 import { INSPECT_KINDS } from "./inspect.ts";
+import { register as registerInstallCni } from "./install_cni.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
     args: { "flanctl inspect": INSPECT_KINDS, "flanctl completion": ["bash", "zsh", "fish"] },
     options: { "--output": ["table", "json"] },
   });
+  registerInstallCni(program);
   for (const c of program.commands) c.exitOverride();
   failedCommand = captureUsageErrors(program);
   return program;

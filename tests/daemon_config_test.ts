@@ -72,10 +72,17 @@ Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", a
     r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--resync-interval", "soon"]));
     assertEquals(r.code, 2);
     assertStringIncludes(r.stderr, "--resync-interval");
-    // The interface named by env is used (and reported in the error when it does not exist).
-    r = await runDaemonOnce(n.ns, c.daemonArgs(n), { FLANNELD_IFACE: "nosuch1,nosuch2" });
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--ip-masq", "false"]));
+    assertEquals(r.code, 2);
+    assertStringIncludes(
+      r.stderr,
+      "flanctl: false: unexpected argument; a boolean flag takes its value after '='",
+    );
+    // The interface named by env is used (and reported in the error when it does not exist); the value is
+    // one interface, as flanneld reads it (no comma splitting).
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n), { FLANNELD_IFACE: "nosuch1" });
     assert(r.code !== 0);
-    assertStringIncludes(r.stderr, "nosuch1, nosuch2");
+    assertStringIncludes(r.stderr, "nosuch1");
     assert(!(await nsRun(n.ns, ["ip", "-o", "link"])).stdout.includes("flannel"));
   } finally {
     await c.close();

@@ -7,7 +7,7 @@ import type { NetlinkHandle } from "../netlink/types.ts";
 import { checkSupported, parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
 import type { Backend, ExternalIface } from "./types.ts";
-import { VxlanBackend } from "./vxlan.ts";
+import { procSysctl, VxlanBackend } from "./vxlan.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
@@ -18,20 +18,25 @@ export { VxlanBackend } from "./vxlan.ts";
  * `opts.family` 6 builds the IPv6 half (flannel-v6.<VNI>, or host-gw routes via PublicIPv6).
  * `opts.vxlanTxChecksumOffload`: true keeps the VXLAN device's TX checksum offload as the kernel sets it,
  * false switches it off, "auto" (the default) decides with {@link keepTxChecksumOffload}.
+ * `opts.storedBackendData`: our lease's BackendData as the store still has it (kube: our node's
+ * backend-data annotation); its VtepMAC is kept when the state file is missing.
  */
 export function createBackend(
   nl: NetlinkHandle,
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
-  opts: { vxlanTxChecksumOffload?: boolean | "auto"; family?: 4 | 6 } = {},
+  opts: { vxlanTxChecksumOffload?: boolean | "auto"; family?: 4 | 6; storedBackendData?: unknown } = {},
 ): Backend {
   checkSupported(cfg.backend);
   const family = opts.family ?? 4;
   if (cfg.backend.type === "vxlan") {
+    const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
+      storedMac: typeof stored?.VtepMAC === "string" ? stored.VtepMAC : null,
       txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext, family),
       family,
+      sysctl: procSysctl,
     });
   }
   return new HostGwBackend(ext, family);

@@ -4,7 +4,7 @@
  * @module
  */
 import { openNetlink } from "../netlink/mod.ts";
-import { openStore, type StoreOptions } from "../store/open.ts";
+import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
 import { type HealthServer, serveHealth } from "./http.ts";
@@ -23,6 +23,16 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     }
   };
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
+  const choice = storeChoice(storeOpts);
+  if (choice.implicit) {
+    log.warn(
+      "no store flag given: using etcd as flanneld does (pass --store-dir DIR for the embedded file store)",
+      {
+        store: choice.kind,
+        why: choice.why,
+      },
+    );
+  } else log.info("store chosen", { store: choice.kind, why: choice.why });
   const store = await openStore(storeOpts);
   const nl = openNetlink();
   const d = new Daemon(o, { nl, store, log, notify });
@@ -49,8 +59,8 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       throw e;
     }
     await d.run();
-    log.info("stopped");
-    return 0;
+    log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
+    return d.exitCode;
   } finally {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     await http?.close();

@@ -121,6 +121,9 @@ function routeOp(verb: string, r: RouteSpec): string {
 }
 
 /** Builds a route object from `spec` and hands it to `send`; frees it. */
+/** rtm_type of a blackhole route (linux/rtnetlink.h). */
+const RTN_BLACKHOLE = 6;
+
 function withRoute(
   c: Conn,
   spec: RouteSpec,
@@ -152,8 +155,10 @@ function withRoute(
       nl().nl_addr_put(d);
       c.check(e, op);
       r.rtnl_route_set_table(route, table);
+      if (spec.type === "blackhole") r.rtnl_route_set_type(route, RTN_BLACKHOLE);
       if (spec.scope !== undefined) r.rtnl_route_set_scope(route, scopeValue(spec.scope, "scope"));
       else if (forDelete) r.rtnl_route_set_scope(route, RT_SCOPE_NOWHERE);
+      else if (spec.type === "blackhole") r.rtnl_route_set_scope(route, scopeValue("universe", "scope"));
       r.rtnl_route_set_protocol(
         route,
         forDelete && spec.protocol === undefined ? 0 : protocolValue(spec.protocol, "protocol"),

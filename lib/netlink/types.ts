@@ -189,6 +189,8 @@ export interface RouteSpec {
   protocol?: number | string;
   metric?: number;
   src?: string;
+  /** Route type: "unicast" (default) or "blackhole" (`ip route add blackhole CIDR`, no device). */
+  type?: "unicast" | "blackhole";
 }
 
 /** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */

@@ -8,9 +8,10 @@
  * Talks to etcd through its JSON gateway with fetch (see etcd_client.ts for why not npm:etcd3).
  * @module
  */
+import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../ip/cidr.ts";
 import { allocate } from "../lease/allocator.ts";
 import {
   encodeLeaseAttrs,
@@ -172,8 +173,8 @@ export class EtcdStore implements SubnetStore {
       if (a.kind === "existing") {
         const key = this.#subnets + keyOf(a.lease);
         const cur = leases.get(key)!;
-        const reservation = cur.kv.lease === "0";
-        const { ok, lease } = await this.#put(key, attrs, reservation, {
+        // A reservation becomes a 24 h lease on first use, as flanneld (tryAcquireLease).
+        const { ok, lease } = await this.#put(key, attrs, false, {
           target: "MOD",
           revision: cur.kv.modRevision,
         });
@@ -235,23 +236,23 @@ export class EtcdStore implements SubnetStore {
   }
 
   /** Writes a reservation: a key without an etcd lease. */
-  async reserve(subnet: IPNet, publicIP: string): Promise<void> {
-    const ip = IPAddr.parse(publicIP, "public-ip");
+  async reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
+    const r = reservationEntry(subnet, publicIP, v6);
     const { leases } = await this.#list();
+    const drop = new Set<string>();
     for (const [key, { lease }] of leases) {
-      const s = subnet.family === 4 ? lease.subnet : lease.ipv6Subnet;
-      const own = ip.family === 4 ? lease.attrs.PublicIP : lease.attrs.PublicIPv6;
-      if (!s?.overlaps(subnet)) continue;
-      if (own !== ip.toString()) {
-        throw new SubnetConflictError(`${subnet} overlaps lease ${key} of ${own}: revoke it first`);
+      for (const [want, ip] of r.parts) {
+        const s = want.family === 4 ? lease.subnet : lease.ipv6Subnet;
+        const own = want.family === 4 ? lease.attrs.PublicIP : lease.attrs.PublicIPv6;
+        if (!s?.overlaps(want)) continue;
+        if (own !== ip) {
+          throw new SubnetConflictError(`${want} overlaps lease ${key} of ${own}: revoke it first`);
+        }
+        drop.add(key);
       }
-      await this.client.delete(key);
     }
-    const attrs: LeaseAttrsWire = ip.family === 4
-      ? { PublicIP: ip.toString(), PublicIPv6: null, BackendType: "" }
-      : { PublicIP: "0.0.0.0", PublicIPv6: ip.toString(), BackendType: "" };
-    const name = subnet.family === 4 ? leaseKey(subnet) : leaseKey(null, subnet);
-    await this.client.txnPut(this.#subnets + name, encodeLeaseAttrs(attrs), null, null);
+    for (const key of drop) await this.client.delete(key);
+    await this.client.txnPut(this.#subnets + r.key, encodeLeaseAttrs(r.attrs), null, null);
   }
 
   /** All leases; the cursor is the etcd revision of the listing. */
