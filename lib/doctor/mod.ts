@@ -16,6 +16,7 @@ import { CNI_CHECKS } from "./checks/cni.ts";
 import { POD_CHECKS } from "./checks/pods.ts";
 import { ACTIVE_CHECKS } from "./checks/active.ts";
 import { HOST_CHECKS } from "./checks/host.ts";
+import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
 export { DEFAULT_PATHS, type DoctorOptions } from "./context.ts";
@@ -23,6 +24,7 @@ export { renderJson, renderTable } from "./render.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [
+  ...DAEMON_CHECKS,
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
   ...VXLAN_CHECKS,
@@ -34,6 +36,13 @@ export const ALL_CHECKS: Check[] = [
   ...HOST_CHECKS,
   ...ACTIVE_CHECKS,
 ];
+
+/** Old check ids that read as failures when ok → their current ids (old ones stay valid for --skip). */
+export const OLD_IDS: Record<string, string> = {
+  "peer-route-missing": "peer-routes",
+  "peer-arp-missing": "peer-arp",
+  "peer-fdb-missing": "peer-fdb",
+};
 
 /** Ids of every check (for `--skip` validation and the README). */
 export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
@@ -58,7 +67,10 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
       }
     }
   }
-  findings.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity]);
+  // A dead daemon is the root cause: first among the criticals, and the findings it explains name it.
+  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 2 + (f.id === "daemon" ? 0 : 1);
+  findings.splice(0, findings.length, ...pointToDaemon(findings, OLD_IDS));
+  findings.sort((a, b) => rank(a) - rank(b));
   const count = (s: string) => findings.filter((f) => f.severity === s).length;
   const critical = count("critical"), warning = count("warning");
   const exitCode = ctx.fatal.length ? 3 : critical ? 2 : warning ? 1 : 0;
