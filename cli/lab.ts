@@ -5,6 +5,7 @@
  */
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
+import { registerLabTrace } from "./trace.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
@@ -133,6 +134,8 @@ export function register(program: Command): void {
       const { exitCode } = await import("./root.ts");
       exitCode.value = await m.labExec(m.loadState(o.name), target, command);
     });
+
+  registerLabTrace(lab, nameOpt);
 
   lab.command("down")
     .description("remove every namespace, process and file of the lab (idempotent)")

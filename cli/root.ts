@@ -12,6 +12,7 @@ import { register as registerDaemon } from "./daemon.ts";
 import { register as registerCni } from "./cni.ts";
 import { register as registerDoctor } from "./doctor.ts";
 import { register as registerLab } from "./lab.ts";
+import { register as registerTrace } from "./trace.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerCni(program);
   registerDoctor(program);
   registerLab(program);
+  registerTrace(program);
   for (const c of program.commands) c.exitOverride();
   return program;
 }

@@ -1,0 +1,138 @@
+/**
+ * Entry points of `flanctl trace` and `flanctl lab trace`: gather the nodes, resolve SRC/DST, trace,
+ * optionally probe, release everything.
+ * @module
+ */
+import { UsageError } from "../errors.ts";
+import { DEFAULT_PATHS } from "../doctor/paths.ts";
+import type { DoctorOptions } from "../doctor/context.ts";
+import { ReadOnlyFileStore } from "../doctor/filestore_ro.ts";
+import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
+import { DEFAULT_STORE_DIR } from "../store/file.ts";
+import { loadState } from "../lab/state.ts";
+import { flanctlCommand, runCmd } from "../lab/proc.ts";
+import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
+import { probePath } from "./probe.ts";
+import { trace, type TraceInput } from "./trace.ts";
+import type { PodRef, TraceJson, TraceReport } from "./types.ts";
+
+/** Options of a local trace. */
+export interface LocalTraceOptions extends StoreOptions {
+  dst: string;
+  from?: string;
+  netns?: string;
+  subnetFile: string;
+  probe?: boolean;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return Deno.statSync(p).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Promise<TraceReport> {
+  if (!probe) return rep;
+  const net = inp.src.node.ctx.network;
+  const { IPAddr } = await import("../ip/cidr.ts");
+  if (!net || !net.contains(IPAddr.parse(inp.dst))) {
+    rep.probe = `not sent: ${inp.dst} is outside the pod network ${net ?? "?"} (probes stay on the path)`;
+    return rep;
+  }
+  const srcNs = "netns" in inp.src ? (inp.src as PodRef).netns : inp.src.node.netns;
+  rep.probe = await probePath(srcNs, inp.dst, rep.devices);
+  return rep;
+}
+
+/** `flanctl trace DST [--from SRC] [--netns NODE]` on this node. */
+export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
+  const kind = storeKind(o);
+  const dir = o.storeDir ?? DEFAULT_STORE_DIR;
+  const opts: DoctorOptions = {
+    netns: o.netns ?? null,
+    subnetFile: o.subnetFile,
+    cniConfDir: DEFAULT_PATHS.cniConfDir,
+    cniBinDir: DEFAULT_PATHS.cniBinDir,
+    hostLocalDir: DEFAULT_PATHS.hostLocalDir,
+    flannelDataDir: DEFAULT_PATHS.flannelDataDir,
+    cniResultsDir: DEFAULT_PATHS.cniResultsDir,
+    podNetnsPrefix: DEFAULT_PATHS.podNetnsPrefix,
+    readyzUrl: null,
+    probe: false,
+    openStore: kind !== "file"
+      ? () => openStore(o)
+      : isDir(dir)
+      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      : null,
+    storeExplicit: kind !== "file",
+    skip: new Set(),
+  };
+  const node = await openNode(o.netns ?? Deno.hostname(), opts);
+  try {
+    let src: TraceInput["src"] = { node, ip: null, name: node.name };
+    if (o.from) {
+      const pod = [...node.ctx.pods.values()].find((p) => p.ips.includes(o.from!));
+      if (pod) src = { name: pod.name, netns: pod.name, ip: o.from, node };
+      else if (node.ctx.localIPs().has(o.from)) src = { node, ip: o.from, name: o.from };
+      else {
+        throw new UsageError(
+          `--from: ${o.from} is neither a pod behind cni0 on ${node.name} nor one of its addresses`,
+        );
+      }
+    }
+    const inp: TraceInput = { src, dst: o.dst, dstName: o.dst, nodes: [node], pods: [] };
+    return await withProbe(inp, await trace(inp), !!o.probe);
+  } finally {
+    closeNodes([node]);
+  }
+}
+
+/** Set in the re-executed child of an etcd lab's trace (it runs in the underlay namespace). */
+const IN_UNDERLAY = "FLANCTL_LAB_TRACE_IN_UNDERLAY";
+
+/** `flanctl lab trace SRC DST`: every node of the lab. */
+export async function labTrace(
+  name: string,
+  srcName: string,
+  dstName: string,
+  probe: boolean,
+): Promise<TraceReport> {
+  const s = loadState(name);
+  if (s.store === "etcd" && !Deno.env.get(IN_UNDERLAY)) {
+    // etcd listens in the underlay namespace: run the trace there (netlink handles and iptables-save
+    // reach every node's namespace by name from anywhere).
+    const r = await runCmd(
+      [
+        "ip",
+        "netns",
+        "exec",
+        s.underlay.netns,
+        ...flanctlCommand(),
+        "lab",
+        "trace",
+        "--name",
+        name,
+        "-o",
+        "json",
+        ...(probe ? ["--probe"] : []),
+        srcName,
+        dstName,
+      ],
+      { env: { [IN_UNDERLAY]: "1" } },
+    );
+    if (r.code !== 0 && r.code !== 1) throw new UsageError(r.stderr.trim().replace(/^flanctl: /, ""));
+    const j = JSON.parse(r.stdout) as TraceJson;
+    return { ...j, devices: [] };
+  }
+  const { nodes, pods } = await labNodes(s);
+  try {
+    const src = resolveLabSource(s, nodes, pods, srcName);
+    const dst = resolveLabDest(s, pods, dstName);
+    const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods };
+    return await withProbe(inp, await trace(inp), probe);
+  } finally {
+    closeNodes(nodes);
+  }
+}
