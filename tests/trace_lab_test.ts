@@ -113,6 +113,10 @@ Deno.test({
       assertStringIncludes(route.lease!, `${peerSub} → node2, PublicIP ${s.nodes[1].publicIP}`);
       const mac = /VtepMAC (\S+)/.exec(route.lease!)![1];
 
+      // --probe: one ping along the path, seen last on the destination pod's eth0.
+      const probe = await flanctl(["lab", "trace", "--name", name, "--probe", "node1-pod1", "node2-pod1"]);
+      assertStringIncludes(probe.stdout, `probe: reply received; last seen rx on eth0 in ${s.pods[1].netns}`);
+
       // Outside the pod network: the masquerade decision, nothing sent (--probe refuses).
       const out = await labTrace(name, "node1-pod1", "198.51.100.7", "--probe");
       assert(out.ok);
@@ -120,6 +124,16 @@ Deno.test({
       assertStringIncludes(masq.entry, "-j MASQUERADE");
       assertStringIncludes(masq.detail, `source NATed to ${s.nodes[0].publicIP}`);
       assertEquals(out.hops.at(-1)!.step, "egress");
+      const outTable = await flanctl([
+        "lab",
+        "trace",
+        "--name",
+        name,
+        "--probe",
+        "node1-pod1",
+        "198.51.100.7",
+      ]);
+      assertStringIncludes(outTable.stdout, "probe: not sent: 198.51.100.7 is outside the pod network");
       const inside = healthy.hops.find((h) => h.step === "masquerade")!;
       assertStringIncludes(inside.entry, "-j RETURN");
       assertStringIncludes(inside.detail, "not NATed");
@@ -139,6 +153,11 @@ Deno.test({
       await sh("ip", "-n", n1, "neigh", "del", peerGw, "dev", "flannel.1");
       let t = await labTrace(name, "node1-pod1", "node2-pod1");
       h = brokenAt(t, "node1", "arp", `no neighbour entry for ${peerGw}`);
+      const lost = await flanctl(["lab", "trace", "--name", name, "--probe", "node1-pod1", "node2-pod1"]);
+      assertStringIncludes(
+        lost.stdout,
+        `probe: no reply; last seen rx on ${await hostVeth(s, "node1-pod1")} in ${n1}`,
+      );
       assertStringIncludes(t.fix!.join("\n"), `ip neigh replace ${peerGw} lladdr ${mac} dev flannel.1`);
       await sh(
         "ip",

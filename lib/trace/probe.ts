@@ -40,9 +40,9 @@ export async function probePath(srcNetns: string | null, dst: string, devs: Path
     if (before[i] !== null && after[i] !== null && after[i]! > before[i]!) last = i;
   });
   const answered = ping.code === 0;
+  const at = (d: PathDevice) => `${d.dev}${d.netns ? ` in ${d.netns}` : ""}`;
   const where = last < 0
-    ? `never left ${devs[0].dev}${devs[0].netns ? ` in ${devs[0].netns}` : ""}`
-    : `last seen ${devs[last].dir} on ${devs[last].dev}${devs[last].netns ? ` in ${devs[last].netns}` : ""}` +
-      ` (device ${last + 1} of ${devs.length} on the path)`;
+    ? `never seen, not even on ${at(devs[0])}`
+    : `last seen ${devs[last].dir} on ${at(devs[last])}`;
   return `${answered ? "reply received" : "no reply"}; ${where}`;
 }
