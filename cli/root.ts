@@ -13,6 +13,7 @@ import { register as registerCni } from "./cni.ts";
 import { register as registerDoctor } from "./doctor.ts";
 import { register as registerLab } from "./lab.ts";
 import { register as registerTrace } from "./trace.ts";
+import { register as registerStatus } from "./status.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerDoctor(program);
   registerLab(program);
   registerTrace(program);
+  registerStatus(program);
   for (const c of program.commands) c.exitOverride();
   return program;
 }

@@ -4,11 +4,8 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { DEFAULT_PATHS } from "../doctor/paths.ts";
-import type { DoctorOptions } from "../doctor/context.ts";
-import { ReadOnlyFileStore } from "../doctor/filestore_ro.ts";
-import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
-import { DEFAULT_STORE_DIR } from "../store/file.ts";
+import { localDoctorOptions } from "../doctor/local_options.ts";
+import type { StoreOptions } from "../store/open.ts";
 import { loadState } from "../lab/state.ts";
 import { flanctlCommand, runCmd } from "../lab/proc.ts";
 import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
@@ -23,14 +20,6 @@ export interface LocalTraceOptions extends StoreOptions {
   netns?: string;
   subnetFile: string;
   probe?: boolean;
-}
-
-function isDir(p: string): boolean {
-  try {
-    return Deno.statSync(p).isDirectory;
-  } catch {
-    return false;
-  }
 }
 
 async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Promise<TraceReport> {
@@ -48,27 +37,7 @@ async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Pro
 
 /** `flanctl trace DST [--from SRC] [--netns NODE]` on this node. */
 export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
-  const kind = storeKind(o);
-  const dir = o.storeDir ?? DEFAULT_STORE_DIR;
-  const opts: DoctorOptions = {
-    netns: o.netns ?? null,
-    subnetFile: o.subnetFile,
-    cniConfDir: DEFAULT_PATHS.cniConfDir,
-    cniBinDir: DEFAULT_PATHS.cniBinDir,
-    hostLocalDir: DEFAULT_PATHS.hostLocalDir,
-    flannelDataDir: DEFAULT_PATHS.flannelDataDir,
-    cniResultsDir: DEFAULT_PATHS.cniResultsDir,
-    podNetnsPrefix: DEFAULT_PATHS.podNetnsPrefix,
-    readyzUrl: null,
-    probe: false,
-    openStore: kind !== "file"
-      ? () => openStore(o)
-      : isDir(dir)
-      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
-      : null,
-    storeExplicit: kind !== "file",
-    skip: new Set(),
-  };
+  const opts = localDoctorOptions(o.netns ?? null, o.subnetFile, o);
   const node = await openNode(o.netns ?? Deno.hostname(), opts);
   try {
     let src: TraceInput["src"] = { node, ip: null, name: node.name };
