@@ -22,6 +22,9 @@ interface DoctorFlags extends StoreOptions {
   skip?: string;
   output: string;
   probe?: boolean;
+  problems?: boolean;
+  bundle?: string;
+  logFile?: string;
 }
 
 /** Registers `flanctl doctor`. */
@@ -48,20 +51,34 @@ export function register(program: Command): void {
     )
     .option("--skip <ids>", "comma-separated check ids to skip")
     .option("-o, --output <format>", "table or json", "table")
-    .option("--probe", "also ping every peer's public IP and VTEP address (active)");
+    .option("--probe", "also ping every peer's public IP and VTEP address (active)")
+    .option("--problems", "show only what is not ok (the summary still counts everything)")
+    .option(
+      "--bundle <file.tar.gz>",
+      "also write a bug-report bundle (doctor, status, inspect, rules, subnet.env, CNI configs, log tail, " +
+        "versions; secrets redacted)",
+    )
+    .option("--log-file <path>", "daemon log to include in --bundle (default: journalctl -u flanctl)");
   addStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
-    const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
+    const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
+      "../lib/doctor/mod.ts"
+    );
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
     const { ReadOnlyFileStore } = await import("../lib/doctor/filestore_ro.ts");
     if (flags.output !== "table" && flags.output !== "json") {
       throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
     }
-    const skip = new Set((flags.skip ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+    // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
+    const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
     for (const id of skip) {
       if (!CHECK_IDS.includes(id) && id !== "doctor") {
-        throw new UsageError(`--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")})`);
+        throw new UsageError(
+          `--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")}; old aliases: ${
+            Object.keys(OLD_IDS).join(", ")
+          })`,
+        );
       }
     }
     const src = (k: string) => c.getOptionValueSource(k);
@@ -101,7 +118,11 @@ export function register(program: Command): void {
       storeExplicit: explicit,
       skip,
     });
-    const text = flags.output === "json" ? renderJson(report) : renderTable(report);
+    const color = flags.output !== "json" && Deno.stdout.isTerminal() && !Deno.env.get("NO_COLOR");
+    const problemsOnly = !!flags.problems;
+    const text = flags.output === "json"
+      ? renderJson(report, { problemsOnly })
+      : renderTable(report, { color, problemsOnly });
     await Deno.stdout.write(new TextEncoder().encode(text));
     exitCode.value = report.summary.exitCode;
   });

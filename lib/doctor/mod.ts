@@ -42,7 +42,21 @@ export const OLD_IDS: Record<string, string> = {
   "peer-route-missing": "peer-routes",
   "peer-arp-missing": "peer-arp",
   "peer-fdb-missing": "peer-fdb",
+  "stale-peer-entries": "peer-entries",
+  "veth-orphan": "veths",
+  "hostlocal-leak": "hostlocal-ips",
+  "netns-leak": "pod-netns",
+  "cni-cache-stale": "cni-cache",
+  "lease-duplicate": "lease-unique",
+  "route-overlap": "pod-network-routes",
+  "iptables-mixed": "iptables-backend",
+  "ipv6-disabled": "ipv6",
 };
+
+/** The current id of `id` (an old alias maps to its new id; anything else is returned as is). */
+export function canonicalId(id: string): string {
+  return Object.hasOwn(OLD_IDS, id) ? OLD_IDS[id] : id;
+}
 
 /** Ids of every check (for `--skip` validation and the README). */
 export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
@@ -69,7 +83,7 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
   }
   // A dead daemon is the root cause: first among the criticals, and the findings it explains name it.
   const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 2 + (f.id === "daemon" ? 0 : 1);
-  findings.splice(0, findings.length, ...pointToDaemon(findings, OLD_IDS));
+  findings.splice(0, findings.length, ...pointToDaemon(findings));
   findings.sort((a, b) => rank(a) - rank(b));
   const count = (s: string) => findings.filter((f) => f.severity === s).length;
   const critical = count("critical"), warning = count("warning");

@@ -204,7 +204,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
           "ip-forward",
         );
       }
-      return await doctorText(ctx, "peer-route-missing") ?? {
+      return await doctorText(ctx, "peer-routes") ?? {
         why: lease
           ? "the node's route for the peer subnet must follow the lease"
           : "no lease covers the address",
@@ -345,7 +345,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
           neigh.state.join(",")
         }, lease VtepMAC ${mac}`,
       lease: leaseText(lease),
-    }, await doctorText(ctx, "peer-arp-missing"));
+    }, await doctorText(ctx, "peer-arp"));
     if (!arpOk) return finish(inp, srcName, p);
     const fdb = ctx.kernel?.fdb.filter((f) => f.index === dev!.index && f.mac.toLowerCase() === mac) ?? [];
     const f = fdb.find((f) => f.dst !== null) ?? null;
@@ -367,7 +367,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
           fdb.map((x) => x.dst).join(", ")
         }, lease PublicIP ${lease.attrs.PublicIP}`,
       lease: leaseText(lease),
-    }, await doctorText(ctx, "peer-fdb-missing"));
+    }, await doctorText(ctx, "peer-fdb"));
     if (!fdbOk) return finish(inp, srcName, p);
     underlayDst = f!.dst!;
     p.dev(srcNode.netns, dev.name, "tx");

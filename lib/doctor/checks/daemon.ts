@@ -18,7 +18,7 @@ export const DAEMON_DEPENDENT = new Set([
   "peer-routes",
   "peer-arp",
   "peer-fdb",
-  "stale-peer-entries",
+  "peer-entries",
   "masq-rules",
   "forward-policy",
   "lease-own",
@@ -130,11 +130,10 @@ export const daemonCheck: Check = {
  * When `daemon` is critical, the findings it explains say so in their why (root cause first). Returns
  * the findings with that note added.
  */
-export function pointToDaemon(findings: Finding[], aliases: Record<string, string> = {}): Finding[] {
+export function pointToDaemon(findings: Finding[]): Finding[] {
   if (!findings.some((f) => f.id === "daemon" && f.severity === "critical")) return findings;
   return findings.map((f) => {
-    const id = aliases[f.id] ?? f.id;
-    if (f.severity === "ok" || f.id === "daemon" || !DAEMON_DEPENDENT.has(id)) return f;
+    if (f.severity === "ok" || f.id === "daemon" || !DAEMON_DEPENDENT.has(f.id)) return f;
     return { ...f, why: `likely cause: the daemon is not running (see 'daemon'). ${f.why ?? ""}`.trim() };
   });
 }
