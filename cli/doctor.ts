@@ -103,7 +103,7 @@ export function register(program: Command): void {
       : explicit
       ? missingDir
       : null;
-    const report = await runDoctor({
+    const doctorOpts = {
       netns: flags.netns ?? null,
       subnetFile: flags.subnetFile,
       cniConfDir: flags.cniConfDir,
@@ -117,7 +117,9 @@ export function register(program: Command): void {
       openStore: open,
       storeExplicit: explicit,
       skip,
-    });
+    };
+    const report = await runDoctor(doctorOpts);
+    if (flags.bundle) await bundle(flags, doctorOpts, report);
     const color = flags.output !== "json" && Deno.stdout.isTerminal() && !Deno.env.get("NO_COLOR");
     const problemsOnly = !!flags.problems;
     const text = flags.output === "json"
@@ -126,4 +128,47 @@ export function register(program: Command): void {
     await Deno.stdout.write(new TextEncoder().encode(text));
     exitCode.value = report.summary.exitCode;
   });
+}
+
+/** Writes `--bundle` (a second, identical gathering of the node for status and inspect). */
+async function bundle(
+  flags: DoctorFlags,
+  opts: import("../lib/doctor/context.ts").DoctorOptions,
+  report: import("../lib/doctor/types.ts").DoctorReport,
+): Promise<void> {
+  const { gatherContext } = await import("../lib/doctor/context.ts");
+  const { writeBundle, kubeconfigTokens } = await import("../lib/doctor/bundle.ts");
+  const read = (p: string | undefined) => {
+    if (!p) return "";
+    try {
+      return Deno.readTextFileSync(p);
+    } catch {
+      return "";
+    }
+  };
+  // Every secret this node's flannel could hold: redacted wherever it shows up (logs, configs, status).
+  const secrets = [
+    flags.etcdPassword ?? "",
+    read(Deno.env.get("FLANNELD_ETCD_PASSWORD_FILE")).trim(),
+    read("/var/run/secrets/kubernetes.io/serviceaccount/token").trim(),
+    ...kubeconfigTokens(read(flags.kubeconfigFile)),
+  ];
+  try {
+    for (const e of Deno.readDirSync(flags.cniConfDir)) {
+      if (e.isFile) secrets.push(...kubeconfigTokens(read(`${flags.cniConfDir}/${e.name}`)));
+      if (e.isDirectory) {
+        for (const f of Deno.readDirSync(`${flags.cniConfDir}/${e.name}`)) {
+          if (f.isFile) secrets.push(...kubeconfigTokens(read(`${flags.cniConfDir}/${e.name}/${f.name}`)));
+        }
+      }
+    }
+  } catch { /* no CNI dir: nothing to learn */ }
+  const ctx = await gatherContext(opts);
+  const files = await writeBundle(ctx, report, {
+    file: flags.bundle!,
+    logFile: flags.logFile ?? null,
+    secrets: secrets.filter(Boolean),
+    node: flags.netns ?? Deno.hostname(),
+  });
+  console.error(`flanctl: bundle ${flags.bundle} written (${files.length} files, secrets redacted)`);
 }
