@@ -83,6 +83,49 @@ Deno.test({
       assertEquals(st.peers.daemonPeers, m.get("flanctl_peers"));
       assert(st.reconcile.runs! >= 1);
 
+      // From the host with --netns: the daemon and its endpoints are found through the node's files.
+      const sub = `${s.nodes[0].dir}/run/flannel/subnet.env`;
+      const fromHost = await flanctl([
+        "status",
+        "-o",
+        "json",
+        "--netns",
+        s.nodes[0].netns,
+        "--subnet-file",
+        sub,
+      ]);
+      assertEquals(fromHost.code, 0, fromHost.stderr);
+      const fh = JSON.parse(fromHost.stdout) as StatusJson;
+      assertEquals([fh.node, fh.daemon.pid, fh.health.metrics], [s.nodes[0].netns, st.daemon.pid, true]);
+      assertEquals(fh.reconcile.runs, st.reconcile.runs);
+
+      // --watch: one JSON document per line until interrupted.
+      const w = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          s.nodes[0].netns,
+          ...flanctlCmd(
+            "status",
+            "-o",
+            "json",
+            "--watch",
+            "0.5",
+            "--netns",
+            s.nodes[0].netns,
+            "--subnet-file",
+            sub,
+          ),
+        ],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      await new Promise((r) => setTimeout(r, 3000));
+      w.kill("SIGINT");
+      const lines = new TextDecoder().decode((await w.output()).stdout).trim().split("\n");
+      assert(lines.length >= 2, `--watch printed ${lines.length} line(s)`);
+      for (const l of lines) assertEquals((JSON.parse(l) as StatusJson).daemon.pid, st.daemon.pid);
+
       // lab trace reads an etcd lab's leases from the underlay namespace, where etcd listens.
       const tr = await flanctl(["lab", "trace", "--name", name, "-o", "json", "node1-pod1", "node2-pod1"]);
       assertEquals(tr.code, 0, tr.stdout + tr.stderr);

@@ -232,15 +232,16 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     );
   }
   const outside = !network || !network.contains(dst);
-  if (srcIP || r.prefsrc) {
-    const from = srcIP ?? r.prefsrc!;
+  // The packet's source: the pod's, else what the kernel picks for the output device (prefsrc, else the
+  // device's primary address; MASQUERADE uses the same).
+  const outAddr = r.prefsrc ??
+    ctx.kernel?.addrs.find((a) => a.family === 4 && a.index === r.dev && a.scope === "global")?.local ??
+    null;
+  const from = srcIP ?? outAddr;
+  if (from) {
     const env = ctx.subnetEnv;
     const nat = ctx.iptTable("nat");
     const d = masqDecision(nat, from, inp.dst, r.devName);
-    // MASQUERADE takes the outgoing interface's primary address.
-    const outAddr = r.prefsrc ??
-      ctx.kernel?.addrs.find((a) => a.family === 4 && a.index === r.dev && a.scope === "global")?.local ??
-      null;
     const wantNat = outside && !!env?.ipMasq && !!network?.contains(IPAddr.parse(from));
     const okMasq = !env?.ipMasq || d.nat === wantNat;
     add({
@@ -410,7 +411,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     return finish(inp, srcName, p);
   }
   await daemonHop(peerNode, p);
-  await remoteIngress(inp, srcIP ?? r.prefsrc ?? null, peerNode, backend, direct, lease, leaseText, p);
+  await remoteIngress(inp, from, peerNode, backend, direct, lease, leaseText, p);
   if (!brokenNow()) deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
 }
