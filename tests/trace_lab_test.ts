@@ -110,6 +110,7 @@ Deno.test({
       );
       const route = healthy.hops.find((h) => h.step === "host-route")!;
       assertEquals(route.entry, `${peerSub} via ${peerGw} dev flannel.1 onlink table main`);
+      assertStringIncludes(healthy.hops[2].entry, "port state forwarding hairpin on; cni0 up");
       assertStringIncludes(route.lease!, `${peerSub} → node2, PublicIP ${s.nodes[1].publicIP}`);
       const mac = /VtepMAC (\S+)/.exec(route.lease!)![1];
 
@@ -213,6 +214,7 @@ Deno.test({
       const veth = await hostVeth(s, "node1-pod1");
       await sh("ip", "-n", n1, "link", "set", veth, "down");
       h = brokenAt(await labTrace(name, "node1-pod1", "node2-pod1"), "node1", "cni0-port", `${veth} DOWN`);
+      assertStringIncludes(h.entry, "port state disabled");
       await sh("ip", "-n", n1, "link", "set", veth, "up");
 
       // FORWARD policy DROP without accept rules.

@@ -479,11 +479,25 @@ async function daemonHop(n: TraceNode, p: Path): Promise<void> {
   }, f.severity === "ok" ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "daemon" });
 }
 
+/** Bridge port states (linux/if_bridge.h BR_STATE_*). */
+const PORT_STATES: Record<number, string> = {
+  0: "disabled",
+  1: "listening",
+  2: "learning",
+  3: "forwarding",
+  4: "blocking",
+};
+
 /** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
 function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
   const br = n.ctx.link("cni0");
   const enslaved = !!br && host.master === br.index;
-  const portUp = host.up && host.operstate !== "DOWN" && host.operstate !== "LOWERLAYERDOWN";
+  // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
+  // the node's namespace; null when unreadable.
+  const raw = enslaved ? n.ctx.exec.run(["cat", `/sys/class/net/${host.name}/brport/state`], 3000) : null;
+  const state = raw?.code === 0 ? (PORT_STATES[Number(raw.stdout.trim())] ?? raw.stdout.trim()) : null;
+  const portUp = host.up && host.operstate !== "DOWN" && host.operstate !== "LOWERLAYERDOWN" &&
+    (state === null || state === "forwarding");
   const ok = enslaved && portUp && !!br?.up;
   const hairpin = host.bridgePort ? (host.bridgePort.hairpin ? "on" : "off") : "?";
   p.add({
@@ -492,13 +506,16 @@ function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
     ok,
     entry: `${host.name} ${host.up ? "up" : "DOWN"} (operstate ${host.operstate}) master ${
       host.master !== null ? (n.ctx.link(host.master)?.name ?? host.master) : "none"
-    } hairpin ${hairpin}; cni0 ${br ? (br.up ? "up" : "DOWN") : "missing"}`,
+    }${state ? ` port state ${state}` : ""} hairpin ${hairpin}; cni0 ${
+      br ? (br.up ? "up" : "DOWN") : "missing"
+    }`,
     detail: !br
       ? "cni0 does not exist"
       : !enslaved
       ? `${host.name} is not a port of cni0`
       : !portUp
-      ? `${host.name} is down: the cni0 port of ${podName} is disabled, frames from the pod are dropped`
+      ? `${host.name} ${host.up ? `port state ${state}` : "is down"}: the cni0 port of ${podName} does not ` +
+        "forward, its frames are dropped"
       : !br.up
       ? "cni0 is down"
       : `${host.name} forwards on cni0`,
