@@ -100,6 +100,7 @@ Deno.test({
           "node1:arp",
           "node1:fdb",
           "node1:underlay",
+          "underlay:underlay-bridge",
           "node2:daemon",
           "node2:remote-vxlan",
           "node2:remote-route",
@@ -232,6 +233,17 @@ Deno.test({
       assertStringIncludes(h.detail, "pod MTU 1500 > flannel.1 MTU 1450");
       await sh("ip", "-n", pod1, "link", "set", "eth0", "mtu", "1450");
       assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "repaired path is whole again");
+
+      // The peer's port on the lab's underlay bridge down.
+      const port = s.nodes[1].underlayVeth;
+      await sh("ip", "-n", s.underlay.netns, "link", "set", port, "down");
+      h = brokenAt(
+        await labTrace(name, "node1-pod1", "node2-pod1"),
+        "underlay",
+        "underlay-bridge",
+        `${port} (node2) DOWN`,
+      );
+      await sh("ip", "-n", s.underlay.netns, "link", "set", port, "up");
 
       // The remote node's daemon dead.
       const d2 = s.procs.find((p) => p.what === "daemon node2")!.pid;

@@ -99,7 +99,12 @@ export async function labTrace(
   try {
     const src = resolveLabSource(s, nodes, pods, srcName);
     const dst = resolveLabDest(s, pods, dstName);
-    const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods };
+    const underlay = {
+      netns: s.underlay.netns,
+      bridge: s.underlay.bridge,
+      ports: new Map(s.nodes.map((n) => [n.publicIP, n.underlayVeth])),
+    };
+    const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay };
     return await withProbe(inp, await trace(inp), probe);
   } finally {
     closeNodes(nodes);

@@ -34,6 +34,8 @@ export interface TraceInput {
   nodes: TraceNode[];
   /** Pods known by name (lab); others are found behind each node's cni0. */
   pods: PodRef[];
+  /** A lab's underlay: its namespace, bridge and each node's port on it (by PublicIP). */
+  underlay?: { netns: string; bridge: string; ports: Map<string, string> };
 }
 
 /** A broken hop's explanation. */
@@ -410,6 +412,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     });
     return finish(inp, srcName, p);
   }
+  if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
   await daemonHop(peerNode, p);
   await remoteIngress(inp, from, peerNode, backend, direct, lease, leaseText, p);
   if (!brokenNow()) deliver(inp, peerNode, p);
@@ -477,6 +480,52 @@ async function daemonHop(n: TraceNode, p: Path): Promise<void> {
       ? "the daemon keeps routes, ARP/FDB entries and rules in step with the leases"
       : "the daemon is not running: nothing repairs or updates this node's entries, its lease is not renewed",
   }, f.severity === "ok" ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "daemon" });
+}
+
+/** A lab's underlay bridge: both nodes' ports up on it, and the bridge itself (it carries the encapsulated packet). */
+function underlayHop(
+  u: NonNullable<TraceInput["underlay"]>,
+  from: TraceNode,
+  to: TraceNode,
+  toIP: string,
+  p: Path,
+): void {
+  const fromPort = [...u.ports.entries()].find(([ip]) => from.ctx.localIPs().has(ip))?.[1] ?? null;
+  const toPort = u.ports.get(toIP) ?? null;
+  const h = openNetlink({ name: u.netns });
+  try {
+    const br = h.link(u.bridge);
+    const ports = [fromPort, toPort].map((n) => (n ? h.link(n) : null));
+    const bad = ports.filter((l) => !l || !l.up || l.master !== br?.index);
+    const ok = !!br && br.up && bad.length === 0;
+    p.add({
+      node: "underlay",
+      step: "underlay-bridge",
+      ok,
+      entry: `${u.bridge} ${br?.up ? "up" : "DOWN"}; ` +
+        [[fromPort, ports[0], from.name], [toPort, ports[1], to.name]].map(([n, l, who]) =>
+          `${n ?? "?"} (${who}) ${l ? (l as LinkInfo).up ? "up" : "DOWN" : "missing"}`
+        ).join(", "),
+      detail: ok
+        ? `the underlay bridge carries the encapsulated packet to ${toIP}`
+        : `the underlay does not carry the packet: ${
+          !br
+            ? `no bridge ${u.bridge}`
+            : !br.up
+            ? `${u.bridge} is down`
+            : "a node's port on it is down or missing"
+        }`,
+    }, {
+      why: "the lab's underlay (bridge and each node's veth on it) is the network between the nodes",
+      fix: [
+        `ip -n ${u.netns} link set ${u.bridge} up`,
+        ...[fromPort, toPort].filter(Boolean).map((n) => `ip -n ${u.netns} link set ${n} up`),
+      ],
+    });
+    if (ok) p.dev(u.netns, toPort, "tx");
+  } finally {
+    h.close();
+  }
 }
 
 /** Bridge port states (linux/if_bridge.h BR_STATE_*). */
