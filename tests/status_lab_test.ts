@@ -130,6 +130,8 @@ Deno.test({
       const tr = await flanctl(["lab", "trace", "--name", name, "-o", "json", "node1-pod1", "node2-pod1"]);
       assertEquals(tr.code, 0, tr.stdout + tr.stderr);
       assertStringIncludes(JSON.parse(tr.stdout).hops[4].lease, "→ node2, PublicIP");
+      const trp = await flanctl(["lab", "trace", "--name", name, "--probe", "node1-pod1", "node2-pod1"]);
+      assertStringIncludes(trp.stdout, "probe: reply received; last seen rx on eth0");
 
       // Store killed: unreachable (the daemon keeps running).
       const etcd = s.procs.find((p) => p.what === "etcd")!.pid;

@@ -3,7 +3,7 @@
  * optionally probe, release everything.
  * @module
  */
-import { UsageError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../errors.ts";
 import { localDoctorOptions } from "../doctor/local_options.ts";
 import type { StoreOptions } from "../store/open.ts";
 import { loadState } from "../lab/state.ts";
@@ -11,7 +11,7 @@ import { flanctlCommand, runCmd } from "../lab/proc.ts";
 import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
 import { probePath } from "./probe.ts";
 import { trace, type TraceInput } from "./trace.ts";
-import type { PodRef, TraceJson, TraceReport } from "./types.ts";
+import type { PodRef, TraceReport } from "./types.ts";
 
 /** Options of a local trace. */
 export interface LocalTraceOptions extends StoreOptions {
@@ -58,8 +58,11 @@ export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
   }
 }
 
-/** Set in the re-executed child of an etcd lab's trace (it runs in the underlay namespace). */
-const IN_UNDERLAY = "FLANCTL_LAB_TRACE_IN_UNDERLAY";
+/**
+ * Set in the re-executed child of an etcd lab's trace (it runs in the underlay namespace and prints the
+ * whole report, probe included, as JSON for its parent).
+ */
+export const IN_UNDERLAY = "FLANCTL_LAB_TRACE_IN_UNDERLAY";
 
 /** `flanctl lab trace SRC DST`: every node of the lab. */
 export async function labTrace(
@@ -83,17 +86,16 @@ export async function labTrace(
         "trace",
         "--name",
         name,
-        "-o",
-        "json",
         ...(probe ? ["--probe"] : []),
         srcName,
         dstName,
       ],
       { env: { [IN_UNDERLAY]: "1" } },
     );
-    if (r.code !== 0 && r.code !== 1) throw new UsageError(r.stderr.trim().replace(/^flanctl: /, ""));
-    const j = JSON.parse(r.stdout) as TraceJson;
-    return { ...j, devices: [] };
+    if (r.code !== 0 && r.code !== 1) {
+      throw new FlanctlError(r.stderr.trim().replace(/^flanctl: /, ""), r.code === 2 ? 2 : 1);
+    }
+    return JSON.parse(r.stdout) as TraceReport;
   }
   const { nodes, pods } = await labNodes(s);
   try {
