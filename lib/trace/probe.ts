@@ -7,9 +7,16 @@
 import { runCmd } from "../lab/proc.ts";
 import type { PathDevice } from "./types.ts";
 
+/** argv prefix that runs a command in namespace `netns` (a name, or "pid:N" for an unnamed pod netns). */
+function inNs(netns: string | null): string[] {
+  if (netns === null) return [];
+  const pid = /^pid:(\d+)$/.exec(netns);
+  return pid ? ["nsenter", "-t", pid[1], "-n"] : ["ip", "netns", "exec", netns];
+}
+
 async function counters(devs: PathDevice[]): Promise<(number | null)[]> {
   return await Promise.all(devs.map(async (d) => {
-    const argv = ["ip", ...(d.netns ? ["-n", d.netns] : []), "-s", "-j", "link", "show", "dev", d.dev];
+    const argv = [...inNs(d.netns), "ip", "-s", "-j", "link", "show", "dev", d.dev];
     const r = await runCmd(argv);
     if (r.code !== 0) return null;
     const j = JSON.parse(r.stdout) as { stats64?: { rx: { packets: number }; tx: { packets: number } } }[];
@@ -24,7 +31,7 @@ async function counters(devs: PathDevice[]): Promise<(number | null)[]> {
 export async function probePath(srcNetns: string | null, dst: string, devs: PathDevice[]): Promise<string> {
   if (!devs.length) return "not sent: no device on the path";
   const before = await counters(devs);
-  const argv = [...(srcNetns ? ["ip", "netns", "exec", srcNetns] : []), "ping", "-c", "1", "-W", "1", dst];
+  const argv = [...inNs(srcNetns), "ping", "-c", "1", "-W", "1", dst];
   let ping;
   try {
     ping = await runCmd(argv);

@@ -9,7 +9,7 @@
  */
 import { IPAddr } from "../ip/cidr.ts";
 import { openNetlink, routeGet } from "../netlink/mod.ts";
-import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
+import type { LinkInfo, NetnsRef, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import { ALL_CHECKS } from "../doctor/mod.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
@@ -53,6 +53,11 @@ export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | 
   return f ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: id } : null;
 }
 
+/** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
+function nsRef(label: string): NetnsRef {
+  return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
+}
+
 function isPod(s: TraceInput["src"]): s is PodRef {
   return "netns" in s;
 }
@@ -80,7 +85,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   const ctx = srcNode.ctx;
   const dst = IPAddr.parse(inp.dst, "DST");
   const srcName = inp.src.name;
-  const srcIP = isPod(inp.src) ? inp.src.ip : inp.src.ip;
+  const srcIP = inp.src.ip;
   const network = ctx.network;
   const own = ctx.nodeSubnet;
   const backend = ctx.backendType ?? "vxlan";
@@ -97,7 +102,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   // 1. In the source pod: its route, its eth0 and the veth peer on the host, the cni0 port.
   if (isPod(inp.src)) {
     const pod = inp.src;
-    const ph = openNetlink({ name: pod.netns });
+    const ph = openNetlink(nsRef(pod.netns));
     let eth: LinkInfo | null = null;
     try {
       const r = routeGet(ph, { dst: inp.dst });
@@ -695,7 +700,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
     return;
   }
   if (p.broken) return;
-  const ph = openNetlink({ name: pod.netns });
+  const ph = openNetlink(nsRef(pod.netns));
   try {
     const a = ph.addrs(4).find((a) => a.local === inp.dst);
     const l = a ? ph.link(a.index) : null;
