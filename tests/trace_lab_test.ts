@@ -286,6 +286,13 @@ Deno.test({
         assertEquals(route.entry, `${nodeSubnet(s.nodes[1])} via ${s.nodes[1].publicIP} dev eth0 table main`);
         assertEquals(t.hops.some((h) => h.step === "arp" || h.step === "fdb"), false);
         assertEquals(t.hops.at(-1)!.step, "pod");
+        // From node1's own stack (its eth0 address) to a pod on node2: flannel masquerades it.
+        const fromNode = await labTrace(name, "node1", "node2-pod1");
+        assert(fromNode.ok, JSON.stringify(fromNode, null, 2));
+        const m = fromNode.hops.find((h) => h.step === "masquerade")!;
+        assertStringIncludes(m.entry, "! -s 10.244.0.0/16 -d 10.244.0.0/16");
+        assertStringIncludes(m.detail, `source NATed to ${s.nodes[0].publicIP}`);
+
         // On the node itself (`lab exec node1 flanctl trace`): this node's hops, the remote one named by its lease.
         const [p1, p2] = [s.pods[0].ip!, s.pods[1].ip!];
         const local = await labExec(name, "node1", flanctlCmd("trace", "-o", "json", "--from", p1, p2));

@@ -249,7 +249,13 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     const env = ctx.subnetEnv;
     const nat = ctx.iptTable("nat");
     const d = masqDecision(nat, from, inp.dst, r.devName);
-    const wantNat = outside && !!env?.ipMasq && !!network?.contains(IPAddr.parse(from));
+    // flannel's rules: pod → outside (not multicast) is NATed; a non-pod source → another node's pods
+    // is NATed; pod ↔ pod and anything → this node's pods keep their source.
+    const fromPodNet = !!network?.contains(IPAddr.parse(from));
+    const multicast = IPAddr.parse(inp.dst).family === 4 && Number(inp.dst.split(".")[0]) >= 224 &&
+      Number(inp.dst.split(".")[0]) < 240;
+    const wantNat = !!env?.ipMasq &&
+      (fromPodNet ? outside && !multicast : !outside && !(own?.contains(dst) ?? false));
     const okMasq = !env?.ipMasq || d.nat === wantNat;
     add({
       node: srcNode.name,
@@ -264,8 +270,8 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
         (okMasq
           ? ""
           : wantNat
-          ? ": traffic leaving the pod network must be masqueraded"
-          : ": traffic between pods must keep its source"),
+          ? ": should be masqueraded (flannel's FLANNEL-POSTRTG rules are missing or bypassed)"
+          : ": should keep its source (a rule NATs traffic flannel leaves alone)"),
     }, await doctorText(ctx, "masq-rules"));
   }
   if (outside) {
