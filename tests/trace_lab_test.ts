@@ -255,6 +255,8 @@ Deno.test({
       }
       t = await labTrace(name, "node1-pod1", "node2-pod1");
       brokenAt(t, "node2", "daemon", `daemon pid ${d2}`);
+      assertEquals(t.hops.at(-1)!.step, "pod", "the rest of the path is still walked");
+      assertEquals(t.hops.filter((h) => !h.ok).length, 1);
 
       // flannel.1 down on node1 (the kernel drops its routes with it).
       await sh("ip", "-n", n1, "link", "set", "flannel.1", "down");

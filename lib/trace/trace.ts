@@ -406,7 +406,10 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
       ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
       : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
     lease: leaseText(lease),
-  }, { why: "the peer's PublicIP must be reachable on the underlay", fix: [`ip route get ${underlayDst}`] });
+  }, {
+    why: "the peer's PublicIP must be reachable on the underlay",
+    fix: [ctx.cmd(`ip route get ${underlayDst}`)],
+  });
   if (!uOk) return finish(inp, srcName, p);
   p.dev(srcNode.netns, u.devName, "tx");
 
@@ -425,8 +428,10 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   }
   if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
   await daemonHop(peerNode, p);
+  // A dead remote daemon is the verdict, but the rest of the path is still shown.
+  const mark = p.hops.length;
   await remoteIngress(inp, from, peerNode, backend, direct, lease, leaseText, p);
-  if (!brokenNow()) deliver(inp, peerNode, p);
+  if (p.hops.slice(mark).every((h) => h.ok)) deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
 }
 
@@ -692,6 +697,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   }
   const host = [...n.ctx.vethPeers.entries()].find(([, p]) => p.netns === pod.netns);
   const link = host ? n.ctx.link(host[0]) : null;
+  const mark = p.hops.length;
   if (link) {
     p.dev(n.netns, link.name, "tx");
     cniPort(n, link, pod.name, p);
@@ -705,7 +711,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
     });
     return;
   }
-  if (p.broken) return;
+  if (!p.hops.slice(mark).every((h) => h.ok)) return;
   const ph = openNetlink(nsRef(pod.netns));
   try {
     const a = ph.addrs(4).find((a) => a.local === inp.dst);
