@@ -27,9 +27,9 @@ log() { printf 'install.sh: %s\n' "$*"; }
 if [ "$(id -u)" != 0 ]; then echo "install.sh: run as root" >&2; exit 1; fi
 
 # --- Debian packages -------------------------------------------------------------------------------
-pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables kmod procps ca-certificates iputils-ping)
+pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables libnftables1 kmod procps ca-certificates iputils-ping)
 if [ "$DEV" = 1 ]; then
-  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl)
+  pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl conntrack)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -97,7 +97,7 @@ else
     echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1"
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
-      echo "  flannel|bridge|host-local|loopback)"
+      echo "  flannel|bridge|host-local|loopback|portmap)"
       echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
       echo 'esac'
     fi
@@ -113,8 +113,8 @@ log "flanctl installed as $how"
 
 # --- CNI symlinks -----------------------------------------------------------------------------------------
 mkdir -p "$CNI_BIN_DIR"
-for p in flannel bridge host-local loopback; do
+for p in flannel bridge host-local loopback portmap; do
   ln -sf "$BINDIR/flanctl" "$CNI_BIN_DIR/$p"
 done
-log "CNI plugins linked in $CNI_BIN_DIR: flannel bridge host-local loopback"
+log "CNI plugins linked in $CNI_BIN_DIR: flannel bridge host-local loopback portmap"
 log "done"

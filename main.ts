@@ -1,12 +1,12 @@
 /**
- * flanctl entry point. In symlink mode (installed as /opt/cni/bin/flannel, bridge, host-local, loopback)
- * it dispatches on the name it was invoked as; otherwise it runs the command tree. Each path imports only
+ * flanctl entry point. In symlink mode (installed as /opt/cni/bin/flannel, bridge, host-local, loopback,
+ * portmap) it dispatches on the name it was invoked as; otherwise it runs the command tree. Each path imports only
  * what it needs, so a CNI call does not pay for commander or the daemon.
  * @module
  */
 
 /** Names under which the binary acts as a CNI plugin. */
-const CNI_NAMES = new Set(["flannel", "bridge", "host-local", "loopback"]);
+const CNI_NAMES = new Set(["flannel", "bridge", "host-local", "loopback", "portmap"]);
 
 function invokedAs(): string {
   // The launcher script passes its own $0 (the symlink name); a compiled binary reads argv[0].

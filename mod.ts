@@ -49,10 +49,10 @@ export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
 export {
   DEFAULT_RENEW_MARGIN_MS,
   DEFAULT_RENEW_RETRY_MS,
-  keepLease,
+  LeaseKeeper,
   renewDelayMs,
 } from "./lib/lease/keeper.ts";
-export type { KeepLeaseOptions } from "./lib/lease/keeper.ts";
+export type { LeaseKeeperOptions } from "./lib/lease/keeper.ts";
 export {
   ALL_CHECKS,
   CHECK_IDS,
@@ -94,5 +94,8 @@ export type { Backend, ExternalIface, PeerInfo } from "./lib/backend/mod.ts";
 export { Reconciler } from "./lib/reconcile/reconciler.ts";
 export type { DesiredPeer } from "./lib/reconcile/types.ts";
 export { forwardRules, masqRules } from "./lib/masq/rules.ts";
-export { IptablesError, RuleManager } from "./lib/masq/iptables.ts";
+export { Iptables, RuleManager } from "./lib/firewall/iptables.ts";
+export { FlannelRules } from "./lib/firewall/flannel.ts";
+export { nftDriver } from "./lib/firewall/nft.ts";
+export { FirewallError } from "./lib/firewall/types.ts";
 export { getTxChecksum, setTxChecksum } from "./lib/netlink/ethtool.ts";

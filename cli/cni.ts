@@ -1,6 +1,6 @@
 /**
- * `flanctl cni <plugin>`: runs one of the built-in CNI plugins (flannel, bridge, host-local, loopback)
- * exactly as a runtime would run the symlinked executable: CNI_* environment and the network config on
+ * `flanctl cni <plugin>`: runs one of the built-in CNI plugins (flannel, bridge, host-local, loopback,
+ * portmap) exactly as a runtime would run the symlinked executable: CNI_* environment and the network config on
  * stdin in, result or error JSON on stdout. The work is done by cli/cni_main.ts, the same code the
  * symlink fast path uses.
  * @module
@@ -13,7 +13,7 @@ export function register(program: Command): void {
   program
     .command("cni")
     .description("run a built-in CNI plugin (CNI_COMMAND etc. in the environment, network config on stdin)")
-    .argument("<plugin>", "flannel | bridge | host-local | loopback")
+    .argument("<plugin>", "flannel | bridge | host-local | loopback | portmap")
     .addHelpText(
       "after",
       `

@@ -9,11 +9,11 @@
  * @module
  */
 import { runExecutable } from "../lib/cni/skel.ts";
-import { PLUGINS } from "../lib/cni/delegate.ts";
+import { ourPlugin, PLUGINS } from "../lib/cni/delegate.ts";
 
 /** Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. */
 export function cniMain(pluginName: string): Promise<number> {
-  const load = PLUGINS[pluginName];
+  const load = ourPlugin(pluginName);
   if (!load) {
     const msg = `unknown CNI plugin '${pluginName}' (known: ${Object.keys(PLUGINS).join(", ")})`;
     Deno.stderr.writeSync(new TextEncoder().encode(`flanctl: ${msg}\n`));

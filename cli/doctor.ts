@@ -138,10 +138,11 @@ async function bundle(
 ): Promise<void> {
   const { gatherContext } = await import("../lib/doctor/context.ts");
   const { writeBundle, kubeconfigTokens } = await import("../lib/doctor/bundle.ts");
+  const { readCappedText } = await import("../lib/capped_read.ts");
   const read = (p: string | undefined) => {
     if (!p) return "";
     try {
-      return Deno.readTextFileSync(p);
+      return readCappedText(p, 1 << 20);
     } catch {
       return "";
     }

@@ -65,6 +65,7 @@ export function register(program: Command): void {
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
+    .option("--net-conf <file>", "net-conf.json to use (Network/Backend from it; e.g. EnableNFTables)")
     .option(
       "--lease-ttl <seconds>",
       "lease TTL of every node (default 24 h, as flannel)",
@@ -84,6 +85,7 @@ export function register(program: Command): void {
       network: string;
       leaseTtl?: number;
       daemonArg?: string[];
+      netConf?: string;
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
@@ -107,6 +109,30 @@ export function register(program: Command): void {
       const s = m.loadState(o.name);
       const n = await guarded(o.name, (signal) => m.labAddNode(s, o.pods, say, signal), { value: false });
       say(`${n.name} added to lab ${o.name}`);
+    });
+
+  lab.command("add-pod")
+    .description("add a pod to a node through its CNI conflist (flannel, then portmap for --publish)")
+    .argument("<node>", "node name (node1)")
+    .option(
+      "--publish <HOSTPORT:PODPORT[/tcp|udp]>",
+      "publish a pod port on the node's addresses (hostPort), repeatable",
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
+    .addOption(nameOpt())
+    .action(async (node: string, o: { publish?: string[]; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const ports = (o.publish ?? []).map(m.parsePublish);
+      await m.labAddPod(m.loadState(o.name), node, ports, say);
+    });
+
+  lab.command("del-pod")
+    .description("delete a pod: CNI conflist DEL in reverse order, then its namespace")
+    .argument("<pod>", "pod name (node1-pod3)")
+    .addOption(nameOpt())
+    .action(async (pod: string, o: { name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      await m.labDelPod(m.loadState(o.name), pod, say);
     });
 
   lab.command("status")

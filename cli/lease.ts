@@ -10,6 +10,7 @@ import { addStoreOptions, openStore, type StoreOptions } from "../lib/store/open
 import type { Lease, LeaseEvent, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { readCappedTextAsync } from "../lib/capped_read.ts";
 
 type Output = "table" | "json";
 
@@ -184,7 +185,7 @@ export function register(program: Command): void {
   ).action(async (file: string, o: StoreOptions) => {
     let text: string;
     try {
-      text = file === "-" ? await new Response(Deno.stdin.readable).text() : await Deno.readTextFile(file);
+      text = file === "-" ? await new Response(Deno.stdin.readable).text() : await readCappedTextAsync(file);
     } catch (e) {
       throw new UsageError(`FILE: cannot read '${file}': ${(e as Error).message}`);
     }

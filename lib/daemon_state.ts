@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError } from "./errors.ts";
+import { readCappedText } from "./capped_read.ts";
 
 /** The file's contents. */
 export interface DaemonStateFile {
@@ -75,7 +76,8 @@ export function removeDaemonState(path: string, pid = Deno.pid): void {
 export function readDaemonState(path: string): DaemonStateFile | null {
   let text: string;
   try {
-    text = Deno.readTextFileSync(path);
+    // A few hundred bytes when the daemon wrote it; anything else (a FIFO, a huge file) is refused.
+    text = readCappedText(path, 64 * 1024);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw new DaemonStateError(path, `cannot read: ${(e as Error).message}`);

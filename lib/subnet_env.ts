@@ -4,6 +4,7 @@
  */
 import { FlanctlError } from "./errors.ts";
 import { IPAddr, IPNet } from "./ip/cidr.ts";
+import { CappedReadError, readCappedText } from "./capped_read.ts";
 
 /** Default path, as flannel. */
 export const DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env";
@@ -26,8 +27,8 @@ export interface SubnetEnv {
 
 /** subnet.env is missing or malformed. Names the file and the variable. */
 export class SubnetEnvError extends FlanctlError {
-  constructor(message: string) {
-    super(message, 1);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, 1, options);
   }
 }
 
@@ -95,11 +96,12 @@ export function parseSubnetEnv(text: string, path = DEFAULT_SUBNET_FILE): Subnet
 export function readSubnetEnv(path = DEFAULT_SUBNET_FILE): SubnetEnv {
   let text: string;
   try {
-    text = Deno.readTextFileSync(path);
+    text = readCappedText(path, 64 * 1024);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) {
       throw new SubnetEnvError(`${path} not found: is the flanctl/flannel daemon running on this node?`);
     }
+    if (e instanceof CappedReadError) throw new SubnetEnvError(e.message, { cause: e });
     throw new SubnetEnvError(`${path}: ${(e as Error).message}`);
   }
   return parseSubnetEnv(text, path);

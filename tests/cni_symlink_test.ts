@@ -1,5 +1,5 @@
 /**
- * Symlink mode: a temp dir with symlinks named flannel, bridge, host-local and loopback pointing at a
+ * Symlink mode: a temp dir with symlinks named flannel, bridge, host-local, loopback and portmap pointing at a
  * launcher script that sets FLANCTL_ARGV0="$0" and execs Deno on main.ts (the shape install.sh installs);
  * each answers VERSION. Also `flanctl cni <plugin>` through the command tree, and an ADD through a symlink.
  */
@@ -11,7 +11,7 @@ const VERSION_JSON = {
   supportedVersions: ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
 };
 
-const PLUGINS = ["flannel", "bridge", "host-local", "loopback"];
+const PLUGINS = ["flannel", "bridge", "host-local", "loopback", "portmap"];
 
 /**
  * Writes `launcher` (a shell script whose last line execs Deno) into `dir`, links every plugin name to it
@@ -100,6 +100,17 @@ Deno.test("cni bundled fast path: the cni.js install.sh builds answers through t
     assertEquals([dup.code, typeof JSON.parse(dup.stdout).code], [1, "number"], dup.stdout);
     const del = await hostLocal(dir, "bundlenet", "10.93.1.0/24", "bun1", "DEL");
     assertEquals([del.code, del.stdout], [0, ""]);
+    // portmap is in the bundle: a bad mapping is refused before any kernel access (code 7).
+    const pm = await run([`${dir}/portmap`], {
+      env: { CNI_COMMAND: "ADD", CNI_CONTAINERID: "pm1", CNI_NETNS: "/x", CNI_IFNAME: "eth0", CNI_PATH: dir },
+      stdin: JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "n",
+        type: "portmap",
+        runtimeConfig: { portMappings: [{ hostPort: 0, containerPort: 80, protocol: "tcp" }] },
+      }),
+    });
+    assertEquals([pm.code, JSON.parse(pm.stdout).code], [1, 7], pm.stdout + pm.stderr);
     Deno.symlinkSync(launcher, `${dir}/not-a-plugin`);
     const other = await run([`${dir}/not-a-plugin`], { env: { CNI_COMMAND: "VERSION" }, stdin: "" });
     assertEquals(other.code, 2, other.stderr);

@@ -1,35 +1,104 @@
-/** The lease keeper renews before expiry on the file store and reports a revoked lease. */
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+/**
+ * The lease keeper (the daemon's one renewal policy): renews before expiry on the file store, re-acquires
+ * the same subnet after a revocation, and survives raw filesystem errors longer than the TTL — the cause
+ * reported once, validity false while the lease is expired, the same subnet re-acquired afterwards.
+ */
+import { assert, assertEquals } from "./assert.ts";
 import { FileStore } from "../lib/store/file.ts";
-import { keepLease, renewDelayMs } from "../lib/lease/keeper.ts";
-import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { LeaseKeeper, renewDelayMs } from "../lib/lease/keeper.ts";
+import type { SubnetStore } from "../lib/store/types.ts";
 
-Deno.test("lease keeper: renews before expiry; a revoked lease is reported", async () => {
+const ATTRS = { PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" };
+const until = async (what: string, fn: () => boolean, ms = 15_000) => {
+  const end = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+};
+
+async function withStore(ttlMs: number, fn: (s: FileStore) => Promise<void>) {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-keep-" });
-  const s = new FileStore({ dir, ttlMs: 1200 });
-  const ac = new AbortController();
+  const s = new FileStore({ dir, ttlMs });
   try {
     await s.setNetworkConfig(JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan" } }));
-    const l = await s.acquireLease({ PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" });
-    assertEquals(renewDelayMs({ ...l, expiration: null }), Infinity);
-    const renewed: number[] = [];
-    const keeping = keepLease(s, l, {
-      signal: ac.signal,
-      renewMarginMs: 800,
-      onRenewed: (x) => renewed.push(x.expiration!.getTime()),
-    });
-    const deadline = Date.now() + 10_000;
-    while (renewed.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert(renewed.length >= 3, "renewed repeatedly");
-    assert(renewed[2] > l.expiration!.getTime(), "expiry moved forward");
-    // lease outlived its original 1.2 s TTL
-    await new Promise((r) => setTimeout(r, 1300));
-    assertEquals((await s.listLeases()).leases.length, 1);
-    await s.revokeLease(l.subnet!);
-    await assertRejects(() => keeping, LeaseNotFoundError);
+    await fn(s);
   } finally {
-    ac.abort();
     await s.close();
     await Deno.remove(dir, { recursive: true });
   }
+}
+
+Deno.test("lease keeper: renews before expiry; a revoked lease is re-acquired with the same subnet", async () => {
+  await withStore(1200, async (s) => {
+    const l = await s.acquireLease(ATTRS);
+    assertEquals(renewDelayMs({ ...l, expiration: null }), Infinity);
+    const ac = new AbortController();
+    const renewed: number[] = [];
+    const lost: string[] = [];
+    let acquired = 0;
+    const k = new LeaseKeeper(s, l, ATTRS, {
+      signal: ac.signal,
+      renewMarginMs: 800,
+      onRenewed: (x) => renewed.push(x.expiration!.getTime()),
+      onLost: (w) => lost.push(w),
+      onAcquired: () => void acquired++,
+    });
+    const running = k.run();
+    try {
+      await until("three renewals", () => renewed.length >= 3);
+      assert(renewed[2] > l.expiration!.getTime(), "expiry moved forward");
+      await new Promise((r) => setTimeout(r, 1300));
+      assertEquals((await s.listLeases()).leases.length, 1, "the lease outlived its first 1.2 s TTL");
+      await s.revokeLease(l.subnet!);
+      await until("re-acquired", () => acquired === 1);
+      assertEquals(lost.length, 1);
+      assert(k.lease.subnet!.equals(l.subnet!), "same subnet");
+      assert(k.valid);
+    } finally {
+      ac.abort();
+      await running;
+    }
+  });
+});
+
+Deno.test("lease keeper: EPERM longer than the TTL never ends the loop; same subnet afterwards", async () => {
+  await withStore(1000, async (s) => {
+    const l = await s.acquireLease(ATTRS);
+    let broken = false;
+    const eperm = () =>
+      Promise.reject(new Deno.errors.PermissionDenied("Operation not permitted (os error 1)"));
+    // The store fails with the raw errors the file store throws when its directory is immutable.
+    const flaky: SubnetStore = Object.assign(Object.create(s), {
+      renewLease: (x: typeof l) => (broken ? eperm() : s.renewLease(x)),
+      acquireLease: (a: typeof ATTRS, o: unknown) => (broken ? eperm() : s.acquireLease(a, o as never)),
+    });
+    const ac = new AbortController();
+    const problems: (string | null)[] = [];
+    const validity: boolean[] = [];
+    const k = new LeaseKeeper(flaky, l, ATTRS, {
+      signal: ac.signal,
+      renewMarginMs: 600,
+      acquireRetryMaxMs: 300,
+      onProblem: (_w, c) => problems.push(c),
+      onValidity: (v) => validity.push(v),
+    });
+    const running = k.run();
+    try {
+      broken = true;
+      await until("the lease to expire", () => validity.includes(false));
+      assert(!k.valid && k.whyInvalid()!.length > 0);
+      await new Promise((r) => setTimeout(r, 2500)); // well past the TTL, many retries
+      const causes = problems.filter((c) => c !== null);
+      assert(causes.every((c) => c!.startsWith("permission:")), JSON.stringify(problems));
+      assert(causes.length <= 2, `the cause is reported once per change, got ${JSON.stringify(problems)}`);
+      broken = false;
+      await until("valid again", () => k.valid);
+      assert(k.lease.subnet!.equals(l.subnet!), `same subnet: ${k.lease.subnet} vs ${l.subnet}`);
+      assertEquals(problems.at(-1), null);
+    } finally {
+      ac.abort();
+      await running;
+    }
+  });
 });

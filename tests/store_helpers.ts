@@ -203,10 +203,14 @@ export class EtcdFixture {
   #dataDir = "";
   #proc: Deno.ChildProcess | null = null;
 
-  constructor(tls?: EtcdTls) {
+  readonly #extra: string[];
+
+  /** `extraArgs` are added to etcd's command line (e.g. `--quota-backend-bytes=…`). */
+  constructor(tls?: EtcdTls, extraArgs: string[] = []) {
     this.#clientPort = freePort();
     this.#peerPort = freePort();
     this.#tls = tls;
+    this.#extra = extraArgs;
     this.url = `${tls ? "https" : "http"}://127.0.0.1:${this.#clientPort}`;
   }
 
@@ -242,6 +246,7 @@ export class EtcdFixture {
         `--initial-cluster=t=${peer}`,
         "--log-level=error",
         ...this.#tlsArgs(),
+        ...this.#extra,
       ],
       stdout: "null",
       stderr: "null",

@@ -23,7 +23,7 @@ export interface VxlanOptions {
 }
 
 function pick(raw: Record<string, unknown>, name: string): unknown {
-  if (name in raw) return raw[name];
+  if (Object.hasOwn(raw, name)) return raw[name];
   const k = Object.keys(raw).find((x) => x.toLowerCase() === name.toLowerCase());
   return k === undefined ? undefined : raw[k];
 }

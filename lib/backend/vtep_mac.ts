@@ -3,6 +3,7 @@
  * directory so peers' ARP/FDB entries stay valid when the device has to be recreated.
  * @module
  */
+import { readCappedText } from "../capped_read.ts";
 
 /** A random unicast, locally administered MAC ("x2:xx:xx:xx:xx:xx"). */
 export function randomLocalMac(): string {
@@ -24,7 +25,7 @@ export function macStatePath(stateDir: string, dev: string): string {
 /** The persisted MAC, or null when none (or the file is unreadable/garbled). */
 export function loadMac(stateDir: string, dev: string): string | null {
   try {
-    const s = Deno.readTextFileSync(macStatePath(stateDir, dev)).trim().toLowerCase();
+    const s = readCappedText(macStatePath(stateDir, dev), 4096).trim().toLowerCase();
     return isMac(s) ? s : null;
   } catch {
     return null;

@@ -19,6 +19,7 @@ import {
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
 
 /** Parsed bridge config. */
 export interface BridgeConf {
@@ -105,6 +106,7 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
     if (c.ipam.type) ipam = c.ipam;
   }
   let dns: CniDNS | null = null;
+  if (c.dns !== undefined && c.dns !== null && !isObj(c.dns)) cfgErr(`'dns' must be an object`);
   if (isObj(c.dns) && Object.keys(c.dns).length) dns = c.dns as CniDNS;
   return {
     name: c.name as string,
@@ -132,8 +134,11 @@ async function netlink() {
 async function openPod(netns: string): Promise<NetlinkHandle> {
   const nl = await netlink();
   try {
-    Deno.statSync(netns);
-  } catch {
+    checkNsFile(netns);
+  } catch (e) {
+    if (e instanceof CappedReadError) {
+      throw new CniError(ErrCode.InvalidEnv, "failed to open netns", e.message);
+    }
     throw new CniError(ErrCode.UnknownContainer, "failed to open netns", `${netns} does not exist`);
   }
   try {
@@ -264,7 +269,7 @@ function writeSysctl(key: string, value: string): void {
 function enableForward(family: "4" | "6"): void {
   const path = family === "4" ? "/proc/sys/net/ipv4/ip_forward" : "/proc/sys/net/ipv6/conf/all/forwarding";
   try {
-    if (Deno.readTextFileSync(path).trim() === "1") return;
+    if (readCappedText(path, 4096).trim() === "1") return;
   } catch { /* try writing */ }
   Deno.writeTextFileSync(path, "1");
 }

@@ -12,7 +12,13 @@ export const PLUGINS: Record<string, () => Promise<Plugin>> = {
   bridge: async () => (await import("./bridge.ts")).plugin,
   "host-local": async () => (await import("./host_local.ts")).plugin,
   loopback: async () => (await import("./loopback.ts")).plugin,
+  portmap: async () => (await import("./portmap.ts")).plugin,
 };
+
+/** One of our plugins by type name; undefined for any other name (own keys only, never Object.prototype). */
+export function ourPlugin(type: string): (() => Promise<Plugin>) | undefined {
+  return Object.hasOwn(PLUGINS, type) ? PLUGINS[type] : undefined;
+}
 
 /** Finds an executable named `type` in the CNI_PATH directories. */
 export function findInPath(type: string, path: string[]): string {
@@ -44,7 +50,7 @@ export async function delegate(
   base: CmdArgs,
 ): Promise<Record<string, unknown> | null> {
   const args: CmdArgs = { ...base, command, stdin: conf };
-  const ours = PLUGINS[type];
+  const ours = ourPlugin(type);
   if (ours) {
     const { invoke, trace } = await import("./skel.ts");
     const p = await ours();

@@ -6,10 +6,13 @@
  * @module
  */
 import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../subnet_env.ts";
+import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
+import { deleteOrphanVeth } from "./orphan.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
 
 /** Default directory of saved delegate configs, as flannel. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/flannel";
@@ -106,15 +109,17 @@ function savedPath(dataDir: string, containerId: string): string {
 }
 
 function save(dataDir: string, containerId: string, text: string): void {
-  Deno.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const tmp = `${savedPath(dataDir, containerId)}.tmp${Deno.pid}`;
+  // The temp file has a short name of its own (a 255-character container ID leaves no room for a suffix)
+  // in a sub-directory, so GC never takes it for a saved config.
+  Deno.mkdirSync(`${dataDir}/.tmp`, { recursive: true, mode: 0o700 });
+  const tmp = `${dataDir}/.tmp/${Deno.pid}.${crypto.randomUUID().slice(0, 8)}`;
   Deno.writeTextFileSync(tmp, text, { mode: 0o600 });
   Deno.renameSync(tmp, savedPath(dataDir, containerId));
 }
 
 function readSaved(dataDir: string, containerId: string): string | null {
   try {
-    return Deno.readTextFileSync(savedPath(dataDir, containerId));
+    return readCappedText(savedPath(dataDir, containerId), 1024 * 1024);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw new CniError(ErrCode.IOFailure, "failed to read saved delegate config", (e as Error).message);
@@ -125,6 +130,16 @@ function remove(dataDir: string, containerId: string): void {
   try {
     Deno.removeSync(savedPath(dataDir, containerId));
   } catch { /* gone */ }
+}
+
+/** CNI_NETNS must name a namespace file (not a FIFO, device or directory); error 4 otherwise. */
+function checkNetns(netns: string): void {
+  try {
+    checkNsFile(netns);
+  } catch (e) {
+    if (e instanceof CappedReadError) throw new CniError(ErrCode.InvalidEnv, "invalid CNI_NETNS", e.message);
+    // A missing netns is the delegate's to report (error 3), as before.
+  }
 }
 
 function delegateType(text: string): string {
@@ -140,26 +155,55 @@ async function add(c: PluginCall): Promise<CniResult> {
   const env = loadSubnetEnv(n.subnetFile);
   const d = buildDelegate(n, env);
   const text = JSON.stringify(d);
-  // A failed ADD must not lose the config of an attachment that already exists (a duplicate ADD).
-  const previous = readSaved(n.dataDir, c.args.containerId);
-  save(n.dataDir, c.args.containerId, text);
-  try {
-    const out = await delegate(d.type as string, "ADD", text, c.args);
-    return parseResult(out, c.version);
-  } catch (e) {
-    // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is right.
-    if (previous !== null) save(n.dataDir, c.args.containerId, previous);
-    else remove(n.dataDir, c.args.containerId);
-    throw e;
+  const id = c.args.containerId;
+  checkNetns(c.args.netns); // before anything is saved: a FIFO here would hang the delegate
+  if (new TextEncoder().encode(id).length > 255) {
+    // The saved config is named by the ID, as flannel's: a longer one cannot be a file name.
+    throw new CniError(ErrCode.InvalidEnv, "invalid containerID", `${id.length} characters; at most 255`);
   }
+  Deno.mkdirSync(n.dataDir, { recursive: true, mode: 0o700 });
+  // Duplicate ADDs (runtime retries) and DELs of this container wait here: read, save, delegate and
+  // restore are one step, so a failing duplicate never removes the config the winning ADD saved.
+  return await withContainerLock(n.dataDir, id, async (lock) => {
+    // A failed ADD must not lose the config of an attachment that already exists (a duplicate ADD).
+    const previous = readSaved(n.dataDir, id);
+    save(n.dataDir, id, text);
+    try {
+      const out = await delegate(d.type as string, "ADD", text, c.args);
+      return parseResult(out, c.version);
+    } catch (e) {
+      // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is
+      // right. Only what this call wrote is put back or removed.
+      if (readSaved(n.dataDir, id) === text) {
+        if (previous !== null) save(n.dataDir, id, previous);
+        else {
+          remove(n.dataDir, id);
+          lock.discard();
+        }
+      }
+      throw e;
+    }
+  });
 }
 
 async function del(c: PluginCall): Promise<void> {
   const n = loadFlannelConf(c.conf);
-  const text = readSaved(n.dataDir, c.args.containerId);
-  if (text === null) return; // already deleted (or never added): success, as the spec asks
-  await delegate(delegateType(text), "DEL", text, c.args);
-  remove(n.dataDir, c.args.containerId);
+  const id = c.args.containerId;
+  if (readSaved(n.dataDir, id) === null) {
+    // Already deleted or never added (success, as the spec asks) — or released by GC, which cannot reach
+    // the pod's netns: remove the interface there when it is our bridge's veth.
+    const type = typeof n.delegate.type === "string" ? n.delegate.type : "bridge";
+    const bridge = typeof n.delegate.bridge === "string" && n.delegate.bridge ? n.delegate.bridge : "cni0";
+    if (type === "bridge") await deleteOrphanVeth(c.args.netns, c.args.ifname, bridge);
+    return;
+  }
+  await withContainerLock(n.dataDir, id, async (lock) => {
+    const text = readSaved(n.dataDir, id);
+    if (text === null) return lock.discard(); // a concurrent DEL finished first
+    await delegate(delegateType(text), "DEL", text, c.args);
+    remove(n.dataDir, id);
+    lock.discard();
+  });
 }
 
 async function check(c: PluginCall): Promise<void> {
@@ -207,12 +251,13 @@ async function gc(c: PluginCall): Promise<void> {
   if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   const valid = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
   // Saved configs of containers that are gone: run the delegate's DEL-free cleanup via its GC below.
-  try {
-    for (const e of Deno.readDirSync(n.dataDir)) {
-      if (e.isFile && !valid.has(e.name)) remove(n.dataDir, e.name);
-    }
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  removeDeadTemps(n.dataDir);
+  for (const name of staleNames(n.dataDir, valid)) {
+    await withContainerLock(n.dataDir, name, (lock) => {
+      remove(n.dataDir, name);
+      lock.discard();
+      return Promise.resolve();
+    });
   }
   let env: SubnetEnv;
   try {
@@ -224,6 +269,42 @@ async function gc(c: PluginCall): Promise<void> {
   d["cni.dev/valid-attachments"] = raw;
   d.cniVersion = c.version;
   await delegate(d.type as string, "GC", JSON.stringify(d), gcArgs(c.args));
+}
+
+/** Removes temp files of saves whose process is gone (an ADD killed between write and rename). */
+function removeDeadTemps(dataDir: string): void {
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(`${dataDir}/.tmp`)];
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    const pid = Number(e.name.split(".")[0]);
+    if (!e.isFile || !Number.isInteger(pid) || pid <= 0) continue;
+    try {
+      Deno.statSync(`/proc/${pid}`);
+      continue; // still running: its save may be in flight
+    } catch { /* gone */ }
+    try {
+      Deno.removeSync(`${dataDir}/.tmp/${e.name}`);
+    } catch { /* raced with another GC */ }
+  }
+}
+
+/** Containers with a saved config or a lock file in `dataDir` that are not in `valid`. */
+function staleNames(dataDir: string, valid: Set<string>): string[] {
+  const out = new Set<string>();
+  for (const dir of [dataDir, lockDir(dataDir)]) {
+    try {
+      for (const e of Deno.readDirSync(dir)) {
+        if (e.isFile && !valid.has(e.name)) out.add(e.name);
+      }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+  return [...out];
 }
 
 function gcArgs(a: CmdArgs): CmdArgs {

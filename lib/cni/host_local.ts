@@ -11,6 +11,7 @@ import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { CniError, compareVersions, ErrCode, parseCniArgs } from "./spec.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** Default data directory, as the reference. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -58,6 +59,12 @@ export function canonicalizeRange(x: unknown, field: string): IPRange {
   const subnet = m ? IPNet.tryParse(x.subnet) : null;
   if (!host || !subnet) cfgErr(`${field}.subnet: '${x.subnet}' is not a CIDR`);
   if (subnet.prefix > host.bits - 2) cfgErr(`${field}: Network ${x.subnet} too small to allocate from`);
+  // Go canonicalizes an IPv4-mapped address to 4 bytes, leaving a 16-byte mask: the reference refuses it.
+  if (host.family === 6 && host.value >> 32n === 0xffffn && subnet.prefix >= 96) {
+    cfgErr(
+      `${field}.subnet: '${x.subnet}': IPNet IP and Mask version mismatch (write the IPv4 range as a.b.c.d/n)`,
+    );
+  }
   if (!host.equals(subnet.ip)) {
     cfgErr(
       `${field}: Network has host bits set. For a subnet mask of length ${subnet.prefix} the network address is ${subnet.ip}`,
@@ -114,7 +121,7 @@ function parseRoutes(x: unknown, field: string): CniRoute[] {
 function parseResolvConf(path: string): CniDNS {
   let text: string;
   try {
-    text = Deno.readTextFileSync(path);
+    text = readCappedText(path, 1024 * 1024);
   } catch (e) {
     cfgErr(`resolvConf: cannot read ${path}: ${(e as Error).message}`);
   }
@@ -158,6 +165,11 @@ export function loadConf(conf: Record<string, unknown>, version: string, cniArgs
 
   const sets: unknown[][] = [];
   if (isObj(rc) && Array.isArray(rc.ipRanges)) sets.push(...rc.ipRanges as unknown[][]);
+  for (const k of ["subnet", "rangeStart", "rangeEnd", "gateway", "resolvConf"]) {
+    if (ipam[k] !== undefined && ipam[k] !== null && typeof ipam[k] !== "string") {
+      cfgErr(`ipam.${k} must be a string, got ${JSON.stringify(ipam[k])}`);
+    }
+  }
   if (typeof ipam.subnet === "string") sets.push([ipam]);
   if (ipam.ranges !== undefined) {
     if (!Array.isArray(ipam.ranges)) cfgErr(`ipam.ranges must be a list of range sets (lists of ranges)`);

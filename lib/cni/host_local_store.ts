@@ -12,6 +12,7 @@
  * @module
  */
 import { IPAddr } from "../ip/cidr.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** The reference's line break between container ID and ifname. */
 export const LINE_BREAK = "\r\n";
@@ -90,7 +91,7 @@ export class DiskStore {
   /** The last reserved IP of range set `rangeId`, or null. */
   lastReserved(rangeId: number): IPAddr | null {
     try {
-      return IPAddr.tryParse(Deno.readTextFileSync(`${this.dir}/${LAST_PREFIX}${rangeId}`).trim());
+      return IPAddr.tryParse(readCappedText(`${this.dir}/${LAST_PREFIX}${rangeId}`, 4096).trim());
     } catch {
       return null;
     }
@@ -100,7 +101,7 @@ export class DiskStore {
   owner(ip: string): Owner | null {
     let text: string;
     try {
-      text = Deno.readTextFileSync(`${this.dir}/${ip}`);
+      text = readCappedText(`${this.dir}/${ip}`, 64 * 1024);
     } catch {
       return null;
     }
@@ -132,14 +133,20 @@ export class DiskStore {
       .map(([ip]) => ip);
   }
 
-  #indexPath(o: Owner): string {
-    return `${this.indexDir}/${o.containerId}:${o.ifname}`;
+  /** The index file of `o`, or null when `<id>:<ifname>` is longer than a file name may be (255 bytes). */
+  #indexPath(o: Owner): string | null {
+    const name = `${o.containerId}:${o.ifname}`;
+    // The index is only a shortcut: without it (IDs near the 255-character limit) lookups scan instead.
+    if (new TextEncoder().encode(name).length > 255) return null;
+    return `${this.indexDir}/${name}`;
   }
 
   /** The index entry: null = none; [] = ADD started but not finished (scan to be sure); else the IPs. */
   readIndex(o: Owner): string[] | null {
+    const path = this.#indexPath(o);
+    if (path === null) return null;
     try {
-      return Deno.readTextFileSync(this.#indexPath(o)).split("\n").filter(Boolean);
+      return readCappedText(path, 1024 * 1024).split("\n").filter(Boolean);
     } catch {
       return null;
     }
@@ -147,14 +154,18 @@ export class DiskStore {
 
   /** Writes the index entry (an empty list marks an ADD in progress). */
   writeIndex(o: Owner, ips: string[]): void {
+    const path = this.#indexPath(o);
+    if (path === null) return;
     Deno.mkdirSync(this.indexDir, { recursive: true, mode: 0o700 });
-    Deno.writeTextFileSync(this.#indexPath(o), ips.map((i) => i + "\n").join(""), { mode: 0o600 });
+    Deno.writeTextFileSync(path, ips.map((i) => i + "\n").join(""), { mode: 0o600 });
   }
 
   /** Removes the index entry. */
   dropIndex(o: Owner): void {
+    const path = this.#indexPath(o);
+    if (path === null) return;
     try {
-      Deno.removeSync(this.#indexPath(o));
+      Deno.removeSync(path);
     } catch { /* gone */ }
   }
 

@@ -2,12 +2,14 @@
  * The bridge plugin's per-container masquerade chain, as the reference makes it: nat chain
  * `CNI-<sha512(network+containerID) hex>` (28 chars) with `-d <subnet> ACCEPT` and `! -d <multicast>
  * MASQUERADE`, jumped to from POSTROUTING `-s <ip>`, each rule commented `name: "<net>" id: "<cid>"`.
- * Changes go through one `iptables-restore --noflush -w` (atomic, one process, waits for the xtables
- * lock); teardown finds the POSTROUTING jumps by chain name in `iptables-save`, so it needs neither the
+ * Changes go through the firewall layer's iptables driver: one `iptables-restore --noflush -w` (atomic,
+ * one process, waits for the xtables lock); teardown finds the POSTROUTING jumps by chain name in `iptables-save`, so it needs neither the
  * netns nor the IPs (the reference leaks these rules when DEL comes without a netns, plugins #810).
  * @module
  */
 import { IPNet } from "../ip/cidr.ts";
+import { Iptables, removeChainLines, restoreText, splitSave } from "../firewall/iptables.ts";
+import { FirewallError } from "../firewall/types.ts";
 import { CniError, ErrCode } from "./spec.ts";
 
 /** The reference's chain name for (network, container): "CNI-" + sha512 hex, cut to 28 characters. */
@@ -27,34 +29,26 @@ function quote(s: string): string {
   return `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
 }
 
-async function runTool(tool: string, args: string[], stdin?: string): Promise<string> {
-  let p: Deno.ChildProcess;
+const IPT = { 4: new Iptables(4), 6: new Iptables(6) };
+
+/** Runs one driver call, turning a FirewallError into the CNI iptables error (code 8). */
+async function cni<T>(p: () => Promise<T>): Promise<T> {
   try {
-    p = new Deno.Command(tool, {
-      args,
-      stdin: stdin === undefined ? "null" : "piped",
-      stdout: "piped",
-      stderr: "piped",
-    })
-      .spawn();
+    return await p();
   } catch (e) {
-    throw new CniError(
-      ErrCode.IptablesFailure,
-      `${tool} failed`,
-      `cannot run ${tool}: ${(e as Error).message}`,
-    );
+    if (e instanceof FirewallError) {
+      throw new CniError(ErrCode.IptablesFailure, `${e.tool} failed`, e.message);
+    }
+    throw e;
   }
-  if (stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  if (!o.success) {
-    const err = new TextDecoder().decode(o.stderr).trim();
-    throw new CniError(ErrCode.IptablesFailure, `${tool} failed`, err || `exit ${o.code}`);
-  }
-  return new TextDecoder().decode(o.stdout);
+}
+
+function save(fam: 4 | 6): Promise<string> {
+  return cni(() => IPT[fam].save("nat"));
+}
+
+function restore(fam: 4 | 6, text: string): Promise<void> {
+  return cni(() => IPT[fam].restore(text));
 }
 
 /** The iptables-restore input that creates the chain for `addrs` (CIDRs with host part). */
@@ -79,27 +73,17 @@ export function setupRules(addrs: string[], chain: string, cmt: string): Map<4 |
   return out;
 }
 
-function restoreTool(fam: 4 | 6): string {
-  return fam === 4 ? "iptables-restore" : "ip6tables-restore";
-}
-
 /** Creates the chain and its rules (one iptables-restore per family). */
 export async function setupMasq(addrs: string[], chain: string, cmt: string): Promise<void> {
   for (const [fam, text] of setupRules(addrs, chain, cmt)) {
-    await runTool(restoreTool(fam), ["-w", "5", "--noflush"], text);
+    await restore(fam, text);
   }
 }
 
 /** From `iptables-save -t nat` text: the restore input that removes `chain` and the jumps to it, or null. */
 export function teardownRules(saved: string, chain: string): string | null {
-  const lines: string[] = [];
-  let exists = false;
-  for (const l of saved.split("\n")) {
-    if (l.startsWith(`:${chain} `)) exists = true;
-    else if (l.startsWith("-A ") && l.endsWith(` -j ${chain}`)) lines.push("-D " + l.slice(3));
-  }
-  if (exists) lines.push(`-F ${chain}`, `-X ${chain}`);
-  return lines.length ? `*nat\n${lines.join("\n")}\nCOMMIT\n` : null;
+  const lines = removeChainLines(splitSave(saved).get("nat") ?? [], [chain]);
+  return lines.length ? restoreText(new Map([["nat", lines]])) : null;
 }
 
 /**
@@ -123,24 +107,19 @@ export async function teardownMasq(
         } -j ${chain}`
       );
       try {
-        await runTool(
-          restoreTool(fam),
-          ["-w", "5", "--noflush"],
-          `*nat\n${lines.join("\n")}\n-F ${chain}\n-X ${chain}\nCOMMIT\n`,
-        );
+        await restore(fam, `*nat\n${lines.join("\n")}\n-F ${chain}\n-X ${chain}\nCOMMIT\n`);
         continue;
       } catch { /* fall back to the search by chain name */ }
     }
-    const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
-    const text = teardownRules(saved, chain);
-    if (text) await runTool(restoreTool(fam), ["-w", "5", "--noflush"], text);
+    const text = teardownRules(await save(fam), chain);
+    if (text) await restore(fam, text);
   }
 }
 
 /** True when the chain exists with a jump from POSTROUTING for `ip` (CHECK). */
 export async function masqPresent(chain: string, ip: string): Promise<boolean> {
   const fam = ip.includes(":") ? 6 : 4;
-  const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
+  const saved = await save(fam);
   const host = `${ip}/${fam === 4 ? 32 : 128}`;
   return saved.includes(`:${chain} `) &&
     saved.split("\n").some((l) => l.startsWith(`-A POSTROUTING -s ${host} `) && l.endsWith(` -j ${chain}`));
@@ -153,7 +132,7 @@ export async function masqPresent(chain: string, ip: string): Promise<boolean> {
 export async function gcMasq(network: string, keep: Set<string>, families: (4 | 6)[]): Promise<string[]> {
   const removed: string[] = [];
   for (const fam of families) {
-    const saved = await runTool(fam === 4 ? "iptables-save" : "ip6tables-save", ["-t", "nat"]);
+    const saved = await save(fam);
     const re = /^-A POSTROUTING .*--comment "name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\"" -j (CNI-[0-9a-f]+)$/;
     const chains = new Set<string>();
     for (const l of saved.split("\n")) {
@@ -163,7 +142,7 @@ export async function gcMasq(network: string, keep: Set<string>, families: (4 | 
     const text = [...chains].map((c) => teardownRules(saved, c)).filter((t): t is string => t !== null)
       .map((t) => t.slice("*nat\n".length, -"COMMIT\n".length)).join("");
     if (text) {
-      await runTool(restoreTool(fam), ["-w", "5", "--noflush"], `*nat\n${text}COMMIT\n`);
+      await restore(fam, `*nat\n${text}COMMIT\n`);
       removed.push(...chains);
     }
   }

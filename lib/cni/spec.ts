@@ -161,7 +161,7 @@ export function readEnv(get: (k: string) => string | undefined, stdin: string): 
   const command = v("CNI_COMMAND");
   const missing: string[] = [];
   if (command === "") missing.push("CNI_COMMAND");
-  for (const k of REQUIRED[command] ?? []) if (v(k) === "") missing.push(k);
+  for (const k of Object.hasOwn(REQUIRED, command) ? REQUIRED[command] : []) if (v(k) === "") missing.push(k);
   if (missing.length) {
     // Keep the reference's order: COMMAND, CONTAINERID, NETNS, IFNAME, PATH.
     throw new CniError(ErrCode.InvalidEnv, `required env variables [${missing.join(",")}] missing`);
@@ -260,6 +260,7 @@ export function parseNetConf(stdin: string): { conf: Record<string, unknown>; ve
       "the config must be a JSON object",
     );
   }
+  checkDepth(conf);
   const c = conf as Record<string, unknown>;
   const v = c.cniVersion;
   if (v !== undefined && typeof v !== "string") {
@@ -272,6 +273,28 @@ export function parseNetConf(stdin: string): { conf: Record<string, unknown>; ve
   validateNetworkName(c.name);
   const version = (v as string | undefined) || "0.1.0";
   return { conf: c, version };
+}
+
+/** The deepest nesting a config may have; real configs use fewer than 10 levels. */
+export const MAX_CONFIG_DEPTH = 64;
+
+/** Error 2 when `doc` nests deeper than {@link MAX_CONFIG_DEPTH} (checked without recursion). */
+export function checkDepth(doc: unknown): void {
+  const stack: [unknown, number][] = [[doc, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== "object") continue;
+    if (d > MAX_CONFIG_DEPTH) {
+      throw new CniError(
+        ErrCode.UnsupportedField,
+        "network config nested too deeply",
+        `more than ${MAX_CONFIG_DEPTH} levels of objects/arrays`,
+      );
+    }
+    for (const v of Array.isArray(x) ? x : Object.values(x)) {
+      if (v !== null && typeof v === "object") stack.push([v, d + 1]);
+    }
+  }
 }
 
 /** Error 1 unless `version` is one we support. */

@@ -66,7 +66,7 @@ function pickFields(obj: Record<string, unknown>): Partial<Record<Field, unknown
   for (const [k, v] of Object.entries(obj)) {
     const f = byLower.get(k.toLowerCase());
     if (!f) continue;
-    if (k === f || !(f in out)) out[f] = v;
+    if (k === f || !Object.hasOwn(out, f)) out[f] = v;
   }
   return out;
 }

@@ -10,15 +10,17 @@ import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { LeaseNotFoundError, NoNetworkConfigError, StoreUnavailableError } from "../store/errors.ts";
+import { StoreUnavailableError } from "../store/errors.ts";
+import { retryableStoreError } from "../store/classify.ts";
+import { LeaseKeeper } from "../lease/keeper.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../store/types.ts";
 import { readSubnetEnv, writeSubnetEnv } from "../subnet_env.ts";
 import { createBackend } from "../backend/mod.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
-import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
-import { RuleManager, type Runner } from "../masq/iptables.ts";
+import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
+import type { Runner } from "../firewall/types.ts";
 import { selectIface } from "./iface.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
@@ -31,7 +33,7 @@ export interface DaemonDeps {
   log: Logger;
   /** systemd notification (READY=1, STOPPING=1, STATUS=…). */
   notify?: (state: string) => void;
-  /** Runs iptables-save/iptables-restore. */
+  /** Runs iptables-save/iptables-restore (and nft, where libnftables is missing). */
   runIptables?: Runner;
 }
 
@@ -76,7 +78,7 @@ export class Daemon {
   #network!: IPNet;
   #backend!: Backend;
   #reconciler!: Reconciler;
-  #rules!: RuleManager;
+  #rules!: FlannelRules;
   #lease!: Lease;
   #own!: IPNet;
   #attrs!: LeaseAttrsWire;
@@ -86,8 +88,8 @@ export class Daemon {
   readonly #skipped = new Map<string, string>();
   #subnetEnvWritten = false;
   #rulesInPlace = false;
-  #reacquiring: Promise<void> | null = null;
-  #renewTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Renews and re-acquires the lease (after start). */
+  #keeper: LeaseKeeper | null = null;
   #storeOk = true;
 
   constructor(o: DaemonOptions, deps: DaemonDeps) {
@@ -112,9 +114,9 @@ export class Daemon {
   /** Why /readyz fails, or null when ready. */
   notReady = (): string | null => {
     if (!this.#subnetEnvWritten) return "subnet.env not written yet";
-    if (!this.#rulesInPlace) return "iptables rules not in place yet";
+    if (!this.#rulesInPlace) return `${this.#rules?.mode ?? "iptables"} rules not in place yet`;
     if (!this.#storeOk) return "the lease store is unreachable";
-    return null;
+    return this.#keeper?.whyInvalid() ?? null;
   };
 
   #setStoreUp(up: boolean, why?: string): void {
@@ -127,7 +129,10 @@ export class Daemon {
     this.metrics.ready = this.notReady() === null ? 1 : 0;
   }
 
-  /** Retries `fn` while the store is unavailable (or has no config yet); other errors propagate. */
+  /**
+   * Retries `fn` while the store is unavailable, has no config yet, or refuses (EPERM/EROFS/ENOSPC, etcd
+   * auth or quota), as flanneld retries at start; a bad config and other errors propagate.
+   */
   async #retryStore<T>(what: string, fn: () => Promise<T>): Promise<T> {
     let delay = 500;
     while (true) {
@@ -136,7 +141,7 @@ export class Daemon {
         this.#setStoreUp(true);
         return r;
       } catch (e) {
-        const retryable = e instanceof StoreUnavailableError || e instanceof NoNetworkConfigError;
+        const retryable = retryableStoreError(e);
         if (!retryable || this.#stop.signal.aborted) throw e;
         if (e instanceof StoreUnavailableError) this.#setStoreUp(false, errText(e));
         this.#log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay });
@@ -148,7 +153,7 @@ export class Daemon {
   }
 
   /**
-   * Startup, up to readiness. Throws (ConfigError, IfaceError, IptablesError, …) on a fatal problem;
+   * Startup, up to readiness. Throws (ConfigError, IfaceError, FirewallError, …) on a fatal problem;
    * everything that can fail on bad input is checked before the first kernel change.
    */
   async start(): Promise<void> {
@@ -181,14 +186,13 @@ export class Daemon {
       device: this.#backend.overlayDev,
       mtu: this.#backend.mtu,
     });
-    if (cfg.enableNFTables && (o.ipMasq || o.iptablesForwardRules)) {
-      this.#log.warn("EnableNFTables is set, but flanctl installs flannel's rules in iptables mode");
-    }
-    this.#rules = new RuleManager([], { run: this.#runIptables });
-    if (o.ipMasq || o.iptablesForwardRules) {
-      this.#rules.setTables([forwardRules(cfg.network)]); // placeholder network-only table to probe tools
-      await this.#rules.probe();
-    }
+    this.#rules = new FlannelRules(cfg.enableNFTables ? "nftables" : "iptables", {
+      run: this.#runIptables,
+      log: this.#log,
+    });
+    this.#rules.set({ ...this.#ruleSpec(), subnet: null }); // network-only rules to probe the tools
+    await this.#rules.probe();
+    await this.#cleanupOtherMode();
     let previous: IPNet | null = null;
     try {
       const env = readSubnetEnv(o.subnetFile);
@@ -223,7 +227,7 @@ export class Daemon {
     this.#reconciler.setOwnSubnet(this.#own);
     this.#ensureDevice();
     this.#writeSubnetEnv();
-    this.#rules.setTables(this.#tables());
+    this.#rules.set(this.#ruleSpec());
     await this.#ensureRules();
     const { leases, cursor } = await this.#retryStore("listing leases", () => this.#store.listLeases());
     this.#peers.clear();
@@ -233,16 +237,71 @@ export class Daemon {
     this.metrics.ready = this.notReady() === null ? 1 : 0;
     this.#log.info("ready", { subnet: this.#own.toString(), peers: this.#reconciler.size });
     this.#notify(`READY=1\nSTATUS=serving ${this.#own} with ${this.#reconciler.size} peers`);
-    this.#scheduleRenew();
+    this.#keeper = this.#newKeeper();
+  }
+
+  /** The renewal policy (lib/lease/keeper.ts); its callbacks keep metrics, logs and readiness current. */
+  #newKeeper(): LeaseKeeper {
+    const ready = () => (this.metrics.ready = this.notReady() === null ? 1 : 0);
+    return new LeaseKeeper(this.#store, this.#lease, this.#attrs, {
+      signal: this.#stop.signal,
+      renewMarginMs: this.#o.subnetLeaseRenewMargin * 60_000,
+      onRenewed: (l) => {
+        this.#lease = l;
+        this.metrics.leaseRenewals++;
+        this.#log.info("lease renewed", {
+          subnet: this.#own.toString(),
+          expires: l.expiration?.toISOString() ?? "never",
+        });
+      },
+      onLost: (why) => {
+        this.#log.warn("our lease is gone; re-acquiring the same subnet", {
+          subnet: this.#own.toString(),
+          reason: why,
+        });
+        ready();
+      },
+      onAcquired: (l) => this.#onReacquired(l),
+      onError: (what, e) => {
+        if (what.startsWith("renewing")) this.metrics.leaseRenewalErrors++;
+        if (e instanceof StoreUnavailableError) this.#setStoreUp(false, errText(e));
+      },
+      onProblem: (what, cause) => {
+        if (cause === null) this.#log.info(`${what} works again`, { subnet: this.#own.toString() });
+        else this.#log.warn(`${what} failed; retrying with backoff`, { subnet: this.#own.toString(), cause });
+      },
+      onValidity: (valid) => {
+        if (!valid) this.#log.warn("no valid lease: not ready", { reason: this.#keeper?.whyInvalid() });
+        else this.#log.info("lease valid again", { subnet: this.#own.toString() });
+        ready();
+      },
+    });
   }
 
   #watchCursor = "";
 
-  #tables(): TableRules[] {
-    const t: TableRules[] = [];
-    if (this.#o.ipMasq) t.push(masqRules(this.#network, this.#own));
-    if (this.#o.iptablesForwardRules) t.push(forwardRules(this.#network));
-    return t;
+  #ruleSpec(): FlannelRuleSpec {
+    return {
+      ipMasq: this.#o.ipMasq,
+      forward: this.#o.iptablesForwardRules,
+      network: this.#network,
+      subnet: this.#own ?? null,
+    };
+  }
+
+  /** As flanneld: starting in one mode removes the other mode's flannel rules (failures only logged). */
+  async #cleanupOtherMode(): Promise<void> {
+    try {
+      const removed = await this.#rules.cleanupOtherMode();
+      if (removed.length) {
+        this.#log.info("removed the other mode's flannel rules", {
+          mode: this.#rules.mode,
+          removed: removed.join(","),
+        });
+      }
+    } catch (e) {
+      this.#log.warn("could not remove the other mode's flannel rules", { error: errText(e) });
+    }
   }
 
   #ensureDevice(): void {
@@ -278,7 +337,7 @@ export class Daemon {
     const fixed = await this.#rules.ensure();
     if (fixed.length) {
       this.metrics.ruleResyncs++;
-      this.#log.info("iptables rules applied", { tables: fixed.join(",") });
+      this.#log.info(`${this.#rules.mode} rules applied`, { tables: fixed.join(",") });
     }
     this.#rulesInPlace = true;
   }
@@ -345,7 +404,7 @@ export class Daemon {
       if (!l.subnet) continue;
       const key = l.subnet.toString();
       if (l.subnet.equals(this.#own)) {
-        if (ev.type === "removed") this.#onOwnLeaseLost();
+        if (ev.type === "removed") this.#onOwnLeaseLost(l);
         continue;
       }
       if (ev.type === "added") {
@@ -373,27 +432,23 @@ export class Daemon {
     });
   }
 
-  #onOwnLeaseLost(): void {
-    if (this.#stop.signal.aborted || this.#reacquiring) return;
-    this.#log.warn("our lease disappeared from the store; re-acquiring the same subnet", {
-      subnet: this.#own.toString(),
-    });
-    this.#reacquiring = this.#reacquire().finally(() => (this.#reacquiring = null));
+  /**
+   * Our lease left the store (`removed` from the watch, or missing from a re-list). One that expired (our
+   * renewals failed, e.g. the store refused writes) is re-acquired by the keeper; so is one removed before
+   * its expiry (revoked or taken over).
+   */
+  #onOwnLeaseLost(removed?: Lease): void {
+    if (this.#stop.signal.aborted) return;
+    const exp = removed?.expiration;
+    const expired = exp !== null && exp !== undefined && exp.getTime() <= Date.now();
+    this.#keeper?.lost(expired ? "it expired" : "it disappeared from the store");
   }
 
-  async #reacquire(): Promise<void> {
-    let lease: Lease;
-    try {
-      lease = await this.#retryStore(
-        "re-acquiring our lease",
-        () => this.#store.acquireLease(this.#attrs, { previousSubnet: this.#own }),
-      );
-    } catch (e) {
-      if (!this.#stop.signal.aborted) this.#log.error("re-acquiring our lease failed", { error: errText(e) });
-      return;
-    }
+  /** Applies a lease acquired again after it was lost (the same subnet, or a new one if it was taken). */
+  async #onReacquired(lease: Lease): Promise<void> {
     this.#lease = lease;
-    const s = lease.subnet!;
+    const s = lease.subnet;
+    if (!s) throw new ConfigError("Network", "the store returned a lease without IPv4 subnet");
     if (!s.equals(this.#own)) {
       this.#log.warn("our subnet changed (the old one was taken); reconfiguring", {
         old: this.#own.toString(),
@@ -405,52 +460,15 @@ export class Daemon {
       this.#reconciler.setPeer(s.toString(), null);
       this.#ensureDevice();
       this.#writeSubnetEnv();
-      this.#rules.setTables(this.#tables());
-      await this.#ensureRules().catch((e) => this.#log.error("iptables rules failed", { error: errText(e) }));
+      this.#rules.set(this.#ruleSpec());
+      await this.#ensureRules().catch((e) =>
+        this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
+      );
       this.#fullPass();
     } else {
       this.#log.info("lease re-acquired", { subnet: s.toString() });
     }
-    this.#scheduleRenew();
-  }
-
-  #scheduleRenew(delayOverride?: number): void {
-    clearTimeout(this.#renewTimer);
-    const exp = this.#lease.expiration;
-    if (!exp || this.#stop.signal.aborted) return;
-    const left = exp.getTime() - Date.now();
-    let delay = delayOverride ?? left - this.#o.subnetLeaseRenewMargin * 60_000;
-    // A TTL shorter than the margin (short test/lab TTLs): renew half-way.
-    if (delay <= 0) delay = Math.max(500, left / 2);
-    this.#renewTimer = setTimeout(() => this.#renew(), Math.min(delay, 2 ** 31 - 1));
-  }
-
-  async #renew(): Promise<void> {
-    if (this.#stop.signal.aborted) return;
-    try {
-      this.#lease = await withTimeout(this.#store.renewLease(this.#lease), 10_000, "renewing the lease");
-      this.metrics.leaseRenewals++;
-      this.#setStoreUp(true);
-      this.#log.info("lease renewed", {
-        subnet: this.#own.toString(),
-        expires: this.#lease.expiration?.toISOString() ?? "never",
-      });
-      this.#scheduleRenew();
-    } catch (e) {
-      this.metrics.leaseRenewalErrors++;
-      if (e instanceof LeaseNotFoundError) {
-        this.#onOwnLeaseLost();
-        return;
-      }
-      if (e instanceof StoreUnavailableError) this.#setStoreUp(false, errText(e));
-      const left = (this.#lease.expiration?.getTime() ?? Date.now()) - Date.now();
-      const retry = Math.max(500, Math.min(60_000, left / 4));
-      this.#log.warn("renewing the lease failed; retrying", {
-        error: errText(e),
-        retry_in_ms: Math.round(retry),
-      });
-      this.#scheduleRenew(retry);
-    }
+    this.metrics.ready = this.notReady() === null ? 1 : 0;
   }
 
   async #watchLoop(): Promise<void> {
@@ -529,16 +547,14 @@ export class Daemon {
       this.#loop(o.resyncInterval * 1000, "resync", () => this.#resync()),
       this.#loop(o.iptablesResync * 1000, "iptables resync", () => this.#ensureRules()),
       this.#loop(Math.min(o.resyncInterval, 5) * 1000, "store probe", () => this.#probeStore()),
+      this.#keeper?.run(),
     ]);
-    clearTimeout(this.#renewTimer);
-    await this.#reacquiring;
   }
 
   /** Stops serving. Kernel state, rules and the lease are left in place. */
   stop(): void {
     if (this.#stop.signal.aborted) return;
     this.#stop.abort();
-    clearTimeout(this.#renewTimer);
   }
 
   /** True once {@link stop} was called. */

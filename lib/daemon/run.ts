@@ -38,7 +38,9 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   let http: HealthServer | null = null;
   try {
     if (o.healthzPort > 0) {
-      http = serveHealth(o.healthzIP, o.healthzPort, d.metrics, d.notReady);
+      http = serveHealth(o.healthzIP, o.healthzPort, d.metrics, d.notReady, {
+        onError: (msg, error) => log.warn(msg, { error }),
+      });
       log.info("serving /healthz, /readyz, /metrics", { addr: `${o.healthzIP}:${http.port}` });
     }
     writeState(o, http, log);

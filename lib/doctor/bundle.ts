@@ -17,6 +17,7 @@ import { allTables } from "../inspect/render.ts";
 import { daemonStatePath } from "../daemon_state.ts";
 import { VERSION } from "../version.ts";
 import { FlanctlError } from "../errors.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** What goes into the bundle besides the gathered context. */
 export interface BundleOptions {
@@ -69,18 +70,13 @@ export function kubeconfigTokens(text: string): string[] {
   return [...text.matchAll(/^\s*token\s*:\s*["']?([^"'\s]+)["']?\s*$/gm)].map((m) => m[1]);
 }
 
+/** A file's text (capped, regular files only); null when missing, a note when refused. */
 function readText(path: string, max = 1 << 20): string | null {
   try {
-    const f = Deno.openSync(path);
-    try {
-      const buf = new Uint8Array(max);
-      const n = f.readSync(buf) ?? 0;
-      return new TextDecoder().decode(buf.subarray(0, n));
-    } finally {
-      f.close();
-    }
-  } catch {
-    return null;
+    return readCappedText(path, max);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    return `# ${path}: ${(e as Error).message}\n`;
   }
 }
 
@@ -88,6 +84,7 @@ function readText(path: string, max = 1 << 20): string | null {
 function tail(path: string, n: number): string | null {
   try {
     const st = Deno.statSync(path);
+    if (!st.isFile) return null; // a FIFO or device would block or never end
     const f = Deno.openSync(path);
     try {
       const size = Math.min(st.size, 1 << 20);

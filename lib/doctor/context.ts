@@ -13,10 +13,12 @@ import type { IPNet } from "../ip/cidr.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { openNetlink } from "../netlink/mod.ts";
+import { inNetns, openNetlink } from "../netlink/mod.ts";
+import { nftLibrary } from "../netlink/nftables.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { CappedReadError, readCappedText } from "../capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */
@@ -130,12 +132,20 @@ export class DoctorContext {
   subnetEnv: SubnetEnv | null = null;
   subnetEnvError: string | null = null;
   subnetEnvMissing = false;
+  /** Set when subnet.env exists but cannot be read safely (a FIFO, a device, far too large): the reason. */
+  subnetEnvUnreadable: string | null = null;
   /** iptables-save (the default flavour), iptables-legacy-save, iptables-nft-save. */
   ipt: { main: IptDump; legacy: IptDump; nft: IptDump; variant: string | null } = {
     main: { cmd: "iptables-save", text: null, error: null },
     legacy: { cmd: "iptables-legacy-save", text: null, error: null },
     nft: { cmd: "iptables-nft-save", text: null, error: null },
     variant: null,
+  };
+  /** `nft list ruleset` (text) and its JSON form (with rule handles), or the error. */
+  nftRuleset: { text: string | null; json: unknown; error: string | null } = {
+    text: null,
+    json: null,
+    error: null,
   };
   /** Store state. */
   store: StoreView = {
@@ -310,7 +320,7 @@ export class DoctorContext {
 
 /** Case-insensitive key lookup (net-conf fields are matched that way). */
 export function pickCI(o: Record<string, unknown>, key: string): unknown {
-  if (key in o) return o[key];
+  if (Object.hasOwn(o, key)) return o[key];
   const k = Object.keys(o).find((k) => k.toLowerCase() === key.toLowerCase());
   return k === undefined ? undefined : o[k];
 }
@@ -330,6 +340,7 @@ export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext>
   gatherSysctls(ctx);
   gatherSubnetEnv(ctx);
   gatherIptables(ctx);
+  gatherNft(ctx);
   gatherPods(ctx);
   await gatherStore(ctx);
   return ctx;
@@ -381,7 +392,7 @@ function gatherSysctls(ctx: DoctorContext): void {
     const p = `/proc/sys/net/${fam}/neigh/default/gc_thresh3`;
     if (ctx.sysctls.get(p) === null && ctx.opts.netns !== null) {
       try {
-        ctx.sysctls.set(p, Deno.readTextFileSync(p).trim());
+        ctx.sysctls.set(p, readCappedText(p, 64 * 1024).trim());
       } catch { /* stays null */ }
     }
   }
@@ -397,6 +408,7 @@ function gatherSubnetEnv(ctx: DoctorContext): void {
     ctx.subnetEnv = readSubnetEnv(ctx.opts.subnetFile);
   } catch (e) {
     ctx.subnetEnvError = (e as Error).message;
+    if ((e as Error).cause instanceof CappedReadError) ctx.subnetEnvUnreadable = (e as Error).message;
   }
 }
 
@@ -409,6 +421,31 @@ function gatherIptables(ctx: DoctorContext): void {
   const v = ctx.exec.run(["iptables", "--version"]);
   const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
   ctx.ipt.variant = m ? m[1] : null;
+}
+
+/** The nftables ruleset through libnftables (in the checked namespace), else the nft binary. */
+function gatherNft(ctx: DoctorContext): void {
+  const lib = nftLibrary();
+  const read = (json: boolean): { out: string | null; err: string | null } => {
+    if (lib) {
+      const r = ctx.opts.netns
+        ? inNetns({ name: ctx.opts.netns }, () => lib.run("list ruleset", { json }))
+        : lib.run("list ruleset", { json });
+      return r.rc === 0 ? { out: r.output, err: null } : { out: null, err: r.error.trim() };
+    }
+    const r = ctx.exec.run(["nft", ...(json ? ["-j"] : []), "list", "ruleset"]);
+    if (r.code === 0) return { out: r.stdout, err: null };
+    return {
+      out: null,
+      err: r.code === null ? "nft not installed (Debian package nftables)" : r.stderr.trim(),
+    };
+  };
+  const t = read(false), j = read(true);
+  ctx.nftRuleset.text = t.out;
+  ctx.nftRuleset.error = t.err ?? j.err;
+  try {
+    ctx.nftRuleset.json = j.out ? JSON.parse(j.out) : null;
+  } catch { /* text is enough for most checks */ }
 }
 
 function gatherPods(ctx: DoctorContext): void {

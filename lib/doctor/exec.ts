@@ -6,6 +6,7 @@
  * @module
  */
 import { inNetns } from "../netlink/mod.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** Output of a finished command. `code` is null when the binary was not found. */
 export interface ExecResult {
@@ -46,7 +47,7 @@ export class NsExec {
     const readAll = () => {
       for (const p of paths) {
         try {
-          out.set(p, Deno.readTextFileSync(p).trim());
+          out.set(p, readCappedText(p, 64 * 1024).trim());
         } catch {
           out.set(p, null);
         }

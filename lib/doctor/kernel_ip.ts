@@ -97,7 +97,9 @@ export class IpCliReader implements KernelReader {
     for (const fam of opts.family ? [opts.family] : [4, 6] as const) {
       const table = opts.table !== undefined ? String(opts.table) : "all";
       for (const r of this.#json(["ip", `-${fam}`, "-j", "route", "show", "table", table])) {
-        const tableId = r.table === undefined ? (opts.table ?? 254) : (TABLES[r.table] ?? Number(r.table));
+        const tableId = r.table === undefined
+          ? (opts.table ?? 254)
+          : (Object.hasOwn(TABLES, r.table) ? TABLES[r.table] : Number(r.table));
         if (opts.table === undefined && tableId === 255) continue;
         let dst: string = r.dst;
         if (dst !== "default" && !dst.includes("/")) dst += fam === 4 ? "/32" : "/128";

@@ -8,6 +8,7 @@ import { SEVERITY_ORDER } from "./types.ts";
 import { type DoctorOptions, gatherContext } from "./context.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
+import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
@@ -27,6 +28,7 @@ export const ALL_CHECKS: Check[] = [
   ...DAEMON_CHECKS,
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
+  ...NFTABLES_CHECKS,
   ...VXLAN_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
@@ -51,6 +53,8 @@ export const OLD_IDS: Record<string, string> = {
   "route-overlap": "pod-network-routes",
   "iptables-mixed": "iptables-backend",
   "ipv6-disabled": "ipv6",
+  "firewall-mixed": "firewall-mode",
+  "hostport-stale": "hostports",
 };
 
 /** The current id of `id` (an old alias maps to its new id; anything else is returned as is). */

@@ -9,7 +9,9 @@ import { FlanctlError, UsageError } from "../errors.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
-import { attachPod, conflistPath, FLANNEL_CONFLIST, writeCniBin } from "./pods.ts";
+import { attachPod, writeCniBin } from "./pods.ts";
+import { conflistPath, labConflist } from "./conflist.ts";
+import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
 import { readState, saveState } from "./state.ts";
@@ -76,7 +78,39 @@ export function validateUpOptions(o: LabUpOptions): void {
 
 /** The net-conf.json the lab writes into its store. */
 export function labNetConf(s: LabState): string {
-  return JSON.stringify({ Network: s.network, Backend: { Type: s.backend } });
+  return s.netConf ?? JSON.stringify({ Network: s.network, Backend: { Type: s.backend } });
+}
+
+/** True when the lab's net-conf has EnableNFTables (portmap then uses its nftables backend too). */
+export function nftablesMode(s: LabState): boolean {
+  return s.netConf ? parseNetConfig(s.netConf).enableNFTables : false;
+}
+
+/**
+ * Reads and checks `lab up --net-conf FILE`: any net-conf flanneld takes, with an IPv4 Network and a
+ * backend the lab builds. Returns its text, network and backend.
+ */
+export function readLabNetConf(
+  file: string,
+): { text: string; network: string; backend: LabUpOptions["backend"] } {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(file);
+  } catch (e) {
+    throw new UsageError(`--net-conf ${file}: cannot read it (${(e as Error).message})`);
+  }
+  let cfg;
+  try {
+    cfg = parseNetConfig(text);
+  } catch (e) {
+    throw new UsageError(`--net-conf ${file}: ${(e as Error).message}`);
+  }
+  const type = cfg.backend.type;
+  if (!cfg.network) throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
+  if (type !== "vxlan" && type !== "host-gw") {
+    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan or host-gw`);
+  }
+  return { text: text.trim(), network: cfg.network.toString(), backend: type };
 }
 
 /** Creates a namespace (recorded first) with lo up. */
@@ -127,7 +161,7 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
   for (const d of ["run/flannel", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
     Deno.mkdirSync(`${n.dir}/${d}`, { recursive: true });
   }
-  Deno.writeTextFileSync(conflistPath(n), JSON.stringify(FLANNEL_CONFLIST, null, 2) + "\n");
+  Deno.writeTextFileSync(conflistPath(n), JSON.stringify(labConflist(nftablesMode(s)), null, 2) + "\n");
   await addNetns(s, n.netns);
   const u = s.underlay;
   await mustRun([
@@ -154,10 +188,16 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
   return n;
 }
 
-/** Creates and attaches pod `index` on node `n`. */
-async function buildPod(s: LabState, n: NodeState, index: number): Promise<PodState> {
+/** Creates and attaches pod `index` on node `n` (with hostPort mappings `ports`). */
+export async function buildPod(
+  s: LabState,
+  n: NodeState,
+  index: number,
+  ports?: PodState["ports"],
+): Promise<PodState> {
   const name = `${n.name}-pod${index}`;
   const pod: PodState = { name, node: n.name, netns: `${s.name}-${name}`, containerId: `${s.name}-${name}` };
+  if (ports?.length) pod.ports = ports;
   s.pods.push(pod);
   await addNetns(s, pod.netns);
   pod.ip = await attachPod(s, n, pod);
@@ -191,6 +231,8 @@ export async function labUp(
   signal?: AbortSignal,
   made: { value: boolean } = { value: false },
 ): Promise<LabState> {
+  const nc = o.netConf ? readLabNetConf(o.netConf) : null;
+  if (nc) o = { ...o, network: nc.network, backend: nc.backend };
   validateUpOptions(o);
   if (Deno.uid() !== 0) {
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
@@ -223,6 +265,7 @@ export async function labUp(
   s.storeFlags = o.store === "etcd" ? ["--etcd-endpoints", etcdEndpoint(s)] : ["--store-dir", `${dir}/store`];
   if (o.leaseTtl !== undefined) s.storeFlags.push("--lease-ttl", String(o.leaseTtl));
   if (o.daemonArgs?.length) s.daemonArgs = [...o.daemonArgs];
+  if (nc) s.netConf = nc.text;
   // Creating the lab directory (not recursively) is the lock: of two `up`s with one name, one fails here.
   Deno.mkdirSync(labRoot(), { recursive: true });
   try {

@@ -10,6 +10,7 @@ export { labExec, LabTargetError, resolveTarget, withNodeFiles } from "./exec.ts
 export { labAddNode, LabExistsError, labUp, validateUpOptions } from "./build.ts";
 export type { Progress } from "./build.ts";
 export { labDown, listNetns } from "./down.ts";
+export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
 export { crossNodePing } from "./check.ts";

@@ -6,6 +6,7 @@
 import { FlanctlError } from "../errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { flanctlCommand, runCmd } from "./proc.ts";
+import { podAdd } from "./conflist.ts";
 import type { LabState, NodeState, PodState } from "./types.ts";
 
 /** The flannel conflist every lab node gets (kube-flannel's, without the portmap plugin). */
@@ -15,10 +16,7 @@ export const FLANNEL_CONFLIST = {
   plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
 };
 
-/** Path of a node's conflist. */
-export function conflistPath(n: NodeState): string {
-  return `${n.dir}/etc/cni/net.d/10-flannel.conflist`;
-}
+export { conflistPath } from "./conflist.ts";
 
 /** The plugin config given on stdin to the flannel plugin for a node. */
 export function flannelPluginConfig(n: NodeState): Record<string, unknown> {
@@ -34,7 +32,7 @@ export function flannelPluginConfig(n: NodeState): Record<string, unknown> {
 /** The CNI plugin failed for a pod. */
 export class PodAttachError extends FlanctlError {
   constructor(pod: string, detail: string) {
-    super(`attaching pod ${pod} through the flannel CNI plugin failed: ${detail}`, 1);
+    super(`attaching pod ${pod} through the CNI conflist failed: ${detail}`, 1);
   }
 }
 
@@ -82,16 +80,24 @@ export function writeCniBin(s: LabState): void {
   const dir = `${s.dir}/cni-bin`;
   Deno.mkdirSync(dir, { recursive: true });
   const cmd = flanctlCommand().map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
-  for (const name of ["flannel", "bridge", "host-local", "loopback"]) {
+  for (const name of ["flannel", "bridge", "host-local", "loopback", "portmap"]) {
     Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
       mode: 0o755,
     });
   }
 }
 
-/** Attaches a pod through the flannel CNI plugin; returns its IPv4 address (without prefix). */
+/**
+ * Attaches a pod through the node's conflist (flannel, then portmap: lib/lab/conflist.ts); returns its
+ * IPv4 address (without prefix).
+ */
 export async function attachPod(s: LabState, n: NodeState, pod: PodState): Promise<string> {
-  const res = await runFlannelCni(s, n, pod, "ADD");
+  let res: Record<string, unknown>;
+  try {
+    res = await podAdd(s, n, pod);
+  } catch (e) {
+    throw new PodAttachError(pod.name, (e as Error).message);
+  }
   const ips = (res.ips ?? []) as { address?: string }[];
   const ip4 = ips.map((i) => i.address ?? "").find((a) => a.includes("."));
   if (ip4) return ip4.split("/")[0];

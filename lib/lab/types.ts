@@ -23,6 +23,8 @@ export interface LabUpOptions {
   leaseTtl?: number;
   /** Extra flags for every daemon (e.g. "--resync-interval=2"). */
   daemonArgs?: string[];
+  /** A net-conf.json file to use instead of one built from network/backend (e.g. with EnableNFTables). */
+  netConf?: string;
 }
 
 /** A node of the lab as recorded in the state file. */
@@ -41,6 +43,13 @@ export interface NodeState {
   daemonPid?: number;
 }
 
+/** A hostPort mapping of a pod (`lab add-pod --publish`), as CNI portMappings. */
+export interface PodPort {
+  hostPort: number;
+  containerPort: number;
+  protocol: "tcp" | "udp";
+}
+
 /** A pod of the lab. */
 export interface PodState {
   /** "node1-pod1", … */
@@ -52,6 +61,8 @@ export interface PodState {
   containerId: string;
   /** Its IPv4 address (without prefix), once attached. */
   ip?: string;
+  /** Published ports (portmap plugin). */
+  ports?: PodPort[];
 }
 
 /** A background process the lab started (daemon, etcd). */
@@ -87,6 +98,8 @@ export interface LabState {
   };
   /** Store flags every flanctl command of this lab needs (`--store-dir …` or `--etcd-endpoints …`). */
   storeFlags: string[];
+  /** The net-conf.json text given with `lab up --net-conf`. */
+  netConf?: string;
   /** Extra flags every daemon gets (`lab up --daemon-arg`). */
   daemonArgs?: string[];
   /** `/healthz` / `/readyz` port of every daemon (each in its own namespace). */

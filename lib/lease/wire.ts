@@ -72,7 +72,7 @@ export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
   }
   const get = (name: string): unknown => {
     const o = v as Record<string, unknown>;
-    if (name in o) return o[name];
+    if (Object.hasOwn(o, name)) return o[name];
     const k = Object.keys(o).find((x) => x.toLowerCase() === name.toLowerCase());
     return k === undefined ? undefined : o[k];
   };

@@ -12,6 +12,8 @@ export const FWD_CHAIN = "FLANNEL-FWD";
 
 /** Rules of one table: the jump into our chain and the chain's own rules, in iptables-save form. */
 export interface TableRules {
+  /** IP family of the rules (the network's): 4 renders for iptables, 6 for ip6tables. */
+  family?: 4 | 6;
   table: "nat" | "filter";
   chain: string;
   /** The built-in chain that jumps to `chain`. */
@@ -20,13 +22,22 @@ export interface TableRules {
   rules: string[];
 }
 
+/** Options of the masquerade rules. */
+export interface MasqOptions {
+  /** `--random-fully` on the MASQUERADE rules (default true, flanneld's; off for
+   * --ip-masq-fully-random-disable or an iptables without it). */
+  randomFully?: boolean;
+}
+
 /** The nat rules for `network` (the cluster Network) and `subnet` (our node's subnet). */
-export function masqRules(network: IPNet, subnet: IPNet): TableRules {
+export function masqRules(network: IPNet, subnet: IPNet, opts: MasqOptions = {}): TableRules {
   const c = `-m comment --comment "flanneld masq"`;
   const n = network.toString();
   const s = subnet.toString();
   const mcast = network.family === 4 ? "224.0.0.0/4" : "ff00::/8";
+  const masq = opts.randomFully === false ? "MASQUERADE" : "MASQUERADE --random-fully";
   return {
+    family: network.family,
     table: "nat",
     chain: MASQ_CHAIN,
     parent: "POSTROUTING",
@@ -36,8 +47,8 @@ export function masqRules(network: IPNet, subnet: IPNet): TableRules {
       `-A ${MASQ_CHAIN} -s ${s} -d ${n} ${c} -j RETURN`,
       `-A ${MASQ_CHAIN} -s ${n} -d ${s} ${c} -j RETURN`,
       `-A ${MASQ_CHAIN} ! -s ${n} -d ${s} ${c} -j RETURN`,
-      `-A ${MASQ_CHAIN} -s ${n} ! -d ${mcast} ${c} -j MASQUERADE --random-fully`,
-      `-A ${MASQ_CHAIN} ! -s ${n} -d ${n} ${c} -j MASQUERADE --random-fully`,
+      `-A ${MASQ_CHAIN} -s ${n} ! -d ${mcast} ${c} -j ${masq}`,
+      `-A ${MASQ_CHAIN} ! -s ${n} -d ${n} ${c} -j ${masq}`,
     ],
   };
 }
@@ -47,6 +58,7 @@ export function forwardRules(network: IPNet): TableRules {
   const c = `-m comment --comment "flanneld forward"`;
   const n = network.toString();
   return {
+    family: network.family,
     table: "filter",
     chain: FWD_CHAIN,
     parent: "FORWARD",

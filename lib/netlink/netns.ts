@@ -10,6 +10,8 @@ import type { NetnsRef } from "./types.ts";
 
 const O_RDONLY = 0;
 const O_CLOEXEC = 0o2000000;
+/** A FIFO given as a namespace path must fail (setns: EINVAL), not block the open forever. */
+const O_NONBLOCK = 0o4000;
 const CLONE_NEWNET = 0x40000000;
 const ENOENT = 2;
 
@@ -36,9 +38,12 @@ export function netnsLabel(ref: NetnsRef): string {
   return "name" in ref ? ref.name : "path" in ref ? ref.path : `pid:${ref.pid}`;
 }
 
-/** Opens the namespace file (O_RDONLY|O_CLOEXEC); throws {@link NetnsNotFoundError} when it is missing. */
+/**
+ * Opens the namespace file (O_RDONLY|O_CLOEXEC|O_NONBLOCK); throws {@link NetnsNotFoundError} when it is
+ * missing.
+ */
 export function openNetnsFd(ref: NetnsRef): number {
-  const fd = libc().open(cstr(netnsPath(ref)), O_RDONLY | O_CLOEXEC);
+  const fd = libc().open(cstr(netnsPath(ref)), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const e = errno();
     if (e === ENOENT) throw new NetnsNotFoundError(netnsLabel(ref));

@@ -9,7 +9,9 @@
  */
 import { Buffer } from "node:buffer";
 import { StoreError, StoreUnavailableError } from "./errors.ts";
+import { UsageError } from "../errors.ts";
 import { errMsg, jsonLines } from "./util.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** Connection options. */
 export interface EtcdClientOptions {
@@ -106,6 +108,47 @@ function kv(r: RawKV): EtcdKV {
   };
 }
 
+/** Everything before the host's `@` in an http(s) URL, or null. */
+const USERINFO = /^(https?:\/\/)([^/]*)@/;
+
+/**
+ * Takes `user:password@` out of endpoint URLs (never printed, never sent in the URL): they become the
+ * etcd username/password, as if given with --etcd-username/--etcd-password. Every URL with credentials
+ * must name the same user. A URL that does not parse is returned without its userinfo, so an error
+ * message can show it.
+ */
+export function splitCredentials(
+  urls: string[],
+): { endpoints: string[]; username?: string; password?: string } {
+  let username: string | undefined;
+  let password: string | undefined;
+  const endpoints = urls.map((u) => {
+    const m = USERINFO.exec(u);
+    if (!m) return u;
+    const info = m[2];
+    const i = info.indexOf(":");
+    const dec = (x: string) => {
+      try {
+        return decodeURIComponent(x);
+      } catch {
+        return x;
+      }
+    };
+    const user = dec(i < 0 ? info : info.slice(0, i));
+    const pass = i < 0 ? undefined : dec(info.slice(i + 1));
+    if (username !== undefined && (user !== username || pass !== password)) {
+      throw new UsageError(
+        "--etcd-endpoints: the URLs carry different credentials; give them once with --etcd-username " +
+          "and FLANNELD_ETCD_PASSWORD (or a password file) instead",
+      );
+    }
+    username = user;
+    password = pass;
+    return m[1] + u.slice(m[0].length);
+  });
+  return { endpoints, username, password };
+}
+
 /** The etcd client. */
 export class EtcdClient {
   /** Endpoints in use. */
@@ -117,18 +160,30 @@ export class EtcdClient {
 
   constructor(opts: EtcdClientOptions) {
     if (opts.endpoints.length === 0) throw new StoreError("--etcd-endpoints: no endpoint given");
-    for (const e of opts.endpoints) {
-      if (!/^https?:\/\/[^/]+\/?$/.test(e)) {
-        throw new StoreError(`--etcd-endpoints: '${e}' is not a URL like http://127.0.0.1:2379`);
+    const { endpoints, username, password } = splitCredentials(opts.endpoints);
+    for (const e of endpoints) {
+      if (!/^https?:\/\/[^/@]+\/?$/.test(e)) {
+        // Whatever precedes an '@' may be a password that did not parse: never print it.
+        const shown = e.replace(/^(https?:\/\/)?.*@/, "$1…@");
+        throw new StoreError(`--etcd-endpoints: '${shown}' is not a URL like http://127.0.0.1:2379`);
       }
     }
-    this.endpoints = opts.endpoints.map((e) => e.replace(/\/$/, ""));
+    this.endpoints = endpoints.map((e) => e.replace(/\/$/, ""));
+    if (username !== undefined) {
+      if (opts.username !== undefined && opts.username !== username) {
+        throw new UsageError(
+          `--etcd-endpoints: the URL names user '${username}' but --etcd-username is '${opts.username}'; ` +
+            `drop the credentials from the URL (the password belongs in FLANNELD_ETCD_PASSWORD or a file)`,
+        );
+      }
+      opts = { ...opts, username, password: opts.password ?? password };
+    }
     this.#opts = opts;
     if (opts.caFile || opts.certFile || opts.keyFile) {
       const read = (flag: string, p?: string) => {
         if (!p) return undefined;
         try {
-          return Deno.readTextFileSync(p);
+          return readCappedText(p);
         } catch (e) {
           throw new StoreError(`${flag}: cannot read ${p}: ${errMsg(e)}`);
         }

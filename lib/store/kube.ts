@@ -24,6 +24,7 @@ import {
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
 import { FlanctlError } from "../errors.ts";
+import { readCappedTextAsync } from "../capped_read.ts";
 
 /** Annotation prefix flannel uses on Node objects. */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -145,7 +146,7 @@ export class KubeStore implements SubnetStore {
   async getNetworkConfig(): Promise<NetConfig> {
     let text: string;
     try {
-      text = await Deno.readTextFile(this.#opts.netConfigPath);
+      text = await readCappedTextAsync(this.#opts.netConfigPath);
     } catch (e) {
       throw new ConfigError(
         "net-config-path",

@@ -8,6 +8,7 @@
  */
 import { StoreError, StoreUnavailableError } from "./errors.ts";
 import { errMsg, jsonLines } from "./util.ts";
+import { readCappedText } from "../capped_read.ts";
 
 /** How to reach the API server. */
 export interface KubeConnection {
@@ -40,7 +41,7 @@ const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 function readFile(what: string, path: string): string {
   try {
-    return Deno.readTextFileSync(path);
+    return readCappedText(path);
   } catch (e) {
     throw new StoreError(`${what}: cannot read ${path}: ${errMsg(e)}`);
   }

@@ -4,8 +4,9 @@
  * @module
  */
 import type { Check } from "../types.ts";
-import { ok } from "../types.ts";
+import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
+import { CappedReadError, readCappedText } from "../../capped_read.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
 export const SUPPORTED_CNI_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -19,6 +20,8 @@ export interface CniConfView {
   /** Its parsed JSON, or null with `error`. */
   doc: Record<string, unknown> | null;
   error: string | null;
+  /** True when the first file is not a regular file or is far too large (read refused, not parsed). */
+  unreadable: boolean;
   /** Plugin objects (a .conf counts as a one-plugin list). */
   plugins: Record<string, unknown>[];
   /** The flannel plugin entry, if the first config has one. */
@@ -32,7 +35,15 @@ export function cniConf(ctx: DoctorContext): CniConfView {
   const hit = cache.get(ctx);
   if (hit) return hit;
   const dir = ctx.opts.cniConfDir;
-  const v: CniConfView = { files: [], first: null, doc: null, error: null, plugins: [], flannel: null };
+  const v: CniConfView = {
+    files: [],
+    first: null,
+    doc: null,
+    error: null,
+    unreadable: false,
+    plugins: [],
+    flannel: null,
+  };
   try {
     v.files = [...Deno.readDirSync(dir)]
       .filter((e) => !e.isDirectory && /\.(conf|conflist|json)$/.test(e.name))
@@ -44,7 +55,7 @@ export function cniConf(ctx: DoctorContext): CniConfView {
   if (v.first) {
     const p = `${dir}/${v.first}`;
     try {
-      const doc = JSON.parse(Deno.readTextFileSync(p));
+      const doc = JSON.parse(readCappedText(p));
       if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new Error("not a JSON object");
       v.doc = doc;
       v.plugins = Array.isArray(doc.plugins)
@@ -52,7 +63,8 @@ export function cniConf(ctx: DoctorContext): CniConfView {
         : [doc];
       v.flannel = v.plugins.find((p) => p.type === "flannel") ?? null;
     } catch (e) {
-      v.error = `${p}: ${(e as Error).message}`;
+      v.error = e instanceof CappedReadError ? e.message : `${p}: ${(e as Error).message}`;
+      v.unreadable = e instanceof CappedReadError;
     }
   }
   cache.set(ctx, v);
@@ -79,6 +91,11 @@ export const cniConfig: Check = {
         fix: [`write ${dir}/10-flannel.conflist (see the flannel manifests)`],
         persist,
       }];
+    }
+    if (!v.doc && v.unreadable) {
+      return [
+        unknown("cni-config", `cannot read it: ${v.error}`, [`replace ${dir}/${v.first} by a regular file`]),
+      ];
     }
     if (!v.doc) {
       return [{

@@ -13,6 +13,11 @@ export const subnetEnv: Check = {
   run(ctx) {
     const path = ctx.opts.subnetFile;
     const restart = "restart the daemon: it rewrites subnet.env from its lease";
+    if (ctx.subnetEnvUnreadable) {
+      return [unknown("subnet-env", `cannot read it: ${ctx.subnetEnvUnreadable}`, [
+        `check --subnet-file: it must name the regular file the daemon writes`,
+      ])];
+    }
     if (!ctx.subnetEnv) {
       return [{
         id: "subnet-env",

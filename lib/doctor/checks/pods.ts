@@ -15,6 +15,7 @@ import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { cniConf } from "./cni.ts";
 import { IPAddr } from "../../ip/cidr.ts";
+import { readCappedText } from "../../capped_read.ts";
 
 /** One host-local IP file. */
 export interface IpFile {
@@ -48,7 +49,7 @@ export function readIpFiles(dir: string): { files: IpFile[]; error: string | nul
       const path = `${dir}/${n}/${e.name}`;
       let text = "";
       try {
-        text = Deno.readTextFileSync(path);
+        text = readCappedText(path, 1024 * 1024);
       } catch { /* unreadable: treated as empty */ }
       const [cid = "", ifname = ""] = text.split(/\r?\n/).map((s) => s.trim());
       files.push({ network: n, ip: e.name, path, containerId: cid, ifname });

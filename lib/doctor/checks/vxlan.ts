@@ -8,6 +8,7 @@ import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { chainPolicy, chainRules } from "./iptables.ts";
 import { getTxChecksum } from "../../netlink/ethtool.ts";
+import { readCappedText } from "../../capped_read.ts";
 
 /** Lease BackendData.VtepMAC, or null. */
 export function vtepMacOf(data: unknown): string | null {
@@ -53,7 +54,7 @@ export const vxlanModule: Check = {
     const rel = Deno.osRelease();
     const dep = (() => {
       try {
-        return Deno.readTextFileSync(`/lib/modules/${rel}/modules.dep`);
+        return readCappedText(`/lib/modules/${rel}/modules.dep`, 32 * 1024 * 1024);
       } catch {
         return "";
       }

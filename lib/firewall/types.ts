@@ -1,0 +1,67 @@
+/**
+ * The firewall layer's shared types: the process runner (so tests and benches can substitute it), the
+ * error every driver throws, and the small logger interface the layer reports through (it never prints).
+ * @module
+ */
+import { FlanctlError } from "../errors.ts";
+
+/** An IP family. */
+export type Family = 4 | 6;
+
+/** Which kernel interface programs the rules. */
+export type FirewallMode = "iptables" | "nftables";
+
+/** iptables/nft is missing or refused our rules. `tool` names the program or library. */
+export class FirewallError extends FlanctlError {
+  /** The tool that failed (iptables-restore, ip6tables-save, libnftables, nft). */
+  readonly tool: string;
+  /** True when the tool itself is not installed. */
+  readonly missing: boolean;
+  constructor(tool: string, message: string, missing = false) {
+    super(message, 1);
+    this.tool = tool;
+    this.missing = missing;
+  }
+}
+
+/** Runs a command, returning exit code and output; throws FirewallError(missing) when it is not installed. */
+export type Runner = (
+  cmd: string[],
+  stdin?: string,
+) => Promise<{ code: number; stdout: string; stderr: string }>;
+
+/** Where the layer reports (a subset of the daemon's Logger). */
+export interface FirewallLog {
+  info(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
+  warn(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
+}
+
+/** A logger that drops everything. */
+export const quietLog: FirewallLog = { info() {}, warn() {} };
+
+/** The default runner (Deno.Command). */
+export const denoRunner: Runner = async (cmd, stdin) => {
+  let p: Deno.ChildProcess;
+  try {
+    p = new Deno.Command(cmd[0], {
+      args: cmd.slice(1),
+      stdin: stdin === undefined ? "null" : "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) {
+      const pkg = cmd[0].startsWith("nft") ? "nftables" : "iptables";
+      throw new FirewallError(cmd[0], `${cmd[0]} not found: install the ${pkg} package`, true);
+    }
+    throw e;
+  }
+  if (stdin !== undefined) {
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(stdin));
+    await w.close();
+  }
+  const o = await p.output();
+  const d = new TextDecoder();
+  return { code: o.code, stdout: d.decode(o.stdout), stderr: d.decode(o.stderr) };
+};

@@ -1,0 +1,126 @@
+/**
+ * End to end in the lab: the node's whole conflist (flannel, then portmap) run as libcni does. A pod
+ * published on node1 with `lab add-pod node1 --publish 18080:8080` answers TCP from a pod on node2 and
+ * from node2 itself to node1's public IP:18080 (and from itself, hairpin, and node1's 127.0.0.1), in iptables mode and in nftables mode (`lab up --net-conf`
+ * with EnableNFTables); `lab del-pod` (conflist DEL in reverse order) leaves no hostPort rule.
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { flanctl, nsRun } from "./netns.ts";
+import { withLab } from "./lab_fixture.ts";
+import { loadState } from "../lib/lab/state.ts";
+import type { LabState } from "../lib/lab/types.ts";
+import { waitUntil } from "../lib/lab/verify.ts";
+
+/** Listens on :8080 in `netns`, connects from `clientNs` to ip:port, and returns what the client read. */
+async function tcpThrough(netns: string, clientNs: string, ip: string, port: number): Promise<string> {
+  const msg = `published ${crypto.randomUUID()}`;
+  const server = new Deno.Command("ip", {
+    args: ["netns", "exec", netns, "timeout", "20", "sh", "-c", `echo '${msg}' | nc -N -l 8080`],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  try {
+    await waitUntil(
+      "nc listening",
+      async () => {
+        return (await nsRun(netns, ["ss", "-Htln", "sport", "= :8080"])).stdout.includes("8080");
+      },
+      10_000,
+      50,
+    );
+    const r = await nsRun(clientNs, ["timeout", "10", "nc", "-w", "5", "-d", ip, String(port)]);
+    assertEquals(r.stdout.trim(), msg, `TCP ${clientNs} -> ${ip}:${port}: ${r.stderr}`);
+    return r.stdout.trim();
+  } finally {
+    try {
+      server.kill("SIGKILL");
+    } catch { /* done */ }
+    await server.status;
+  }
+}
+
+async function hostportRules(ns: string): Promise<string[]> {
+  const ipt = (await nsRun(ns, ["iptables-save", "-t", "nat"])).stdout.split("\n").filter((l) =>
+    l.includes("CNI-DN-")
+  );
+  const nft = (await nsRun(ns, ["nft", "list", "table", "ip", "cni_hostport"])).stdout.split("\n")
+    .filter((l) => l.includes("dnat to"));
+  return [...ipt, ...nft];
+}
+
+async function publishedPodAnswers(name: string, nft: boolean) {
+  const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
+  assertEquals(add.code, 0, add.stdout + add.stderr);
+  assertStringIncludes(add.stdout, ":18080->8080/tcp");
+  const s: LabState = loadState(name);
+  const pub = s.pods.find((p) => p.ports?.length)!;
+  const n1 = s.nodes.find((n) => n.name === "node1")!, n2 = s.nodes.find((n) => n.name === "node2")!;
+  const client = s.pods.find((p) => p.node === "node2")!;
+  const rules = await hostportRules(n1.netns);
+  assert(rules.length > 0, "hostPort rules on node1");
+  if (nft) {
+    assert(!rules.some((l) => l.includes("CNI-DN-")), `nftables mode uses no iptables: ${rules.join("\n")}`);
+    assert(!(await nsRun(n1.netns, ["iptables-save"])).stdout.includes("FLANNEL"));
+    assertEquals((await nsRun(n1.netns, ["nft", "list", "table", "ip", "flannel-ipv4"])).code, 0);
+  }
+  // The conflist result cached by the runtime carries the pod's address (prevResult chaining).
+  const cached = JSON.parse(
+    Deno.readTextFileSync(`${n1.dir}/var/lib/cni/results/cbr0-${pub.containerId}-eth0`),
+  );
+  assert(JSON.stringify(cached.ips).includes(pub.ip!), JSON.stringify(cached));
+  await tcpThrough(pub.netns, client.netns, n1.publicIP, 18080);
+  await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
+  // Hairpin (the pod reaches itself through its node's hostPort: snat mark + masquerade) and the node's own
+  // localhost (route_localnet on cni0, 127.0.0.1 masqueraded).
+  await tcpThrough(pub.netns, pub.netns, n1.publicIP, 18080);
+  await tcpThrough(pub.netns, n1.netns, "127.0.0.1", 18080);
+  const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
+  assertEquals(del.code, 0, del.stdout + del.stderr);
+  assertEquals(await hostportRules(n1.netns), [], "DEL leaves no hostPort rule");
+  assert(!loadState(name).pods.some((p) => p.name === pub.name));
+}
+
+Deno.test({
+  name: "lab e2e: portmap through the conflist, iptables mode",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "tp",
+      ["--nodes", "2", "--pods-per-node", "1"],
+      2,
+      (_s, name) => publishedPodAnswers(name, false),
+    );
+  },
+});
+
+Deno.test({
+  name: "lab e2e: portmap through the conflist, nftables mode (lab up --net-conf with EnableNFTables)",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const file = Deno.makeTempFileSync({ suffix: ".json" });
+    try {
+      Deno.writeTextFileSync(
+        file,
+        JSON.stringify({ Network: "10.245.0.0/16", Backend: { Type: "vxlan" }, EnableNFTables: true }),
+      );
+      await withLab(
+        "tn",
+        ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file],
+        2,
+        async (s, name) => {
+          assertEquals(s.network, "10.245.0.0/16");
+          const conflist = JSON.parse(
+            Deno.readTextFileSync(`${s.nodes[0].dir}/etc/cni/net.d/10-flannel.conflist`),
+          );
+          assertEquals(conflist.plugins.map((p: { type: string }) => p.type), ["flannel", "portmap"]);
+          assertEquals(conflist.plugins[1].backend, "nftables");
+          await publishedPodAnswers(name, true);
+        },
+      );
+    } finally {
+      Deno.removeSync(file);
+    }
+  },
+});
