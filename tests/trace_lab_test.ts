@@ -312,3 +312,33 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "trace (vxlan lab in nftables mode): healthy, the masquerade hop defers to flannel's nft table",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const conf = await Deno.makeTempFile({ suffix: ".json" });
+    try {
+      await Deno.writeTextFile(
+        conf,
+        JSON.stringify({ Network: "10.244.0.0/16", EnableNFTables: true, Backend: { Type: "vxlan" } }),
+      );
+      await withLab(
+        "tn",
+        ["--nodes", "2", "--pods-per-node", "1", "--net-conf", conf],
+        undefined,
+        async (_s, name) => {
+          const t = await labTrace(name, "node1-pod1", "node2-pod1");
+          assertContract(t);
+          assert(t.ok, JSON.stringify(t, null, 2));
+          const m = t.hops.find((h) => h.step === "masquerade")!;
+          assertStringIncludes(m.entry, "table ip flannel-ipv4 has flannel's rules");
+          assertStringIncludes(m.detail, "nftables mode");
+        },
+      );
+    } finally {
+      await Deno.remove(conf);
+    }
+  },
+});

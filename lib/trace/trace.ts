@@ -245,7 +245,20 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     ctx.kernel?.addrs.find((a) => a.family === 4 && a.index === r.dev && a.scope === "global")?.local ??
     null;
   const from = srcIP ?? outAddr;
-  if (from) {
+  if (from && ctx.store.config?.enableNFTables) {
+    // nftables mode: flannel's masquerade rules live in table ip flannel-ipv4, whose presence and
+    // contents the doctor's nft-rules check verifies; this walk evaluates iptables rules only.
+    const f = (await ALL_CHECKS.find((c) => c.id === "nft-rules")?.run(ctx))?.[0];
+    const okNft = !f || f.severity === "ok";
+    add({
+      node: srcNode.name,
+      step: "masquerade",
+      ok: okNft,
+      entry: f ? f.detail : "nftables mode",
+      detail: `nftables mode (EnableNFTables): ${from} → ${inp.dst} is decided by flannel's flannel-ipv4 ` +
+        "postrtg chain, checked as a whole, not walked per packet",
+    }, okNft ? null : await doctorText(ctx, "nft-rules"));
+  } else if (from) {
     const env = ctx.subnetEnv;
     const nat = ctx.iptTable("nat");
     const d = masqDecision(nat, from, inp.dst, r.devName);
