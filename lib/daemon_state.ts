@@ -21,6 +21,11 @@ export interface DaemonStateFile {
   health: string | null;
   /** The subnet.env the daemon writes. */
   subnetFile: string;
+  /**
+   * The daemon's pid namespace (`pid:[4026…]`): a daemon in a container (kube-flannel's DaemonSet has no
+   * hostPID) writes a pid that means nothing in the host's namespace.
+   */
+  pidNs: string | null;
 }
 
 /** The state file is unreadable or malformed. */
@@ -98,11 +103,26 @@ export function readDaemonState(path: string): DaemonStateFile | null {
     version: typeof o.version === "string" ? o.version : "",
     health: typeof o.health === "string" ? o.health : null,
     subnetFile: typeof o.subnetFile === "string" ? o.subnetFile : "",
+    pidNs: typeof o.pidNs === "string" ? o.pidNs : null,
   };
 }
 
-/** True when the process the file names is running and is the one that wrote it (no pid reuse). */
-export function daemonRunning(s: DaemonStateFile): boolean {
+/** This process's pid namespace, or null. */
+export function ownPidNs(): string | null {
+  try {
+    return Deno.readLinkSync("/proc/self/ns/pid");
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * True when the process the file names is running and is the one that wrote it (no pid reuse); false
+ * when it is gone; null when the pid cannot be checked from here (the daemon lives in another pid
+ * namespace: ask its health endpoint instead).
+ */
+export function daemonRunning(s: DaemonStateFile): boolean | null {
+  if (s.pidNs !== null && ownPidNs() !== null && s.pidNs !== ownPidNs()) return null;
   const start = procStartTicks(s.pid);
   if (start === null) return false;
   if (s.procStart !== null && start !== s.procStart) return false;
@@ -124,5 +144,6 @@ export function ownDaemonState(version: string, health: string | null, subnetFil
     version,
     health,
     subnetFile,
+    pidNs: ownPidNs(),
   };
 }

@@ -22,10 +22,11 @@ Deno.test("daemon state: path next to subnet.env, round trip, pid reuse and dead
     assertEquals(back, own);
     assert(daemonRunning(back), "this process is running");
     assert(
-      !daemonRunning({ ...back, procStart: (back.procStart ?? 0) + 1 }),
+      daemonRunning({ ...back, procStart: (back.procStart ?? 0) + 1 }) === false,
       "pid reused by another process",
     );
-    assert(!daemonRunning({ ...back, pid: 999_999_999 }), "no such pid");
+    assert(daemonRunning({ ...back, pid: 999_999_999 }) === false, "no such pid");
+    assertEquals(daemonRunning({ ...back, pidNs: "pid:[1]" }), null, "another pid namespace: unknown");
     removeDaemonState(p, own.pid + 1); // not ours: kept
     assert(readDaemonState(p) !== null);
     removeDaemonState(p, own.pid);

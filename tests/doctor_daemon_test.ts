@@ -47,6 +47,18 @@ Deno.test({
       assertStringIncludes(ok.detail, `/healthz → 200`);
       assertEquals(before.r.code, 0, before.r.stdout);
 
+      // A daemon in a container (another pid namespace) writes a pid the host cannot check: its /healthz
+      // decides. The file is rewritten as such a daemon would have written it.
+      const file = `${s.nodes[0].dir}/run/flannel/flanctl.json`;
+      const real = await Deno.readTextFile(file);
+      await Deno.writeTextFile(file, JSON.stringify({ ...JSON.parse(real), pid: 1, pidNs: "pid:[1]" }));
+      const boxed = await doctor();
+      const b = boxed.rep.checks.find((c) => c.id === "daemon")!;
+      assertEquals(b.severity, "ok", boxed.r.stdout);
+      assertStringIncludes(b.detail, "pid 1 in another pid namespace (a container)");
+      assertStringIncludes(b.detail, "/healthz → 200");
+      await Deno.writeTextFile(file, real);
+
       const pid = daemonPid(s, "node1");
       Deno.kill(pid, "SIGKILL");
       await waitGone(pid);

@@ -129,12 +129,20 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
   } catch (e) {
     detail = (e as Error).message;
   }
-  const running = state ? daemonRunning(state) : false;
+  let running = state ? daemonRunning(state) : false;
+  let elsewhere = "";
+  if (running === null && state) {
+    // The daemon lives in another pid namespace (a container): its endpoint, else a process here, says.
+    running = state.health
+      ? httpGet(ctx, `http://${state.health}/healthz`).code === 200
+      : scanForDaemon(ctx) !== null;
+    elsewhere = " in another pid namespace";
+  }
   const scan = !state ? scanForDaemon(ctx) : null;
   detail = state
     ? (running
-      ? `running (${path})`
-      : `not running: pid ${state.pid} from ${path} is gone (killed or crashed)`)
+      ? `running${elsewhere} (${path})`
+      : `not running: pid ${state.pid}${elsewhere} from ${path} is gone (killed or crashed)`)
     : scan
     ? `running (process scan: ${scan.cmd}; no ${path})`
     : `not running (no ${path}, no daemon process)`;

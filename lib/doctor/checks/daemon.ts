@@ -78,6 +78,15 @@ function dead(ctx: DoctorContext, detail: string): Finding {
   };
 }
 
+/** The HTTP status `url` answers with from inside the checked namespace ("000": none), or null without curl. */
+export function healthz(ctx: DoctorContext, url: string): string | null {
+  const r = ctx.exec.run(
+    ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
+    5000,
+  );
+  return r.code === null ? null : r.stdout.trim() || "000";
+}
+
 /** daemon: the daemon runs (state file pid alive, /healthz answers). */
 export const daemonCheck: Check = {
   id: "daemon",
@@ -97,7 +106,8 @@ export const daemonCheck: Check = {
       }
       return [dead(ctx, `no daemon runs here: no state file ${path} and no flanneld/flanctl daemon process`)];
     }
-    if (!daemonRunning(state)) {
+    const running = daemonRunning(state);
+    if (running === false) {
       return [
         dead(
           ctx,
@@ -106,20 +116,26 @@ export const daemonCheck: Check = {
         ),
       ];
     }
-    const since = `pid ${state.pid}, version ${state.version}, up since ${state.startedAt}`;
-    if (!state.health) return [ok("daemon", `${since}; no health endpoint (--healthz-port 0)`)];
+    const other = running === null ? " in another pid namespace (a container)" : "";
+    const since = `pid ${state.pid}${other}, version ${state.version}, up since ${state.startedAt}`;
+    if (!state.health) {
+      if (running) return [ok("daemon", `${since}; no health endpoint (--healthz-port 0)`)];
+      // Neither the pid nor an endpoint can be checked from here: a daemon process in this netns will do.
+      const p = scanForDaemon(ctx);
+      if (p) return [ok("daemon", `${since}; found as pid ${p.pid} here (${p.cmd})`)];
+      return [dead(ctx, `${since}, but no health endpoint to ask and no daemon process in this namespace`)];
+    }
     const url = `http://${state.health}/healthz`;
-    const r = ctx.exec.run(
-      ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
-      5000,
-    );
-    if (r.code === null) return [ok("daemon", `${since}; ${url} not asked: curl is not installed`)];
-    const code = r.stdout.trim();
+    const code = healthz(ctx, url);
+    if (code === null) return [ok("daemon", `${since}; ${url} not asked: curl is not installed`)];
     if (code === "200") return [ok("daemon", `${since}; ${url} → 200`)];
+    if (running === null) {
+      return [dead(ctx, `${since}: its pid cannot be checked from here and ${url} → ${code || "no answer"}`)];
+    }
     return [{
       id: "daemon",
       severity: "critical",
-      detail: `${since}, but ${url} → ${code === "000" || !code ? `no answer (curl exit ${r.code})` : code}`,
+      detail: `${since}, but ${url} → ${code === "000" || !code ? "no answer" : code}`,
       why: "the daemon process exists but does not serve: it is hung or stuck starting up",
       fix: ["journalctl -u flanctl -n 50; systemctl restart flanctl"],
     }];
