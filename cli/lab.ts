@@ -66,6 +66,10 @@ export function register(program: Command): void {
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
     .option("--net-conf <file>", "net-conf.json to use (Network/Backend from it; e.g. EnableNFTables)")
+    .addOption(
+      new Option("--ip-family <family>", "pod and underlay address families (IPv6 network fc00:244::/48)")
+        .choices(["ipv4", "dual", "ipv6"]).default("ipv4"),
+    )
     .option(
       "--lease-ttl <seconds>",
       "lease TTL of every node (default 24 h, as flannel)",
@@ -83,6 +87,7 @@ export function register(program: Command): void {
       backend: "vxlan" | "host-gw";
       store: "file" | "etcd";
       network: string;
+      ipFamily: "ipv4" | "dual" | "ipv6";
       leaseTtl?: number;
       daemonArg?: string[];
       netConf?: string;

@@ -27,3 +27,26 @@ Deno.test("subnet.env errors name the variable", () => {
   );
   assertThrows(() => parseSubnetEnv("garbage"), SubnetEnvError, "malformed");
 });
+
+Deno.test("subnet.env dual stack and IPv6-only, in flanneld's order (WriteSubnetFile)", () => {
+  const dual = "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\n" +
+    "FLANNEL_IPV6_NETWORK=fc00::/48\nFLANNEL_IPV6_SUBNET=fc00:0:0:3::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n";
+  const d = parseSubnetEnv(dual);
+  assertEquals([String(d.ipv6Network), String(d.ipv6Subnet!.net), String(d.ipv6Subnet!.ip)], [
+    "fc00::/48",
+    "fc00:0:0:3::/64",
+    "fc00:0:0:3::1",
+  ]);
+  assertEquals(formatSubnetEnv(d), dual);
+  // IPv6-only: flanneld writes no FLANNEL_NETWORK/FLANNEL_SUBNET at all.
+  const v6 = "FLANNEL_IPV6_NETWORK=fc00::/48\nFLANNEL_IPV6_SUBNET=fc00:0:0:3::1/64\nFLANNEL_MTU=1430\n" +
+    "FLANNEL_IPMASQ=false\n";
+  const o = parseSubnetEnv(v6);
+  assertEquals([o.network, o.subnet], [undefined, undefined]);
+  assertEquals(formatSubnetEnv(o), v6);
+  assertThrows(
+    () => parseSubnetEnv("FLANNEL_IPV6_NETWORK=fc00::/48\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=false\n"),
+    SubnetEnvError,
+    "FLANNEL_IPV6_SUBNET",
+  );
+});

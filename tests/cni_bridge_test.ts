@@ -242,3 +242,101 @@ Deno.test({
       }
     }),
 });
+
+function dualConf(version: string, dataDir: string): J {
+  const c = bridgeConf(version, dataDir);
+  (c.ipam as J).ranges = [[{ subnet: "10.99.1.0/24" }], [{ subnet: "fc00:99:0:1::/64" }]];
+  (c.ipam as J).routes = [{ dst: "10.99.0.0/16" }, { dst: "fc00:99::/48" }];
+  return c;
+}
+
+/** The IPv6 side of a namespace: global addresses, routes (no link-local, no kernel fe80::/64). */
+async function v6State(ns: string) {
+  const addrs = (await ipJson<J[]>(ns, "-6", "addr")).map((l) => ({
+    ifname: l.ifname,
+    addrs: ((l.addr_info as J[]) ?? []).filter((a) => a.scope === "global").map((a) =>
+      `${a.local}/${a.prefixlen}${a.tentative ? " tentative" : ""}`
+    ),
+  })).filter((l) => l.addrs.length);
+  const routes = (await ipJson<J[]>(ns, "-6", "route")).filter((r) => !String(r.dst).startsWith("fe80"))
+    .map((r) => `${r.dst} via ${r.gateway ?? "-"} dev ${r.dev} ${r.protocol ?? ""}`);
+  return { addrs, routes };
+}
+
+async function nodeV6State(ns: string) {
+  const nat6 = (await nsSh(ns, "ip6tables-save", "-t", "nat"))
+    .split("\n").filter((l) => l.startsWith("-A") || (l.startsWith(":") && l.includes("CNI-"))); // (chain names are a hash of network name and container id: identical for the same inputs)
+  const fwd6 = (await nsSh(ns, "cat", "/proc/sys/net/ipv6/conf/all/forwarding")).trim();
+  return { ...(await v6State(ns)), nat6, fwd6 };
+}
+
+Deno.test({
+  name:
+    "cni bridge+host-local dual stack: same results, addresses, routes, ip6tables and files as the reference",
+  ignore: !HAVE_REF,
+  fn: () =>
+    withNetns(async (fx) => {
+      const nodeA = await fx.add("cda"), podA = await fx.add("cdp");
+      const nodeB = await fx.add("cdb"), podB = await fx.add("cdq");
+      const dA = tempDir(), dB = tempDir();
+      try {
+        for (const version of ["0.4.0", "1.0.0"]) {
+          const cid = `dual-${version.replaceAll(".", "")}`;
+          const call = { plugin: "bridge", containerId: cid, ifname: "eth0" };
+          const ours = await cniOk({
+            ...call,
+            command: "ADD",
+            node: nodeA,
+            netns: podA,
+            conf: dualConf(version, dA.path),
+          });
+          const theirs = await cniOk({
+            ...call,
+            command: "ADD",
+            node: nodeB,
+            netns: podB,
+            conf: dualConf(version, dB.path),
+            ref: true,
+          });
+          assertEquals(normResult(ours), normResult(theirs), `result JSON for ${version}`);
+          // One address per range set, v4 first (host-local's round robin moves on in the second round).
+          const n = version === "0.4.0" ? 2 : 3;
+          assertEquals(((ours!.ips as J[]) ?? []).map((i) => i.address), [
+            `10.99.1.${n}/24`,
+            `fc00:99:0:1::${n}/64`,
+          ]);
+          assertEquals(await podState(podA), await podState(podB), `pod v4 state for ${version}`);
+          assertEquals(await v6State(podA), await v6State(podB), `pod v6 state for ${version}`);
+          assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node v4 state for ${version}`);
+          const n6 = await nodeV6State(nodeA);
+          assertEquals(n6, await nodeV6State(nodeB), `node v6 state for ${version}`);
+          assert(
+            // Both leave DAD to run on the bridge's gateway address (tentative for about a second).
+            n6.addrs.some((a) =>
+              a.ifname === "cni0" && a.addrs.some((x) => x.startsWith("fc00:99:0:1::1/64"))
+            ),
+            JSON.stringify(n6),
+          );
+          assertEquals(n6.fwd6, "1");
+          assertEquals(listFiles(`${dA.path}/sbs-net`), listFiles(`${dB.path}/sbs-net`), "host-local files");
+          for (const [node, pod, d, ref] of [[nodeA, podA, dA, false], [nodeB, podB, dB, true]] as const) {
+            await cniOk({ ...call, command: "DEL", node, netns: pod, conf: dualConf(version, d.path), ref });
+          }
+          assertEquals(await v6State(podA), await v6State(podB), `pod v6 state after DEL (${version})`);
+          assertEquals(
+            await nodeV6State(nodeA),
+            await nodeV6State(nodeB),
+            `node v6 state after DEL (${version})`,
+          );
+          assertEquals(
+            listFiles(`${dA.path}/sbs-net`).filter((f) => /^[\d]|^fc/.test(f)),
+            [],
+            "no IP files left",
+          );
+        }
+      } finally {
+        dA.cleanup();
+        dB.cleanup();
+      }
+    }),
+});

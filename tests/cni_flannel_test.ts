@@ -287,3 +287,39 @@ Deno.test("cni flannel dual stack: IPv4 and IPv6 from subnet.env, no DAD wait in
       d.cleanup();
     }
   }));
+
+Deno.test("cni flannel IPv6-only: the pod gets only an IPv6 address, routes and masquerade", () =>
+  withNetns(async (fx) => {
+    const node = await fx.add("f6n"), pod = await fx.add("f6p");
+    const d = tempDir();
+    try {
+      Deno.writeTextFileSync(
+        `${d.path}/subnet.env`,
+        "FLANNEL_IPV6_NETWORK=fc00:244::/48\nFLANNEL_IPV6_SUBNET=fc00:244:0:9::1/64\nFLANNEL_MTU=1430\n" +
+          "FLANNEL_IPMASQ=false\n",
+      );
+      const conf = flannelConf(d.path, "1.0.0");
+      const r = await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod,
+        containerId: "v6o",
+        conf,
+      });
+      assertEquals((r!.ips as J[]).map((i) => i.address), ["fc00:244:0:9::2/64"]);
+      assertEquals(
+        ((await ipJson<J[]>(pod, "-4", "addr", "show", "eth0"))[0]?.addr_info as J[] ?? []).length,
+        0,
+      );
+      const routes6 = (await ipJson<J[]>(pod, "-6", "route")).map((x) => `${x.dst} ${x.gateway ?? "-"}`);
+      assert(routes6.includes("fc00:244::/48 fc00:244:0:9::1"), routes6.join(", "));
+      assertEquals((await ipJson<J[]>(pod, "-6", "link", "show", "eth0"))[0].mtu, 1430);
+      assertEquals((await nsSh(node, "cat", "/proc/sys/net/ipv6/conf/all/forwarding")).trim(), "1");
+      assert((await nsSh(node, "ip6tables-save", "-t", "nat")).includes("! -d ff00::/8"), "IPv6 masquerade");
+      await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "v6o", conf });
+      assertEquals((await nsSh(node, "ip6tables-save", "-t", "nat")).includes("CNI-"), false);
+    } finally {
+      d.cleanup();
+    }
+  }));

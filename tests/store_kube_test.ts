@@ -378,3 +378,56 @@ Deno.test("kube store: peers by list+watch, malformed annotations skipped, re-li
     await t.cleanup();
   }
 });
+
+Deno.test("kube store: dual stack from spec.podCIDRs, public-ipv6 and backend-v6-data annotations", async () => {
+  const t = await setup();
+  try {
+    await Deno.writeTextFile(
+      `${t.dir}/net-conf.json`,
+      JSON.stringify({
+        Network: "10.244.0.0/16",
+        EnableIPv6: true,
+        IPv6Network: "fc00::/48",
+        Backend: { Type: "vxlan" },
+      }),
+    );
+    const v6Data = { VNI: 1, VtepMAC: "0e:bb:00:00:00:01" };
+    const dual = { ...attrs, PublicIPv6: "fc00:99::1", BackendV6Data: v6Data };
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24", podCIDRs: ["10.244.1.0/24", "fc00:0:0:1::/64"] });
+    t.api.upsert("v4only", { podCIDR: "10.244.2.0/24", podCIDRs: ["10.244.2.0/24"] });
+    t.api.upsert("far6", { podCIDR: "10.244.3.0/24", podCIDRs: ["10.244.3.0/24", "fd00:1::/64"] });
+    const s = await t.open("n1");
+    const l = await s.acquireLease(dual);
+    assertEquals([String(l.subnet), String(l.ipv6Subnet)], ["10.244.1.0/24", "fc00:0:0:1::/64"]);
+    assertEquals(t.api.nodes.get("n1")!.metadata.annotations, {
+      "flannel.alpha.coreos.com/backend-type": "vxlan",
+      "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+      "flannel.alpha.coreos.com/backend-data": `{"VNI":1,"VtepMAC":"0e:aa:00:00:00:01"}`,
+      "flannel.alpha.coreos.com/public-ip": "192.0.2.1",
+      "flannel.alpha.coreos.com/backend-v6-data": `{"VNI":1,"VtepMAC":"0e:bb:00:00:00:01"}`,
+      "flannel.alpha.coreos.com/public-ipv6": "fc00:99::1",
+    });
+    // The peer view of the node has both families and both data fields.
+    const { leases } = await s.listLeases();
+    const me = leases.find((x) => x.attrs.PublicIP === "192.0.2.1")!;
+    assertEquals([String(me.ipv6Subnet), me.attrs.PublicIPv6, me.attrs.BackendV6Data], [
+      "fc00:0:0:1::/64",
+      "fc00:99::1",
+      v6Data,
+    ]);
+    await s.close();
+    // A node without an IPv6 pod cidr, and one outside IPv6Network.
+    await assertRejects(
+      async () => (await t.open("v4only")).acquireLease(dual),
+      PodCidrNotAssignedError,
+      "pod cidr not assigned",
+    );
+    await assertRejects(
+      async () => (await t.open("far6")).acquireLease(dual),
+      Error,
+      "is not inside IPv6Network fc00::/48",
+    );
+  } finally {
+    await t.cleanup();
+  }
+});

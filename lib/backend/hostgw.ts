@@ -15,7 +15,23 @@ export class HostGwBackend implements Backend {
   readonly overlayDev = null;
   readonly mtu: number;
 
-  constructor(ext: ExternalIface) {
+  /** 4 routes IPv4 peer subnets via PublicIP; 6 routes IPv6 peer subnets via PublicIPv6. */
+  readonly family: 4 | 6;
+
+  constructor(ext: ExternalIface, family: 4 | 6 = 4) {
+    this.family = family;
+    if (family === 6) {
+      // flanneld's host-gw routes IPv6 subnets via the peer's PublicIPv6: it must be the interface's own.
+      if (!ext.ifaceIPv6 || ext.publicIPv6 !== ext.ifaceIPv6) {
+        throw new ConfigError(
+          "Backend.Type",
+          `host-gw needs the public IPv6 to be the interface's address: --public-ipv6 ${ext.publicIPv6} differs ` +
+            `from ${ext.ifaceIPv6 ?? "(none)"} on ${ext.name} (drop --public-ipv6 or use the vxlan backend)`,
+        );
+      }
+      this.mtu = ext.mtu;
+      return;
+    }
     if (ext.publicIP !== ext.ifaceIP) {
       throw new ConfigError(
         "Backend.Type",

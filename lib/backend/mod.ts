@@ -15,6 +15,7 @@ export { VxlanBackend } from "./vxlan.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
+ * `opts.family` 6 builds the IPv6 half (flannel-v6.<VNI>, or host-gw routes via PublicIPv6).
  * `opts.vxlanTxChecksumOffload`: true keeps the VXLAN device's TX checksum offload as the kernel sets it,
  * false switches it off, "auto" (the default) decides with {@link keepTxChecksumOffload}.
  */
@@ -23,15 +24,17 @@ export function createBackend(
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
-  opts: { vxlanTxChecksumOffload?: boolean | "auto" } = {},
+  opts: { vxlanTxChecksumOffload?: boolean | "auto"; family?: 4 | 6 } = {},
 ): Backend {
   checkSupported(cfg.backend);
+  const family = opts.family ?? 4;
   if (cfg.backend.type === "vxlan") {
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
-      txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext),
+      txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext, family),
+      family,
     });
   }
-  return new HostGwBackend(ext);
+  return new HostGwBackend(ext, family);
 }
 
 /**
@@ -40,6 +43,11 @@ export function createBackend(
  * not its interface's address: behind NAT is where encapsulated packets leave with bad checksums
  * (flannel #1279, #2152; flannel's troubleshooting guide).
  */
-export function keepTxChecksumOffload(mode: boolean | "auto", ext: ExternalIface): boolean {
-  return mode === "auto" ? ext.publicIP === ext.ifaceIP : mode;
+export function keepTxChecksumOffload(
+  mode: boolean | "auto",
+  ext: ExternalIface,
+  family: 4 | 6 = 4,
+): boolean {
+  if (mode !== "auto") return mode;
+  return family === 6 ? ext.publicIPv6 === ext.ifaceIPv6 : ext.publicIP === ext.ifaceIP;
 }

@@ -29,6 +29,10 @@ export interface ExternalIface {
   ifaceIP: string;
   /** The public IP announced in the lease (--public-ip, else ifaceIP). */
   publicIP: string;
+  /** The interface's own IPv6 address (when the network has IPv6), else null/absent. */
+  ifaceIPv6?: string | null;
+  /** The public IPv6 announced in the lease (--public-ipv6, else ifaceIPv6), else null/absent. */
+  publicIPv6?: string | null;
 }
 
 /** A backend. */

@@ -6,7 +6,7 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import { IPAddr, type IPNet } from "../ip/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
@@ -15,6 +15,11 @@ import { isMac, loadMac, randomLocalMac, saveMac } from "./vtep_mac.ts";
 
 /** VXLAN encapsulation overhead (outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14). */
 export const VXLAN_OVERHEAD = 50;
+/**
+ * VXLAN over an IPv6 underlay: the outer header is 40 bytes, not 20. flanneld subtracts 50 for its
+ * flannel-v6 device too, so full-size pod packets over it exceed the underlay MTU; flanctl uses 70.
+ */
+export const VXLAN6_OVERHEAD = 70;
 /** The kernel's VXLAN port when none is given (Linux's historical default, flannel's too). */
 export const KERNEL_VXLAN_PORT = 8472;
 
@@ -34,35 +39,49 @@ export class VxlanBackend implements Backend {
   readonly #ext: ExternalIface;
   readonly #stateDir: string;
   readonly #txCsumOffload: boolean;
+  /** 4: flannel.<VNI> over the IPv4 underlay; 6: flannel-v6.<VNI> over the IPv6 underlay. */
+  readonly family: 4 | 6;
+  /** The underlay address used as the device's `local` (the interface's IPv4 or IPv6 address). */
+  readonly #local: string;
+  readonly #sysctl: SysctlIO;
   #mac = "";
   #saved = false;
 
   /**
    * `opts.txChecksumOffload` true leaves TX checksum offload of the device as the kernel sets it; false
    * (the default) switches it off in {@link ensure} (flannel #1279: bad VXLAN checksums on some kernels).
+   * `opts.family` 6 builds the IPv6 device `flannel-v6.<VNI>` (local = the interface's IPv6 address, MTU =
+   * underlay − 70, address = our IPv6 subnet's network address /128, its own persisted VTEP MAC).
    */
   constructor(
     nl: NetlinkHandle,
     o: VxlanOptions,
     ext: ExternalIface,
     stateDir: string,
-    opts: { txChecksumOffload?: boolean } = {},
+    opts: { txChecksumOffload?: boolean; family?: 4 | 6; sysctl?: SysctlIO } = {},
   ) {
     this.#nl = nl;
+    this.#sysctl = opts.sysctl ?? procSysctl;
+    this.family = opts.family ?? 4;
+    const v6 = this.family === 6;
+    this.#local = v6 ? ext.ifaceIPv6 ?? "" : ext.ifaceIP;
     this.#txCsumOffload = opts.txChecksumOffload === true;
     this.#o = o;
     this.#ext = ext;
     this.#stateDir = stateDir;
-    this.overlayDev = `flannel.${o.vni}`;
+    this.overlayDev = v6 ? `flannel-v6.${o.vni}` : `flannel.${o.vni}`;
     const base = o.mtu || ext.mtu;
-    this.mtu = base - VXLAN_OVERHEAD;
-    if (this.mtu < 68) {
+    const overhead = v6 ? VXLAN6_OVERHEAD : VXLAN_OVERHEAD;
+    this.mtu = base - overhead;
+    // IPv6 needs 1280 on every link; IPv4 68.
+    const min = v6 ? 1280 : 68;
+    if (this.mtu < min) {
       throw new ConfigError(
         "Backend.MTU",
         `VXLAN MTU would be ${this.mtu} (${
           o.mtu ? "Backend.MTU" : `MTU of ${ext.name}`
-        } ${base} − ${VXLAN_OVERHEAD}); ` +
-          `use an underlay MTU of at least ${68 + VXLAN_OVERHEAD}`,
+        } ${base} − ${overhead}); ` +
+          `use an underlay MTU of at least ${min + overhead}`,
       );
     }
   }
@@ -79,7 +98,7 @@ export class VxlanBackend implements Backend {
     const wantPort = this.#o.port || KERNEL_VXLAN_PORT;
     if (v.vni !== this.#o.vni) return `VNI ${v.vni} != ${this.#o.vni}`;
     if ((v.port || KERNEL_VXLAN_PORT) !== wantPort) return `port ${v.port} != ${wantPort}`;
-    if (v.local !== this.#ext.ifaceIP) return `local ${v.local} != ${this.#ext.ifaceIP}`;
+    if (v.local !== this.#local) return `local ${v.local} != ${this.#local}`;
     if (v.dev !== this.#ext.index) {
       return `underlay ifindex ${v.dev} != ${this.#ext.index} (${this.#ext.name})`;
     }
@@ -122,7 +141,7 @@ export class VxlanBackend implements Backend {
       nl.createVxlan(name, {
         vni: this.#o.vni,
         port: this.#o.port || undefined,
-        local: this.#ext.ifaceIP,
+        local: this.#local,
         dev: this.#ext.index,
         learning: this.#o.learning,
         gbp: this.#o.gbp,
@@ -142,19 +161,23 @@ export class VxlanBackend implements Backend {
       changes.push(`mac ${l.mac}->${this.#mac}`);
     }
     const want = own.ip.toString();
+    const hostLen = this.family === 6 ? 128 : 32;
     let have = false;
-    for (const a of nl.addrs(4)) {
+    for (const a of nl.addrs(this.family)) {
       if (a.ifname !== name) continue;
-      if (a.local === want && a.prefix === 32) have = true;
+      // The kernel's own IPv6 link-local address stays (it is not ours to remove).
+      if (a.family === 6 && a.scope === "link") continue;
+      if (a.local === want && a.prefix === hostLen) have = true;
       else {
         nl.delAddr(name, `${a.local}/${a.prefix}`);
         changes.push(`removed address ${a.local}/${a.prefix}`);
       }
     }
     if (!have) {
-      nl.addAddr(name, `${want}/32`);
-      changes.push(`address ${want}/32`);
+      nl.addAddr(name, `${want}/${hostLen}`);
+      changes.push(`address ${want}/${hostLen}`);
     }
+    if (this.family === 6) changes.push(...noRouterAdvertisements(this.#sysctl, name));
     if (!l.up) {
       nl.setUp(name, true);
       changes.push("up");
@@ -181,6 +204,9 @@ export class VxlanBackend implements Backend {
 
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "vxlan") return `its BackendType is "${p.backendType}", ours is "vxlan"`;
+    if (this.family === 6 && IPAddr.tryParse(p.publicIP)?.family !== 6) {
+      return `its lease has no PublicIPv6 (${JSON.stringify(p.publicIP)}): the node does not run IPv6`;
+    }
     const dst = p.subnet.toString();
     if (this.#o.directRouting) {
       const r = reach(p.publicIP);
@@ -200,3 +226,31 @@ export class VxlanBackend implements Backend {
     };
   }
 }
+
+/**
+ * Sets `net.ipv6.conf.<dev>.accept_ra` to 0 (as flanneld does for its VXLAN devices): router advertisements
+ * on the overlay must never add addresses or routes. Returns what changed. Reads first (a no-op when
+ * already 0); the daemon runs in the node's namespace, whose /proc/sys/net this is.
+ */
+export function noRouterAdvertisements(io: SysctlIO, dev: string): string[] {
+  const key = `net/ipv6/conf/${dev}/accept_ra`;
+  try {
+    if (io.read(key) === "0") return [];
+    io.write(key, "0");
+    return ["accept_ra 0"];
+  } catch (e) {
+    return [`accept_ra could not be set to 0 (${e instanceof Error ? e.message : e})`];
+  }
+}
+
+/** Reads and writes sysctls (`net/ipv6/conf/DEV/accept_ra`) of the namespace the daemon runs in. */
+export interface SysctlIO {
+  read(key: string): string;
+  write(key: string, value: string): void;
+}
+
+/** The real /proc/sys of the calling process's network namespace. */
+export const procSysctl: SysctlIO = {
+  read: (key) => Deno.readTextFileSync(`/proc/sys/${key}`).trim(),
+  write: (key, value) => Deno.writeTextFileSync(`/proc/sys/${key}`, value),
+};

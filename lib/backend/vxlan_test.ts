@@ -164,3 +164,97 @@ Deno.test("vxlan: TX checksum offload auto = off only behind NAT (public IP not 
   assertEquals(keepTxChecksumOffload(false, ext), false);
   assertEquals(keepTxChecksumOffload(true, { ...ext, publicIP: "203.0.113.7" }), true);
 });
+
+Deno.test("vxlan v6: flannel-v6.1 (MTU-70, local IPv6, /128), own MAC; v6 peers, DirectRouting; host-gw v6", () => {
+  const { nl, ext: e4, dir } = setup();
+  try {
+    const ext = { ...e4, ifaceIPv6: "fc00:99::11", publicIPv6: "fc00:99::11" };
+    const opts = parseVxlanOptions({ type: "vxlan", raw: { Type: "vxlan" } });
+    const v4 = new VxlanBackend(nl, opts, ext, dir);
+    const sys = new Map<string, string>();
+    const sysctl = {
+      read: (k: string) => sys.get(k) ?? "1",
+      write: (k: string, v: string) => void sys.set(k, v),
+    };
+    const v6 = new VxlanBackend(nl, opts, ext, dir, { family: 6, sysctl });
+    v4.prepare();
+    v6.prepare();
+    assertEquals([v6.overlayDev, v6.mtu], ["flannel-v6.1", 1430]);
+    assert(v4.mac !== v6.mac, "a VTEP MAC per device");
+    const own6 = IPNet.parse("fc00:244:0:3::/64");
+    const ch = v6.ensure(own6);
+    assertEquals(ch, ["created", "address fc00:244:0:3::/128", "accept_ra 0", "up"]);
+    assertEquals(sys.get("net/ipv6/conf/flannel-v6.1/accept_ra"), "0");
+    const l = nl.link("flannel-v6.1")!;
+    assertEquals([l.mtu, l.mac, l.vxlan?.local], [1430, v6.mac, "fc00:99::11"]);
+    assertEquals(Deno.readTextFileSync(`${dir}/flannel-v6.1.mac`).trim(), v6.mac);
+    // The kernel's link-local address on the device is left alone.
+    nl.addrList.push({
+      index: l.index,
+      ifname: l.name,
+      family: 6,
+      local: "fe80::1",
+      prefix: 64,
+      scope: "link",
+    });
+    assertEquals(v6.ensure(own6), [], "idempotent; the link-local address is kept");
+
+    const under: UnderlayRoute[] = [
+      { net: IPNet.parse("::/0"), gateway: "fc00:99::1", devName: "eth0", metric: 0 },
+      { net: IPNet.parse("fc00:99::/64"), gateway: null, devName: "eth0", metric: 0 },
+    ];
+    const reach = (ip: string) => lookupRoute(under, ip);
+    const peer = (pub: string) => ({
+      subnet: IPNet.parse("fc00:244:0:5::/64"),
+      publicIP: pub,
+      backendType: "vxlan",
+      backendData: { VNI: 1, VtepMAC: "02:bb:00:00:00:05" },
+    });
+    assertEquals(v6.peer(peer("fc00:99::12"), reach), {
+      route: { dst: "fc00:244:0:5::/64", via: "fc00:244:0:5::", dev: "flannel-v6.1", onlink: true },
+      neigh: { ip: "fc00:244:0:5::", mac: "02:bb:00:00:00:05" },
+      fdb: { mac: "02:bb:00:00:00:05", dst: "fc00:99::12" },
+    });
+    const none = v6.peer(peer(""), reach);
+    assert(typeof none === "string" && none.includes("no PublicIPv6"), String(none));
+    const dr = new VxlanBackend(
+      nl,
+      parseVxlanOptions({ type: "vxlan", raw: { DirectRouting: true } }),
+      ext,
+      dir,
+      {
+        family: 6,
+      },
+    );
+    assertEquals(dr.peer(peer("fc00:99::12"), reach), {
+      route: { dst: "fc00:244:0:5::/64", via: "fc00:99::12", dev: "eth0", onlink: false },
+      neigh: null,
+      fdb: null,
+    });
+    assertEquals(
+      (dr.peer(peer("fc00:77::1"), reach) as { route: { dev: string } }).route.dev,
+      "flannel-v6.1",
+    );
+    // An IPv6 underlay of 1300 cannot carry 1280 inside VXLAN.
+    assertThrows(
+      () => new VxlanBackend(nl, opts, { ...ext, mtu: 1300 }, dir, { family: 6 }),
+      ConfigError,
+      "1350",
+    );
+
+    const h = new HostGwBackend(ext, 6);
+    const hp = { ...peer("fc00:99::12"), backendType: "host-gw" };
+    assertEquals(h.peer(hp, reach), {
+      route: { dst: "fc00:244:0:5::/64", via: "fc00:99::12", dev: "eth0", onlink: false },
+      neigh: null,
+      fdb: null,
+    });
+    assertThrows(
+      () => new HostGwBackend({ ...ext, publicIPv6: "fc00:77::1" }, 6),
+      ConfigError,
+      "--public-ipv6",
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -40,3 +40,30 @@ Deno.test("flannel config: delegate must not carry name or ipam", () => {
   assertThrows(() => loadFlannelConf({ name: "x", delegate: { type: 1 } }), CniError, "type");
   assertThrows(() => loadFlannelConf({ name: "x", delegate: [] }), CniError);
 });
+
+Deno.test("flannel delegate: dual stack and IPv6-only give one range set per family and a route per network", () => {
+  const n = loadFlannelConf({ cniVersion: "1.0.0", name: "cbr0", type: "flannel" });
+  const dual = parseSubnetEnv(
+    "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_IPV6_NETWORK=fc00:244::/48\n" +
+      "FLANNEL_IPV6_SUBNET=fc00:244:0:3::1/64\nFLANNEL_MTU=1430\nFLANNEL_IPMASQ=true\n",
+  );
+  assertEquals(buildDelegate(n, dual).ipam, {
+    ranges: [[{ subnet: "10.244.3.0/24" }], [{ subnet: "fc00:244:0:3::/64" }]],
+    routes: [{ dst: "10.244.0.0/16" }, { dst: "fc00:244::/48" }],
+    type: "host-local",
+  });
+  const v6 = parseSubnetEnv(
+    "FLANNEL_IPV6_NETWORK=fc00:244::/48\nFLANNEL_IPV6_SUBNET=fc00:244:0:3::1/64\nFLANNEL_MTU=1430\n" +
+      "FLANNEL_IPMASQ=false\n",
+  );
+  const d = buildDelegate(n, v6);
+  assertEquals([d.ipam, d.ipMasq, d.mtu], [
+    {
+      ranges: [[{ subnet: "fc00:244:0:3::/64" }]],
+      routes: [{ dst: "fc00:244::/48" }],
+      type: "host-local",
+    },
+    true,
+    1430,
+  ]);
+});

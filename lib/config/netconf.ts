@@ -149,7 +149,8 @@ function checkFamily(
   } else if (network.prefix > tooSmall) {
     throw new ConfigError(
       `${p}Network`,
-      `network is too small. Minimum useful network prefix is /${tooSmall}`,
+      // flannel's texts: "network is too small…" (IPv4), "IPv6Network is too small…" (IPv6).
+      `${v6 ? "IPv6Network" : "network"} is too small. Minimum useful network prefix is /${tooSmall}`,
     );
   } else if (network.prefix <= (v6 ? 62 : 22)) {
     subnetLen = v6 ? 64 : 24;

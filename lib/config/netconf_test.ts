@@ -102,7 +102,7 @@ Deno.test("netconf: every flannel error, with the field named", () => {
     [
       { Network: "10.0.0.0/16", EnableIPv6: true, IPv6Network: "fc00::/125" },
       "IPv6Network",
-      "network is too small. Minimum useful network prefix is /124",
+      "IPv6Network is too small. Minimum useful network prefix is /124",
     ],
     [
       { Network: "10.0.0.0/16", EnableIPv6: true, IPv6Network: "fc00::/48", IPv6SubnetLen: 127 },

@@ -21,7 +21,8 @@ import { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
 import type { Runner } from "../firewall/types.ts";
-import { selectIface } from "./iface.ts";
+import { selectExternal } from "./iface6.ts";
+import { FamilyPlane, peerView, subnetOf } from "./family.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
@@ -82,6 +83,10 @@ export class Daemon {
   #lease!: Lease;
   #own!: IPNet;
   #attrs!: LeaseAttrsWire;
+  /** The family of #network/#own/#backend/#reconciler: 4, or 6 in an IPv6-only network. */
+  #family: 4 | 6 = 4;
+  /** The IPv6 half of a dual-stack node (device, peers, reconciler), else null. */
+  #v6: FamilyPlane | null = null;
   /** Peers by subnet text. */
   readonly #peers = new Map<string, PeerInfo>();
   /** Why a peer is skipped (logged once per reason). */
@@ -158,30 +163,49 @@ export class Daemon {
    */
   async start(): Promise<void> {
     const o = this.#o;
-    this.#ext = selectIface(this.#nl, o);
-    this.#log.info("using interface", {
-      iface: this.#ext.name,
-      iface_ip: this.#ext.ifaceIP,
-      public_ip: this.#ext.publicIP,
-      mtu: this.#ext.mtu,
-    });
+    // The network config decides the families, and so how the interface is chosen (IPv6: iface6.ts).
     this.#cfg = await this.#retryStore("reading the network config", () => this.#store.getNetworkConfig());
     const cfg = this.#cfg;
-    if (cfg.enableIPv6) {
-      throw new ConfigError(
-        "EnableIPv6",
-        "EnableIPv6 is set but the flanctl daemon supports IPv4 networks only: remove EnableIPv6/IPv6Network",
-      );
+    this.#ext = selectExternal(this.#nl, o, { v4: cfg.enableIPv4, v6: cfg.enableIPv6 });
+    this.#log.info("using interface", {
+      iface: this.#ext.name,
+      iface_ip: this.#ext.ifaceIP || undefined,
+      public_ip: cfg.enableIPv4 ? this.#ext.publicIP : undefined,
+      iface_ipv6: this.#ext.ifaceIPv6 ?? undefined,
+      public_ipv6: this.#ext.publicIPv6 ?? undefined,
+      mtu: this.#ext.mtu,
+    });
+    this.#family = cfg.enableIPv4 ? 4 : 6;
+    const network = this.#family === 4 ? cfg.network : cfg.ipv6Network;
+    if (!network) {
+      throw new ConfigError("Network", "the network config has no Network for the enabled family");
     }
-    if (!cfg.network) throw new ConfigError("Network", "the network config has no IPv4 Network");
-    this.#network = cfg.network;
+    this.#network = network;
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
+      family: this.#family,
     });
     this.#backend.prepare();
+    if (cfg.enableIPv4 && cfg.enableIPv6) {
+      const b6 = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
+        vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
+        family: 6,
+      });
+      b6.prepare();
+      this.#v6 = new FamilyPlane({
+        nl: this.#nl,
+        family: 6,
+        network: cfg.ipv6Network!,
+        backend: b6,
+        ownPublicIP: this.#ext.publicIPv6 ?? "",
+        log: this.#log,
+        stats: this.metrics,
+      });
+    }
     this.#log.info("network config", {
-      network: cfg.network.toString(),
-      subnet_len: cfg.subnetLen,
+      network: cfg.network?.toString(),
+      ipv6_network: cfg.ipv6Network?.toString(),
+      subnet_len: cfg.enableIPv4 ? cfg.subnetLen : cfg.ipv6SubnetLen,
       backend: this.#backend.type,
       device: this.#backend.overlayDev,
       mtu: this.#backend.mtu,
@@ -190,36 +214,55 @@ export class Daemon {
       run: this.#runIptables,
       log: this.#log,
     });
-    this.#rules.set({ ...this.#ruleSpec(), subnet: null }); // network-only rules to probe the tools
+    // Network-only rules to probe the tools (no subnet is ours yet).
+    this.#rules.set({ ...this.#ruleSpec(true), subnet: null, ipv6Subnet: null });
     await this.#rules.probe();
     await this.#cleanupOtherMode();
     let previous: IPNet | null = null;
+    let previous6: IPNet | null = null;
     try {
       const env = readSubnetEnv(o.subnetFile);
-      if (env.subnet && cfg.network.contains(env.subnet.net)) previous = env.subnet.net;
+      if (env.subnet && cfg.network?.contains(env.subnet.net)) previous = env.subnet.net;
+      if (env.ipv6Subnet && cfg.ipv6Network?.contains(env.ipv6Subnet.net)) previous6 = env.ipv6Subnet.net;
     } catch { /* no previous subnet.env: fine */ }
+    // As flanneld's vxlan newSubnetAttrs: BackendData with IPv4, BackendV6Data with IPv6 (each omitted
+    // when its family is off), PublicIP 0.0.0.0 in an IPv6-only network.
+    const data4 = cfg.enableIPv4 ? this.#backend.backendData() : undefined;
+    const data6 = this.#v6
+      ? this.#v6.backend.backendData()
+      : this.#family === 6
+      ? this.#backend.backendData()
+      : undefined;
     this.#attrs = {
-      PublicIP: this.#ext.publicIP,
-      PublicIPv6: null,
+      PublicIP: cfg.enableIPv4 ? this.#ext.publicIP : "0.0.0.0",
+      PublicIPv6: cfg.enableIPv6 ? this.#ext.publicIPv6 ?? null : null,
       BackendType: this.#backend.type,
-      BackendData: this.#backend.backendData(),
+      ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
+      ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
     };
     this.#lease = await this.#retryStore(
       "acquiring a lease",
-      () => this.#store.acquireLease(this.#attrs, { previousSubnet: previous }),
+      () =>
+        this.#store.acquireLease(this.#attrs, { previousSubnet: previous, previousIPv6Subnet: previous6 }),
     );
-    if (!this.#lease.subnet) {
-      throw new ConfigError("Network", "the store returned a lease without IPv4 subnet");
+    const own = subnetOf(this.#lease, this.#family);
+    if (!own || (cfg.enableIPv6 && !this.#lease.ipv6Subnet)) {
+      throw new ConfigError(
+        cfg.enableIPv6 ? "IPv6Network" : "Network",
+        `the store returned a lease without an ${own ? "IPv6" : `IPv${this.#family}`} subnet`,
+      );
     }
-    this.#own = this.#lease.subnet;
+    this.#own = own;
+    this.#v6?.setOwn(this.#lease.ipv6Subnet!);
     this.#log.info("lease acquired", {
       subnet: this.#own.toString(),
+      ipv6_subnet: this.#v6 ? this.#v6.own.toString() : undefined,
       expires: this.#lease.expiration?.toISOString() ?? "never",
       previous: previous?.toString(),
     });
     this.#reconciler = new Reconciler({
       nl: this.#nl,
-      network: cfg.network,
+      network: this.#network,
       overlayDev: this.#backend.overlayDev,
       log: this.#log,
       stats: this.metrics,
@@ -232,6 +275,7 @@ export class Daemon {
     const { leases, cursor } = await this.#retryStore("listing leases", () => this.#store.listLeases());
     this.#peers.clear();
     for (const l of leases) this.#remember(l);
+    this.#v6?.reset(leases);
     this.#fullPass();
     this.#watchCursor = cursor;
     this.metrics.ready = this.notReady() === null ? 1 : 0;
@@ -280,12 +324,17 @@ export class Daemon {
 
   #watchCursor = "";
 
-  #ruleSpec(): FlannelRuleSpec {
+  /** flannel's rules for both families: IPv4 from Network/our subnet, IPv6 from IPv6Network/our IPv6 subnet. */
+  #ruleSpec(beforeLease = false): FlannelRuleSpec {
+    const v4 = this.#family === 4;
+    const own6 = beforeLease ? null : this.#v6 ? this.#v6.own : v4 ? null : this.#own ?? null;
     return {
       ipMasq: this.#o.ipMasq,
       forward: this.#o.iptablesForwardRules,
-      network: this.#network,
-      subnet: this.#own ?? null,
+      network: v4 ? this.#network : null,
+      subnet: v4 ? this.#own ?? null : null,
+      ipv6Network: this.#cfg.enableIPv6 ? this.#cfg.ipv6Network ?? null : null,
+      ipv6Subnet: own6,
     };
   }
 
@@ -312,19 +361,36 @@ export class Daemon {
         changes: changes.join(", "),
       });
     }
+    const c6 = this.#v6?.ensureDevice() ?? [];
+    if (c6.length) {
+      this.#log.info("backend device configured", {
+        device: this.#v6!.backend.overlayDev,
+        changes: c6.join(", "),
+      });
+    }
+  }
+
+  /** FLANNEL_MTU: the smallest of the devices' MTUs (the IPv6 VXLAN device carries 20 bytes more). */
+  #mtu(): number {
+    return Math.min(this.#backend.mtu, this.#v6?.backend.mtu ?? Infinity);
   }
 
   #writeSubnetEnv(): void {
+    const own6 = this.#v6 ? this.#v6.own : this.#family === 6 ? this.#own : null;
+    const v4 = this.#family === 4;
     writeSubnetEnv({
-      network: this.#network,
-      subnet: { ip: this.#own.ip.add(1), net: this.#own },
-      mtu: this.#backend.mtu,
+      network: v4 ? this.#network : undefined,
+      subnet: v4 ? { ip: this.#own.ip.add(1), net: this.#own } : undefined,
+      ipv6Network: own6 ? this.#cfg.ipv6Network! : undefined,
+      ipv6Subnet: own6 ? { ip: own6.ip.add(1), net: own6 } : undefined,
+      mtu: this.#mtu(),
       ipMasq: this.#o.ipMasq,
     }, this.#o.subnetFile);
     this.#subnetEnvWritten = true;
     this.#log.info("wrote subnet.env", {
       path: this.#o.subnetFile,
-      subnet: `${this.#own.ip.add(1)}/${this.#own.prefix}`,
+      subnet: v4 ? `${this.#own.ip.add(1)}/${this.#own.prefix}` : undefined,
+      ipv6_subnet: own6 ? `${own6.ip.add(1)}/${own6.prefix}` : undefined,
     });
   }
 
@@ -344,23 +410,20 @@ export class Daemon {
 
   /** Records a lease from the store; returns the peer key when it is a peer. */
   #remember(l: Lease): string | null {
-    if (!l.subnet) return null;
-    const key = l.subnet.toString();
-    if (l.subnet.equals(this.#own)) return null;
-    this.#peers.set(key, {
-      subnet: l.subnet,
-      publicIP: l.attrs.PublicIP,
-      backendType: l.attrs.BackendType,
-      backendData: l.attrs.BackendData,
-    });
+    const p = peerView(l, this.#family);
+    if (!p) return null;
+    const key = p.subnet.toString();
+    if (p.subnet.equals(this.#own)) return null;
+    this.#peers.set(key, p);
     return key;
   }
 
   #desired(key: string, p: PeerInfo): DesiredPeer | null {
     let d: DesiredPeer | string;
     if (!this.#network.contains(p.subnet)) d = `its subnet is outside the Network ${this.#network}`;
-    else if (p.publicIP === this.#ext.publicIP) d = "it has our own public IP (a stale lease of this node?)";
-    else d = this.#backend.peer(p, this.#reconciler.reach);
+    else if (p.publicIP === (this.#family === 4 ? this.#ext.publicIP : this.#ext.publicIPv6)) {
+      d = "it has our own public IP (a stale lease of this node?)";
+    } else d = this.#backend.peer(p, this.#reconciler.reach);
     if (typeof d === "string") {
       if (this.#skipped.get(key) !== d) {
         this.#skipped.set(key, d);
@@ -393,6 +456,17 @@ export class Daemon {
     };
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
+    if (!this.#v6) return;
+    const r6 = this.#v6.fullPass();
+    const f6 = {
+      family: "ipv6",
+      peers: this.#v6.size,
+      programmed: r6.programmed,
+      removed: r6.removed,
+      errors: r6.errors,
+    };
+    if (r6.programmed || r6.removed || r6.errors) this.#log.info("reconciled", f6);
+    else this.#log.debug("reconciled", f6);
   }
 
   /** Applies one batch of store events. */
@@ -401,9 +475,11 @@ export class Daemon {
     for (const ev of events) {
       this.metrics.events++;
       const l = ev.lease;
-      if (!l.subnet) continue;
-      const key = l.subnet.toString();
-      if (l.subnet.equals(this.#own)) {
+      this.#v6?.apply(ev); // the IPv6 half of a dual-stack node (skips our own IPv6 subnet itself)
+      const sn = subnetOf(l, this.#family);
+      if (!sn) continue;
+      const key = sn.toString();
+      if (sn.equals(this.#own)) {
         if (ev.type === "removed") this.#onOwnLeaseLost(l);
         continue;
       }
@@ -447,8 +523,27 @@ export class Daemon {
   /** Applies a lease acquired again after it was lost (the same subnet, or a new one if it was taken). */
   async #onReacquired(lease: Lease): Promise<void> {
     this.#lease = lease;
-    const s = lease.subnet;
-    if (!s) throw new ConfigError("Network", "the store returned a lease without IPv4 subnet");
+    const s = subnetOf(lease, this.#family);
+    if (!s) {
+      throw new ConfigError("Network", `the store returned a lease without an IPv${this.#family} subnet`);
+    }
+    const s6 = this.#v6 ? lease.ipv6Subnet : null;
+    if (s6 && !s6.equals(this.#v6!.own)) {
+      this.#log.warn("our IPv6 subnet changed (the old one was taken); reconfiguring", {
+        old: this.#v6!.own.toString(),
+        new: s6.toString(),
+      });
+      this.#v6!.setOwn(s6);
+      if (s.equals(this.#own)) {
+        this.#ensureDevice();
+        this.#writeSubnetEnv();
+        this.#rules.set(this.#ruleSpec());
+        await this.#ensureRules().catch((e) =>
+          this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
+        );
+        this.#fullPass();
+      }
+    }
     if (!s.equals(this.#own)) {
       this.#log.warn("our subnet changed (the old one was taken); reconfiguring", {
         old: this.#own.toString(),
@@ -491,7 +586,8 @@ export class Daemon {
           cursor = c;
           this.#peers.clear();
           for (const l of leases) this.#remember(l);
-          if (!leases.some((l) => l.subnet?.equals(this.#own))) this.#onOwnLeaseLost();
+          this.#v6?.reset(leases);
+          if (!leases.some((l) => subnetOf(l, this.#family)?.equals(this.#own))) this.#onOwnLeaseLost();
           this.#setStoreUp(true);
           this.#fullPass();
         } catch (e2) {

@@ -8,14 +8,14 @@ import { type Command, Option } from "commander";
 import { UsageError } from "../errors.ts";
 import { IPAddr } from "../ip/cidr.ts";
 import { DEFAULT_SUBNET_FILE } from "../subnet_env.ts";
-import type { IfaceSelection } from "./iface.ts";
+import type { IfaceSelectionV6 } from "./iface6.ts";
 import type { LogLevel } from "./log.ts";
 
 /** Default directory for the persisted VTEP MAC. */
 export const DEFAULT_STATE_DIR = "/var/lib/flanctl/state";
 
 /** Parsed daemon options. */
-export interface DaemonOptions extends IfaceSelection {
+export interface DaemonOptions extends IfaceSelectionV6 {
   subnetFile: string;
   /** Minutes before expiry to renew our lease. */
   subnetLeaseRenewMargin: number;
@@ -80,6 +80,7 @@ export function addDaemonOptions(cmd: Command): Command {
     )
     .addOption(new Option("--iface-can-reach <ip>", "use the interface the kernel routes this IP through"))
     .addOption(new Option("--public-ip <ip>", "IP announced to peers (default: the interface's IP)"))
+    .addOption(new Option("--public-ipv6 <ip>", "IPv6 announced to peers (default: the interface's IPv6)"))
     .addOption(
       new Option("--subnet-file <path>", "file to write the node's network facts to").default(
         DEFAULT_SUBNET_FILE,
@@ -180,6 +181,7 @@ export function toDaemonOptions(o: Record<string, unknown>): DaemonOptions {
     ifaceRegex: (o.ifaceRegex as string[] | undefined) ?? [],
     ifaceCanReach: (o.ifaceCanReach as string | undefined) ?? null,
     publicIP: (o.publicIp as string | undefined) ?? null,
+    publicIPv6: (o.publicIpv6 as string | undefined) ?? null,
     subnetFile: String(o.subnetFile ?? DEFAULT_SUBNET_FILE),
     subnetLeaseRenewMargin: Number(o.subnetLeaseRenewMargin ?? 60),
     ipMasq: o.ipMasq === true,

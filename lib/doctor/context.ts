@@ -147,6 +147,8 @@ export class DoctorContext {
     json: null,
     error: null,
   };
+  /** ip6tables-save output (for the IPv6 checks in checks/ipv6.ts). */
+  ip6t: IptDump = { cmd: "ip6tables-save", text: null, error: "not read" };
   /** Store state. */
   store: StoreView = {
     state: "none",
@@ -258,8 +260,22 @@ export class DoctorContext {
       const l = this.store.leases.find((l) => l.subnet?.equals(sub));
       if (l) return l;
     }
+    // IPv6-only: the lease of the subnet.env IPv6 subnet, else the one whose PublicIPv6 is local.
+    const sub6 = this.subnetEnv?.ipv6Subnet?.net;
+    const l6 = sub6 ? this.store.leases.find((l) => l.ipv6Subnet?.equals(sub6)) : undefined;
+    if (l6) return l6;
     const local = this.localIPs();
-    return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ?? null;
+    return this.store.leases.find((l) => local.has(l.attrs.PublicIP)) ??
+      (this.ipv4Disabled
+        ? this.store.leases.find((l) => !!l.attrs.PublicIPv6 && local.has(l.attrs.PublicIPv6))
+        : undefined) ??
+      null;
+  }
+
+  /** True in an IPv6-only network (EnableIPv4 false, or a subnet.env with only the IPv6 lines). */
+  get ipv4Disabled(): boolean {
+    if (this.store.config) return !this.store.config.enableIPv4;
+    return !!this.subnetEnv?.ipv6Network && !this.subnetEnv.network;
   }
 
   /** Our lease among the expired ones (same rules as {@link ownLease}), or null. */
@@ -306,6 +322,11 @@ export class DoctorContext {
     const br = this.link("cni0");
     if (!br || !this.kernel) return [];
     return this.kernel.links.filter((l) => l.kind === "veth" && l.master === br.index);
+  }
+
+  /** Text of ip6tables-save's table `name`, or "". */
+  ip6tTable(name: string): string {
+    return this.iptTable(name, this.ip6t);
   }
 
   /** Text of iptables-save's table `name` (`*nat` … `COMMIT`) from `dump`, or "". */
@@ -384,6 +405,7 @@ function gatherSysctls(ctx: DoctorContext): void {
   const paths = [...FIXED_SYSCTLS];
   for (const l of ctx.kernel?.links ?? []) {
     for (const k of ["forwarding", "rp_filter"]) paths.push(`/proc/sys/net/ipv4/conf/${l.name}/${k}`);
+    for (const k of ["accept_ra", "disable_ipv6"]) paths.push(`/proc/sys/net/ipv6/conf/${l.name}/${k}`);
   }
   ctx.sysctls = ctx.exec.readFiles(paths);
   // Neighbour gc thresholds exist only in the initial namespace; the limit is global. With --netns this
@@ -418,6 +440,11 @@ function gatherIptables(ctx: DoctorContext): void {
     if (r.code === 0) d.text = r.stdout;
     else d.error = r.code === null ? `${d.cmd} not installed` : r.stderr.trim() || `exit ${r.code}`;
   }
+  const r6 = ctx.exec.run([ctx.ip6t.cmd]);
+  if (r6.code === 0) [ctx.ip6t.text, ctx.ip6t.error] = [r6.stdout, null];
+  else {ctx.ip6t.error = r6.code === null
+      ? `${ctx.ip6t.cmd} not installed`
+      : r6.stderr.trim() || `exit ${r6.code}`;}
   const v = ctx.exec.run(["iptables", "--version"]);
   const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
   ctx.ipt.variant = m ? m[1] : null;

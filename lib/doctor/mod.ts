@@ -18,6 +18,7 @@ import { POD_CHECKS } from "./checks/pods.ts";
 import { ACTIVE_CHECKS } from "./checks/active.ts";
 import { HOST_CHECKS } from "./checks/host.ts";
 import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
+import { IPV6_CHECKS } from "./checks/ipv6.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
 export { DEFAULT_PATHS, type DoctorOptions } from "./context.ts";
@@ -36,6 +37,7 @@ export const ALL_CHECKS: Check[] = [
   ...CNI_CHECKS,
   ...POD_CHECKS,
   ...HOST_CHECKS,
+  ...IPV6_CHECKS,
   ...ACTIVE_CHECKS,
 ];
 

@@ -110,3 +110,26 @@ Deno.test("RuleManager.ensure: re-applies only drifted chains, one restore per f
   assertEquals(inputs[0].includes("*filter"), false);
   assertEquals(inputs[1].includes("-s fd00:10::/56"), true);
 });
+
+Deno.test("ip6tables: flannel's IPv6 masq and forward lines (masqIP6Rules: ff00::/8)", () => {
+  const t = [
+    masqRules(IPNet.parse("fc00::/48"), IPNet.parse("fc00:0:0:3::/64")),
+    forwardRules(IPNet.parse("fc00::/48")),
+  ];
+  const c = `-m comment --comment "flanneld masq"`;
+  assertEquals(t[0].jump, `-A POSTROUTING ${c} -j FLANNEL-POSTRTG`);
+  assertEquals(t[0].rules, [
+    `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00:0:0:3::/64 -d fc00::/48 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00::/48 -d fc00:0:0:3::/64 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG ! -s fc00::/48 -d fc00:0:0:3::/64 ${c} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00::/48 ! -d ff00::/8 ${c} -j MASQUERADE --random-fully`,
+    `-A FLANNEL-POSTRTG ! -s fc00::/48 -d fc00::/48 ${c} -j MASQUERADE --random-fully`,
+  ]);
+  const f = `-m comment --comment "flanneld forward"`;
+  assertEquals([t[1].jump, ...t[1].rules], [
+    `-A FORWARD ${f} -j FLANNEL-FWD`,
+    `-A FLANNEL-FWD -s fc00::/48 ${f} -j ACCEPT`,
+    `-A FLANNEL-FWD -d fc00::/48 ${f} -j ACCEPT`,
+  ]);
+});

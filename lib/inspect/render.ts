@@ -111,18 +111,22 @@ export function routesTable(routes: RouteInfo[]): string {
   );
 }
 
+/** flannel's VXLAN devices: `flannel.<VNI>` and, with IPv6, `flannel-v6.<VNI>`. */
+const FLANNEL_VXLAN = /^flannel(-v6)?\.\d+$/;
+
 /**
- * Which remote subnet a flannel.* ARP entry serves: the subnet routed via that IP on the same device
- * (flannel's VXLAN triplet: route SUBNET via GW onlink, ARP GW → VTEP MAC, FDB VTEP MAC → node IP).
+ * Which remote subnet a flannel.* / flannel-v6.* ARP or NDP entry serves: the subnet routed via that IP on
+ * the same device (flannel's VXLAN triplet: route SUBNET via GW onlink, ARP/NDP GW → VTEP MAC, FDB VTEP
+ * MAC → node IP or IPv6).
  */
 export function neighSubnet(n: { ifname: string; dst: string }, routes: RouteInfo[]): string | null {
-  if (!n.ifname.startsWith("flannel.")) return null;
+  if (!FLANNEL_VXLAN.test(n.ifname)) return null;
   return routes.find((r) => r.devName === n.ifname && r.gateway === n.dst)?.dst ?? null;
 }
 
 /** Which remote subnet a flannel.* FDB entry serves (through the ARP entry with the same MAC). */
 export function fdbSubnet(f: FdbInfo, neigh: NeighInfo[], routes: RouteInfo[]): string | null {
-  if (!f.ifname.startsWith("flannel.")) return null;
+  if (!FLANNEL_VXLAN.test(f.ifname)) return null;
   const n = neigh.find((n) => n.ifname === f.ifname && n.lladdr === f.mac);
   return n ? neighSubnet(n, routes) : null;
 }

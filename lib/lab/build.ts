@@ -16,6 +16,15 @@ import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
 import { readState, saveState } from "./state.ts";
 import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
+import {
+  addNodeV6,
+  addUnderlayV6,
+  hasV6,
+  labNetConfFor,
+  underlayAddrs6,
+  validateIpFamily,
+  waitBridgesSettled,
+} from "./family.ts";
 
 function exists(p: string): boolean {
   try {
@@ -65,6 +74,7 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (o.store !== "file" && o.store !== "etcd") {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
+  validateIpFamily(o.ipFamily);
   let net: IPNet | null = null;
   try {
     net = IPNet.parse(o.network, "--network");
@@ -78,7 +88,7 @@ export function validateUpOptions(o: LabUpOptions): void {
 
 /** The net-conf.json the lab writes into its store. */
 export function labNetConf(s: LabState): string {
-  return s.netConf ?? JSON.stringify({ Network: s.network, Backend: { Type: s.backend } });
+  return s.netConf ?? labNetConfFor(s);
 }
 
 /** True when the lab's net-conf has EnableNFTables (portmap then uses its nftables backend too). */
@@ -145,6 +155,7 @@ async function buildUnderlay(s: LabState): Promise<void> {
     "net.bridge.bridge-nf-call-ip6tables=0",
     "net.bridge.bridge-nf-call-arptables=0",
   ]));
+  if (hasV6(s)) await addUnderlayV6(s);
 }
 
 /** Creates node `index` (namespace, veth to the underlay, address, default route, dirs). */
@@ -185,6 +196,10 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
   await mustRun(["ip", "-n", n.netns, "route", "add", "default", "via", u.gateway, "dev", "eth0"]);
   // A node forwards pod traffic (a new namespace starts with forwarding off).
   await mustRun(inNs(n.netns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]));
+  if (hasV6(s)) {
+    await addNodeV6(s, n, index);
+    saveState(s);
+  }
   return n;
 }
 
@@ -200,7 +215,9 @@ export async function buildPod(
   if (ports?.length) pod.ports = ports;
   s.pods.push(pod);
   await addNetns(s, pod.netns);
-  pod.ip = await attachPod(s, n, pod);
+  const ips = await attachPod(s, n, pod);
+  if (ips.ip) pod.ip = ips.ip;
+  if (ips.ipv6) pod.ipv6 = ips.ipv6;
   saveState(s);
   return pod;
 }
@@ -253,6 +270,7 @@ export async function labUp(
     backend: o.backend,
     store: o.store,
     network: o.network,
+    ...(o.ipFamily && o.ipFamily !== "ipv4" ? { ipFamily: o.ipFamily } : {}),
     createdAt: new Date().toISOString(),
     underlay: { netns: underlayNetns(o.name), bridge: "br0", cidr: ua.cidr, gateway: ua.gateway },
     storeFlags: [],
@@ -282,7 +300,10 @@ export async function labUp(
   // state directory (the daemon's default --state-dir).
   if (o.store === "file") Deno.mkdirSync(`${dir}/store/state`, { recursive: true });
 
-  progress(`lab ${o.name}: underlay ${ua.cidr} (bridge ${s.underlay.bridge} in netns ${s.underlay.netns})`);
+  const u6 = hasV6(s) ? ` and ${underlayAddrs6(o.name).cidr}` : "";
+  progress(
+    `lab ${o.name}: underlay ${ua.cidr}${u6} (bridge ${s.underlay.bridge} in netns ${s.underlay.netns})`,
+  );
   await buildUnderlay(s);
   signal?.throwIfAborted();
   if (o.store === "etcd") {
@@ -291,7 +312,9 @@ export async function labUp(
   }
   for (let i = 1; i <= o.nodes; i++) {
     const n = await buildNode(s, i);
-    progress(`${n.name}: netns ${n.netns}, public IP ${n.publicIP}`);
+    progress(
+      `${n.name}: netns ${n.netns}, public IP ${[n.publicIP, n.publicIPv6].filter(Boolean).join(" ")}`,
+    );
     signal?.throwIfAborted();
   }
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
@@ -314,15 +337,17 @@ async function addPods(
     for (let j = 1; j <= count; j++) {
       signal?.throwIfAborted();
       const pod = await buildPod(s, n, j);
-      progress(`${pod.name}: netns ${pod.netns}, IP ${pod.ip}`);
+      progress(`${pod.name}: netns ${pod.netns}, IP ${[pod.ip, pod.ipv6].filter(Boolean).join(" ")}`);
     }
   }
+  if (count > 0 && hasV6(s)) await waitBridgesSettled(s);
 }
 
 function subnetLine(n: NodeState): string {
   try {
     const t = Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`);
-    return t.trim().split("\n").filter((l) => l.startsWith("FLANNEL_SUBNET") || l.startsWith("FLANNEL_MTU"))
+    return t.trim().split("\n")
+      .filter((l) => /^FLANNEL_(IPV6_)?SUBNET=|^FLANNEL_MTU=/.test(l))
       .join(" ");
   } catch {
     return "no subnet.env";

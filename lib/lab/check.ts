@@ -23,17 +23,18 @@ export async function ping(fromNetns: string, ip: string, count = 3): Promise<bo
   return r.code === 0;
 }
 
-/** Every pod pings the first pod of every other node, in parallel. */
+/** Every pod pings the first pod of every other node, in parallel, over each family the pods have. */
 export async function crossNodePing(s: LabState): Promise<PingResult[]> {
   const firstPod = new Map<string, PodState>();
-  for (const p of s.pods) if (!firstPod.has(p.node) && p.ip) firstPod.set(p.node, p);
+  for (const p of s.pods) if (!firstPod.has(p.node) && (p.ip || p.ipv6)) firstPod.set(p.node, p);
   const jobs: Promise<PingResult>[] = [];
   for (const p of s.pods) {
     for (const [node, target] of firstPod) {
       if (node === p.node) continue;
-      jobs.push(
-        ping(p.netns, target.ip!).then((ok) => ({ from: p.name, to: target.name, ip: target.ip!, ok })),
-      );
+      for (const ip of [target.ip, target.ipv6]) {
+        if (!ip) continue;
+        jobs.push(ping(p.netns, ip).then((ok) => ({ from: p.name, to: target.name, ip, ok })));
+      }
     }
   }
   return await Promise.all(jobs);

@@ -88,21 +88,29 @@ export function writeCniBin(s: LabState): void {
 }
 
 /**
- * Attaches a pod through the node's conflist (flannel, then portmap: lib/lab/conflist.ts); returns its
- * IPv4 address (without prefix).
+ * Attaches a pod through the node's conflist (flannel, then portmap: lib/lab/conflist.ts); returns its IPv4
+ * and IPv6 addresses (without prefix, null when the result has none). A result without any address is a
+ * {@link PodAttachError}.
  */
-export async function attachPod(s: LabState, n: NodeState, pod: PodState): Promise<string> {
+export async function attachPod(
+  s: LabState,
+  n: NodeState,
+  pod: PodState,
+): Promise<{ ip: string | null; ipv6: string | null }> {
   let res: Record<string, unknown>;
   try {
     res = await podAdd(s, n, pod);
   } catch (e) {
     throw new PodAttachError(pod.name, (e as Error).message);
   }
-  const ips = (res.ips ?? []) as { address?: string }[];
-  const ip4 = ips.map((i) => i.address ?? "").find((a) => a.includes("."));
-  if (ip4) return ip4.split("/")[0];
-  // 0.1.0/0.2.0 shape
-  const legacy = (res.ip4 as { ip?: string } | undefined)?.ip;
-  if (legacy) return legacy.split("/")[0];
-  throw new PodAttachError(pod.name, `result has no IPv4 address: ${JSON.stringify(res).slice(0, 300)}`);
+  const ips = ((res.ips ?? []) as { address?: string }[]).map((i) => i.address ?? "");
+  // 0.1.0/0.2.0 shape: ip4.ip / ip6.ip
+  const legacy4 = (res.ip4 as { ip?: string } | undefined)?.ip;
+  const legacy6 = (res.ip6 as { ip?: string } | undefined)?.ip;
+  const ip4 = ips.find((a) => a.includes(".")) ?? legacy4;
+  const ip6 = ips.find((a) => a.includes(":")) ?? legacy6;
+  if (!ip4 && !ip6) {
+    throw new PodAttachError(pod.name, `result has no IP address: ${JSON.stringify(res).slice(0, 300)}`);
+  }
+  return { ip: ip4 ? ip4.split("/")[0] : null, ipv6: ip6 ? ip6.split("/")[0] : null };
 }

@@ -6,6 +6,7 @@
 import { parseSubnetEnv } from "../subnet_env.ts";
 import { isOurProcess, runCmd } from "./proc.ts";
 import type { LabState, LabStatusJson, NodeState } from "./types.ts";
+import { hasV6, podIPv6, subnet6FromEnv } from "./family.ts";
 
 /** The node's subnet (network/prefix) from its subnet.env, or null. */
 export function nodeSubnet(n: NodeState): string | null {
@@ -27,12 +28,14 @@ export async function podIP(netns: string): Promise<string | null> {
 
 /** Builds the status document. */
 export async function labStatus(s: LabState): Promise<LabStatusJson> {
+  const v6 = hasV6(s);
   return {
     nodes: s.nodes.map((n) => ({
       name: n.name,
       netns: n.netns,
       publicIP: n.publicIP,
       subnet: nodeSubnet(n),
+      ...(v6 ? { publicIPv6: n.publicIPv6 ?? null, subnetIPv6: nodeSubnet6(n) } : {}),
     })),
     pods: await Promise.all(
       s.pods.map(async (p) => ({
@@ -40,9 +43,19 @@ export async function labStatus(s: LabState): Promise<LabStatusJson> {
         node: p.node,
         netns: p.netns,
         ip: (await podIP(p.netns)) ?? null,
+        ...(v6 ? { ipv6: (await podIPv6(p.netns)) ?? null } : {}),
       })),
     ),
   };
+}
+
+/** The node's IPv6 subnet from its subnet.env, or null. */
+export function nodeSubnet6(n: NodeState): string | null {
+  try {
+    return subnet6FromEnv(Deno.readTextFileSync(`${n.dir}/run/flannel/subnet.env`));
+  } catch {
+    return null;
+  }
 }
 
 /** Renders rows as an aligned text table. */
@@ -60,13 +73,17 @@ export function formatStatus(s: LabState, st: LabStatusJson): string {
       const node = s.nodes.find((x) => x.name === n.name);
       const pid = node?.daemonPid;
       const daemon = pid ? (isOurProcess(pid, `${s.dir}/`) ? `pid ${pid}` : `stopped (was pid ${pid})`) : "-";
-      return [n.name, n.netns, n.publicIP, n.subnet ?? "-", daemon];
+      // Dual/IPv6 labs: both addresses in one cell ("192.168.1.11 fc00:…"), both subnets likewise.
+      const both = (a: string | null | undefined, b: string | null | undefined) =>
+        [a, b].filter((x) => x && x !== "-").join(" ") || "-";
+      return [n.name, n.netns, both(n.publicIP, n.publicIPv6), both(n.subnet, n.subnetIPv6), daemon];
     }),
   );
   const pods = table(
     ["POD", "NODE", "NETNS", "IP"],
-    st.pods.map((p) => [p.name, p.node, p.netns, p.ip ?? "-"]),
+    st.pods.map((p) => [p.name, p.node, p.netns, [p.ip, p.ipv6].filter(Boolean).join(" ") || "-"]),
   );
-  return `lab ${s.name}: backend ${s.backend}, store ${s.store}, network ${s.network}, underlay ${s.underlay.cidr}\n\n` +
+  const fam = hasV6(s) ? `, ip family ${s.ipFamily}` : "";
+  return `lab ${s.name}: backend ${s.backend}, store ${s.store}, network ${s.network}${fam}, underlay ${s.underlay.cidr}\n\n` +
     `${nodes}\n\n${st.pods.length ? pods : "(no pods)"}`;
 }

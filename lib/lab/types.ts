@@ -25,6 +25,8 @@ export interface LabUpOptions {
   daemonArgs?: string[];
   /** A net-conf.json file to use instead of one built from network/backend (e.g. with EnableNFTables). */
   netConf?: string;
+  /** `--ip-family`: "ipv4" (default), "dual" or "ipv6" (see lib/lab/family.ts). */
+  ipFamily?: "ipv4" | "dual" | "ipv6";
 }
 
 /** A node of the lab as recorded in the state file. */
@@ -35,6 +37,8 @@ export interface NodeState {
   netns: string;
   /** Underlay address (the node's public IP). */
   publicIP: string;
+  /** Underlay IPv6 address (the node's public IPv6), in dual and ipv6 labs. */
+  publicIPv6?: string;
   /** Name of the underlay-side veth end (inside the underlay namespace). */
   underlayVeth: string;
   /** Directory holding this node's files (run/flannel, etc/cni/net.d, var/lib/cni, var/lib/flanctl). */
@@ -63,6 +67,8 @@ export interface PodState {
   ip?: string;
   /** Published ports (portmap plugin). */
   ports?: PodPort[];
+  /** Its IPv6 address (without prefix), once attached, in dual and ipv6 labs. */
+  ipv6?: string;
 }
 
 /** A background process the lab started (daemon, etcd). */
@@ -87,6 +93,8 @@ export interface LabState {
   backend: LabBackend;
   store: LabStore;
   network: string;
+  /** The lab's address families (absent in labs made before --ip-family: ipv4). */
+  ipFamily?: "ipv4" | "dual" | "ipv6";
   createdAt: string;
   underlay: {
     netns: string;
@@ -113,6 +121,22 @@ export interface LabState {
 
 /** `flanctl lab status -o json`. */
 export interface LabStatusJson {
-  nodes: { name: string; netns: string; publicIP: string; subnet: string | null }[];
-  pods: { name: string; node: string; netns: string; ip: string | null }[];
+  nodes: {
+    name: string;
+    netns: string;
+    publicIP: string;
+    subnet: string | null;
+    /** In dual and ipv6 labs. */
+    publicIPv6?: string | null;
+    /** In dual and ipv6 labs. */
+    subnetIPv6?: string | null;
+  }[];
+  pods: {
+    name: string;
+    node: string;
+    netns: string;
+    ip: string | null;
+    /** In dual and ipv6 labs. */
+    ipv6?: string | null;
+  }[];
 }

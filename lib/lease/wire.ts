@@ -26,7 +26,9 @@ export function leaseKey(subnet: IPNet | null, ipv6Subnet: IPNet | null = null):
 
 /** Parses a subnet key (the last path element); null when it is not one. */
 export function parseLeaseKey(key: string): { subnet: IPNet | null; ipv6Subnet: IPNet | null } | null {
-  const m = /^(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})-(\d{1,2})(?:&([0-9a-fA-F:]+)-(\d{1,3}))?$/.exec(key);
+  // flannel's pattern (pkg/subnet/subnet.go, ParseSubnetKey) takes lower-case hex only in the IPv6 part,
+  // as Go writes it: a key with upper-case hex is foreign to flanneld, and skipped here too.
+  const m = /^(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})-(\d{1,2})(?:&([0-9a-f:]+)-(\d{1,3}))?$/.exec(key);
   if (!m) return null;
   const v4 = IPNet.tryParse(`${m[1]}/${m[2]}`);
   if (!v4 || (v4.ip.toString() !== m[1])) return null;

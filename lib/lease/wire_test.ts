@@ -75,3 +75,56 @@ Deno.test("wire: LeaseJson shape", () => {
     expiration: "1970-01-01T00:00:00.000Z",
   });
 });
+
+Deno.test("wire: flannel's own key fixtures (pkg/subnet/subnet_test.go) and an IPv6-only lease", () => {
+  // TestSubnetNodev4 / TestSubnetNodev6: parse and re-make give the same key.
+  for (
+    const [key, v4, v6] of [
+      ["10.12.13.0-24", "10.12.13.0/24", "null"],
+      ["10.12.13.0-24&fd00:12:13::-56", "10.12.13.0/24", "fd00:12:13::/56"],
+    ]
+  ) {
+    const k = parseLeaseKey(key)!;
+    assertEquals([String(k.subnet), String(k.ipv6Subnet)], [v4, v6], key);
+    assertEquals(leaseKey(k.subnet, k.ipv6Subnet), key);
+  }
+  // TestSubnetNodeInvalid, plus upper-case hex (Go never writes it; flannel's pattern rejects it).
+  for (
+    const bad of [
+      "10",
+      "10.12.13.0",
+      "10.12.13-24",
+      "10.12.13.300-24",
+      "10.12.13.0-24hi",
+      "&2001::-56",
+      "10.12.13.0-24&:12:13:-56",
+      "10.12.13.0-24&20011::-56",
+      "10.12.13.0-24&2001-56",
+      "10.12.13.0-24&2001::",
+      "10.12.13.0-24&2001::-56hi",
+      "10.12.13.0-24&FD00::-64",
+    ]
+  ) {
+    assertEquals(parseLeaseKey(bad), null, bad);
+  }
+  // An IPv6-only vxlan lease as flanneld writes it (backend/vxlan newSubnetAttrs: no IPv4 address, so
+  // PublicIP stays 0.0.0.0 and BackendData is omitted; MakeSubnetKey of an empty IP4Net is 0.0.0.0-0).
+  const value =
+    `{"PublicIP":"0.0.0.0","PublicIPv6":"fc00:99::12","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"0e:aa:00:00:00:02"}}`;
+  const l = leaseFromKV("0.0.0.0-0&fc00:0:0:3::-64", value, null);
+  assertEquals([l.subnet, String(l.ipv6Subnet)], [null, "fc00:0:0:3::/64"]);
+  assertEquals(encodeLeaseAttrs(l.attrs), value);
+  assertEquals(leaseKey(l.subnet, l.ipv6Subnet), "0.0.0.0-0&fc00:0:0:3::-64");
+  assertEquals(leaseToJson(l).publicIP, "fc00:99::12");
+  // Dual stack: both data fields, in LeaseAttrs order.
+  const dual =
+    `{"PublicIP":"192.0.2.12","PublicIPv6":"fc00:99::12","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0e:aa:00:00:00:01"},"BackendV6Data":{"VNI":1,"VtepMAC":"0e:aa:00:00:00:02"}}`;
+  const d = leaseFromKV("10.244.3.0-24&fc00:0:0:3::-64", dual, null);
+  assertEquals(encodeLeaseAttrs(d.attrs), dual);
+  // A malformed PublicIPv6 is refused (the stores skip such an entry with a warning).
+  assertThrows(
+    () => leaseFromKV("10.244.3.0-24&fc00:0:0:3::-64", dual.replace("fc00:99::12", "10.0.0.1"), null),
+    MalformedLeaseError,
+    "PublicIPv6",
+  );
+});

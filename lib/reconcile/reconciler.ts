@@ -145,12 +145,15 @@ export class Reconciler {
   #underlay: UnderlayRoute[] = [];
   readonly #netBase: number;
   readonly #netMask: number;
+  /** 4 or 6: the family of the Network; an IPv6 reconciler dumps and programs IPv6 entries only. */
+  readonly #family: 4 | 6;
 
   constructor(o: ReconcilerOptions) {
     this.#nl = o.nl;
     this.#network = o.network;
-    this.#netMask = maskOf(o.network.prefix);
-    this.#netBase = Number(o.network.ip.value) & this.#netMask;
+    this.#family = o.network.family;
+    this.#netMask = this.#family === 4 ? maskOf(o.network.prefix) : 0;
+    this.#netBase = this.#family === 4 ? Number(o.network.ip.value) & this.#netMask : 0;
     this.#overlay = o.overlayDev;
     this.#log = o.log;
     this.#stats = o.stats;
@@ -176,11 +179,15 @@ export class Reconciler {
 
   /** True when the route's destination lies inside the Network (and is smaller than it). */
   #inNetwork(dst: string): boolean {
+    if (this.#family === 6) {
+      const n = dst === "default" ? null : IPNet.tryParse(dst);
+      return !!n && n.prefix > this.#network.prefix && this.#network.contains(n);
+    }
     const c = dst === "default" ? null : v4Cidr(dst);
     return !!c && c[1] > this.#network.prefix && ((c[0] & this.#netMask) >>> 0) === this.#netBase;
   }
 
-  /** A main-table IPv4 unicast route (not a kernel one) that we own: see the module doc. */
+  /** A main-table unicast route of our family (not a kernel one) that we own: see the module doc. */
   #isOurs(r: RouteView): boolean {
     if (r.dst === "default" || r.kernel) return false;
     if (!this.#inNetwork(r.dst) || r.dst === this.#ownSubnet) return false;
@@ -190,16 +197,21 @@ export class Reconciler {
   /** An underlay route (outside the Network, not via the overlay), or null. */
   #underlayOf(r: RouteView): UnderlayRoute | null {
     if (this.#overlay !== null && r.devName === this.#overlay) return null;
-    if (r.dst !== "default") {
+    if (r.dst !== "default" && this.#family === 6) {
+      const n = IPNet.tryParse(r.dst);
+      if (!n || this.#network.contains(n)) return null;
+    } else if (r.dst !== "default") {
       const c = v4Cidr(r.dst);
       if (!c || ((c[0] & this.#netMask) >>> 0) === this.#netBase && c[1] >= this.#network.prefix) return null;
     }
-    const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
+    const net = r.dst === "default"
+      ? IPNet.parse(this.#family === 4 ? "0.0.0.0/0" : "::/0")
+      : IPNet.tryParse(r.dst);
     return net ? { net, gateway: r.gateway, devName: r.devName, metric: r.metric } : null;
   }
 
   /**
-   * Every IPv4 unicast route of the main table, as one reused {@link RouteView}. Uses the handle's compact
+   * Every unicast route of our family in the main table, as one reused {@link RouteView}. Uses the handle's compact
    * scan when it has one (kernel-filtered to the main table, no RouteInfo per route: a pass over 5,000
    * peers then makes a fraction of the garbage), else {@link NetlinkHandle.routes}.
    */
@@ -209,16 +221,16 @@ export class Reconciler {
     if (nl.scanRoutes) {
       const names = new Map<number, string>();
       for (const l of nl.links()) names.set(l.index, l.name);
-      nl.scanRoutes({ family: 4, table: 254 }, (r) => {
-        if (r.family !== 4 || r.table !== 254 || r.type !== RTN_UNICAST) return;
+      nl.scanRoutes({ family: this.#family, table: 254 }, (r) => {
+        if (r.family !== this.#family || r.table !== 254 || r.type !== RTN_UNICAST) return;
         v.dst = r.dst, v.gateway = r.gateway, v.devName = r.dev === null ? null : names.get(r.dev) ?? null;
         v.onlink = r.onlink, v.kernel = r.protocol === RTPROT_KERNEL, v.metric = r.metric ?? 0;
         fn(v);
       });
       return;
     }
-    for (const r of nl.routes({ family: 4, table: 254 })) {
-      if (r.family !== 4 || r.table !== 254 || r.type !== "unicast") continue;
+    for (const r of nl.routes({ family: this.#family, table: 254 })) {
+      if (r.family !== this.#family || r.table !== 254 || r.type !== "unicast") continue;
       v.dst = r.dst, v.gateway = r.gateway, v.devName = r.devName, v.onlink = r.flags.includes("onlink");
       v.kernel = r.protocol === "kernel", v.metric = r.metric ?? 0;
       fn(v);
@@ -348,7 +360,7 @@ export class Reconciler {
     const out = new Map<string, string | null>();
     if (this.#nl.scanNeighbours) {
       try {
-        this.#nl.scanNeighbours({ family: 4, dev: ov }, (n) => {
+        this.#nl.scanNeighbours({ family: this.#family, dev: ov }, (n) => {
           if (n.state & NUD_PERMANENT) out.set(n.dst, n.lladdr);
         });
         return out;
@@ -356,7 +368,7 @@ export class Reconciler {
         out.clear(); // e.g. the device is gone: the full dump below says "no entries" as before
       }
     }
-    for (const n of this.#nl.neighbours(4)) {
+    for (const n of this.#nl.neighbours(this.#family)) {
       if (n.ifname === ov && n.state.includes("PERMANENT")) out.set(n.dst, n.lladdr?.toLowerCase() ?? null);
     }
     return out;

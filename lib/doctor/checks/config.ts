@@ -91,6 +91,21 @@ export const cni0Address: Check = {
       ];
     }
     const s = ctx.subnetEnv?.subnet;
+    const s6 = ctx.subnetEnv?.ipv6Subnet;
+    if (!s && s6) {
+      // IPv6-only: cni0 carries the IPv6 subnet's gateway (FLANNEL_IPV6_SUBNET's address).
+      const want = `${s6.ip}/${s6.net.prefix}`;
+      const has = (ctx.kernel?.addrs ?? []).some((a) =>
+        a.index === br.index && `${a.local}/${a.prefix}` === want
+      );
+      return has ? [ok("cni0-address", `cni0 has ${want}`)] : [{
+        id: "cni0-address",
+        severity: "critical",
+        detail: `cni0 lacks ${want} (FLANNEL_IPV6_SUBNET)`,
+        why: "pods use cni0's address as their IPv6 gateway",
+        fix: [ctx.cmd(`ip -6 addr add ${want} dev cni0`)],
+      }];
+    }
     if (!s) return [unknown("cni0-address", `subnet.env unavailable: ${ctx.subnetEnvError}`)];
     const want = `${s.ip}/${s.net.prefix}`;
     const have = (ctx.kernel?.addrs ?? []).filter((a) => a.index === br.index && a.family === 4)

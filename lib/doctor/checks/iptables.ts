@@ -117,6 +117,9 @@ export const masqRules: Check = {
     const nat = ctx.iptTable("nat");
     const net = ctx.subnetEnv.network?.toString();
     const sub = ctx.subnetEnv.subnet?.net.toString();
+    if ((!net || !sub) && ctx.ipv4Disabled) {
+      return [ok("masq-rules", "IPv4 disabled (IPv6: see ip6tables-masq)")];
+    }
     if (!net || !sub) return [unknown("masq-rules", "subnet.env has no IPv4 network")];
     const jump = chainRules(nat, "POSTROUTING").some((r) => / -j FLANNEL-POSTRTG\b/.test(r));
     const exists = chainExists(nat, "FLANNEL-POSTRTG");

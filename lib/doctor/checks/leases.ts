@@ -151,10 +151,11 @@ export const publicIP: Check = {
     if (ns) return [ns];
     const own = ctx.ownLease();
     if (!own) return [unknown("public-ip", "no lease for this node (see lease-own)")];
-    const ip = own.attrs.PublicIP;
+    // IPv6-only: the lease's PublicIPv6 and flannel-v6.<VNI> (PublicIP is 0.0.0.0 there, as flanneld writes).
+    const ip = ctx.ipv4Disabled ? own.attrs.PublicIPv6 ?? "" : own.attrs.PublicIP;
     const problems: string[] = [];
     if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
-    const dev = ctx.vxlanDevice();
+    const dev = ctx.ipv4Disabled ? ctx.link(`flannel-v6.${ctx.vni}`) : ctx.vxlanDevice();
     if (dev?.vxlan?.local && dev.vxlan.local !== ip) {
       problems.push(`${dev.name} local ${dev.vxlan.local} != lease PublicIP ${ip}`);
     }
@@ -181,6 +182,7 @@ export const routeOverlap: Check = {
   title: "Pod network does not overlap host routes",
   run(ctx) {
     const net = ctx.network;
+    if (!net && ctx.ipv4Disabled) return [ok("pod-network-routes", "IPv4 disabled: no IPv4 pod network")];
     if (!net || !ctx.kernel) {
       return [unknown("pod-network-routes", "pod network unknown (no subnet.env/store)")];
     }

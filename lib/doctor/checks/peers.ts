@@ -74,6 +74,7 @@ function vxlanPeerSetup(
   id: string,
 ): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
   const b = ctx.backendType;
+  if (ctx.ipv4Disabled) return { done: [ok(id, "IPv4 disabled: no ARP/FDB entries (IPv6: see peers-v6)")] };
   if (b && b !== "vxlan") {
     return { done: [ok(id, `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`)] };
   }

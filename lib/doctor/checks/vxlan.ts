@@ -19,6 +19,7 @@ export function vtepMacOf(data: unknown): string | null {
 }
 
 function notVxlan(ctx: DoctorContext, id: string): Finding | null {
+  if (ctx.ipv4Disabled) return ok(id, `IPv4 disabled: no ${ctx.vxlanName} (IPv6: see flannel-v6-device)`);
   const b = ctx.backendType;
   if (b === "vxlan") return null;
   if (b === null) {
@@ -259,8 +260,10 @@ export const vxlanPort: Check = {
         ],
       });
     }
+    // flannel's own IPv6 device (dual stack) shares the port by design: it binds the IPv6 underlay.
+    const own6 = `flannel-v6.${ctx.vni}`;
     const others = (ctx.kernel?.links ?? []).filter((l) =>
-      l.kind === "vxlan" && l.index !== dev.index && (l.vxlan?.port || 8472) === port
+      l.kind === "vxlan" && l.index !== dev.index && l.name !== own6 && (l.vxlan?.port || 8472) === port
     );
     if (others.length) {
       problems.push({
@@ -329,8 +332,15 @@ export const mtu: Check = {
         crit.push(`${dev.name} MTU ${dev.mtu} > ${under.link.name} ${under.link.mtu} - ${overhead}`);
         fix.push(ctx.cmd(`ip link set ${dev.name} mtu ${max}`));
       }
-      if (envMtu !== null && envMtu !== dev.mtu) {
-        warn.push(`FLANNEL_MTU ${envMtu} != ${dev.name} MTU ${dev.mtu}`);
+      // Dual stack: FLANNEL_MTU is the smaller of flannel.N and flannel-v6.N (checks/ipv6.ts checks the latter).
+      const dev6 = ctx.link(`flannel-v6.${ctx.vni}`);
+      const podMax = dev6 ? Math.min(dev.mtu, dev6.mtu) : dev.mtu;
+      if (envMtu !== null && envMtu !== podMax) {
+        warn.push(
+          `FLANNEL_MTU ${envMtu} != ${
+            dev6 ? `min(${dev.name}, ${dev6.name}) MTU` : `${dev.name} MTU`
+          } ${podMax}`,
+        );
       }
       expected = Math.min(envMtu ?? dev.mtu, max);
     }

@@ -1,0 +1,104 @@
+/**
+ * `flanctl doctor` on a dual-stack lab node: all ok (IPv4 and IPv6 checks alike); with the daemon stopped,
+ * broken IPv6 state (forwarding off, accept_ra on the IPv6 VXLAN device, a peer's IPv6 route, NDP and FDB
+ * entries deleted, flannel's ip6tables chain flushed) is reported with the check ids, and running the
+ * printed fix commands makes it ok again.
+ * @module
+ */
+import { assert, assertEquals } from "./assert.ts";
+import { flanctlCmd, nsSh, run } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
+import { stopDaemon } from "../lib/lab/services.ts";
+import { nodeSubnet6 } from "../lib/lab/status.ts";
+import { IPNet } from "../lib/ip/cidr.ts";
+
+interface Report {
+  summary: { status: string; exitCode: number };
+  checks: { id: string; severity: string; detail: string; fix?: string[] }[];
+}
+
+Deno.test({
+  name: "doctor: IPv6 checks on a dual-stack lab node (healthy, broken, fixed by the printed commands)",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "t6d",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "dual"],
+      4,
+      async (s, name) => {
+        const doctor = async () => {
+          const r = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+          return { code: r.code, rep: JSON.parse(r.stdout) as Report, out: r.stdout };
+        };
+        let d = await doctor();
+        assertEquals(d.rep.checks.filter((c) => c.severity !== "ok"), [], d.out);
+        assertEquals(d.code, 0);
+        const ids = ["ipv6-forward", "ipv6-path", "flannel-v6-device", "peers-v6", "ip6tables-masq"];
+        for (const id of ids) assert(d.rep.checks.some((c) => c.id === id && c.severity === "ok"), id);
+        assert(d.rep.checks.find((c) => c.id === "flannel-v6-device")!.detail.includes("MTU 1430"), d.out);
+
+        const n1 = s.nodes[0], n2 = s.nodes[1];
+        await stopDaemon(s, n1); // nothing repairs behind the doctor's back
+        const sub2 = nodeSubnet6(n2)!;
+        const mac2 = (await nsSh(n2.netns, "cat", "/sys/class/net/flannel-v6.1/address")).trim();
+        await nsSh(n1.netns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=0");
+        await nsSh(n1.netns, "sysctl", "-qw", "net/ipv6/conf/flannel-v6.1/accept_ra=1");
+        await nsSh(n1.netns, "ip", "-6", "route", "del", sub2);
+        await nsSh(
+          n1.netns,
+          "ip",
+          "-6",
+          "neigh",
+          "del",
+          IPNet.parse(sub2).ip.toString(),
+          "dev",
+          "flannel-v6.1",
+        );
+        await nsSh(n1.netns, "bridge", "fdb", "del", mac2, "dev", "flannel-v6.1", "dst", n2.publicIPv6!);
+        await nsSh(n1.netns, "ip6tables", "-t", "nat", "-F", "FLANNEL-POSTRTG");
+        d = await doctor();
+        const sev = (id: string) => d.rep.checks.filter((c) => c.id === id).map((c) => c.severity);
+        assertEquals(sev("ipv6-forward"), ["critical"], d.out);
+        assertEquals(sev("flannel-v6-device"), ["warning"], d.out);
+        assertEquals(sev("peers-v6"), ["critical"], d.out);
+        assertEquals(sev("ip6tables-masq"), ["critical"], d.out);
+        const peer = d.rep.checks.find((c) => c.id === "peers-v6")!;
+        for (const w of ["route", "NDP", "FDB"]) assert(peer.detail.includes(w), peer.detail);
+        assertEquals(d.code, 2);
+        // The printed fixes (commands, not the daemon restart) repair the kernel state.
+        for (const id of ["ipv6-forward", "flannel-v6-device", "peers-v6"]) {
+          for (const f of d.rep.checks.find((c) => c.id === id)!.fix ?? []) {
+            const r = await run(["ip", "netns", "exec", n1.netns, "sh", "-c", f]);
+            assertEquals(r.code, 0, `${f}: ${r.stderr}`);
+          }
+        }
+        d = await doctor();
+        for (const id of ["ipv6-forward", "flannel-v6-device", "peers-v6"]) {
+          assertEquals(d.rep.checks.filter((c) => c.id === id).map((c) => c.severity), ["ok"], d.out);
+        }
+      },
+    );
+  },
+});
+
+Deno.test({
+  name: "doctor: an IPv6-only lab node (no flannel.1, PublicIP 0.0.0.0 leases) is all ok",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "t6o",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"],
+      2,
+      async (_s, name) => {
+        const r = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const rep = JSON.parse(r.stdout) as Report;
+        assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], r.stdout);
+        assertEquals(r.code, 0);
+        assert(rep.checks.find((c) => c.id === "peers-v6")!.detail.startsWith("1 IPv6 peer"), r.stdout);
+        assert(rep.checks.find((c) => c.id === "lease-own")!.severity === "ok", r.stdout);
+      },
+    );
+  },
+});

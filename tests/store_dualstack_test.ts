@@ -1,0 +1,169 @@
+/**
+ * Dual-stack and IPv6-only leases in the file and etcd stores: both families allocated together, the key
+ * and value bytes exactly as flanneld writes them, foreign flanneld-written v6 entries read back, malformed
+ * v6 entries skipped, and an overlapping v6 reservation refused. etcd is started by the test (loopback).
+ */
+import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { FileStore } from "../lib/store/file.ts";
+import { EtcdStore } from "../lib/store/etcd.ts";
+import { IPNet } from "../lib/ip/cidr.ts";
+import { SubnetConflictError } from "../lib/store/errors.ts";
+import type { LeaseAttrsWire, SubnetStore } from "../lib/store/types.ts";
+import { EtcdFixture } from "./store_helpers.ts";
+
+const DUAL = JSON.stringify({
+  Network: "10.244.0.0/16",
+  EnableIPv6: true,
+  IPv6Network: "fc00::/48",
+  Backend: { Type: "vxlan" },
+});
+const V6ONLY = JSON.stringify({
+  EnableIPv4: false,
+  EnableIPv6: true,
+  IPv6Network: "fc00::/48",
+  Backend: { Type: "vxlan" },
+});
+
+const dualAttrs = (n: number): LeaseAttrsWire => ({
+  PublicIP: `192.0.2.${n}`,
+  PublicIPv6: `fc00:99::${n}`,
+  BackendType: "vxlan",
+  BackendData: { VNI: 1, VtepMAC: `0e:aa:00:00:00:0${n}` },
+  BackendV6Data: { VNI: 1, VtepMAC: `0e:bb:00:00:00:0${n}` },
+});
+const v6Attrs = (n: number): LeaseAttrsWire => ({
+  PublicIP: "0.0.0.0",
+  PublicIPv6: `fc00:99::${n}`,
+  BackendType: "vxlan",
+  BackendV6Data: { VNI: 1, VtepMAC: `0e:bb:00:00:00:0${n}` },
+});
+
+/** flanneld's value of a dual-stack vxlan node (Go json.Marshal of LeaseAttrs, field order kept). */
+const FLANNELD_DUAL =
+  `{"PublicIP":"192.0.2.9","PublicIPv6":"fc00:99::9","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"0e:00:00:00:00:09"},"BackendV6Data":{"VNI":1,"VtepMAC":"0e:00:00:00:06:09"}}`;
+
+/** Shared checks; `raw(key)` reads the stored value bytes of a key, `put(key, value)` writes a foreign one. */
+async function exercise(
+  s: SubnetStore,
+  raw: (key: string) => Promise<string>,
+  put: (key: string, value: string) => Promise<void>,
+) {
+  await s.setNetworkConfig(DUAL);
+  const a = await s.acquireLease(dualAttrs(1));
+  const b = await s.acquireLease(dualAttrs(2));
+  assert(a.subnet && a.ipv6Subnet && b.subnet && b.ipv6Subnet, "both families allocated together");
+  assertEquals([a.subnet.prefix, a.ipv6Subnet.prefix], [24, 64]);
+  assert(!a.subnet.equals(b.subnet) && !a.ipv6Subnet.equals(b.ipv6Subnet), "distinct in both families");
+  const keyA = `${a.subnet.toKey()}&${a.ipv6Subnet.toKey()}`;
+  assertEquals(
+    await raw(keyA),
+    `{"PublicIP":"192.0.2.1","PublicIPv6":"fc00:99::1","BackendType":"vxlan",` +
+      `"BackendData":{"VNI":1,"VtepMAC":"0e:aa:00:00:00:01"},"BackendV6Data":{"VNI":1,"VtepMAC":"0e:bb:00:00:00:01"}}`,
+  );
+  // Re-acquire by our public addresses returns the same pair; the previous subnet.env pair is honoured.
+  const again = await s.acquireLease(dualAttrs(1));
+  assertEquals([String(again.subnet), String(again.ipv6Subnet)], [String(a.subnet), String(a.ipv6Subnet)]);
+  const c = await s.acquireLease(dualAttrs(3), {
+    previousSubnet: IPNet.parse("10.244.77.0/24"),
+    previousIPv6Subnet: IPNet.parse("fc00:0:0:77::/64"),
+  });
+  assertEquals([String(c.subnet), String(c.ipv6Subnet)], ["10.244.77.0/24", "fc00:0:0:77::/64"]);
+  // A foreign lease written by flanneld, and malformed v6 entries (skipped with a warning).
+  await put("10.244.9.0-24&fc00:0:0:9::-64", FLANNELD_DUAL);
+  await put("10.244.10.0-24&fc00:0:0:10::-64", FLANNELD_DUAL.replace(`"fc00:99::9"`, `"not-an-ip"`));
+  await put("10.244.11.0-24&FC00:0:0:11::-64", FLANNELD_DUAL);
+  const { leases } = await s.listLeases();
+  const f = leases.find((l) => l.attrs.PublicIP === "192.0.2.9")!;
+  assertEquals([String(f.subnet), String(f.ipv6Subnet), f.attrs.PublicIPv6], [
+    "10.244.9.0/24",
+    "fc00:0:0:9::/64",
+    "fc00:99::9",
+  ]);
+  assertEquals(f.attrs.BackendV6Data, { VNI: 1, VtepMAC: "0e:00:00:00:06:09" });
+  assertEquals(leases.length, 4, leases.map((l) => `${l.subnet}&${l.ipv6Subnet}`).join(" "));
+  // A v6 reservation overlapping another node's v6 subnet is refused, naming the lease.
+  const e = await assertRejects(
+    () => s.reserve(IPNet.parse("fc00:0:0:9::/64"), "fc00:99::7"),
+    SubnetConflictError,
+  );
+  assert(e.message.includes("fc00:0:0:9::/64") && e.message.includes("overlaps"), e.message);
+  // The allocator never hands out the v6 subnet the foreign lease holds.
+  for (let i = 4; i <= 8; i++) {
+    const l = await s.acquireLease(dualAttrs(i));
+    assert(
+      !l.ipv6Subnet!.equals(IPNet.parse("fc00:0:0:9::/64")) &&
+        !l.subnet!.equals(IPNet.parse("10.244.9.0/24")),
+    );
+  }
+}
+
+async function exerciseV6Only(s: SubnetStore, raw: (key: string) => Promise<string>) {
+  await s.setNetworkConfig(V6ONLY);
+  const a = await s.acquireLease(v6Attrs(1));
+  assertEquals(a.subnet, null);
+  assert(a.ipv6Subnet && a.ipv6Subnet.prefix === 64);
+  assertEquals(
+    await raw(`0.0.0.0-0&${a.ipv6Subnet.toKey()}`),
+    `{"PublicIP":"0.0.0.0","PublicIPv6":"fc00:99::1","BackendType":"vxlan","BackendV6Data":{"VNI":1,"VtepMAC":"0e:bb:00:00:00:01"}}`,
+  );
+  const again = await s.acquireLease(v6Attrs(1));
+  assertEquals(String(again.ipv6Subnet), String(a.ipv6Subnet));
+  const b = await s.acquireLease(v6Attrs(2));
+  assert(!b.ipv6Subnet!.equals(a.ipv6Subnet), "a second node gets another subnet");
+  const r = await s.renewLease(b);
+  assertEquals(String(r.ipv6Subnet), String(b.ipv6Subnet));
+  await s.revokeLease(b.ipv6Subnet!);
+  assertEquals((await s.listLeases()).leases.map((l) => String(l.ipv6Subnet)), [String(a.ipv6Subnet)]);
+}
+
+Deno.test("file store: dual-stack and IPv6-only leases as flanneld writes them", async () => {
+  for (const v6only of [false, true]) {
+    const dir = await Deno.makeTempDir({ prefix: "flanctl-store6-" });
+    try {
+      const s = new FileStore({ dir });
+      const raw = async (key: string) =>
+        JSON.stringify(JSON.parse(await Deno.readTextFile(`${dir}/subnets/${key}`)).lease);
+      if (v6only) await exerciseV6Only(s, raw);
+      else {
+        await exercise(s, raw, async (key, value) => {
+          // A foreign entry in the file store's own shape (the value as flanneld's JSON), announced by
+          // bumping the store's sequence number as every writer does.
+          const seq = Number((await Deno.readTextFile(`${dir}/seq`)).trim()) + 1;
+          await Deno.writeTextFile(
+            `${dir}/subnets/${key}`,
+            `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
+          );
+          await Deno.writeTextFile(`${dir}/seq`, `${seq}\n`);
+        });
+      }
+      await s.close();
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }
+});
+
+Deno.test("etcd store: dual-stack and IPv6-only leases as flanneld writes them", async () => {
+  const etcd = new EtcdFixture();
+  try {
+    await etcd.start();
+    for (const [i, v6only] of [[1, false], [2, true]] as const) {
+      const prefix = `/d6t${i}/coreos.com/network`;
+      const s = new EtcdStore({ endpoints: [etcd.url], prefix });
+      const raw = async (key: string) =>
+        (await etcd.ctl("get", `${prefix}/subnets/${key}`, "--print-value-only")).trim();
+      try {
+        if (v6only) await exerciseV6Only(s, raw);
+        else {
+          await exercise(s, raw, async (key, value) => {
+            await etcd.ctl("put", `${prefix}/subnets/${key}`, value);
+          });
+        }
+      } finally {
+        await s.close();
+      }
+    }
+  } finally {
+    await etcd.cleanup();
+  }
+});
