@@ -12,6 +12,7 @@ export * from "./lib/subnet_env.ts";
 export type * from "./lib/netlink/types.ts";
 export type * from "./lib/config/types.ts";
 export type * from "./lib/store/types.ts";
+export type * from "./lib/inspect/views.ts";
 export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
 export { listHostNetns, listVethPairs } from "./lib/kernel/veths.ts";
 export type { HostNetns, VethEnd, VethPair } from "./lib/kernel/veths.ts";
@@ -38,6 +39,8 @@ export { allocate, OutOfSubnetsError } from "./lib/lease/allocator.ts";
 export {
   LeaseNotFoundError,
   NoNetworkConfigError,
+  ReadOnlyStoreError,
+  StoreDirNotFoundError,
   StoreError,
   StoreUnavailableError,
   SubnetConflictError,
@@ -45,14 +48,15 @@ export {
 export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeKind } from "./lib/store/open.ts";
 export type { StoreOptions } from "./lib/store/open.ts";
 export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
+export { FileStoreReader, leaseExpired, parseLeaseFile } from "./lib/store/file_reader.ts";
 export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
 export {
   DEFAULT_RENEW_MARGIN_MS,
   DEFAULT_RENEW_RETRY_MS,
   LeaseKeeper,
   renewDelayMs,
-} from "./lib/lease/keeper.ts";
-export type { LeaseKeeperOptions } from "./lib/lease/keeper.ts";
+} from "./lib/store/keeper.ts";
+export type { LeaseKeeperOptions } from "./lib/store/keeper.ts";
 export {
   ALL_CHECKS,
   CHECK_IDS,
@@ -75,7 +79,7 @@ export {
 export { formatResult as formatCniResult, parseResult as parseCniResult } from "./lib/cni/result.ts";
 export type { CniResult } from "./lib/cni/result.ts";
 export { buildDelegate as buildFlannelDelegate } from "./lib/cni/flannel.ts";
-export { PLUGINS as CNI_PLUGINS } from "./lib/cni/delegate.ts";
+export { PLUGINS as CNI_PLUGINS } from "./lib/cni/plugins.ts";
 export { Daemon } from "./lib/daemon/daemon.ts";
 export type { DaemonDeps } from "./lib/daemon/daemon.ts";
 export { runDaemon } from "./lib/daemon/run.ts";

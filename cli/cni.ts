@@ -6,7 +6,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { exitCode } from "./root.ts";
+import { exitWith } from "./exit.ts";
 
 /** Registers `cni` on the command tree. */
 export function register(program: Command): void {
@@ -26,6 +26,6 @@ Example:
     )
     .action(async (plugin: string) => {
       const { cniMain } = await import("./cni_main.ts");
-      exitCode.value = await cniMain(plugin);
+      exitWith(await cniMain(plugin));
     });
 }

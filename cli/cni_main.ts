@@ -9,7 +9,7 @@
  * @module
  */
 import { runExecutable } from "../lib/cni/skel.ts";
-import { ourPlugin, PLUGINS } from "../lib/cni/delegate.ts";
+import { ourPlugin, PLUGINS } from "../lib/cni/plugins.ts";
 
 /** Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. */
 export function cniMain(pluginName: string): Promise<number> {

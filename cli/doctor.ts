@@ -4,8 +4,10 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
-import { exitCode } from "./root.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
@@ -59,17 +61,15 @@ export function register(program: Command): void {
         "versions; secrets redacted)",
     )
     .option("--log-file <path>", "daemon log to include in --bundle (default: journalctl -u flanctl)");
-  addStoreOptions(cmd);
+  addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
     const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
       "../lib/doctor/mod.ts"
     );
     const { openStore, storeKind } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
-    const { ReadOnlyFileStore } = await import("../lib/doctor/filestore_ro.ts");
-    if (flags.output !== "table" && flags.output !== "json") {
-      throw new UsageError(`-o/--output: '${flags.output}' is not one of table, json`);
-    }
+    const { FileStoreReader } = await import("../lib/store/file_reader.ts");
+    parseOutput(flags.output);
     // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
     const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
     for (const id of skip) {
@@ -99,7 +99,7 @@ export function register(program: Command): void {
     const open = kind !== "file"
       ? () => openStore(flags)
       : dirExists
-      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
       : explicit
       ? missingDir
       : null;
@@ -126,7 +126,7 @@ export function register(program: Command): void {
       ? renderJson(report, { problemsOnly })
       : renderTable(report, { color, problemsOnly });
     await Deno.stdout.write(new TextEncoder().encode(text));
-    exitCode.value = report.summary.exitCode;
+    exitWith(report.summary.exitCode);
   });
 }
 
@@ -137,7 +137,7 @@ async function bundle(
   report: import("../lib/doctor/types.ts").DoctorReport,
 ): Promise<void> {
   const { gatherContext } = await import("../lib/doctor/context.ts");
-  const { writeBundle, kubeconfigTokens } = await import("../lib/doctor/bundle.ts");
+  const { writeBundle, kubeconfigTokens } = await import("../lib/bundle/bundle.ts");
   const { readCappedText } = await import("../lib/capped_read.ts");
   const read = (p: string | undefined) => {
     if (!p) return "";

@@ -7,6 +7,7 @@
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import type { NetnsRef } from "../lib/netlink/types.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 import {
   addrsTable,
   allTables,
@@ -17,20 +18,30 @@ import {
   routesTable,
   vethsTable,
 } from "../lib/inspect/render.ts";
+import {
+  addrView,
+  fdbView,
+  type InspectView,
+  isFlannelDev,
+  linkNames,
+  linkView,
+  neighView,
+  routeView,
+  sortFdb,
+  sortNeigh,
+  vethView,
+} from "../lib/inspect/views.ts";
 
-// The renderers moved to lib/inspect/render.ts; re-exported so this module's API is unchanged.
 export type { InspectAll } from "../lib/inspect/render.ts";
-export {
-  addrsTable,
-  fdbSubnet,
-  fdbTable,
-  linksTable,
-  neighSubnet,
-  neighTable,
-  routesTable,
-  table,
-  vethsTable,
-} from "../lib/inspect/render.ts";
+export type {
+  AddrView,
+  FdbView,
+  InspectView,
+  LinkView,
+  NeighView,
+  RouteView,
+  VethView,
+} from "../lib/inspect/views.ts";
 
 /** What `inspect` can show. */
 export const INSPECT_KINDS = ["links", "veths", "addrs", "routes", "neigh", "fdb", "all"] as const;
@@ -41,6 +52,10 @@ export type InspectKind = typeof INSPECT_KINDS[number];
 export interface InspectOptions {
   netns?: string;
   output?: string;
+  /** Only what is on this interface (links: that link). */
+  dev?: string;
+  /** `inspect neigh` / `inspect fdb`: every device, not only flannel.* (their default). */
+  all?: boolean;
 }
 
 /** `--netns` value to a reference: a name, an absolute nsfs path, or `pid:PID`. */
@@ -54,22 +69,37 @@ export function parseNetnsArg(v: string): NetnsRef {
   return { name: v };
 }
 
-function output(v: unknown): "table" | "json" {
-  if (v === undefined || v === "table") return "table";
-  if (v === "json") return "json";
-  throw new UsageError(`-o/--output: '${v}' is not one of table, json`);
-}
-
 function kind(v: unknown): InspectKind {
   if (v === undefined) return "all";
   if ((INSPECT_KINDS as readonly string[]).includes(String(v))) return v as InspectKind;
-  throw new UsageError(`inspect: '${v}' is not one of ${INSPECT_KINDS.join(", ")}`);
+  throw new UsageError(
+    `inspect: '${v}' is not one of ${INSPECT_KINDS.join(", ")}; see 'flanctl inspect --help'`,
+  );
+}
+
+/**
+ * The rows `inspect` shows: `--dev` keeps what is on that interface; `inspect neigh|fdb` without `--dev`
+ * or `--all` keeps flannel.* entries only (the long tables: a node's bridge and underlay entries are
+ * rarely what one looks for). Returns the rows and how many were left out by that default.
+ */
+function select<T>(rows: T[], devOf: (r: T) => string | null, opts: InspectOptions, flannelDefault: boolean) {
+  if (opts.dev !== undefined) return { rows: rows.filter((r) => devOf(r) === opts.dev), hidden: 0 };
+  if (!flannelDefault || opts.all) return { rows, hidden: 0 };
+  const kept = rows.filter((r) => isFlannelDev(devOf(r)));
+  return { rows: kept, hidden: rows.length - kept.length };
+}
+
+function hiddenNote(n: number, what: string): string {
+  return n ? `\n(${n} ${what} on other devices not shown; --all shows them, --dev NAME one device)` : "";
 }
 
 /** Runs `flanctl inspect` and returns the text to print. */
 export async function runInspect(what: string | undefined, opts: InspectOptions): Promise<string> {
   const k = kind(what);
-  const out = output(opts.output);
+  const out = parseOutput(opts.output);
+  if (opts.dev !== undefined && !/^[^\s/]{1,15}$/.test(opts.dev)) {
+    throw new UsageError(`--dev: '${opts.dev}' is not an interface name; see 'flanctl inspect links'`);
+  }
   const ref = opts.netns !== undefined ? parseNetnsArg(opts.netns) : null;
   const { openNetlink } = await import("../lib/netlink/mod.ts");
   const veths = async () => {
@@ -84,47 +114,63 @@ export async function runInspect(what: string | undefined, opts: InspectOptions)
     if (ref !== null && label === undefined) {
       throw new UsageError("--netns: inspect veths takes a namespace name or pid:PID, not a path");
     }
-    return listVethPairs(label === undefined ? {} : { netns: label });
+    const pairs = (await listVethPairs(label === undefined ? {} : { netns: label })).map(vethView);
+    return select(pairs, (p) => p.name, opts, false).rows;
   };
+  const json = (v: unknown) => JSON.stringify(v, null, 2);
   if (k === "veths") {
     const v = await veths();
-    return out === "json" ? JSON.stringify(v, null, 2) : vethsTable(v);
+    return out === "json" ? json(v) : vethsTable(v);
   }
   const h = openNetlink(ref);
   try {
+    const links = h.links();
+    const names = linkNames(links);
+    const linkRows = () => select(links.map((l) => linkView(l, names)), (l) => l.name, opts, false).rows;
+    const addrRows = () => select(h.addrs().map(addrView), (a) => a.dev, opts, false).rows;
+    const routes = k === "links" || k === "addrs" ? [] : h.routes();
+    const routeRows = () => select(routes.map((r) => routeView(r, names)), (r) => r.dev, opts, false).rows;
+    const neigh = k === "neigh" || k === "fdb" || k === "all" ? h.neighbours() : [];
+    const neighRows = (flannelDefault: boolean) =>
+      select(sortNeigh(neigh.map((n) => neighView(n, routes))), (n) => n.dev, opts, flannelDefault);
+    const fdbRows = (flannelDefault: boolean) =>
+      select(
+        sortFdb(h.fdb().map((f) => fdbView(f, names, neigh, routes))),
+        (f) => f.dev,
+        opts,
+        flannelDefault,
+      );
     switch (k) {
       case "links": {
-        const l = h.links();
-        return out === "json" ? JSON.stringify(l, null, 2) : linksTable(l);
+        const l = linkRows();
+        return out === "json" ? json(l) : linksTable(l);
       }
       case "addrs": {
-        const a = h.addrs();
-        return out === "json" ? JSON.stringify(a, null, 2) : addrsTable(a);
+        const a = addrRows();
+        return out === "json" ? json(a) : addrsTable(a);
       }
       case "routes": {
-        const r = h.routes();
-        return out === "json" ? JSON.stringify(r, null, 2) : routesTable(r);
+        const r = routeRows();
+        return out === "json" ? json(r) : routesTable(r);
       }
       case "neigh": {
-        const n = h.neighbours();
-        return out === "json" ? JSON.stringify(n, null, 2) : neighTable(n, h.routes());
+        const n = neighRows(true);
+        return out === "json" ? json(n.rows) : neighTable(n.rows) + hiddenNote(n.hidden, "neighbours");
       }
       case "fdb": {
-        const f = h.fdb();
-        if (out === "json") return JSON.stringify(f, null, 2);
-        const names = new Map(h.links().map((l) => [l.index, l.name]));
-        return fdbTable(f, names, h.neighbours(), h.routes());
+        const f = fdbRows(true);
+        return out === "json" ? json(f.rows) : fdbTable(f.rows) + hiddenNote(f.hidden, "FDB entries");
       }
       default: {
-        const all: InspectAll = {
-          links: h.links(),
+        const all: InspectView = {
+          links: linkRows(),
           veths: await veths(),
-          addrs: h.addrs(),
-          routes: h.routes(),
-          neigh: h.neighbours(),
-          fdb: h.fdb(),
+          addrs: addrRows(),
+          routes: routeRows(),
+          neigh: neighRows(false).rows,
+          fdb: fdbRows(false).rows,
         };
-        return out === "json" ? JSON.stringify(all, null, 2) : allTables(all);
+        return out === "json" ? json(all satisfies InspectAll) : allTables(all);
       }
     }
   } finally {
@@ -141,12 +187,26 @@ export function register(program: Command): void {
     )
     .argument("[what]", `one of ${INSPECT_KINDS.join(", ")}`, "all")
     .option("--netns <name>", "network namespace to read (name, /path, or pid:PID); default: this one")
+    .option("--dev <name>", "only what is on this interface (links: that link)")
+    .option("--all", "neigh, fdb: entries on every device (default: flannel.* only)")
     .option("-o, --output <format>", "table or json", "table")
     .addHelpText(
       "after",
-      "\n`inspect veths` pairs veths across every namespace on the host; with --netns, the pairs with an end" +
-        " there.\nJSON: links/addrs/routes/neigh/fdb are lists of the objects in lib/netlink/types.ts; veths is" +
-        ' a list of {"name","ifindex","netns","peer":{"name","ifindex","netns"}} (netns null = this one).',
+      `
+\`inspect veths\` pairs veths across every namespace on the host; with --netns, the pairs with an end there.
+Neighbours and FDB entries are sorted by device and address; \`inspect neigh|fdb\` shows flannel.* entries
+unless --all or --dev is given (\`inspect\` alone shows everything).
+JSON (interfaces by name, ifindex beside, camelCase):
+  links   [{"name","ifindex","kind","flags","up","operstate","mtu","mac","master","masterIfindex",
+           "parent","parentIfindex","linkNetnsId","vxlan"?:{"vni","port","local","dev","devIfindex",
+           "learning","gbp"},"bridgePort"?:{"hairpin"}}]
+  addrs   [{"dev","ifindex","family","local","prefix","scope"}]
+  routes  [{"family","dst","gateway","dev","ifindex","scope","flags","table","protocol","type","prefsrc",
+           "metric"}]
+  neigh   [{"family","dev","ifindex","dst","lladdr","state","subnet"}]
+  fdb     [{"dev","ifindex","mac","dst","master","masterIfindex","flags","state","vlan","subnet"}]
+  veths   [{"name","ifindex","netns","peer":{"name","ifindex","netns"}}] (netns null = this one)
+  all     {"links","veths","addrs","routes","neigh","fdb"}`,
     )
     .action(async (what: string | undefined, opts: InspectOptions) => {
       const text = await runInspect(what, opts);

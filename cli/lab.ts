@@ -1,15 +1,17 @@
 /**
- * `flanctl lab up|down|status|exec|add-node`: a multi-node flannel cluster in network namespaces on one
+ * `flanctl lab up|down|status|list|logs|exec|add-node`: a multi-node flannel cluster in network namespaces on one
  * machine (see lib/lab). The library is imported inside the actions so `--help` stays fast.
  * @module
  */
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
 import { registerLabTrace } from "./trace.ts";
+import { exitWith } from "./exit.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
-    if (!/^\d+$/.test(v)) throw new UsageError(`${flag} '${v}': give a whole number`);
+    if (!/^\d+$/.test(v)) throw new UsageError(`${flag}: '${v}' is not a whole number; e.g. ${flag} 3`);
     return Number(v);
   };
 }
@@ -142,16 +144,18 @@ export function register(program: Command): void {
 
   lab.command("status")
     .description("show the lab's nodes and pods")
-    .addOption(
-      new Option("-o, --output <format>", "output format").choices(["table", "json"]).default("table"),
-    )
+    .option("-o, --output <format>", "table or json", "table")
     .addOption(nameOpt())
     .action(async (o: { output: string; name: string }) => {
+      const fmt = parseOutput(o.output);
       const m = await import("../lib/lab/mod.ts");
       const s = m.loadState(o.name);
       const st = await m.labStatus(s);
-      say(o.output === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
+      say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
     });
+
+  registerList(lab);
+  registerLogs(lab, nameOpt);
 
   lab.command("exec")
     .description("run a command on a node or pod: its namespace, and the node's files at the default paths")
@@ -162,8 +166,7 @@ export function register(program: Command): void {
     .allowUnknownOption()
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { exitCode } = await import("./root.ts");
-      exitCode.value = await m.labExec(m.loadState(o.name), target, command);
+      exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
 
   registerLabTrace(lab, nameOpt);
@@ -189,8 +192,57 @@ async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<vo
   for (const r of res) say(`  ${r.from} -> ${r.to} (${r.ip}): ${r.ok ? "ok" : "FAIL"}`);
   const bad = res.filter((r) => !r.ok).length;
   say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
-  if (bad) {
-    const { exitCode } = await import("./root.ts");
-    exitCode.value = 1;
-  }
+  exitWith(bad ? 1 : 0);
+}
+
+/** `flanctl lab list`. */
+function registerList(lab: Command): void {
+  lab.command("list")
+    .description("list the labs on this machine")
+    .option("-o, --output <format>", "table or json", "table")
+    .action(async (o: { output: string }) => {
+      const fmt = parseOutput(o.output);
+      const m = await import("../lib/lab/mod.ts");
+      const { renderTable } = await import("../lib/ui/table.ts");
+      const { labs, errors } = m.listLabs();
+      for (const e of errors) console.error(`flanctl: warning: ${e}`);
+      if (fmt === "json") return say(JSON.stringify(labs, null, 2));
+      if (!labs.length) return say("no labs (start one with 'flanctl lab up')");
+      say(renderTable(
+        ["NAME", "BACKEND", "STORE", "NETWORK", "NODES", "PODS", "DAEMONS", "CREATED"],
+        labs.map((l) => [
+          l.name,
+          l.backend,
+          l.store,
+          l.network,
+          String(l.nodes),
+          String(l.pods),
+          `${l.daemonsRunning}/${l.nodes} running`,
+          l.createdAt,
+        ]),
+      ));
+    });
+}
+
+/** `flanctl lab logs NODE [-f]`. */
+function registerLogs(lab: Command, nameOpt: () => Option): void {
+  lab.command("logs")
+    .description("print a node's daemon log; -f follows it until Ctrl-C")
+    .argument("<node>", "node name (node1, node2, …)")
+    .option("-f, --follow", "keep printing what the daemon logs")
+    .addOption(nameOpt())
+    .action(async (node: string, o: { follow?: boolean; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      const path = m.daemonLogPath(m.loadState(o.name), node);
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      Deno.addSignalListener("SIGINT", stop);
+      Deno.addSignalListener("SIGTERM", stop);
+      try {
+        await m.copyLog(path, (b) => Deno.stdout.write(b), { follow: !!o.follow, signal: ac.signal });
+      } finally {
+        Deno.removeSignalListener("SIGINT", stop);
+        Deno.removeSignalListener("SIGTERM", stop);
+      }
+    });
 }

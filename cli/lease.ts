@@ -6,19 +6,14 @@
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
-import { addStoreOptions, openStore, type StoreOptions } from "../lib/store/open.ts";
-import type { Lease, LeaseEvent, LeaseJson, SubnetStore } from "../lib/store/types.ts";
+import { openStore, type StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
+import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError } from "../lib/store/errors.ts";
 import { readCappedTextAsync } from "../lib/capped_read.ts";
-
-type Output = "table" | "json";
-
-function output(v: unknown): Output {
-  if (v === undefined || v === "table") return "table";
-  if (v === "json") return "json";
-  throw new UsageError(`-o/--output: '${v}' is not one of table, json`);
-}
+import { parseOutput as output } from "../lib/ui/output.ts";
+import { renderTable } from "../lib/ui/table.ts";
 
 /** Parses a SUBNET argument (`10.5.52.0/24` or flannel's key form `10.5.52.0-24`). */
 export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
@@ -31,17 +26,21 @@ export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
 }
 
 function formatTable(rows: LeaseJson[]): string {
-  const head = ["SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"];
-  const body = rows.map((r) => [
-    r.subnet,
-    r.publicIP,
-    r.backendType || "-",
-    r.expiration ?? "never (reserved)",
-    r.backendData === null ? "-" : JSON.stringify(r.backendData),
-  ]);
-  const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join("  "))
-    .join("\n");
+  return renderTable(
+    ["SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"],
+    rows.map((r) => [
+      r.subnet,
+      r.publicIP,
+      r.backendType || "-",
+      r.expiration ?? "never (reserved)",
+      r.backendData === null ? "-" : JSON.stringify(r.backendData),
+    ]),
+  );
+}
+
+/** The `-o json` line of a watch event: `{type, lease}`. */
+export function leaseEventToJson(e: LeaseEvent): LeaseEventJson {
+  return { type: e.type, lease: leaseToJson(e.lease) };
 }
 
 function sortLeases(ls: Lease[]): Lease[] {
@@ -64,9 +63,10 @@ function print(s: string): void {
 
 /** Adds `flanctl lease` to the program. */
 export function register(program: Command): void {
-  const lease = program.command("lease").description("list, watch, reserve and revoke subnet leases");
+  const lease = program.command("lease").description("list, watch, reserve and revoke subnet leases")
+    .addHelpText("after", storeFlagsHelp());
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("list").description("list all leases").option(
       "-o, --output <format>",
       "table or json",
@@ -80,7 +80,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("show").argument("<SUBNET>", "the lease's subnet, e.g. 10.5.52.0/24")
       .description("show one lease").option("-o, --output <format>", "table or json", "table"),
   ).action(async (subnetArg: string, o: StoreOptions & { output: string }) => {
@@ -95,7 +95,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("watch").description("print lease changes as they happen (until interrupted)")
       .option("-o, --output <format>", "table (one line per event) or json (one object per line)", "table"),
   ).action(async (o: StoreOptions & { output: string }) => {
@@ -109,11 +109,12 @@ export function register(program: Command): void {
         const { leases, cursor } = await s.listLeases();
         const show = (evs: LeaseEvent[]) => {
           for (const e of evs) {
-            const j = leaseToJson(e.lease);
+            const ev = leaseEventToJson(e);
+            const j = ev.lease;
             print(
               fmt === "json"
-                ? JSON.stringify({ type: e.type, ...j })
-                : `${e.type.padEnd(7)} ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
+                ? JSON.stringify(ev)
+                : `${e.type.padEnd(7)}  ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
                   j.expiration ?? "never"
                 }`,
             );
@@ -128,7 +129,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("reserve").argument("<SUBNET>", "subnet to reserve, e.g. 10.5.52.0/24")
       .description("reserve a subnet (no expiry) for the node with --public-ip")
       .option("--public-ip <ip>", "the node's public IP that owns the reservation"),
@@ -158,7 +159,7 @@ export function register(program: Command): void {
     });
   });
 
-  addStoreOptions(
+  addSharedStoreOptions(
     lease.command("revoke").argument("<SUBNET>", "the lease's subnet").description(
       "remove a lease or reservation",
     ),
@@ -171,7 +172,7 @@ export function register(program: Command): void {
   });
 
   const config = lease.command("config").description("get or set the network config (net-conf.json)");
-  addStoreOptions(config.command("get").description("print the network config")).action(
+  addSharedStoreOptions(config.command("get").description("print the network config")).action(
     async (o: StoreOptions) => {
       await withStore(o, async (s) => {
         const cfg = await s.getNetworkConfig();
@@ -179,7 +180,7 @@ export function register(program: Command): void {
       });
     },
   );
-  addStoreOptions(
+  addSharedStoreOptions(
     config.command("set").argument("<FILE>", "net-conf.json to store ('-' = stdin)")
       .description("validate and store the network config"),
   ).action(async (file: string, o: StoreOptions) => {

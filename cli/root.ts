@@ -6,6 +6,8 @@
 import { Command, CommanderError } from "commander";
 import { FlanctlError } from "../lib/errors.ts";
 import { VERSION } from "../lib/version.ts";
+import { ExitStatus } from "./exit.ts";
+import { captureUsageErrors, usageMessage } from "./usage.ts";
 import { register as registerInspect } from "./inspect.ts";
 import { register as registerLease } from "./lease.ts";
 import { register as registerDaemon } from "./daemon.ts";
@@ -14,6 +16,8 @@ import { register as registerDoctor } from "./doctor.ts";
 import { register as registerLab } from "./lab.ts";
 import { register as registerTrace } from "./trace.ts";
 import { register as registerStatus } from "./status.ts";
+import { register as registerCompletion } from "./completion.ts";
+import { INSPECT_KINDS } from "./inspect.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -21,7 +25,6 @@ export function buildProgram(): Command {
     .description("flannel-compatible container networking: daemon, CNI plugins, leases, inspect, doctor, lab")
     .version(VERSION, "-V, --version")
     .exitOverride()
-    .showHelpAfterError("(run with --help for usage)")
     .configureOutput({ writeErr: (s) => Deno.stderr.writeSync(new TextEncoder().encode(s)) });
   registerInspect(program);
   registerLease(program);
@@ -31,19 +34,30 @@ export function buildProgram(): Command {
   registerLab(program);
   registerTrace(program);
   registerStatus(program);
+  registerCompletion(program, {
+    args: { "flanctl inspect": INSPECT_KINDS, "flanctl completion": ["bash", "zsh", "fish"] },
+    options: { "--output": ["table", "json"] },
+  });
   for (const c of program.commands) c.exitOverride();
+  failedCommand = captureUsageErrors(program);
   return program;
 }
 
+/** The command whose usage error is being reported (set by {@link buildProgram}). */
+let failedCommand: () => Command | null = () => null;
+
 /** Turns any error into a message on stderr and an exit code (2 for usage errors). */
 export function reportError(e: unknown): number {
+  if (e instanceof ExitStatus) return e.code;
   if (e instanceof CommanderError) {
     if (
       e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help"
     ) {
       return 0;
     }
-    return e.exitCode === 0 ? 0 : 2;
+    if (e.exitCode === 0) return 0;
+    console.error(usageMessage(e, failedCommand()));
+    return 2;
   }
   if (e instanceof FlanctlError) {
     console.error(`flanctl: ${e.message}`);
@@ -53,15 +67,12 @@ export function reportError(e: unknown): number {
   return 1;
 }
 
-/** Runs the CLI and returns the exit code. Actions may set `process exit code` by returning normally. */
+/** Runs the CLI and returns the exit code (an action ends non-zero by throwing cli/exit.ts's ExitStatus). */
 export async function main(args: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(args, { from: "user" });
-    return exitCode.value;
+    return 0;
   } catch (e) {
     return reportError(e);
   }
 }
-
-/** Actions that finish with a non-zero code without throwing (doctor's Nagios codes) set this. */
-export const exitCode = { value: 0 };

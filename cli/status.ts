@@ -5,7 +5,9 @@
  */
 import { type Command, Option } from "commander";
 import { UsageError } from "../lib/errors.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 interface StatusFlags extends StoreOptions {
@@ -31,7 +33,7 @@ export function register(program: Command): void {
     .addOption(
       new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"),
     );
-  addStoreOptions(cmd);
+  addSharedStoreOptions(cmd);
   cmd.action(async (flags: StatusFlags) => {
     const every = flags.watch === undefined ? 0 : flags.watch === true ? 2 : Number(flags.watch);
     if (!Number.isFinite(every) || every < 0 || (flags.watch !== undefined && every < 0.5)) {
@@ -41,17 +43,18 @@ export function register(program: Command): void {
     const { localDoctorOptions } = await import("../lib/doctor/local_options.ts");
     const { nodeStatus } = await import("../lib/status/status.ts");
     const { renderStatus } = await import("../lib/status/render.ts");
-    const { exitCode } = await import("./root.ts");
+    let code = 0;
     const once = async () => {
       const ctx = await gatherContext(localDoctorOptions(flags.netns ?? null, flags.subnetFile, flags));
       if (ctx.fatal.length) throw new UsageError(`--netns: ${ctx.fatal.join("; ")}`);
       const st = await nodeStatus(ctx, flags.netns ?? Deno.hostname());
-      exitCode.value = st.daemon.running ? 0 : 1;
+      code = st.daemon.running ? 0 : 1;
       return flags.output === "json" ? JSON.stringify(st, null, every ? 0 : 2) + "\n" : renderStatus(st);
     };
     const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s));
     if (!every) {
       out(await once());
+      exitWith(code);
       return;
     }
     // --watch: a table redraws in place on a terminal; JSON is one document per line.
@@ -68,5 +71,6 @@ export function register(program: Command): void {
     } finally {
       Deno.removeSignalListener("SIGINT", onSig);
     }
+    exitWith(code);
   });
 }

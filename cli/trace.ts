@@ -6,7 +6,9 @@
  */
 import { type Command, Option } from "commander";
 import { UsageError } from "../lib/errors.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 interface TraceFlags extends StoreOptions {
@@ -23,8 +25,7 @@ async function print(report: import("../lib/trace/types.ts").TraceReport, output
   const { renderTrace, traceJson } = await import("../lib/trace/render.ts");
   const text = output === "json" ? JSON.stringify(traceJson(report), null, 2) + "\n" : renderTrace(report);
   await Deno.stdout.write(new TextEncoder().encode(text));
-  const { exitCode } = await import("./root.ts");
-  exitCode.value = report.ok ? 0 : 1;
+  exitWith(report.ok ? 0 : 1);
 }
 
 function outputOpt(): Option {
@@ -41,7 +42,7 @@ export function register(program: Command): void {
     .option("--subnet-file <path>", "subnet.env written by the daemon", DEFAULT_PATHS.subnetFile)
     .option("--probe", "also send one ping from SRC to DST and report where it was last seen")
     .addOption(outputOpt());
-  addStoreOptions(cmd);
+  addSharedStoreOptions(cmd);
   cmd.action(async (dst: string, flags: TraceFlags) => {
     if (!IPV4.test(dst)) throw new UsageError(`DST: '${dst}' is not an IPv4 address; give a pod or node IP`);
     if (flags.from !== undefined && !IPV4.test(flags.from)) {
@@ -67,8 +68,7 @@ export function registerLabTrace(lab: Command, nameOpt: () => Option): void {
       if (Deno.env.get(IN_UNDERLAY)) {
         // The re-executed child of an etcd lab's trace: the whole report for the parent.
         await Deno.stdout.write(new TextEncoder().encode(JSON.stringify(report) + "\n"));
-        const { exitCode } = await import("./root.ts");
-        exitCode.value = report.ok ? 0 : 1;
+        exitWith(report.ok ? 0 : 1);
         return;
       }
       await print(report, o.output);

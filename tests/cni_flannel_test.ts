@@ -4,7 +4,7 @@
  * STATUS (50 without subnet.env), GC, and DEL that cleans everything, also with the netns gone.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { cni, cniOk, listFiles, tempDir, waitFor } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, requireRefPlugins, tempDir, waitFor } from "./cni_helpers.ts";
 import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
@@ -189,12 +189,10 @@ Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone rel
     }
   }));
 
-Deno.test("cni flannel: a delegate type that is not ours is exec'd from CNI_PATH (reference ptp)", async () => {
-  let ptp = false;
-  try {
-    ptp = Deno.statSync("/usr/lib/cni/ptp").isFile;
-  } catch { /* not installed */ }
-  if (!ptp) return;
+Deno.test({
+  name: "cni flannel: a delegate type that is not ours is exec'd from CNI_PATH (reference ptp)",
+  ignore: !requireRefPlugins(["ptp", "host-local"]),
+}, async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("fln"), pod = await fx.add("flp");
     const d = tempDir();

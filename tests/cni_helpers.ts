@@ -26,6 +26,38 @@ export function pluginCmd(): string[] {
 /** Where Debian's containernetworking-plugins live. */
 export const REF_DIR = "/usr/lib/cni";
 
+/** The reference plugins among `names` that are not installed in {@link REF_DIR}. */
+export function missingRefPlugins(names: string[], dir = REF_DIR): string[] {
+  return names.filter((n) => {
+    try {
+      return !Deno.statSync(`${dir}/${n}`).isFile;
+    } catch {
+      return true;
+    }
+  });
+}
+
+/**
+ * Whether the side-by-side tests of this module can run: true when every reference plugin in `names` is
+ * installed. When some are missing, the tests that need them are to be ignored (the caller passes
+ * `ignore: !requireRefPlugins(...)`), and: under CI (`CI=true`) a test named after the missing plugins is
+ * registered that fails, so the suite cannot pass without them; elsewhere a warning says what is skipped.
+ */
+export function requireRefPlugins(names: string[], env = Deno.env.get("CI")): boolean {
+  const missing = missingRefPlugins(names);
+  if (!missing.length) return true;
+  const what = `reference CNI plugins missing in ${REF_DIR}: ${missing.join(", ")} ` +
+    `(apt-get install containernetworking-plugins, or ./install.sh --dev)`;
+  if (env === "true") {
+    Deno.test(`side-by-side tests need the reference plugins (${missing.join(", ")})`, () => {
+      throw new Error(`${what}; under CI the side-by-side tests may not be skipped`);
+    });
+  } else {
+    console.error(`warning: ${what}; skipping the tests that compare with them`);
+  }
+  return false;
+}
+
 /** One plugin invocation. */
 export interface CniCall {
   plugin: string;

@@ -5,16 +5,17 @@
  * @module
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run, sh } from "./netns.ts";
+import { flanctl, flanctlCmd, run, sh, TEST_PREFIX } from "./netns.ts";
 import { doctorArgs, findings, PEER_MAC, withDoctorNode } from "./doctor_fixture.ts";
 
 Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
   await withDoctorNode(async (n) => {
-    const gone = await flanctl(["doctor", "--netns", "ftdoesnotexist0", "-o", "json"]);
+    const missing = `${TEST_PREFIX}doesnotexist0`;
+    const gone = await flanctl(["doctor", "--netns", missing, "-o", "json"]);
     assertEquals(gone.code, 3, gone.stderr);
     const doc = JSON.parse(gone.stdout);
     assertEquals(doc.summary.status, "UNKNOWN");
-    assertStringIncludes(doc.checks[0].detail, "network namespace 'ftdoesnotexist0' not found");
+    assertStringIncludes(doc.checks[0].detail, `network namespace '${missing}' not found`);
 
     const missingDir = await flanctl([...doctorArgs(n, "-o", "json"), "--store-dir", `${n.dir}/nope`]);
     assertEquals(missingDir.code, 3, missingDir.stdout);
@@ -35,7 +36,7 @@ Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad
 
     const badOut = await flanctl(doctorArgs(n, "-o", "yaml"));
     assertEquals(badOut.code, 2);
-    assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not one of table, json");
+    assertStringIncludes(badOut.stderr, "-o/--output: 'yaml' is not an output format; use table or json");
     const badSkip = await flanctl(doctorArgs(n, "--skip", "nonsense"));
     assertEquals(badSkip.code, 2);
     assertStringIncludes(badSkip.stderr, "--skip: unknown check id 'nonsense'");

@@ -8,7 +8,7 @@
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import { daemonStatePath, ownDaemonState, procStartTicks } from "../lib/daemon_state.ts";
-import { flanctl, type NetnsFixture, nsSh, sh, withNetns } from "./netns.ts";
+import { flanctl, type NetnsFixture, nsSh, sh, TEST_PREFIX, withNetns } from "./netns.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 
 /** A built fixture. */
@@ -101,7 +101,7 @@ async function vxlanNode(
 async function buildNode(fx: NetnsFixture): Promise<DoctorNode> {
   const node = await fx.add("dn");
   const peer = await fx.add("dq");
-  const prefix = `ftp${rnd()}`;
+  const prefix = `${TEST_PREFIX}p${rnd()}`;
   const pod = `${prefix}a`;
   await sh("ip", "netns", "add", pod);
   fx.names.push(pod);

@@ -4,8 +4,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, ipJson, ROOT, run, sh, withNetns } from "./netns.ts";
-import type { InspectAll } from "../cli/inspect.ts";
-import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../lib/netlink/types.ts";
+import type { AddrView, FdbView, InspectView, LinkView, NeighView, RouteView } from "../cli/inspect.ts";
 
 // deno-lint-ignore no-explicit-any
 type J = any;
@@ -37,44 +36,158 @@ async function json<T>(args: string[]): Promise<T> {
   return JSON.parse(r.stdout) as T;
 }
 
-Deno.test("inspect: links/addrs/routes/neigh/fdb/all as JSON match iproute2", async () => {
+/** The JSON contract of `inspect`: the exact keys of every view, in order (README documents them). */
+const SHAPES = {
+  link: [
+    "name",
+    "ifindex",
+    "kind",
+    "flags",
+    "up",
+    "operstate",
+    "mtu",
+    "mac",
+    "master",
+    "masterIfindex",
+    "parent",
+    "parentIfindex",
+    "linkNetnsId",
+  ],
+  vxlan: ["vni", "port", "local", "dev", "devIfindex", "learning", "gbp"],
+  addr: ["dev", "ifindex", "family", "local", "prefix", "scope"],
+  route: [
+    "family",
+    "dst",
+    "gateway",
+    "dev",
+    "ifindex",
+    "scope",
+    "flags",
+    "table",
+    "protocol",
+    "type",
+    "prefsrc",
+    "metric",
+  ],
+  neigh: ["family", "dev", "ifindex", "dst", "lladdr", "state", "subnet"],
+  fdb: ["dev", "ifindex", "mac", "dst", "master", "masterIfindex", "flags", "state", "vlan", "subnet"],
+  veth: ["name", "ifindex", "netns", "peer"],
+  all: ["links", "veths", "addrs", "routes", "neigh", "fdb"],
+};
+
+/** Every key is camelCase (no snake_case, no capitals first). */
+function assertCamel(v: unknown, where = "$"): void {
+  if (Array.isArray(v)) return v.forEach((x, i) => assertCamel(x, `${where}[${i}]`));
+  if (v === null || typeof v !== "object") return;
+  for (const [k, x] of Object.entries(v)) {
+    assert(/^[a-z][a-zA-Z0-9]*$/.test(k), `${where}.${k} is not camelCase`);
+    assertCamel(x, `${where}.${k}`);
+  }
+}
+
+Deno.test("inspect: links/addrs/routes/neigh/fdb/all as JSON views match iproute2 (contract)", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("in");
     await fixture(n);
-    const links = await json<LinkInfo[]>(["inspect", "links", "--netns", n]);
+    const links = await json<LinkView[]>(["inspect", "links", "--netns", n]);
     const ipLinks = await ipJson<J[]>(n, "link", "show");
-    assertEquals(links.map((l) => [l.index, l.name]), ipLinks.map((l: J) => [l.ifindex, l.ifname]));
+    assertEquals(links.map((l) => [l.ifindex, l.name]), ipLinks.map((l: J) => [l.ifindex, l.ifname]));
     const vx = links.find((l) => l.name === "flannel.1")!;
+    const ul0 = links.find((l) => l.name === "ul0")!;
     assertEquals(vx.vxlan, {
       vni: 1,
       port: 8472,
       local: "10.4.0.1",
-      dev: links.find((l) => l.name === "ul0")!.index,
+      dev: "ul0",
+      devIfindex: ul0.ifindex,
       learning: false,
       gbp: false,
     });
-    assertEquals(links.find((l) => l.name === "ul1")!.bridgePort, { hairpin: true });
+    const ul1 = links.find((l) => l.name === "ul1")!;
+    assertEquals(ul1.bridgePort, { hairpin: true });
+    assertEquals([ul1.master, ul1.parent, ul1.parentIfindex], ["cni0", "ul0", ul0.ifindex]);
+    for (const l of links) assertEquals(Object.keys(l).slice(0, SHAPES.link.length), SHAPES.link, l.name);
+    assertEquals(Object.keys(vx.vxlan!), SHAPES.vxlan);
 
-    const addrs = await json<AddrInfo[]>(["inspect", "addrs", "--netns", n]);
-    assert(addrs.some((a) => a.ifname === "ul0" && a.local === "10.4.0.1" && a.prefix === 24));
-    const routes = await json<RouteInfo[]>(["inspect", "routes", "--netns", n]);
+    const addrs = await json<AddrView[]>(["inspect", "addrs", "--netns", n]);
+    const a = addrs.find((a) => a.dev === "ul0" && a.local === "10.4.0.1")!;
+    assertEquals([a.ifindex, a.prefix], [ul0.ifindex, 24]);
+    assertEquals(Object.keys(a), SHAPES.addr);
+    const routes = await json<RouteView[]>(["inspect", "routes", "--netns", n]);
     const r = routes.find((r) => r.dst === "10.244.2.0/24")!;
-    assertEquals([r.gateway, r.devName, r.flags], ["10.244.2.0", "flannel.1", ["onlink"]]);
-    const neigh = await json<NeighInfo[]>(["inspect", "neigh", "--netns", n]);
-    assert(
-      neigh.some((x) =>
-        x.dst === "10.244.2.0" && x.lladdr === "aa:bb:cc:00:00:02" && x.state[0] === "PERMANENT"
-      ),
-    );
-    const fdb = await json<FdbInfo[]>(["inspect", "fdb", "--netns", n]);
-    assert(
-      fdb.some((f) => f.ifname === "flannel.1" && f.mac === "aa:bb:cc:00:00:02" && f.dst === "10.4.0.2"),
-    );
+    assertEquals([r.gateway, r.dev, r.ifindex, r.flags], ["10.244.2.0", "flannel.1", vx.ifindex, ["onlink"]]);
+    assertEquals(Object.keys(r), SHAPES.route);
+    const neigh = await json<NeighView[]>(["inspect", "neigh", "--netns", n]);
+    const nb = neigh.find((x) => x.dst === "10.244.2.0")!;
+    assertEquals(nb, {
+      family: 4,
+      dev: "flannel.1",
+      ifindex: vx.ifindex,
+      dst: "10.244.2.0",
+      lladdr: "aa:bb:cc:00:00:02",
+      state: ["PERMANENT"],
+      subnet: "10.244.2.0/24",
+    });
+    assertEquals(Object.keys(nb), SHAPES.neigh);
+    const fdb = await json<FdbView[]>(["inspect", "fdb", "--netns", n]);
+    const f = fdb.find((f) => f.mac === "aa:bb:cc:00:00:02")!;
+    assertEquals([f.dev, f.ifindex, f.dst, f.subnet], ["flannel.1", vx.ifindex, "10.4.0.2", "10.244.2.0/24"]);
+    assertEquals(Object.keys(f), SHAPES.fdb);
 
-    const all = await json<InspectAll>(["inspect", "all", "--netns", n]);
-    assertEquals(Object.keys(all), ["links", "veths", "addrs", "routes", "neigh", "fdb"]);
+    const all = await json<InspectView>(["inspect", "all", "--netns", n]);
+    assertEquals(Object.keys(all), SHAPES.all);
     assertEquals(all.links.map((l) => l.name), links.map((l) => l.name));
     assertEquals(all.veths.map((v) => [v.netns, v.peer.netns].every((x) => x === n)), [true]);
+    assertEquals(Object.keys(all.veths[0]), SHAPES.veth);
+    assertCamel(all);
+  });
+});
+
+Deno.test("inspect neigh/fdb: sorted, flannel.* only by default, --all, --dev", async () => {
+  await withNetns(async (fx) => {
+    const n = await fx.add("is");
+    await fixture(n);
+    // More flannel entries, added out of order (10.244.10.0 sorts after 10.244.2.0 numerically, not as text),
+    // and neighbours on the underlay that the default view leaves out.
+    await ip(n, "neigh add 10.244.10.0 lladdr aa:bb:cc:00:00:0a dev flannel.1 nud permanent");
+    await ip(n, "neigh add 10.244.3.0 lladdr aa:bb:cc:00:00:03 dev flannel.1 nud permanent");
+    await ip(n, "neigh add 10.4.0.9 lladdr 02:00:00:00:00:09 dev ul0 nud permanent");
+    await ip(n, "neigh add 10.4.0.7 lladdr 02:00:00:00:00:07 dev ul0 nud permanent");
+    const def = await json<NeighView[]>(["inspect", "neigh", "--netns", n]);
+    assert(def.every((x) => x.dev === "flannel.1"), JSON.stringify(def));
+    assertEquals(def.filter((x) => x.family === 4).map((x) => [x.dev, x.dst]), [
+      ["flannel.1", "10.244.2.0"],
+      ["flannel.1", "10.244.3.0"],
+      ["flannel.1", "10.244.10.0"],
+    ]);
+    const all = await json<NeighView[]>(["inspect", "neigh", "--all", "--netns", n]);
+    // (The kernel adds NOARP multicast entries of its own; the fixture's are the permanent ones.)
+    assertEquals(all.filter((x) => x.state.includes("PERMANENT")).map((x) => [x.dev, x.dst]), [
+      ["flannel.1", "10.244.2.0"],
+      ["flannel.1", "10.244.3.0"],
+      ["flannel.1", "10.244.10.0"],
+      ["ul0", "10.4.0.7"],
+      ["ul0", "10.4.0.9"],
+    ]);
+    const ul0 = await json<NeighView[]>(["inspect", "neigh", "--dev", "ul0", "--netns", n]);
+    assertEquals(ul0.filter((x) => x.state.includes("PERMANENT")).map((x) => x.dst), [
+      "10.4.0.7",
+      "10.4.0.9",
+    ]);
+    assert(ul0.every((x) => x.dev === "ul0"));
+    const table = await flanctl(["inspect", "neigh", "--netns", n]);
+    assertEquals(table.code, 0, table.stderr);
+    const rows = table.stdout.trimEnd().split("\n");
+    assertEquals(rows[0].split(/\s+/), ["DST", "LLADDR", "DEV", "STATE", "SUBNET"]);
+    assertEquals(rows.slice(1, 4).map((l) => l.split(/\s+/)[0]), ["10.244.2.0", "10.244.3.0", "10.244.10.0"]);
+    assertStringIncludes(table.stdout, "on other devices not shown; --all shows them");
+    const fdbDef = await json<FdbView[]>(["inspect", "fdb", "--netns", n]);
+    assert(fdbDef.length > 0 && fdbDef.every((f) => f.dev === "flannel.1"), JSON.stringify(fdbDef));
+    const fdbAll = await json<FdbView[]>(["inspect", "fdb", "--all", "--netns", n]);
+    assert(fdbAll.some((f) => f.dev !== "flannel.1"), "--all shows the bridge's entries too");
+    const badDev = await flanctl(["inspect", "neigh", "--dev", "a b"]);
+    assertEquals(badDev.code, 2);
+    assertStringIncludes(badDev.stderr, "--dev: 'a b' is not an interface name");
   });
 });
 

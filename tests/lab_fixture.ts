@@ -4,15 +4,15 @@
  * @module
  */
 import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd, run, type RunResult } from "./netns.ts";
+import { flanctl, flanctlCmd, run, type RunResult, TEST_PREFIX } from "./netns.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { labRoot } from "../lib/lab/paths.ts";
 import type { LabState } from "../lib/lab/types.ts";
-import { labLeftovers } from "../lib/lab/verify.ts";
+import { labLeftovers } from "./lab_verify.ts";
 
-/** A unique lab name: `tag` plus six random hex digits. */
+/** A unique lab name (at most 12 characters): the test prefix and `tag` (6 at most), six random hex digits. */
 export function labName(tag: string): string {
-  return `${tag}${crypto.randomUUID().replace(/-/g, "").slice(0, 6)}`;
+  return `${TEST_PREFIX}${tag}`.slice(0, 6) + crypto.randomUUID().replace(/-/g, "").slice(0, 6);
 }
 
 /** Runs `flanctl lab down --name NAME`. */

@@ -8,7 +8,7 @@ import { assertEquals } from "./assert.ts";
 import { flanctl, run } from "./netns.ts";
 import { labDown, withLab } from "./lab_fixture.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
-import { pingAllPods, tcpAcross, waitEntries } from "../lib/lab/verify.ts";
+import { pingAllPods, tcpAcross, waitEntries } from "./lab_verify.ts";
 
 const TTL_S = 10;
 

@@ -7,7 +7,7 @@ import { flanctlCmd } from "./netns.ts";
 import { labDown, labName } from "./lab_fixture.ts";
 import { labRoot } from "../lib/lab/paths.ts";
 import { readState } from "../lib/lab/state.ts";
-import { labLeftovers, waitUntil } from "../lib/lab/verify.ts";
+import { labLeftovers, waitUntil } from "./lab_verify.ts";
 
 Deno.test({
   name: "lab e2e: SIGINT during lab up cleans up everything made so far",

@@ -9,7 +9,7 @@ import { flanctl, nsRun } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import type { LabState } from "../lib/lab/types.ts";
-import { waitUntil } from "../lib/lab/verify.ts";
+import { waitUntil } from "./lab_verify.ts";
 
 /** Listens on :8080 in `netns`, connects from `clientNs` to ip:port, and returns what the client read. */
 async function tcpThrough(netns: string, clientNs: string, ip: string, port: number): Promise<string> {

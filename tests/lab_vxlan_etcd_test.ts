@@ -11,7 +11,7 @@ import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
 import { probeHealth, startEtcd, stopEtcd } from "../lib/lab/services.ts";
-import { actualEntries, pingAllPods, startPing, waitUntil } from "../lib/lab/verify.ts";
+import { actualEntries, pingAllPods, startPing, waitUntil } from "./lab_verify.ts";
 
 const OUTAGE_MS = 15_000;
 

@@ -10,14 +10,7 @@ import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
-import {
-  actualEntries,
-  pingAllPods,
-  startPing,
-  tcpAcross,
-  waitEntries,
-  waitUntil,
-} from "../lib/lab/verify.ts";
+import { actualEntries, pingAllPods, startPing, tcpAcross, waitEntries, waitUntil } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 
@@ -39,11 +32,12 @@ Deno.test({
         assertEquals(st.nodes.length, 3);
         assertEquals(st.pods.length, 6);
         for (const n of st.nodes) {
-          assertEquals(Object.keys(n).sort(), ["name", "netns", "publicIP", "subnet"]);
+          assertEquals(Object.keys(n), ["name", "netns", "publicIP", "subnet", "daemon"]);
+          assertEquals(n.daemon, { pid: node(n.name).daemonPid!, state: "running" });
           assert(/^10\.244\.\d+\.0\/24$/.test(n.subnet ?? ""), `subnet ${n.subnet}`);
         }
         for (const p of st.pods) {
-          assertEquals(Object.keys(p).sort(), ["ip", "name", "netns", "node"]);
+          assertEquals(Object.keys(p), ["name", "node", "netns", "ip"]);
           const subnet = st.nodes.find((n) => n.name === p.node)!.subnet!;
           assert(p.ip?.startsWith(subnet.split(".").slice(0, 3).join(".") + "."), `${p.ip} in ${subnet}`);
         }

@@ -77,6 +77,22 @@ Deno.test("flanctl lease: bad input is a usage error naming the argument", async
   }
 });
 
+Deno.test("flanctl lease: a missing --store-dir is an error naming it (exit 1), and is not created", async () => {
+  const parent = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    const dir = `${parent}/typo`;
+    for (const args of [["list"], ["show", "10.5.9.0/24"], ["watch"], ["config", "get"]]) {
+      const r = await leaseCli([...args, "--store-dir", dir]);
+      assertEquals(r.code, 1, `${args.join(" ")}: ${r.stderr}`);
+      assertStringIncludes(r.stderr, dir);
+      assertStringIncludes(r.stderr, args[0] === "config" ? "(no such directory)" : "does not exist");
+    }
+    assertEquals([...Deno.readDirSync(parent)], [], "nothing was created");
+  } finally {
+    await Deno.remove(parent, { recursive: true });
+  }
+});
+
 Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
   const s = new FileStore({ dir });
@@ -88,10 +104,19 @@ Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)
     await child.until((ls) => ls.length >= 1);
     await s.acquireLease({ PublicIP: "192.0.2.2", PublicIPv6: null, BackendType: "vxlan" });
     await child.until((ls) => ls.length >= 2);
-    assertEquals(lines.map((l) => [JSON.parse(l).type, JSON.parse(l).publicIP]), [
+    // The contract: one {type, lease} object per line, the lease exactly as `lease list` shows it.
+    const evs = lines.map((l) => JSON.parse(l));
+    assertEquals(evs.map((e) => [e.type, e.lease.publicIP]), [
       ["added", "192.0.2.1"],
       ["added", "192.0.2.2"],
     ]);
+    for (const e of evs) {
+      assertEquals(Object.keys(e), ["type", "lease"]);
+      assertEquals(Object.keys(e.lease), ["subnet", "publicIP", "backendType", "backendData", "expiration"]);
+    }
+    const list = JSON.parse((await leaseCli(["list", "-o", "json", "--store-dir", dir])).stdout);
+    const bySubnet = (a: { subnet: string }, b: { subnet: string }) => a.subnet.localeCompare(b.subnet);
+    assertEquals(evs.map((e) => e.lease).sort(bySubnet), list.sort(bySubnet));
   } finally {
     await child.stop();
     await Deno.remove(dir, { recursive: true });

@@ -6,7 +6,7 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { EtcdStore } from "../lib/store/etcd.ts";
-import { LeaseKeeper } from "../lib/lease/keeper.ts";
+import { LeaseKeeper } from "../lib/store/keeper.ts";
 import { EtcdFixture } from "./store_helpers.ts";
 
 const ATTRS = { PublicIP: "192.0.2.7", PublicIPv6: null, BackendType: "vxlan" };

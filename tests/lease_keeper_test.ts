@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { FileStore } from "../lib/store/file.ts";
-import { LeaseKeeper, renewDelayMs } from "../lib/lease/keeper.ts";
+import { LeaseKeeper, renewDelayMs } from "../lib/store/keeper.ts";
 import type { SubnetStore } from "../lib/store/types.ts";
 
 const ATTRS = { PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" };

@@ -1,7 +1,7 @@
 /**
- * Throwaway network namespaces for tests. Every namespace gets a unique name (`ft<tag><random>`), is
- * listed for cleanup, and is deleted in `finally`, also when the test fails. Nothing here touches the
- * root namespace.
+ * Throwaway network namespaces for tests. Every namespace gets a unique name (`<prefix><tag><random>`,
+ * the prefix from FLANCTL_TEST_PREFIX, default `ft`, so several suites can share a host), is listed for
+ * cleanup, and is deleted in `finally`, also when the test fails. Nothing here touches the root namespace.
  * @module
  */
 
@@ -39,10 +39,28 @@ export function nsSh(ns: string, ...cmd: string[]): Promise<string> {
   return sh("ip", "netns", "exec", ns, ...cmd);
 }
 
-/** A unique name of at most 15 characters, usable for a netns or a link. */
+/**
+ * The prefix of every namespace, lab and pod-namespace name the tests make: FLANCTL_TEST_PREFIX (1–6
+ * lower-case letters or digits, starting with a letter; it must fit lab names of at most 12 characters and
+ * link names of 15), default `ft`. Throws, naming the variable, when it is not such a string.
+ */
+export function testPrefix(value: string | undefined): string {
+  if (value === undefined || value === "") return "ft";
+  if (!/^[a-z][a-z0-9]{0,5}$/.test(value)) {
+    throw new Error(
+      `FLANCTL_TEST_PREFIX: '${value}' is not 1-6 lower-case letters or digits starting with a letter`,
+    );
+  }
+  return value;
+}
+
+/** This run's name prefix (see {@link testPrefix}). */
+export const TEST_PREFIX: string = testPrefix(Deno.env.get("FLANCTL_TEST_PREFIX"));
+
+/** A unique name of at most 15 characters, usable for a netns or a link: the prefix, `tag`, random. */
 export function uniqueName(tag: string): string {
-  const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36);
-  return `ft${tag}`.slice(0, 8) + rnd.slice(0, 7);
+  const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36).padStart(7, "0");
+  return `${TEST_PREFIX}${tag}`.slice(0, 8) + rnd.slice(0, 7);
 }
 
 /** A set of namespaces a test made; `cleanup()` removes them (and kills what runs in them). */

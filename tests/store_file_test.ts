@@ -6,7 +6,8 @@ import { assert, assertEquals, assertRejects, assertStringIncludes } from "./ass
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
-import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { LeaseNotFoundError, NoNetworkConfigError, StoreDirNotFoundError } from "../lib/store/errors.ts";
+import { FileStoreReader } from "../lib/store/file_reader.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
 import { acquireInProcesses, NET50, nextEvents } from "./store_helpers.ts";
 
@@ -75,11 +76,119 @@ Deno.test("file store: malformed lease file is skipped with a warning", async ()
     await s.setNetworkConfig(NET50);
     await Deno.writeTextFile(`${dir}/subnets/10.5.9.0-24`, "{not json");
     await Deno.writeTextFile(`${dir}/subnets/bogus`, "{}");
-    await s.acquireLease(attrs("192.0.2.1"));
-    const { leases } = await s.listLeases();
-    assertEquals(leases.length, 1);
+    const warnings = await capturingStderr(async () => {
+      await s.acquireLease(attrs("192.0.2.1"));
+      const { leases } = await s.listLeases();
+      assertEquals(leases.length, 1);
+      await s.listLeases(); // a second listing does not repeat the warnings
+    });
+    assertEquals(warnings.length, 2, warnings.join("\n"));
+    assertStringIncludes(warnings.join("\n"), "warning");
+    assert(warnings.some((w) => w.includes("malformed lease 10.5.9.0-24")), warnings.join("\n"));
+    assert(warnings.some((w) => w.includes("malformed lease bogus") && w.includes("not a subnet key")));
   });
 });
+
+/** Runs `fn` with console.error captured; returns the lines it printed. */
+async function capturingStderr(fn: () => Promise<void>): Promise<string[]> {
+  const lines: string[] = [];
+  const orig = console.error;
+  console.error = (...a: unknown[]) => lines.push(a.map(String).join(" "));
+  try {
+    await fn();
+  } finally {
+    console.error = orig;
+  }
+  return lines;
+}
+
+/** Every path below `dir` with its size and mtime: equal before and after means nothing was written. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of Deno.readDirSync(d)) {
+      const p = `${d}/${e.name}`;
+      const st = Deno.statSync(p);
+      out.push(`${p} ${st.size} ${st.mtime?.getTime()}`);
+      if (e.isDirectory) walk(p);
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+Deno.test("file store: reading never writes; a missing directory is an error naming it", async () => {
+  await withDir(async (parent) => {
+    const dir = `${parent}/typo`;
+    const s = new FileStore({ dir });
+    assertEquals([...Deno.readDirSync(parent)], [], "the constructor creates nothing");
+    const err = await assertRejects(() => s.listLeases(), StoreDirNotFoundError);
+    assertStringIncludes(err.message, dir);
+    assertEquals((err as StoreDirNotFoundError).exitCode, 1);
+    await assertRejects(() => s.getNetworkConfig(), NoNetworkConfigError, `${dir} (no such directory)`);
+    await assertRejects(() => new FileStoreReader(dir).listLeases(), StoreDirNotFoundError, dir);
+    await assertRejects(() => s.renewLease({ ...lease10(), expiration: null }), StoreDirNotFoundError);
+    assertEquals([...Deno.readDirSync(parent)], [], "readers and a failed writer left nothing behind");
+    // Writing the config is what creates a store.
+    await s.setNetworkConfig(NET50);
+    assert(Deno.statSync(`${dir}/subnets`).isDirectory);
+  });
+});
+
+Deno.test("file store: listing leaves expired leases in place; a writer collects them", async () => {
+  await withDir(async (dir) => {
+    const shortLived = new FileStore({ dir, ttlMs: 200 });
+    await shortLived.setNetworkConfig(NET50);
+    const gone = await shortLived.acquireLease(attrs("192.0.2.1"));
+    await new Promise((r) => setTimeout(r, 300));
+    const before = tree(dir);
+    const reader = new FileStore({ dir });
+    assertEquals((await reader.listLeases()).leases, [], "an expired lease is not listed");
+    const all = await new FileStoreReader(dir).listLeases();
+    assertEquals(all.leases.map((l) => String(l.subnet)), [String(gone.subnet)], "the reader sees it");
+    assertEquals(tree(dir), before, "listing changed nothing on disk");
+    await reader.acquireLease(attrs("192.0.2.2"));
+    assertEquals(
+      [...Deno.readDirSync(`${dir}/subnets`)].map((e) => e.name).includes(gone.subnet!.toKey()),
+      false,
+      "the writer collected the expired lease",
+    );
+  });
+});
+
+Deno.test("file store: a watch starts from the listing's snapshot without re-reading lease files", async () => {
+  await withDir(async (dir) => {
+    const writer = new FileStore({ dir });
+    await writer.setNetworkConfig(NET50);
+    const first = await writer.acquireLease(attrs("192.0.2.1"));
+    const reader = new FileStore({ dir });
+    const { cursor } = await reader.listLeases();
+    // Overwrite the lease file behind the store's back (the change counter stays): a watch that re-read
+    // every file would now report the lease as removed (the file no longer parses).
+    const path = `${dir}/subnets/${first.subnet!.toKey()}`;
+    await Deno.writeTextFile(path, "{corrupt");
+    const ac = new AbortController();
+    const it = reader.watchLeases(cursor, ac.signal)[Symbol.asyncIterator]();
+    try {
+      const pendingNext = it.next();
+      await new Promise((r) => setTimeout(r, 300)); // the watch is set up and idle
+      const second = await writer.acquireLease(attrs("192.0.2.2"));
+      const got = await pendingNext;
+      assert(!got.done);
+      assertEquals(got.value.map((e) => [e.type, String(e.lease.subnet)]), [[
+        "added",
+        String(second.subnet),
+      ]]);
+    } finally {
+      ac.abort();
+      await it.return?.();
+    }
+  });
+});
+
+function lease10() {
+  return { subnet: IPNet.parse("10.5.10.0/24"), ipv6Subnet: null, attrs: attrs("192.0.2.9") };
+}
 
 Deno.test("file store: watchers see adds, removals and expiry", async () => {
   await withDir(async (dir) => {
@@ -87,7 +196,7 @@ Deno.test("file store: watchers see adds, removals and expiry", async () => {
     const shortLived = new FileStore({ dir, ttlMs: 1500 });
     const reader = new FileStore({ dir });
     await writer.setNetworkConfig(NET50);
-    await writer.acquireLease(attrs("192.0.2.1"));
+    const first = await writer.acquireLease(attrs("192.0.2.1"));
     const { leases, cursor } = await reader.listLeases();
     assertEquals(leases.length, 1);
     const ac = new AbortController();
@@ -102,25 +211,22 @@ Deno.test("file store: watchers see adds, removals and expiry", async () => {
         evs.find((e) => e.type === "removed")!.lease.subnet!.toString(),
         second.subnet!.toString(),
       );
-      // A lease with a 1.5 s TTL, not renewed: added, then a removal event at expiry (timer, no polling),
-      // and the file is deleted lazily.
+      // A lease with a 1.5 s TTL, not renewed: added, then a removal event at expiry (timer, no polling);
+      // the file stays (watching never writes) until a writer collects it.
       const third = await shortLived.acquireLease(attrs("192.0.2.3"));
       evs = await nextEvents(it, (e) => e.some((x) => x.type === "removed"), 15_000);
       assertEquals(evs.map((e) => [e.type, String(e.lease.subnet)]), [
         ["added", String(third.subnet)],
         ["removed", String(third.subnet)],
       ]);
-      const deadline = Date.now() + 5000;
-      while (Date.now() < deadline) {
-        try {
-          await Deno.stat(`${dir}/subnets/${third.subnet!.toKey()}`);
-          await new Promise((r) => setTimeout(r, 50));
-        } catch {
-          break;
-        }
-      }
       assertEquals((await reader.listLeases()).leases.length, 1);
-      assertEquals([...Deno.readDirSync(`${dir}/subnets`)].length, 1, "expired lease file removed");
+      assertEquals([...Deno.readDirSync(`${dir}/subnets`)].length, 2, "expired lease file kept by readers");
+      await writer.reserve(IPNet.parse("10.5.40.0/24"), "192.0.2.40");
+      assertEquals(
+        [...Deno.readDirSync(`${dir}/subnets`)].map((e) => e.name).sort(),
+        ["10.5.40.0-24", first.subnet!.toKey()].sort(),
+        "a writer collected the expired lease file",
+      );
     } finally {
       ac.abort();
       await it.return?.();

@@ -6,18 +6,18 @@
 import type { Plugin } from "./skel.ts";
 import { type CmdArgs, type CniCommand, CniError, ErrCode } from "./spec.ts";
 
-/** Our plugins, loaded on demand so each call imports only what it runs. */
-export const PLUGINS: Record<string, () => Promise<Plugin>> = {
-  flannel: async () => (await import("./flannel.ts")).plugin,
-  bridge: async () => (await import("./bridge.ts")).plugin,
-  "host-local": async () => (await import("./host_local.ts")).plugin,
-  loopback: async () => (await import("./loopback.ts")).plugin,
-  portmap: async () => (await import("./portmap.ts")).plugin,
-};
+/** Plugins that run in-process, by type name (the table is lib/cni/plugins.ts). */
+export type PluginTable = Record<string, () => Promise<Plugin>>;
 
-/** One of our plugins by type name; undefined for any other name (own keys only, never Object.prototype). */
-export function ourPlugin(type: string): (() => Promise<Plugin>) | undefined {
-  return Object.hasOwn(PLUGINS, type) ? PLUGINS[type] : undefined;
+let inProcess: PluginTable = {};
+
+/**
+ * Sets the plugins {@link delegate} runs in-process; any other type is exec'd from CNI_PATH. Called by
+ * lib/cni/plugins.ts when it is loaded: the table imports the plugins, which import this module, so the
+ * table cannot live here without an import cycle.
+ */
+export function usePlugins(table: PluginTable): void {
+  inProcess = table;
 }
 
 /** Finds an executable named `type` in the CNI_PATH directories. */
@@ -50,7 +50,7 @@ export async function delegate(
   base: CmdArgs,
 ): Promise<Record<string, unknown> | null> {
   const args: CmdArgs = { ...base, command, stdin: conf };
-  const ours = ourPlugin(type);
+  const ours = Object.hasOwn(inProcess, type) ? inProcess[type] : undefined;
   if (ours) {
     const { invoke, trace } = await import("./skel.ts");
     const p = await ours();

@@ -12,7 +12,7 @@ import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
 import { retryableStoreError } from "../store/classify.ts";
-import { LeaseKeeper } from "../lease/keeper.ts";
+import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../store/types.ts";
 import { readSubnetEnv, writeSubnetEnv } from "../subnet_env.ts";
 import { createBackend } from "../backend/mod.ts";
@@ -284,7 +284,7 @@ export class Daemon {
     this.#keeper = this.#newKeeper();
   }
 
-  /** The renewal policy (lib/lease/keeper.ts); its callbacks keep metrics, logs and readiness current. */
+  /** The renewal policy (lib/store/keeper.ts); its callbacks keep metrics, logs and readiness current. */
   #newKeeper(): LeaseKeeper {
     const ready = () => (this.metrics.ready = this.notReady() === null ? 1 : 0);
     return new LeaseKeeper(this.#store, this.#lease, this.#attrs, {

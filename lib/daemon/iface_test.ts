@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { FakeNetlink, fakeRoute } from "../reconcile/testing.ts";
+import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
 import { IfaceError, selectIface } from "./iface.ts";
 
 function kernel() {

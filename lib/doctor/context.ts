@@ -17,7 +17,7 @@ import { inNetns, openNetlink } from "../netlink/mod.ts";
 import { nftLibrary } from "../netlink/nftables.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
-import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
 import { CappedReadError, readCappedText } from "../capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
@@ -547,7 +547,7 @@ async function gatherStore(ctx: DoctorContext): Promise<void> {
     const dead = (l: Lease) => l.expiration !== null && l.expiration.getTime() <= now;
     ctx.store.leases = leases.filter((l) => !dead(l));
     ctx.store.expired = leases.filter(dead);
-    if (store instanceof ReadOnlyFileStore) ctx.store.malformed = [...store.malformed];
+    if (store instanceof FileStoreReader) ctx.store.malformed = [...store.malformed];
     try {
       ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {

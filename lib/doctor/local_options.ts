@@ -6,7 +6,7 @@
  */
 import type { DoctorOptions } from "./context.ts";
 import { DEFAULT_PATHS } from "./paths.ts";
-import { ReadOnlyFileStore } from "./filestore_ro.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
 import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
 import { DEFAULT_STORE_DIR } from "../store/file.ts";
 
@@ -40,7 +40,7 @@ export function localDoctorOptions(
     openStore: kind !== "file"
       ? () => openStore(store)
       : isDir(dir)
-      ? () => Promise.resolve(new ReadOnlyFileStore(dir))
+      ? () => Promise.resolve(new FileStoreReader(dir))
       : null,
     storeExplicit: false,
     skip: new Set(),

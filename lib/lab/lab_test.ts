@@ -1,5 +1,12 @@
 import { assert, assertEquals, assertNotEquals, assertThrows } from "../../tests/assert.ts";
-import { labNetnsPattern, nodeMounts, underlayAddrs, underlayOctet, validateLabName } from "./paths.ts";
+import {
+  labNetnsPattern,
+  nodeMounts,
+  suggestLabName,
+  underlayAddrs,
+  underlayOctet,
+  validateLabName,
+} from "./paths.ts";
 import { fileStoreDir, resolveTarget, storeEnv, withNodeFiles } from "./exec.ts";
 import { flanctlCommand, shq } from "./proc.ts";
 import { UsageError } from "../errors.ts";
@@ -36,8 +43,15 @@ Deno.test("lab names: valid ones pass, bad ones are usage errors naming --name",
   for (const n of ["lab", "a", "tv1a2b3c", "abcdefghijkl"]) validateLabName(n);
   for (const n of ["", "Lab", "1lab", "la-b", "abcdefghijklm", "a b"]) {
     const e = assertThrows(() => validateLabName(n), UsageError);
-    assert(e.message.includes("--name"));
+    assert(e.message.startsWith(`--name: '${n}' is not a lab name`), e.message);
+    // The hint is itself a valid name.
+    const hint = /; try --name (\S+)$/.exec(e.message)?.[1] ?? "";
+    validateLabName(hint);
   }
+  assertEquals(
+    ["My_Lab", "1lab", "la-b", "abcdefghijklm", "", "a b"].map(suggestLabName),
+    ["mylab", "lab1lab", "lab", "abcdefghijkl", "lab", "ab"],
+  );
 });
 
 Deno.test("underlay addresses differ per lab name and stay in 192.168.100-249", () => {

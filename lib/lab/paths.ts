@@ -24,13 +24,21 @@ export function statePath(name: string): string {
 
 const NAME_RE = /^[a-z][a-z0-9]{0,11}$/;
 
-/** Checks a lab name (it prefixes namespace names and CNI container ids). */
+/** Checks a lab name (it prefixes namespace names and CNI container ids); the error suggests a valid one. */
 export function validateLabName(name: string): void {
   if (!NAME_RE.test(name)) {
     throw new UsageError(
-      `--name '${name}': a lab name is 1-12 lower-case letters or digits, starting with a letter (e.g. lab)`,
+      `--name: '${name}' is not a lab name (1-12 lower-case letters or digits, starting with a letter); ` +
+        `try --name ${suggestLabName(name)}`,
     );
   }
+}
+
+/** A valid lab name close to `name`: lower-cased, other characters dropped, a letter first, 12 at most. */
+export function suggestLabName(name: string): string {
+  let s = name.toLowerCase().replace(/[^a-z0-9]/g, "");
+  if (!/^[a-z]/.test(s)) s = `lab${s}`;
+  return s.slice(0, 12);
 }
 
 /** FNV-1a, to spread lab names over underlay subnets. */

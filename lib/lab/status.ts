@@ -4,8 +4,9 @@
  * @module
  */
 import { parseSubnetEnv } from "../subnet_env.ts";
+import { renderTable as table } from "../ui/table.ts";
 import { isOurProcess, runCmd } from "./proc.ts";
-import type { LabState, LabStatusJson, NodeState } from "./types.ts";
+import type { LabDaemonJson, LabState, LabStatusJson, NodeState } from "./types.ts";
 import { hasV6, podIPv6, subnet6FromEnv } from "./family.ts";
 
 /** The node's subnet (network/prefix) from its subnet.env, or null. */
@@ -26,6 +27,13 @@ export async function podIP(netns: string): Promise<string | null> {
   return j[0]?.addr_info?.[0]?.local ?? null;
 }
 
+/** The node's daemon: its recorded pid, running when that pid is still the lab's process. */
+export function daemonStatus(s: LabState, n: NodeState): LabDaemonJson {
+  const pid = n.daemonPid ?? null;
+  if (pid === null) return { pid, state: "none" };
+  return { pid, state: isOurProcess(pid, `${s.dir}/`) ? "running" : "stopped" };
+}
+
 /** Builds the status document. */
 export async function labStatus(s: LabState): Promise<LabStatusJson> {
   const v6 = hasV6(s);
@@ -35,6 +43,7 @@ export async function labStatus(s: LabState): Promise<LabStatusJson> {
       netns: n.netns,
       publicIP: n.publicIP,
       subnet: nodeSubnet(n),
+      daemon: daemonStatus(s, n),
       ...(v6 ? { publicIPv6: n.publicIPv6 ?? null, subnetIPv6: nodeSubnet6(n) } : {}),
     })),
     pods: await Promise.all(
@@ -58,21 +67,17 @@ export function nodeSubnet6(n: NodeState): string | null {
   }
 }
 
-/** Renders rows as an aligned text table. */
-export function table(header: string[], rows: string[][]): string {
-  const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(w[i])).join("  ").trimEnd();
-  return [line(header), ...rows.map(line)].join("\n");
-}
-
 /** The human summary: a node table and a pod table. */
 export function formatStatus(s: LabState, st: LabStatusJson): string {
   const nodes = table(
     ["NODE", "NETNS", "PUBLIC IP", "SUBNET", "DAEMON"],
     st.nodes.map((n) => {
-      const node = s.nodes.find((x) => x.name === n.name);
-      const pid = node?.daemonPid;
-      const daemon = pid ? (isOurProcess(pid, `${s.dir}/`) ? `pid ${pid}` : `stopped (was pid ${pid})`) : "-";
+      const d = n.daemon;
+      const daemon = d.state === "running"
+        ? `pid ${d.pid}`
+        : d.state === "stopped"
+        ? `stopped (was pid ${d.pid})`
+        : "-";
       // Dual/IPv6 labs: both addresses in one cell ("192.168.1.11 fc00:…"), both subnets likewise.
       const both = (a: string | null | undefined, b: string | null | undefined) =>
         [a, b].filter((x) => x && x !== "-").join(" ") || "-";

@@ -119,13 +119,20 @@ export interface LabState {
   procs: ProcState[];
 }
 
-/** `flanctl lab status -o json`. */
+/** A node's daemon in `lab status`: its recorded pid and whether it still runs (`none`: never started). */
+export interface LabDaemonJson {
+  pid: number | null;
+  state: "running" | "stopped" | "none";
+}
+
+/** `flanctl lab status -o json` (the contract; camelCase). */
 export interface LabStatusJson {
   nodes: {
     name: string;
     netns: string;
     publicIP: string;
     subnet: string | null;
+    daemon: LabDaemonJson;
     /** In dual and ipv6 labs. */
     publicIPv6?: string | null;
     /** In dual and ipv6 labs. */

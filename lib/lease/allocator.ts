@@ -7,7 +7,7 @@
 import { FlanctlError } from "../errors.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
-import type { AcquireOptions, Lease, LeaseAttrsWire } from "../store/types.ts";
+import type { AcquireOptions, Lease, LeaseAttrsWire } from "./types.ts";
 import { subnetFitsConfig } from "../config/netconf.ts";
 
 /** No free subnet is left between SubnetMin and SubnetMax. */

@@ -6,7 +6,7 @@
  */
 import { FlanctlError } from "../errors.ts";
 import { IPAddr, IPNet } from "../ip/cidr.ts";
-import type { Lease, LeaseAttrsWire, LeaseJson } from "../store/types.ts";
+import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
 /** A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. */
 export class MalformedLeaseError extends FlanctlError {

@@ -2,7 +2,7 @@ import { assert, assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
 import { lookupRoute, Reconciler, v4Cidr } from "./reconciler.ts";
-import { FakeNetlink, fakeRoute } from "./testing.ts";
+import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
 import type { DesiredPeer } from "./types.ts";
 
 const quiet = { info() {}, warn() {}, debug() {} };

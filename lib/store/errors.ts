@@ -39,3 +39,23 @@ export class StoreError extends FlanctlError {
     super(message, 1, options);
   }
 }
+
+/** The file store's directory does not exist (a typo'd `--store-dir`, or no config written yet). */
+export class StoreDirNotFoundError extends StoreError {
+  /** The missing directory. */
+  readonly dir: string;
+  constructor(dir: string) {
+    super(
+      `file store directory ${dir} does not exist: check --store-dir, or create the store with ` +
+        `'flanctl lease config set net-conf.json --store-dir ${dir}'`,
+    );
+    this.dir = dir;
+  }
+}
+
+/** A write asked of a read-only store view (the doctor's, lib/store/file_reader.ts's). */
+export class ReadOnlyStoreError extends StoreError {
+  constructor(op: string) {
+    super(`the store is opened read-only (${op} refused)`);
+  }
+}

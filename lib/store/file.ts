@@ -10,9 +10,14 @@
  *   read-decide-write, so acquires from many processes never hand out the same subnet.
  * - `tmp/`: files are written here and renamed into place (atomic for readers).
  *
- * Watching uses inotify (Deno.watchFs) on `subnets/` and re-reads only the files named in events; expiry
- * is a timer set to the next expiration, not polling. Expired leases are deleted lazily (acquire, list,
- * and by watchers when their timer fires).
+ * Reading never writes: every read goes through lib/store/file_reader.ts (the one lease-file parser), the
+ * constructor creates nothing, and listing or watching never deletes. Only writers create the directories
+ * (`lease config set` may create the store directory itself; the other writers need it to exist) and
+ * collect expired leases (acquire, reserve, revoke). A missing store directory is StoreDirNotFoundError.
+ *
+ * Watching uses inotify (Deno.watchFs) on `subnets/` and re-reads only the files named in events, starting
+ * from the snapshot the listing returned (no file is read again when nothing changed in between); expiry
+ * is a timer set to the next expiration, not polling.
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
@@ -20,17 +25,10 @@ import { parseNetConfig } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import { IPAddr } from "../ip/cidr.ts";
 import { allocate } from "../lease/allocator.ts";
-import {
-  encodeLeaseAttrs,
-  keyOf,
-  leaseKey,
-  MalformedLeaseError,
-  parseLeaseKey,
-  validateLeaseAttrs,
-  warnMalformed,
-} from "../lease/wire.ts";
+import { keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
-import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "./errors.ts";
+import { LeaseNotFoundError, StoreDirNotFoundError, StoreError, SubnetConflictError } from "./errors.ts";
+import { encodeLeaseFile, type FileLeaseEntry, FileStoreReader, leaseExpired } from "./file_reader.ts";
 import { DEFAULT_LEASE_TTL_MS, errMsg, Mutex, Wakeup } from "./util.ts";
 
 /** Options of {@link FileStore}. */
@@ -44,14 +42,8 @@ export interface FileStoreOptions {
 /** The default directory of the file store. */
 export const DEFAULT_STORE_DIR = "/var/lib/flanctl";
 
-interface Entry {
-  seq: number;
-  lease: Lease;
-}
-
-function expired(l: Lease, now = Date.now()): boolean {
-  return l.expiration !== null && l.expiration.getTime() <= now;
-}
+type Entry = FileLeaseEntry;
+const expired = leaseExpired;
 
 /** The file store. Several instances (in several processes) may share one directory. */
 export class FileStore implements SubnetStore {
@@ -65,27 +57,39 @@ export class FileStore implements SubnetStore {
   #cache: { seq: number; entries: Map<string, Entry> } | null = null;
   #snapshots = new Map<string, Map<string, Entry>>();
   #closed = new AbortController();
-  /** Malformed files already reported, so re-scans do not repeat the warning. */
-  #warned = new Set<string>();
+  /** Every read (malformed files are warned about once each). */
+  #reader: FileStoreReader;
 
+  /** Opens the store in `opts.dir`; nothing is read or created until a method is called. */
   constructor(opts: FileStoreOptions) {
     this.dir = opts.dir.replace(/\/+$/, "") || "/";
     this.ttlMs = opts.ttlMs ?? DEFAULT_LEASE_TTL_MS;
-    try {
-      Deno.mkdirSync(`${this.dir}/subnets`, { recursive: true });
-      Deno.mkdirSync(`${this.dir}/tmp`, { recursive: true });
-    } catch (e) {
-      throw new StoreError(`cannot create store directory ${this.dir}: ${errMsg(e)} (check --store-dir)`);
-    }
+    this.#reader = new FileStoreReader(this.dir, { onMalformed: (err) => warnMalformed(err, this.#subnets) });
   }
 
   get #subnets() {
     return `${this.dir}/subnets`;
   }
 
-  /** Runs `fn` holding the in-process mutex and the directory's exclusive file lock. */
-  #locked<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Writers only: makes `subnets/` and `tmp/` in the store directory. The directory itself is made only
+   * when `createDir` (writing the config creates a store); otherwise it must exist.
+   */
+  async #prepare(createDir: boolean): Promise<void> {
+    if (!createDir) await this.#reader.requireDir();
+    try {
+      await Deno.mkdir(this.#subnets, { recursive: true });
+      await Deno.mkdir(`${this.dir}/tmp`, { recursive: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) throw new StoreDirNotFoundError(this.dir);
+      throw new StoreError(`cannot create store directory ${this.dir}: ${errMsg(e)} (check --store-dir)`);
+    }
+  }
+
+  /** Runs `fn` holding the in-process mutex and the directory's exclusive file lock (writers only). */
+  #locked<T>(fn: () => Promise<T>, createDir = false): Promise<T> {
     return this.#mutex.run(async () => {
+      await this.#prepare(createDir);
       const f = await Deno.open(`${this.dir}/.lock`, { read: true, write: true, create: true });
       try {
         await f.lock(true);
@@ -102,13 +106,8 @@ export class FileStore implements SubnetStore {
     await Deno.rename(tmp, path);
   }
 
-  async #readSeq(): Promise<number> {
-    try {
-      const n = Number((await Deno.readTextFile(`${this.dir}/seq`)).trim());
-      return Number.isFinite(n) ? n : 0;
-    } catch {
-      return 0;
-    }
+  #readSeq(): Promise<number> {
+    return this.#reader.readSeq();
   }
 
   async #bumpSeq(): Promise<number> {
@@ -117,47 +116,13 @@ export class FileStore implements SubnetStore {
     return n;
   }
 
-  /** Reads one lease file; null when missing or malformed (malformed ones are reported). */
-  async #readEntry(key: string): Promise<Entry | null> {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(`${this.#subnets}/${key}`);
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return null;
-      warnMalformed(e, `${this.#subnets}/${key}`);
-      return null;
-    }
-    try {
-      const k = parseLeaseKey(key);
-      if (!k) throw new Error(`file name is not a subnet key (e.g. 10.5.52.0-24)`);
-      const doc = JSON.parse(text) as { lease?: unknown; expiration?: unknown; seq?: unknown };
-      const attrs = validateLeaseAttrs(key, doc.lease);
-      const exp = typeof doc.expiration === "string" ? new Date(doc.expiration) : null;
-      if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${JSON.stringify(doc.expiration)}`);
-      const seq = typeof doc.seq === "number" ? doc.seq : 0;
-      return { seq, lease: { ...k, attrs, expiration: exp, revision: String(seq) } };
-    } catch (e) {
-      const err = e instanceof MalformedLeaseError ? e : new MalformedLeaseError(key, errMsg(e));
-      const id = `${key}:${text.length}:${err.message}`;
-      if (!this.#warned.has(id)) warnMalformed(err, this.#subnets);
-      this.#warned.add(id);
-      return null;
-    }
+  /** Reads one lease file; null when missing or malformed (malformed ones are reported once). */
+  #readEntry(key: string): Promise<Entry | null> {
+    return this.#reader.readEntry(key);
   }
 
-  async #scan(): Promise<Map<string, Entry>> {
-    const out = new Map<string, Entry>();
-    const names: string[] = [];
-    for await (const e of Deno.readDir(this.#subnets)) {
-      if (!e.name.startsWith(".")) names.push(e.name);
-    }
-    // Read in parallel batches: thousands of small files.
-    for (let i = 0; i < names.length; i += 64) {
-      const batch = names.slice(i, i + 64);
-      const got = await Promise.all(batch.map((n) => this.#readEntry(n)));
-      got.forEach((e, j) => e && out.set(batch[j], e));
-    }
-    return out;
+  #scan(): Promise<Map<string, Entry>> {
+    return this.#reader.scan();
   }
 
   /** All entries as of now, from the cache when the sequence number has not moved. */
@@ -172,9 +137,7 @@ export class FileStore implements SubnetStore {
 
   async #putEntry(key: string, attrs: LeaseAttrsWire, expiration: Date | null): Promise<Lease> {
     const seq = (await this.#readSeq()) + 1;
-    const text = `{"lease":${encodeLeaseAttrs(attrs)},"expiration":${
-      expiration ? JSON.stringify(expiration.toISOString()) : "null"
-    },"seq":${seq}}\n`;
+    const text = encodeLeaseFile(attrs, expiration, seq);
     await this.#write(`${this.#subnets}/${key}`, text);
     await this.#write(`${this.dir}/seq`, `${seq}\n`);
     const k = parseLeaseKey(key)!;
@@ -208,27 +171,18 @@ export class FileStore implements SubnetStore {
     return (await this.#entries()).entries;
   }
 
-  /** Reads and parses `<dir>/config`. */
-  async getNetworkConfig(): Promise<NetConfig> {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(`${this.dir}/config`);
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) {
-        throw new NoNetworkConfigError(
-          `no network config in ${this.dir}/config: write one with ` +
-            `'flanctl lease config set net-conf.json --store-dir ${this.dir}'`,
-        );
-      }
-      throw new StoreError(`cannot read ${this.dir}/config: ${errMsg(e)}`);
-    }
-    return parseNetConfig(text);
+  /** Reads and parses `<dir>/config` (NoNetworkConfigError, naming the fix, when there is none). */
+  getNetworkConfig(): Promise<NetConfig> {
+    return this.#reader.getNetworkConfig();
   }
 
   /** Validates and writes `<dir>/config`. */
   async setNetworkConfig(json: string): Promise<void> {
     parseNetConfig(json);
-    await this.#locked(() => this.#write(`${this.dir}/config`, json.endsWith("\n") ? json : json + "\n"));
+    await this.#locked(
+      () => this.#write(`${this.dir}/config`, json.endsWith("\n") ? json : json + "\n"),
+      true,
+    );
   }
 
   /** Acquires a lease (see lib/lease/allocator.ts for the order). */
@@ -301,17 +255,44 @@ export class FileStore implements SubnetStore {
     });
   }
 
-  /** All live leases and the current sequence number as cursor. */
+  /**
+   * All live leases and the current sequence number as cursor. Read-only: expired leases are left out,
+   * not deleted (writers collect them); a missing store directory is StoreDirNotFoundError.
+   */
   async listLeases(): Promise<{ leases: Lease[]; cursor: string }> {
-    let { seq, entries } = await this.#entries();
-    if ([...entries.values()].some((e) => expired(e.lease))) {
-      entries = await this.#locked(() => this.#liveEntries());
-      seq = this.#cache?.seq ?? seq;
-    }
+    const { seq, entries: all } = await this.#entries();
+    const now = Date.now();
+    const entries = new Map([...all].filter(([, e]) => !expired(e.lease, now)));
     const cursor = String(seq);
-    this.#snapshots.set(cursor, new Map(entries));
+    this.#snapshots.set(cursor, entries);
     if (this.#snapshots.size > 8) this.#snapshots.delete(this.#snapshots.keys().next().value!);
     return { leases: [...entries.values()].map((e) => e.lease), cursor };
+  }
+
+  /**
+   * Where a watch starts: the listing that returned `cursor`, as it is (no lease file is read again); for
+   * an unknown cursor, the current leases, those written after the cursor reported as added. `base` is the
+   * change counter that state corresponds to.
+   */
+  async #watchBaseline(
+    cursor: string,
+  ): Promise<{ known: Map<string, Entry>; pending: LeaseEvent[]; base: number }> {
+    const known = new Map<string, Entry>();
+    const pending: LeaseEvent[] = [];
+    const snap = this.#snapshots.get(cursor);
+    if (snap) {
+      for (const [k, e] of snap) known.set(k, e);
+      return { known, pending, base: Number(cursor) };
+    }
+    const c = Number(cursor) || 0;
+    const { seq, entries } = await this.#entries();
+    const now = Date.now();
+    for (const [k, e] of entries) {
+      if (expired(e.lease, now)) continue;
+      known.set(k, e);
+      if (e.seq > c) pending.push({ type: "added", lease: e.lease });
+    }
+    return { known, pending, base: seq };
   }
 
   /**
@@ -320,15 +301,19 @@ export class FileStore implements SubnetStore {
    */
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
-    const known = new Map<string, Entry>(this.#snapshots.get(cursor) ?? []);
-    if (!this.#snapshots.has(cursor)) {
-      const c = Number(cursor) || 0;
-      for (const [k, e] of (await this.#entries()).entries) if (e.seq <= c) known.set(k, e);
-    }
+    let { known, pending, base } = await this.#watchBaseline(cursor);
     const wake = new Wakeup();
     const dirty = new Set<string>();
-    let rescan = true;
-    const fsw = Deno.watchFs(this.#subnets, { recursive: false });
+    let fsw: Deno.FsWatcher;
+    try {
+      fsw = Deno.watchFs(this.#subnets, { recursive: false });
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      await this.#reader.requireDir();
+      throw new StoreError(`cannot watch ${this.#subnets}: no such directory (no lease was ever written)`);
+    }
+    // A change between the baseline and the start of the watch: one full re-read, else none.
+    let rescan = (await this.#readSeq()) !== base;
     const onAbort = () => {
       try {
         fsw.close();
@@ -356,7 +341,8 @@ export class FileStore implements SubnetStore {
     })();
     try {
       while (!stop.aborted) {
-        const events: LeaseEvent[] = [];
+        const events: LeaseEvent[] = pending;
+        pending = [];
         const now = Date.now();
         const names = rescan ? null : [...dirty];
         dirty.clear();
@@ -369,17 +355,11 @@ export class FileStore implements SubnetStore {
         } else {
           for (const k of names) this.#diff(k, known, await this.#readEntry(k), events, now);
         }
-        // Expired leases: re-read (a renewal may have landed), report, and delete lazily.
-        let expiredAny = false;
+        // Expired leases: re-read (a renewal may have landed) and report; the files stay for a writer to
+        // collect (watching never writes).
         for (const [k, e] of [...known]) {
           if (!expired(e.lease, now)) continue;
           this.#diff(k, known, await this.#readEntry(k), events, now);
-          expiredAny = true;
-        }
-        if (expiredAny) {
-          this.#locked(() => this.#liveEntries()).catch((e) =>
-            console.error(`flanctl: warning: removing expired leases in ${this.dir}: ${errMsg(e)}`)
-          );
         }
         if (events.length) yield events;
         let next = Infinity;

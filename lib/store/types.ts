@@ -1,53 +1,21 @@
 /**
- * The store interface every subnet-lease engine implements (file, etcd v3, Kubernetes API), and the
- * lease shapes on the wire. The daemon, `flanctl lease` and the doctor see only this.
+ * The store interface every subnet-lease engine implements (file, etcd v3, Kubernetes API); the lease
+ * shapes themselves live in lib/lease/types.ts (re-exported here). The daemon, `flanctl lease` and the
+ * doctor see only this.
  * @module
  */
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 
-/** Lease attributes exactly as flannel serialises them in etcd (key order kept). */
-export interface LeaseAttrsWire {
-  PublicIP: string;
-  PublicIPv6?: string | null;
-  BackendType: string;
-  BackendData?: unknown;
-  BackendV6Data?: unknown;
-}
-
-/** A subnet lease. */
-export interface Lease {
-  /** The node's IPv4 subnet (null in IPv6-only networks). */
-  subnet: IPNet | null;
-  /** The node's IPv6 subnet, when dual stack / IPv6. */
-  ipv6Subnet: IPNet | null;
-  attrs: LeaseAttrsWire;
-  /** When the lease expires; null for reservations (no TTL). */
-  expiration: Date | null;
-  /** Store-specific revision/version of this lease (etcd mod revision, k8s resourceVersion, file seq). */
-  revision?: string;
-}
-
-/** A change seen by a watcher. */
-export type LeaseEvent =
-  | { type: "added"; lease: Lease }
-  | { type: "removed"; lease: Lease };
-
-/** The `-o json` shape of `flanctl lease list`. */
-export interface LeaseJson {
-  subnet: string;
-  publicIP: string;
-  backendType: string;
-  backendData: unknown;
-  expiration: string | null;
-}
-
-/** Options for acquiring a lease. */
-export interface AcquireOptions {
-  /** FLANNEL_SUBNET from a previous subnet.env, tried after "our own PublicIP". */
-  previousSubnet?: IPNet | null;
-  previousIPv6Subnet?: IPNet | null;
-}
+export type {
+  AcquireOptions,
+  Lease,
+  LeaseAttrsWire,
+  LeaseEvent,
+  LeaseEventJson,
+  LeaseJson,
+} from "../lease/types.ts";
+import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent } from "../lease/types.ts";
 
 /** A subnet-lease store. */
 export interface SubnetStore {

@@ -5,7 +5,7 @@
  * @module
  */
 import { type DoctorOptions, gatherContext } from "../doctor/context.ts";
-import { ReadOnlyFileStore } from "../doctor/filestore_ro.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
 import { openStore } from "../store/open.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import { FlanctlError, UsageError } from "../errors.ts";
@@ -48,7 +48,7 @@ export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): Do
     readyzUrl: null,
     probe: false,
     openStore: storeDir
-      ? () => Promise.resolve(new ReadOnlyFileStore(storeDir))
+      ? () => Promise.resolve(new FileStoreReader(storeDir))
       : () => openStore({ etcdEndpoints: s.storeFlags[s.storeFlags.indexOf("--etcd-endpoints") + 1] }),
     storeExplicit: true,
     skip: new Set(),

@@ -1,15 +1,15 @@
 /**
- * Checks of a running lab, used by the end-to-end tests and the benchmark: the flannel entries each node
+ * Checks of a running lab, for the end-to-end lab tests (test-only, so not in lib/): the flannel entries each node
  * should have for its peers (derived from the peers themselves: their subnet.env, their VTEP device's
  * MAC, their public IP), compared with what the kernel holds (`ip -j` / `bridge -j`), plus a continuous
  * ping that counts losses.
  * @module
  */
-import { IPNet } from "../ip/cidr.ts";
-import { nodeSubnet } from "./status.ts";
-import { listNetns } from "./down.ts";
-import { inNs, mustRun, runCmd, sleep } from "./proc.ts";
-import type { LabState, NodeState } from "./types.ts";
+import { IPNet } from "../lib/ip/cidr.ts";
+import { nodeSubnet } from "../lib/lab/status.ts";
+import { listNetns } from "../lib/lab/down.ts";
+import { inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";
+import type { LabState, NodeState } from "../lib/lab/types.ts";
 
 /** What a node must hold for one peer. */
 export interface PeerEntry {

@@ -12,9 +12,9 @@
  * itself not ready.
  * @module
  */
-import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
-import { LeaseNotFoundError } from "../store/errors.ts";
-import { storeErrorCause, storeErrorKind } from "../store/classify.ts";
+import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
+import { LeaseNotFoundError } from "./errors.ts";
+import { storeErrorCause, storeErrorKind } from "./classify.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;

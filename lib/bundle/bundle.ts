@@ -7,13 +7,24 @@
  * The archive is written by the system `tar` (as iptables-save is run): no archive code of our own.
  * @module
  */
-import type { DoctorContext } from "./context.ts";
-import type { DoctorReport } from "./types.ts";
-import { renderJson } from "./render.ts";
+import type { DoctorContext } from "../doctor/context.ts";
+import type { DoctorReport } from "../doctor/types.ts";
+import { renderJson } from "../doctor/render.ts";
 import { nodeStatus } from "../status/status.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { allTables } from "../inspect/render.ts";
+import {
+  addrView,
+  fdbView,
+  linkNames,
+  linkView,
+  neighView,
+  routeView,
+  sortFdb,
+  sortNeigh,
+  vethView,
+} from "../inspect/views.ts";
 import { daemonStatePath } from "../daemon_state.ts";
 import { VERSION } from "../version.ts";
 import { FlanctlError } from "../errors.ts";
@@ -133,7 +144,7 @@ export async function writeBundle(
     } catch (e) {
       put("status.json", JSON.stringify({ error: (e as Error).message }) + "\n");
     }
-    put("inspect.txt", inspectAll(ctx));
+    put("inspect.txt", await inspectAll(ctx));
     for (const d of [ctx.ipt.main, ctx.ipt.legacy, ctx.ipt.nft]) {
       put(`${d.cmd}.txt`, d.text ?? `# ${d.error}\n`);
     }
@@ -167,17 +178,22 @@ export async function writeBundle(
   }
 }
 
-function inspectAll(ctx: DoctorContext): string {
+async function inspectAll(ctx: DoctorContext): Promise<string> {
   try {
     const h = openNetlink(ctx.opts.netns ? { name: ctx.opts.netns } : null);
     try {
+      const links = h.links();
+      const names = linkNames(links);
+      const routes = h.routes();
+      const neigh = h.neighbours();
+      const pairs = await listVethPairs(ctx.opts.netns ? { netns: ctx.opts.netns } : {});
       return allTables({
-        links: h.links(),
-        veths: listVethPairs(ctx.opts.netns ? { netns: ctx.opts.netns } : {}),
-        addrs: h.addrs(),
-        routes: h.routes(),
-        neigh: h.neighbours(),
-        fdb: h.fdb(),
+        links: links.map((l) => linkView(l, names)),
+        veths: pairs.map(vethView),
+        addrs: h.addrs().map(addrView),
+        routes: routes.map((r) => routeView(r, names)),
+        neigh: sortNeigh(neigh.map((n) => neighView(n, routes))),
+        fdb: sortFdb(h.fdb().map((f) => fdbView(f, names, neigh, routes))),
       }) + "\n";
     } finally {
       h.close();

@@ -14,7 +14,7 @@ import type {
   RouteInfo,
   RouteSpec,
   VxlanCreateOptions,
-} from "../netlink/types.ts";
+} from "../lib/netlink/types.ts";
 
 /** A fake kernel. */
 export class FakeNetlink implements NetlinkHandle {

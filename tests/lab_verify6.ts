@@ -4,12 +4,12 @@
  * with the kernel's (`ip -6 -j` / `bridge -j`), pings to every pod's IPv6, and TCP over IPv6.
  * @module
  */
-import { IPNet } from "../ip/cidr.ts";
-import { LAB_IPV6_NETWORK } from "./family.ts";
-import { nodeSubnet6 } from "./status.ts";
-import { inNs, mustRun, runCmd } from "./proc.ts";
-import type { LabState, NodeState } from "./types.ts";
-import { linkMac, waitUntil } from "./verify.ts";
+import { IPNet } from "../lib/ip/cidr.ts";
+import { LAB_IPV6_NETWORK } from "../lib/lab/family.ts";
+import { nodeSubnet6 } from "../lib/lab/status.ts";
+import { inNs, mustRun, runCmd } from "../lib/lab/proc.ts";
+import type { LabState, NodeState } from "../lib/lab/types.ts";
+import { linkMac, waitUntil } from "./lab_verify.ts";
 
 /** The IPv6 VXLAN device of the lab (VNI 1). */
 export const V6_DEV = "flannel-v6.1";

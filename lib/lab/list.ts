@@ -1,0 +1,55 @@
+/**
+ * `flanctl lab list`: every lab on this machine (each directory under the lab root with a state file),
+ * as explicit view rows. Read-only.
+ * @module
+ */
+import { labRoot } from "./paths.ts";
+import { readState } from "./state.ts";
+import { daemonStatus } from "./status.ts";
+
+/** One row of `flanctl lab list -o json` (the contract; camelCase). */
+export interface LabListJson {
+  name: string;
+  backend: string;
+  store: string;
+  network: string;
+  nodes: number;
+  pods: number;
+  /** Nodes whose daemon is running. */
+  daemonsRunning: number;
+  createdAt: string;
+}
+
+/** Every lab with a readable state file, sorted by name; corrupt state files are reported in `errors`. */
+export function listLabs(): { labs: LabListJson[]; errors: string[] } {
+  const labs: LabListJson[] = [];
+  const errors: string[] = [];
+  let names: string[];
+  try {
+    names = [...Deno.readDirSync(labRoot())].filter((e) => e.isDirectory).map((e) => e.name).sort();
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return { labs, errors };
+    throw e;
+  }
+  for (const name of names) {
+    let s;
+    try {
+      s = readState(name);
+    } catch (e) {
+      errors.push(e instanceof Error ? e.message : String(e));
+      continue;
+    }
+    if (!s) continue;
+    labs.push({
+      name: s.name,
+      backend: s.backend,
+      store: s.store,
+      network: s.network,
+      nodes: s.nodes.length,
+      pods: s.pods.length,
+      daemonsRunning: s.nodes.filter((n) => daemonStatus(s, n).state === "running").length,
+      createdAt: s.createdAt,
+    });
+  }
+  return { labs, errors };
+}

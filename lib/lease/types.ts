@@ -1,0 +1,56 @@
+/**
+ * Subnet leases as every layer sees them: the attributes on the wire (flannel's JSON), the lease, watch
+ * events, the `-o json` view and the acquire options. A leaf: it imports nothing of the stores, so
+ * lib/store depends on lib/lease and never the other way round (flannel's pkg/lease ← pkg/subnet).
+ * @module
+ */
+import type { IPNet } from "../ip/cidr.ts";
+
+/** Lease attributes exactly as flannel serialises them in etcd (key order kept). */
+export interface LeaseAttrsWire {
+  PublicIP: string;
+  PublicIPv6?: string | null;
+  BackendType: string;
+  BackendData?: unknown;
+  BackendV6Data?: unknown;
+}
+
+/** A subnet lease. */
+export interface Lease {
+  /** The node's IPv4 subnet (null in IPv6-only networks). */
+  subnet: IPNet | null;
+  /** The node's IPv6 subnet, when dual stack / IPv6. */
+  ipv6Subnet: IPNet | null;
+  attrs: LeaseAttrsWire;
+  /** When the lease expires; null for reservations (no TTL). */
+  expiration: Date | null;
+  /** Store-specific revision/version of this lease (etcd mod revision, k8s resourceVersion, file seq). */
+  revision?: string;
+}
+
+/** A change seen by a watcher. */
+export type LeaseEvent =
+  | { type: "added"; lease: Lease }
+  | { type: "removed"; lease: Lease };
+
+/** The `-o json` shape of `flanctl lease list`. */
+export interface LeaseJson {
+  subnet: string;
+  publicIP: string;
+  backendType: string;
+  backendData: unknown;
+  expiration: string | null;
+}
+
+/** One line of `flanctl lease watch -o json`: the change and the lease as `lease list` shows it. */
+export interface LeaseEventJson {
+  type: "added" | "removed";
+  lease: LeaseJson;
+}
+
+/** Options for acquiring a lease. */
+export interface AcquireOptions {
+  /** FLANNEL_SUBNET from a previous subnet.env, tried after "our own PublicIP". */
+  previousSubnet?: IPNet | null;
+  previousIPv6Subnet?: IPNet | null;
+}

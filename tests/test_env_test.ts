@@ -1,0 +1,67 @@
+/**
+ * The test suite's own environment: FLANCTL_TEST_PREFIX names every namespace and lab the tests make, and
+ * side-by-side tests fail loudly under CI when the reference plugins are missing (skip with a warning
+ * elsewhere).
+ */
+import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
+import { TEST_PREFIX, testPrefix, uniqueName } from "./netns.ts";
+import { labName } from "./lab_fixture.ts";
+import { missingRefPlugins } from "./cni_helpers.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+async function deno(args: string[], env: Record<string, string>) {
+  const o = await new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: ROOT,
+    env: { NO_COLOR: "1", ...env },
+    clearEnv: false,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: o.code, out: dec.decode(o.stdout) + dec.decode(o.stderr) };
+}
+
+Deno.test("test prefix: default ft, FLANCTL_TEST_PREFIX validated, names fit netns/link and lab limits", () => {
+  assertEquals(testPrefix(undefined), "ft");
+  assertEquals(testPrefix(""), "ft");
+  assertEquals(testPrefix("ci7"), "ci7");
+  for (const bad of ["CI", "7a", "a-b", "abcdefg"]) {
+    assertThrows(() => testPrefix(bad), Error, "FLANCTL_TEST_PREFIX");
+  }
+  const n = uniqueName("dn");
+  assert(n.startsWith(TEST_PREFIX) && n.length <= 15, n);
+  const l = labName("lv");
+  assert(l.startsWith(TEST_PREFIX.slice(0, 6)) && /^[a-z0-9]{1,12}$/.test(l), l);
+});
+
+Deno.test("test prefix: FLANCTL_TEST_PREFIX=zq5 names namespaces and labs zq5…", async () => {
+  const code = `import { uniqueName } from "./tests/netns.ts";
+import { labName } from "./tests/lab_fixture.ts";
+console.log(uniqueName("dn"), labName("lv"));`;
+  const r = await deno(["eval", "--ext=ts", code], { FLANCTL_TEST_PREFIX: "zq5" });
+  assertEquals(r.code, 0, r.out);
+  const [ns, lab] = r.out.trim().split(" ");
+  assert(ns.startsWith("zq5dn") && ns.length <= 15, ns);
+  assert(lab.startsWith("zq5lv") && lab.length === 11, lab);
+  const bad = await deno(["eval", "--ext=ts", code], { FLANCTL_TEST_PREFIX: "Bad!" });
+  assert(bad.code !== 0);
+  assertStringIncludes(bad.out, "FLANCTL_TEST_PREFIX: 'Bad!'");
+});
+
+Deno.test("reference plugins: missing ones fail the suite under CI=true, are skipped with a warning elsewhere", async () => {
+  assertEquals(missingRefPlugins(["flanctl-no-such-plugin"]), ["flanctl-no-such-plugin"]);
+  const args = ["test", "-A", "--no-check=remote", "tests/fixtures/ref_plugins_probe.ts"];
+  const ci = await deno(args, { CI: "true" });
+  assert(ci.code !== 0, `under CI a missing reference plugin must fail the run:\n${ci.out}`);
+  assertStringIncludes(ci.out, "side-by-side tests need the reference plugins (flanctl-no-such-plugin)");
+  assertStringIncludes(ci.out, "FAILED");
+  const dev = await deno(args, { CI: "false" });
+  assertEquals(dev.code, 0, dev.out);
+  assertStringIncludes(
+    dev.out,
+    "warning: reference CNI plugins missing in /usr/lib/cni: flanctl-no-such-plugin",
+  );
+  assertStringIncludes(dev.out, "1 ignored");
+});
