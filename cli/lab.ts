@@ -5,6 +5,7 @@
  */
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
+import { registerLabTrace } from "./trace.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/ui/output.ts";
 
@@ -167,6 +168,8 @@ export function register(program: Command): void {
       const m = await import("../lib/lab/mod.ts");
       exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
+
+  registerLabTrace(lab, nameOpt);
 
   lab.command("down")
     .description("remove every namespace, process and file of the lab (idempotent)")

@@ -30,12 +30,26 @@ export class Metrics implements ReconcileStats {
   leaseRenewalErrors = 0;
   /** Store events applied. */
   events = 0;
+  /** When the last full reconcile pass ended (ms since the epoch), 0 before the first. */
+  lastReconcileAt = 0;
+  /** Duration of the last full pass, seconds. */
+  lastReconcileSeconds = 0;
+  /** Entries the last full pass repaired or removed. */
+  lastReconcileRepairs = 0;
+  /** Process start (ms since the epoch). */
+  readonly startedAt: number = Date.now();
+  #repairsSeen = 0;
   readonly #buckets = new Array<number>(DURATION_BUCKETS.length).fill(0);
   #durSum = 0;
   #durCount = 0;
 
   /** Records one full reconcile pass duration. */
   observeReconcile(seconds: number): void {
+    // The reconciler adds the pass's repairs to `repairs` before it reports the duration.
+    this.lastReconcileRepairs = this.repairs - this.#repairsSeen;
+    this.#repairsSeen = this.repairs;
+    this.lastReconcileAt = Date.now();
+    this.lastReconcileSeconds = seconds;
     this.#durSum += seconds;
     this.#durCount++;
     for (let i = 0; i < DURATION_BUCKETS.length; i++) if (seconds <= DURATION_BUCKETS[i]) this.#buckets[i]++;
@@ -72,6 +86,30 @@ export class Metrics implements ReconcileStats {
     out.push(`flanctl_reconcile_duration_seconds_bucket{le="+Inf"} ${this.#durCount}`);
     out.push(`flanctl_reconcile_duration_seconds_sum ${this.#durSum}`);
     out.push(`flanctl_reconcile_duration_seconds_count ${this.#durCount}`);
+    m(
+      "flanctl_last_reconcile_timestamp_seconds",
+      "gauge",
+      "End of the last full reconcile pass (Unix time; 0 before the first).",
+      this.lastReconcileAt / 1000,
+    );
+    m(
+      "flanctl_last_reconcile_duration_seconds",
+      "gauge",
+      "Duration of the last full reconcile pass.",
+      this.lastReconcileSeconds,
+    );
+    m(
+      "flanctl_last_reconcile_repairs",
+      "gauge",
+      "Kernel entries the last full reconcile pass repaired or removed.",
+      this.lastReconcileRepairs,
+    );
+    m(
+      "process_start_time_seconds",
+      "gauge",
+      "Start of the daemon process (Unix time).",
+      this.startedAt / 1000,
+    );
     m(
       "flanctl_rule_resyncs_total",
       "counter",

@@ -20,6 +20,7 @@ import * as addr from "./addr.ts";
 import * as route from "./route.ts";
 import * as neigh from "./neigh.ts";
 import * as nsid from "./nsid.ts";
+import * as routeget from "./routeget.ts";
 import type {
   AddrInfo,
   FdbInfo,
@@ -310,10 +311,21 @@ class LibnlHandle implements NetlinkHandle {
   nsidOf(fd: number): number | null {
     return nsid.nsidOf(this.#c, fd);
   }
+
+  /** The kernel's route lookup for one packet (RTM_GETROUTE); not part of {@link NetlinkHandle}. */
+  routeGet(q: routeget.RouteQuery): routeget.RouteLookup {
+    return routeget.routeGet(this.#c, q, (i) => link.link(this.#c, i)?.name ?? null);
+  }
 }
 
 /** The RTM_GETNSID query for handles made by {@link openLibnl} (veth pairing needs it). */
 export function nsidOf(h: NetlinkHandle, fd: number): number | null {
   if (!(h instanceof LibnlHandle)) throw new FlanctlError("nsidOf needs a libnl handle");
   return h.nsidOf(fd);
+}
+
+/** `ip route get` for handles made by {@link openLibnl} (see {@link routeget.routeGet}). */
+export function routeGet(h: NetlinkHandle, q: routeget.RouteQuery): routeget.RouteLookup {
+  if (!(h instanceof LibnlHandle)) throw new FlanctlError("routeGet needs a libnl handle");
+  return h.routeGet(q);
 }
