@@ -20,6 +20,7 @@ import * as addr from "./addr.ts";
 import * as route from "./route.ts";
 import * as neigh from "./neigh.ts";
 import * as nsid from "./nsid.ts";
+import { writeMany } from "./batch.ts";
 import type {
   AddrInfo,
   FdbInfo,
@@ -29,6 +30,7 @@ import type {
   NeighInfo,
   NeighScanEntry,
   NetlinkHandle,
+  NetlinkWrite,
   NetnsRef,
   RouteInfo,
   RouteScanEntry,
@@ -288,6 +290,10 @@ class LibnlHandle implements NetlinkHandle {
 
   scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void {
     return neigh.scanFdb(this.#c, dev, each);
+  }
+
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[] {
+    return writeMany(this.#c, writes);
   }
 
   // ---------------------------------------------------------------- ethtool
