@@ -22,6 +22,8 @@ export class MsgWriter {
   /** Messages written. */
   count = 0;
   #start = 0;
+  /** True between begin() and end(). */
+  #open = false;
   #nests: number[] = [];
 
   constructor(size = 4096) {
@@ -33,6 +35,7 @@ export class MsgWriter {
   reset(): void {
     this.len = 0;
     this.count = 0;
+    this.#open = false;
     this.#nests.length = 0;
   }
 
@@ -48,6 +51,7 @@ export class MsgWriter {
   begin(type: number, flags: number, seq: number, hdrLen: number): number {
     this.#room(16 + hdrLen);
     this.#start = this.len;
+    this.#open = true;
     this.buf.fill(0, this.len, this.len + 16 + hdrLen);
     this.dv.setUint16(this.len + 4, type, true);
     this.dv.setUint16(this.len + 6, flags, true);
@@ -59,12 +63,14 @@ export class MsgWriter {
   /** Ends the message: writes its length. */
   end(): void {
     this.dv.setUint32(this.#start, this.len - this.#start, true);
+    this.#open = false;
     this.count++;
   }
 
-  /** Drops the message being written (its bytes are overwritten by the next). */
+  /** Drops the message being written, if one was begun (finished messages stay). */
   abort(): void {
-    this.len = this.#start;
+    if (this.#open) this.len = this.#start;
+    this.#open = false;
     this.#nests.length = 0;
   }
 
