@@ -5,6 +5,9 @@
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool.
+#   Environment: FLANCTL_PREFIX (default /usr/local), CNI_BIN_DIR (default /opt/cni/bin): a second install
+#   beside the system one (benches of a checkout); FLANCTL_DENO_BIN: an already installed deno of the pinned
+#   version to use instead of fetching one.
 set -euo pipefail
 
 DENO_VERSION=2.9.6
@@ -17,7 +20,7 @@ DEV=0
 for a in "$@"; do
   case "$a" in
     --dev) DEV=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option '$a' (use --dev or --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +55,8 @@ fi
 # The npm package's `bin` is a Node wrapper; we launch the platform binary directly (every CNI call
 # pays process start-up).
 DENO_HOME=$LIBDIR/deno
-DENO_BIN=$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno
+DENO_BIN=${FLANCTL_DENO_BIN:-$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno}
+mkdir -p "$BINDIR"
 if [ ! -x "$DENO_BIN" ] || [ "$("$DENO_BIN" --version 2>/dev/null | head -1 | awk '{print $2}')" != "$DENO_VERSION" ]; then
   log "installing deno $DENO_VERSION from the npm registry"
   mkdir -p "$DENO_HOME"

@@ -11,8 +11,8 @@
  */
 import { libc, nl } from "./ffi.ts";
 import { NetlinkError, NLE } from "./errors.ts";
-import { NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
-import { extack, kernelError } from "./io.ts";
+import { NLM_F_ACK_TLVS, NLM_F_CAPPED, NLMSG_ERROR, NLMSGERR_ATTR_MSG } from "./consts.ts";
+import { kernelError } from "./io.ts";
 import { NLM_F_ACK } from "./msg.ts";
 import { MsgWriter } from "./msg.ts";
 import type { Conn } from "./conn.ts";
@@ -50,45 +50,85 @@ function sendto(c: Conn, bytes: Uint8Array<ArrayBuffer>, op: () => string): void
 
 /**
  * Reads answers until the ack of sequence number `last`; every error answer before it goes to `failed`
- * with its request's sequence number, errno and extended-ack text.
+ * with its request's sequence number, errno and extended-ack text, every other message to `each` (as an
+ * offset into a JS copy of the receive buffer: the replies of a GET request).
  */
 function collect(
   c: Conn,
   last: number,
   op: () => string,
   failed: (seq: number, errno: number, msg: string | null) => void,
+  each?: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
 ): void {
   const sk = c.live();
   const addr = new Uint8Array(12);
   const out = c.out;
-  const head = new Uint8Array(36);
-  const hv = new DataView(head.buffer);
   for (;;) {
     out.reset();
     const n = nl().nl_recv(sk, addr, out.buf, null);
     if (n < 0) c.check(n, op);
-    const buf = out.value;
-    if (buf === null) continue;
-    let done = false;
+    const p = out.value;
+    if (p === null) continue;
+    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    const b = c.rx;
     try {
-      for (let off = 0; off + 16 <= n;) {
-        const p = Deno.UnsafePointer.offset(buf, off)!;
-        Deno.UnsafePointerView.copyInto(p, head.subarray(0, Math.min(36, n - off)));
-        const len = hv.getUint32(0, true), type = hv.getUint16(4, true), flags = hv.getUint16(6, true);
-        if (len < 16 || off + len > n) break;
-        if (type === NLMSG_ERROR && len >= 36) {
-          const err = -hv.getInt32(16, true);
-          const s = hv.getUint32(28, true); // the echoed request header's nlmsg_seq
-          if (err !== 0) failed(s, err, flags & NLM_F_ACK_TLVS ? extack(p, len, flags) : null);
-          if (s === last) done = true;
-        }
-        off += (len + 3) & ~3;
-      }
+      Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
     } finally {
-      libc().free(buf);
+      libc().free(p);
+    }
+    const dv = new DataView(b.buffer, 0, n);
+    let done = false;
+    for (let off = 0; off + 16 <= n;) {
+      const len = dv.getUint32(off, true),
+        type = dv.getUint16(off + 4, true),
+        flags = dv.getUint16(off + 6, true);
+      if (len < 16 || off + len > n) break;
+      if (type === NLMSG_ERROR && len >= 36) {
+        const err = -dv.getInt32(off + 16, true);
+        const s = dv.getUint32(off + 28, true); // the echoed request header's nlmsg_seq
+        if (err !== 0) failed(s, err, flags & NLM_F_ACK_TLVS ? extackOf(b, off, len, flags) : null);
+        if (s === last) done = true;
+      } else if (each) each(b, dv, off + 16, len - 16, type);
+      off += (len + 3) & ~3;
     }
     if (done) return;
   }
+}
+
+/** NLMSGERR_ATTR_MSG of the NLMSG_ERROR message at `b[off]` (length `len`), or null. */
+function extackOf(b: Uint8Array, off: number, len: number, flags: number): string | null {
+  const dv = new DataView(b.buffer, b.byteOffset + off, len);
+  const echoed = flags & NLM_F_CAPPED ? 16 : dv.getUint32(20, true);
+  for (let a = 20 + ((echoed + 3) & ~3); a + 4 <= len;) {
+    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+    if (alen < 4) break;
+    if (atype === NLMSGERR_ATTR_MSG) {
+      const text = new TextDecoder().decode(b.subarray(off + a + 4, off + a + alen)).replace(/\0.*$/s, "");
+      return text || null;
+    }
+    a += (alen + 3) & ~3;
+  }
+  return null;
+}
+
+/**
+ * Sends the one GET request `put` writes (with NLM_F_ACK) and hands its reply messages to `each`; throws
+ * the kernel's refusal as a NetlinkError named `op`.
+ */
+export function queryOne(
+  c: Conn,
+  op: () => string,
+  put: (w: MsgWriter, seq: number, extra: number) => void,
+  each: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
+): void {
+  const w = scratch;
+  w.reset();
+  const s = seq();
+  put(w, s, NLM_F_ACK);
+  sendto(c, w.slice(), op);
+  let error: NetlinkError | null = null;
+  collect(c, s, op, (_s, errno, msg) => error ??= kernelError(op(), errno, msg), each);
+  if (error) throw error;
 }
 
 /**
@@ -106,7 +146,7 @@ export function requestOne(
   put(w, s, NLM_F_ACK);
   sendto(c, w.slice(), op);
   let error: NetlinkError | null = null;
-  collect(c, s, op, (_s, errno, msg) => error = kernelError(op(), errno, msg));
+  collect(c, s, op, (_s, errno, msg) => error ??= kernelError(op(), errno, msg));
   if (error) throw error;
 }
 

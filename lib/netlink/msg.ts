@@ -115,6 +115,16 @@ export class MsgWriter {
     this.len += pad;
   }
 
+  /** `n` zeroed bytes inside the message (a struct inside a nested attribute); returns their offset. */
+  raw(n: number): number {
+    const pad = (n + 3) & ~3;
+    this.#room(pad);
+    this.buf.fill(0, this.len, this.len + pad);
+    const at = this.len;
+    this.len += pad;
+    return at;
+  }
+
   /** Opens a nested attribute (close it with {@link MsgWriter.nestEnd}). */
   nest(type: number): void {
     this.#room(4);
