@@ -361,7 +361,13 @@ if (only !== "memory") {
   for (const [name, env] of [CONFIGS[0], CONFIGS[2]]) speeds.push([name, await speedRun(env)]);
 }
 const mems: [string, Awaited<ReturnType<typeof rssRun>>][] = [];
-if (only !== "speed") { for (const [name, env] of CONFIGS) mems.push([name, await rssRun(env)]); }
+// DAEMON_BENCH_CONFIGS=1,2 measures memory under those CONFIGS only (indices).
+const pick = Deno.env.get("DAEMON_BENCH_CONFIGS")?.split(",").map(Number);
+if (only !== "speed") {
+  for (const [i, [name, env]] of CONFIGS.entries()) {
+    if (!pick || pick.includes(i)) mems.push([name, await rssRun(env)]);
+  }
+}
 const idle = await idleDeno();
 
 const f = (x: number) => x.toFixed(1);
