@@ -70,7 +70,8 @@ export class EtcdStore implements SubnetStore {
   /**
    * The lease list acquires work on, kept current by a watch from its revision (so an acquire with 5,000
    * leases does not list them all; the create-if-absent / mod-revision compare of the write catches what
-   * the watch has not delivered yet, and a lost race re-lists). Dropped, with its watch, after
+   * the watch has not delivered yet, and a lost race re-lists). Made for the second of acquires in a row;
+   * dropped, with its watch, after
    * {@link CACHE_IDLE_MS} without an acquire (a daemon acquires once: it must not hold a second copy of
    * every lease), when the watch fails or is compacted, and on close().
    */
@@ -78,6 +79,8 @@ export class EtcdStore implements SubnetStore {
   #cacheStop: AbortController | null = null;
   #cacheTask: Promise<void> | null = null;
   #cacheIdle: ReturnType<typeof setTimeout> | null = null;
+  /** When the last acquire started (ms); the cache is made only for an acquire soon after another. */
+  #lastAcquire = -Infinity;
 
   constructor(opts: EtcdStoreOptions) {
     this.client = new EtcdClient(opts);
@@ -163,6 +166,16 @@ export class EtcdStore implements SubnetStore {
     return l;
   }
 
+  /**
+   * The leases an acquire works on: a plain list for a lone acquire (a daemon acquires once and must not
+   * keep a second copy of every lease and a second watch), the cached list when acquires follow each other.
+   */
+  #leasesForAcquire(): Promise<Listed> {
+    const now = Date.now(), recent = now - this.#lastAcquire < CACHE_IDLE_MS;
+    this.#lastAcquire = now;
+    return this.#cache || recent ? this.#current() : this.#list();
+  }
+
   /** Applies the watch events after `rev` to `l` until stopped, compacted or failed. */
   async #follow(l: Listed, rev: number, stop: AbortSignal): Promise<void> {
     for await (const msg of this.client.watch(this.#subnets, prefixEnd(this.#subnets), rev + 1, stop)) {
@@ -229,7 +242,7 @@ export class EtcdStore implements SubnetStore {
   async acquireLease(attrs: LeaseAttrsWire, opts: AcquireOptions = {}): Promise<Lease> {
     const cfg = await this.getNetworkConfig();
     for (let attempt = 0; attempt < this.#raceRetries; attempt++) {
-      const listed = await this.#current();
+      const listed = await this.#leasesForAcquire();
       const { leases } = listed;
       const a = allocate(cfg, [...leases.values()].map((x) => x.lease), attrs, opts);
       for (const s of a.stale) {
