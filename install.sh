@@ -7,6 +7,9 @@
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
+#   Environment: FLANCTL_PREFIX (default /usr/local), CNI_BIN_DIR (default /opt/cni/bin): a second install
+#   beside the system one (benches of a checkout); FLANCTL_DENO_BIN: an already installed deno of the pinned
+#   version to use instead of fetching one.
 set -euo pipefail
 
 DENO_VERSION=2.9.6
@@ -21,7 +24,7 @@ for a in "$@"; do
   case "$a" in
     --dev) DEV=1 ;;
     --systemd) SYSTEMD=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option '$a' (use --dev, --systemd or --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +59,8 @@ fi
 # The npm package's `bin` is a Node wrapper; we launch the platform binary directly (every CNI call
 # pays process start-up).
 DENO_HOME=$LIBDIR/deno
-DENO_BIN=$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno
+DENO_BIN=${FLANCTL_DENO_BIN:-$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno}
+mkdir -p "$BINDIR"
 if [ ! -x "$DENO_BIN" ] || [ "$("$DENO_BIN" --version 2>/dev/null | head -1 | awk '{print $2}')" != "$DENO_VERSION" ]; then
   log "installing deno $DENO_VERSION from the npm registry"
   mkdir -p "$DENO_HOME"

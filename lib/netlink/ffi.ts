@@ -64,6 +64,8 @@ const NL_SYMBOLS = {
   nla_nest_end: { parameters: ["pointer", "pointer"], result: "i32" },
   // int nl_send_auto(struct nl_sock *sk, struct nl_msg *msg);
   nl_send_auto: { parameters: ["pointer", "pointer"], result: "i32" },
+  // int nl_sendto(struct nl_sock *sk, void *buf, size_t size);
+  nl_sendto: { parameters: ["pointer", "buffer", "usize"], result: "i32" },
   // int nl_send_simple(struct nl_sock *sk, int type, int flags, void *buf, size_t size);
   nl_send_simple: { parameters: ["pointer", "i32", "i32", "buffer", "usize"], result: "i32" },
   // void nl_socket_disable_seq_check(struct nl_sock *sk);

@@ -9,7 +9,7 @@
  * @module
  */
 import { FlanctlError, ParseError } from "../errors.ts";
-import { cstr, libc, nl, OutPtr, rt } from "./ffi.ts";
+import { libc, nl, OutPtr } from "./ffi.ts";
 import { NetlinkError, NLE } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
@@ -21,6 +21,8 @@ import * as route from "./route.ts";
 import * as neigh from "./neigh.ts";
 import * as nsid from "./nsid.ts";
 import * as routeget from "./routeget.ts";
+import { indexOfName } from "./linkmsg.ts";
+import { writeMany } from "./batch.ts";
 import type {
   AddrInfo,
   FdbInfo,
@@ -30,6 +32,7 @@ import type {
   NeighInfo,
   NeighScanEntry,
   NetlinkHandle,
+  NetlinkWrite,
   NetnsRef,
   RouteInfo,
   RouteScanEntry,
@@ -146,17 +149,8 @@ class LibnlHandle implements NetlinkHandle {
     }
     const hit = this.#ifindex.get(ref);
     if (hit !== undefined) return hit;
-    const out = this.#c.out.reset();
-    const err = rt().rtnl_link_get_kernel(this.#live(), 0, cstr(ref), out.buf);
-    if (err < 0) {
-      if (err === -NLE.NODEV || err === -NLE.OBJ_NOTFOUND) {
-        throw new NetlinkError(op(), -NLE.NODEV, geterror(err), `Cannot find device "${ref}"`);
-      }
-      this.#check(err, op);
-    }
-    const link = out.value!;
-    const idx = rt().rtnl_link_get_ifindex(link);
-    rt().rtnl_link_put(link);
+    this.#live();
+    const idx = indexOfName(this.#c, ref, op);
     this.#ifindex.set(ref, idx);
     return idx;
   }
@@ -289,6 +283,10 @@ class LibnlHandle implements NetlinkHandle {
 
   scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void {
     return neigh.scanFdb(this.#c, dev, each);
+  }
+
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[] {
+    return writeMany(this.#c, writes);
   }
 
   // ---------------------------------------------------------------- ethtool
