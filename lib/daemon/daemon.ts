@@ -172,7 +172,10 @@ export class Daemon {
     this.#network = cfg.network;
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
+      log: this.#log,
     });
+    const lines = this.#backend.metricLines?.bind(this.#backend);
+    if (lines) this.metrics.sources.push(lines);
     this.#backend.prepare();
     this.#log.info("network config", {
       network: cfg.network.toString(),
@@ -197,7 +200,7 @@ export class Daemon {
     this.#attrs = {
       PublicIP: this.#ext.publicIP,
       PublicIPv6: null,
-      BackendType: this.#backend.type,
+      BackendType: this.#backend.leaseBackendType ?? this.#backend.type,
       BackendData: this.#backend.backendData(),
     };
     this.#lease = await this.#retryStore(
@@ -332,8 +335,17 @@ export class Daemon {
       errors: r.errors,
       ms: Math.round(performance.now() - t0),
     };
+    this.#syncBackendPeers();
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
+  }
+
+  /** Hands the accepted peers to a backend with a userspace data path (udp). */
+  #syncBackendPeers(): void {
+    if (!this.#backend.syncPeers) return;
+    const accepted: PeerInfo[] = [];
+    for (const [k, p] of this.#peers) if (this.#reconciler.desired(k)) accepted.push(p);
+    this.#backend.syncPeers(accepted);
   }
 
   /** Applies one batch of store events. */
@@ -367,6 +379,7 @@ export class Daemon {
     }
     this.metrics.peers = this.#reconciler.size;
     this.metrics.leases = this.#peers.size + 1;
+    this.#syncBackendPeers();
     this.#log.debug("applied store events", {
       events: events.length,
       ms: Math.round(performance.now() - t0),
@@ -532,6 +545,12 @@ export class Daemon {
     ]);
     clearTimeout(this.#renewTimer);
     await this.#reacquiring;
+    await this.close();
+  }
+
+  /** Stops what the backend runs (udp data-path workers); kernel state stays. Safe to call twice. */
+  async close(): Promise<void> {
+    await this.#backend?.close?.();
   }
 
   /** Stops serving. Kernel state, rules and the lease are left in place. */

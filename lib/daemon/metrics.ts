@@ -30,6 +30,8 @@ export class Metrics implements ReconcileStats {
   leaseRenewalErrors = 0;
   /** Store events applied. */
   events = 0;
+  /** More metric lines (a backend's data-path counters), appended to {@link render}. */
+  readonly sources: (() => string[])[] = [];
   readonly #buckets = new Array<number>(DURATION_BUCKETS.length).fill(0);
   #durSum = 0;
   #durCount = 0;
@@ -99,6 +101,7 @@ export class Metrics implements ReconcileStats {
       "Memory held outside the JavaScript heap (buffers, FFI).",
       mem.external,
     );
+    for (const src of this.sources) out.push(...src());
     return out.join("\n") + "\n";
   }
 }

@@ -50,6 +50,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     log.info("stopped");
     return 0;
   } finally {
+    await d.close();
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     await http?.close();
     await store.close();
