@@ -67,6 +67,7 @@ export class UdpDataplane {
   readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
   readonly #stats = new Float64Array(this.#statsBuf);
   readonly #workers: Worker[] = [];
+  readonly #stopped = new Map<Worker, () => void>();
   #peers = 0;
 
   constructor(o: UdpDataplaneOptions) {
@@ -89,8 +90,9 @@ export class UdpDataplane {
         const w = new Worker(new URL("./udp_worker.ts", import.meta.url).href, { type: "module" });
         this.#workers.push(w);
         let started = false;
-        w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string }>) => {
-          if (ev.data.ready) {
+        w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string; stopped?: boolean }>) => {
+          if (ev.data.stopped) this.#stopped.get(w)?.();
+          else if (ev.data.ready) {
             started = true;
             resolve();
           } else if (ev.data.error) {
@@ -166,7 +168,13 @@ export class UdpDataplane {
   async stop(): Promise<void> {
     Atomics.store(this.#ctl, CTL_STOP, 1);
     const ws = this.#workers.splice(0);
-    await new Promise((r) => setTimeout(r, ws.length ? 300 : 0));
+    // A busy worker sees the flag at its next packet, an idle one within its poll timeout (200 ms).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(ws.map((w) => new Promise<void>((r) => this.#stopped.set(w, r)))),
+      new Promise((r) => (timer = setTimeout(r, ws.length ? 300 : 0))),
+    ]);
+    clearTimeout(timer);
     for (const w of ws) w.terminate();
   }
 }
