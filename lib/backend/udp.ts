@@ -36,6 +36,14 @@ export const DEFAULT_UDP_PORT = 8285;
 export const UDP_DEVICE = "flannel0";
 
 const EBUSY = 16;
+/** Datagrams per recvmmsg/sendmmsg call unless FLANCTL_UDP_BATCH says otherwise (1 = recvfrom/sendto). */
+export const DEFAULT_UDP_BATCH = 32;
+
+/** FLANCTL_UDP_BATCH (1–1024), a tuning knob for benchmarks; the default otherwise. */
+function batchFromEnv(): number {
+  const v = Number(Deno.env.get("FLANCTL_UDP_BATCH") ?? DEFAULT_UDP_BATCH);
+  return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : DEFAULT_UDP_BATCH;
+}
 
 /** The UDP backend. */
 export class UdpBackend implements Backend {
@@ -136,6 +144,7 @@ export class UdpBackend implements Backend {
       sockFd: this.#sock,
       own: own.toString(),
       capacity: Math.max(cap, 256),
+      batch: batchFromEnv(),
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
