@@ -108,10 +108,13 @@ console.log(
     ratio >= 0.3 ? "met" : "NOT met"
   })`,
 );
+const r1 = median(bps["udp-1"].map((x, i) => x / bps.vxlan[i]));
+const gain = median(bps.udp.map((x, i) => x / bps["udp-1"][i]));
+console.log(`  udp-1 / vxlan = ${r1.toFixed(3)}; recvmmsg/sendmmsg gain (udp / udp-1) = ${gain.toFixed(3)}`);
 console.log(
   `ping RTT (avg of 50, median of rounds): vxlan ${median(rtts.vxlan).toFixed(3)} ms, udp ${
     median(rtts.udp).toFixed(3)
-  } ms`,
+  } ms, udp-1 ${median(rtts["udp-1"]).toFixed(3)} ms`,
 );
 const added = median(rtts.udp.map((x, i) => x - rtts.vxlan[i]));
 console.log(

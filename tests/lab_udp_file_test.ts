@@ -5,8 +5,8 @@
  * number), after which traffic flows again with the same kernel state.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { ipJson } from "./netns.ts";
-import { withLab } from "./lab_fixture.ts";
+import { flanctlCmd, ipJson } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import {
   actualEntries,
@@ -24,7 +24,7 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    await withLab("tu", ["--nodes", "3", "--pods-per-node", "1", "--backend", "udp"], 6, async (s0) => {
+    await withLab("tu", ["--nodes", "3", "--pods-per-node", "1", "--backend", "udp"], 6, async (s0, name) => {
       let s = s0;
       for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n), 10_000);
       for (const n of s.nodes) {
@@ -64,6 +64,21 @@ Deno.test({
       );
       assertEquals(await actualEntries(s, node("node2")), before);
       assertEquals(await pingAllPods(s), 6);
+
+      // doctor: flannel0 and the port are fine while the daemon runs; a TUN without its daemon is critical.
+      type Rep = { checks: { id: string; severity: string; detail: string }[] };
+      const doctor = async (n: string) =>
+        (JSON.parse((await labExec(name, n, flanctlCmd("doctor", "-o", "json"))).stdout) as Rep).checks;
+      const live = await doctor("node2");
+      for (const id of ["udp-device", "udp-port"]) {
+        assertEquals(live.find((c) => c.id === id)?.severity, "ok", JSON.stringify(live));
+      }
+      await stopDaemon(s, node("node2"));
+      const dead = (await doctor("node2")).find((c) => c.id === "udp-device")!;
+      assertEquals(dead.severity, "critical");
+      assert(dead.detail.includes("no process holds flannel0"), dead.detail);
+      await startDaemon(s, node("node2"));
+      await waitDaemonReady(s, node("node2"));
     });
   },
 });

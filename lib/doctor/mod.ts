@@ -9,6 +9,7 @@ import { type DoctorOptions, gatherContext } from "./context.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
+import { UDP_CHECKS } from "./checks/udp.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
 import { LEASE_CHECKS } from "./checks/leases.ts";
@@ -26,6 +27,7 @@ export const ALL_CHECKS: Check[] = [
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
   ...VXLAN_CHECKS,
+  ...UDP_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
   ...LEASE_CHECKS,
