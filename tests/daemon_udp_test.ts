@@ -35,15 +35,17 @@ Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () =
     await c.waitReady(b);
     const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
     assertEquals((await c.subnetEnv(a)).FLANNEL_MTU, "1472");
-    const l = (await ipJson<{ mtu: number; flags: string[]; linkinfo?: { info_kind: string } }[]>(
-      a.ns,
-      "-d",
-      "link",
-      "show",
-      "flannel0",
-    ))[0];
+    const l =
+      (await ipJson<{ mtu: number; txqlen: number; flags: string[]; linkinfo?: { info_kind: string } }[]>(
+        a.ns,
+        "-d",
+        "link",
+        "show",
+        "flannel0",
+      ))[0];
     assertEquals(l.linkinfo?.info_kind, "tun");
     assertEquals(l.mtu, 1472);
+    assertEquals(l.txqlen, 5000);
     assert(l.flags.includes("UP"), JSON.stringify(l));
     const addrs = await ipJson<{ addr_info: { local: string; prefixlen: number }[] }[]>(
       a.ns,

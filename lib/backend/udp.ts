@@ -20,7 +20,7 @@
 import { ConfigError } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { closeFdQuiet, openTun, setTunPersist } from "../netlink/tun.ts";
+import { closeFdQuiet, openTun, setTunPersist, setTxQueueLen } from "../netlink/tun.ts";
 import { bindUdp, EADDRINUSE } from "../netlink/udp_socket.ts";
 import { type UdpCounters, UdpDataplane } from "../netlink/udp_dataplane.ts";
 import { NetlinkError } from "../netlink/errors.ts";
@@ -36,6 +36,11 @@ export const DEFAULT_UDP_PORT = 8285;
 export const UDP_DEVICE = "flannel0";
 
 const EBUSY = 16;
+/**
+ * flannel0's queue: the kernel drops once this many packets wait for the TX worker. 500 (the default) made
+ * TCP retransmit thousands of segments per second on a loaded machine (`ip -s link` TX dropped); 5000 none.
+ */
+export const UDP_TXQUEUELEN = 5000;
 /** Datagrams per recvmmsg/sendmmsg call unless FLANCTL_UDP_BATCH says otherwise (1 = recvfrom/sendto). */
 export const DEFAULT_UDP_BATCH = 32;
 
@@ -129,6 +134,7 @@ export class UdpBackend implements Backend {
     }
     try {
       setTunPersist(this.#tun, true);
+      setTxQueueLen(UDP_DEVICE, UDP_TXQUEUELEN);
     } catch (e) {
       closeFdQuiet(this.#tun);
       this.#tun = -1;

@@ -56,6 +56,31 @@ export function setTunPersist(fd: number, on: boolean): void {
   if (libc().ioctl_int(fd, TUNSETPERSIST, on ? 1n : 0n) < 0) fail(`TUNSETPERSIST ${on ? 1 : 0}`, errno());
 }
 
+const AF_INET = 2, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000;
+const SIOCSIFTXQLEN = 0x8943n;
+
+/**
+ * Sets the transmit queue length of device `name` in the current namespace (`ip link set NAME txqueuelen
+ * N`, through the SIOCSIFTXQLEN ioctl on a datagram socket). For a TUN device this is the ring a reader
+ * drains: when it is full the kernel drops, so a userspace reader that is not scheduled at once needs more
+ * than the default 500.
+ */
+export function setTxQueueLen(name: string, qlen: number): void {
+  const op = `set ${name} txqueuelen ${qlen}`;
+  const nameBytes = new TextEncoder().encode(name);
+  if (name === "" || nameBytes.length >= IFNAMSIZ) fail(op, 22, `bad interface name '${name}'`);
+  const ifreq = new Uint8Array(40);
+  ifreq.set(nameBytes, 0);
+  new DataView(ifreq.buffer).setInt32(16, qlen, true);
+  const fd = libc().socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail(op, errno());
+  try {
+    if (libc().ioctl(fd, SIOCSIFTXQLEN, ifreq) < 0) fail(op, errno());
+  } finally {
+    libc().close(fd);
+  }
+}
+
 /** Closes a descriptor returned by {@link openTun} (or any other fd of this layer). */
 export function closeFdQuiet(fd: number): void {
   if (fd >= 0) libc().close(fd);
