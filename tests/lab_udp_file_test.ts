@@ -58,7 +58,7 @@ Deno.test({
       } finally {
         res = await p.stop();
       }
-      assert(res.transmitted >= 100, `too few packets: ${res.output}`);
+      assert(res.transmitted >= 50, `too few packets: ${res.output}`);
       console.log(
         `udp restart gap at 100 pps: ${res.transmitted - res.received} of ${res.transmitted} packets lost`,
       );
