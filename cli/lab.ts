@@ -63,7 +63,7 @@ export function register(program: Command): void {
     .option("--nodes <n>", "number of nodes", intArg("--nodes"), 3)
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
-      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw"]).default("vxlan"),
+      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp"]).default("vxlan"),
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
@@ -86,7 +86,7 @@ export function register(program: Command): void {
     .action(async (o: {
       nodes: number;
       podsPerNode: number;
-      backend: "vxlan" | "host-gw";
+      backend: "vxlan" | "host-gw" | "udp";
       store: "file" | "etcd";
       network: string;
       ipFamily: "ipv4" | "dual" | "ipv6";

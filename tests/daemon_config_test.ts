@@ -23,8 +23,18 @@ const BAD: [string, string, string][] = [
   ["network too small", JSON.stringify({ Network: "10.244.0.0/29" }), "network is too small"],
   [
     "unsupported backend",
-    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }),
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }),
     "not supported",
+  ],
+  [
+    "udp Port 0",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp", Port: 0 } }),
+    "Backend.Port must be an integer from 1 to 65535",
+  ],
+  [
+    "udp Port out of range",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp", Port: 70000 } }),
+    "Backend.Port",
   ],
   [
     "bad VNI",

@@ -205,7 +205,10 @@ export class Daemon {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
       family: this.#family,
       storedBackendData: storedData,
+      log: this.#log,
     });
+    const lines = this.#backend.metricLines?.bind(this.#backend);
+    if (lines) this.metrics.sources.push(lines);
     this.#backend.prepare();
     if (cfg.enableIPv4 && cfg.enableIPv6) {
       const b6 = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
@@ -266,7 +269,7 @@ export class Daemon {
     this.#attrs = {
       PublicIP: cfg.enableIPv4 ? this.#ext.publicIP : "0.0.0.0",
       PublicIPv6: cfg.enableIPv6 ? this.#ext.publicIPv6 ?? null : null,
-      BackendType: this.#backend.type,
+      BackendType: this.#backend.leaseBackendType ?? this.#backend.type,
       ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
       ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
     };
@@ -502,6 +505,7 @@ export class Daemon {
       errors: r.errors,
       ms: Math.round(performance.now() - t0),
     };
+    this.#syncBackendPeers();
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
     if (!this.#v6) return;
@@ -515,6 +519,14 @@ export class Daemon {
     };
     if (r6.programmed || r6.removed || r6.errors) this.#log.info("reconciled", f6);
     else this.#log.debug("reconciled", f6);
+  }
+
+  /** Hands the accepted peers to a backend with a userspace data path (udp). */
+  #syncBackendPeers(): void {
+    if (!this.#backend.syncPeers) return;
+    const accepted: PeerInfo[] = [];
+    for (const [k, p] of this.#peers) if (this.#reconciler.desired(k)) accepted.push(p);
+    this.#backend.syncPeers(accepted);
   }
 
   /** Applies one batch of store events. */
@@ -550,6 +562,7 @@ export class Daemon {
     }
     this.metrics.peers = this.#reconciler.size;
     this.metrics.leases = this.#peers.size + 1;
+    this.#syncBackendPeers();
     this.#log.debug("applied store events", {
       events: events.length,
       ms: Math.round(performance.now() - t0),
@@ -710,6 +723,11 @@ export class Daemon {
       this.#loop(Math.min(o.resyncInterval, 5) * 1000, "store probe", () => this.#probeStore()),
       this.#keeper?.run(),
     ]);
+  }
+
+  /** Stops what the backend runs (udp data-path workers); kernel state stays. Safe to call twice. */
+  async close(): Promise<void> {
+    await this.#backend?.close?.();
   }
 
   /** Stops serving. Kernel state, rules and the lease are left in place. */

@@ -39,6 +39,8 @@ export class Metrics implements ReconcileStats {
   /** Process start (ms since the epoch). */
   readonly startedAt: number = Date.now();
   #repairsSeen = 0;
+  /** More metric lines (a backend's data-path counters), appended to {@link render}. */
+  readonly sources: (() => string[])[] = [];
   readonly #buckets = new Array<number>(DURATION_BUCKETS.length).fill(0);
   #durSum = 0;
   #durCount = 0;
@@ -137,6 +139,7 @@ export class Metrics implements ReconcileStats {
       "Memory held outside the JavaScript heap (buffers, FFI).",
       mem.external,
     );
+    for (const src of this.sources) out.push(...src());
     return out.join("\n") + "\n";
   }
 }

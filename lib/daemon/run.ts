@@ -64,6 +64,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
     return d.exitCode;
   } finally {
+    await d.close();
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     removeDaemonState(daemonStatePath(o.subnetFile));
     await http?.close();

@@ -10,6 +10,7 @@ import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
+import { UDP_CHECKS } from "./checks/udp.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
 import { LEASE_CHECKS } from "./checks/leases.ts";
@@ -31,6 +32,7 @@ export const ALL_CHECKS: Check[] = [
   ...IPTABLES_CHECKS,
   ...NFTABLES_CHECKS,
   ...VXLAN_CHECKS,
+  ...UDP_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
   ...LEASE_CHECKS,
