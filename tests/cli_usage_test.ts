@@ -19,7 +19,10 @@ Deno.test("usage errors: one line, flanctl: <flag>: <problem>; <hint>, exit 2", 
       "flanctl: --netns: needs a value (<name>); see 'flanctl inspect --help'",
     ],
     [["inspect", "a", "b"], "flanctl: b: unexpected argument; see 'flanctl inspect --help'"],
-    [["lab", "up", "--backend", "udp"], "flanctl: --backend: 'udp' is invalid; use one of vxlan, host-gw"],
+    [
+      ["lab", "up", "--backend", "wireguard"],
+      "flanctl: --backend: 'wireguard' is invalid; use one of vxlan, host-gw, udp",
+    ],
     [["lab", "up", "--nodes", "x"], "flanctl: --nodes: 'x' is not a whole number; e.g. --nodes 3"],
     [
       ["lease", "list", "-o", "yaml"],

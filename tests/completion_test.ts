@@ -32,7 +32,7 @@ Deno.test("completion bash: completes subcommands, options, argument and option 
       ["neigh", "--netns"].filter((x) => x.startsWith("ne")),
     );
     assertEquals(await complete("flanctl", "completion", "z"), ["zsh"]);
-    assertEquals(await complete("flanctl", "lab", "up", "--backend", ""), ["vxlan", "host-gw"]);
+    assertEquals(await complete("flanctl", "lab", "up", "--backend", ""), ["vxlan", "host-gw", "udp"]);
     // Hidden flags are not offered.
     assertEquals(await complete("flanctl", "lease", "list", "--lease-t"), []);
   } finally {
