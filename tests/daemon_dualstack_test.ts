@@ -15,8 +15,9 @@ import type { Lease } from "../lib/store/types.ts";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
 const V6BASE = "fc00:98";
 
-const netconf = (type: string, fam: "dual" | "ipv6") =>
+const netconf = (type: string, fam: "dual" | "ipv6", extra: Record<string, unknown> = {}) =>
   JSON.stringify({
+    ...extra,
     ...(fam === "dual" ? { Network: "10.244.0.0/16" } : { EnableIPv4: false }),
     EnableIPv6: true,
     IPv6Network: "fc00:244::/48",
@@ -38,8 +39,13 @@ async function addV6Underlay(c: DaemonCluster): Promise<void> {
 const v6Of = (i: number) => `${V6BASE}::${(11 + i).toString(16)}`;
 
 /** Two nodes (IPv4 + IPv6 underlay), config written; daemons not started. */
-async function pair(c: DaemonCluster, type: string, fam: "dual" | "ipv6"): Promise<TestNode[]> {
-  await c.init(netconf(type, fam));
+async function pair(
+  c: DaemonCluster,
+  type: string,
+  fam: "dual" | "ipv6",
+  extra: Record<string, unknown> = {},
+): Promise<TestNode[]> {
+  await c.init(netconf(type, fam, extra));
   const a = await c.addNode(), b = await c.addNode();
   await addV6Underlay(c);
   return [a, b];
@@ -223,11 +229,19 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
     const nat6 = await nsSh(a.ns, "ip6tables-save", "-t", "nat");
     const cm = `-m comment --comment "flanneld masq"`;
     assertStringIncludes(nat6, `-A POSTROUTING ${cm} -j FLANNEL-POSTRTG`);
-    assertStringIncludes(
-      nat6,
-      `-A FLANNEL-POSTRTG -s fc00:244::/48 ! -d ff00::/8 ${cm} -j MASQUERADE --random-fully`,
-    );
-    assertStringIncludes(nat6, `-A FLANNEL-POSTRTG -s ${s6a} -d fc00:244::/48 ${cm} -j RETURN`);
+    const N6 = "fc00:244::/48";
+    assertEquals(nat6.split("\n").filter((l) => l.startsWith("-A FLANNEL-POSTRTG")), [
+      `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${s6a} -d ${N6} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${N6} -d ${s6a} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG ! -s ${N6} -d ${s6a} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${N6} ! -d ff00::/8 ${cm} -j MASQUERADE --random-fully`,
+      `-A FLANNEL-POSTRTG ! -s ${N6} -d ${N6} ${cm} -j MASQUERADE --random-fully`,
+    ]);
+    // The IPv4 chain beside it holds the IPv4 lines only.
+    const nat4 = await nsSh(a.ns, "iptables-save", "-t", "nat");
+    assert(!/-A FLANNEL-POSTRTG .*:/.test(nat4), nat4);
+    assertStringIncludes(nat4, `-A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 ${cm}`);
     const fwd6 = await nsSh(a.ns, "ip6tables-save", "-t", "filter");
     assertStringIncludes(
       fwd6,
@@ -284,6 +298,71 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
       "v6 entries removed",
       async () => !(await routes6(a.ns)).some((x) => x.dst === sb6.toString()),
     );
+  } finally {
+    await c.close();
+  }
+});
+
+/** The trimmed lines of `nft list table`, or null when the table is not there. */
+async function nftTable(ns: string, family: string, name: string): Promise<string[] | null> {
+  const r = await nsRun(ns, ["nft", "list", "table", family, name]);
+  return r.code === 0 ? r.stdout.split("\n").map((l) => l.trim()).filter(Boolean) : null;
+}
+
+Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet, no ip6tables rules, repair", async () => {
+  const c = new DaemonCluster("10.95");
+  try {
+    const [a, b] = await pair(c, "vxlan", "dual", { EnableNFTables: true });
+    c.start(a, [...FAST, "--ip-masq"]);
+    c.start(b, FAST);
+    await c.waitReady(a);
+    await c.waitReady(b);
+    const s6a = await subnet6(c, a);
+    const N6 = "fc00:244::/48";
+    const want6 = [
+      "table ip6 flannel-ipv6 {",
+      'comment "rules for flannel-ipv6"',
+      "chain postrtg {",
+      'comment "chain to manage traffic masquerading by flannel"',
+      "type nat hook postrouting priority srcnat; policy accept;",
+      "meta mark 0x00004000 return",
+      `ip6 saddr ${s6a} ip6 daddr ${N6} return`,
+      `ip6 saddr ${N6} ip6 daddr ${s6a} return`,
+      `ip6 saddr != ${s6a} ip6 daddr ${N6} return`,
+      `ip6 saddr ${N6} ip6 daddr != ff00::/8 masquerade fully-random`,
+      `ip6 saddr != ${N6} ip6 daddr ${N6} masquerade fully-random`,
+      "}",
+      "chain forward {",
+      'comment "chain to accept flannel traffic"',
+      "type filter hook forward priority filter; policy accept;",
+      `ip6 saddr ${N6} accept`,
+      `ip6 daddr ${N6} accept`,
+      "}",
+      "}",
+    ];
+    assertEquals(await nftTable(a.ns, "ip6", "flannel-ipv6"), want6, a.log.join("\n"));
+    assertStringIncludes(
+      (await nftTable(a.ns, "ip", "flannel-ipv4"))!.join("\n"),
+      `ip saddr ${await c.subnetOf(a)} ip daddr 10.244.0.0/16 return`,
+    );
+    for (const save of ["iptables-save", "ip6tables-save"]) {
+      const out = await nsSh(a.ns, save);
+      assert(!out.includes("FLANNEL"), `${save} holds flannel rules in nftables mode:\n${out}`);
+    }
+
+    // Pod traffic over IPv6, and to the underlay: it has no route to the pod network, so a reply comes
+    // back only when flannel-ipv6 masqueraded the request.
+    const pa = await addPod(c, a, "dual"), pb = await addPod(c, b, "dual");
+    await waitFor("v6 ping a→b", () => ping(pa.ns, pb.ip6));
+    assert(await ping(pa.ns, `${V6BASE}::1`), "pod A → IPv6 underlay, masqueraded");
+
+    // Repair: the IPv6 table deleted by hand comes back as it was.
+    await nsSh(a.ns, "nft", "delete", "table", "ip6", "flannel-ipv6");
+    await waitFor(
+      "flannel-ipv6 restored",
+      async () => JSON.stringify(await nftTable(a.ns, "ip6", "flannel-ipv6")) === JSON.stringify(want6),
+    );
+    assert(await ping(pa.ns, `${V6BASE}::1`), "masquerade after repair");
   } finally {
     await c.close();
   }
