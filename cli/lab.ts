@@ -66,7 +66,10 @@ export function register(program: Command): void {
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
-    .option("--net-conf <file>", "net-conf.json to use (Network/Backend from it; e.g. EnableNFTables)")
+    .option(
+      "--net-conf <file>",
+      "net-conf.json to use (Network, Backend and the IP families from it; e.g. EnableNFTables)",
+    )
     .addOption(
       new Option("--ip-family <family>", "pod and underlay address families (IPv6 network fc00:244::/48)")
         .choices(["ipv4", "dual", "ipv6"]).default("ipv4"),

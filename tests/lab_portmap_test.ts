@@ -5,8 +5,10 @@
  * with EnableNFTables); `lab del-pod` (conflist DEL in reverse order) leaves no hostPort rule.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, nsRun } from "./netns.ts";
-import { withLab } from "./lab_fixture.ts";
+import { flanctl, flanctlCmd, nsRun } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
+import { stopDaemon } from "../lib/lab/services.ts";
+import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { loadState } from "../lib/lab/state.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import { waitUntil } from "./lab_verify.ts";
@@ -14,8 +16,9 @@ import { waitUntil } from "./lab_verify.ts";
 /** Listens on :8080 in `netns`, connects from `clientNs` to ip:port, and returns what the client read. */
 async function tcpThrough(netns: string, clientNs: string, ip: string, port: number): Promise<string> {
   const msg = `published ${crypto.randomUUID()}`;
+  const six = ip.includes(":") ? "-6 " : "";
   const server = new Deno.Command("ip", {
-    args: ["netns", "exec", netns, "timeout", "20", "sh", "-c", `echo '${msg}' | nc -N -l 8080`],
+    args: ["netns", "exec", netns, "timeout", "20", "sh", "-c", `echo '${msg}' | nc ${six}-N -l 8080`],
     stdout: "null",
     stderr: "null",
   }).spawn();
@@ -117,6 +120,72 @@ Deno.test({
           assertEquals(conflist.plugins.map((p: { type: string }) => p.type), ["flannel", "portmap"]);
           assertEquals(conflist.plugins[1].backend, "nftables");
           await publishedPodAnswers(name, true);
+        },
+      );
+    } finally {
+      Deno.removeSync(file);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "lab e2e: dual stack in nftables mode (--net-conf with EnableIPv6): doctor ok, hostPort over IPv4 and IPv6",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const file = Deno.makeTempFileSync({ suffix: ".json" });
+    try {
+      Deno.writeTextFileSync(
+        file,
+        JSON.stringify({
+          Network: "10.245.0.0/16",
+          EnableIPv6: true,
+          IPv6Network: "fc00:245::/48",
+          Backend: { Type: "vxlan" },
+          EnableNFTables: true,
+        }),
+      );
+      await withLab(
+        "tpd",
+        ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file],
+        4,
+        async (s, name) => {
+          assertEquals([s.ipFamily, s.network], ["dual", "10.245.0.0/16"]);
+          const n1 = s.nodes.find((n) => n.name === "node1")!, n2 = s.nodes.find((n) => n.name === "node2")!;
+          assert(n1.publicIPv6, "the lab built the IPv6 underlay");
+
+          // doctor: IPv6 masquerade is table ip6 flannel-ipv6 here, not ip6tables.
+          const doc = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+          const rep = JSON.parse(doc.stdout) as {
+            checks: { id: string; severity: string; detail: string }[];
+          };
+          assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], doc.stdout);
+          const detail = (id: string) => rep.checks.find((c) => c.id === id)!.detail;
+          const sub6 = nodeSubnet6(n1)!;
+          assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
+          assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
+
+          const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
+          assertEquals(add.code, 0, add.stdout + add.stderr);
+          const pub = loadState(name).pods.find((p) => p.ports?.length)!;
+          assert(pub.ip && pub.ipv6, JSON.stringify(pub));
+          const v6rules = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
+          assertStringIncludes(v6rules, `dnat to [${pub.ipv6}]:8080`);
+          await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
+          await tcpThrough(pub.netns, n2.netns, n1.publicIPv6!, 18080);
+          const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
+          assertEquals(del.code, 0, del.stdout + del.stderr);
+          const left = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
+          assert(!left.includes("dnat to"), left);
+
+          // With the daemon stopped, a flushed IPv6 masquerade chain is found by nft-rules.
+          await stopDaemon(s, n1);
+          await nsRun(n1.netns, ["nft", "flush", "chain", "ip6", "flannel-ipv6", "postrtg"]);
+          const bad = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+          const nft = (JSON.parse(bad.stdout) as typeof rep).checks.find((c) => c.id === "nft-rules")!;
+          assertEquals(nft.severity, "warning", bad.stdout);
+          assertStringIncludes(nft.detail, "flannel-ipv6 postrtg lacks 6 rule(s)");
         },
       );
     } finally {

@@ -20,6 +20,7 @@ import {
   addNodeV6,
   addUnderlayV6,
   hasV6,
+  type LabIpFamily,
   labNetConfFor,
   underlayAddrs6,
   validateIpFamily,
@@ -97,12 +98,15 @@ export function nftablesMode(s: LabState): boolean {
 }
 
 /**
- * Reads and checks `lab up --net-conf FILE`: any net-conf flanneld takes, with an IPv4 Network and a
- * backend the lab builds. Returns its text, network and backend.
+ * Reads and checks `lab up --net-conf FILE`: any net-conf flanneld takes with a backend the lab builds.
+ * The address families come from the file (EnableIPv4/EnableIPv6): IPv4, dual stack or IPv6-only; a
+ * different `--ip-family` than ipv4 (the default) must agree with it. Returns its text, IPv4 network (the
+ * `--network` default when IPv4 is off), backend and family.
  */
 export function readLabNetConf(
   file: string,
-): { text: string; network: string; backend: LabUpOptions["backend"] } {
+  o: { network: string; ipFamily?: LabIpFamily } = { network: "10.244.0.0/16" },
+): { text: string; network: string; backend: LabUpOptions["backend"]; ipFamily: LabIpFamily } {
   let text: string;
   try {
     text = Deno.readTextFileSync(file);
@@ -116,11 +120,20 @@ export function readLabNetConf(
     throw new UsageError(`--net-conf ${file}: ${(e as Error).message}`);
   }
   const type = cfg.backend.type;
-  if (!cfg.network) throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
+  const ipFamily: LabIpFamily = !cfg.enableIPv6 ? "ipv4" : cfg.enableIPv4 ? "dual" : "ipv6";
+  if (cfg.enableIPv4 && !cfg.network) {
+    throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
+  }
   if (type !== "vxlan" && type !== "host-gw") {
     throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan or host-gw`);
   }
-  return { text: text.trim(), network: cfg.network.toString(), backend: type };
+  if (o.ipFamily && o.ipFamily !== "ipv4" && o.ipFamily !== ipFamily) {
+    throw new UsageError(
+      `--ip-family ${o.ipFamily}: --net-conf ${file} is ${ipFamily} (EnableIPv4/EnableIPv6); ` +
+        "leave --ip-family out or make the two agree",
+    );
+  }
+  return { text: text.trim(), network: cfg.network?.toString() ?? o.network, backend: type, ipFamily };
 }
 
 /** Creates a namespace (recorded first) with lo up. */
@@ -248,8 +261,8 @@ export async function labUp(
   signal?: AbortSignal,
   made: { value: boolean } = { value: false },
 ): Promise<LabState> {
-  const nc = o.netConf ? readLabNetConf(o.netConf) : null;
-  if (nc) o = { ...o, network: nc.network, backend: nc.backend };
+  const nc = o.netConf ? readLabNetConf(o.netConf, o) : null;
+  if (nc) o = { ...o, network: nc.network, backend: nc.backend, ipFamily: nc.ipFamily };
   validateUpOptions(o);
   if (Deno.uid() !== 0) {
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);

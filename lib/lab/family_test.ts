@@ -2,6 +2,7 @@ import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { UsageError } from "../errors.ts";
 import { labNetConfFor, subnet6FromEnv, underlayAddrs6, validateIpFamily } from "./family.ts";
 import { underlayOctet } from "./paths.ts";
+import { readLabNetConf } from "./build.ts";
 
 Deno.test("lab ip family: ULA underlay per lab, net-conf per family, --ip-family checked", () => {
   const x = underlayOctet("lab").toString(16);
@@ -29,4 +30,30 @@ Deno.test("lab ip family: ULA underlay per lab, net-conf per family, --ip-family
     "fc00:244:0:3::/64",
   );
   assertEquals(subnet6FromEnv("FLANNEL_SUBNET=10.244.3.1/24\n"), null);
+});
+
+Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing --ip-family is refused", () => {
+  const file = Deno.makeTempFileSync({ suffix: ".json" });
+  const read = (conf: unknown, ipFamily?: "ipv4" | "dual" | "ipv6") => {
+    Deno.writeTextFileSync(file, JSON.stringify(conf));
+    const r = readLabNetConf(file, { network: "10.244.0.0/16", ipFamily });
+    return [r.ipFamily, r.network, r.backend];
+  };
+  try {
+    const v6 = { EnableIPv6: true, IPv6Network: "fc00:99::/48", Backend: { Type: "vxlan" } };
+    const v4 = { Network: "10.9.0.0/16", Backend: { Type: "vxlan" } };
+    assertEquals(read(v4), ["ipv4", "10.9.0.0/16", "vxlan"]);
+    assertEquals(read({ Network: "10.9.0.0/16", ...v6 }), ["dual", "10.9.0.0/16", "vxlan"]);
+    assertEquals(read({ Network: "10.9.0.0/16", ...v6 }, "dual"), ["dual", "10.9.0.0/16", "vxlan"]);
+    assertEquals(read({ EnableIPv4: false, ...v6, Backend: { Type: "host-gw" } }), [
+      "ipv6",
+      "10.244.0.0/16",
+      "host-gw",
+    ]);
+    assertThrows(() => read(v4, "dual"), UsageError, "--ip-family dual: --net-conf");
+    assertThrows(() => read({ Backend: { Type: "vxlan" } }), UsageError, "Network");
+    assertThrows(() => read({ EnableIPv4: false, EnableIPv6: true }), UsageError, "IPv6Network");
+  } finally {
+    Deno.removeSync(file);
+  }
 });
