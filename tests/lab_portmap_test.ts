@@ -170,6 +170,10 @@ Deno.test({
           assertEquals(add.code, 0, add.stdout + add.stderr);
           const pub = loadState(name).pods.find((p) => p.ports?.length)!;
           assert(pub.ip && pub.ipv6, JSON.stringify(pub));
+          assertStringIncludes(
+            add.stdout,
+            `IP ${pub.ip} ${pub.ipv6}, published ${n1.publicIP}:18080->8080/tcp, [${n1.publicIPv6}]:18080->8080/tcp`,
+          );
           const v6rules = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
           assertStringIncludes(v6rules, `dnat to [${pub.ipv6}]:8080`);
           await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);

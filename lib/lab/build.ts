@@ -325,9 +325,7 @@ export async function labUp(
   }
   for (let i = 1; i <= o.nodes; i++) {
     const n = await buildNode(s, i);
-    progress(
-      `${n.name}: netns ${n.netns}, public IP ${[n.publicIP, n.publicIPv6].filter(Boolean).join(" ")}`,
-    );
+    progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
     signal?.throwIfAborted();
   }
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
@@ -367,6 +365,11 @@ function subnetLine(n: NodeState): string {
   }
 }
 
+/** A node's public addresses, IPv4 then IPv6 (when the lab has it). */
+function publicIPs(n: NodeState): string {
+  return [n.publicIP, n.publicIPv6].filter(Boolean).join(" ");
+}
+
 /** Adds one node (with `pods` pods) to a running lab; returns it. */
 export async function labAddNode(
   s: LabState,
@@ -376,7 +379,7 @@ export async function labAddNode(
 ): Promise<NodeState> {
   const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
   const n = await buildNode(s, index);
-  progress(`${n.name}: netns ${n.netns}, public IP ${n.publicIP}`);
+  progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
   await startDaemons(s, [n], progress, signal);
   progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
   await addPods(s, [n], pods, progress, signal);
