@@ -6,7 +6,15 @@
  * loses nothing, and bad input (IPv6Network missing, --public-ipv6 not on the host) with nothing made.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, fdbs, neighs, type TestNode, waitFor } from "./daemon_fixture.ts";
+import {
+  DaemonCluster,
+  fdbs,
+  flannelNftListing,
+  neighs,
+  nftTable,
+  type TestNode,
+  waitFor,
+} from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
@@ -303,12 +311,6 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
   }
 });
 
-/** The trimmed lines of `nft list table`, or null when the table is not there. */
-async function nftTable(ns: string, family: string, name: string): Promise<string[] | null> {
-  const r = await nsRun(ns, ["nft", "list", "table", family, name]);
-  return r.code === 0 ? r.stdout.split("\n").map((l) => l.trim()).filter(Boolean) : null;
-}
-
 Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet, no ip6tables rules, repair", async () => {
   const c = new DaemonCluster("10.95");
   try {
@@ -319,27 +321,7 @@ Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet,
     await c.waitReady(b);
     const s6a = await subnet6(c, a);
     const N6 = "fc00:244::/48";
-    const want6 = [
-      "table ip6 flannel-ipv6 {",
-      'comment "rules for flannel-ipv6"',
-      "chain postrtg {",
-      'comment "chain to manage traffic masquerading by flannel"',
-      "type nat hook postrouting priority srcnat; policy accept;",
-      "meta mark 0x00004000 return",
-      `ip6 saddr ${s6a} ip6 daddr ${N6} return`,
-      `ip6 saddr ${N6} ip6 daddr ${s6a} return`,
-      `ip6 saddr != ${s6a} ip6 daddr ${N6} return`,
-      `ip6 saddr ${N6} ip6 daddr != ff00::/8 masquerade fully-random`,
-      `ip6 saddr != ${N6} ip6 daddr ${N6} masquerade fully-random`,
-      "}",
-      "chain forward {",
-      'comment "chain to accept flannel traffic"',
-      "type filter hook forward priority filter; policy accept;",
-      `ip6 saddr ${N6} accept`,
-      `ip6 daddr ${N6} accept`,
-      "}",
-      "}",
-    ];
+    const want6 = flannelNftListing("ip6", N6, s6a.toString());
     assertEquals(await nftTable(a.ns, "ip6", "flannel-ipv6"), want6, a.log.join("\n"));
     assertStringIncludes(
       (await nftTable(a.ns, "ip", "flannel-ipv4"))!.join("\n"),
