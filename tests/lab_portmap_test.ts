@@ -97,34 +97,41 @@ Deno.test({
   },
 });
 
+/** A two-node lab (one pod each) from `lab up --net-conf` with `conf` written to a temporary file. */
+async function withNetConfLab(
+  tag: string,
+  conf: Record<string, unknown>,
+  okCount: number,
+  fn: (s: LabState, name: string) => Promise<void>,
+): Promise<void> {
+  const file = Deno.makeTempFileSync({ suffix: ".json" });
+  try {
+    Deno.writeTextFileSync(file, JSON.stringify(conf));
+    await withLab(tag, ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file], okCount, fn);
+  } finally {
+    Deno.removeSync(file);
+  }
+}
+
 Deno.test({
   name: "lab e2e: portmap through the conflist, nftables mode (lab up --net-conf with EnableNFTables)",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const file = Deno.makeTempFileSync({ suffix: ".json" });
-    try {
-      Deno.writeTextFileSync(
-        file,
-        JSON.stringify({ Network: "10.245.0.0/16", Backend: { Type: "vxlan" }, EnableNFTables: true }),
-      );
-      await withLab(
-        "tn",
-        ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file],
-        2,
-        async (s, name) => {
-          assertEquals(s.network, "10.245.0.0/16");
-          const conflist = JSON.parse(
-            Deno.readTextFileSync(`${s.nodes[0].dir}/etc/cni/net.d/10-flannel.conflist`),
-          );
-          assertEquals(conflist.plugins.map((p: { type: string }) => p.type), ["flannel", "portmap"]);
-          assertEquals(conflist.plugins[1].backend, "nftables");
-          await publishedPodAnswers(name, true);
-        },
-      );
-    } finally {
-      Deno.removeSync(file);
-    }
+    await withNetConfLab(
+      "tn",
+      { Network: "10.245.0.0/16", Backend: { Type: "vxlan" }, EnableNFTables: true },
+      2,
+      async (s, name) => {
+        assertEquals(s.network, "10.245.0.0/16");
+        const conflist = JSON.parse(
+          Deno.readTextFileSync(`${s.nodes[0].dir}/etc/cni/net.d/10-flannel.conflist`),
+        );
+        assertEquals(conflist.plugins.map((p: { type: string }) => p.type), ["flannel", "portmap"]);
+        assertEquals(conflist.plugins[1].backend, "nftables");
+        await publishedPodAnswers(name, true);
+      },
+    );
   },
 });
 
@@ -134,66 +141,57 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const file = Deno.makeTempFileSync({ suffix: ".json" });
-    try {
-      Deno.writeTextFileSync(
-        file,
-        JSON.stringify({
-          Network: "10.245.0.0/16",
-          EnableIPv6: true,
-          IPv6Network: "fc00:245::/48",
-          Backend: { Type: "vxlan" },
-          EnableNFTables: true,
-        }),
-      );
-      await withLab(
-        "tpd",
-        ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file],
-        4,
-        async (s, name) => {
-          assertEquals([s.ipFamily, s.network], ["dual", "10.245.0.0/16"]);
-          const n1 = s.nodes.find((n) => n.name === "node1")!, n2 = s.nodes.find((n) => n.name === "node2")!;
-          assert(n1.publicIPv6, "the lab built the IPv6 underlay");
+    await withNetConfLab(
+      "tpd",
+      {
+        Network: "10.245.0.0/16",
+        EnableIPv6: true,
+        IPv6Network: "fc00:245::/48",
+        Backend: { Type: "vxlan" },
+        EnableNFTables: true,
+      },
+      4,
+      async (s, name) => {
+        assertEquals([s.ipFamily, s.network], ["dual", "10.245.0.0/16"]);
+        const n1 = s.nodes.find((n) => n.name === "node1")!, n2 = s.nodes.find((n) => n.name === "node2")!;
+        assert(n1.publicIPv6, "the lab built the IPv6 underlay");
 
-          // doctor: IPv6 masquerade is table ip6 flannel-ipv6 here, not ip6tables.
-          const doc = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
-          const rep = JSON.parse(doc.stdout) as {
-            checks: { id: string; severity: string; detail: string }[];
-          };
-          assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], doc.stdout);
-          const detail = (id: string) => rep.checks.find((c) => c.id === id)!.detail;
-          const sub6 = nodeSubnet6(n1)!;
-          assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
-          assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
+        // doctor: IPv6 masquerade is table ip6 flannel-ipv6 here, not ip6tables.
+        const doc = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const rep = JSON.parse(doc.stdout) as {
+          checks: { id: string; severity: string; detail: string }[];
+        };
+        assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], doc.stdout);
+        const detail = (id: string) => rep.checks.find((c) => c.id === id)!.detail;
+        const sub6 = nodeSubnet6(n1)!;
+        assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
+        assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
 
-          const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
-          assertEquals(add.code, 0, add.stdout + add.stderr);
-          const pub = loadState(name).pods.find((p) => p.ports?.length)!;
-          assert(pub.ip && pub.ipv6, JSON.stringify(pub));
-          assertStringIncludes(
-            add.stdout,
-            `IP ${pub.ip} ${pub.ipv6}, published ${n1.publicIP}:18080->8080/tcp, [${n1.publicIPv6}]:18080->8080/tcp`,
-          );
-          const v6rules = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
-          assertStringIncludes(v6rules, `dnat to [${pub.ipv6}]:8080`);
-          await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
-          await tcpThrough(pub.netns, n2.netns, n1.publicIPv6!, 18080);
-          const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
-          assertEquals(del.code, 0, del.stdout + del.stderr);
-          const left = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
-          assert(!left.includes("dnat to"), left);
+        const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
+        assertEquals(add.code, 0, add.stdout + add.stderr);
+        const pub = loadState(name).pods.find((p) => p.ports?.length)!;
+        assert(pub.ip && pub.ipv6, JSON.stringify(pub));
+        assertStringIncludes(
+          add.stdout,
+          `IP ${pub.ip} ${pub.ipv6}, published ${n1.publicIP}:18080->8080/tcp, [${n1.publicIPv6}]:18080->8080/tcp`,
+        );
+        const v6rules = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
+        assertStringIncludes(v6rules, `dnat to [${pub.ipv6}]:8080`);
+        await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
+        await tcpThrough(pub.netns, n2.netns, n1.publicIPv6!, 18080);
+        const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
+        assertEquals(del.code, 0, del.stdout + del.stderr);
+        const left = (await nsRun(n1.netns, ["nft", "list", "table", "ip6", "cni_hostport"])).stdout;
+        assert(!left.includes("dnat to"), left);
 
-          // With the daemon stopped, a flushed IPv6 masquerade chain is found by nft-rules.
-          await stopDaemon(s, n1);
-          await nsRun(n1.netns, ["nft", "flush", "chain", "ip6", "flannel-ipv6", "postrtg"]);
-          const bad = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
-          const nft = (JSON.parse(bad.stdout) as typeof rep).checks.find((c) => c.id === "nft-rules")!;
-          assertEquals(nft.severity, "warning", bad.stdout);
-          assertStringIncludes(nft.detail, "flannel-ipv6 postrtg lacks 6 rule(s)");
-        },
-      );
-    } finally {
-      Deno.removeSync(file);
-    }
+        // With the daemon stopped, a flushed IPv6 masquerade chain is found by nft-rules.
+        await stopDaemon(s, n1);
+        await nsRun(n1.netns, ["nft", "flush", "chain", "ip6", "flannel-ipv6", "postrtg"]);
+        const bad = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const nft = (JSON.parse(bad.stdout) as typeof rep).checks.find((c) => c.id === "nft-rules")!;
+        assertEquals(nft.severity, "warning", bad.stdout);
+        assertStringIncludes(nft.detail, "flannel-ipv6 postrtg lacks 6 rule(s)");
+      },
+    );
   },
 });
