@@ -209,12 +209,13 @@ function registerList(lab: Command): void {
       if (fmt === "json") return say(JSON.stringify(labs, null, 2));
       if (!labs.length) return say("no labs (start one with 'flanctl lab up')");
       say(renderTable(
-        ["NAME", "BACKEND", "STORE", "NETWORK", "NODES", "PODS", "DAEMONS", "CREATED"],
+        ["NAME", "BACKEND", "STORE", "NETWORK", "FAMILY", "NODES", "PODS", "DAEMONS", "CREATED"],
         labs.map((l) => [
           l.name,
           l.backend,
           l.store,
           l.network,
+          l.ipFamily,
           String(l.nodes),
           String(l.pods),
           `${l.daemonsRunning}/${l.nodes} running`,
