@@ -1,6 +1,6 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { UsageError } from "../errors.ts";
-import { labNetConfFor, subnet6FromEnv, underlayAddrs6, validateIpFamily } from "./family.ts";
+import { labNetConfFor, labNetworks, subnet6FromEnv, underlayAddrs6, validateIpFamily } from "./family.ts";
 import { underlayOctet } from "./paths.ts";
 import { readLabNetConf } from "./build.ts";
 
@@ -56,4 +56,18 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
   } finally {
     Deno.removeSync(file);
   }
+});
+
+Deno.test("lab networks: IPv4 and/or IPv6 as the lab's net-conf has them", () => {
+  const network = "10.244.0.0/16";
+  assertEquals(labNetworks({ network }), [network]);
+  assertEquals(labNetworks({ network, ipFamily: "dual" }), [network, "fc00:244::/48"]);
+  assertEquals(labNetworks({ network, ipFamily: "ipv6" }), ["fc00:244::/48"]);
+  const netConf = JSON.stringify({
+    EnableIPv4: false,
+    EnableIPv6: true,
+    IPv6Network: "fc00:99::/48",
+    Backend: { Type: "vxlan" },
+  });
+  assertEquals(labNetworks({ network, ipFamily: "ipv6", netConf }), ["fc00:99::/48"]);
 });
