@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError, UsageError } from "../errors.ts";
+import { readCappedText } from "../capped_read.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
@@ -109,7 +110,7 @@ export function readLabNetConf(
 ): { text: string; network: string; backend: LabUpOptions["backend"]; ipFamily: LabIpFamily } {
   let text: string;
   try {
-    text = Deno.readTextFileSync(file);
+    text = readCappedText(file);
   } catch (e) {
     throw new UsageError(`--net-conf ${file}: cannot read it (${(e as Error).message})`);
   }

@@ -53,6 +53,14 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
     assertThrows(() => read(v4, "dual"), UsageError, "--ip-family dual: --net-conf");
     assertThrows(() => read({ Backend: { Type: "vxlan" } }), UsageError, "Network");
     assertThrows(() => read({ EnableIPv4: false, EnableIPv6: true }), UsageError, "IPv6Network");
+    // A FIFO (or /dev/stdin) is refused, not waited on.
+    const fifo = `${file}.fifo`;
+    new Deno.Command("mkfifo", { args: [fifo] }).outputSync();
+    try {
+      assertThrows(() => readLabNetConf(fifo), UsageError, "is a FIFO, not a regular file");
+    } finally {
+      Deno.removeSync(fifo);
+    }
   } finally {
     Deno.removeSync(file);
   }
