@@ -166,6 +166,18 @@ Deno.test({
         const sub6 = nodeSubnet6(n1)!;
         assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
         assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
+        // An ip6tables chain left by an iptables-mode run is flannel's rules in both modes.
+        await nsRun(n1.netns, ["ip6tables", "-t", "nat", "-N", "FLANNEL-POSTRTG"]);
+        const mixed = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const fm = (JSON.parse(mixed.stdout) as {
+          checks: { id: string; severity: string; detail: string; fix: string[] }[];
+        })
+          .checks.find((c) => c.id === "firewall-mixed")!;
+        assertEquals(fm.severity, "warning", mixed.stdout);
+        assertStringIncludes(fm.detail, "iptables ip6 nat FLANNEL-POSTRTG");
+        assert(fm.fix.some((f) => f.endsWith("ip6tables -t nat -X FLANNEL-POSTRTG")), fm.fix.join("\n"));
+        assert(!fm.fix.some((f) => /(^| )iptables /.test(f)), "no IPv4 chain to remove");
+        await nsRun(n1.netns, ["ip6tables", "-t", "nat", "-X", "FLANNEL-POSTRTG"]);
 
         const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
         assertEquals(add.code, 0, add.stdout + add.stderr);

@@ -175,10 +175,17 @@ export const firewallMixed: Check = {
       const tbl = text === null ? null : nftTable(text, f, n);
       return tbl !== null && tbl.some((l) => l.startsWith("chain "));
     });
-    const iptChains = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
+    const has = (dump: string, chain: string) => new RegExp(`^:${chain} `, "m").test(dump);
+    const v4 = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
       const [table, chain] = t.split(" ");
-      return new RegExp(`^:${chain} `, "m").test(ctx.iptTable(table));
+      return has(ctx.iptTable(table), chain);
     });
+    // ip6tables leftovers too (dual stack / IPv6-only in iptables mode).
+    const v6 = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
+      const [table, chain] = t.split(" ");
+      return has(ctx.ip6tTable(table), chain);
+    });
+    const iptChains = [...v4, ...v6.map((t) => `ip6 ${t}`)];
     if (!nftTables.length || !iptChains.length) {
       const where = nftTables.length ? "nftables" : iptChains.length ? "iptables" : "neither mode";
       return [ok("firewall-mixed", `flannel's rules are in ${where}`)];
@@ -187,14 +194,17 @@ export const firewallMixed: Check = {
     const stale = mode === true ? "iptables" : mode === false ? "nftables" : null;
     const fix: string[] = [];
     if (stale !== "nftables") {
-      fix.push(
-        ctx.cmd(`iptables -t nat -D POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`),
-        ctx.cmd("iptables -t nat -F FLANNEL-POSTRTG"),
-        ctx.cmd("iptables -t nat -X FLANNEL-POSTRTG"),
-        ctx.cmd(`iptables -D FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`),
-        ctx.cmd("iptables -F FLANNEL-FWD"),
-        ctx.cmd("iptables -X FLANNEL-FWD"),
-      );
+      for (const [tool, chains] of [["iptables", v4], ["ip6tables", v6]] as const) {
+        if (!chains.length) continue;
+        fix.push(
+          ctx.cmd(`${tool} -t nat -D POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -t nat -F FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -t nat -X FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -D FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`),
+          ctx.cmd(`${tool} -F FLANNEL-FWD`),
+          ctx.cmd(`${tool} -X FLANNEL-FWD`),
+        );
+      }
     }
     if (stale !== "iptables") { for (const t of nftTables) fix.push(ctx.cmd(`nft delete table ${t}`)); }
     return [{
