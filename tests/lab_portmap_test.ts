@@ -207,3 +207,31 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "lab e2e: portmap in a dual-stack lab (--ip-family dual, iptables mode): hostPort over IPv4 and IPv6",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "tpi",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "dual"],
+      4,
+      async (s, name) => {
+        const n1 = s.nodes.find((n) => n.name === "node1")!, n2 = s.nodes.find((n) => n.name === "node2")!;
+        const add = await flanctl(["lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name]);
+        assertEquals(add.code, 0, add.stdout + add.stderr);
+        const pub = loadState(name).pods.find((p) => p.ports?.length)!;
+        const dnat6 = (await nsRun(n1.netns, ["ip6tables-save", "-t", "nat"])).stdout;
+        assertStringIncludes(dnat6, `-j DNAT --to-destination [${pub.ipv6}]:8080`);
+        await tcpThrough(pub.netns, n2.netns, n1.publicIP, 18080);
+        await tcpThrough(pub.netns, n2.netns, n1.publicIPv6!, 18080);
+        const del = await flanctl(["lab", "del-pod", pub.name, "--name", name]);
+        assertEquals(del.code, 0, del.stdout + del.stderr);
+        assertEquals(await hostportRules(n1.netns), [], "DEL leaves no IPv4 hostPort rule");
+        const left6 = (await nsRun(n1.netns, ["ip6tables-save", "-t", "nat"])).stdout;
+        assert(!left6.includes("CNI-DN-"), left6);
+      },
+    );
+  },
+});
