@@ -315,6 +315,10 @@ Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet,
   const c = new DaemonCluster("10.95");
   try {
     const [a, b] = await pair(c, "vxlan", "dual", { EnableNFTables: true });
+    // An iptables-mode run left its IPv6 chain and jump on A: nftables mode removes them.
+    await nsSh(a.ns, "ip6tables", "-t", "nat", "-N", "FLANNEL-POSTRTG");
+    const jump = ["-m", "comment", "--comment", "flanneld masq", "-j", "FLANNEL-POSTRTG"];
+    await nsSh(a.ns, "ip6tables", "-t", "nat", "-A", "POSTROUTING", ...jump);
     c.start(a, [...FAST, "--ip-masq"]);
     c.start(b, FAST);
     await c.waitReady(a);
