@@ -5,6 +5,11 @@
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool.
+#   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
+#                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
+#   Environment: FLANCTL_PREFIX (default /usr/local), CNI_BIN_DIR (default /opt/cni/bin): a second install
+#   beside the system one (benches of a checkout); FLANCTL_DENO_BIN: an already installed deno of the pinned
+#   version to use instead of fetching one.
 set -euo pipefail
 
 DENO_VERSION=2.9.6
@@ -14,11 +19,13 @@ BINDIR=$PREFIX/bin
 CNI_BIN_DIR=${CNI_BIN_DIR:-/opt/cni/bin}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEV=0
+SYSTEMD=0
 for a in "$@"; do
   case "$a" in
     --dev) DEV=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown option '$a' (use --dev or --help)" >&2; exit 2 ;;
+    --systemd) SYSTEMD=1 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option '$a' (use --dev, --systemd or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -52,7 +59,8 @@ fi
 # The npm package's `bin` is a Node wrapper; we launch the platform binary directly (every CNI call
 # pays process start-up).
 DENO_HOME=$LIBDIR/deno
-DENO_BIN=$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno
+DENO_BIN=${FLANCTL_DENO_BIN:-$DENO_HOME/node_modules/@deno/linux-x64-glibc/deno}
+mkdir -p "$BINDIR"
 if [ ! -x "$DENO_BIN" ] || [ "$("$DENO_BIN" --version 2>/dev/null | head -1 | awk '{print $2}')" != "$DENO_VERSION" ]; then
   log "installing deno $DENO_VERSION from the npm registry"
   mkdir -p "$DENO_HOME"
@@ -75,7 +83,7 @@ mkdir -p "$DENO_DIR"
 # that runs the same entry point with the pinned Deno.
 mkdir -p "$LIBDIR"
 how=""
-if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen --v8-flags=--max-semi-space-size=1 -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
+if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen --v8-flags=--max-semi-space-size=1 --include lib/netlink/udp_worker.ts -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
   install -m 0755 "$LIBDIR/flanctl.bin" "$BINDIR/flanctl"
   how="compiled binary (deno compile)"
 else
@@ -86,6 +94,9 @@ else
   # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
   # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
   cni_js=""
+  # The plugin names from the one list (lib/cni/names.ts), as a case pattern.
+  cni_names=$("$DENO_BIN" eval --quiet --no-config \
+    "import { CNI_PLUGIN_NAMES as n } from 'file://$LIBDIR/src/lib/cni/names.ts'; console.log(n.join('|'))")
   # Minified: half the bytes for V8 to scan on every call (--keep-names keeps class names in errors).
   if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/cni.js" \
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
@@ -94,10 +105,10 @@ else
   {
     echo '#!/bin/sh'
     echo '# flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.'
-    echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1"
+    echo "export DENO_DIR=\${DENO_DIR:-$DENO_DIR} DENO_NO_UPDATE_CHECK=1 FLANCTL_LIBDIR=$LIBDIR"
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
-      echo "  flannel|bridge|host-local|loopback|portmap)"
+      echo "  $cni_names)"
       echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
       echo 'esac'
     fi
@@ -112,9 +123,17 @@ fi
 log "flanctl installed as $how"
 
 # --- CNI symlinks -----------------------------------------------------------------------------------------
-mkdir -p "$CNI_BIN_DIR"
-for p in flannel bridge host-local loopback portmap; do
-  ln -sf "$BINDIR/flanctl" "$CNI_BIN_DIR/$p"
-done
-log "CNI plugins linked in $CNI_BIN_DIR: flannel bridge host-local loopback portmap"
+# The same code as the DaemonSet's init container (lib/install/cni.ts): every plugin name of
+# lib/cni/names.ts, atomically, keeping a foreign plugin of the same name as <name>.flanctl-backup.
+"$BINDIR/flanctl" install-cni --cni-bin-dir "$CNI_BIN_DIR" --link "$BINDIR/flanctl" | sed 's/^/install.sh: /'
+log "CNI plugins linked in $CNI_BIN_DIR"
+
+# --- systemd unit (opt-in) ----------------------------------------------------------------------------------
+if [ "$SYSTEMD" = 1 ]; then
+  sed "s|/usr/local/|$PREFIX/|g" "$HERE/deploy/flanctl.service" >/etc/systemd/system/flanctl.service.tmp
+  chmod 0644 /etc/systemd/system/flanctl.service.tmp
+  mv -f /etc/systemd/system/flanctl.service.tmp /etc/systemd/system/flanctl.service
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+  log "installed /etc/systemd/system/flanctl.service (configure /etc/default/flanctl, then: systemctl enable --now flanctl)"
+fi
 log "done"

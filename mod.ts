@@ -45,7 +45,7 @@ export {
   StoreUnavailableError,
   SubnetConflictError,
 } from "./lib/store/errors.ts";
-export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeKind } from "./lib/store/open.ts";
+export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeChoice, storeKind } from "./lib/store/open.ts";
 export type { StoreOptions } from "./lib/store/open.ts";
 export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
 export { FileStoreReader, leaseExpired, parseLeaseFile } from "./lib/store/file_reader.ts";
@@ -84,11 +84,14 @@ export { Daemon } from "./lib/daemon/daemon.ts";
 export type { DaemonDeps } from "./lib/daemon/daemon.ts";
 export { runDaemon } from "./lib/daemon/run.ts";
 export {
-  addDaemonOptions,
-  applyEnv as applyDaemonEnv,
+  ALL_DAEMON_FLAGS,
+  DAEMON_FLAGS,
+  daemonHelp,
   DEFAULT_STATE_DIR,
+  parseDaemonArgs,
   toDaemonOptions,
 } from "./lib/daemon/options.ts";
+export { type FlagSpec, parseGoFlags } from "./lib/flags/goflag.ts";
 export type { DaemonOptions } from "./lib/daemon/options.ts";
 export { IfaceError, selectIface } from "./lib/daemon/iface.ts";
 export { Metrics as DaemonMetrics } from "./lib/daemon/metrics.ts";

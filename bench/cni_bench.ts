@@ -14,6 +14,11 @@
  * process start at each step) to show where the time goes.
  *
  *   deno task bench cni          (or: deno run -A bench/cni_bench.ts [--pods N])
+ *
+ * FLANCTL_PREFIX and CNI_BIN_DIR (as install.sh takes them) point the "installed" row at another install,
+ * e.g. a checkout installed with `FLANCTL_PREFIX=/tmp/p CNI_BIN_DIR=/tmp/cni ./install.sh`; CNI_BENCH_ALSO
+ * (comma-separated CNI bin dirs) adds a row per directory, measured interleaved with the others (an
+ * install of another commit, to compare before and after in the same run).
  * @module
  */
 
@@ -45,8 +50,9 @@ type Runner = {
 
 const launcherFlags = ["run", "-A", "--no-check", "--no-prompt", "--quiet"];
 /** What install.sh installs (see the module doc). */
-const INSTALLED_DIR = "/opt/cni/bin";
-const INSTALLED_BUNDLE = "/usr/local/lib/flanctl/cni.js";
+const INSTALLED_DIR = Deno.env.get("CNI_BIN_DIR") ?? "/opt/cni/bin";
+const INSTALLED_BUNDLE = `${Deno.env.get("FLANCTL_PREFIX") ?? "/usr/local"}/lib/flanctl/cni.js`;
+const ALSO = (Deno.env.get("CNI_BENCH_ALSO") ?? "").split(",").filter(Boolean);
 const variants: Runner[] = [
   {
     label: "reference bridge+host-local",
@@ -54,10 +60,15 @@ const variants: Runner[] = [
     env: () => ({}),
   },
   {
-    label: "flanctl installed (/opt/cni/bin, cni.js)",
+    label: `flanctl installed (${INSTALLED_DIR}, cni.js)`,
     cmd: (p) => [`${INSTALLED_DIR}/${p}`],
     env: () => ({}),
   },
+  ...ALSO.map((dir): Runner => ({
+    label: `flanctl also (${dir})`,
+    cmd: (p) => [`${dir}/${p}`],
+    env: () => ({}),
+  })),
   {
     label: "flanctl source (deno run main.ts)",
     cmd: () => [Deno.execPath(), ...launcherFlags, "--config", `${ROOT}deno.json`, `${ROOT}main.ts`],

@@ -9,7 +9,8 @@
  *   --max-semi-space-size=1, and that plus --jitless), the duration of a full reconcile pass at 5,000
  *   peers, and an idle `deno run` as the runtime's own floor;
  * - the timings above for the default settings and for --max-semi-space-size=1,--jitless.
- * DAEMON_BENCH_ONLY=speed or =memory runs one half.
+ * DAEMON_BENCH_ONLY=speed or =memory runs one half; DAEMON_BENCH_STORE=etcd measures the memory half on the
+ * etcd store (etcd in the underlay namespace) instead of the file store.
  * Fake peers are lease files in the store's documented layout (lib/store/file.ts): the daemon cannot
  * tell them from real nodes, and programming does not need the peers to exist.
  * @module
@@ -279,6 +280,88 @@ async function rssRun(
   }
 }
 
+/**
+ * {@link rssRun} on the etcd store (DAEMON_BENCH_STORE=etcd): etcd runs in the underlay namespace, the
+ * leases are written there by bench/etcd_fill.ts, the daemon watches them with --etcd-endpoints.
+ */
+async function rssRunEtcd(
+  env: Record<string, string>,
+): Promise<{ r0: Mem; r1000: Mem; r5000: Mem; passes: number[] }> {
+  const c = new DaemonCluster("172.31");
+  let etcd: Deno.ChildProcess | null = null;
+  const url = "http://172.31.0.1:2379";
+  const inUnderlay = (cmd: string[]) => nsRun(c.underlay, cmd);
+  const fill = async (from: number, n: number) => {
+    const r = await inUnderlay([
+      Deno.execPath(),
+      "run",
+      "-A",
+      "--no-check",
+      `${HERE}etcd_fill.ts`,
+      url,
+      `${from}`,
+      `${n}`,
+    ]);
+    if (r.code !== 0) throw new Error(`etcd_fill: ${r.stderr}`);
+  };
+  try {
+    await c.init();
+    const a = await c.addNode();
+    etcd = new Deno.Command("ip", {
+      args: [
+        "netns",
+        "exec",
+        c.underlay,
+        "etcd",
+        "--data-dir",
+        `${c.tmp}/etcd`,
+        "--listen-client-urls",
+        url,
+        "--advertise-client-urls",
+        url,
+        "--listen-peer-urls",
+        "http://127.0.0.1:2380",
+      ],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    const conf = JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } });
+    await waitFor(
+      "etcd up",
+      async () =>
+        (await inUnderlay(["etcdctl", "--endpoints", url, "put", "/coreos.com/network/config", conf]))
+          .code === 0,
+      30_000,
+    );
+    c.start(a, ["--etcd-endpoints", url, "--log-level", "debug"], env);
+    await c.waitReady(a);
+    const pid = a.proc!.pid;
+    const heap = async (m: Mem) => {
+      const body = (await c.http(a, "/metrics"))[1];
+      m.heapUsed = Number(/^flanctl_heap_used_bytes (\d+)/m.exec(body)?.[1] ?? NaN) / 1048576;
+      return m;
+    };
+    const r0 = await heap(await rssOver(pid, 3000));
+    await fill(1000, 1000);
+    await waitFor("1000 programmed", async () => (await countRoutes(a.ns)) >= 1000, 60_000);
+    const r1000 = await heap(await rssOver(pid, 22_000));
+    await fill(2000, 4000);
+    await waitFor("5000 programmed", async () => (await countRoutes(a.ns)) >= 5000, 120_000);
+    const r5000 = await heap(await rssOver(pid, 22_000));
+    const passes = a.log.filter((l) => l.includes("msg=reconciled") && l.includes("peers=5000"))
+      .map((l) => Number(/ ms=(\d+)/.exec(l)?.[1] ?? NaN)).filter((x) => !isNaN(x));
+    return { r0, r1000, r5000, passes };
+  } finally {
+    try {
+      etcd?.kill("SIGKILL");
+      await etcd?.status;
+    } catch { /* gone */ }
+    await c.close();
+  }
+}
+
+const HERE = new URL(".", import.meta.url).pathname;
+
 /** Convergence and burst timings for one daemon started with `env` (e.g. DENO_V8_FLAGS). */
 interface Speed {
   conv: number[];
@@ -361,7 +444,16 @@ if (only !== "memory") {
   for (const [name, env] of [CONFIGS[0], CONFIGS[2]]) speeds.push([name, await speedRun(env)]);
 }
 const mems: [string, Awaited<ReturnType<typeof rssRun>>][] = [];
-if (only !== "speed") { for (const [name, env] of CONFIGS) mems.push([name, await rssRun(env)]); }
+// DAEMON_BENCH_CONFIGS=1,2 measures memory under those CONFIGS only (indices).
+const pick = Deno.env.get("DAEMON_BENCH_CONFIGS")?.split(",").map(Number);
+if (only !== "speed") {
+  for (const [i, [name, env]] of CONFIGS.entries()) {
+    const etcd = Deno.env.get("DAEMON_BENCH_STORE") === "etcd";
+    if (!pick || pick.includes(i)) {
+      mems.push([`${name}, ${etcd ? "etcd" : "file"} store`, await (etcd ? rssRunEtcd : rssRun)(env)]);
+    }
+  }
+}
 const idle = await idleDeno();
 
 const f = (x: number) => x.toFixed(1);

@@ -3,7 +3,7 @@
  * of W watchers) with 1,000 and 5,000 existing leases, for the file store and the etcd store (a throwaway
  * etcd on loopback). There is no external reference for stores, so the two are compared with each other.
  *
- * `deno task bench store` (or `deno run -A bench/store_bench.ts [--quick]`).
+ * `deno task bench store` (or `deno run -A bench/store_bench.ts [--quick] [--sizes 1000,5000] [--acquires N]`).
  * @module
  */
 import { FileStore } from "../lib/store/file.ts";
@@ -14,8 +14,12 @@ import type { LeaseAttrsWire, SubnetStore } from "../lib/store/types.ts";
 import { EtcdFixture } from "../tests/store_helpers.ts";
 
 const QUICK = Deno.args.includes("--quick");
-const SIZES = QUICK ? [1000] : [1000, 5000];
-const ACQUIRES = QUICK ? 50 : 200;
+const flag = (name: string) => {
+  const i = Deno.args.indexOf(name);
+  return i >= 0 ? Deno.args[i + 1] : undefined;
+};
+const SIZES = flag("--sizes")?.split(",").map(Number) ?? (QUICK ? [1000] : [1000, 5000]);
+const ACQUIRES = Number(flag("--acquires") ?? (QUICK ? 50 : 200));
 const WATCHERS = 10;
 const WARMUP = 3;
 const FANOUT_ROUNDS = QUICK ? 10 : 30;

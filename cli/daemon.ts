@@ -1,28 +1,28 @@
 /**
- * `flanctl daemon`: the node daemon (flanneld's job). Flags mirror flanneld's, each also readable from
- * `FLANNELD_<FLAG>`; the store flags come from lib/store/open.ts.
+ * `flanctl daemon` in the command tree: listed in `flanctl --help`, but main.ts runs `flanctl daemon …`
+ * through cli/daemon_main.ts directly (no commander on the daemon path). Reached through commander (e.g. a
+ * program built by a test), it hands its raw arguments to the same parser.
  * @module
  */
 import { Command } from "commander";
-import { addDaemonOptions, applyEnv, toDaemonOptions } from "../lib/daemon/options.ts";
-import { addStoreOptions, type StoreOptions } from "../lib/store/open.ts";
+import { daemonHelp } from "../lib/daemon/options.ts";
+import { exitWith } from "./exit.ts";
 
 /** Registers `flanctl daemon`. */
 export function register(program: Command): void {
   const cmd = new Command("daemon")
     .description(
-      "run the node daemon: acquire a subnet lease, set up the vxlan/host-gw backend, write subnet.env, " +
-        "program routes/ARP/FDB for every peer, keep masquerade rules (flags as flanneld, also FLANNELD_<FLAG>)",
-    );
-  addDaemonOptions(cmd);
-  addStoreOptions(cmd);
-  cmd.action(async () => {
-    applyEnv(cmd);
-    const raw = cmd.opts();
-    const o = toDaemonOptions(raw);
-    const { runDaemon } = await import("../lib/daemon/run.ts");
-    // A normal return is a clean stop (exit 0); fatal errors are thrown and reported by cli/root.ts.
-    await runDaemon(o, raw as StoreOptions);
+      "run the node daemon (flanneld's job, flanneld's flags and Go flag syntax, also FLANNELD_<FLAG>): " +
+        "acquire a subnet lease, set up the vxlan/host-gw backend, write subnet.env, program peers, keep rules",
+    )
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .argument("[flags...]");
+  cmd.helpInformation = () => daemonHelp();
+  cmd.action(async (_flags: string[], _o: unknown, c: Command) => {
+    const { daemonMain } = await import("./daemon_main.ts");
+    exitWith(await daemonMain(c.args));
   });
   program.addCommand(cmd);
 }

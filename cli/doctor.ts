@@ -24,6 +24,9 @@ interface DoctorFlags extends StoreOptions {
   skip?: string;
   output: string;
   probe?: boolean;
+  problems?: boolean;
+  bundle?: string;
+  logFile?: string;
 }
 
 /** Registers `flanctl doctor`. */
@@ -50,22 +53,39 @@ export function register(program: Command): void {
     )
     .option("--skip <ids>", "comma-separated check ids to skip")
     .option("-o, --output <format>", "table or json", "table")
-    .option("--probe", "also ping every peer's public IP and VTEP address (active)");
+    .option("--probe", "also ping every peer's public IP and VTEP address (active)")
+    .option("--problems", "show only what is not ok (the summary still counts everything)")
+    .option(
+      "--bundle <file.tar.gz>",
+      "also write a bug-report bundle (doctor, status, inspect, rules, subnet.env, CNI configs, log tail, " +
+        "versions; secrets redacted)",
+    )
+    .option("--log-file <path>", "daemon log to include in --bundle (default: journalctl -u flanctl)");
   addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
-    const { runDoctor, renderJson, renderTable, CHECK_IDS } = await import("../lib/doctor/mod.ts");
-    const { openStore, storeKind } = await import("../lib/store/open.ts");
+    const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
+      "../lib/doctor/mod.ts"
+    );
+    const { openStore, storeChoice } = await import("../lib/store/open.ts");
     const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
     const { FileStoreReader } = await import("../lib/store/file_reader.ts");
     parseOutput(flags.output);
-    const skip = new Set((flags.skip ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+    // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
+    const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
     for (const id of skip) {
       if (!CHECK_IDS.includes(id) && id !== "doctor") {
-        throw new UsageError(`--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")})`);
+        throw new UsageError(
+          `--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")}; old aliases: ${
+            Object.keys(OLD_IDS).join(", ")
+          })`,
+        );
       }
     }
     const src = (k: string) => c.getOptionValueSource(k);
-    const kind = storeKind(flags);
+    // No store flag: the doctor looks at the default file store only if it exists (never at flanneld's
+    // default etcd, which the daemon would use: a doctor run must not hang on an absent etcd).
+    const choice = storeChoice(flags);
+    const kind = choice.implicit ? "file" : choice.kind;
     const explicit = kind !== "file" || src("storeDir") === "cli" || src("storeDir") === "env";
     const dirExists = (() => {
       try {
@@ -86,7 +106,7 @@ export function register(program: Command): void {
       : explicit
       ? missingDir
       : null;
-    const report = await runDoctor({
+    const doctorOpts = {
       netns: flags.netns ?? null,
       subnetFile: flags.subnetFile,
       cniConfDir: flags.cniConfDir,
@@ -100,9 +120,59 @@ export function register(program: Command): void {
       openStore: open,
       storeExplicit: explicit,
       skip,
-    });
-    const text = flags.output === "json" ? renderJson(report) : renderTable(report);
+    };
+    const report = await runDoctor(doctorOpts);
+    if (flags.bundle) await bundle(flags, doctorOpts, report);
+    const color = flags.output !== "json" && Deno.stdout.isTerminal() && !Deno.env.get("NO_COLOR");
+    const problemsOnly = !!flags.problems;
+    const text = flags.output === "json"
+      ? renderJson(report, { problemsOnly })
+      : renderTable(report, { color, problemsOnly });
     await Deno.stdout.write(new TextEncoder().encode(text));
     exitWith(report.summary.exitCode);
   });
+}
+
+/** Writes `--bundle` (a second, identical gathering of the node for status and inspect). */
+async function bundle(
+  flags: DoctorFlags,
+  opts: import("../lib/doctor/context.ts").DoctorOptions,
+  report: import("../lib/doctor/types.ts").DoctorReport,
+): Promise<void> {
+  const { gatherContext } = await import("../lib/doctor/context.ts");
+  const { writeBundle, kubeconfigTokens } = await import("../lib/bundle/bundle.ts");
+  const { readCappedText } = await import("../lib/capped_read.ts");
+  const read = (p: string | undefined) => {
+    if (!p) return "";
+    try {
+      return readCappedText(p, 1 << 20);
+    } catch {
+      return "";
+    }
+  };
+  // Every secret this node's flannel could hold: redacted wherever it shows up (logs, configs, status).
+  const secrets = [
+    flags.etcdPassword ?? "",
+    read(Deno.env.get("FLANNELD_ETCD_PASSWORD_FILE")).trim(),
+    read("/var/run/secrets/kubernetes.io/serviceaccount/token").trim(),
+    ...kubeconfigTokens(read(flags.kubeconfigFile)),
+  ];
+  try {
+    for (const e of Deno.readDirSync(flags.cniConfDir)) {
+      if (e.isFile) secrets.push(...kubeconfigTokens(read(`${flags.cniConfDir}/${e.name}`)));
+      if (e.isDirectory) {
+        for (const f of Deno.readDirSync(`${flags.cniConfDir}/${e.name}`)) {
+          if (f.isFile) secrets.push(...kubeconfigTokens(read(`${flags.cniConfDir}/${e.name}/${f.name}`)));
+        }
+      }
+    }
+  } catch { /* no CNI dir: nothing to learn */ }
+  const ctx = await gatherContext(opts);
+  const files = await writeBundle(ctx, report, {
+    file: flags.bundle!,
+    logFile: flags.logFile ?? null,
+    secrets: secrets.filter(Boolean),
+    node: flags.netns ?? Deno.hostname(),
+  });
+  console.error(`flanctl: bundle ${flags.bundle} written (${files.length} files, secrets redacted)`);
 }

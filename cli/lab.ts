@@ -5,6 +5,7 @@
  */
 import { type Command, Option } from "commander";
 import { FlanctlError, UsageError } from "../lib/errors.ts";
+import { registerLabTrace } from "./trace.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/ui/output.ts";
 
@@ -62,7 +63,7 @@ export function register(program: Command): void {
     .option("--nodes <n>", "number of nodes", intArg("--nodes"), 3)
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
-      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw"]).default("vxlan"),
+      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp"]).default("vxlan"),
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
@@ -88,7 +89,7 @@ export function register(program: Command): void {
     .action(async (o: {
       nodes: number;
       podsPerNode: number;
-      backend: "vxlan" | "host-gw";
+      backend: "vxlan" | "host-gw" | "udp";
       store: "file" | "etcd";
       network: string;
       ipFamily: "ipv4" | "dual" | "ipv6";
@@ -170,6 +171,8 @@ export function register(program: Command): void {
       const m = await import("../lib/lab/mod.ts");
       exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
+
+  registerLabTrace(lab, nameOpt);
 
   lab.command("down")
     .description("remove every namespace, process and file of the lab (idempotent)")

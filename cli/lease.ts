@@ -1,19 +1,26 @@
 /**
  * `flanctl lease`: list, show, watch, reserve and revoke subnet leases and get/set the network config,
- * against any store (file by default, `--etcd-endpoints`, `--kube-subnet-mgr`).
+ * against any store (`--store-dir`, `--etcd-endpoints`, `--kube-subnet-mgr`; etcd at flanneld's default
+ * endpoints when none is given).
  * @module
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
-import { openStore, type StoreOptions } from "../lib/store/open.ts";
+import { openStore, storeChoice, StoreOpenError, type StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
 import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
-import { LeaseNotFoundError } from "../lib/store/errors.ts";
+import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 import { readCappedTextAsync } from "../lib/capped_read.ts";
 import { parseOutput as output } from "../lib/ui/output.ts";
 import { renderTable } from "../lib/ui/table.ts";
+
+/** Flags of `lease reserve`. */
+interface ReserveFlags {
+  publicIp?: string;
+  publicIpv6?: string;
+}
 
 /** Parses a SUBNET argument (`10.5.52.0/24` or flannel's key form `10.5.52.0-24`). */
 export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
@@ -52,6 +59,9 @@ async function withStore<T>(opts: StoreOptions, fn: (s: SubnetStore) => Promise<
   const s = await openStore(opts);
   try {
     return await fn(s);
+  } catch (e) {
+    // Say which store was used and why (the default etcd surprises users of the old file default).
+    throw e instanceof StoreUnavailableError ? new StoreOpenError(storeChoice(opts), e) : e;
   } finally {
     await s.close();
   }
@@ -131,10 +141,13 @@ export function register(program: Command): void {
 
   addSharedStoreOptions(
     lease.command("reserve").argument("<SUBNET>", "subnet to reserve, e.g. 10.5.52.0/24")
-      .description("reserve a subnet (no expiry) for the node with --public-ip")
-      .option("--public-ip <ip>", "the node's public IP that owns the reservation"),
-  ).action(async (subnetArg: string, o: StoreOptions & { publicIp?: string }) => {
+      .argument("[SUBNET6]", "dual-stack network: the IPv6 subnet reserved with it (one key v4&v6)")
+      .description("reserve a subnet (no expiry) for the node with --public-ip (dual stack: both subnets)")
+      .option("--public-ip <ip>", "the node's public IP that owns the reservation")
+      .option("--public-ipv6 <ip>", "dual stack: the node's public IPv6"),
+  ).action(async (subnetArg: string, subnet6Arg: string | undefined, o: StoreOptions & ReserveFlags) => {
     const subnet = parseSubnetArg(subnetArg);
+    const subnet6 = subnet6Arg === undefined ? null : parseSubnetArg(subnet6Arg, "SUBNET6");
     if (!o.publicIp) throw new UsageError("--public-ip: required (the IP of the node that owns the subnet)");
     const ip = IPAddr.tryParse(o.publicIp);
     if (!ip) throw new UsageError(`--public-ip: '${o.publicIp}' is not an IP address`);
@@ -143,19 +156,44 @@ export function register(program: Command): void {
         `--public-ip: ${ip} is IPv${ip.family} but SUBNET ${subnet} is IPv${subnet.family}`,
       );
     }
+    if (subnet6 && (subnet.family !== 4 || subnet6.family !== 6)) {
+      throw new UsageError(
+        `SUBNET6: ${subnet6} must be IPv6 and SUBNET ${subnet} IPv4; give them in that order`,
+      );
+    }
+    const ip6 = o.publicIpv6 === undefined ? null : IPAddr.tryParse(o.publicIpv6);
+    if (o.publicIpv6 !== undefined && ip6?.family !== 6) {
+      throw new UsageError(`--public-ipv6: '${o.publicIpv6}' is not an IPv6 address`);
+    }
+    if (subnet6 && !ip6) {
+      throw new UsageError("--public-ipv6: required with SUBNET6 (the node's public IPv6)");
+    }
     await withStore(o, async (s) => {
       const cfg = await s.getNetworkConfig();
-      const len = subnet.family === 4 ? cfg.subnetLen : cfg.ipv6SubnetLen;
-      const net = subnet.family === 4 ? cfg.network : cfg.ipv6Network;
-      if (!net || !net.contains(subnet) || subnet.prefix !== len) {
+      for (const sn of subnet6 ? [subnet, subnet6] : [subnet]) {
+        const len = sn.family === 4 ? cfg.subnetLen : cfg.ipv6SubnetLen;
+        const net = sn.family === 4 ? cfg.network : cfg.ipv6Network;
+        if (!net || !net.contains(sn) || sn.prefix !== len) {
+          throw new UsageError(
+            `${sn === subnet ? "SUBNET" : "SUBNET6"}: ${sn} is not a /${len} subnet of the network ${
+              net ?? "(IPv" + sn.family + " disabled)"
+            }`,
+          );
+        }
+      }
+      if (cfg.enableIPv4 && cfg.enableIPv6 && !subnet6) {
         throw new UsageError(
-          `SUBNET: ${subnet} is not a /${len} subnet of the network ${
-            net ?? "(IPv" + subnet.family + " disabled)"
-          }`,
+          "SUBNET6: required in a dual-stack network (a one-family key such as 0.0.0.0-0&… is read by flanneld " +
+            "as 0.0.0.0/0, and its nodes run out of subnets); give the IPv4 subnet, the IPv6 subnet and " +
+            "--public-ipv6",
         );
       }
-      await s.reserve(subnet, ip.toString());
-      print(`reserved ${subnet} for ${ip}`);
+      await s.reserve(
+        subnet,
+        ip.toString(),
+        subnet6 ? { subnet: subnet6, publicIP: ip6!.toString() } : undefined,
+      );
+      print(`reserved ${subnet6 ? `${subnet} and ${subnet6}` : subnet} for ${ip6 ? `${ip} and ${ip6}` : ip}`);
     });
   });
 

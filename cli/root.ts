@@ -14,8 +14,11 @@ import { register as registerDaemon } from "./daemon.ts";
 import { register as registerCni } from "./cni.ts";
 import { register as registerDoctor } from "./doctor.ts";
 import { register as registerLab } from "./lab.ts";
+import { register as registerTrace } from "./trace.ts";
+import { register as registerStatus } from "./status.ts";
 import { register as registerCompletion } from "./completion.ts";
 import { INSPECT_KINDS } from "./inspect.ts";
+import { register as registerInstallCni } from "./install_cni.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -30,10 +33,13 @@ export function buildProgram(): Command {
   registerCni(program);
   registerDoctor(program);
   registerLab(program);
+  registerTrace(program);
+  registerStatus(program);
   registerCompletion(program, {
     args: { "flanctl inspect": INSPECT_KINDS, "flanctl completion": ["bash", "zsh", "fish"] },
     options: { "--output": ["table", "json"] },
   });
+  registerInstallCni(program);
   for (const c of program.commands) c.exitOverride();
   failedCommand = captureUsageErrors(program);
   return program;

@@ -39,7 +39,6 @@ export function storeFlagsHelp(): string {
   const width = Math.max(...opts.map((o) => help.optionTerm(o).length));
   help.helpWidth = help.helpWidth ?? 80;
   const lines = opts.map((o) => help.formatItem(help.optionTerm(o), width, help.optionDescription(o), help));
-  return `\nStore flags (every subcommand takes them; the file store unless etcd or kube is selected):\n${
-    lines.join("\n")
-  }`;
+  return `\nStore flags (every subcommand takes them; etcd at flanneld's default endpoints unless a flag below
+selects another store):\n${lines.join("\n")}`;
 }

@@ -32,6 +32,37 @@ export function captureUsageErrors(program: Command): () => Command | null {
 
 const quoted = (s: string) => [...s.matchAll(/'([^']*)'/g)].map((m) => m[1]);
 
+/** Edit distance (insert, delete, substitute, swap of neighbours), for flag suggestions. */
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/**
+ * The option of `cmd` closest to `typed`, hidden ones included (commander suggests only options its help
+ * shows, and the shared store flags are listed in one place only), or undefined when none is close.
+ */
+export function suggestOption(cmd: Command | null, typed: string): string | undefined {
+  if (!cmd || !typed.startsWith("--")) return undefined;
+  let best: { flag: string; d: number } | undefined;
+  for (const o of cmd.options) {
+    if (!o.long) continue;
+    const d = distance(typed, o.long);
+    if (d <= Math.max(1, Math.floor(o.long.length / 4)) && (!best || d < best.d)) best = { flag: o.long, d };
+  }
+  return best?.flag;
+}
+
 /** The `flanctl: <flag>: <problem>; <hint>` line for commander error `e` raised by command `cmd`. */
 export function usageMessage(e: CommanderError, cmd: Command | null): string {
   const path = commandPath(cmd);
@@ -43,8 +74,10 @@ export function usageMessage(e: CommanderError, cmd: Command | null): string {
   const q = quoted(first);
   const flag = (spec: string | undefined) => (spec ?? "").split(/[ ,]/)[0] || "argument";
   switch (e.code) {
-    case "commander.unknownOption":
-      return `flanctl: ${q[0]}: unknown option; ${hint}`;
+    case "commander.unknownOption": {
+      const near = didYouMean ? undefined : suggestOption(cmd, q[0] ?? "");
+      return `flanctl: ${q[0]}: unknown option; ${near ? `did you mean ${near}? ${help}` : hint}`;
+    }
     case "commander.unknownCommand":
       return `flanctl: ${q[0]}: unknown command; ${hint}`;
     case "commander.missingArgument":

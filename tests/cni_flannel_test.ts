@@ -126,18 +126,27 @@ Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone rel
         conf: { ...conf, prevResult: r1 },
       });
       assertEquals(chk.code, 0, chk.stdout);
-      // CHECK notices a removed route.
+      // As flannel's plugin, CHECK succeeds (flannel's CHECK is a no-op), even for a container it never saw.
       await nsSh(pod1, "ip", "route", "del", "10.244.0.0/16");
-      const bad = await cni({
-        plugin: "flannel",
-        command: "CHECK",
-        node,
-        netns: pod1,
-        containerId: "q1",
-        conf: { ...conf, prevResult: r1 },
-      });
-      assertEquals([bad.code, bad.json?.code], [1, 105], bad.stdout);
+      for (const containerId of ["q1", "never-added"]) {
+        const again = await cni({
+          plugin: "flannel",
+          command: "CHECK",
+          node,
+          netns: pod1,
+          containerId,
+          conf: { ...conf, prevResult: r1 },
+        });
+        assertEquals(again.code, 0, again.stdout);
+      }
+      await nsSh(pod1, "ip", "route", "add", "10.244.0.0/16", "via", "10.244.7.1");
       assertEquals((await cni({ plugin: "flannel", command: "STATUS", node, conf })).code, 0);
+      // GC without an attachment list does nothing and succeeds (it must not fail on a healthy node).
+      await cniOk({ plugin: "flannel", command: "GC", node, conf });
+      assertEquals(listFiles(`${d.path}/flannel`).filter((f) => !f.startsWith(".locks/")).sort(), [
+        "q1",
+        "q2",
+      ]);
       const nat = await nsSh(node, "iptables-save", "-t", "nat");
       assertEquals(nat.split("\n").filter((l) => l.startsWith("-A POSTROUTING")).length, 2);
 
@@ -317,6 +326,39 @@ Deno.test("cni flannel IPv6-only: the pod gets only an IPv6 address, routes and 
       assert((await nsSh(node, "ip6tables-save", "-t", "nat")).includes("! -d ff00::/8"), "IPv6 masquerade");
       await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "v6o", conf });
       assertEquals((await nsSh(node, "ip6tables-save", "-t", "nat")).includes("CNI-"), false);
+    } finally {
+      d.cleanup();
+    }
+  }));
+Deno.test("cni flannel: runtimeConfig goes to the delegate as flannel's plugin does (static IP and MAC)", () =>
+  withNetns(async (fx) => {
+    const node = await fx.add("fln"), pod = await fx.add("flp");
+    const d = tempDir();
+    try {
+      writeEnv(d.path);
+      const runtimeConfig = {
+        ips: ["10.244.7.77/24"],
+        mac: "0e:11:22:33:44:55",
+        portMappings: [{ hostPort: 8080, containerPort: 80, protocol: "tcp" }],
+      };
+      const conf = flannelConf(d.path, "1.0.0", { runtimeConfig });
+      const r = await cniOk({
+        plugin: "flannel",
+        command: "ADD",
+        node,
+        netns: pod,
+        containerId: "rc1",
+        conf,
+      });
+      assertEquals((r!.ips as J[]).map((i) => i.address), ["10.244.7.77/24"]);
+      const eth0 = (await ipJson<J[]>(pod, "link", "show", "eth0"))[0];
+      assertEquals(eth0.address, "0e:11:22:33:44:55");
+      // Saved for DEL with the runtimeConfig in it (keys sorted as Go marshals the map).
+      const saved = JSON.parse(Deno.readTextFileSync(`${d.path}/flannel/rc1`));
+      assertEquals(saved.runtimeConfig, runtimeConfig);
+      assertEquals(Object.keys(saved), [...Object.keys(saved)].sort());
+      await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "rc1", conf });
+      assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
     } finally {
       d.cleanup();
     }

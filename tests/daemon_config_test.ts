@@ -23,8 +23,18 @@ const BAD: [string, string, string][] = [
   ["network too small", JSON.stringify({ Network: "10.244.0.0/29" }), "network is too small"],
   [
     "unsupported backend",
-    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }),
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }),
     "not supported",
+  ],
+  [
+    "udp Port 0",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp", Port: 0 } }),
+    "Backend.Port must be an integer from 1 to 65535",
+  ],
+  [
+    "udp Port out of range",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp", Port: 70000 } }),
+    "Backend.Port",
   ],
   [
     "bad VNI",
@@ -72,10 +82,17 @@ Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", a
     r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--resync-interval", "soon"]));
     assertEquals(r.code, 2);
     assertStringIncludes(r.stderr, "--resync-interval");
-    // The interface named by env is used (and reported in the error when it does not exist).
-    r = await runDaemonOnce(n.ns, c.daemonArgs(n), { FLANNELD_IFACE: "nosuch1,nosuch2" });
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n, ["--ip-masq", "false"]));
+    assertEquals(r.code, 2);
+    assertStringIncludes(
+      r.stderr,
+      "flanctl: false: unexpected argument; a boolean flag takes its value after '='",
+    );
+    // The interface named by env is used (and reported in the error when it does not exist); the value is
+    // one interface, as flanneld reads it (no comma splitting).
+    r = await runDaemonOnce(n.ns, c.daemonArgs(n), { FLANNELD_IFACE: "nosuch1" });
     assert(r.code !== 0);
-    assertStringIncludes(r.stderr, "nosuch1, nosuch2");
+    assertStringIncludes(r.stderr, "nosuch1");
     assert(!(await nsRun(n.ns, ["ip", "-o", "link"])).stdout.includes("flannel"));
   } finally {
     await c.close();

@@ -121,12 +121,12 @@ export class DaemonCluster {
     return n;
   }
 
-  /** The daemon command line for `n`. */
+  /** The daemon command line for `n` (the cluster's file store unless `extra` chooses another store). */
   daemonArgs(n: TestNode, extra: string[] = []): string[] {
+    const otherStore = extra.some((a) => /^--?(etcd-endpoints|kube-subnet-mgr|store)(=|$)/.test(a));
     return [
       "daemon",
-      "--store-dir",
-      this.storeDir,
+      ...(otherStore ? [] : ["--store-dir", this.storeDir]),
       "--subnet-file",
       n.subnetFile,
       "--state-dir",

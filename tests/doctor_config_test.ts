@@ -52,7 +52,7 @@ Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends,
     assertEquals(masq.fix, [
       `ip netns exec ${N} iptables -t nat -A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`,
     ]);
-    expectFinding(run, "iptables-mixed", "warning", "iptables-legacy: 1 rule(s), iptables-nft:");
+    expectFinding(run, "iptables-backend", "warning", "iptables-legacy: 1 rule(s), iptables-nft:");
     const port = expectFinding(
       run,
       "vxlan-port",
@@ -68,7 +68,7 @@ Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends,
       ..."iptables -t nat -D FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 -m comment".split(" "),
       ...["--comment", "flanneld masq", "-j", "MASQUERADE", "--random-fully"],
     );
-    const run2 = await runDoctorJson(n, "--skip", "forward-policy,vxlan-port,iptables-mixed");
+    const run2 = await runDoctorJson(n, "--skip", "forward-policy,vxlan-port,iptables-backend");
     expectFinding(
       run2,
       "masq-rules",
@@ -112,7 +112,7 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
     expectFinding(run, "cni-binaries", "critical", `missing in ${n.binDir}: bridge`);
     const ips = expectFinding(
       run,
-      "hostlocal-leak",
+      "hostlocal-ips",
       "warning",
       "1 leaked IP(s): 10.244.1.77 → container deadbeef00000077/eth0",
     );
@@ -121,10 +121,10 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
       ips.fix.join("\n"),
       `rm ${n.dataDir}/cbr0/10.244.1.77  # container deadbeef00000077 is gone`,
     );
-    const cache = expectFinding(run, "cni-cache-stale", "warning", "2 entr(ies)");
+    const cache = expectFinding(run, "cni-cache", "warning", "2 entr(ies)");
     assertStringIncludes(cache.detail, `${n.resultsDir}/cbr0-deadbeef00000077-eth0`);
     assertStringIncludes(cache.detail, `${n.flannelDir}/deadbeef00000077`);
-    expectFinding(run, "netns-leak", "warning", `1 pod namespace(s) with no veth on cni0: ${leak}`);
+    expectFinding(run, "pod-netns", "warning", `1 pod namespace(s) with no veth on cni0: ${leak}`);
 
     // subnet.env readable again: cni0's extra address is flagged; a foreign first config is a warning.
     await Deno.writeTextFile(
@@ -135,7 +135,7 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
       `${n.confDir}/00-broken.conf`,
       JSON.stringify({ cniVersion: "0.3.1", name: "x", type: "calico" }),
     );
-    const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-leak,cni-cache-stale,netns-leak");
+    const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-ips,cni-cache,pod-netns");
     expectFinding(
       run2,
       "cni0-address",
@@ -185,7 +185,7 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
     const run5 = await runDoctorJson(n);
     const full = expectFinding(
       run5,
-      "hostlocal-leak",
+      "hostlocal-ips",
       "warning",
       "228 leaked IP(s): 10.244.1.3 → container f000000000000003/eth0, 10.244.1.4 → container",
     );
@@ -237,14 +237,14 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
     assertEquals(mac.fix, [`ip netns exec ${N} ip link set flannel.1 address ${NODE_MAC}`]);
     expectFinding(
       run,
-      "lease-duplicate",
+      "lease-unique",
       "warning",
       "PublicIP 192.0.2.11 holds 10.244.2.0/24, 10.244.4.0/24",
     );
     expectFinding(run, "lease-expiry", "warning", "lease 10.244.1.0/24 expires");
     const route = expectFinding(
       run,
-      "peer-route-missing",
+      "peer-routes",
       "critical",
       "no route to 10.244.3.0/24 (expected via 10.244.3.0 dev flannel.1 onlink)",
     );
@@ -253,13 +253,13 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
       route.fix.join("\n"),
       `ip netns exec ${N} ip route replace 10.244.3.0/24 via 10.244.3.0 dev flannel.1 onlink`,
     );
-    expectFinding(run, "route-overlap", "critical", "10.244.200.0/24 dev hostnet0");
+    expectFinding(run, "pod-network-routes", "critical", "10.244.200.0/24 dev hostnet0");
     expectFinding(run, "public-ip", "ok", "PublicIP 192.0.2.10 on eth0");
 
     // The lease's PublicIP leaves the node (as behind NAT): TX checksum offload on is now a warning too.
     await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
     await sh("ip", "netns", "exec", N, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
-    const run2 = await runDoctorJson(n, "--skip", "route-overlap");
+    const run2 = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(
       run2,
       "vxlan-csum-offload",
@@ -280,7 +280,7 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
     } finally {
       await st.close();
     }
-    const run3 = await runDoctorJson(n, "--skip", "route-overlap");
+    const run3 = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(
       run3,
       "lease-own",
@@ -297,7 +297,7 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
       JSON.stringify({ lease, expiration: "2020-01-01T00:00:00.000Z", seq: 99 }),
     );
     await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.5.0-24`, "{broken");
-    const run4 = await runDoctorJson(n, "--skip", "route-overlap");
+    const run4 = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(run4, "lease-expiry", "critical", "lease 10.244.1.0/24 expires 2020-01-01T00:00:00.000Z");
     expectFinding(run4, "lease-own", "critical", "lease 10.244.1.0/24 expired at 2020-01-01T00:00:00.000Z");
     expectFinding(
@@ -324,7 +324,7 @@ Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are cons
     await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
     await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
     const run = await runDoctorJson(n);
-    for (const id of ["peer-route-missing", "peer-arp-missing", "peer-fdb-missing", "stale-peer-entries"]) {
+    for (const id of ["peer-routes", "peer-arp", "peer-fdb", "peer-entries"]) {
       assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
     }
     assertEquals(run.code, 0, run.stdout);
@@ -333,7 +333,7 @@ Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are cons
     const bad = await runDoctorJson(n);
     expectFinding(
       bad,
-      "peer-route-missing",
+      "peer-routes",
       "critical",
       "10.244.2.0/24 routed via 192.0.2.77 dev eth0, expected via 192.0.2.11 (DirectRouting) or via 10.244.2.0 " +
         "dev flannel.1 onlink",

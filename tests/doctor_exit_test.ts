@@ -70,8 +70,8 @@ Deno.test("doctor: without a store, peers come from kernel state and lease check
     assertEquals(doc.summary.critical + doc.summary.warning, 0, r.stdout);
     assertEquals(by("store")[0].severity, "unknown");
     assertStringIncludes(by("store")[0].detail, "pass --store-dir DIR or --etcd-endpoints URL");
-    assertEquals(by("peer-route-missing")[0].severity, "unknown");
-    assertStringIncludes(by("peer-route-missing")[0].detail, "1 onlink route(s) on flannel.1");
+    assertEquals(by("peer-routes")[0].severity, "unknown");
+    assertStringIncludes(by("peer-routes")[0].detail, "1 onlink route(s) on flannel.1");
     assertEquals(by("vtep-mac")[0].severity, "unknown");
     assertEquals(by("flannel-device")[0].severity, "ok");
     assertEquals(
@@ -84,11 +84,11 @@ Deno.test("doctor: without a store, peers come from kernel state and lease check
     const r2 = await noStore();
     const doc2 = JSON.parse(r2.stdout);
     assertEquals(r2.code, 2, r2.stdout);
-    const fdb = doc2.checks.find((c: { id: string }) => c.id === "peer-fdb-missing");
+    const fdb = doc2.checks.find((c: { id: string }) => c.id === "peer-fdb");
     assertEquals(fdb.severity, "critical");
     assertStringIncludes(fdb.detail, `ARP 10.244.2.0 → ${PEER_MAC} has no FDB entry on flannel.1`);
     assertEquals(
-      findings({ ...doc2, code: r2.code, stdout: "", stderr: "" }, "peer-fdb-missing").length,
+      findings({ ...doc2, code: r2.code, stdout: "", stderr: "" }, "peer-fdb").length,
       1,
     );
   });

@@ -7,6 +7,7 @@
  */
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
+import { daemonStatePath, ownDaemonState, procStartTicks } from "../lib/daemon_state.ts";
 import { flanctl, type NetnsFixture, nsSh, sh, TEST_PREFIX, withNetns } from "./netns.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 
@@ -34,6 +35,8 @@ export interface DoctorNode {
   /** VTEP MACs. */
   nodeMac: string;
   peerMac: string;
+  /** Stand-in for the daemon: a process in the node namespace named by flanctl.json next to subnet.env. */
+  daemon: Deno.ChildProcess;
 }
 
 export const NODE_MAC = "0a:00:00:00:01:01";
@@ -184,7 +187,14 @@ async function buildNode(fx: NetnsFixture): Promise<DoctorNode> {
     podVeth,
     nodeMac: NODE_MAC,
     peerMac: PEER_MAC,
+    daemon: new Deno.Command("ip", {
+      args: ["netns", "exec", node, "sleep", "3600"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn(),
   };
+  await writeDaemonStandIn(n);
   await Deno.writeTextFile(
     n.subnetFile,
     "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
@@ -309,9 +319,22 @@ export async function killChild(p: Deno.ChildProcess | null): Promise<void> {
   await p.status;
 }
 
-/** Removes the fixture's temp dir (namespaces are removed by the NetnsFixture). */
+/** Removes the fixture's temp dir and its daemon stand-in (namespaces are removed by the NetnsFixture). */
 async function removeNode(n: DoctorNode | null): Promise<void> {
-  if (n) await Deno.remove(n.dir, { recursive: true }).catch(() => {});
+  if (!n) return;
+  await killChild(n.daemon);
+  await Deno.remove(n.dir, { recursive: true }).catch(() => {});
+}
+
+/** Writes the daemon state file naming the stand-in process (as a running daemon would). */
+export async function writeDaemonStandIn(n: DoctorNode): Promise<void> {
+  const state = {
+    ...ownDaemonState("0.1.0", null, n.subnetFile),
+    pid: n.daemon.pid,
+    procStart: procStartTicks(n.daemon.pid),
+    startedAt: "2026-01-01T00:00:00.000Z",
+  };
+  await Deno.writeTextFile(daemonStatePath(n.subnetFile), JSON.stringify(state));
 }
 
 /** Replaces netns names, prefixes, temp dirs, MACs and times so output can be compared to a snapshot. */
@@ -330,6 +353,7 @@ export function normalize(text: string, n: DoctorNode): string {
     .replace(/gc_thresh3 = \d+/, "gc_thresh3 = <T>")
     .replace(/(only process|-p|nsenter -t) \d+/g, "$1 <PID>")
     .replace(/pid:\d+/g, "pid:<PID>")
+    .replace(/\bpid \d+/g, "pid <PID>")
     .replace(/\d+ dynamic IPv4 neighbour entries/, "<N> dynamic IPv4 neighbour entries")
     .replace(/\(\d+%\)/g, "(<P>%)")
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z \(-?\d+ min from now\)/g, "<EXPIRY>")

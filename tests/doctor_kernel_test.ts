@@ -88,7 +88,7 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
       expectFinding(run, "ip-forward", "critical", "net.ipv4.ip_forward = 0");
       expectFinding(run, "br-netfilter", "warning", "net.bridge.bridge-nf-call-iptables = 0");
       expectFinding(run, "rp-filter", "warning", "rp_filter strict (1) on eth0 (all=0, eth0=1)");
-      expectFinding(run, "ipv6-disabled", "critical", "net.ipv6.conf.all.disable_ipv6 = 1");
+      expectFinding(run, "ipv6", "critical", "net.ipv6.conf.all.disable_ipv6 = 1");
       // Offload on is fine while the lease's PublicIP is this node's own (no NAT); doctor_config_test has
       // the NAT case, where it is a warning.
       expectFinding(
@@ -102,20 +102,20 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
       expectFinding(run, "hairpin", "warning", `hairpin off on ${n.podVeth}`);
       expectFinding(
         run,
-        "peer-arp-missing",
+        "peer-arp",
         "critical",
         `no ARP entry 10.244.2.0 on flannel.1 (lease 10.244.2.0/24, VtepMAC ${PEER_MAC})`,
       );
       expectFinding(
         run,
-        "peer-fdb-missing",
+        "peer-fdb",
         "critical",
         `no FDB entry ${PEER_MAC} on flannel.1 (lease 10.244.2.0/24, PublicIP 192.0.2.11)`,
       );
-      expectFinding(run, "peer-route-missing", "ok", "routes to all 1 peer subnet(s) present");
+      expectFinding(run, "peer-routes", "ok", "routes to all 1 peer subnet(s) present");
       const stale = expectFinding(
         run,
-        "stale-peer-entries",
+        "peer-entries",
         "warning",
         "ARP 10.244.9.0 → 0a:00:00:00:09:09 on flannel.1 (no lease)",
       );
@@ -131,10 +131,10 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
         stale.detail,
         "route 10.244.8.0/24 via 192.0.2.98 dev eth0 (no lease for 10.244.8.0/24)",
       );
-      assertEquals(findings(run, "route-overlap")[0].severity, "ok");
+      assertEquals(findings(run, "pod-network-routes")[0].severity, "ok");
       const veth = expectFinding(
         run,
-        "veth-orphan",
+        "veths",
         "warning",
         "vethstray0 is a veth not attached to any bridge",
       );
@@ -153,14 +153,14 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
       assertEquals(findings(run, "ip-forward")[0].fix, [
         `ip netns exec ${N} sysctl -w net.ipv4.ip_forward=1`,
       ]);
-      assertEquals(findings(run, "peer-arp-missing")[0].fix, [
+      assertEquals(findings(run, "peer-arp")[0].fix, [
         `ip netns exec ${N} ip neigh replace 10.244.2.0 lladdr ${PEER_MAC} dev flannel.1 nud permanent`,
       ]);
 
       // --skip removes findings; warnings only → exit 1.
       await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1");
       await nsSh(N, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0");
-      const warn = await runDoctorJson(n, "--skip", "mtu,peer-arp-missing,peer-fdb-missing");
+      const warn = await runDoctorJson(n, "--skip", "mtu,peer-arp,peer-fdb");
       assertEquals(findings(warn, "mtu"), []);
       assertEquals(warn.summary.critical, 0, warn.stdout);
       assertEquals(warn.code, 1);

@@ -53,22 +53,22 @@ Deno.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mi
     // Healthy iptables node: the nftables checks are ok.
     let run = await runDoctorJson(n);
     expectFinding(run, "nft-rules", "ok", "not in nftables mode");
-    expectFinding(run, "firewall-mixed", "ok", "in iptables");
-    expectFinding(run, "hostport-stale", "ok", "no hostPort");
+    expectFinding(run, "firewall-mode", "ok", "in iptables");
+    expectFinding(run, "hostports", "ok", "no hostPort");
 
     // Mode switch that left the iptables rules: both sets present.
     await nftMode(n.storeDir);
     nft(N, nftFamilyScript(SPEC, 4));
     run = await runDoctorJson(n);
     expectFinding(run, "nft-rules", "ok", "table ip flannel-ipv4 has flannel's rules for 10.244.1.0/24");
-    const mixed = expectFinding(run, "firewall-mixed", "warning", "the network config says nftables mode");
+    const mixed = expectFinding(run, "firewall-mode", "warning", "the network config says nftables mode");
     assertStringIncludes(mixed.fix.join("\n"), `ip netns exec ${N} iptables -t nat -X FLANNEL-POSTRTG`);
     assertEquals(mixed.fix.some((f) => f.includes("nft delete table")), false, "the configured mode stays");
 
     // nftables only, as the daemon leaves it: all ok; then break it.
     await dropIptablesFlannel(N);
     run = await runDoctorJson(n);
-    expectFinding(run, "firewall-mixed", "ok", "in nftables");
+    expectFinding(run, "firewall-mode", "ok", "in nftables");
     expectFinding(run, "masq-rules", "ok", "see nft-rules");
     // The fixture's FORWARD DROP policy drops pod traffic whatever flannel's nft forward chain accepts.
     expectFinding(run, "forward-policy", "critical", "FORWARD policy DROP and no jump to FLANNEL-FWD");
@@ -128,7 +128,7 @@ Deno.test("doctor: hostPort rules whose pod is gone (iptables and nftables portm
     const run = await runDoctorJson(n);
     const f = expectFinding(
       run,
-      "hostport-stale",
+      "hostports",
       "warning",
       "2 hostPort rule(s) to addresses no running pod has",
     );

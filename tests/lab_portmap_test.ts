@@ -172,7 +172,7 @@ Deno.test({
         const fm = (JSON.parse(mixed.stdout) as {
           checks: { id: string; severity: string; detail: string; fix: string[] }[];
         })
-          .checks.find((c) => c.id === "firewall-mixed")!;
+          .checks.find((c) => c.id === "firewall-mode")!;
         assertEquals(fm.severity, "warning", mixed.stdout);
         assertStringIncludes(fm.detail, "iptables ip6 nat FLANNEL-POSTRTG");
         assert(fm.fix.some((f) => f.endsWith("ip6tables -t nat -X FLANNEL-POSTRTG")), fm.fix.join("\n"));

@@ -75,6 +75,14 @@ export async function actualEntries(s: LabState, n: NodeState): Promise<string[]
       "bridge",
     ).catch(() => []);
     for (const x of fdb) if (x.dst) lines.push(`fdb ${x.mac} dst ${x.dst}`);
+  } else if (s.backend === "udp") {
+    const routes = await ipJson<{ dst: string; gateway?: string; flags?: string[] }>(
+      n.netns,
+      ["-4", "route", "show", "dev", "flannel0"],
+    ).catch(() => []);
+    for (const r of routes) {
+      if (r.gateway) lines.push(`route ${r.dst} via ${r.gateway} dev flannel0 onlink`);
+    }
   } else {
     const net = IPNet.parse(s.network, "lab network");
     const routes = await ipJson<{ dst: string; gateway?: string; dev?: string }>(n.netns, [
@@ -100,6 +108,8 @@ export function expectedLines(s: LabState, peers: PeerEntry[]): string[] {
       lines.push(`route ${p.subnet} via ${addr} dev flannel.1 onlink`);
       lines.push(`neigh ${addr} lladdr ${p.vtepMac} PERMANENT`);
       lines.push(`fdb ${p.vtepMac} dst ${p.publicIP}`);
+    } else if (s.backend === "udp") {
+      lines.push(`route ${p.subnet} via ${addr} dev flannel0 onlink`);
     } else {
       lines.push(`route ${p.subnet} via ${p.publicIP} dev eth0`);
     }

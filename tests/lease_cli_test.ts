@@ -155,3 +155,39 @@ function watchProcess(dir: string) {
     },
   };
 }
+Deno.test("flanctl lease reserve: dual stack needs both subnets, written as one v4&v6 key", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    const sd = ["--store-dir", dir];
+    const dual = JSON.stringify({
+      Network: "10.5.0.0/16",
+      EnableIPv6: true,
+      IPv6Network: "fc00::/48",
+      Backend: { Type: "vxlan" },
+    });
+    await leaseCli(["config", "set", "-", ...sd], { stdin: dual });
+    let r = await leaseCli(["reserve", "10.5.7.0/24", "--public-ip", "192.0.2.7", ...sd]);
+    assertEquals(r.code, 2, r.stderr);
+    assertStringIncludes(r.stderr, "flanctl: SUBNET6: required in a dual-stack network");
+    r = await leaseCli(["reserve", "fc00:0:0:7::/64", "--public-ip", "fc00::7", ...sd]);
+    assertEquals(r.code, 2, r.stderr);
+    r = await leaseCli(["reserve", "10.5.7.0/24", "fc00:0:0:7::/64", "--public-ip", "192.0.2.7", ...sd]);
+    assertEquals(r.code, 2);
+    assertStringIncludes(r.stderr, "--public-ipv6: required with SUBNET6");
+    r = await leaseCli([
+      "reserve",
+      "10.5.7.0/24",
+      "fc00:0:0:7::/64",
+      "--public-ip",
+      "192.0.2.7",
+      "--public-ipv6",
+      "fc00::7",
+      ...sd,
+    ]);
+    assertEquals(r.code, 0, r.stderr);
+    const names = [...Deno.readDirSync(`${dir}/subnets`)].map((e) => e.name);
+    assertEquals(names, ["10.5.7.0-24&fc00:0:0:7::-64"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -139,6 +139,45 @@ Deno.test("etcd store", async (t) => {
       assertStringIncludes(e.message, "out of subnets");
       await s.close();
     });
+
+    await t.step(
+      "a reservation becomes a 24 h lease on first use; dual-stack reservations are v4&v6",
+      async () => {
+        const prefix = newPrefix();
+        const s = new EtcdStore({ endpoints: [etcd.url], prefix });
+        await s.setNetworkConfig(NET50);
+        await s.reserve(IPNet.parse("10.5.7.0/24"), "192.0.2.7");
+        const key = `${prefix}/subnets/10.5.7.0-24`;
+        const leaseOf = async () => JSON.parse(await etcd.ctl("get", key, "-w", "json")).kvs[0].lease ?? 0;
+        assertEquals(await leaseOf(), 0, "a reservation has no etcd lease");
+        const l = await s.acquireLease(attrs("192.0.2.7"));
+        assertEquals(String(l.subnet), "10.5.7.0/24");
+        assert(l.expiration !== null, "acquired: a lease with an expiry");
+        assert((await leaseOf()) !== 0, "the key now has an etcd lease");
+        const ids = (await etcd.ctl("lease", "list")).trim().split("\n").slice(1);
+        const ttls = await Promise.all(ids.map((id) => etcd.ctl("lease", "timetolive", "--keys", id)));
+        assertMatchTtl(ttls.find((x) => x.includes(key))!);
+        // Dual stack: one key naming both subnets, never 0.0.0.0-0&….
+        const p6 = newPrefix();
+        const s6 = new EtcdStore({ endpoints: [etcd.url], prefix: p6 });
+        await s6.setNetworkConfig(
+          JSON.stringify({
+            Network: "10.5.0.0/16",
+            EnableIPv6: true,
+            IPv6Network: "fc00::/48",
+            Backend: { Type: "vxlan" },
+          }),
+        );
+        await s6.reserve(IPNet.parse("10.5.9.0/24"), "192.0.2.9", {
+          subnet: IPNet.parse("fc00:0:0:9::/64"),
+          publicIP: "fc00::9",
+        });
+        const keys = (await etcd.ctl("get", `${p6}/subnets/`, "--prefix", "--keys-only")).trim();
+        assertEquals(keys, `${p6}/subnets/10.5.9.0-24&fc00:0:0:9::-64`);
+        await s.close();
+        await s6.close();
+      },
+    );
   } finally {
     await etcd.cleanup();
   }

@@ -58,14 +58,17 @@ Deno.test("file store: acquire, re-acquire by PublicIP, previous subnet, renew, 
   });
 });
 
-Deno.test("file store: reservation has no expiry and is reused by its owner", async () => {
+Deno.test("file store: a reservation is used by its owner and becomes a 24 h lease, as flanneld", async () => {
   await withDir(async (dir) => {
     const s = new FileStore({ dir });
     await s.setNetworkConfig(NET50);
     await s.reserve(IPNet.parse("10.5.7.0/24"), "192.0.2.7");
+    assertEquals((await s.listLeases()).leases[0].expiration, null);
     const l = await s.acquireLease(attrs("192.0.2.7"));
     assertEquals(l.subnet!.toString(), "10.5.7.0/24");
-    assertEquals(l.expiration, null);
+    const left = l.expiration!.getTime() - Date.now();
+    assertEquals(left > 86_000_000 && left <= 86_400_000, true, `24 h lease: ${left} ms`);
+    assertEquals((await s.listLeases()).leases[0].expiration?.getTime(), l.expiration!.getTime());
     await assertRejects(() => s.reserve(IPNet.parse("10.5.7.0/24"), "192.0.2.8"), Error, "revoke it first");
   });
 });

@@ -1,201 +1,11 @@
 /**
- * Kubernetes store against an in-test fake API server (Deno.serve on loopback) that follows the API's
- * semantics for what the store uses: a global resourceVersion, LIST with metadata.resourceVersion, WATCH
- * as a stream of JSON lines from a resourceVersion (410 Gone as an ERROR event when it is older than the
- * retained history), merge-patch / strategic-merge-patch content types (415 otherwise), 409 on a stale
- * metadata.resourceVersion precondition, bearer-token auth (401).
+ * Kubernetes store against the in-test fake API server (tests/kube_fake_api.ts, Deno.serve on loopback).
  */
 import { assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube.ts";
+import { type KubeStoreOptions, openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { leaseCli, nextEvents } from "./store_helpers.ts";
-
-type Json = Record<string, unknown>;
-interface Node {
-  metadata: { name: string; resourceVersion: string; annotations: Record<string, string> };
-  spec: { podCIDR?: string; podCIDRs?: string[] };
-  status: { conditions: Json[] };
-}
-
-const TOKEN = "s3cret-token";
-
-class FakeApiServer {
-  nodes = new Map<string, Node>();
-  rv = 100;
-  history: { rv: number; type: string; node: Node }[] = [];
-  /** Watches asking for a resourceVersion below this get 410 Gone. */
-  oldestRv = 0;
-  patches: { path: string; contentType: string; body: Json }[] = [];
-  /** Number of 409s to return before accepting a precondition patch (to exercise the retry). */
-  forceConflicts = 0;
-  /** While set, new watch requests wait (as if the client were partitioned away). */
-  hold = false;
-  goneSent = 0;
-  #held: (() => void)[] = [];
-  #watchers = new Set<ReadableStreamDefaultController<Uint8Array>>();
-  #server: Deno.HttpServer<Deno.NetAddr>;
-  url: string;
-
-  constructor() {
-    this.#server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (r) => this.#handle(r));
-    this.url = `http://127.0.0.1:${this.#server.addr.port}`;
-  }
-
-  #emit(type: string, node: Node) {
-    this.history.push({ rv: Number(node.metadata.resourceVersion), type, node: structuredClone(node) });
-    const line = new TextEncoder().encode(JSON.stringify({ type, object: node }) + "\n");
-    for (const w of this.#watchers) {
-      try {
-        w.enqueue(line);
-      } catch { /* closed */ }
-    }
-  }
-
-  upsert(name: string, spec: Node["spec"], annotations: Record<string, string> = {}) {
-    const existed = this.nodes.has(name);
-    const n: Node = {
-      metadata: { name, resourceVersion: String(++this.rv), annotations },
-      spec,
-      status: { conditions: [] },
-    };
-    this.nodes.set(name, n);
-    this.#emit(existed ? "MODIFIED" : "ADDED", n);
-  }
-
-  remove(name: string) {
-    const n = this.nodes.get(name)!;
-    this.nodes.delete(name);
-    n.metadata.resourceVersion = String(++this.rv);
-    this.#emit("DELETED", n);
-  }
-
-  /** Forgets history (as etcd compaction does): older watches get 410. Closes open watches. */
-  compact() {
-    this.oldestRv = this.rv + 1;
-    this.history = [];
-    for (const w of this.#watchers) {
-      try {
-        w.close();
-      } catch { /* closed */ }
-    }
-    this.#watchers.clear();
-  }
-
-  /** Lets held watch requests proceed. */
-  release() {
-    this.hold = false;
-    for (const f of this.#held.splice(0)) f();
-  }
-
-  #status(code: number, reason: string, message: string) {
-    return Response.json({ kind: "Status", apiVersion: "v1", status: "Failure", code, reason, message }, {
-      status: code,
-    });
-  }
-
-  async #handle(req: Request): Promise<Response> {
-    if (req.headers.get("authorization") !== `Bearer ${TOKEN}`) {
-      return this.#status(401, "Unauthorized", "bad token");
-    }
-    const u = new URL(req.url);
-    const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(u.pathname);
-    if (!m) return this.#status(404, "NotFound", `no route ${u.pathname}`);
-    const [, name, status] = m;
-    if (!name && req.method === "GET" && u.searchParams.get("watch") === "1") {
-      const from = Number(u.searchParams.get("resourceVersion") ?? this.rv);
-      const body = new ReadableStream<Uint8Array>({
-        start: (c) => {
-          const begin = () => {
-            const enc = new TextEncoder();
-            if (from < this.oldestRv - 1) {
-              this.goneSent++;
-              const gone = {
-                kind: "Status",
-                status: "Failure",
-                code: 410,
-                reason: "Expired",
-                message: "too old",
-              };
-              c.enqueue(enc.encode(JSON.stringify({ type: "ERROR", object: gone }) + "\n"));
-              c.close();
-              return;
-            }
-            for (const h of this.history) {
-              if (h.rv > from) c.enqueue(enc.encode(JSON.stringify({ type: h.type, object: h.node }) + "\n"));
-            }
-            this.#watchers.add(c);
-          };
-          if (this.hold) this.#held.push(begin);
-          else begin();
-        },
-        cancel: () => {},
-      });
-      return new Response(body, { headers: { "content-type": "application/json" } });
-    }
-    if (!name && req.method === "GET") {
-      return Response.json({
-        kind: "NodeList",
-        metadata: { resourceVersion: String(this.rv) },
-        items: [...this.nodes.values()],
-      });
-    }
-    const node = name ? this.nodes.get(decodeURIComponent(name)) : undefined;
-    if (!node) return this.#status(404, "NotFound", `nodes "${name}" not found`);
-    if (req.method === "GET") return Response.json(node);
-    if (req.method !== "PATCH") return this.#status(405, "MethodNotAllowed", req.method);
-    const ct = req.headers.get("content-type") ?? "";
-    if (!["application/merge-patch+json", "application/strategic-merge-patch+json"].includes(ct)) {
-      return this.#status(415, "UnsupportedMediaType", `unsupported patch type ${ct}`);
-    }
-    const body = await req.json() as Json;
-    this.patches.push({ path: u.pathname, contentType: ct, body });
-    const meta = (body.metadata ?? {}) as Json;
-    if (meta.resourceVersion !== undefined) {
-      if (this.forceConflicts > 0 || meta.resourceVersion !== node.metadata.resourceVersion) {
-        if (this.forceConflicts > 0) {
-          this.forceConflicts--;
-          node.metadata.resourceVersion = String(++this.rv); // someone else changed it
-          this.#emit("MODIFIED", node);
-        }
-        return this.#status(
-          409,
-          "Conflict",
-          "the object has been modified; please apply your changes to the latest version",
-        );
-      }
-    }
-    if (status && ct !== "application/strategic-merge-patch+json") {
-      return this.#status(
-        415,
-        "UnsupportedMediaType",
-        "the status subresource takes a strategic merge patch here",
-      );
-    }
-    // Conditions merge by their "type" key (strategic merge); annotations merge by key (null deletes).
-    for (const c of ((body.status as Json)?.conditions ?? []) as Json[]) {
-      if (!status) return this.#status(422, "Invalid", "status changes must go to the status subresource");
-      const i = node.status.conditions.findIndex((x) => x.type === c.type);
-      if (i >= 0) node.status.conditions[i] = { ...node.status.conditions[i], ...c };
-      else node.status.conditions.push(c);
-    }
-    for (const [k, v] of Object.entries((meta.annotations ?? {}) as Record<string, string | null>)) {
-      if (v === null) delete node.metadata.annotations[k];
-      else node.metadata.annotations[k] = v;
-    }
-    node.metadata.resourceVersion = String(++this.rv);
-    this.#emit("MODIFIED", node);
-    return Response.json(node);
-  }
-
-  async close() {
-    for (const w of this.#watchers) {
-      try {
-        w.close();
-      } catch { /* closed */ }
-    }
-    await this.#server.shutdown();
-  }
-}
+import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } });
 
@@ -221,11 +31,13 @@ users:
     token: ${TOKEN}
 `,
   );
-  const open = (node: string) =>
+  const open = (node: string, more: Partial<KubeStoreOptions> = {}) =>
     openKubeStore({
       kubeconfigFile: `${dir}/kubeconfig`,
       nodeName: node,
       netConfigPath: `${dir}/net-conf.json`,
+      env: {},
+      ...more,
     });
   return {
     api,
@@ -260,6 +72,9 @@ Deno.test("kube store: lease from podCIDR, annotations and NetworkUnavailable co
       "flannel.alpha.coreos.com/backend-data": `{"VNI":1,"VtepMAC":"0e:aa:00:00:00:01"}`,
       "flannel.alpha.coreos.com/public-ip": "192.0.2.1",
     });
+    // NetworkUnavailable is not touched by acquire: the daemon calls completeLease once the data plane is up.
+    assertEquals(t.api.nodes.get("n1")!.status.conditions, []);
+    await s.completeLease();
     const cond = t.api.nodes.get("n1")!.status.conditions;
     assertEquals(cond.map((c) => [c.type, c.status, c.reason]), [[
       "NetworkUnavailable",
@@ -269,7 +84,7 @@ Deno.test("kube store: lease from podCIDR, annotations and NetworkUnavailable co
     assertEquals(t.api.patches.map((p) => [p.path, p.contentType]), [
       ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // 409: node changed meanwhile
       ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // annotations
-      ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // condition
+      ["/api/v1/nodes/n1/status", "application/strategic-merge-patch+json"], // condition (completeLease)
     ]);
     const r = await s.renewLease(l);
     assertEquals(String(r.subnet), "10.244.1.0/24");
@@ -429,5 +244,164 @@ Deno.test("kube store: dual stack from spec.podCIDRs, public-ipv6 and backend-v6
     );
   } finally {
     await t.cleanup();
+  }
+});
+Deno.test("kube store: node name from NODE_NAME, then the pod's spec.nodeName, then --node-name", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("w1", { podCIDR: "10.244.1.0/24" });
+    t.api.upsert("w2", { podCIDR: "10.244.2.0/24" });
+    t.api.pods.set("kube-flannel/kube-flannel-ds-abcde", { spec: { nodeName: "w2" } });
+    t.api.pods.set("kube-flannel/pending", { spec: {} });
+    const pod = { POD_NAMESPACE: "kube-flannel", POD_NAME: "kube-flannel-ds-abcde" };
+    const name = async (flag: string | undefined, env: Record<string, string>) =>
+      await (await t.open(flag as string, { nodeName: flag, env })).nodeName();
+    assertEquals(await name("w9", { NODE_NAME: "w1", ...pod }), "w1", "NODE_NAME first");
+    assertEquals(await name("w9", pod), "w2", "then the pod's spec.nodeName (kube-flannel.yml)");
+    assertEquals(await name("w9", {}), "w9", "then --node-name");
+    assertEquals(await name("w9", { POD_NAMESPACE: "kube-flannel", POD_NAME: "pending" }), "w9");
+    const s = await t.open(undefined as unknown as string, {
+      nodeName: undefined,
+      env: { POD_NAMESPACE: "kube-flannel", POD_NAME: "gone" },
+    });
+    const e = await assertRejects(() => s.acquireLease(attrs), Error);
+    for (const want of ["NODE_NAME", "POD_NAMESPACE and POD_NAME", "--node-name", "kube-flannel/gone"]) {
+      assertStringIncludes(e.message, want);
+    }
+    // The lease is taken for the node the pod runs on.
+    const l = await (await t.open("x", { nodeName: undefined, env: pod })).acquireLease(attrs);
+    assertEquals(String(l.subnet), "10.244.2.0/24");
+  } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube store: --kube-annotation-prefix for every annotation read and written", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" });
+    t.api.upsert("n2", { podCIDR: "10.244.2.0/24" }, {
+      "example.com/flannel-public-ip": "192.0.2.2",
+      "example.com/flannel-backend-type": "vxlan",
+      "example.com/flannel-backend-data": JSON.stringify({ VNI: 1, VtepMAC: "0e:00:00:00:00:02" }),
+      // The default prefix is someone else's now: not read.
+      "flannel.alpha.coreos.com/public-ip": "192.0.2.99",
+    });
+    t.api.upsert("n3", { podCIDR: "10.244.3.0/24" }, { "flannel.alpha.coreos.com/public-ip": "192.0.2.3" });
+    const s = await t.open("n1", { annotationPrefix: "example.com/flannel" });
+    await s.acquireLease(attrs);
+    assertEquals(Object.keys(t.api.nodes.get("n1")!.metadata.annotations).sort(), [
+      "example.com/flannel-backend-data",
+      "example.com/flannel-backend-type",
+      "example.com/flannel-kube-subnet-manager",
+      "example.com/flannel-public-ip",
+    ]);
+    const { leases } = await s.listLeases();
+    assertEquals(leases.map((l) => [String(l.subnet), l.attrs.PublicIP]).sort(), [
+      ["10.244.1.0/24", "192.0.2.1"],
+      ["10.244.2.0/24", "192.0.2.2"],
+    ]);
+    // No slash: "/" appended, as flanneld.
+    const d = await t.open("n1", { annotationPrefix: "example.com" });
+    assertEquals((d as unknown as { prefix: string }).prefix, "example.com/");
+    await assertRejects(
+      () => t.open("n1", { annotationPrefix: "a/b/c" }),
+      Error,
+      "--kube-annotation-prefix:",
+    );
+    await assertRejects(
+      () => t.open("n1", { annotationPrefix: "Not_A_Domain" }),
+      Error,
+      "--kube-annotation-prefix:",
+    );
+  } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube store: own public-ip-overwrite published as public-ip; node-public-ip; peers read public-ip only", async () => {
+  const t = await setup();
+  const P = "flannel.alpha.coreos.com/";
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" }, {
+      [`${P}public-ip-overwrite`]: "203.0.113.1",
+      [`${P}node-public-ip`]: "198.51.100.1",
+      [`${P}backend-data`]: JSON.stringify({ VNI: 1, VtepMAC: "0e:aa:00:00:00:07" }),
+    });
+    // A peer with an overwrite it has not published yet (an old node): its public-ip is what counts.
+    t.api.upsert("n2", { podCIDR: "10.244.2.0/24" }, {
+      [`${P}public-ip`]: "192.0.2.2",
+      [`${P}public-ip-overwrite`]: "203.0.113.2",
+      [`${P}backend-type`]: "vxlan",
+      [`${P}backend-data`]: JSON.stringify({ VNI: 1, VtepMAC: "0e:00:00:00:00:02" }),
+    });
+    const s = await t.open("n1");
+    assertEquals(await s.storedPublicIP(), { publicIP: "198.51.100.1", publicIPv6: null });
+    assertEquals(await s.storedBackendData(), { VNI: 1, VtepMAC: "0e:aa:00:00:00:07" });
+    const l = await s.acquireLease(attrs);
+    assertEquals(t.api.nodes.get("n1")!.metadata.annotations[`${P}public-ip`], "203.0.113.1");
+    assertEquals(l.attrs.PublicIP, "203.0.113.1");
+    const peers = (await s.listLeases()).leases.filter((x) => String(x.subnet) === "10.244.2.0/24");
+    assertEquals(peers.map((x) => x.attrs.PublicIP), ["192.0.2.2"]);
+  } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube store: the token file is re-read when it changes (rotated service-account tokens)", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" });
+    await Deno.writeTextFile(`${t.dir}/token`, `${TOKEN}\n`);
+    await Deno.writeTextFile(
+      `${t.dir}/kubeconfig`,
+      (await Deno.readTextFile(`${t.dir}/kubeconfig`)).replace(`token: ${TOKEN}`, "tokenFile: token"),
+    );
+    const s = await t.open("n1");
+    await s.listLeases();
+    // The kubelet rotates the token (atomic rename of a new file); the server accepts only the new one.
+    await Deno.writeTextFile(`${t.dir}/token.new`, "rotated-token\n");
+    await Deno.rename(`${t.dir}/token.new`, `${t.dir}/token`);
+    t.api.token = "rotated-token";
+    await s.listLeases();
+    assertEquals(t.api.auths.at(-1), "Bearer rotated-token");
+    await s.close();
+  } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube store: in-cluster config as client-go (KUBERNETES_SERVICE_HOST/PORT, SA token and CA)", async () => {
+  const { inClusterConnection } = await import("../lib/store/kube_client.ts");
+  const sa = await Deno.makeTempDir({ prefix: "flanctl-sa-" });
+  try {
+    await Deno.writeTextFile(`${sa}/token`, "tok\n");
+    const c = inClusterConnection(
+      { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" },
+      sa,
+    );
+    assertEquals([c.server, c.token, c.tokenFile, c.caPem], [
+      "https://10.96.0.1:443",
+      "tok",
+      `${sa}/token`,
+      undefined,
+    ]);
+    await Deno.writeTextFile(`${sa}/ca.crt`, "PEM");
+    const v6 = inClusterConnection(
+      { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" },
+      sa,
+    );
+    assertEquals([v6.server, v6.caPem], ["https://[fd00::1]:6443", "PEM"]);
+    for (const env of [{ KUBERNETES_SERVICE_HOST: "10.96.0.1" }, { KUBERNETES_SERVICE_PORT: "443" }]) {
+      let msg = "";
+      try {
+        inClusterConnection(env, sa);
+      } catch (e) {
+        msg = (e as Error).message;
+      }
+      assertStringIncludes(msg, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must both be set");
+    }
+  } finally {
+    await Deno.remove(sa, { recursive: true });
   }
 });

@@ -1,15 +1,27 @@
 /** Store selection and flags: flannel's names, FLANNELD_* env fallbacks, defaults. */
-import { assertEquals, assertThrows } from "./assert.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes, assertThrows } from "./assert.ts";
 import { Command } from "commander";
-import { addStoreOptions, leaseTtlMs, openStore, storeKind, type StoreOptions } from "../lib/store/open.ts";
+import {
+  addStoreOptions,
+  leaseTtlMs,
+  openStore,
+  storeChoice,
+  storeKind,
+  StoreOpenError,
+  type StoreOptions,
+} from "../lib/store/open.ts";
 import { UsageError } from "../lib/errors.ts";
 
 function parse(args: string[], env: Record<string, string> = {}): StoreOptions {
   for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
   try {
-    const cmd = addStoreOptions(new Command("t").exitOverride()).action(() => {});
+    let got: StoreOptions = {};
+    const cmd = addStoreOptions(new Command("t").exitOverride().configureOutput({ writeErr: () => {} }));
+    cmd.action(() => {
+      got = cmd.opts() as StoreOptions;
+    });
     cmd.parse(args, { from: "user" });
-    return cmd.opts() as StoreOptions;
+    return got;
   } finally {
     for (const k of Object.keys(env)) Deno.env.delete(k);
   }
@@ -18,11 +30,30 @@ function parse(args: string[], env: Record<string, string> = {}): StoreOptions {
 Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () => {
   const d = parse([]);
   assertEquals([d.storeDir, d.etcdPrefix, d.netConfigPath, storeKind(d)], [
-    "/var/lib/flanctl",
+    undefined,
     "/coreos.com/network",
     "/etc/kube-flannel/net-conf.json",
-    "file",
+    "etcd",
   ]);
+  assert(storeChoice(d).implicit);
+  assertStringIncludes(storeChoice(d).why, "http://127.0.0.1:4001,http://127.0.0.1:2379");
+  assertEquals(storeChoice(parse(["--store-dir", "/x"])), {
+    kind: "file",
+    why: "--store-dir is set",
+    implicit: false,
+  });
+  assertEquals(storeKind(parse(["--store", "file"])), "file");
+  assertThrows(
+    () => storeChoice(parse(["--store-dir", "/x", "--etcd-endpoints", "http://x:1"])),
+    UsageError,
+    "--store-dir: conflicts with --etcd-endpoints",
+  );
+  assertThrows(() => parse(["--store", "disk"]), Error, "disk");
+  assertStringIncludes(
+    new StoreOpenError(storeChoice(d), new Error("connection refused")).message,
+    "etcd store (no --etcd-endpoints, --kube-subnet-mgr or --store-dir: flanneld's default etcd " +
+      "http://127.0.0.1:4001,http://127.0.0.1:2379): connection refused",
+  );
   const e = parse(["--etcd-endpoints", "http://127.0.0.1:1", "--etcd-prefix", "/x"]);
   assertEquals([storeKind(e), e.etcdEndpoints, e.etcdPrefix], ["etcd", "http://127.0.0.1:1", "/x"]);
   const env = parse([], { FLANNELD_ETCD_ENDPOINTS: "http://10.0.0.1:2379", FLANNELD_ETCD_CAFILE: "/ca.pem" });
@@ -32,12 +63,9 @@ Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () 
     "/ca.pem",
   ]);
   assertEquals(storeKind(parse(["--kube-subnet-mgr", "--etcd-endpoints", "http://x:1"])), "kube");
-  Deno.env.set("FLANNELD_KUBE_SUBNET_MGR", "true");
-  try {
-    assertEquals(storeKind(parse([])), "kube");
-  } finally {
-    Deno.env.delete("FLANNELD_KUBE_SUBNET_MGR");
-  }
+  assertEquals(storeKind(parse([], { FLANNELD_KUBE_SUBNET_MGR: "true" })), "kube");
+  assertEquals(storeKind(parse([], { FLANNELD_KUBE_SUBNET_MGR: "false" })), "etcd");
+  assertThrows(() => parse([], { FLANNELD_KUBE_SUBNET_MGR: "yes please" }), UsageError, "--kube-subnet-mgr");
   assertEquals(leaseTtlMs(parse(["--lease-ttl", "2.5"])), 2500);
   assertThrows(() => leaseTtlMs(parse(["--lease-ttl", "soon"])), UsageError, "--lease-ttl");
   const dir = await Deno.makeTempDir();
@@ -45,6 +73,19 @@ Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () 
     const s = await openStore(parse(["--store-dir", dir]));
     assertEquals(s.kind, "file");
     await s.close();
+    // --etcd-password-file: read from the file; both forms at once is a usage error.
+    await Deno.writeTextFile(`${dir}/pw`, "s3cret\n");
+    await assertRejects(
+      () =>
+        openStore({ etcdEndpoints: "http://127.0.0.1:1", etcdPassword: "x", etcdPasswordFile: `${dir}/pw` }),
+      UsageError,
+      "--etcd-password-file: conflicts with --etcd-password",
+    );
+    await assertRejects(
+      () => openStore({ etcdEndpoints: "http://127.0.0.1:1", etcdPasswordFile: `${dir}/nope` }),
+      UsageError,
+      "--etcd-password-file: cannot read",
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -7,7 +7,7 @@ import { ConfigError } from "../config/netconf.ts";
 import type { BackendConfig } from "../config/types.ts";
 
 /** Backends the daemon implements. */
-export const SUPPORTED_BACKENDS = ["vxlan", "host-gw"] as const;
+export const SUPPORTED_BACKENDS = ["vxlan", "host-gw", "udp"] as const;
 
 /** VXLAN options with flannel's defaults applied. */
 export interface VxlanOptions {
@@ -75,4 +75,15 @@ export function parseVxlanOptions(b: BackendConfig): VxlanOptions {
     directRouting: bool(raw, "DirectRouting"),
     mtu: int(raw, "MTU", 0, 0, 65535) || 0,
   };
+}
+
+/** UDP backend options with flannel's defaults applied. */
+export interface UdpOptions {
+  /** UDP port of every node (default 8285). */
+  port: number;
+}
+
+/** Parses and validates UDP options (Port 1–65535; flannel's 0 would bind a random port peers never learn). */
+export function parseUdpOptions(b: BackendConfig): UdpOptions {
+  return { port: int(b.raw, "Port", 8285, 1, 65535) };
 }

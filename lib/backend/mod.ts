@@ -2,36 +2,59 @@
  * Picks and builds the backend named in the network config.
  * @module
  */
+import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { checkSupported, parseVxlanOptions } from "./config.ts";
+import { checkSupported, parseUdpOptions, parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
-import type { Backend, ExternalIface } from "./types.ts";
-import { VxlanBackend } from "./vxlan.ts";
+import type { Backend, BackendLog, ExternalIface } from "./types.ts";
+import { UdpBackend } from "./udp.ts";
+import { procSysctl, VxlanBackend } from "./vxlan.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
+export { UdpBackend } from "./udp.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
  * `opts.family` 6 builds the IPv6 half (flannel-v6.<VNI>, or host-gw routes via PublicIPv6).
+ * `opts.log` receives the udp data path's failures.
  * `opts.vxlanTxChecksumOffload`: true keeps the VXLAN device's TX checksum offload as the kernel sets it,
  * false switches it off, "auto" (the default) decides with {@link keepTxChecksumOffload}.
+ * `opts.storedBackendData`: our lease's BackendData as the store still has it (kube: our node's
+ * backend-data annotation); its VtepMAC is kept when the state file is missing.
  */
 export function createBackend(
   nl: NetlinkHandle,
   cfg: NetConfig,
   ext: ExternalIface,
   stateDir: string,
-  opts: { vxlanTxChecksumOffload?: boolean | "auto"; family?: 4 | 6 } = {},
+  opts: {
+    vxlanTxChecksumOffload?: boolean | "auto";
+    family?: 4 | 6;
+    storedBackendData?: unknown;
+    log?: BackendLog;
+  } = {},
 ): Backend {
   checkSupported(cfg.backend);
   const family = opts.family ?? 4;
+  if (cfg.backend.type === "udp") {
+    if (!cfg.network || family !== 4 || cfg.enableIPv6) {
+      throw new ConfigError(
+        "Backend.Type",
+        "the udp backend carries IPv4 only (as flannel's): set EnableIPv6 false",
+      );
+    }
+    return new UdpBackend(nl, parseUdpOptions(cfg.backend), ext, cfg.network, opts.log);
+  }
   if (cfg.backend.type === "vxlan") {
+    const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;
     return new VxlanBackend(nl, parseVxlanOptions(cfg.backend), ext, stateDir, {
+      storedMac: typeof stored?.VtepMAC === "string" ? stored.VtepMAC : null,
       txChecksumOffload: keepTxChecksumOffload(opts.vxlanTxChecksumOffload ?? "auto", ext, family),
       family,
+      sysctl: procSysctl,
     });
   }
   return new HostGwBackend(ext, family);

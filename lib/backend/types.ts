@@ -35,10 +35,17 @@ export interface ExternalIface {
   publicIPv6?: string | null;
 }
 
+/** The logger shape a backend with a data path of its own reports failures to. */
+export interface BackendLog {
+  error(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+}
+
 /** A backend. */
 export interface Backend {
-  /** Lease BackendType: "vxlan" or "host-gw". */
+  /** The backend's name: "vxlan", "host-gw" or "udp". */
   readonly type: string;
+  /** The lease's BackendType when it differs from {@link type} (udp: "", as flannel writes it). */
+  readonly leaseBackendType?: string;
   /** The overlay device name, or null when the backend has none. */
   readonly overlayDev: string | null;
   /** The MTU for pods (FLANNEL_MTU). */
@@ -54,4 +61,10 @@ export interface Backend {
   ensure(own: IPNet): string[];
   /** The kernel entries for one peer, or a string saying why the peer is skipped. */
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string;
+  /** Userspace data paths (udp): the peers the daemon accepted, after every change. */
+  syncPeers?(peers: readonly PeerInfo[]): void;
+  /** Extra Prometheus lines for /metrics. */
+  metricLines?(): string[];
+  /** Stops what the backend runs (workers, descriptors); kernel state stays. */
+  close?(): Promise<void>;
 }

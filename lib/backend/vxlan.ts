@@ -41,30 +41,39 @@ export class VxlanBackend implements Backend {
   readonly #txCsumOffload: boolean;
   /** 4: flannel.<VNI> over the IPv4 underlay; 6: flannel-v6.<VNI> over the IPv6 underlay. */
   readonly family: 4 | 6;
-  /** The underlay address used as the device's `local` (the interface's IPv4 or IPv6 address). */
+  /** The underlay address used as the device's `local` (the external IPv4 or IPv6 address). */
   readonly #local: string;
-  readonly #sysctl: SysctlIO;
+  /** /proc/sys of the daemon's namespace (accept_ra=0 on the device); null: none written (unit tests). */
+  readonly #sysctl: SysctlIO | null;
+  /** The MAC the store still publishes for us (kube: our backend-data annotation), if any. */
+  readonly #storedMac: string | null;
   #mac = "";
   #saved = false;
 
   /**
    * `opts.txChecksumOffload` true leaves TX checksum offload of the device as the kernel sets it; false
    * (the default) switches it off in {@link ensure} (flannel #1279: bad VXLAN checksums on some kernels).
-   * `opts.family` 6 builds the IPv6 device `flannel-v6.<VNI>` (local = the interface's IPv6 address, MTU =
+   * `opts.family` 6 builds the IPv6 device `flannel-v6.<VNI>` (local = the external IPv6 address, MTU =
    * underlay − 70, address = our IPv6 subnet's network address /128, its own persisted VTEP MAC).
+   * `opts.storedMac` is the VTEP MAC the store still publishes for us, used when the state file is missing.
+   * `opts.sysctl` reads and writes `/proc/sys/<key>` in the daemon's namespace (for accept_ra=0 on the
+   * device, as flanneld); without it no sysctl is written (unit tests).
    */
   constructor(
     nl: NetlinkHandle,
     o: VxlanOptions,
     ext: ExternalIface,
     stateDir: string,
-    opts: { txChecksumOffload?: boolean; family?: 4 | 6; sysctl?: SysctlIO } = {},
+    opts: { txChecksumOffload?: boolean; family?: 4 | 6; sysctl?: SysctlIO; storedMac?: string | null } = {},
   ) {
     this.#nl = nl;
-    this.#sysctl = opts.sysctl ?? procSysctl;
+    this.#storedMac = opts.storedMac && isMac(opts.storedMac) ? opts.storedMac.toLowerCase() : null;
+    this.#sysctl = opts.sysctl ?? null;
     this.family = opts.family ?? 4;
     const v6 = this.family === 6;
-    this.#local = v6 ? ext.ifaceIPv6 ?? "" : ext.ifaceIP;
+    // As flanneld >= 0.27.4: `local` is the external (public) address, so a device taken over from flanneld
+    // behind NAT is reused, not recreated.
+    this.#local = v6 ? ext.publicIPv6 ?? ext.ifaceIPv6 ?? "" : ext.publicIP;
     this.#txCsumOffload = opts.txChecksumOffload === true;
     this.#o = o;
     this.#ext = ext;
@@ -112,6 +121,12 @@ export class VxlanBackend implements Backend {
     if (persisted) {
       this.#mac = persisted;
       this.#saved = true;
+      return;
+    }
+    // State file gone (a wiped disk): the MAC our peers know from the store, then a compatible device's,
+    // then a new one.
+    if (this.#storedMac) {
+      this.#mac = this.#storedMac;
       return;
     }
     const l = this.#nl.link(this.overlayDev);
@@ -177,7 +192,12 @@ export class VxlanBackend implements Backend {
       nl.addAddr(name, `${want}/${hostLen}`);
       changes.push(`address ${want}/${hostLen}`);
     }
-    if (this.family === 6) changes.push(...noRouterAdvertisements(this.#sysctl, name));
+    if (this.#sysctl) {
+      // As flanneld: no router advertisements on the overlay device. On the IPv4 device a failure means
+      // IPv6 is off in this namespace: nothing to switch off.
+      const ra = noRouterAdvertisements(this.#sysctl, name);
+      if (this.family === 6 || !ra[0]?.startsWith("accept_ra could not")) changes.push(...ra);
+    }
     if (!l.up) {
       nl.setUp(name, true);
       changes.push("up");

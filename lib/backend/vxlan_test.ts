@@ -258,3 +258,35 @@ Deno.test("vxlan v6: flannel-v6.1 (MTU-70, local IPv6, /128), own MAC; v6 peers,
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("vxlan: local is the external (public) address as flanneld >= 0.27.4; accept_ra=0 on the device", () => {
+  const { nl, ext, dir } = setup();
+  try {
+    const nat = { ...ext, publicIP: "203.0.113.7" };
+    const writes: string[] = [];
+    // A device's sysctls start at 1 (a recreated device gets fresh ones).
+    const sysctlOf = (sys = new Map<string, string>()) => ({
+      read: (k: string) => sys.get(k) ?? "1",
+      write: (k: string, v: string) => {
+        writes.push(`${k}=${v}`);
+        sys.set(k, v);
+      },
+    });
+    const opts = parseVxlanOptions({ type: "vxlan", raw: {} });
+    const b = new VxlanBackend(nl, opts, nat, dir, { sysctl: sysctlOf() });
+    b.prepare();
+    b.ensure(OWN);
+    assertEquals(nl.link("flannel.1")!.vxlan?.local, "203.0.113.7");
+    assertEquals(writes, ["net/ipv6/conf/flannel.1/accept_ra=0"]);
+    assertEquals(b.ensure(OWN), [], "a device with local = public IP is reused");
+    assertEquals(writes.length, 1, "written once per device");
+    // A device made with the interface address (older flanneld, older flanctl) is recreated, same MAC.
+    const b2 = new VxlanBackend(nl, opts, ext, dir, { sysctl: sysctlOf() });
+    b2.prepare();
+    assertEquals(b2.ensure(OWN)[0], "recreated (local 203.0.113.7 != 192.0.2.11)");
+    assertEquals(b2.mac, b.mac);
+    assertEquals(writes.length, 2, "the new device gets accept_ra=0 too");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

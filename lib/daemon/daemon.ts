@@ -23,9 +23,14 @@ import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
 import type { Runner } from "../firewall/types.ts";
 import { selectExternal } from "./iface6.ts";
 import { FamilyPlane, peerView, subnetOf } from "./family.ts";
+import { supportsRandomFully } from "../firewall/iptables.ts";
+import { checkBrNetfilter } from "./preflight.ts";
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
+
+/** Exit code of a daemon whose own lease was revoked in the store. */
+export const REVOKED_EXIT_CODE = 3;
 
 /** What the daemon runs against (injected so tests and benchmarks can substitute parts). */
 export interface DaemonDeps {
@@ -96,6 +101,8 @@ export class Daemon {
   /** Renews and re-acquires the lease (after start). */
   #keeper: LeaseKeeper | null = null;
   #storeOk = true;
+  /** MASQUERADE with --random-fully (not disabled and iptables supports it). */
+  #randomFully = true;
 
   constructor(o: DaemonOptions, deps: DaemonDeps) {
     this.#o = o;
@@ -162,7 +169,15 @@ export class Daemon {
    * everything that can fail on bad input is checked before the first kernel change.
    */
   async start(): Promise<void> {
-    const o = this.#o;
+    let o = this.#o;
+    // kube: the node's node-public-ip annotation acts as --public-ip (flanneld's GetStoredPublicIP).
+    const stored = this.#store.storedPublicIP
+      ? await this.#retryStore("reading our node's annotations", () => this.#store.storedPublicIP!())
+      : null;
+    if (stored?.publicIP) {
+      this.#log.info("public IP from our node's node-public-ip annotation", { public_ip: stored.publicIP });
+      o = { ...o, publicIP: stored.publicIP };
+    }
     // The network config decides the families, and so how the interface is chosen (IPv6: iface6.ts).
     this.#cfg = await this.#retryStore("reading the network config", () => this.#store.getNetworkConfig());
     const cfg = this.#cfg;
@@ -180,11 +195,20 @@ export class Daemon {
     if (!network) {
       throw new ConfigError("Network", "the network config has no Network for the enabled family");
     }
+    checkBrNetfilter(cfg);
     this.#network = network;
+    // kube: our own published backend-data keeps the VTEP MAC when the state file is gone (as flanneld).
+    const storedData = this.#store.storedBackendData
+      ? await this.#retryStore("reading our node's backend-data", () => this.#store.storedBackendData!())
+      : null;
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
       family: this.#family,
+      storedBackendData: storedData,
+      log: this.#log,
     });
+    const lines = this.#backend.metricLines?.bind(this.#backend);
+    if (lines) this.metrics.sources.push(lines);
     this.#backend.prepare();
     if (cfg.enableIPv4 && cfg.enableIPv6) {
       const b6 = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
@@ -218,6 +242,15 @@ export class Daemon {
     this.#rules.set({ ...this.#ruleSpec(true), subnet: null, ipv6Subnet: null });
     await this.#rules.probe();
     await this.#cleanupOtherMode();
+    if (o.ipMasq && !cfg.enableNFTables) {
+      // As flanneld: MASQUERADE --random-fully unless disabled or iptables lacks it (older than 1.6.2).
+      this.#randomFully = !o.ipMasqFullyRandomDisable && await supportsRandomFully(this.#runIptables);
+      if (!o.ipMasqFullyRandomDisable && !this.#randomFully) {
+        this.#log.warn(
+          "iptables has no MASQUERADE --random-fully (older than 1.6.2): masquerading without it",
+        );
+      }
+    } else this.#randomFully = !o.ipMasqFullyRandomDisable;
     let previous: IPNet | null = null;
     let previous6: IPNet | null = null;
     try {
@@ -236,7 +269,7 @@ export class Daemon {
     this.#attrs = {
       PublicIP: cfg.enableIPv4 ? this.#ext.publicIP : "0.0.0.0",
       PublicIPv6: cfg.enableIPv6 ? this.#ext.publicIPv6 ?? null : null,
-      BackendType: this.#backend.type,
+      BackendType: this.#backend.leaseBackendType ?? this.#backend.type,
       ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
       ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
     };
@@ -272,6 +305,11 @@ export class Daemon {
     this.#writeSubnetEnv();
     this.#rules.set(this.#ruleSpec());
     await this.#ensureRules();
+    // Device, subnet.env and rules are in place: now (not at acquire) tell the cluster the network is up.
+    if (this.#store.completeLease && o.setNodeNetworkUnavailable) {
+      await this.#retryStore("setting NetworkUnavailable=False", () => this.#store.completeLease!());
+      this.#log.info("node condition NetworkUnavailable=False (FlannelIsUp)");
+    }
     const { leases, cursor } = await this.#retryStore("listing leases", () => this.#store.listLeases());
     this.#peers.clear();
     for (const l of leases) this.#remember(l);
@@ -335,6 +373,7 @@ export class Daemon {
       subnet: v4 ? this.#own ?? null : null,
       ipv6Network: this.#cfg.enableIPv6 ? this.#cfg.ipv6Network ?? null : null,
       ipv6Subnet: own6,
+      randomFully: this.#randomFully,
     };
   }
 
@@ -394,7 +433,19 @@ export class Daemon {
     });
   }
 
+  /** `--ip-blackhole-route`: a blackhole route for our own subnet (as flanneld, re-checked with the rules). */
+  #ensureBlackhole(): void {
+    if (!this.#o.ipBlackholeRoute) return;
+    const dst = this.#own.toString();
+    if (this.#nl.routes({ family: 4, table: 254 }).some((r) => r.type === "blackhole" && r.dst === dst)) {
+      return;
+    }
+    this.#nl.replaceRoute({ dst, type: "blackhole" });
+    this.#log.info("blackhole route added", { subnet: dst });
+  }
+
   async #ensureRules(): Promise<void> {
+    this.#ensureBlackhole();
     if (this.#rules.empty) {
       this.#rulesInPlace = true;
       return;
@@ -454,6 +505,7 @@ export class Daemon {
       errors: r.errors,
       ms: Math.round(performance.now() - t0),
     };
+    this.#syncBackendPeers();
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
     if (!this.#v6) return;
@@ -469,6 +521,14 @@ export class Daemon {
     else this.#log.debug("reconciled", f6);
   }
 
+  /** Hands the accepted peers to a backend with a userspace data path (udp). */
+  #syncBackendPeers(): void {
+    if (!this.#backend.syncPeers) return;
+    const accepted: PeerInfo[] = [];
+    for (const [k, p] of this.#peers) if (this.#reconciler.desired(k)) accepted.push(p);
+    this.#backend.syncPeers(accepted);
+  }
+
   /** Applies one batch of store events. */
   applyEvents(events: LeaseEvent[]): void {
     const t0 = performance.now();
@@ -480,7 +540,7 @@ export class Daemon {
       if (!sn) continue;
       const key = sn.toString();
       if (sn.equals(this.#own)) {
-        if (ev.type === "removed") this.#onOwnLeaseLost(l);
+        if (ev.type === "removed") this.#onOwnLeaseGone(l);
         continue;
       }
       if (ev.type === "added") {
@@ -502,6 +562,7 @@ export class Daemon {
     }
     this.metrics.peers = this.#reconciler.size;
     this.metrics.leases = this.#peers.size + 1;
+    this.#syncBackendPeers();
     this.#log.debug("applied store events", {
       events: events.length,
       ms: Math.round(performance.now() - t0),
@@ -509,15 +570,32 @@ export class Daemon {
   }
 
   /**
-   * Our lease left the store (`removed` from the watch, or missing from a re-list). One that expired (our
-   * renewals failed, e.g. the store refused writes) is re-acquired by the keeper; so is one removed before
-   * its expiry (revoked or taken over).
+   * Exit code for the process: 0, or {@link REVOKED_EXIT_CODE} once our lease was deleted in the store.
+   * As flanneld ("Lease has been revoked. Shutting down daemon."), the daemon then stops so its supervisor
+   * restarts it and it acquires anew: `flanctl lease revoke` really takes the subnet away (kernel state and
+   * rules stay in place, as on any stop).
    */
-  #onOwnLeaseLost(removed?: Lease): void {
+  exitCode = 0;
+
+  /**
+   * Our lease left the store (`removed` from the watch, or missing from a re-list). Removed before its expiry
+   * (revoked with `flanctl lease revoke`, etcdctl del, …): exit as flanneld does. Expired (our renewals
+   * failed, e.g. the store refused writes): the keeper re-acquires it.
+   */
+  #onOwnLeaseGone(removed?: Lease): void {
     if (this.#stop.signal.aborted) return;
-    const exp = removed?.expiration;
+    const exp = (removed ?? this.#lease)?.expiration;
     const expired = exp !== null && exp !== undefined && exp.getTime() <= Date.now();
-    this.#keeper?.lost(expired ? "it expired" : "it disappeared from the store");
+    if (expired) {
+      this.#keeper?.lost("it expired");
+      return;
+    }
+    this.#log.error("lease has been revoked: shutting down so the supervisor restarts the daemon", {
+      subnet: this.#own.toString(),
+    });
+    this.exitCode = REVOKED_EXIT_CODE;
+    this.#notify("STOPPING=1\nSTATUS=lease revoked");
+    this.stop();
   }
 
   /** After our subnet (either family) changed: device, subnet.env, rules and a full pass for the new one. */
@@ -584,7 +662,7 @@ export class Daemon {
           this.#peers.clear();
           for (const l of leases) this.#remember(l);
           this.#v6?.reset(leases);
-          if (!leases.some((l) => subnetOf(l, this.#family)?.equals(this.#own))) this.#onOwnLeaseLost();
+          if (!leases.some((l) => subnetOf(l, this.#family)?.equals(this.#own))) this.#onOwnLeaseGone();
           this.#setStoreUp(true);
           this.#fullPass();
         } catch (e2) {
@@ -642,6 +720,11 @@ export class Daemon {
       this.#loop(Math.min(o.resyncInterval, 5) * 1000, "store probe", () => this.#probeStore()),
       this.#keeper?.run(),
     ]);
+  }
+
+  /** Stops what the backend runs (udp data-path workers); kernel state stays. Safe to call twice. */
+  async close(): Promise<void> {
+    await this.#backend?.close?.();
   }
 
   /** Stops serving. Kernel state, rules and the lease are left in place. */

@@ -1,15 +1,19 @@
 /**
- * Chooses the external (underlay) interface and the public IP, as flanneld does: `--iface` (names or IPs,
- * first match wins), else `--iface-regex`, else `--iface-can-reach` (the interface the kernel would route
- * that IP through), else the interface of the default route. Read-only: nothing is changed.
+ * Chooses the external (underlay) interface and the public IP exactly as flanneld (main.go and
+ * pkg/ipmatch): with none of `--iface`, `--iface-regex`, `--iface-can-reach`, the interface that owns
+ * `--public-ip` when given, else the interface of the default route. Otherwise each `--iface` (name or IP)
+ * in order, then each `--iface-regex` (first an address, then a name matching it), then
+ * `--iface-can-reach` (the interface the route to that IP leaves by); a candidate that does not exist or
+ * has no usable IPv4 address falls through to the next, and only when all fail is it an error, naming
+ * every candidate and why. Usable addresses are IPv4 global or link-local unicast, global first.
+ * Read-only: nothing is changed.
  * @module
  */
 import { FlanctlError } from "../errors.ts";
-import { IPAddr } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../ip/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
 import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
-import { IPNet } from "../ip/cidr.ts";
 
 /** No usable interface / address was found. */
 export class IfaceError extends FlanctlError {
@@ -26,96 +30,159 @@ export interface IfaceSelection {
   publicIP: string | null;
 }
 
-function v4Addrs(addrs: AddrInfo[], index: number): AddrInfo[] {
-  return addrs.filter((a) => a.index === index && a.family === 4 && a.scope !== "host");
+/** Where {@link selectIface} reports candidates that did not match (flanneld logs them at info). */
+export interface IfaceLog {
+  info(msg: string, fields?: Record<string, unknown>): void;
 }
 
-/** Picks the external interface and public IP. Throws {@link IfaceError} naming the flag to fix. */
-export function selectIface(nl: NetlinkHandle, sel: IfaceSelection): ExternalIface {
+/** A candidate that failed, with the reason (falls through to the next). */
+class NoMatch extends Error {}
+
+/** IPv4 global or link-local unicast (Go's IsGlobalUnicast || IsLinkLocalUnicast). */
+function usable(ip: string): boolean {
+  const a = IPAddr.tryParse(ip);
+  if (!a || a.family !== 4) return false;
+  const [o1] = ip.split(".").map(Number);
+  return ip !== "0.0.0.0" && ip !== "255.255.255.255" && o1 !== 127 && o1 < 224;
+}
+
+function isLinkLocal(ip: string): boolean {
+  return ip.startsWith("169.254.");
+}
+
+/** The usable IPv4 addresses of interface `index`, in flanneld's preference order (global before link-local). */
+function addrsOf(addrs: readonly AddrInfo[], index: number): string[] {
+  const own = addrs.filter((a) => a.index === index && a.family === 4 && usable(a.local)).map((a) => a.local);
+  return [...own.filter((a) => !isLinkLocal(a)), ...own.filter(isLinkLocal)];
+}
+
+/** Go regexp syntax that JavaScript spells differently: a leading `(?i)` (and other flag groups) becomes a flag. */
+function compileRegex(src: string): RegExp {
+  const m = /^\(\?([imsU]+)\)/.exec(src);
+  const flags = m ? [...new Set(m[1].replace("U", "").split(""))].join("") : "";
+  try {
+    return new RegExp(m ? src.slice(m[0].length) : src, flags);
+  } catch (e) {
+    throw new IfaceError(
+      `--iface-regex: '${src}' is not a valid regular expression (${(e as Error).message}); fix the pattern`,
+    );
+  }
+}
+
+/** Picks the external interface and public IP. Throws {@link IfaceError} naming the flags to fix. */
+export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: IfaceLog): ExternalIface {
   const links = nl.links();
   const addrs = nl.addrs(4);
-  let link: LinkInfo | null = null;
-  let ip: string | null = null;
   const byIndex = (i: number) => links.find((l) => l.index === i) ?? null;
+  let publicIP: string | null = null;
+  if (sel.publicIP) {
+    const p = IPAddr.tryParse(sel.publicIP);
+    if (!p || p.family !== 4) {
+      throw new IfaceError(`--public-ip: '${sel.publicIP}' is not an IPv4 address; give this node's address`);
+    }
+    publicIP = p.toString();
+  }
+  const regexes = sel.ifaceRegex.map((r) => [r, compileRegex(r)] as const);
+  if (sel.ifaceCanReach && IPAddr.tryParse(sel.ifaceCanReach)?.family !== 4) {
+    throw new IfaceError(
+      `--iface-can-reach: '${sel.ifaceCanReach}' is not an IPv4 address; give a peer's address`,
+    );
+  }
 
-  if (sel.iface.length) {
-    for (const want of sel.iface) {
-      if (IPAddr.tryParse(want)) {
-        const a = addrs.find((x) => x.local === want);
-        if (a) [link, ip] = [byIndex(a.index), want];
-      } else {
-        link = links.find((l) => l.name === want) ?? null;
-      }
-      if (link) break;
-    }
-    if (!link) throw new IfaceError(`--iface: none of ${sel.iface.join(", ")} exists here (see 'ip addr')`);
-  } else if (sel.ifaceRegex.length) {
-    for (const src of sel.ifaceRegex) {
-      let re: RegExp;
-      try {
-        re = new RegExp(src);
-      } catch (e) {
-        throw new IfaceError(
-          `--iface-regex '${src}' is not a valid regular expression: ${(e as Error).message}`,
-        );
-      }
-      for (const l of links) {
-        if (l.name === "lo") continue;
-        const a = v4Addrs(addrs, l.index).find((x) => re.test(x.local));
-        if (re.test(l.name) || a) {
-          [link, ip] = [l, a && !re.test(l.name) ? a.local : null];
-          break;
-        }
-      }
-      if (link) break;
-    }
-    if (!link) {
-      throw new IfaceError(
-        `--iface-regex: no interface name or address matches ${sel.ifaceRegex.join(", ")}`,
-      );
-    }
-  } else {
-    const routes: UnderlayRoute[] = [];
-    const prefsrc = new Map<UnderlayRoute, string | null>();
+  /** The interface owning `ip` (any IPv4 address of it), with that address. */
+  const byIP = (ip: string): [LinkInfo, string] => {
+    const a = addrs.find((x) => x.family === 4 && x.local === ip);
+    const l = a ? byIndex(a.index) : null;
+    if (!l) throw new NoMatch(`no interface has the address ${ip}`);
+    return [l, ip];
+  };
+  /** Completes a choice: the address (first usable unless given) and the MTU. */
+  const finish = (l: LinkInfo, ip: string | null): ExternalIface => {
+    const addr = ip ?? addrsOf(addrs, l.index)[0];
+    if (!addr) throw new NoMatch(`interface ${l.name} has no usable IPv4 address`);
+    if (!l.mtu) throw new NoMatch(`interface ${l.name} has no MTU`);
+    return { name: l.name, index: l.index, mtu: l.mtu, ifaceIP: addr, publicIP: publicIP ?? addr };
+  };
+  const mainRoutes = (): (UnderlayRoute & { prefsrc: string | null })[] => {
+    const out: (UnderlayRoute & { prefsrc: string | null })[] = [];
     for (const r of nl.routes({ family: 4, table: 254 })) {
       const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
       if (!net || r.dev === null || r.type !== "unicast") continue;
-      const u = { net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0 };
-      routes.push(u);
-      prefsrc.set(u, r.prefsrc);
+      out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0, prefsrc: r.prefsrc });
     }
-    const target = sel.ifaceCanReach ?? "0.0.0.0";
-    if (sel.ifaceCanReach && !IPAddr.tryParse(sel.ifaceCanReach)) {
-      throw new IfaceError(`--iface-can-reach '${sel.ifaceCanReach}' is not an IP address`);
+    return out;
+  };
+
+  // No selection flag: the owner of --public-ip, else the default route's interface (no fall-through).
+  if (!sel.iface.length && !regexes.length && !sel.ifaceCanReach) {
+    try {
+      if (publicIP) {
+        const [l, ip] = byIP(publicIP);
+        return finish(l, ip);
+      }
+      const def = mainRoutes().filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0];
+      const l = def ? links.find((x) => x.name === def.devName) ?? null : null;
+      if (!l) {
+        throw new NoMatch("no default route: pass --iface NAME, --iface-regex RE or --iface-can-reach IP");
+      }
+      return finish(l, null);
+    } catch (e) {
+      if (!(e instanceof NoMatch)) throw e;
+      const hint = publicIP
+        ? "--public-ip alone selects the interface that has it; behind NAT also pass --iface NAME"
+        : "choose one with --iface NAME";
+      throw new IfaceError(`no interface to use: ${e.message}; ${hint}`);
     }
-    const best = sel.ifaceCanReach
-      ? lookupRoute(routes, target)
-      : routes.filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0] ?? null;
-    if (!best) {
-      throw new IfaceError(
-        sel.ifaceCanReach
-          ? `--iface-can-reach: no route to ${sel.ifaceCanReach}`
-          : "no default route: cannot choose the external interface (pass --iface NAME or --iface-regex)",
-      );
-    }
-    link = links.find((l) => l.name === best.devName) ?? null;
-    ip = prefsrc.get(best) ?? null;
-    if (!link) throw new IfaceError(`interface ${best.devName} of the chosen route disappeared`);
   }
 
-  const own = v4Addrs(addrs, link.index);
-  if (ip && !own.some((a) => a.local === ip)) ip = null;
-  ip ??= own.find((a) => a.scope === "global")?.local ?? own[0]?.local ?? null;
-  if (!ip) {
-    throw new IfaceError(
-      `interface ${link.name} has no IPv4 address (add one or choose another with --iface)`,
-    );
+  const candidates: [string, () => ExternalIface][] = [];
+  for (const want of sel.iface) {
+    candidates.push([`--iface ${want}`, () => {
+      if (IPAddr.tryParse(want)) return finish(...byIP(want));
+      const l = links.find((x) => x.name === want);
+      if (!l) throw new NoMatch(`no interface named ${want}`);
+      return finish(l, null);
+    }]);
   }
-  let publicIP = ip;
-  if (sel.publicIP) {
-    const p = IPAddr.tryParse(sel.publicIP);
-    if (!p || p.family !== 4) throw new IfaceError(`--public-ip '${sel.publicIP}' is not an IPv4 address`);
-    publicIP = p.toString();
+  for (const [src, re] of regexes) {
+    candidates.push([`--iface-regex ${src}`, () => {
+      for (const l of links) {
+        const hit = addrsOf(addrs, l.index).find((a) => re.test(a));
+        if (hit) return finish(l, hit);
+      }
+      const l = links.find((x) => re.test(x.name));
+      if (!l) {
+        const avail = links.map((x) => `${x.name}:[${addrsOf(addrs, x.index).join(" ")}]`).join(", ");
+        throw new NoMatch(`no interface name or address matches (available: ${avail})`);
+      }
+      return finish(l, null);
+    }]);
   }
-  return { name: link.name, index: link.index, mtu: link.mtu, ifaceIP: ip, publicIP };
+  if (sel.ifaceCanReach) {
+    const target = sel.ifaceCanReach;
+    candidates.push([`--iface-can-reach ${target}`, () => {
+      const best = lookupRoute(mainRoutes(), target) as (UnderlayRoute & { prefsrc: string | null }) | null;
+      const l = best ? links.find((x) => x.name === best.devName) ?? null : null;
+      if (!best || !l) throw new NoMatch(`no route to ${target}`);
+      return finish(l, best.prefsrc && addrsOf(addrs, l.index).includes(best.prefsrc) ? best.prefsrc : null);
+    }]);
+  }
+  const why: string[] = [];
+  for (const [what, pick] of candidates) {
+    try {
+      return pick();
+    } catch (e) {
+      if (!(e instanceof NoMatch)) throw e;
+      log?.info("no valid interface for this candidate, trying the next", {
+        candidate: what,
+        why: e.message,
+      });
+      why.push(`${what}: ${e.message}`);
+    }
+  }
+  throw new IfaceError(
+    `no interface matches --iface/--iface-regex/--iface-can-reach (${
+      why.join("; ")
+    }); see 'ip addr' and fix the flags`,
+  );
 }

@@ -30,12 +30,28 @@ export class Metrics implements ReconcileStats {
   leaseRenewalErrors = 0;
   /** Store events applied. */
   events = 0;
+  /** When the last full reconcile pass ended (ms since the epoch), 0 before the first. */
+  lastReconcileAt = 0;
+  /** Duration of the last full pass, seconds. */
+  lastReconcileSeconds = 0;
+  /** Entries the last full pass repaired or removed. */
+  lastReconcileRepairs = 0;
+  /** Process start (ms since the epoch). */
+  readonly startedAt: number = Date.now();
+  #repairsSeen = 0;
+  /** More metric lines (a backend's data-path counters), appended to {@link render}. */
+  readonly sources: (() => string[])[] = [];
   readonly #buckets = new Array<number>(DURATION_BUCKETS.length).fill(0);
   #durSum = 0;
   #durCount = 0;
 
   /** Records one full reconcile pass duration. */
   observeReconcile(seconds: number): void {
+    // The reconciler adds the pass's repairs to `repairs` before it reports the duration.
+    this.lastReconcileRepairs = this.repairs - this.#repairsSeen;
+    this.#repairsSeen = this.repairs;
+    this.lastReconcileAt = Date.now();
+    this.lastReconcileSeconds = seconds;
     this.#durSum += seconds;
     this.#durCount++;
     for (let i = 0; i < DURATION_BUCKETS.length; i++) if (seconds <= DURATION_BUCKETS[i]) this.#buckets[i]++;
@@ -73,6 +89,30 @@ export class Metrics implements ReconcileStats {
     out.push(`flanctl_reconcile_duration_seconds_sum ${this.#durSum}`);
     out.push(`flanctl_reconcile_duration_seconds_count ${this.#durCount}`);
     m(
+      "flanctl_last_reconcile_timestamp_seconds",
+      "gauge",
+      "End of the last full reconcile pass (Unix time; 0 before the first).",
+      this.lastReconcileAt / 1000,
+    );
+    m(
+      "flanctl_last_reconcile_duration_seconds",
+      "gauge",
+      "Duration of the last full reconcile pass.",
+      this.lastReconcileSeconds,
+    );
+    m(
+      "flanctl_last_reconcile_repairs",
+      "gauge",
+      "Kernel entries the last full reconcile pass repaired or removed.",
+      this.lastReconcileRepairs,
+    );
+    m(
+      "process_start_time_seconds",
+      "gauge",
+      "Start of the daemon process (Unix time).",
+      this.startedAt / 1000,
+    );
+    m(
       "flanctl_rule_resyncs_total",
       "counter",
       "Times the iptables rules were (re)applied.",
@@ -99,6 +139,7 @@ export class Metrics implements ReconcileStats {
       "Memory held outside the JavaScript heap (buffers, FFI).",
       mem.external,
     );
+    for (const src of this.sources) out.push(...src());
     return out.join("\n") + "\n";
   }
 }

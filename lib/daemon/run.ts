@@ -4,13 +4,14 @@
  * @module
  */
 import { openNetlink } from "../netlink/mod.ts";
-import { openStore, type StoreOptions } from "../store/open.ts";
+import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
 import { type HealthServer, serveHealth } from "./http.ts";
 import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
 import { sdNotify } from "./sdnotify.ts";
+import { daemonStatePath, ownDaemonState, removeDaemonState, writeDaemonState } from "../daemon_state.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {
@@ -23,6 +24,16 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     }
   };
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
+  const choice = storeChoice(storeOpts);
+  if (choice.implicit) {
+    log.warn(
+      "no store flag given: using etcd as flanneld does (pass --store-dir DIR for the embedded file store)",
+      {
+        store: choice.kind,
+        why: choice.why,
+      },
+    );
+  } else log.info("store chosen", { store: choice.kind, why: choice.why });
   const store = await openStore(storeOpts);
   const nl = openNetlink();
   const d = new Daemon(o, { nl, store, log, notify });
@@ -42,6 +53,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       });
       log.info("serving /healthz, /readyz, /metrics", { addr: `${o.healthzIP}:${http.port}` });
     }
+    writeState(o, http, log);
     try {
       await d.start();
     } catch (e) {
@@ -49,12 +61,27 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       throw e;
     }
     await d.run();
-    log.info("stopped");
-    return 0;
+    log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
+    return d.exitCode;
   } finally {
+    await d.close();
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
+    removeDaemonState(daemonStatePath(o.subnetFile));
     await http?.close();
     await store.close();
     nl.close();
+  }
+}
+
+/** Writes flanctl.json next to subnet.env (doctor and status find the daemon through it). Best effort. */
+function writeState(o: DaemonOptions, http: HealthServer | null, log: Logger): void {
+  const host = o.healthzIP === "0.0.0.0" ? "127.0.0.1" : o.healthzIP === "::" ? "::1" : o.healthzIP;
+  const health = http ? (host.includes(":") ? `[${host}]:${http.port}` : `${host}:${http.port}`) : null;
+  const path = daemonStatePath(o.subnetFile);
+  try {
+    Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true });
+    writeDaemonState(path, ownDaemonState(VERSION, health, o.subnetFile));
+  } catch (e) {
+    log.warn("cannot write the daemon state file", { path, error: (e as Error).message });
   }
 }

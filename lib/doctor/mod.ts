@@ -10,6 +10,7 @@ import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
+import { UDP_CHECKS } from "./checks/udp.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
 import { LEASE_CHECKS } from "./checks/leases.ts";
@@ -17,6 +18,7 @@ import { CNI_CHECKS } from "./checks/cni.ts";
 import { POD_CHECKS } from "./checks/pods.ts";
 import { ACTIVE_CHECKS } from "./checks/active.ts";
 import { HOST_CHECKS } from "./checks/host.ts";
+import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
 import { IPV6_CHECKS } from "./checks/ipv6.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
@@ -25,10 +27,12 @@ export { renderJson, renderTable } from "./render.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [
+  ...DAEMON_CHECKS,
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
   ...NFTABLES_CHECKS,
   ...VXLAN_CHECKS,
+  ...UDP_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
   ...LEASE_CHECKS,
@@ -38,6 +42,29 @@ export const ALL_CHECKS: Check[] = [
   ...IPV6_CHECKS,
   ...ACTIVE_CHECKS,
 ];
+
+/** Old check ids that read as failures when ok → their current ids (old ones stay valid for --skip). */
+export const OLD_IDS: Record<string, string> = {
+  "peer-route-missing": "peer-routes",
+  "peer-arp-missing": "peer-arp",
+  "peer-fdb-missing": "peer-fdb",
+  "stale-peer-entries": "peer-entries",
+  "veth-orphan": "veths",
+  "hostlocal-leak": "hostlocal-ips",
+  "netns-leak": "pod-netns",
+  "cni-cache-stale": "cni-cache",
+  "lease-duplicate": "lease-unique",
+  "route-overlap": "pod-network-routes",
+  "iptables-mixed": "iptables-backend",
+  "ipv6-disabled": "ipv6",
+  "firewall-mixed": "firewall-mode",
+  "hostport-stale": "hostports",
+};
+
+/** The current id of `id` (an old alias maps to its new id; anything else is returned as is). */
+export function canonicalId(id: string): string {
+  return Object.hasOwn(OLD_IDS, id) ? OLD_IDS[id] : id;
+}
 
 /** Ids of every check (for `--skip` validation and the README). */
 export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
@@ -62,7 +89,10 @@ export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
       }
     }
   }
-  findings.sort((a, b) => SEVERITY_ORDER[a.severity] - SEVERITY_ORDER[b.severity]);
+  // A dead daemon is the root cause: first among the criticals, and the findings it explains name it.
+  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 2 + (f.id === "daemon" ? 0 : 1);
+  findings.splice(0, findings.length, ...pointToDaemon(findings));
+  findings.sort((a, b) => rank(a) - rank(b));
   const count = (s: string) => findings.filter((f) => f.severity === s).length;
   const critical = count("critical"), warning = count("warning");
   const exitCode = ctx.fatal.length ? 3 : critical ? 2 : warning ? 1 : 0;

@@ -9,6 +9,16 @@ import type { DoctorReport, Finding } from "./types.ts";
 const MAX_FIX_LINES = 12;
 
 const LABEL = { critical: "CRITICAL", warning: "WARNING", unknown: "UNKNOWN", ok: "OK" } as const;
+/** ANSI colours of the severity labels (only on a terminal, see {@link RenderOptions.color}). */
+const COLOUR = { critical: "\x1b[1;31m", warning: "\x1b[33m", unknown: "\x1b[35m", ok: "\x1b[32m" } as const;
+
+/** How the table is drawn. */
+export interface RenderOptions {
+  /** Colour the severity labels (the CLI sets it only when stdout is a terminal and NO_COLOR is unset). */
+  color?: boolean;
+  /** Only what is not ok (`--problems`); the summary line still counts everything. */
+  problemsOnly?: boolean;
+}
 
 /** The one-line summary. */
 export function summaryLine(r: DoctorReport): string {
@@ -19,17 +29,19 @@ export function summaryLine(r: DoctorReport): string {
     `${where}${skipped}`;
 }
 
-function block(f: Finding, idWidth: number): string[] {
-  const head = `${LABEL[f.severity].padEnd(8)}  ${f.id.padEnd(idWidth)}  `;
+function block(f: Finding, idWidth: number, color = false): string[] {
+  const label = LABEL[f.severity].padEnd(8);
+  const head = `${label}  ${f.id.padEnd(idWidth)}  `;
+  const lead = color ? `${COLOUR[f.severity]}${label}\x1b[0m  ${f.id.padEnd(idWidth)}  ` : head;
   if (f.severity === "ok" || f.severity === "unknown") {
-    const lines = [head + f.detail];
+    const lines = [lead + f.detail];
     for (const x of f.fix ?? []) lines.push(`${" ".repeat(head.length)}hint: ${x}`);
     return lines;
   }
   const pad = " ".repeat(10);
   // Multi-part details ("a; b; c") get one line per part, aligned under the first.
   const [first, ...more] = f.detail.split("; ");
-  const lines = [head + first, ...more.map((m) => " ".repeat(head.length) + m)];
+  const lines = [lead + first, ...more.map((m) => " ".repeat(head.length) + m)];
   if (f.why) lines.push(`${pad}why:     ${f.why}`);
   // Long fix lists (hundreds of leaked files) are cut in the table; `-o json` has them all.
   const fix = f.fix ?? [];
@@ -43,29 +55,31 @@ function block(f: Finding, idWidth: number): string[] {
 }
 
 /** Human-readable report. */
-export function renderTable(r: DoctorReport): string {
-  const idWidth = Math.max(0, ...r.checks.map((f) => f.id.length));
+export function renderTable(r: DoctorReport, o: RenderOptions = {}): string {
+  const checks = o.problemsOnly ? r.checks.filter((f) => f.severity !== "ok") : r.checks;
+  const idWidth = Math.max(0, ...checks.map((f) => f.id.length));
   const out = [summaryLine(r)];
-  const problems = r.checks.filter((f) => f.severity === "critical" || f.severity === "warning");
-  const rest = r.checks.filter((f) => f.severity === "unknown" || f.severity === "ok");
+  const problems = checks.filter((f) => f.severity === "critical" || f.severity === "warning");
+  const rest = checks.filter((f) => f.severity === "unknown" || f.severity === "ok");
   if (problems.length) {
     out.push("");
-    for (const f of problems) out.push(...block(f, idWidth), "");
+    for (const f of problems) out.push(...block(f, idWidth, o.color), "");
     out.pop();
   }
   if (rest.length) {
     out.push("");
-    for (const f of rest) out.push(...block(f, idWidth));
+    for (const f of rest) out.push(...block(f, idWidth, o.color));
   }
   return out.join("\n") + "\n";
 }
 
 /** `-o json`: `{"summary":{...},"checks":[{"id","severity","detail","fix","why","persist"}]}`. */
-export function renderJson(r: DoctorReport): string {
+export function renderJson(r: DoctorReport, o: { problemsOnly?: boolean } = {}): string {
+  const checks = o.problemsOnly ? r.checks.filter((f) => f.severity !== "ok") : r.checks;
   return JSON.stringify(
     {
       summary: r.summary,
-      checks: r.checks.map((f) => ({
+      checks: checks.map((f) => ({
         id: f.id,
         severity: f.severity,
         detail: f.detail,

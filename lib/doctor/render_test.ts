@@ -95,10 +95,28 @@ Deno.test("render: long fix lists are cut in the table, kept in json", () => {
   const fix = Array.from({ length: 30 }, (_, i) => `rm /var/lib/cni/networks/cbr0/10.244.1.${i + 3}`);
   const r: DoctorReport = {
     ...report,
-    checks: [{ id: "hostlocal-leak", severity: "warning", detail: "30 leaked IP(s)", why: "w", fix }],
+    checks: [{ id: "hostlocal-ips", severity: "warning", detail: "30 leaked IP(s)", why: "w", fix }],
   };
   const lines = renderTable(r).split("\n");
   assertEquals(lines.filter((l) => l.includes("rm /var/lib/cni")).length, 11);
   assertEquals(lines.includes("                   … 19 more (see -o json)"), true);
   assertEquals(JSON.parse(renderJson(r)).checks[0].fix.length, 30);
+});
+
+Deno.test("render: --problems leaves out ok findings (table and json), colour only when asked", () => {
+  const plain = renderTable(report, { problemsOnly: true });
+  assertEquals(plain.includes("ip-forward"), false);
+  assertEquals(plain.includes("rp-filter"), true);
+  assertEquals(plain.includes("\x1b["), false);
+  const j = JSON.parse(renderJson(report, { problemsOnly: true }));
+  assertEquals(j.checks.map((c: { id: string }) => c.id), ["mtu", "rp-filter", "vxlan-csum-offload"]);
+  assertEquals(j.summary.ok, 1);
+  const coloured = renderTable(report, { color: true });
+  assertEquals(coloured.includes("\x1b[1;31mCRITICAL\x1b[0m  mtu"), true);
+  assertEquals(coloured.includes("\x1b[32mOK      \x1b[0m  ip-forward"), true);
+  // Same text once the colour codes are taken out.
+  assertEquals(
+    coloured.replaceAll(new RegExp(String.fromCharCode(27) + "\\[[0-9;]*m", "g"), ""),
+    renderTable(report),
+  );
 });

@@ -2,8 +2,9 @@
  * The one iptables driver: every iptables change flanctl makes (the daemon's masquerade and forward
  * chains, the bridge plugin's ipMasq chains, portmap's chains) is one `iptables-restore --noflush -w`
  * transaction per family, and every read one `iptables-save -t TABLE`. Rules are data: a chain with its
- * rules in iptables-save form and the jump into it. Restore input declares only our chains (which
- * iptables-restore then flushes and refills atomically), so no other rule or chain is touched.
+ * rules in iptables-save form and the jump into it. A resync checks, as flanneld, that each of our rules
+ * exists; a repair deletes ours and appends them again, declaring a chain (which flushes it) only when it
+ * does not exist, so rules someone else put into one of our chains are never flushed.
  * @module
  */
 import { type Family, FirewallError, type Runner } from "./types.ts";
@@ -64,19 +65,61 @@ export function parseSave(text: string, t: ChainRules): ChainState {
   return st;
 }
 
-/** True when the table holds exactly our rules and one jump. */
-export function chainOk(st: ChainState, t: ChainRules): boolean {
-  return st.chainExists && st.jumps === 1 && st.rules.length === t.rules.length &&
-    st.rules.every((r, i) => r === t.rules[i]);
+/** The `--comment "…"` that marks the rules of `t` as ours (taken from its jump rule), or null. */
+function ownComment(t: ChainRules): string | null {
+  return /-m comment --comment "[^"]*"/.exec(t.jump)?.[0] ?? null;
 }
 
-/** The restore lines (inside `*table`…COMMIT) that bring one chain from `st` to the wanted rules. */
+/**
+ * Rules of our chain that are ours: with a comment on the jump (flannel's chains), the rules carrying it;
+ * the others were added by someone else. Without one, every rule of the chain.
+ */
+export function ownRules(st: ChainState, t: ChainRules): string[] {
+  const c = ownComment(t);
+  return c === null ? st.rules : st.rules.filter((r) => r.includes(c));
+}
+
+/**
+ * True when our rules are in place, as flanneld checks it: the jump exists and the chain holds each of our
+ * rules (in our order) and no stale rule of ours (an old subnet's). Rules someone else added to a chain
+ * whose rules carry a comment (FLANNEL-*) do not matter.
+ */
+export function chainOk(st: ChainState, t: ChainRules): boolean {
+  const own = ownRules(st, t);
+  return st.chainExists && st.jumps >= 1 && own.length === t.rules.length &&
+    own.every((r, i) => r === t.rules[i]);
+}
+
+/**
+ * The restore lines (inside `*table`…COMMIT) that bring one chain from `st` to the wanted rules: as flanneld,
+ * our rules present are deleted and all are appended again; the chain is declared (which flushes it) only
+ * when it does not exist, so rules someone else put in it stay.
+ */
 export function chainInput(t: ChainRules, st: ChainState): string[] {
-  const lines = [`:${t.chain} - [0:0]`];
+  const lines: string[] = [];
+  if (!st.chainExists) lines.push(`:${t.chain} - [0:0]`);
   if (st.jumps === 0) lines.push(t.jump);
   for (let i = 1; i < st.jumps; i++) lines.push(t.jump.replace(/^-A /, "-D "));
+  for (const r of ownRules(st, t)) lines.push(r.replace(/^-A /, "-D "));
   lines.push(...t.rules);
   return lines;
+}
+
+/**
+ * True when `iptables --version` (text) is 1.6.2 or newer, the first release with MASQUERADE
+ * `--random-fully` (the check flanneld's iptables library makes).
+ */
+export function versionHasRandomFully(versionText: string): boolean {
+  const m = /v(\d+)\.(\d+)\.(\d+)/.exec(versionText);
+  if (!m) return false;
+  const [a, b, c] = m.slice(1).map(Number);
+  return a > 1 || (a === 1 && (b > 6 || (b === 6 && c >= 2)));
+}
+
+/** Whether this host's iptables supports MASQUERADE `--random-fully` (`iptables --version` >= 1.6.2). */
+export async function supportsRandomFully(run: Runner = denoRunner, iptables = "iptables"): Promise<boolean> {
+  const r = await run([iptables, "--version"]);
+  return r.code === 0 && versionHasRandomFully(r.stdout);
 }
 
 /** Joins per-table restore lines into one iptables-restore input (one transaction). */

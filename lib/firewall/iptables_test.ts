@@ -9,6 +9,7 @@ import {
   restoreText,
   RuleManager,
   splitSave,
+  versionHasRandomFully,
 } from "./iptables.ts";
 
 const N = IPNet.parse("10.244.0.0/16");
@@ -56,7 +57,8 @@ Deno.test("parseSave/chainOk/chainInput: detects drift and only declares our cha
   const st = parseSave(SAVE_OK, f);
   assertEquals(st, { rules: f.rules, jumps: 1, chainExists: true });
   assertEquals(chainOk(st, f), true);
-  // Missing jump and a missing rule: the jump is appended, the chain refilled; nothing else is named.
+  // Missing jump and a missing rule: the jump is appended, our remaining rule deleted and all of ours
+  // appended; the chain exists, so it is not declared (that would flush it).
   const drift = parseSave(
     SAVE_OK.replace(/-A FORWARD -m comment.*\n/, "").replace(/-A FLANNEL-FWD -d.*\n/, ""),
     f,
@@ -64,12 +66,31 @@ Deno.test("parseSave/chainOk/chainInput: detects drift and only declares our cha
   assertEquals(chainOk(drift, f), false);
   assertEquals(
     restoreText(new Map([["filter", chainInput(f, drift)]])),
+    ["*filter", f.jump, f.rules[0].replace("-A ", "-D "), ...f.rules, "COMMIT", ""].join("\n"),
+  );
+  // No chain yet: declared (nothing to flush).
+  const none = parseSave("*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n", f);
+  assertEquals(
+    restoreText(new Map([["filter", chainInput(f, none)]])),
     ["*filter", ":FLANNEL-FWD - [0:0]", f.jump, ...f.rules, "COMMIT", ""].join("\n"),
   );
+  // A rule someone else added to FLANNEL-FWD: our rules still count as in place, and a repair never
+  // names the foreign rule.
+  const foreign = "-A FLANNEL-FWD -s 192.0.2.0/24 -j ACCEPT";
+  const withForeign = parseSave(SAVE_OK.replace(f.rules[1], `${foreign}\n${f.rules[1]}`), f);
+  assertEquals(chainOk(withForeign, f), true);
+  const stale = parseSave(
+    SAVE_OK.replace(f.rules[1], `${foreign}\n${f.rules[1].replace("10.244.0.0/16", "10.9.0.0/16")}`),
+    f,
+  );
+  assertEquals(chainOk(stale, f), false);
+  const fix = chainInput(f, stale).join("\n");
+  assertEquals(fix.includes("192.0.2.0/24"), false);
+  assertEquals(fix.includes(`-D FLANNEL-FWD -d 10.9.0.0/16`), true, "our stale rule is deleted");
   // A duplicated jump is deleted once.
   const dup = parseSave(SAVE_OK.replace(f.jump, `${f.jump}\n${f.jump}`), f);
   assertEquals(dup.jumps, 2);
-  assertEquals(chainInput(f, dup)[1], f.jump.replace("-A ", "-D "));
+  assertEquals(chainInput(f, dup)[0], f.jump.replace("-A ", "-D "));
   // Rules in another table do not count.
   assertEquals(parseSave(SAVE_OK.replace("*filter", "*nat"), f).chainExists, false);
 });
@@ -132,4 +153,12 @@ Deno.test("ip6tables: flannel's IPv6 masq and forward lines (masqIP6Rules: ff00:
     `-A FLANNEL-FWD -s fc00::/48 ${f} -j ACCEPT`,
     `-A FLANNEL-FWD -d fc00::/48 ${f} -j ACCEPT`,
   ]);
+});
+
+Deno.test("iptables version check for MASQUERADE --random-fully (>= 1.6.2, as flanneld)", () => {
+  assertEquals(versionHasRandomFully("iptables v1.8.7 (nf_tables)"), true);
+  assertEquals(versionHasRandomFully("iptables v1.6.2"), true);
+  assertEquals(versionHasRandomFully("iptables v1.6.1"), false);
+  assertEquals(versionHasRandomFully("iptables v1.4.21"), false);
+  assertEquals(versionHasRandomFully("garbage"), false);
 });

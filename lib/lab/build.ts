@@ -62,8 +62,8 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
     throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
   }
-  if (o.backend !== "vxlan" && o.backend !== "host-gw") {
-    throw new UsageError(`--backend '${o.backend}': use vxlan or host-gw`);
+  if (o.backend !== "vxlan" && o.backend !== "host-gw" && o.backend !== "udp") {
+    throw new UsageError(`--backend '${o.backend}': use vxlan, host-gw or udp`);
   }
   if (o.leaseTtl !== undefined && (!Number.isInteger(o.leaseTtl) || o.leaseTtl < 5 || o.leaseTtl > 86400)) {
     throw new UsageError(`--lease-ttl ${o.leaseTtl}: give whole seconds from 5 to 86400`);

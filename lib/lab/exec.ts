@@ -101,13 +101,17 @@ export function resolveTarget(s: LabState, target: string): { netns: string; nod
 
 /**
  * The environment a node's commands see: with etcd, the endpoints as flannel's FLANNELD_ETCD_ENDPOINTS,
- * so `flanctl lease list`, `flanctl doctor` or a hand-started daemon find the lab's store with no flags
- * (the file store needs nothing: it is mounted at its default path).
+ * so `flanctl lease list`, `flanctl doctor` or a hand-started daemon find the lab's store with no flags;
+ * the file store is mounted at /var/lib/flanctl and chosen with FLANNELD_STORE_DIR (without a store flag
+ * flanctl, as flanneld, would use etcd on 127.0.0.1).
  */
 export function storeEnv(s: LabState): Record<string, string> {
   const env: Record<string, string> = {};
   for (let i = 0; i + 1 < s.storeFlags.length; i += 2) {
-    if (s.storeFlags[i] === "--store-dir") continue;
+    if (s.storeFlags[i] === "--store-dir") {
+      env.FLANNELD_STORE_DIR = "/var/lib/flanctl";
+      continue;
+    }
     env[`FLANNELD_${s.storeFlags[i].slice(2).toUpperCase().replaceAll("-", "_")}`] = s.storeFlags[i + 1];
   }
   return env;

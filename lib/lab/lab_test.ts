@@ -106,9 +106,9 @@ Deno.test("withNodeFiles: ip netns exec + bind mounts + exec of the unchanged ar
   assertEquals(fileStoreDir(state("etcd")), null);
 });
 
-Deno.test("storeEnv: etcd endpoints as FLANNELD_ETCD_ENDPOINTS; the file store needs none", () => {
+Deno.test("storeEnv: etcd endpoints as FLANNELD_ETCD_ENDPOINTS; the file store at its mount point", () => {
   assertEquals(storeEnv(state("etcd")), { FLANNELD_ETCD_ENDPOINTS: "http://192.168.1.1:2379" });
-  assertEquals(storeEnv(state("file")), {});
+  assertEquals(storeEnv(state("file")), { FLANNELD_STORE_DIR: "/var/lib/flanctl" });
 });
 
 Deno.test("resolveTarget: nodes and pods map to their netns and their node's dir", () => {

@@ -2,6 +2,7 @@
  * The subnet allocator every store uses, so the file, etcd and kube stores pick subnets the same way as
  * flannel: (1) the lease already held by our PublicIP, (2) the previous subnet from subnet.env when it is
  * free and inside SubnetMin..SubnetMax, (3) a random pick among up to 100 free subnets from SubnetMin up.
+ * "Free" means overlapping no lease or reservation of any size (an existing /23 blocks both /24s in it).
  * @module
  */
 import { FlanctlError } from "../errors.ts";
@@ -56,16 +57,24 @@ export function allocate(
     if (leaseFitsConfig(cfg, l)) return { kind: "existing", lease: l, stale };
     stale.push(l);
   }
-  const taken4 = new Set<bigint>();
-  const taken6 = new Set<bigint>();
-  for (const l of leases) {
-    if (stale.includes(l)) continue;
-    if (l.subnet) taken4.add(l.subnet.ip.value);
-    if (l.ipv6Subnet) taken6.add(l.ipv6Subnet.ip.value);
-  }
+  // Taken subnets, as flanneld checks them (allocateSubnet): a candidate is free only when it overlaps no
+  // lease or reservation, whatever their size. Leases of the configured length are an exact-match set
+  // (fast with thousands of nodes); only other sizes need the overlap test.
+  const taken = (fam: 4 | 6, len: number | undefined) => {
+    const all = leases.filter((l) => !stale.includes(l)).map((l) => fam === 4 ? l.subnet : l.ipv6Subnet)
+      .filter((x): x is IPNet => x !== null);
+    const same = new Set(all.filter((x) => x.prefix === len).map((x) => x.ip.value));
+    const other = all.filter((x) => x.prefix !== len);
+    return (c: IPNet) =>
+      c.prefix === len
+        ? same.has(c.ip.value) || other.some((o) => o.overlaps(c))
+        : all.some((o) => o.overlaps(c));
+  };
+  const taken4 = taken(4, cfg.subnetMin?.prefix);
+  const taken6 = taken(6, cfg.ipv6SubnetMin?.prefix);
   const free = (sn: IPNet | null, sn6: IPNet | null) =>
-    (!cfg.enableIPv4 || (sn && !taken4.has(sn.ip.value))) &&
-    (!cfg.enableIPv6 || (sn6 && !taken6.has(sn6.ip.value)));
+    (!cfg.enableIPv4 || (sn && !taken4(sn))) &&
+    (!cfg.enableIPv6 || (sn6 && !taken6(sn6)));
 
   const prev = opts.previousSubnet ?? null;
   const prev6 = opts.previousIPv6Subnet ?? null;

@@ -58,3 +58,33 @@ Deno.test("allocator: out of subnets, dual stack in lockstep", () => {
     "fc00:0:0:3::/64",
   ]);
 });
+
+Deno.test("allocator: candidates overlapping a lease or reservation of another size are skipped", () => {
+  const c25 = parseNetConfig(JSON.stringify({
+    Network: "10.5.0.0/16",
+    SubnetLen: 25,
+    SubnetMin: "10.5.0.0",
+    SubnetMax: "10.5.2.0",
+    Backend: { Type: "vxlan" },
+  }));
+  // An existing /23 (10.5.0.0-10.5.1.255) and a /26 reservation inside 10.5.2.0/25.
+  const leases = [lease("10.5.0.0/23", "192.0.2.9"), lease("10.5.2.0/26", "192.0.2.8")];
+  const seen = new Set<string>();
+  for (let i = 0; i < 8; i++) {
+    try {
+      const a = allocate(c25, leases, me, {}, (n) => Math.min(i, n - 1));
+      if (a.kind === "new") seen.add(String(a.subnet));
+    } catch (e) {
+      assertEquals(e instanceof OutOfSubnetsError, true);
+    }
+  }
+  // 10.5.0.0 … 10.5.1.128 lie inside the /23, 10.5.2.0/25 contains the /26: none of them may be chosen.
+  assertEquals([...seen], []);
+  assertThrows(() => allocate(c25, leases, me), OutOfSubnetsError);
+  // The previous subnet is not reused either when it overlaps someone's lease.
+  const wide = parseNetConfig(
+    JSON.stringify({ Network: "10.5.0.0/16", SubnetLen: 25, Backend: { Type: "vxlan" } }),
+  );
+  const p = allocate(wide, leases, me, { previousSubnet: IPNet.parse("10.5.1.0/25") }, () => 0);
+  assertEquals(p.kind === "new" && String(p.subnet), "10.5.2.128/25");
+});

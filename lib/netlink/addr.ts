@@ -2,63 +2,16 @@
  * Addresses: dump, add and delete.
  * @module
  */
-import { nl, rt } from "./ffi.ts";
-import { addrScopeName, parsePrefix, scopeValue } from "./format.ts";
-import { AF_INET, AF_INET6, fam, IFA_F_NOPREFIXROUTE, NLM_F_EXCL } from "./consts.ts";
-import { buildAddr, readIp } from "./conn.ts";
-import type { Conn, Ptr } from "./conn.ts";
-import { dump, transact } from "./io.ts";
+import { parsePrefix, scopeValue } from "./format.ts";
+import { IFA_F_NOPREFIXROUTE } from "./consts.ts";
+import type { Conn } from "./conn.ts";
+import { addrRaw, addrsRaw } from "./linkmsg.ts";
 import { linkNames } from "./link.ts";
 import type { AddrInfo, LinkRef } from "./types.ts";
 
 /** `NetlinkHandle.addrs()` on the socket of `c`: every IPv4/IPv6 address (optionally one family). */
 export function addrs(c: Conn, family?: 4 | 6): AddrInfo[] {
-  const names = linkNames(c);
-  const list: AddrInfo[] = [];
-  dump(c, "address show", (out) => rt().rtnl_addr_alloc_cache(c.live(), out), (o) => {
-    const r = rt();
-    const f = fam(r.rtnl_addr_get_family(o));
-    if (f === null || (family && f !== family)) return;
-    const index = r.rtnl_addr_get_ifindex(o);
-    list.push({
-      index,
-      ifname: names.get(index) ?? "",
-      family: f,
-      local: readIp(c, r.rtnl_addr_get_local(o)) ?? "",
-      prefix: r.rtnl_addr_get_prefixlen(o),
-      scope: addrScopeName(r.rtnl_addr_get_scope(o)),
-    });
-  });
-  return list;
-}
-
-/** Builds an address object for `cidr` on `ref`, lets `fill` add to it, sends it with `send`, frees it. */
-function addrObj(
-  c: Conn,
-  ref: LinkRef,
-  cidr: string,
-  op: () => string,
-  build: (obj: NonNullable<Ptr>, out: BigUint64Array<ArrayBuffer>) => number,
-  fill?: (obj: NonNullable<Ptr>) => void,
-): void {
-  const p = parsePrefix(cidr, "cidr");
-  c.retry(() => {
-    const index = c.index(ref, op);
-    const r = rt();
-    const obj = r.rtnl_addr_alloc()!;
-    try {
-      const local = buildAddr(p.family === 4 ? AF_INET : AF_INET6, p.bytes, p.prefix);
-      r.rtnl_addr_set_ifindex(obj, index);
-      const e = r.rtnl_addr_set_local(obj, local);
-      nl().nl_addr_put(local);
-      c.check(e, op);
-      r.rtnl_addr_set_prefixlen(obj, p.prefix);
-      fill?.(obj);
-      transact(c, op, (out) => build(obj, out));
-    } finally {
-      r.rtnl_addr_put(obj);
-    }
-  });
+  return addrsRaw(c, linkNames(c), family);
 }
 
 /** `NetlinkHandle.addAddr()`: `ip address add CIDR dev REF` with scope, noprefixroute, `brd +`. */
@@ -84,20 +37,19 @@ export function addAddr(
       new DataView(brd.buffer).setUint32(0, v);
     }
   }
-  addrObj(c, ref, cidr, op, (obj, out) => rt().rtnl_addr_build_add_request(obj, NLM_F_EXCL, out), (a) => {
-    rt().rtnl_addr_set_scope(a, scope);
-    if (opts.noprefixroute) rt().rtnl_addr_set_flags(a, IFA_F_NOPREFIXROUTE);
-    if (brd !== null) {
-      const b = buildAddr(AF_INET, brd);
-      const e = rt().rtnl_addr_set_broadcast(a, b);
-      nl().nl_addr_put(b);
-      c.check(e, op);
-    }
-  });
+  const p = parsePrefix(cidr, "cidr");
+  c.retry(() =>
+    addrRaw(c, false, c.index(ref, op), p.bytes, p.prefix, op, {
+      scope,
+      flags: opts.noprefixroute ? IFA_F_NOPREFIXROUTE : 0,
+      broadcast: brd,
+    })
+  );
 }
 
 /** `NetlinkHandle.delAddr()`: `ip address del CIDR dev REF`. */
 export function delAddr(c: Conn, ref: LinkRef, cidr: string): void {
   const op = () => `address del ${cidr} dev ${ref}`;
-  addrObj(c, ref, cidr, op, (obj, out) => rt().rtnl_addr_build_delete_request(obj, 0, out));
+  const p = parsePrefix(cidr, "cidr");
+  c.retry(() => addrRaw(c, true, c.index(ref, op), p.bytes, p.prefix, op));
 }

@@ -23,7 +23,13 @@ export const NETLINK_GET_STRICT_CHK = 12, EINVAL = 22;
 /** int 1 and 0 as setsockopt values. */
 export const ONE = new Uint8Array(new Int32Array([1]).buffer), ZERO = new Uint8Array(4);
 /** Route attributes (linux/rtnetlink.h). */
-export const RTA_DST = 1, RTA_OIF = 4, RTA_GATEWAY = 5, RTA_PRIORITY = 6, RTA_MULTIPATH = 9, RTA_TABLE = 15;
+export const RTA_DST = 1,
+  RTA_OIF = 4,
+  RTA_GATEWAY = 5,
+  RTA_PRIORITY = 6,
+  RTA_PREFSRC = 7,
+  RTA_MULTIPATH = 9,
+  RTA_TABLE = 15;
 /** Neighbour attributes (linux/neighbour.h). */
 export const NDA_DST = 1, NDA_LLADDR = 2, NDA_IFINDEX = 8;
 /** The errno of an RTM_NEWLINK change the kernel wants as RTM_SETLINK. */

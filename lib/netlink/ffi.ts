@@ -64,6 +64,8 @@ const NL_SYMBOLS = {
   nla_nest_end: { parameters: ["pointer", "pointer"], result: "i32" },
   // int nl_send_auto(struct nl_sock *sk, struct nl_msg *msg);
   nl_send_auto: { parameters: ["pointer", "pointer"], result: "i32" },
+  // int nl_sendto(struct nl_sock *sk, void *buf, size_t size);
+  nl_sendto: { parameters: ["pointer", "buffer", "usize"], result: "i32" },
   // int nl_send_simple(struct nl_sock *sk, int type, int flags, void *buf, size_t size);
   nl_send_simple: { parameters: ["pointer", "i32", "i32", "buffer", "usize"], result: "i32" },
   // void nl_socket_disable_seq_check(struct nl_sock *sk);
@@ -351,6 +353,30 @@ const LIBC_SYMBOLS = {
   __errno_location: { parameters: [], result: "pointer" },
   // void free(void *ptr);
   free: { parameters: ["pointer"], result: "void" },
+  // The UDP backend's data path (tun.ts, udp_socket.ts, udp_worker.ts): blocking calls made from
+  // dedicated workers, never from the event loop. size_t/ssize_t are declared u32/i32 (values < 2^31): a
+  // 32-bit register write zero-extends on x86-64 and arm64, and numbers keep V8's fast call path (a BigInt
+  // per packet would not).
+  // int ioctl(int fd, unsigned long request, unsigned long arg);   (TUNSETPERSIST: an integer argument)
+  ioctl_int: { name: "ioctl", parameters: ["i32", "u64", "u64"], result: "i32" },
+  // ssize_t read(int fd, void *buf, size_t count);
+  read: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  // ssize_t write(int fd, const void *buf, size_t count);
+  write: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  // int bind(int sockfd, const struct sockaddr *addr, socklen_t addrlen);
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  // int getsockname(int sockfd, struct sockaddr *addr, socklen_t *addrlen);
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  // ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to, socklen_t tolen);
+  sendto: { parameters: ["i32", "buffer", "u32", "i32", "buffer", "u32"], result: "i32" },
+  // ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from, socklen_t *fromlen);
+  recvfrom: { parameters: ["i32", "buffer", "u32", "i32", "buffer", "buffer"], result: "i32" },
+  // int sendmmsg(int fd, struct mmsghdr *msgvec, unsigned int vlen, int flags);
+  sendmmsg: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
+  // int recvmmsg(int fd, struct mmsghdr *msgvec, unsigned int vlen, int flags, struct timespec *timeout);
+  recvmmsg: { parameters: ["i32", "buffer", "u32", "i32", "buffer"], result: "i32" },
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout);
+  poll: { parameters: ["buffer", "u32", "i32"], result: "i32" },
 } as const;
 
 type NlLib = Deno.DynamicLibrary<typeof NL_SYMBOLS>["symbols"];

@@ -9,7 +9,7 @@
  * @module
  */
 import { FlanctlError, ParseError } from "../errors.ts";
-import { cstr, libc, nl, OutPtr, rt } from "./ffi.ts";
+import { libc, nl, OutPtr } from "./ffi.ts";
 import { NetlinkError, NLE } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
@@ -20,6 +20,9 @@ import * as addr from "./addr.ts";
 import * as route from "./route.ts";
 import * as neigh from "./neigh.ts";
 import * as nsid from "./nsid.ts";
+import * as routeget from "./routeget.ts";
+import { indexOfName } from "./linkmsg.ts";
+import { writeMany } from "./batch.ts";
 import type {
   AddrInfo,
   FdbInfo,
@@ -29,6 +32,7 @@ import type {
   NeighInfo,
   NeighScanEntry,
   NetlinkHandle,
+  NetlinkWrite,
   NetnsRef,
   RouteInfo,
   RouteScanEntry,
@@ -145,17 +149,8 @@ class LibnlHandle implements NetlinkHandle {
     }
     const hit = this.#ifindex.get(ref);
     if (hit !== undefined) return hit;
-    const out = this.#c.out.reset();
-    const err = rt().rtnl_link_get_kernel(this.#live(), 0, cstr(ref), out.buf);
-    if (err < 0) {
-      if (err === -NLE.NODEV || err === -NLE.OBJ_NOTFOUND) {
-        throw new NetlinkError(op(), -NLE.NODEV, geterror(err), `Cannot find device "${ref}"`);
-      }
-      this.#check(err, op);
-    }
-    const link = out.value!;
-    const idx = rt().rtnl_link_get_ifindex(link);
-    rt().rtnl_link_put(link);
+    this.#live();
+    const idx = indexOfName(this.#c, ref, op);
     this.#ifindex.set(ref, idx);
     return idx;
   }
@@ -290,6 +285,10 @@ class LibnlHandle implements NetlinkHandle {
     return neigh.scanFdb(this.#c, dev, each);
   }
 
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[] {
+    return writeMany(this.#c, writes);
+  }
+
   // ---------------------------------------------------------------- ethtool
 
   txChecksum(name: string): boolean {
@@ -310,10 +309,21 @@ class LibnlHandle implements NetlinkHandle {
   nsidOf(fd: number): number | null {
     return nsid.nsidOf(this.#c, fd);
   }
+
+  /** The kernel's route lookup for one packet (RTM_GETROUTE); not part of {@link NetlinkHandle}. */
+  routeGet(q: routeget.RouteQuery): routeget.RouteLookup {
+    return routeget.routeGet(this.#c, q, (i) => link.link(this.#c, i)?.name ?? null);
+  }
 }
 
 /** The RTM_GETNSID query for handles made by {@link openLibnl} (veth pairing needs it). */
 export function nsidOf(h: NetlinkHandle, fd: number): number | null {
   if (!(h instanceof LibnlHandle)) throw new FlanctlError("nsidOf needs a libnl handle");
   return h.nsidOf(fd);
+}
+
+/** `ip route get` for handles made by {@link openLibnl} (see {@link routeget.routeGet}). */
+export function routeGet(h: NetlinkHandle, q: routeget.RouteQuery): routeget.RouteLookup {
+  if (!(h instanceof LibnlHandle)) throw new FlanctlError("routeGet needs a libnl handle");
+  return h.routeGet(q);
 }

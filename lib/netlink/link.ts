@@ -18,13 +18,24 @@ import {
   NLA_F_NESTED,
   NLM_F_CREATE,
   NLM_F_EXCL,
+  NLM_F_REQUEST,
   RTM_SETLINK,
   RTNL_BRIDGE_HAIRPIN_MODE,
   RTNL_LINK_VXLAN_F_GBP,
 } from "./consts.ts";
 import { buildAddr, buildIpAddr, geterror, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
-import { dump, request, transact } from "./io.ts";
+import { dump, transact } from "./io.ts";
+import { requestOne } from "./batch.ts";
+import {
+  changeLinkRaw,
+  createLinkRaw,
+  deleteLinkRaw,
+  getLinkRaw,
+  type LinkChange,
+  linkNamesRaw,
+  type NewLinkAttrs,
+} from "./linkmsg.ts";
 import type {
   LinkInfo,
   LinkRef,
@@ -36,11 +47,7 @@ import type {
 
 /** ifindex → name of every link (for the `ifname` fields of addresses, routes and neighbours). */
 export function linkNames(c: Conn): Map<number, string> {
-  const m = new Map<number, string>();
-  dump(c, "link show", (out) => rt().rtnl_link_alloc_cache(c.sock(), AF_UNSPEC, out), (o) => {
-    m.set(rt().rtnl_link_get_ifindex(o), readCString(rt().rtnl_link_get_name(o)) ?? "");
-  });
-  return m;
+  return linkNamesRaw(c);
 }
 
 // ---------------------------------------------------------------- reading
@@ -89,22 +96,7 @@ function getLink(c: Conn, ref: LinkRef): LinkInfo | null {
   ) {
     return null;
   }
-  const out = c.out.reset();
-  const err = rt().rtnl_link_get_kernel(
-    c.live(),
-    byIndex ? ref : 0,
-    byIndex ? null : cstr(ref),
-    out.buf,
-  );
-  if (err === -NLE.OBJ_NOTFOUND || err === -NLE.NODEV) return null;
-  c.check(err, () => `link show dev ${ref}`);
-  const o = out.value;
-  if (o === null) return null;
-  try {
-    return linkInfo(c, o);
-  } finally {
-    rt().rtnl_link_put(o);
-  }
+  return getLinkRaw(c, ref);
 }
 
 function linkInfo(c: Conn, o: NonNullable<Ptr>): LinkInfo {
@@ -166,6 +158,7 @@ function addBridgePorts(c: Conn, list: LinkInfo[]): void {
 // ---------------------------------------------------------------- links: create
 
 function addLink(c: Conn, link: NonNullable<Ptr>, op: () => string): void {
+  // Only the vxlan device (daemon start-up, not a hot path) still goes through a libnl object.
   transact(c, op, (out) => rt().rtnl_link_build_add_request(link, NLM_F_CREATE | NLM_F_EXCL, out));
 }
 
@@ -185,16 +178,24 @@ function setCommon(
   }
 }
 
+/** Name, mtu and mac of a link to create, checked. */
+function newAttrs(
+  name: string,
+  opts: { mtu?: number; mac?: string },
+  field: string,
+  what = "mac",
+): NewLinkAttrs {
+  checkName(name, field);
+  return {
+    name,
+    ...(opts.mtu !== undefined ? { mtu: checkMtu(opts.mtu) } : {}),
+    ...(opts.mac !== undefined ? { mac: parseMac(opts.mac, what) } : {}),
+  };
+}
+
 function createSimple(c: Conn, kind: string, name: string, opts: { mtu?: number; mac?: string }): void {
   const op = () => `link add ${name} type ${kind}`;
-  const link = rt().rtnl_link_alloc()!;
-  try {
-    setCommon(link, name, opts);
-    c.check(rt().rtnl_link_set_type(link, cstr(kind)), op);
-    addLink(c, link, op);
-  } finally {
-    rt().rtnl_link_put(link);
-  }
+  createLinkRaw(c, op, kind, newAttrs(name, opts, "name"));
 }
 
 /** `NetlinkHandle.createBridge()`: `ip link add NAME type bridge`. */
@@ -267,72 +268,40 @@ export function createVeth(
   if (txqlen !== undefined && (!Number.isInteger(txqlen) || txqlen < 0 || txqlen > 0xffffffff)) {
     throw new ParseError("txqlen", `bad txqueuelen ${txqlen} (0..4294967295)`);
   }
-  const r = rt();
+  const a = newAttrs(name, { mtu: opts.mtu, mac: opts.mac }, "name");
+  const p = newAttrs(peerName, { mtu: opts.mtu, mac: opts.peerMac }, "name", "peerMac");
+  if (txqlen !== undefined) a.txqlen = p.txqlen = txqlen;
   const fd = opts.peerNetns ? openNetnsFd(opts.peerNetns) : -1;
-  const veth = r.rtnl_link_veth_alloc();
-  if (veth === null) {
-    closeFd(fd);
-    throw new NetlinkError(op(), -NLE.NOMEM, geterror(-NLE.NOMEM));
-  }
-  const peer = r.rtnl_link_veth_get_peer(veth);
   try {
-    setCommon(veth, name, { mtu: opts.mtu, mac: opts.mac });
-    setCommon(peer!, peerName, { mtu: opts.mtu, mac: opts.peerMac }, "peerMac");
-    if (txqlen !== undefined) {
-      r.rtnl_link_set_txqlen(veth, txqlen);
-      r.rtnl_link_set_txqlen(peer, txqlen);
-    }
-    if (fd >= 0) r.rtnl_link_set_ns_fd(peer, fd);
-    addLink(c, veth, op);
+    if (fd >= 0) p.nsFd = fd;
+    createLinkRaw(c, op, "veth", a, p);
   } finally {
-    r.rtnl_link_put(peer);
-    r.rtnl_link_put(veth); // frees the peer's own reference too (veth_free)
     closeFd(fd);
   }
 }
 
 // ---------------------------------------------------------------- links: change
 
-/** rtnl_link_change on ifindex of `ref` with the changes `set` makes. */
-function change(c: Conn, ref: LinkRef, op: () => string, set: (changes: NonNullable<Ptr>) => void): void {
-  c.retry(() => {
-    const index = c.index(ref, op);
-    const r = rt();
-    const orig = r.rtnl_link_alloc()!;
-    const changes = r.rtnl_link_alloc()!;
-    try {
-      r.rtnl_link_set_ifindex(orig, index);
-      set(changes);
-      transact(c, op, (out) => r.rtnl_link_build_change_request(orig, changes, 0, out), true);
-    } finally {
-      r.rtnl_link_put(changes);
-      r.rtnl_link_put(orig);
-    }
-  });
+/** One RTM_SETLINK on the ifindex of `ref` with the changes `ch`. */
+function change(c: Conn, ref: LinkRef, op: () => string, ch: LinkChange): void {
+  c.retry(() => changeLinkRaw(c, c.index(ref, op), op, ch));
 }
 
 /** `NetlinkHandle.setUp()`: `ip link set dev REF up|down`. */
 export function setUp(c: Conn, ref: LinkRef, up: boolean): void {
-  change(c, ref, () => `link set dev ${ref} ${up ? "up" : "down"}`, (c) => {
-    if (up) rt().rtnl_link_set_flags(c, IFF_UP);
-    else rt().rtnl_link_unset_flags(c, IFF_UP);
-  });
+  change(c, ref, () => `link set dev ${ref} ${up ? "up" : "down"}`, { up });
 }
 
 /** `NetlinkHandle.setMtu()`: `ip link set dev REF mtu MTU`. */
 export function setMtu(c: Conn, ref: LinkRef, mtu: number): void {
   checkMtu(mtu);
-  change(c, ref, () => `link set dev ${ref} mtu ${mtu}`, (c) => rt().rtnl_link_set_mtu(c, mtu));
+  change(c, ref, () => `link set dev ${ref} mtu ${mtu}`, { mtu });
 }
 
 /** `NetlinkHandle.setMac()`: `ip link set dev REF address MAC`. */
 export function setMac(c: Conn, ref: LinkRef, mac: string): void {
   const bytes = parseMac(mac);
-  change(c, ref, () => `link set dev ${ref} address ${mac}`, (c) => {
-    const a = buildAddr(AF_LLC, bytes);
-    rt().rtnl_link_set_addr(c, a);
-    nl().nl_addr_put(a);
-  });
+  change(c, ref, () => `link set dev ${ref} address ${mac}`, { mac: bytes });
 }
 
 /** `NetlinkHandle.setMaster()`: `ip link set dev REF master M|nomaster`. */
@@ -340,7 +309,7 @@ export function setMaster(c: Conn, ref: LinkRef, master: LinkRef | null): void {
   const op = () => `link set dev ${ref} ${master === null ? "nomaster" : `master ${master}`}`;
   c.retry(() => {
     const m = master === null ? 0 : c.index(master, op);
-    change(c, ref, op, (c) => rt().rtnl_link_set_master(c, m));
+    change(c, ref, op, { master: m });
   });
 }
 
@@ -354,12 +323,13 @@ export function setHairpin(c: Conn, ref: LinkRef, on: boolean): void {
     const ifi = new Uint8Array(16);
     new DataView(ifi.buffer).setUint8(0, AF_BRIDGE);
     new DataView(ifi.buffer).setInt32(4, index, true);
-    request(c, RTM_SETLINK, ifi, op, (msg) => {
-      const nest = nl().nla_nest_start(msg, IFLA_PROTINFO | NLA_F_NESTED);
-      if (nest === null) return -NLE.MSGSIZE;
-      const e = nl().nla_put(msg, IFLA_BRPORT_MODE, 1, new Uint8Array([on ? 1 : 0]));
-      if (e < 0) return e;
-      return nl().nla_nest_end(msg, nest);
+    requestOne(c, op, (w, s, x) => {
+      const h = w.begin(RTM_SETLINK, NLM_F_REQUEST | x, s, 16);
+      w.buf.set(ifi, h);
+      w.nest(IFLA_PROTINFO | NLA_F_NESTED);
+      w.u8(IFLA_BRPORT_MODE, on ? 1 : 0);
+      w.nestEnd();
+      w.end();
     });
   });
 }
@@ -370,10 +340,7 @@ export function moveToNetns(c: Conn, ref: LinkRef, netns: NetnsRef, newName?: st
   const op = () => `link set dev ${ref} netns ${netnsLabel(netns)}${newName ? ` name ${newName}` : ""}`;
   const fd = openNetnsFd(netns);
   try {
-    change(c, ref, op, (c) => {
-      rt().rtnl_link_set_ns_fd(c, fd);
-      if (newName !== undefined) rt().rtnl_link_set_name(c, cstr(newName));
-    });
+    change(c, ref, op, { nsFd: fd, ...(newName !== undefined ? { name: newName } : {}) });
   } finally {
     closeFd(fd);
     c.forget();
@@ -384,16 +351,7 @@ export function moveToNetns(c: Conn, ref: LinkRef, netns: NetnsRef, newName?: st
 export function deleteLink(c: Conn, ref: LinkRef): void {
   const op = () => `link del dev ${ref}`;
   try {
-    c.retry(() => {
-      const index = c.index(ref, op);
-      const link = rt().rtnl_link_alloc()!;
-      try {
-        rt().rtnl_link_set_ifindex(link, index);
-        transact(c, op, (out) => rt().rtnl_link_build_delete_request(link, out));
-      } finally {
-        rt().rtnl_link_put(link);
-      }
-    });
+    c.retry(() => deleteLinkRaw(c, c.index(ref, op), op));
   } finally {
     c.forget();
   }

@@ -14,6 +14,8 @@
  * @module
  */
 import { openLibnl } from "./handle.ts";
+export { routeGet } from "./handle.ts";
+export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 
 export type * from "./types.ts";

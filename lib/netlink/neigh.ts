@@ -2,33 +2,27 @@
  * Neighbours and bridge FDB entries: dumps, compact scans, replace and delete.
  * @module
  */
-import { ParseError } from "../errors.ts";
-import { nl, rt } from "./ffi.ts";
-import { formatMac, ntfNames, nudNames, parseIPBytes, parseMac } from "./format.ts";
+import { rt } from "./ffi.ts";
+import { formatMac, ntfNames, nudNames } from "./format.ts";
 import {
   AF_BRIDGE,
   AF_INET,
   AF_INET6,
-  AF_LLC,
   AF_UNSPEC,
   fam,
   NDA_DST,
   NDA_IFINDEX,
   NDA_LLADDR,
-  NLM_F_CREATE,
-  NLM_F_REPLACE,
-  NTF_SELF,
-  NUD_NOARP,
-  NUD_PERMANENT,
-  NUD_REACHABLE,
   RTM_GETNEIGH,
   RTM_NEWNEIGH,
 } from "./consts.ts";
-import { buildAddr, ip4or6, readIp, readMac } from "./conn.ts";
+import { ip4or6, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
-import { rawDump, scan, transact } from "./io.ts";
+import { rawDump, scan } from "./io.ts";
+import { requestOne } from "./batch.ts";
+import { fdbOp, neighOp, putDeleteFdb, putDeleteNeigh, putReplaceFdb, putReplaceNeigh } from "./encode.ts";
 import { linkNames } from "./link.ts";
-import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry } from "./types.ts";
+import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry, NeighSpec } from "./types.ts";
 
 /** `NetlinkHandle.neighbours()` on the socket of `c`: IPv4/IPv6 neighbour entries. */
 export function neighbours(c: Conn, family?: 4 | 6): NeighInfo[] {
@@ -92,127 +86,28 @@ function neighDump(c: Conn, op: string, family: number, each: (o: NonNullable<Pt
   });
 }
 
-function neigh(
-  c: Conn,
-  op: () => string,
-  fill: (n: NonNullable<Ptr>) => void,
-  build: (n: NonNullable<Ptr>, out: BigUint64Array<ArrayBuffer>) => number,
-  dev: LinkRef,
-): void {
-  c.retry(() => {
-    const index = c.index(dev, op);
-    const r = rt();
-    const n = r.rtnl_neigh_alloc()!;
-    try {
-      r.rtnl_neigh_set_ifindex(n, index);
-      fill(n);
-      transact(c, op, (out) => build(n, out));
-    } finally {
-      r.rtnl_neigh_put(n);
-    }
-  });
-}
-
-function setNeighAddr(
-  c: Conn,
-  n: NonNullable<Ptr>,
-  setter: "dst" | "lladdr",
-  a: NonNullable<Ptr>,
-  op: () => string,
-): void {
-  try {
-    if (setter === "dst") c.check(rt().rtnl_neigh_set_dst(n, a), op);
-    else rt().rtnl_neigh_set_lladdr(n, a);
-  } finally {
-    nl().nl_addr_put(a);
-  }
-}
-
 /** `NetlinkHandle.replaceNeigh()`: `ip neigh replace DST lladdr MAC dev REF nud STATE`. */
-export function replaceNeigh(
-  c: Conn,
-  n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
-): void {
-  const state = n.state ?? "permanent";
-  const nud = state === "permanent"
-    ? NUD_PERMANENT
-    : state === "reachable"
-    ? NUD_REACHABLE
-    : state === "noarp"
-    ? NUD_NOARP
-    : -1;
-  if (nud < 0) {
-    throw new ParseError("state", `unknown neighbour state '${state}' (permanent, reachable, noarp)`);
-  }
-  const dst = parseIPBytes(n.dst, "dst");
-  const mac = parseMac(n.lladdr, "lladdr");
-  const op = () => `neigh replace ${n.dst} lladdr ${n.lladdr} dev ${n.dev} nud ${state}`;
-  neigh(
-    c,
-    op,
-    (obj) => {
-      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
-      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
-      rt().rtnl_neigh_set_state(obj, nud);
-    },
-    (obj, out) => rt().rtnl_neigh_build_add_request(obj, NLM_F_CREATE | NLM_F_REPLACE, out),
-    n.dev,
-  );
+export function replaceNeigh(c: Conn, n: NeighSpec): void {
+  const op = () => neighOp("replace", n);
+  c.retry(() => requestOne(c, op, (w, s, x) => putReplaceNeigh(w, n, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteNeigh()`: `ip neigh del DST dev REF`. */
 export function deleteNeigh(c: Conn, n: { dev: LinkRef; dst: string }): void {
-  const dst = parseIPBytes(n.dst, "dst");
-  const op = () => `neigh del ${n.dst} dev ${n.dev}`;
-  neigh(
-    c,
-    op,
-    (obj) => {
-      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
-    },
-    (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
-    n.dev,
-  );
+  const op = () => neighOp("del", n);
+  c.retry(() => requestOne(c, op, (w, s, x) => putDeleteNeigh(w, n, c.index, s, x)));
 }
 
 /** `NetlinkHandle.replaceFdb()`: `bridge fdb replace MAC dev REF dst IP self permanent`. */
 export function replaceFdb(c: Conn, f: { dev: LinkRef; mac: string; dst: string }): void {
-  const mac = parseMac(f.mac, "mac");
-  const dst = parseIPBytes(f.dst, "dst");
-  const op = () => `fdb replace ${f.mac} dev ${f.dev} dst ${f.dst} self permanent`;
-  neigh(
-    c,
-    op,
-    (obj) => {
-      // Set dst first (it fixes the family to the IP's), then switch the family to AF_BRIDGE.
-      setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
-      rt().rtnl_neigh_set_family(obj, AF_BRIDGE);
-      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
-      rt().rtnl_neigh_set_state(obj, NUD_PERMANENT);
-      rt().rtnl_neigh_set_flags(obj, NTF_SELF);
-    },
-    (obj, out) => rt().rtnl_neigh_build_add_request(obj, NLM_F_CREATE | NLM_F_REPLACE, out),
-    f.dev,
-  );
+  const op = () => fdbOp("replace", f);
+  c.retry(() => requestOne(c, op, (w, s, x) => putReplaceFdb(w, f, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteFdb()`: `bridge fdb del MAC dev REF [dst IP] self`. */
 export function deleteFdb(c: Conn, f: { dev: LinkRef; mac: string; dst?: string }): void {
-  const mac = parseMac(f.mac, "mac");
-  const dst = f.dst !== undefined ? parseIPBytes(f.dst, "dst") : null;
-  const op = () => `fdb del ${f.mac} dev ${f.dev}${f.dst ? ` dst ${f.dst}` : ""} self`;
-  neigh(
-    c,
-    op,
-    (obj) => {
-      if (dst) setNeighAddr(c, obj, "dst", buildAddr(dst.length === 4 ? AF_INET : AF_INET6, dst), op);
-      rt().rtnl_neigh_set_family(obj, AF_BRIDGE);
-      setNeighAddr(c, obj, "lladdr", buildAddr(AF_LLC, mac), op);
-      rt().rtnl_neigh_set_flags(obj, NTF_SELF);
-    },
-    (obj, out) => rt().rtnl_neigh_build_delete_request(obj, 0, out),
-    f.dev,
-  );
+  const op = () => fdbOp("del", f);
+  c.retry(() => requestOne(c, op, (w, s, x) => putDeleteFdb(w, f, c.index, s, x)));
 }
 
 // ---------------------------------------------------------------- compact scans

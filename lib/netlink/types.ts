@@ -189,7 +189,27 @@ export interface RouteSpec {
   protocol?: number | string;
   metric?: number;
   src?: string;
+  /** Route type: "unicast" (default) or "blackhole" (`ip route add blackhole CIDR`, no device). */
+  type?: "unicast" | "blackhole";
 }
+
+/** A neighbour entry to replace (`ip neigh replace DST lladdr MAC dev DEV nud STATE`). */
+export interface NeighSpec {
+  dev: LinkRef;
+  dst: string;
+  lladdr: string;
+  /** Default "permanent". */
+  state?: "permanent" | "reachable" | "noarp";
+}
+
+/** One request of {@link NetlinkHandle.writeMany}: the arguments of the one-at-a-time method it names. */
+export type NetlinkWrite =
+  | { op: "replaceRoute"; route: RouteSpec }
+  | { op: "deleteRoute"; route: RouteSpec }
+  | { op: "replaceNeigh"; neigh: NeighSpec }
+  | { op: "deleteNeigh"; neigh: { dev: LinkRef; dst: string } }
+  | { op: "replaceFdb"; fdb: { dev: LinkRef; mac: string; dst: string } }
+  | { op: "deleteFdb"; fdb: { dev: LinkRef; mac: string; dst?: string } };
 
 /** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */
 export interface VxlanCreateOptions {
@@ -291,6 +311,15 @@ export interface NetlinkHandle {
   scanNeighbours?(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
   /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. Optional. */
   scanFdb?(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
+
+  /**
+   * Every write of `writes`, pipelined: many requests in flight, the kernel's answers collected after.
+   * Returns one slot per write, in order: null when it succeeded, else its error (named by the write's
+   * operation, as the one-at-a-time method would throw it). A failed write never stops or hides the
+   * others; what belongs together (a peer's entries) is the caller's to undo. Optional: a handle without
+   * it is written one call at a time.
+   */
+  writeMany?(writes: readonly NetlinkWrite[]): (Error | null)[];
 
   /**
    * True when TX checksum offload is on for the device (`ethtool -k NAME`: tx-checksumming; on a VXLAN

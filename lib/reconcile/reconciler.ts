@@ -12,7 +12,7 @@
  *   touched, and nothing is ever flushed.
  * @module
  */
-import type { NetlinkHandle } from "../netlink/types.ts";
+import type { NetlinkHandle, NetlinkWrite } from "../netlink/types.ts";
 import { IPAddr, IPNet } from "../ip/cidr.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
 import { samePeer } from "./types.ts";
@@ -92,6 +92,26 @@ interface RouteView {
   /** Installed by the kernel (protocol kernel): never ours. */
   kernel: boolean;
   metric: number;
+}
+
+/** A desired peer whose kernel entries differ from the dump, and which of them do. */
+interface Repair {
+  key: string;
+  d: DesiredPeer;
+  neighOk: boolean;
+  fdbOk: boolean;
+  routeOk: boolean;
+  /** Our routes to the peer's dst in the dump (route keys). */
+  ar: string[] | undefined;
+}
+
+/** An entry we own that no lease wants any more. */
+interface Stale {
+  write: NetlinkWrite;
+  /** "stale route", "stale ARP entry", "stale FDB entry". */
+  what: string;
+  key: string;
+  fields: Record<string, string | null>;
 }
 
 const RTN_UNICAST = 1, RTPROT_KERNEL = 2, NUD_PERMANENT = 0x80;
@@ -399,6 +419,152 @@ export class Reconciler {
     return out;
   }
 
+  /** One write through the one-at-a-time methods. */
+  #write(w: NetlinkWrite): void {
+    switch (w.op) {
+      case "replaceRoute":
+        return this.#nl.replaceRoute(w.route);
+      case "deleteRoute":
+        return this.#nl.deleteRoute(w.route);
+      case "replaceNeigh":
+        return this.#nl.replaceNeigh(w.neigh);
+      case "deleteNeigh":
+        return this.#nl.deleteNeigh(w.neigh);
+      case "replaceFdb":
+        return this.#nl.replaceFdb(w.fdb);
+      case "deleteFdb":
+        return this.#nl.deleteFdb(w.fdb);
+    }
+  }
+
+  /**
+   * The writes that repair one peer, in order: ARP, FDB, then the route (after deleting a second route for
+   * the same dst, other metric/dev, which is not ours to keep; those deletions are `quiet`).
+   */
+  #repairWrites(r: Repair): { write: NetlinkWrite; quiet: boolean }[] {
+    const { d } = r;
+    const ov = this.#overlay!;
+    const out: { write: NetlinkWrite; quiet: boolean }[] = [];
+    if (!r.neighOk) {
+      out.push({
+        write: {
+          op: "replaceNeigh",
+          neigh: { dev: ov, dst: d.neigh!.ip, lladdr: d.neigh!.mac, state: "permanent" },
+        },
+        quiet: false,
+      });
+    }
+    if (!r.fdbOk) {
+      out.push({
+        write: { op: "replaceFdb", fdb: { dev: ov, mac: d.fdb!.mac, dst: d.fdb!.dst } },
+        quiet: false,
+      });
+    }
+    if (!r.routeOk) {
+      for (const k of (r.ar ?? []).map(parseRouteKey)) {
+        if (k.gateway !== d.route.via || k.devName !== d.route.dev) {
+          const del = { dst: d.route.dst, via: k.gateway ?? undefined, dev: k.devName ?? undefined };
+          out.push({ write: { op: "deleteRoute", route: del }, quiet: true });
+        }
+      }
+      const rt = d.route;
+      out.push({
+        write: {
+          op: "replaceRoute",
+          route: { dst: rt.dst, via: rt.via, dev: rt.dev, onlink: rt.onlink || undefined },
+        },
+        quiet: false,
+      });
+    }
+    return out;
+  }
+
+  #logRepaired(r: Repair): void {
+    this.#log.info("repaired peer entries", {
+      subnet: r.key,
+      arp: !r.neighOk || undefined,
+      fdb: !r.fdbOk || undefined,
+      route: !r.routeOk || undefined,
+    });
+  }
+
+  /** Repairs one peer with one call per entry (handles without writeMany). */
+  #repairOne(r: Repair, res: PassResult, fail: (what: string, key: string, e: unknown) => void): void {
+    try {
+      for (const { write, quiet } of this.#repairWrites(r)) {
+        if (quiet) this.#quiet("delete route", () => this.#write(write));
+        else {
+          this.#write(write);
+          res.programmed++;
+        }
+      }
+      this.#logRepaired(r);
+    } catch (e) {
+      fail("repairing peer", r.key, e);
+    }
+  }
+
+  /**
+   * Repairs and stale removals through {@link NetlinkHandle.writeMany}: every write pipelined, each failure
+   * reported with its peer or entry. A peer whose write failed keeps nothing of this pass: the ARP and FDB
+   * entries just written for it are deleted again (the FDB entry only when no other peer uses the MAC), so
+   * no peer is left half-programmed; the next pass retries it.
+   */
+  #applyMany(
+    repairs: Repair[],
+    stale: Stale[],
+    res: PassResult,
+    fail: (what: string, key: string, e: unknown) => void,
+  ): void {
+    const writes: NetlinkWrite[] = [];
+    const groups: { r: Repair; from: number; quiet: boolean[] }[] = [];
+    for (const r of repairs) {
+      const ws = this.#repairWrites(r);
+      groups.push({ r, from: writes.length, quiet: ws.map((w) => w.quiet) });
+      for (const w of ws) writes.push(w.write);
+    }
+    const staleFrom = writes.length;
+    for (const st of stale) writes.push(st.write);
+    const errs = this.#nl.writeMany!(writes);
+    const undo: NetlinkWrite[] = [];
+    for (const g of groups) {
+      let first: Error | null = null;
+      g.quiet.forEach((q, i) => {
+        const e = errs[g.from + i];
+        if (e && q) this.#log.debug("delete route (already gone?)", { error: errText(e) });
+        else if (e && !first) first = e;
+      });
+      if (!first) {
+        res.programmed += g.quiet.filter((q) => !q).length;
+        this.#logRepaired(g.r);
+        continue;
+      }
+      fail("repairing peer", g.r.key, first);
+      g.quiet.forEach((q, i) => {
+        const w = writes[g.from + i];
+        if (q || errs[g.from + i]) return;
+        if (w.op === "replaceNeigh") {
+          undo.push({ op: "deleteNeigh", neigh: { dev: w.neigh.dev, dst: w.neigh.dst } });
+        } else if (w.op === "replaceFdb" && (this.#macRefs.get(w.fdb.mac) ?? 0) <= 1) {
+          undo.push({ op: "deleteFdb", fdb: w.fdb });
+        }
+      });
+    }
+    stale.forEach((st, i) => {
+      const e = errs[staleFrom + i];
+      if (e) fail(`removing ${st.what}`, st.key, e);
+      else {
+        res.removed++;
+        this.#log.info(`removed ${st.what}`, st.fields);
+      }
+    });
+    if (undo.length) {
+      this.#nl.writeMany!(undo).forEach((e) => {
+        if (e) this.#log.debug("undo (already gone?)", { error: errText(e) });
+      });
+    }
+  }
+
   /**
    * One full pass. Dumps routes, neighbours and FDB once, lets `compute` build the whole desired state
    * (it may use {@link Reconciler.reach}, refreshed from the same dump), and applies the differences.
@@ -427,6 +593,7 @@ export class Reconciler {
       res.errors++;
       this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
     };
+    const repairs: Repair[] = [];
     for (const [key, d] of this.#desired) {
       if (d.neigh) wantNeigh.set(d.neigh.ip, d.neigh.mac);
       if (d.fdb) wantFdb.set(d.fdb.mac, d.fdb.dst);
@@ -436,70 +603,56 @@ export class Reconciler {
       const routeOk = ar?.length === 1 && (ar[0] === routeKey(d.route.via, d.route.dev, true) ||
         (!d.route.onlink && ar[0] === routeKey(d.route.via, d.route.dev, false)));
       if (neighOk && fdbOk && routeOk) continue;
-      try {
-        if (!neighOk) {
-          this.#nl.replaceNeigh({ dev: ov!, dst: d.neigh!.ip, lladdr: d.neigh!.mac, state: "permanent" });
-          res.programmed++;
-        }
-        if (!fdbOk) {
-          this.#nl.replaceFdb({ dev: ov!, mac: d.fdb!.mac, dst: d.fdb!.dst });
-          res.programmed++;
-        }
-        if (!routeOk) {
-          // A second route for the same dst (other metric/dev) is not ours to keep.
-          for (const r of (ar ?? []).map(parseRouteKey)) {
-            if (r.gateway !== d.route.via || r.devName !== d.route.dev) {
-              const del = { dst: d.route.dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined };
-              this.#quiet("delete route", () => this.#nl.deleteRoute(del));
-            }
-          }
-          this.#addRoute(d.route);
-          res.programmed++;
-        }
-        this.#log.info("repaired peer entries", {
-          subnet: key,
-          arp: !neighOk || undefined,
-          fdb: !fdbOk || undefined,
-          route: !routeOk || undefined,
-        });
-      } catch (e) {
-        fail("repairing peer", key, e);
-      }
+      repairs.push({ key, d, neighOk, fdbOk, routeOk, ar });
     }
+    const stale: Stale[] = [];
     for (const [dst, rs] of actualRoutes) {
       if (this.#desired.has(dst)) continue;
       for (const r of rs.map(parseRouteKey)) {
-        try {
-          this.#nl.deleteRoute({ dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined });
-          res.removed++;
-          this.#log.info("removed stale route", { dst, via: r.gateway, dev: r.devName });
-        } catch (e) {
-          fail("removing stale route", dst, e);
-        }
+        stale.push({
+          write: {
+            op: "deleteRoute",
+            route: { dst, via: r.gateway ?? undefined, dev: r.devName ?? undefined },
+          },
+          what: "stale route",
+          key: dst,
+          fields: { dst, via: r.gateway, dev: r.devName },
+        });
       }
     }
     if (ov) {
       for (const [ip] of actualNeigh) {
         if (wantNeigh.has(ip)) continue;
-        try {
-          this.#nl.deleteNeigh({ dev: ov, dst: ip });
-          res.removed++;
-          this.#log.info("removed stale ARP entry", { ip, dev: ov });
-        } catch (e) {
-          fail("removing stale ARP entry", ip, e);
-        }
+        stale.push({
+          write: { op: "deleteNeigh", neigh: { dev: ov, dst: ip } },
+          what: "stale ARP entry",
+          key: ip,
+          fields: { ip, dev: ov },
+        });
       }
       for (const [mac, dsts] of actualFdb) {
         const want = wantFdb.get(mac);
         for (const dst of dsts) {
           if (dst === want) continue;
-          try {
-            this.#nl.deleteFdb({ dev: ov, mac, dst: dst ?? undefined });
-            res.removed++;
-            this.#log.info("removed stale FDB entry", { mac, dst, dev: ov });
-          } catch (e) {
-            fail("removing stale FDB entry", mac, e);
-          }
+          stale.push({
+            write: { op: "deleteFdb", fdb: { dev: ov, mac, dst: dst ?? undefined } },
+            what: "stale FDB entry",
+            key: mac,
+            fields: { mac, dst, dev: ov },
+          });
+        }
+      }
+    }
+    if (this.#nl.writeMany) this.#applyMany(repairs, stale, res, fail);
+    else {
+      for (const r of repairs) this.#repairOne(r, res, fail);
+      for (const st of stale) {
+        try {
+          this.#write(st.write);
+          res.removed++;
+          this.#log.info(`removed ${st.what}`, st.fields);
+        } catch (e) {
+          fail(`removing ${st.what}`, st.key, e);
         }
       }
     }

@@ -8,9 +8,10 @@
  * Talks to etcd through its JSON gateway with fetch (see etcd_client.ts for why not npm:etcd3).
  * @module
  */
+import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../ip/cidr.ts";
 import { allocate } from "../lease/allocator.ts";
 import {
   encodeLeaseAttrs,
@@ -24,6 +25,9 @@ import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } f
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "./errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
+
+/** How long the acquire list cache outlives the last acquire. */
+const CACHE_IDLE_MS = 30_000;
 
 /** Options of the etcd store. */
 export interface EtcdStoreOptions extends EtcdClientOptions {
@@ -64,6 +68,20 @@ export class EtcdStore implements SubnetStore {
   #warned = new Set<string>();
   /** Parsed leases by key, reused while the mod revision is unchanged (re-lists of thousands of keys). */
   #parsed = new Map<string, { modRevision: number; leaseId: string; lease: Lease }>();
+  /**
+   * The lease list acquires work on, kept current by a watch from its revision (so an acquire with 5,000
+   * leases does not list them all; the create-if-absent / mod-revision compare of the write catches what
+   * the watch has not delivered yet, and a lost race re-lists). Made for the second of acquires in a row;
+   * dropped, with its watch, after
+   * {@link CACHE_IDLE_MS} without an acquire (a daemon acquires once: it must not hold a second copy of
+   * every lease), when the watch fails or is compacted, and on close().
+   */
+  #cache: Listed | null = null;
+  #cacheStop: AbortController | null = null;
+  #cacheTask: Promise<void> | null = null;
+  #cacheIdle: ReturnType<typeof setTimeout> | null = null;
+  /** When the last acquire started (ms); the cache is made only for an acquire soon after another. */
+  #lastAcquire = -Infinity;
 
   constructor(opts: EtcdStoreOptions) {
     this.client = new EtcdClient(opts);
@@ -131,6 +149,65 @@ export class EtcdStore implements SubnetStore {
     return { leases, revision };
   }
 
+  /** The cached lease list (see {@link EtcdStore.#cache}), listing and starting its watch when there is none. */
+  async #current(): Promise<Listed> {
+    this.#touchCache();
+    if (this.#cache) return this.#cache;
+    const l = await this.#list();
+    if (this.#closed.signal.aborted) return l;
+    this.#dropCache();
+    this.#cache = l;
+    const stop = new AbortController();
+    this.#cacheStop = stop;
+    this.#cacheTask = this.#follow(l, l.revision, AbortSignal.any([stop.signal, this.#closed.signal]))
+      .catch(() => {})
+      .finally(() => {
+        if (this.#cache === l) this.#cache = null;
+      });
+    return l;
+  }
+
+  /**
+   * The leases an acquire works on: a plain list for a lone acquire (a daemon acquires once and must not
+   * keep a second copy of every lease and a second watch), the cached list when acquires follow each other.
+   */
+  #leasesForAcquire(): Promise<Listed> {
+    const now = Date.now(), recent = now - this.#lastAcquire < CACHE_IDLE_MS;
+    this.#lastAcquire = now;
+    return this.#cache || recent ? this.#current() : this.#list();
+  }
+
+  /** Applies the watch events after `rev` to `l` until stopped, compacted or failed. */
+  async #follow(l: Listed, rev: number, stop: AbortSignal): Promise<void> {
+    for await (const msg of this.client.watch(this.#subnets, prefixEnd(this.#subnets), rev + 1, stop)) {
+      if (msg.compactRevision > 0 || msg.canceled) return;
+      for (const ev of msg.events) {
+        if (this.#cache !== l) return;
+        l.revision = Math.max(l.revision, ev.kv.modRevision);
+        const lease = ev.type === "PUT" ? await this.#toLease(ev.kv) : null;
+        if (lease) l.leases.set(ev.kv.key, { lease, kv: ev.kv });
+        else l.leases.delete(ev.kv.key);
+      }
+    }
+  }
+
+  #touchCache(): void {
+    if (this.#cacheIdle !== null) clearTimeout(this.#cacheIdle);
+    const t = setTimeout(() => {
+      this.#cacheIdle = null;
+      this.#dropCache();
+    }, CACHE_IDLE_MS);
+    Deno.unrefTimer(t as unknown as number);
+    this.#cacheIdle = t;
+  }
+
+  /** Forgets the cached list and stops its watch. */
+  #dropCache(): void {
+    this.#cache = null;
+    this.#cacheStop?.abort();
+    this.#cacheStop = null;
+  }
+
   /** Reads `<prefix>/config`. */
   async getNetworkConfig(): Promise<NetConfig> {
     const { kvs } = await this.client.range(`${this.prefix}/config`);
@@ -166,24 +243,30 @@ export class EtcdStore implements SubnetStore {
   async acquireLease(attrs: LeaseAttrsWire, opts: AcquireOptions = {}): Promise<Lease> {
     const cfg = await this.getNetworkConfig();
     for (let attempt = 0; attempt < this.#raceRetries; attempt++) {
-      const { leases } = await this.#list();
+      const listed = await this.#leasesForAcquire();
+      const { leases } = listed;
       const a = allocate(cfg, [...leases.values()].map((x) => x.lease), attrs, opts);
-      for (const s of a.stale) await this.client.delete(this.#subnets + keyOf(s));
+      for (const s of a.stale) {
+        await this.client.delete(this.#subnets + keyOf(s));
+        leases.delete(this.#subnets + keyOf(s));
+      }
       if (a.kind === "existing") {
         const key = this.#subnets + keyOf(a.lease);
         const cur = leases.get(key)!;
-        const reservation = cur.kv.lease === "0";
-        const { ok, lease } = await this.#put(key, attrs, reservation, {
+        // A reservation becomes a 24 h lease on first use, as flanneld (tryAcquireLease).
+        const { ok, lease } = await this.#put(key, attrs, false, {
           target: "MOD",
           revision: cur.kv.modRevision,
         });
         if (ok) {
+          this.#remember(listed, key, attrs, lease, a.lease);
           return {
             ...a.lease,
             attrs: { ...attrs },
             expiration: lease ? await this.#expiration(lease) : null,
           };
         }
+        this.#dropCache(); // lost a race: list afresh
         continue;
       }
       const name = leaseKey(a.subnet, a.ipv6Subnet);
@@ -192,6 +275,10 @@ export class EtcdStore implements SubnetStore {
         revision: 0,
       });
       if (ok) {
+        this.#remember(listed, this.#subnets + name, attrs, lease, {
+          subnet: a.subnet,
+          ipv6Subnet: a.ipv6Subnet,
+        });
         return {
           subnet: a.subnet,
           ipv6Subnet: a.ipv6Subnet,
@@ -200,10 +287,33 @@ export class EtcdStore implements SubnetStore {
         };
       }
       // Lost the race for this subnet to another node: list again and pick another.
+      this.#dropCache();
     }
     throw new StoreError(
       `could not acquire a subnet after ${this.#raceRetries} tries: other nodes kept taking the chosen ones`,
     );
+  }
+
+  /**
+   * Puts what we just wrote into the cached list at once (the watch delivers the real entry shortly; its
+   * unknown mod revision only makes a compare against it fail, which re-lists).
+   */
+  #remember(
+    l: Listed,
+    key: string,
+    attrs: LeaseAttrsWire,
+    leaseId: string | null,
+    s: { subnet: IPNet | null; ipv6Subnet: IPNet | null },
+  ): void {
+    if (this.#cache !== l) return;
+    const lease: Lease = {
+      subnet: s.subnet,
+      ipv6Subnet: s.ipv6Subnet,
+      attrs: { ...attrs },
+      expiration: null,
+    };
+    const kv: EtcdKV = { key, value: "", lease: leaseId ?? "0", createRevision: -1, modRevision: -1 };
+    l.leases.set(key, { lease, kv });
   }
 
   /** Re-writes the lease with a fresh etcd lease (as flannel renews). */
@@ -235,23 +345,23 @@ export class EtcdStore implements SubnetStore {
   }
 
   /** Writes a reservation: a key without an etcd lease. */
-  async reserve(subnet: IPNet, publicIP: string): Promise<void> {
-    const ip = IPAddr.parse(publicIP, "public-ip");
+  async reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
+    const r = reservationEntry(subnet, publicIP, v6);
     const { leases } = await this.#list();
+    const drop = new Set<string>();
     for (const [key, { lease }] of leases) {
-      const s = subnet.family === 4 ? lease.subnet : lease.ipv6Subnet;
-      const own = ip.family === 4 ? lease.attrs.PublicIP : lease.attrs.PublicIPv6;
-      if (!s?.overlaps(subnet)) continue;
-      if (own !== ip.toString()) {
-        throw new SubnetConflictError(`${subnet} overlaps lease ${key} of ${own}: revoke it first`);
+      for (const [want, ip] of r.parts) {
+        const s = want.family === 4 ? lease.subnet : lease.ipv6Subnet;
+        const own = want.family === 4 ? lease.attrs.PublicIP : lease.attrs.PublicIPv6;
+        if (!s?.overlaps(want)) continue;
+        if (own !== ip) {
+          throw new SubnetConflictError(`${want} overlaps lease ${key} of ${own}: revoke it first`);
+        }
+        drop.add(key);
       }
-      await this.client.delete(key);
     }
-    const attrs: LeaseAttrsWire = ip.family === 4
-      ? { PublicIP: ip.toString(), PublicIPv6: null, BackendType: "" }
-      : { PublicIP: "0.0.0.0", PublicIPv6: ip.toString(), BackendType: "" };
-    const name = subnet.family === 4 ? leaseKey(subnet) : leaseKey(null, subnet);
-    await this.client.txnPut(this.#subnets + name, encodeLeaseAttrs(attrs), null, null);
+    for (const key of drop) await this.client.delete(key);
+    await this.client.txnPut(this.#subnets + r.key, encodeLeaseAttrs(r.attrs), null, null);
   }
 
   /** All leases; the cursor is the etcd revision of the listing. */
@@ -334,9 +444,12 @@ export class EtcdStore implements SubnetStore {
   }
 
   /** Stops watchers and closes the HTTP client. */
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.#closed.abort();
+    this.#dropCache();
+    if (this.#cacheIdle !== null) clearTimeout(this.#cacheIdle);
+    this.#cacheIdle = null;
+    await this.#cacheTask;
     this.client.close();
-    return Promise.resolve();
   }
 }

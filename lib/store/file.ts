@@ -20,10 +20,10 @@
  * is a timer set to the next expiration, not polling.
  * @module
  */
+import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
-import { IPAddr } from "../ip/cidr.ts";
 import { allocate } from "../lease/allocator.ts";
 import { keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
@@ -194,8 +194,8 @@ export class FileStore implements SubnetStore {
       const a = allocate(cfg, leases, attrs, opts);
       for (const s of a.stale) await this.#deleteEntry(keyOf(s));
       if (a.kind === "existing") {
-        const exp = a.lease.expiration === null ? null : new Date(Date.now() + this.ttlMs);
-        return await this.#putEntry(keyOf(a.lease), attrs, exp);
+        // A reservation becomes a lease with the TTL on first use, as flanneld (tryAcquireLease).
+        return await this.#putEntry(keyOf(a.lease), attrs, new Date(Date.now() + this.ttlMs));
       }
       return await this.#putEntry(
         leaseKey(a.subnet, a.ipv6Subnet),
@@ -235,23 +235,26 @@ export class FileStore implements SubnetStore {
   }
 
   /** Writes a reservation (no expiry) of `subnet` for `publicIP`. */
-  reserve(subnet: IPNet, publicIP: string): Promise<void> {
+  reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
     return this.#locked(async () => {
-      const ip = IPAddr.parse(publicIP, "public-ip");
+      const r = reservationEntry(subnet, publicIP, v6);
       const entries = await this.#liveEntries();
       for (const [k, e] of entries) {
-        const s = subnet.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet;
-        const own = ip.family === 4 ? e.lease.attrs.PublicIP : e.lease.attrs.PublicIPv6;
-        if (s?.overlaps(subnet) && own !== ip.toString()) {
-          throw new SubnetConflictError(`${subnet} overlaps lease ${k} of ${own}: revoke it first`);
+        for (const [want, ip] of r.parts) {
+          const s = want.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet;
+          const own = want.family === 4 ? e.lease.attrs.PublicIP : e.lease.attrs.PublicIPv6;
+          if (!s?.overlaps(want)) continue;
+          if (own !== ip) {
+            throw new SubnetConflictError(`${want} overlaps lease ${k} of ${own}: revoke it first`);
+          }
         }
-        if (s?.overlaps(subnet)) await this.#deleteEntry(k);
       }
-      const attrs: LeaseAttrsWire = ip.family === 4
-        ? { PublicIP: ip.toString(), PublicIPv6: null, BackendType: "" }
-        : { PublicIP: "0.0.0.0", PublicIPv6: ip.toString(), BackendType: "" };
-      const key = subnet.family === 4 ? leaseKey(subnet) : leaseKey(null, subnet);
-      await this.#putEntry(key, attrs, null);
+      for (const [k, e] of entries) {
+        if (r.parts.some(([w]) => (w.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet)?.overlaps(w))) {
+          await this.#deleteEntry(k);
+        }
+      }
+      await this.#putEntry(r.key, r.attrs, null);
     });
   }
 

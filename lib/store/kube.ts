@@ -1,11 +1,12 @@
 /**
  * The Kubernetes store (`--kube-subnet-mgr`), as flannel's kube subnet manager: the node's subnet is its
  * `spec.podCIDR(s)` (assigned by kube-controller-manager), the config is the net-conf.json file from the
- * kube-flannel ConfigMap (`--net-config-path`), our lease is published as `flannel.alpha.coreos.com/*`
+ * kube-flannel ConfigMap (`--net-config-path`), our lease is published as `<--kube-annotation-prefix>/*`
  * annotations on our Node (strategic merge patch on the status subresource, which is what flannel's RBAC
  * allows, with a resourceVersion precondition retried on 409), the Node's `NetworkUnavailable` condition
- * is set to False/FlannelIsUp (same subresource), and peers come from list+watch of Nodes, re-listing on
- * 410 Gone.
+ * is set to False/FlannelIsUp (same subresource) by {@link KubeStore.completeLease} once the data plane
+ * is up, and peers come from list+watch of Nodes, re-listing on 410 Gone. Our node's name: env NODE_NAME,
+ * else the pod POD_NAMESPACE/POD_NAME's spec.nodeName, else --node-name (flanneld's order, plus the flag).
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
@@ -23,11 +24,34 @@ import {
   loadKubeconfig,
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../errors.ts";
 import { readCappedTextAsync } from "../capped_read.ts";
 
-/** Annotation prefix flannel uses on Node objects. */
+/** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
+
+/**
+ * Normalizes `--kube-annotation-prefix` as flanneld (pkg/subnet/kube/annotations.go): at most one `/`; none
+ * → `/` appended; not ending in `/` or `-` → `-` appended; then it must look like `fqdn/[a-z0-9_-]*`.
+ * Throws {@link UsageError} naming the flag.
+ */
+export function annotationPrefix(raw: string): string {
+  let p = raw;
+  const slashes = p.split("/").length - 1;
+  if (slashes > 1) {
+    throw new UsageError(
+      `--kube-annotation-prefix: '${raw}' has more than one '/'; use e.g. flannel.alpha.coreos.com`,
+    );
+  }
+  if (slashes === 0) p += "/";
+  if (!p.endsWith("/") && !p.endsWith("-")) p += "-";
+  if (!/(?:[a-z0-9_-]+\.)+[a-z0-9_-]+\/(?:[a-z0-9_-]+-)?$/.test(p)) {
+    throw new UsageError(
+      `--kube-annotation-prefix: '${raw}' is not of the form fqdn[/name]; use e.g. flannel.alpha.coreos.com`,
+    );
+  }
+  return p;
+}
 
 /** Options of the kube store. */
 export interface KubeStoreOptions {
@@ -35,10 +59,14 @@ export interface KubeStoreOptions {
   apiUrl?: string;
   /** kubeconfig path; without it the in-cluster service account is used. */
   kubeconfigFile?: string;
-  /** This node's name (required to acquire). */
+  /** `--node-name`: used when neither env NODE_NAME nor POD_NAMESPACE/POD_NAME name the node. */
   nodeName?: string;
   /** net-conf.json path. */
   netConfigPath: string;
+  /** `--kube-annotation-prefix` as given (default flannel.alpha.coreos.com). */
+  annotationPrefix?: string;
+  /** Environment for NODE_NAME, POD_NAMESPACE, POD_NAME (default: the process's). */
+  env?: Record<string, string | undefined>;
 }
 
 /** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
@@ -65,6 +93,7 @@ interface NodeList {
 
 /** Opens the kube store from a kubeconfig file or the in-cluster service account. */
 export async function openKubeStore(o: KubeStoreOptions): Promise<KubeStore> {
+  annotationPrefix(o.annotationPrefix ?? ANNOTATION_PREFIX); // bad prefix: a usage error before any request
   let conn: KubeConnection;
   if (o.kubeconfigFile) conn = await loadKubeconfig(o.kubeconfigFile);
   else if (o.apiUrl) conn = { server: o.apiUrl.replace(/\/$/, ""), source: "--kube-api-url" };
@@ -80,13 +109,15 @@ function podCidrs(n: KubeNode): IPNet[] {
 
 /**
  * The lease a Node publishes, or null when the node does not run flannel/flanctl (no public-ip
- * annotation or no podCIDR). Throws {@link MalformedLeaseError} for unparsable annotations.
+ * annotation or no podCIDR). As flanneld, a peer's endpoint is its `public-ip` annotation only (a node's
+ * `public-ip-overwrite` is already published there by that node). Throws {@link MalformedLeaseError} for
+ * unparsable annotations. `prefix` is the normalized annotation prefix.
  */
-export function leaseFromNode(n: KubeNode): Lease | null {
+export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | null {
   const a = n.metadata.annotations ?? {};
-  const get = (k: string) => a[ANNOTATION_PREFIX + k];
-  const pub = get("public-ip-overwrite") ?? get("public-ip");
-  const pub6 = get("public-ipv6-overwrite") ?? get("public-ipv6");
+  const get = (k: string) => a[prefix + k];
+  const pub = get("public-ip") || undefined;
+  const pub6 = get("public-ipv6") || undefined;
   const cidrs = podCidrs(n);
   if ((!pub && !pub6) || cidrs.length === 0) return null;
   const key = `node ${n.metadata.name}`;
@@ -96,7 +127,7 @@ export function leaseFromNode(n: KubeNode): Lease | null {
     try {
       return JSON.parse(v) as unknown;
     } catch {
-      throw new MalformedLeaseError(key, `annotation ${ANNOTATION_PREFIX}${k} is not JSON: ${v}`);
+      throw new MalformedLeaseError(key, `annotation ${prefix}${k} is not JSON: ${v}`);
     }
   };
   const attrs = validateLeaseAttrs(key, {
@@ -126,16 +157,48 @@ export class KubeStore implements SubnetStore {
   #snapshots = new Map<string, Map<string, Lease>>();
   #warned = new Set<string>();
 
+  /** Normalized annotation prefix (`flannel.alpha.coreos.com/`). */
+  readonly prefix: string;
+  #nodeName: string | null = null;
+
   constructor(client: KubeClient, opts: KubeStoreOptions) {
     this.client = client;
     this.#opts = opts;
+    this.prefix = annotationPrefix(opts.annotationPrefix ?? ANNOTATION_PREFIX);
   }
 
-  get #node(): string {
-    if (!this.#opts.nodeName) {
-      throw new StoreError("--node-name: required with --kube-subnet-mgr (or set env NODE_NAME)");
+  /**
+   * Our node's name, as flanneld finds it: env NODE_NAME, else the `spec.nodeName` of the pod
+   * POD_NAMESPACE/POD_NAME (what the kube-flannel DaemonSet sets), else `--node-name`.
+   */
+  async nodeName(): Promise<string> {
+    if (this.#nodeName) return this.#nodeName;
+    const env = this.#opts.env ?? Deno.env.toObject();
+    let name = env.NODE_NAME || null;
+    let podError = "";
+    if (!name && env.POD_NAMESPACE && env.POD_NAME) {
+      const path = `/api/v1/namespaces/${encodeURIComponent(env.POD_NAMESPACE)}/pods/${
+        encodeURIComponent(env.POD_NAME)
+      }`;
+      try {
+        const pod = await this.client.request<{ spec?: { nodeName?: string } }>("GET", path);
+        name = pod.spec?.nodeName || null;
+        if (!name) podError = ` (pod ${env.POD_NAMESPACE}/${env.POD_NAME} has no spec.nodeName yet)`;
+      } catch (e) {
+        if (!(e instanceof KubeApiError)) throw e;
+        podError = ` (pod ${env.POD_NAMESPACE}/${env.POD_NAME}: ${e.message})`;
+      }
     }
-    return this.#opts.nodeName;
+    name ??= this.#opts.nodeName || null;
+    if (!name) {
+      throw new StoreError(
+        `cannot tell this node's name: set env NODE_NAME, or env POD_NAMESPACE and POD_NAME (the pod's ` +
+          `spec.nodeName is used; the kube-flannel DaemonSet sets them from the downward API), or pass ` +
+          `--node-name${podError}`,
+      );
+    }
+    this.#nodeName = name;
+    return name;
   }
 
   #nodePath(name: string) {
@@ -170,7 +233,7 @@ export class KubeStore implements SubnetStore {
 
   #toLease(n: KubeNode): Lease | null {
     try {
-      return leaseFromNode(n);
+      return leaseFromNode(n, this.prefix);
     } catch (e) {
       const id = `${n.metadata.name}@${n.metadata.resourceVersion}`;
       if (!this.#warned.has(id)) warnMalformed(e, "kube");
@@ -179,10 +242,15 @@ export class KubeStore implements SubnetStore {
     }
   }
 
-  /** Takes the node's podCIDR(s) as the lease and publishes `attrs` as annotations. */
+  /**
+   * Takes the node's podCIDR(s) as the lease and publishes `attrs` as annotations. As flanneld, a
+   * `public-ip-overwrite` (`public-ipv6-overwrite`) annotation on our node is what gets published as
+   * `public-ip`. NetworkUnavailable is not touched here: see {@link completeLease}.
+   */
   async acquireLease(attrs: LeaseAttrsWire): Promise<Lease> {
     const cfg = await this.getNetworkConfig();
-    const name = this.#node;
+    const name = await this.nodeName();
+    const P = this.prefix;
     for (let attempt = 0;; attempt++) {
       const node = await this.#getNode(name);
       const cidrs = podCidrs(node);
@@ -200,19 +268,24 @@ export class KubeStore implements SubnetStore {
           `node "${name}" IPv6 pod cidr ${v6} is not inside IPv6Network ${cfg.ipv6Network}`,
         );
       }
+      const have = node.metadata.annotations ?? {};
+      const published: LeaseAttrsWire = {
+        ...attrs,
+        PublicIP: have[`${P}public-ip-overwrite`] || attrs.PublicIP,
+        PublicIPv6: (cfg.enableIPv6 ? have[`${P}public-ipv6-overwrite`] : "") || attrs.PublicIPv6,
+      };
       const want: Record<string, string> = {
-        [`${ANNOTATION_PREFIX}backend-type`]: attrs.BackendType,
-        [`${ANNOTATION_PREFIX}kube-subnet-manager`]: "true",
+        [`${P}backend-type`]: attrs.BackendType,
+        [`${P}kube-subnet-manager`]: "true",
       };
       if (cfg.enableIPv4) {
-        want[`${ANNOTATION_PREFIX}backend-data`] = JSON.stringify(attrs.BackendData ?? null);
-        want[`${ANNOTATION_PREFIX}public-ip`] = attrs.PublicIP;
+        want[`${P}backend-data`] = JSON.stringify(attrs.BackendData ?? null);
+        want[`${P}public-ip`] = published.PublicIP;
       }
       if (cfg.enableIPv6) {
-        want[`${ANNOTATION_PREFIX}backend-v6-data`] = JSON.stringify(attrs.BackendV6Data ?? null);
-        want[`${ANNOTATION_PREFIX}public-ipv6`] = attrs.PublicIPv6 ?? "";
+        want[`${P}backend-v6-data`] = JSON.stringify(attrs.BackendV6Data ?? null);
+        want[`${P}public-ipv6`] = published.PublicIPv6 ?? "";
       }
-      const have = node.metadata.annotations ?? {};
       let rv = node.metadata.resourceVersion;
       if (Object.entries(want).some(([k, v]) => have[k] !== v)) {
         try {
@@ -230,15 +303,42 @@ export class KubeStore implements SubnetStore {
           throw e;
         }
       }
-      await this.#setNetworkAvailable(name);
       return {
         subnet: v4,
         ipv6Subnet: v6,
-        attrs: { ...attrs },
+        attrs: published,
         expiration: new Date(Date.now() + DEFAULT_LEASE_TTL_MS),
         revision: rv,
       };
     }
+  }
+
+  /** Our node's `node-public-ip`/`node-public-ipv6` annotations (they act as --public-ip/--public-ipv6). */
+  async storedPublicIP(): Promise<{ publicIP: string | null; publicIPv6: string | null }> {
+    const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
+    return {
+      publicIP: a[`${this.prefix}node-public-ip`] || null,
+      publicIPv6: a[`${this.prefix}node-public-ipv6`] || null,
+    };
+  }
+
+  /** Our node's published `backend-data` (parsed), or null when absent or not JSON. */
+  async storedBackendData(): Promise<unknown> {
+    const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
+    try {
+      return JSON.parse(a[`${this.prefix}backend-data`] ?? "null");
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Sets our node's NetworkUnavailable condition to False (reason FlannelIsUp), as flanneld's CompleteLease:
+   * the daemon calls it only once the backend device, subnet.env and the rules are in place (and not with
+   * --set-node-network-unavailable=false).
+   */
+  async completeLease(): Promise<void> {
+    await this.#setNetworkAvailable(await this.nodeName());
   }
 
   async #getNode(name: string): Promise<KubeNode> {
@@ -246,7 +346,9 @@ export class KubeStore implements SubnetStore {
       return await this.client.request<KubeNode>("GET", this.#nodePath(name));
     } catch (e) {
       if (e instanceof KubeApiError && e.status === 404) {
-        throw new LeaseNotFoundError(`node "${name}" not found in the Kubernetes API (check --node-name)`);
+        throw new LeaseNotFoundError(
+          `node "${name}" not found in the Kubernetes API (check NODE_NAME, POD_NAMESPACE/POD_NAME or --node-name)`,
+        );
       }
       throw e;
     }
@@ -275,11 +377,12 @@ export class KubeStore implements SubnetStore {
 
   /** Kube leases do not expire; renewal checks the node still holds the same podCIDR. */
   async renewLease(lease: Lease): Promise<Lease> {
-    const node = await this.#getNode(this.#node);
+    const name = await this.nodeName();
+    const node = await this.#getNode(name);
     const cidrs = podCidrs(node);
     const same = (a: IPNet | null) => !a || cidrs.some((c) => c.equals(a));
     if (!same(lease.subnet) || !same(lease.ipv6Subnet)) {
-      throw new LeaseNotFoundError(`node "${this.#node}" pod cidr changed: acquire again`);
+      throw new LeaseNotFoundError(`node "${name}" pod cidr changed: acquire again`);
     }
     return {
       ...lease,
@@ -298,7 +401,7 @@ export class KubeStore implements SubnetStore {
   }
 
   /** Not supported: podCIDRs are assigned by kube-controller-manager. */
-  reserve(_subnet: IPNet, _publicIP: string): Promise<void> {
+  reserve(_subnet: IPNet, _publicIP: string, _v6?: unknown): Promise<void> {
     return Promise.reject(
       new StoreError("reserve is not supported with --kube-subnet-mgr: set the node's spec.podCIDR instead"),
     );

@@ -17,6 +17,11 @@ export interface KubeConnection {
   certPem?: string;
   keyPem?: string;
   token?: string;
+  /**
+   * File the token came from; the client re-reads it when it changes (bound service-account tokens are
+   * rotated by the kubelet, hourly by default), as client-go's BearerTokenFile does.
+   */
+  tokenFile?: string;
   /** Where the settings came from (for error messages). */
   source: string;
 }
@@ -100,23 +105,38 @@ export async function loadKubeconfig(path: string): Promise<KubeConnection> {
       : typeof user.tokenFile === "string"
       ? readFile("tokenFile", rel(user.tokenFile)).trim()
       : undefined,
+    tokenFile: typeof user.token !== "string" && typeof user.tokenFile === "string"
+      ? rel(user.tokenFile)
+      : undefined,
     source: path,
   };
 }
 
-/** The in-cluster service account connection (KUBERNETES_SERVICE_HOST/PORT, token, CA). */
-export function inClusterConnection(): KubeConnection {
-  const host = Deno.env.get("KUBERNETES_SERVICE_HOST");
-  const port = Deno.env.get("KUBERNETES_SERVICE_PORT") ?? "443";
-  if (!host) {
+/**
+ * The in-cluster service account connection, as client-go's InClusterConfig: `https://` +
+ * KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT (both required), the token from `<saDir>/token` (re-read
+ * when it changes), and `<saDir>/ca.crt` as CA when it can be read (else the system roots, as client-go).
+ */
+export function inClusterConnection(
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+  saDir = SA_DIR,
+): KubeConnection {
+  const host = env.KUBERNETES_SERVICE_HOST, port = env.KUBERNETES_SERVICE_PORT;
+  if (!host || !port) {
     throw new StoreError(
-      "--kube-subnet-mgr: not running in a pod (KUBERNETES_SERVICE_HOST unset): pass --kubeconfig-file",
+      "--kube-subnet-mgr: not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must " +
+        "both be set): pass --kubeconfig-file or --kube-api-url",
     );
   }
+  let caPem: string | undefined;
+  try {
+    caPem = Deno.readTextFileSync(`${saDir}/ca.crt`);
+  } catch { /* client-go goes on without the CA file: the system roots apply */ }
   return {
     server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
-    caPem: readFile("service account CA", `${SA_DIR}/ca.crt`),
-    token: readFile("service account token", `${SA_DIR}/token`).trim(),
+    caPem,
+    token: readFile("service account token", `${saDir}/token`).trim(),
+    tokenFile: `${saDir}/token`,
     source: "in-cluster service account",
   };
 }
@@ -137,9 +157,28 @@ export class KubeClient {
     }
   }
 
+  #token: string | undefined;
+  #tokenStamp = "";
+
+  /** The bearer token, re-read from its file when the file changed (mtime or size). */
+  #currentToken(): string | undefined {
+    const f = this.conn.tokenFile;
+    if (!f) return this.conn.token;
+    try {
+      const st = Deno.statSync(f);
+      const stamp = `${st.mtime?.getTime()}:${st.size}:${st.ino}`;
+      if (stamp !== this.#tokenStamp) {
+        this.#token = Deno.readTextFileSync(f).trim();
+        this.#tokenStamp = stamp;
+      }
+    } catch { /* unreadable for a moment (the kubelet swaps it atomically): keep the last token */ }
+    return this.#token ?? this.conn.token;
+  }
+
   async #fetch(method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal) {
     const headers: Record<string, string> = { accept: "application/json" };
-    if (this.conn.token) headers.authorization = `Bearer ${this.conn.token}`;
+    const token = this.#currentToken();
+    if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers["content-type"] = contentType ?? "application/json";
     let r: Response;
     try {

@@ -1,22 +1,31 @@
 /**
- * Store selection shared by the daemon, `flanctl lease` and the doctor: the flags (flannel's names, each
- * also from env `FLANNELD_<FLAG>`), and {@link openStore}, which picks kube (`--kube-subnet-mgr`), etcd
- * (`--etcd-endpoints`) or the file store (default).
+ * Store selection shared by the daemon, `flanctl lease` and the doctor: the flags (one table,
+ * lib/store/flags.ts: flannel's names, each also from env `FLANNELD_<FLAG>`), {@link storeChoice} (which
+ * store and why) and {@link openStore}. As flanneld, no store flag means etcd at
+ * http://127.0.0.1:4001,http://127.0.0.1:2379; the embedded file store is only used when chosen
+ * (`--store-dir DIR` or `--store file`), so a flanneld unit relying on the default never turns into a
+ * per-node store whose subnets collide across nodes.
  * @module
  */
-import { type Command, Option } from "commander";
-import { UsageError } from "../errors.ts";
+import type { Command } from "commander";
+import { FlanctlError, UsageError } from "../errors.ts";
+import { flagEnv, flagKey, goBool } from "../flags/goflag.ts";
 import type { SubnetStore } from "./types.ts";
 import { DEFAULT_STORE_DIR, FileStore } from "./file.ts";
+import {
+  DEFAULT_ETCD_ENDPOINTS,
+  DEFAULT_ETCD_PREFIX,
+  DEFAULT_NET_CONFIG_PATH,
+  STORE_FLAGS,
+} from "./flags.ts";
 
-/** Default etcd key prefix (flannel's). */
-export const DEFAULT_ETCD_PREFIX = "/coreos.com/network";
-/** Default net-conf path in kube mode (flannel's). */
-export const DEFAULT_NET_CONFIG_PATH = "/etc/kube-flannel/net-conf.json";
+export { DEFAULT_ETCD_ENDPOINTS, DEFAULT_ETCD_PREFIX, DEFAULT_NET_CONFIG_PATH };
 
-/** Store options as commander yields them from {@link addStoreOptions} (all optional). */
+/** Store options as parsed from {@link STORE_FLAGS} (all optional). */
 export interface StoreOptions {
-  /** File store directory (default /var/lib/flanctl). */
+  /** `--store`: etcd, kube or file (explicit choice). */
+  store?: string;
+  /** File store directory; selects the file store. */
   storeDir?: string;
   /** Comma-separated etcd endpoints; selects the etcd store. */
   etcdEndpoints?: string;
@@ -32,13 +41,17 @@ export interface StoreOptions {
   etcdUsername?: string;
   /** etcd password. */
   etcdPassword?: string;
+  /** File holding the etcd password. */
+  etcdPasswordFile?: string;
   /** Selects the Kubernetes store. */
   kubeSubnetMgr?: boolean;
   /** API server URL (overrides the kubeconfig's). */
   kubeApiUrl?: string;
+  /** Node annotation prefix (default flannel.alpha.coreos.com). */
+  kubeAnnotationPrefix?: string;
   /** kubeconfig file (default: in-cluster service account). */
   kubeconfigFile?: string;
-  /** This node's name (kube; default env NODE_NAME). */
+  /** This node's name (kube; after env NODE_NAME and the pod's spec.nodeName). */
   nodeName?: string;
   /** net-conf.json in kube mode (default /etc/kube-flannel/net-conf.json). */
   netConfigPath?: string;
@@ -46,40 +59,39 @@ export interface StoreOptions {
   leaseTtl?: string | number;
 }
 
-const ENV = (flag: string) => `FLANNELD_${flag.toUpperCase().replaceAll("-", "_")}`;
-
-/** Adds the store flags (and their FLANNELD_* env fallbacks) to `cmd`. Returns `cmd`. */
+/**
+ * Adds the store flags of {@link STORE_FLAGS} to a commander command (`flanctl lease`, the doctor), with
+ * the same env variables. Uses `cmd.createOption` so this module never loads commander itself (the daemon
+ * imports it for {@link openStore}). Returns `cmd`.
+ */
 export function addStoreOptions(cmd: Command): Command {
-  const opt = (flags: string, desc: string, dflt?: string) => {
-    const name = /--([a-z0-9-]+)/.exec(flags)![1];
-    const o = new Option(flags, desc).env(ENV(name));
-    if (dflt !== undefined) o.default(dflt);
+  const bools: string[] = [];
+  for (const s of STORE_FLAGS) {
+    const o = cmd.createOption(
+      s.kind === "bool" ? `--${s.name}` : `--${s.name} ${s.arg ?? "<value>"}`,
+      s.help,
+    );
+    const env = flagEnv(s);
+    if (s.kind === "bool") bools.push(s.name);
+    else if (env) o.env(env);
+    if (s.default !== undefined && s.kind !== "bool") o.default(s.default);
+    if (s.choices) o.choices(s.choices);
+    if (s.hidden) o.hideHelp();
     cmd.addOption(o);
-  };
-  opt("--store-dir <path>", "file store directory (used unless etcd or kube is selected)", DEFAULT_STORE_DIR);
-  opt("--etcd-endpoints <urls>", "comma-separated etcd endpoints; selects the etcd v3 store");
-  opt("--etcd-prefix <prefix>", "etcd key prefix", DEFAULT_ETCD_PREFIX);
-  opt("--etcd-cafile <file>", "CA certificate to verify etcd");
-  opt("--etcd-certfile <file>", "client certificate for etcd");
-  opt("--etcd-keyfile <file>", "client key for etcd");
-  opt("--etcd-username <name>", "etcd user name");
-  opt("--etcd-password <password>", "etcd password");
-  cmd.addOption(
-    new Option(
-      "--kube-subnet-mgr",
-      `use the Kubernetes API as the store (env ${ENV("kube-subnet-mgr")}=true)`,
-    ),
-  );
-  opt("--kube-api-url <url>", "Kubernetes API server URL (overrides the kubeconfig's)");
-  opt("--kubeconfig-file <file>", "kubeconfig file (default: in-cluster service account)");
-  opt("--node-name <name>", "this node's name in kube mode (default: env NODE_NAME)");
-  opt("--net-config-path <file>", "net-conf.json in kube mode", DEFAULT_NET_CONFIG_PATH);
-  cmd.addOption(
-    new Option("--lease-ttl <seconds>", "lease TTL in seconds (default 86400 as flannel)").env(
-      "FLANCTL_LEASE_TTL",
-    )
-      .hideHelp(),
-  );
+  }
+  // Boolean flags from env as flanneld reads them (Go's ParseBool), not commander's "set = true".
+  cmd.hook("preAction", (_this, action) => {
+    for (const s of STORE_FLAGS.filter((x) => bools.includes(x.name))) {
+      const key = flagKey(s.name), env = flagEnv(s);
+      const raw = env ? Deno.env.get(env) : undefined;
+      if (action.getOptionValueSource(key) === "cli" || raw === undefined || raw === "") continue;
+      const b = goBool(raw);
+      if (b === null) {
+        throw new UsageError(`--${s.name} (from ${env}): '${raw}' is not a boolean; use true or false`);
+      }
+      action.setOptionValueWithSource(key, b, "env");
+    }
+  });
   return cmd;
 }
 
@@ -93,45 +105,115 @@ export function leaseTtlMs(opts: StoreOptions): number | undefined {
   return Math.round(s * 1000);
 }
 
-function envTrue(name: string): boolean {
-  const v = Deno.env.get(name)?.toLowerCase();
-  return v === "true" || v === "1" || v === "yes";
+/** Which store {@link openStore} opens, and why (for logs and error messages). */
+export interface StoreChoice {
+  kind: "kube" | "etcd" | "file";
+  /** Why this store, e.g. "--store-dir is set". */
+  why: string;
+  /** True when no store flag chose it (flanneld's default etcd). */
+  implicit: boolean;
+}
+
+/** Chooses the store: `--store`, else kube (`--kube-subnet-mgr`), etcd (`--etcd-endpoints`), file (`--store-dir`), else etcd at flanneld's default endpoints. */
+export function storeChoice(opts: StoreOptions): StoreChoice {
+  const given = [
+    opts.kubeSubnetMgr ? "--kube-subnet-mgr" : null,
+    opts.etcdEndpoints ? "--etcd-endpoints" : null,
+    opts.storeDir ? "--store-dir" : null,
+  ].filter((x): x is string => x !== null);
+  if (opts.store !== undefined && opts.store !== "") {
+    if (opts.store !== "etcd" && opts.store !== "kube" && opts.store !== "file") {
+      throw new UsageError(`--store: '${opts.store}' is not valid; use one of etcd, kube, file`);
+    }
+    return { kind: opts.store, why: `--store ${opts.store}`, implicit: false };
+  }
+  if (opts.kubeSubnetMgr) return { kind: "kube", why: "--kube-subnet-mgr is set", implicit: false };
+  if (given.length > 1) {
+    throw new UsageError(
+      `${given[1]}: conflicts with ${given[0]}; give only one of them (or choose with --store etcd|file)`,
+    );
+  }
+  if (opts.etcdEndpoints) return { kind: "etcd", why: "--etcd-endpoints is set", implicit: false };
+  if (opts.storeDir) return { kind: "file", why: "--store-dir is set", implicit: false };
+  return {
+    kind: "etcd",
+    why:
+      `no --etcd-endpoints, --kube-subnet-mgr or --store-dir: flanneld's default etcd ${DEFAULT_ETCD_ENDPOINTS}`,
+    implicit: true,
+  };
 }
 
 /** The store kind {@link openStore} would open for these options. */
 export function storeKind(opts: StoreOptions): "kube" | "etcd" | "file" {
-  if (opts.kubeSubnetMgr || envTrue(ENV("kube-subnet-mgr"))) return "kube";
-  if (opts.etcdEndpoints) return "etcd";
-  return "file";
+  return storeChoice(opts).kind;
 }
 
-/** Opens the store selected by `opts`: kube if --kube-subnet-mgr, etcd if --etcd-endpoints, else file. */
+/** Opening the chosen store failed; the message says which store was chosen and why. */
+export class StoreOpenError extends FlanctlError {
+  /** The choice that failed. */
+  readonly choice: StoreChoice;
+  constructor(choice: StoreChoice, cause: unknown) {
+    const code = cause instanceof FlanctlError ? cause.exitCode : 1;
+    super(
+      `${choice.kind} store (${choice.why}): ${cause instanceof Error ? cause.message : String(cause)}`,
+      code,
+      { cause },
+    );
+    this.choice = choice;
+  }
+}
+
+function etcdPassword(opts: StoreOptions): string | undefined {
+  if (!opts.etcdPasswordFile) return opts.etcdPassword;
+  if (opts.etcdPassword) {
+    throw new UsageError("--etcd-password-file: conflicts with --etcd-password; give only one of them");
+  }
+  try {
+    return Deno.readTextFileSync(opts.etcdPasswordFile).replace(/\r?\n$/, "");
+  } catch (e) {
+    throw new UsageError(
+      `--etcd-password-file: cannot read ${opts.etcdPasswordFile} (${
+        (e as Error).name
+      }); give a readable file`,
+    );
+  }
+}
+
+/** Opens the store chosen by {@link storeChoice}. Errors name the store and why it was chosen. */
 export async function openStore(opts: StoreOptions): Promise<SubnetStore> {
   const ttlMs = leaseTtlMs(opts);
-  switch (storeKind(opts)) {
-    case "kube": {
-      const { openKubeStore } = await import("./kube.ts");
-      return await openKubeStore({
-        apiUrl: opts.kubeApiUrl,
-        kubeconfigFile: opts.kubeconfigFile,
-        nodeName: opts.nodeName ?? Deno.env.get("NODE_NAME"),
-        netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
-      });
+  const choice = storeChoice(opts);
+  try {
+    switch (choice.kind) {
+      case "kube": {
+        const { openKubeStore } = await import("./kube.ts");
+        return await openKubeStore({
+          apiUrl: opts.kubeApiUrl,
+          kubeconfigFile: opts.kubeconfigFile,
+          nodeName: opts.nodeName,
+          netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
+          annotationPrefix: opts.kubeAnnotationPrefix,
+        });
+      }
+      case "etcd": {
+        const { openEtcdStore } = await import("./etcd.ts");
+        return await openEtcdStore({
+          endpoints: (opts.etcdEndpoints || DEFAULT_ETCD_ENDPOINTS).split(",").map((s) => s.trim())
+            .filter(Boolean),
+          prefix: opts.etcdPrefix ?? DEFAULT_ETCD_PREFIX,
+          caFile: opts.etcdCafile,
+          certFile: opts.etcdCertfile,
+          keyFile: opts.etcdKeyfile,
+          username: opts.etcdUsername,
+          password: etcdPassword(opts),
+          ttlMs,
+        });
+      }
+      default:
+        return new FileStore({ dir: opts.storeDir || DEFAULT_STORE_DIR, ttlMs });
     }
-    case "etcd": {
-      const { openEtcdStore } = await import("./etcd.ts");
-      return await openEtcdStore({
-        endpoints: opts.etcdEndpoints!.split(",").map((s) => s.trim()).filter(Boolean),
-        prefix: opts.etcdPrefix ?? DEFAULT_ETCD_PREFIX,
-        caFile: opts.etcdCafile,
-        certFile: opts.etcdCertfile,
-        keyFile: opts.etcdKeyfile,
-        username: opts.etcdUsername,
-        password: opts.etcdPassword,
-        ttlMs,
-      });
-    }
-    default:
-      return new FileStore({ dir: opts.storeDir ?? DEFAULT_STORE_DIR, ttlMs });
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new StoreOpenError(choice, e);
   }
 }

@@ -4,6 +4,7 @@
  * doctor see only this.
  * @module
  */
+import type { ReservationV6 } from "../lease/reservation.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 
@@ -31,10 +32,25 @@ export interface SubnetStore {
   renewLease(lease: Lease): Promise<Lease>;
   /** Removes a lease (or reservation). */
   revokeLease(subnet: IPNet): Promise<void>;
-  /** Adds a reservation (no TTL) for `subnet` owned by `publicIP`. */
-  reserve(subnet: IPNet, publicIP: string): Promise<void>;
+  /**
+   * Adds a reservation (no TTL) for `subnet` owned by `publicIP`; in a dual-stack network with the IPv6
+   * half `v6` (one key `v4&v6`, see lib/lease/reservation.ts).
+   */
+  reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void>;
   /** All current leases (malformed foreign entries skipped with a warning) and a cursor to watch from. */
   listLeases(): Promise<{ leases: Lease[]; cursor: string }>;
+  /**
+   * kube only (flanneld's GetStoredPublicIP): the `node-public-ip`/`node-public-ipv6` annotations of our
+   * node, which act as --public-ip/--public-ipv6. Other stores do not have it.
+   */
+  storedPublicIP?(): Promise<{ publicIP: string | null; publicIPv6: string | null }>;
+  /** kube only: our node's own published BackendData (to restore the VTEP MAC when the state file is gone). */
+  storedBackendData?(): Promise<unknown>;
+  /**
+   * kube only (flanneld's CompleteLease): called once the backend device, subnet.env and the rules are in
+   * place; sets the node's NetworkUnavailable condition to False (reason FlannelIsUp).
+   */
+  completeLease?(): Promise<void>;
   /**
    * Events after `cursor`, batched; ends when `signal` aborts. After a compaction/410 the store re-lists
    * and yields the differences, so watchers never miss a removal.

@@ -80,7 +80,7 @@ export const peerProbe: Check = {
         fix: underlay
           ? [ctx.cmd(`ip route get ${r.l.attrs.PublicIP}`), ctx.cmd(`ping -c 3 ${r.l.attrs.PublicIP}`)]
           : [
-            `check vxlan-port, peer-arp-missing, peer-fdb-missing, vxlan-csum-offload on both nodes; ` +
+            `check vxlan-port, peer-arp, peer-fdb, vxlan-csum-offload on both nodes; ` +
             ctx.cmd(`tcpdump -ni any udp port ${ctx.vxlanPort}`),
           ],
       });

@@ -153,25 +153,25 @@ function ruleCount(text: string | null): number {
   return (text ?? "").split("\n").filter((l) => l.startsWith("-A ")).length;
 }
 
-/** iptables-mixed: rules in both the legacy and the nf_tables back-end (flannel #1317). */
+/** iptables-backend: rules in both the legacy and the nf_tables back-end (flannel #1317). */
 export const iptablesMixed: Check = {
-  id: "iptables-mixed",
+  id: "iptables-backend",
   title: "iptables rules in one back-end only",
   run(ctx) {
     const { legacy, nft, variant } = ctx.ipt;
     if (legacy.text === null && nft.text === null) {
-      return [unknown("iptables-mixed", "neither iptables-legacy-save nor iptables-nft-save is installed")];
+      return [unknown("iptables-backend", "neither iptables-legacy-save nor iptables-nft-save is installed")];
     }
     const l = ruleCount(legacy.text), n = ruleCount(nft.text);
     const detail = `iptables-legacy: ${l} rule(s), iptables-nft: ${n} rule(s); iptables is ${
       variant ?? "unknown"
     }`;
-    if (l === 0 || n === 0) return [ok("iptables-mixed", detail)];
+    if (l === 0 || n === 0) return [ok("iptables-backend", detail)];
     const flannelIn = (t: string | null) => /FLANNEL-(POSTRTG|FWD)/.test(t ?? "");
     const where = [flannelIn(legacy.text) ? "legacy" : "", flannelIn(nft.text) ? "nft" : ""].filter(Boolean);
     const stray = variant === "legacy" ? "nft" : "legacy";
     return [{
-      id: "iptables-mixed",
+      id: "iptables-backend",
       severity: "warning",
       detail: `${detail}; flannel chains in: ${where.join(", ") || "none"}`,
       why:

@@ -71,12 +71,12 @@ export const leaseOwn: Check = {
   },
 };
 
-/** lease-duplicate: overlapping subnets, one PublicIP on several leases. */
+/** lease-unique: overlapping subnets, one PublicIP on several leases. */
 export const leaseDuplicate: Check = {
-  id: "lease-duplicate",
+  id: "lease-unique",
   title: "No overlapping leases or shared public IPs",
   run(ctx) {
-    const ns = noStore(ctx, "lease-duplicate");
+    const ns = noStore(ctx, "lease-unique");
     if (ns) return [ns];
     const ls = ctx.store.leases.filter((l) => l.subnet);
     const crit: string[] = [];
@@ -96,13 +96,13 @@ export const leaseDuplicate: Check = {
     }
     for (const [ip, subs] of byIP) if (subs.length > 1) warn.push(`PublicIP ${ip} holds ${subs.join(", ")}`);
     if (!crit.length && !warn.length) {
-      return [ok("lease-duplicate", `${ls.length} lease(s), no overlaps, distinct PublicIPs`)];
+      return [ok("lease-unique", `${ls.length} lease(s), no overlaps, distinct PublicIPs`)];
     }
     const fix = [...byIP].filter(([, s]) => s.length > 1).flatMap(([, subs]) =>
       subs.slice(1).map((s) => `flanctl lease revoke ${s}  # after checking which one the node uses`)
     );
     return [{
-      id: "lease-duplicate",
+      id: "lease-unique",
       severity: crit.length ? "critical" : "warning",
       detail: [...crit, ...warn].join("; "),
       why:
@@ -176,14 +176,16 @@ export const publicIP: Check = {
   },
 };
 
-/** route-overlap: host routes/addresses (not flannel's) inside the pod network (flannel #611). */
+/** pod-network-routes: host routes/addresses (not flannel's) inside the pod network (flannel #611). */
 export const routeOverlap: Check = {
-  id: "route-overlap",
+  id: "pod-network-routes",
   title: "Pod network does not overlap host routes",
   run(ctx) {
     const net = ctx.network;
-    if (!net && ctx.ipv4Disabled) return [ok("route-overlap", "IPv4 disabled: no IPv4 pod network")];
-    if (!net || !ctx.kernel) return [unknown("route-overlap", "pod network unknown (no subnet.env/store)")];
+    if (!net && ctx.ipv4Disabled) return [ok("pod-network-routes", "IPv4 disabled: no IPv4 pod network")];
+    if (!net || !ctx.kernel) {
+      return [unknown("pod-network-routes", "pod network unknown (no subnet.env/store)")];
+    }
     const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index]);
     const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
@@ -203,9 +205,9 @@ export const routeOverlap: Check = {
       const ip = IPNet.tryParse(`${a.local}/32`);
       if (ip && net.contains(ip)) bad.push(`address ${a.local}/${a.prefix} on ${a.ifname}`);
     }
-    if (!bad.length) return [ok("route-overlap", `no host route or address overlaps ${net}`)];
+    if (!bad.length) return [ok("pod-network-routes", `no host route or address overlaps ${net}`)];
     return [{
-      id: "route-overlap",
+      id: "pod-network-routes",
       severity: "critical",
       detail: `${bad.join("; ")} overlap(s) the pod network ${net}`,
       why: "traffic to some pods leaves through the host network instead of the overlay (flannel #611)",

@@ -160,15 +160,15 @@ export const nftRules: Check = {
   },
 };
 
-/** firewall-mixed: flannel's rules in both iptables and nftables form (flannel #2145). */
+/** firewall-mode: flannel's rules in both iptables and nftables form (flannel #2145). */
 export const firewallMixed: Check = {
-  id: "firewall-mixed",
+  id: "firewall-mode",
   title: "flannel's rules in one mode only (iptables or nftables)",
   run(ctx) {
     const text = ctx.nftRuleset.text;
     const ipt = ctx.ipt.main.text;
     if (text === null && ipt === null) {
-      return [unknown("firewall-mixed", "neither nft nor iptables-save could be read")];
+      return [unknown("firewall-mode", "neither nft nor iptables-save could be read")];
     }
     const nftTables = ["ip flannel-ipv4", "ip6 flannel-ipv6"].filter((t) => {
       const [f, n] = t.split(" ");
@@ -188,7 +188,7 @@ export const firewallMixed: Check = {
     const iptChains = [...v4, ...v6.map((t) => `ip6 ${t}`)];
     if (!nftTables.length || !iptChains.length) {
       const where = nftTables.length ? "nftables" : iptChains.length ? "iptables" : "neither mode";
-      return [ok("firewall-mixed", `flannel's rules are in ${where}`)];
+      return [ok("firewall-mode", `flannel's rules are in ${where}`)];
     }
     const mode = nftMode(ctx);
     const stale = mode === true ? "iptables" : mode === false ? "nftables" : null;
@@ -208,7 +208,7 @@ export const firewallMixed: Check = {
     }
     if (stale !== "iptables") { for (const t of nftTables) fix.push(ctx.cmd(`nft delete table ${t}`)); }
     return [{
-      id: "firewall-mixed",
+      id: "firewall-mode",
       severity: "warning",
       detail:
         `flannel's rules in both modes: nftables ${nftTables.join(", ")}; iptables ${iptChains.join(", ")}` +
@@ -261,15 +261,15 @@ function hostPortRules(ctx: DoctorContext): HostPortRule[] {
   return out;
 }
 
-/** hostport-stale: hostPort DNAT rules to an address of our pod subnet that no running pod has. */
+/** hostports: hostPort DNAT rules to an address of our pod subnet that no running pod has. */
 export const hostportStale: Check = {
-  id: "hostport-stale",
+  id: "hostports",
   title: "hostPort rules point at running pods",
   run(ctx) {
     const rules = hostPortRules(ctx);
-    if (!rules.length) return [ok("hostport-stale", "no hostPort (portmap) rules")];
+    if (!rules.length) return [ok("hostports", "no hostPort (portmap) rules")];
     const sub = ctx.subnetEnv?.subnet?.net;
-    if (!sub) return [unknown("hostport-stale", `${rules.length} hostPort rule(s); subnet.env unavailable`)];
+    if (!sub) return [unknown("hostports", `${rules.length} hostPort rule(s); subnet.env unavailable`)];
     const live = new Set([...ctx.pods.values()].flatMap((p) => p.ips));
     const stale = rules.filter((r) => {
       const ip = IPAddr.tryParse(r.target);
@@ -277,7 +277,7 @@ export const hostportStale: Check = {
     });
     if (!stale.length) {
       return [
-        ok("hostport-stale", `${rules.length} hostPort rule(s), all to running pods or outside ${sub}`),
+        ok("hostports", `${rules.length} hostPort rule(s), all to running pods or outside ${sub}`),
       ];
     }
     const fix: string[] = [];
@@ -300,7 +300,7 @@ export const hostportStale: Check = {
       `${r.target} (${r.backend} ${r.where}${r.containerId ? `, container ${r.containerId}` : ""})`
     );
     const f: Finding = {
-      id: "hostport-stale",
+      id: "hostports",
       severity: "warning",
       detail: `${stale.length} hostPort rule(s) to addresses no running pod has: ${capList(what)}`,
       why:

@@ -88,19 +88,19 @@ function restartHint(): string[] {
   return ["restart the daemon: it re-adds every peer's route, ARP and FDB entry from the leases on start"];
 }
 
-/** peer-route-missing: every peer lease has its route (onlink via the VTEP address, or via PublicIP). */
+/** peer-routes: every peer lease has its route (onlink via the VTEP address, or via PublicIP). */
 export const peerRoute: Check = {
-  id: "peer-route-missing",
+  id: "peer-routes",
   title: "Route to every peer subnet",
   run(ctx) {
     const g = leaseGuard(ctx);
     const dev = ctx.vxlanDevice();
     if (g) {
-      if (!ctx.kernel || !dev) return [unknown("peer-route-missing", g)];
+      if (!ctx.kernel || !dev) return [unknown("peer-routes", g)];
       const n = mainRoutes4(ctx).filter((r) => r.dev === dev.index && r.flags.includes("onlink")).length;
       return [
         unknown(
-          "peer-route-missing",
+          "peer-routes",
           `${n} onlink route(s) on ${dev.name}; cannot tell which are missing: ${g}`,
         ),
       ];
@@ -139,10 +139,10 @@ export const peerRoute: Check = {
       fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
     }
     if (!bad.length) {
-      return [ok("peer-route-missing", `routes to all ${peers.length} peer subnet(s) present`)];
+      return [ok("peer-routes", `routes to all ${peers.length} peer subnet(s) present`)];
     }
     return [{
-      id: "peer-route-missing",
+      id: "peer-routes",
       severity: "critical",
       detail: bad.join("; "),
       why:
@@ -153,12 +153,12 @@ export const peerRoute: Check = {
   },
 };
 
-/** peer-arp-missing: permanent ARP entry peer VTEP address → lease VtepMAC on flannel.<VNI>. */
+/** peer-arp: permanent ARP entry peer VTEP address → lease VtepMAC on flannel.<VNI>. */
 export const peerArp: Check = {
-  id: "peer-arp-missing",
+  id: "peer-arp",
   title: "Permanent ARP entry for every VXLAN peer",
   run(ctx) {
-    const pre = vxlanPeerSetup(ctx, "peer-arp-missing");
+    const pre = vxlanPeerSetup(ctx, "peer-arp");
     if ("done" in pre) return pre.done;
     const { dev, g, kernel } = pre;
     const bad: string[] = [];
@@ -176,13 +176,13 @@ export const peerArp: Check = {
       if (!bad.length) {
         return [
           unknown(
-            "peer-arp-missing",
+            "peer-arp",
             `${checked} route(s) on ${dev.name} have permanent ARP entries; MACs not verified: ${g}`,
           ),
         ];
       }
       return [{
-        id: "peer-arp-missing",
+        id: "peer-arp",
         severity: "critical",
         detail: bad.join("; ") + ` (lease MACs unknown: ${g})`,
         why:
@@ -212,11 +212,11 @@ export const peerArp: Check = {
     }
     if (!bad.length) {
       return [
-        ok("peer-arp-missing", `permanent ARP entries for all ${checked} VXLAN peer(s) match their leases`),
+        ok("peer-arp", `permanent ARP entries for all ${checked} VXLAN peer(s) match their leases`),
       ];
     }
     return [{
-      id: "peer-arp-missing",
+      id: "peer-arp",
       severity: "critical",
       detail: bad.join("; "),
       why:
@@ -227,12 +227,12 @@ export const peerArp: Check = {
   },
 };
 
-/** peer-fdb-missing: FDB entry lease VtepMAC → lease PublicIP on flannel.<VNI>. */
+/** peer-fdb: FDB entry lease VtepMAC → lease PublicIP on flannel.<VNI>. */
 export const peerFdb: Check = {
-  id: "peer-fdb-missing",
+  id: "peer-fdb",
   title: "FDB entry for every VXLAN peer",
   run(ctx) {
-    const pre = vxlanPeerSetup(ctx, "peer-fdb-missing");
+    const pre = vxlanPeerSetup(ctx, "peer-fdb");
     if ("done" in pre) return pre.done;
     const { dev, g, kernel } = pre;
     const bad: string[] = [];
@@ -254,13 +254,13 @@ export const peerFdb: Check = {
       if (!bad.length) {
         return [
           unknown(
-            "peer-fdb-missing",
+            "peer-fdb",
             `${checked} ARP entr(ies) on ${dev.name} have FDB entries; public IPs not verified: ${g}`,
           ),
         ];
       }
       return [{
-        id: "peer-fdb-missing",
+        id: "peer-fdb",
         severity: "critical",
         detail: bad.join("; ") + ` (lease public IPs unknown: ${g})`,
         why: "the kernel does not know which node to encapsulate to: frames are dropped",
@@ -284,11 +284,11 @@ export const peerFdb: Check = {
     }
     if (!bad.length) {
       return [
-        ok("peer-fdb-missing", `FDB entries for all ${checked} VXLAN peer(s) point at their PublicIPs`),
+        ok("peer-fdb", `FDB entries for all ${checked} VXLAN peer(s) point at their PublicIPs`),
       ];
     }
     return [{
-      id: "peer-fdb-missing",
+      id: "peer-fdb",
       severity: "critical",
       detail: bad.join("; "),
       why: "encapsulated packets go to no node or the wrong node (departed/readdressed peers, flannel #844)",
@@ -298,18 +298,18 @@ export const peerFdb: Check = {
   },
 };
 
-/** stale-peer-entries: routes/ARP/FDB entries that belong to no lease. */
+/** peer-entries: routes/ARP/FDB entries that belong to no lease. */
 export const stalePeers: Check = {
-  id: "stale-peer-entries",
+  id: "peer-entries",
   title: "No routes/ARP/FDB entries for departed nodes",
   run(ctx) {
     const dev = ctx.vxlanDevice();
-    if (!ctx.kernel) return [unknown("stale-peer-entries", `no kernel snapshot: ${ctx.kernelError}`)];
+    if (!ctx.kernel) return [unknown("peer-entries", `no kernel snapshot: ${ctx.kernelError}`)];
     const g = leaseGuard(ctx);
     const stale: string[] = [];
     const fix: string[] = [];
     if (g) {
-      if (!dev) return [unknown("stale-peer-entries", g)];
+      if (!dev) return [unknown("peer-entries", g)];
       // Without leases: ARP entries no route uses and FDB entries no ARP entry uses are leftovers.
       const gws = new Set(mainRoutes4(ctx).filter((r) => r.dev === dev.index).map((r) => r.gateway));
       const macs = new Set<string>();
@@ -329,7 +329,7 @@ export const stalePeers: Check = {
         }
       }
       if (!stale.length) {
-        return [unknown("stale-peer-entries", `kernel entries on ${dev.name} are consistent; ${g}`)];
+        return [unknown("peer-entries", `kernel entries on ${dev.name} are consistent; ${g}`)];
       }
     } else {
       const leases = ctx.store.leases.filter((l) => l.subnet);
@@ -365,9 +365,9 @@ export const stalePeers: Check = {
         }
       }
     }
-    if (!stale.length) return [ok("stale-peer-entries", "no route/ARP/FDB entries for departed nodes")];
+    if (!stale.length) return [ok("peer-entries", "no route/ARP/FDB entries for departed nodes")];
     return [{
-      id: "stale-peer-entries",
+      id: "peer-entries",
       severity: "warning",
       detail: stale.join("; "),
       why: "entries for departed or readdressed nodes black-hole traffic when their subnet is reused " +

@@ -62,12 +62,12 @@ function liveIPs(ctx: DoctorContext): Set<string> {
   return new Set([...ctx.pods.values()].flatMap((p) => p.ips));
 }
 
-/** veth-orphan: host veths on cni0 whose peer is in no known pod namespace; stray veths off the bridge. */
+/** veths: host veths on cni0 whose peer is in no known pod namespace; stray veths off the bridge. */
 export const vethOrphan: Check = {
-  id: "veth-orphan",
+  id: "veths",
   title: "Host veths paired with live pod namespaces",
   run(ctx) {
-    if (!ctx.kernel) return [unknown("veth-orphan", `no kernel snapshot: ${ctx.kernelError}`)];
+    if (!ctx.kernel) return [unknown("veths", `no kernel snapshot: ${ctx.kernelError}`)];
     const bad: string[] = [];
     const fix: string[] = [];
     const veths = ctx.cni0Veths();
@@ -104,13 +104,13 @@ export const vethOrphan: Check = {
     if (!bad.length) {
       return [
         ok(
-          "veth-orphan",
+          "veths",
           `${veths.length} veth(s) on cni0, each paired with a pod netns (${ctx.pods.size} pod(s))`,
         ),
       ];
     }
     return [{
-      id: "veth-orphan",
+      id: "veths",
       severity: "warning",
       detail: bad.join("; "),
       why: "leftovers of pods the runtime failed to tear down: they hold addresses/MACs on cni0 and hide " +
@@ -121,14 +121,14 @@ export const vethOrphan: Check = {
   },
 };
 
-/** hostlocal-leak: host-local IP files for containers that no longer run; empty files; pool nearly full. */
+/** hostlocal-ips: host-local IP files for containers that no longer run; empty files; pool nearly full. */
 export const hostlocalLeak: Check = {
-  id: "hostlocal-leak",
+  id: "hostlocal-ips",
   title: "host-local IP reservations belong to live pods",
   run(ctx) {
     const dir = ctx.opts.hostLocalDir;
     const { files, error } = readIpFiles(dir);
-    if (error) return [unknown("hostlocal-leak", `cannot read ${dir}: ${error}`)];
+    if (error) return [unknown("hostlocal-ips", `cannot read ${dir}: ${error}`)];
     const live = liveIPs(ctx);
     const leaked = files.filter((f) => f.containerId && !live.has(f.ip));
     const empty = files.filter((f) => !f.containerId);
@@ -152,10 +152,10 @@ export const hostlocalLeak: Check = {
       }
     }
     if (!problems.length) {
-      return [ok("hostlocal-leak", `${files.length} IP file(s) in ${dir}, all held by live pods`)];
+      return [ok("hostlocal-ips", `${files.length} IP file(s) in ${dir}, all held by live pods`)];
     }
     return [{
-      id: "hostlocal-leak",
+      id: "hostlocal-ips",
       severity: "warning",
       detail: problems.join("; "),
       why:
@@ -179,9 +179,9 @@ function liveContainers(ctx: DoctorContext): Set<string> {
   );
 }
 
-/** netns-leak: runtime pod namespaces (`cni-*`) with no veth on cni0. */
+/** pod-netns: runtime pod namespaces (`cni-*`) with no veth on cni0. */
 export const netnsLeak: Check = {
-  id: "netns-leak",
+  id: "pod-netns",
   title: "No leaked pod network namespaces",
   run(ctx) {
     const prefix = ctx.opts.podNetnsPrefix;
@@ -190,13 +190,13 @@ export const netnsLeak: Check = {
     if (!leaked.length) {
       return [
         ok(
-          "netns-leak",
+          "pod-netns",
           `${cands.length} ${prefix}* namespace(s) under /var/run/netns, all attached to cni0`,
         ),
       ];
     }
     return [{
-      id: "netns-leak",
+      id: "pod-netns",
       severity: "warning",
       detail: `${leaked.length} pod namespace(s) with no veth on cni0: ${capList(leaked)}`,
       why: "leaked netns mounts keep memory and sockets alive and confuse sandbox GC (kubernetes #86944)",
@@ -208,9 +208,9 @@ export const netnsLeak: Check = {
   },
 };
 
-/** cni-cache-stale: libcni result cache and flannel data entries for containers that are gone. */
+/** cni-cache: libcni result cache and flannel data entries for containers that are gone. */
 export const cniCacheStale: Check = {
-  id: "cni-cache-stale",
+  id: "cni-cache",
   title: "No stale CNI cache entries",
   run(ctx) {
     const live = liveContainers(ctx);
@@ -237,11 +237,11 @@ export const cniCacheStale: Check = {
     scan(ctx.opts.flannelDataDir, (n) => n);
     if (!stale.length) {
       return [
-        ok("cni-cache-stale", `no stale entries in ${ctx.opts.cniResultsDir} or ${ctx.opts.flannelDataDir}`),
+        ok("cni-cache", `no stale entries in ${ctx.opts.cniResultsDir} or ${ctx.opts.flannelDataDir}`),
       ];
     }
     return [{
-      id: "cni-cache-stale",
+      id: "cni-cache",
       severity: "warning",
       detail: `${stale.length} entr(ies) for containers with no live pod IP: ${capList(stale)}`,
       why:

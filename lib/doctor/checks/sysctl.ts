@@ -119,17 +119,17 @@ export const rpFilter: Check = {
   },
 };
 
-/** ipv6-disabled: IPv6 configured (dual stack) but disabled in the kernel. */
+/** ipv6: IPv6 configured (dual stack) but disabled in the kernel. */
 export const ipv6Disabled: Check = {
-  id: "ipv6-disabled",
+  id: "ipv6",
   title: "IPv6 enabled when the network is dual stack",
   run(ctx) {
     const wants = !!ctx.subnetEnv?.ipv6Network || ctx.store.config?.enableIPv6 === true;
-    if (!wants) return [ok("ipv6-disabled", "IPv6 is not configured for the pod network")];
+    if (!wants) return [ok("ipv6", "IPv6 is not configured for the pod network")];
     const v = ctx.sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6");
     if (v === null) {
       return [{
-        id: "ipv6-disabled",
+        id: "ipv6",
         severity: "critical",
         detail:
           "IPv6 is configured but /proc/sys/net/ipv6 does not exist (ipv6.disable=1 on the kernel command line?)",
@@ -140,7 +140,7 @@ export const ipv6Disabled: Check = {
     }
     if (v === "1") {
       return [{
-        id: "ipv6-disabled",
+        id: "ipv6",
         severity: "critical",
         detail: "the pod network is dual stack but net.ipv6.conf.all.disable_ipv6 = 1",
         why: "IPv6 addresses cannot be added to flannel-v6.1, cni0 or pods (flannel #1671)",
@@ -148,7 +148,7 @@ export const ipv6Disabled: Check = {
         persist: persistSysctl(["net.ipv6.conf.all.disable_ipv6=0"]),
       }];
     }
-    return [ok("ipv6-disabled", "dual stack configured and IPv6 enabled (disable_ipv6 = 0)")];
+    return [ok("ipv6", "dual stack configured and IPv6 enabled (disable_ipv6 = 0)")];
   },
 };
 

@@ -1,0 +1,76 @@
+/**
+ * `flanctl status`: one screen for a node (daemon, store, lease, backend, peers, last reconcile, rules,
+ * health endpoint); `-o json`; `--watch` redraws it. Exit 0 while the daemon runs, 1 when it does not.
+ * @module
+ */
+import { type Command, Option } from "commander";
+import { UsageError } from "../lib/errors.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
+import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+
+interface StatusFlags extends StoreOptions {
+  netns?: string;
+  subnetFile: string;
+  output: string;
+  watch?: string | boolean;
+}
+
+/** Registers `flanctl status`. */
+export function register(program: Command): void {
+  const cmd = program.command("status")
+    .description(
+      "show this node's daemon, store, lease, backend, peers, reconcile and rules; exit 1 if the daemon is down",
+    )
+    .option("--netns <name>", "show the node living in this network namespace")
+    .option(
+      "--subnet-file <path>",
+      "subnet.env written by the daemon (its state file lives next to it)",
+      DEFAULT_PATHS.subnetFile,
+    )
+    .option("--watch [seconds]", "redraw every N seconds (default 2) until interrupted")
+    .addOption(
+      new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"),
+    );
+  addSharedStoreOptions(cmd);
+  cmd.action(async (flags: StatusFlags) => {
+    const every = flags.watch === undefined ? 0 : flags.watch === true ? 2 : Number(flags.watch);
+    if (!Number.isFinite(every) || every < 0 || (flags.watch !== undefined && every < 0.5)) {
+      throw new UsageError(`--watch: '${flags.watch}' is not a number of seconds >= 0.5`);
+    }
+    const { gatherContext } = await import("../lib/doctor/context.ts");
+    const { localDoctorOptions } = await import("../lib/doctor/local_options.ts");
+    const { nodeStatus } = await import("../lib/status/status.ts");
+    const { renderStatus } = await import("../lib/status/render.ts");
+    let code = 0;
+    const once = async () => {
+      const ctx = await gatherContext(localDoctorOptions(flags.netns ?? null, flags.subnetFile, flags));
+      if (ctx.fatal.length) throw new UsageError(`--netns: ${ctx.fatal.join("; ")}`);
+      const st = await nodeStatus(ctx, flags.netns ?? Deno.hostname());
+      code = st.daemon.running ? 0 : 1;
+      return flags.output === "json" ? JSON.stringify(st, null, every ? 0 : 2) + "\n" : renderStatus(st);
+    };
+    const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s));
+    if (!every) {
+      out(await once());
+      exitWith(code);
+      return;
+    }
+    // --watch: a table redraws in place on a terminal; JSON is one document per line.
+    const tty = Deno.stdout.isTerminal() && flags.output !== "json";
+    let stop = false;
+    const onSig = () => (stop = true);
+    Deno.addSignalListener("SIGINT", onSig);
+    try {
+      while (!stop) {
+        const text = await once();
+        out(tty ? `\x1b[H\x1b[2J${new Date().toISOString()}\n${text}` : text);
+        for (let t = 0; t < every * 10 && !stop; t++) await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      Deno.removeSignalListener("SIGINT", onSig);
+    }
+    exitWith(code);
+  });
+}

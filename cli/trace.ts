@@ -1,0 +1,76 @@
+/**
+ * `flanctl trace DST [--from SRC] [--netns NODE]` and `flanctl lab trace SRC DST`: a packet's path hop by
+ * hop from live kernel state, each hop checked against its lease; exit 0 when the path is whole, 1 when a
+ * hop is broken. The heavy modules load inside the actions.
+ * @module
+ */
+import { type Command, Option } from "commander";
+import { UsageError } from "../lib/errors.ts";
+import type { StoreOptions } from "../lib/store/open.ts";
+import { addSharedStoreOptions } from "./store_flags.ts";
+import { exitWith } from "./exit.ts";
+import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+
+interface TraceFlags extends StoreOptions {
+  from?: string;
+  netns?: string;
+  subnetFile: string;
+  output: string;
+  probe?: boolean;
+}
+
+const IPV4 = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+async function print(report: import("../lib/trace/types.ts").TraceReport, output: string): Promise<void> {
+  const { renderTrace, traceJson } = await import("../lib/trace/render.ts");
+  const text = output === "json" ? JSON.stringify(traceJson(report), null, 2) + "\n" : renderTrace(report);
+  await Deno.stdout.write(new TextEncoder().encode(text));
+  exitWith(report.ok ? 0 : 1);
+}
+
+function outputOpt(): Option {
+  return new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table");
+}
+
+/** Registers `flanctl trace`. */
+export function register(program: Command): void {
+  const cmd = program.command("trace")
+    .description("follow a packet to DST hop by hop through this node's live state; exit 1 at a broken hop")
+    .argument("<dst>", "destination IPv4 address (pod or node)")
+    .option("--from <src>", "source: a pod IP on this node (default: this node itself)")
+    .option("--netns <name>", "trace on the node living in this network namespace")
+    .option("--subnet-file <path>", "subnet.env written by the daemon", DEFAULT_PATHS.subnetFile)
+    .option("--probe", "also send one ping from SRC to DST and report where it was last seen")
+    .addOption(outputOpt());
+  addSharedStoreOptions(cmd);
+  cmd.action(async (dst: string, flags: TraceFlags) => {
+    if (!IPV4.test(dst)) throw new UsageError(`DST: '${dst}' is not an IPv4 address; give a pod or node IP`);
+    if (flags.from !== undefined && !IPV4.test(flags.from)) {
+      throw new UsageError(`--from: '${flags.from}' is not an IPv4 address; give a pod IP on this node`);
+    }
+    const { localTrace } = await import("../lib/trace/run.ts");
+    await print(await localTrace({ ...flags, dst }), flags.output);
+  });
+}
+
+/** Registers `flanctl lab trace SRC DST` under the lab command. */
+export function registerLabTrace(lab: Command, nameOpt: () => Option): void {
+  lab.command("trace")
+    .description("follow a packet from SRC to DST (pod or node names, or IPs) through every lab node")
+    .argument("<src>", "source pod (node1-pod1) or node (node1)")
+    .argument("<dst>", "destination pod, node or IPv4 address")
+    .option("--probe", "also send one ping along the path and report where it was last seen")
+    .addOption(outputOpt())
+    .addOption(nameOpt())
+    .action(async (src: string, dst: string, o: { output: string; name: string; probe?: boolean }) => {
+      const { labTrace, IN_UNDERLAY } = await import("../lib/trace/run.ts");
+      const report = await labTrace(o.name, src, dst, !!o.probe);
+      if (Deno.env.get(IN_UNDERLAY)) {
+        // The re-executed child of an etcd lab's trace: the whole report for the parent.
+        await Deno.stdout.write(new TextEncoder().encode(JSON.stringify(report) + "\n"));
+        exitWith(report.ok ? 0 : 1);
+        return;
+      }
+      await print(report, o.output);
+    });
+}

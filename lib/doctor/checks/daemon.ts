@@ -1,0 +1,158 @@
+/**
+ * The daemon itself: found through its state file (flanctl.json next to subnet.env), else by a process
+ * scan of the checked namespace (flanneld or an older flanctl), and asked on its /healthz. A dead daemon
+ * is the root cause of most other findings, so it is reported first and the others point to it.
+ * @module
+ */
+import type { Check, Finding } from "../types.ts";
+import { ok } from "../types.ts";
+import type { DoctorContext } from "../context.ts";
+import { daemonRunning, daemonStatePath, readDaemonState } from "../../daemon_state.ts";
+
+/** Ids of findings a dead daemon explains (their why then names it). */
+export const DAEMON_DEPENDENT = new Set([
+  "readyz",
+  "subnet-env",
+  "flannel-device",
+  "vtep-mac",
+  "peer-routes",
+  "peer-arp",
+  "peer-fdb",
+  "peer-entries",
+  "masq-rules",
+  "forward-policy",
+  "lease-own",
+  "lease-expiry",
+  "cni0-address",
+]);
+
+/** Inode of the network namespace the doctor checks ("net:[4026…]"), or null. */
+function checkedNetns(ctx: DoctorContext): string | null {
+  try {
+    if (ctx.opts.netns === null) return Deno.readLinkSync("/proc/self/ns/net");
+    const st = Deno.statSync(`/var/run/netns/${ctx.opts.netns}`);
+    return `net:[${st.ino}]`;
+  } catch {
+    return null;
+  }
+}
+
+/** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
+export function scanForDaemon(ctx: DoctorContext): { pid: number; cmd: string } | null {
+  const want = checkedNetns(ctx);
+  if (!want) return null;
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync("/proc")];
+  } catch {
+    return null;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
+    try {
+      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
+      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
+        (argv.some((a) => /flanctl/.test(a)) && argv.includes("daemon"));
+      if (!daemon || Deno.readLinkSync(`/proc/${e.name}/ns/net`) !== want) continue;
+      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
+    } catch { /* gone or not ours to read */ }
+  }
+  return null;
+}
+
+function dead(ctx: DoctorContext, detail: string): Finding {
+  return {
+    id: "daemon",
+    severity: "critical",
+    detail,
+    why: "nothing keeps this node's network in step with the cluster: routes, ARP/FDB entries and rules " +
+      "for new or moved nodes are not programmed, the lease is not renewed and expires; most other " +
+      "findings follow from this",
+    fix: [
+      "systemctl restart flanctl; journalctl -u flanctl -n 50",
+      ...(ctx.opts.netns
+        ? [`(lab) flanctl lab down/up, or restart the daemon in netns ${ctx.opts.netns}`]
+        : []),
+    ],
+    persist: ["systemctl enable flanctl (Restart=always in the unit restarts a killed daemon)"],
+  };
+}
+
+/** The HTTP status `url` answers with from inside the checked namespace ("000": none), or null without curl. */
+export function healthz(ctx: DoctorContext, url: string): string | null {
+  const r = ctx.exec.run(
+    ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
+    5000,
+  );
+  return r.code === null ? null : r.stdout.trim() || "000";
+}
+
+/** daemon: the daemon runs (state file pid alive, /healthz answers). */
+export const daemonCheck: Check = {
+  id: "daemon",
+  title: "The flanctl daemon is running",
+  run(ctx) {
+    const path = daemonStatePath(ctx.opts.subnetFile);
+    let state;
+    try {
+      state = readDaemonState(path);
+    } catch (e) {
+      return [dead(ctx, `state file unreadable: ${(e as Error).message}`)];
+    }
+    if (!state) {
+      const p = scanForDaemon(ctx);
+      if (p) {
+        return [ok("daemon", `pid ${p.pid} (${p.cmd}); no state file ${path} (flanneld or older flanctl)`)];
+      }
+      return [dead(ctx, `no daemon runs here: no state file ${path} and no flanneld/flanctl daemon process`)];
+    }
+    const running = daemonRunning(state);
+    if (running === false) {
+      return [
+        dead(
+          ctx,
+          `daemon pid ${state.pid} (started ${state.startedAt}) is not running; ${path} was left by a daemon ` +
+            "that did not exit cleanly (killed or crashed)",
+        ),
+      ];
+    }
+    const other = running === null ? " in another pid namespace (a container)" : "";
+    const since = `pid ${state.pid}${other}, version ${state.version}, up since ${state.startedAt}`;
+    if (!state.health) {
+      if (running) return [ok("daemon", `${since}; no health endpoint (--healthz-port 0)`)];
+      // Neither the pid nor an endpoint can be checked from here: a daemon process in this netns will do.
+      const p = scanForDaemon(ctx);
+      if (p) return [ok("daemon", `${since}; found as pid ${p.pid} here (${p.cmd})`)];
+      return [dead(ctx, `${since}, but no health endpoint to ask and no daemon process in this namespace`)];
+    }
+    const url = `http://${state.health}/healthz`;
+    const code = healthz(ctx, url);
+    if (code === null) return [ok("daemon", `${since}; ${url} not asked: curl is not installed`)];
+    if (code === "200") return [ok("daemon", `${since}; ${url} → 200`)];
+    if (running === null) {
+      return [dead(ctx, `${since}: its pid cannot be checked from here and ${url} → ${code || "no answer"}`)];
+    }
+    return [{
+      id: "daemon",
+      severity: "critical",
+      detail: `${since}, but ${url} → ${code === "000" || !code ? "no answer" : code}`,
+      why: "the daemon process exists but does not serve: it is hung or stuck starting up",
+      fix: ["journalctl -u flanctl -n 50; systemctl restart flanctl"],
+    }];
+  },
+};
+
+/**
+ * When `daemon` is critical, the findings it explains say so in their why (root cause first). Returns
+ * the findings with that note added.
+ */
+export function pointToDaemon(findings: Finding[]): Finding[] {
+  if (!findings.some((f) => f.id === "daemon" && f.severity === "critical")) return findings;
+  return findings.map((f) => {
+    if (f.severity === "ok" || f.id === "daemon" || !DAEMON_DEPENDENT.has(f.id)) return f;
+    return { ...f, why: `likely cause: the daemon is not running (see 'daemon'). ${f.why ?? ""}`.trim() };
+  });
+}
+
+/** The checks of this family. */
+export const DAEMON_CHECKS: Check[] = [daemonCheck];

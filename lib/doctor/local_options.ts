@@ -1,0 +1,48 @@
+/**
+ * Doctor options for "this node" as `flanctl trace` and `flanctl status` read it: the default paths, a
+ * `--netns`, and the store from the store flags (a default file store that does not exist is "no store";
+ * the file store is opened read-only).
+ * @module
+ */
+import type { DoctorOptions } from "./context.ts";
+import { DEFAULT_PATHS } from "./paths.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
+import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
+import { DEFAULT_STORE_DIR } from "../store/file.ts";
+
+function isDir(p: string): boolean {
+  try {
+    return Deno.statSync(p).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/** Options for reading this node (or `netns`) with the store named by `store`. */
+export function localDoctorOptions(
+  netns: string | null,
+  subnetFile: string,
+  store: StoreOptions,
+): DoctorOptions {
+  const kind = storeKind(store);
+  const dir = store.storeDir ?? DEFAULT_STORE_DIR;
+  return {
+    netns,
+    subnetFile,
+    cniConfDir: DEFAULT_PATHS.cniConfDir,
+    cniBinDir: DEFAULT_PATHS.cniBinDir,
+    hostLocalDir: DEFAULT_PATHS.hostLocalDir,
+    flannelDataDir: DEFAULT_PATHS.flannelDataDir,
+    cniResultsDir: DEFAULT_PATHS.cniResultsDir,
+    podNetnsPrefix: DEFAULT_PATHS.podNetnsPrefix,
+    readyzUrl: null,
+    probe: false,
+    openStore: kind !== "file"
+      ? () => openStore(store)
+      : isDir(dir)
+      ? () => Promise.resolve(new FileStoreReader(dir))
+      : null,
+    storeExplicit: false,
+    skip: new Set(),
+  };
+}

@@ -1,0 +1,279 @@
+/**
+ * Link and address messages as bytes: RTM_GETLINK of one link parsed into a {@link LinkInfo}, the link
+ * name table from a raw dump, RTM_NEWLINK (bridge, dummy, veth), RTM_SETLINK changes, RTM_DELLINK,
+ * RTM_NEWADDR / RTM_DELADDR and the address dump. The same requests and the same views the libnl object
+ * API gave, for the paths a CNI call takes: each libnl object function is a symbol to bind on a plugin's
+ * first call (~0.3 ms each; an ADD bound 59 of them), these need none beyond sending and receiving.
+ * @module
+ */
+import { NetlinkError, NLE } from "./errors.ts";
+import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./format.ts";
+import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./consts.ts";
+import { geterror, ip4or6 } from "./conn.ts";
+import type { Conn } from "./conn.ts";
+import { queryOne, requestOne } from "./batch.ts";
+import { scan } from "./io.ts";
+import type { MsgWriter } from "./msg.ts";
+import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
+
+export const RTM_NEWLINK = 16, RTM_DELLINK = 17, RTM_GETLINK = 18, RTM_SETLINK = 19;
+export const RTM_NEWADDR = 20, RTM_DELADDR = 21, RTM_GETADDR = 22;
+const IFLA_ADDRESS = 1, IFLA_IFNAME = 3, IFLA_MTU = 4, IFLA_LINK = 5, IFLA_MASTER = 10, IFLA_TXQLEN = 13;
+const IFLA_OPERSTATE = 16, IFLA_LINKINFO = 18, IFLA_NET_NS_FD = 28, IFLA_LINK_NETNSID = 37;
+const IFLA_INFO_KIND = 1, IFLA_INFO_DATA = 2, VETH_INFO_PEER = 1;
+const IFLA_VXLAN_ID = 1, IFLA_VXLAN_LINK = 3, IFLA_VXLAN_LOCAL = 4, IFLA_VXLAN_LEARNING = 7;
+const IFLA_VXLAN_PORT = 15, IFLA_VXLAN_LOCAL6 = 17, IFLA_VXLAN_GBP = 23;
+const IFA_ADDRESS = 1, IFA_LOCAL = 2, IFA_BROADCAST = 4, IFA_FLAGS = 8;
+
+const dec = new TextDecoder();
+
+/** A NUL-terminated string attribute value. */
+function attrStr(b: Uint8Array, v: number, vlen: number): string {
+  let end = v;
+  while (end < v + vlen && b[end] !== 0) end++;
+  return dec.decode(b.subarray(v, end));
+}
+
+/** Walks the attributes in `b[from..to)`: `fn(type, valueOffset, valueLength)`. */
+function attrs(
+  dv: DataView,
+  from: number,
+  to: number,
+  fn: (type: number, v: number, vlen: number) => void,
+): void {
+  for (let a = from; a + 4 <= to;) {
+    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+    if (alen < 4 || a + alen > to) break;
+    fn(atype, a + 4, alen - 4);
+    a += (alen + 3) & ~3;
+  }
+}
+
+/** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
+export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
+  const flags = dv.getUint32(o + 8, true);
+  const info: LinkInfo = {
+    index: dv.getInt32(o + 4, true),
+    name: "",
+    kind: null,
+    flags: linkFlagNames(flags),
+    up: (flags & IFF_UP) !== 0,
+    operstate: operstateName(0),
+    mtu: 0,
+    mac: null,
+    master: null,
+    parent: null,
+    linkNetnsId: null,
+  };
+  let dataOff = -1, dataLen = 0;
+  attrs(dv, o + 16, o + len, (t, v, vlen) => {
+    if (t === IFLA_IFNAME) info.name = attrStr(b, v, vlen);
+    else if (t === IFLA_MTU && vlen >= 4) info.mtu = dv.getUint32(v, true);
+    else if (t === IFLA_ADDRESS && vlen !== 0 && vlen !== 4 && vlen !== 16) {
+      info.mac = formatMac(b.subarray(v, v + vlen));
+    } else if (t === IFLA_MASTER && vlen >= 4) info.master = dv.getInt32(v, true) || null;
+    else if (t === IFLA_LINK && vlen >= 4) info.parent = dv.getInt32(v, true) || null;
+    else if (t === IFLA_OPERSTATE && vlen >= 1) info.operstate = operstateName(b[v]);
+    else if (t === IFLA_LINK_NETNSID && vlen >= 4) info.linkNetnsId = dv.getInt32(v, true);
+    else if (t === IFLA_LINKINFO) {
+      attrs(dv, v, v + vlen, (it, iv, ivlen) => {
+        if (it === IFLA_INFO_KIND) info.kind = attrStr(b, iv, ivlen);
+        else if (it === IFLA_INFO_DATA) [dataOff, dataLen] = [iv, ivlen];
+      });
+    }
+  });
+  if (info.master !== null && info.master <= 0) info.master = null;
+  if (info.parent !== null && info.parent <= 0) info.parent = null;
+  if (info.kind === "vxlan") {
+    const x: VxlanInfo = { vni: 0, port: 0, local: null, dev: null, learning: false, gbp: false };
+    if (dataOff >= 0) {
+      attrs(dv, dataOff, dataOff + dataLen, (t, v, vlen) => {
+        if (t === IFLA_VXLAN_ID && vlen >= 4) x.vni = dv.getUint32(v, true);
+        else if (t === IFLA_VXLAN_PORT && vlen >= 2) x.port = dv.getUint16(v, false);
+        else if (t === IFLA_VXLAN_LINK && vlen >= 4) x.dev = dv.getUint32(v, true) || null;
+        else if ((t === IFLA_VXLAN_LOCAL || t === IFLA_VXLAN_LOCAL6) && x.local === null) {
+          x.local = ip4or6(b, v, vlen);
+        } else if (t === IFLA_VXLAN_LEARNING && vlen >= 1) x.learning = b[v] > 0;
+        else if (t === IFLA_VXLAN_GBP) x.gbp = true;
+      });
+    }
+    info.vxlan = x;
+  }
+  return info;
+}
+
+/** RTM_GETLINK of one link by ifindex or name; null when the kernel has no such link. */
+export function getLinkRaw(c: Conn, ref: number | string): LinkInfo | null {
+  let info: LinkInfo | null = null;
+  try {
+    queryOne(c, () => `link show dev ${ref}`, (w, s, x) => {
+      const h = w.begin(RTM_GETLINK, NLM_F_REQUEST | x, s, 16);
+      if (typeof ref === "number") w.dv.setInt32(h + 4, ref, true);
+      else w.str(IFLA_IFNAME, ref);
+      w.end();
+    }, (b, dv, o, len, type) => {
+      if (type === RTM_NEWLINK && info === null) info = parseLink(b, dv, o, len);
+    });
+  } catch (e) {
+    if (e instanceof NetlinkError && (e.code === -NLE.NODEV || e.code === -NLE.OBJ_NOTFOUND)) return null;
+    throw e;
+  }
+  return info;
+}
+
+/** ifindex of link `name`, or a NetlinkError "Cannot find device" named `op`. */
+export function indexOfName(c: Conn, name: string, op: () => string): number {
+  const l = getLinkRaw(c, name);
+  if (l === null) {
+    throw new NetlinkError(op(), -NLE.NODEV, geterror(-NLE.NODEV), `Cannot find device "${name}"`);
+  }
+  return l.index;
+}
+
+/** ifindex → name of every link, from a raw RTM_GETLINK dump. */
+export function linkNamesRaw(c: Conn): Map<number, string> {
+  const m = new Map<number, string>();
+  const req = new Uint8Array(16);
+  scan(c, "link show", RTM_GETLINK, req, (b, dv, o, len) => {
+    let name = "";
+    attrs(dv, o + 16, o + len, (t, v, vlen) => {
+      if (t === IFLA_IFNAME) name = attrStr(b, v, vlen);
+    });
+    m.set(dv.getInt32(o + 4, true), name);
+  }, false);
+  return m;
+}
+
+/** The common attributes of a link to create: name, mtu, mac, txqlen. */
+export interface NewLinkAttrs {
+  name: string;
+  mtu?: number;
+  mac?: Uint8Array;
+  txqlen?: number;
+  /** Namespace fd to create the link in. */
+  nsFd?: number;
+}
+
+function putCommon(w: MsgWriter, a: NewLinkAttrs): void {
+  w.str(IFLA_IFNAME, a.name);
+  if (a.mtu !== undefined) w.u32(IFLA_MTU, a.mtu);
+  if (a.mac !== undefined) w.bytes(IFLA_ADDRESS, a.mac);
+  if (a.txqlen !== undefined) w.u32(IFLA_TXQLEN, a.txqlen);
+  if (a.nsFd !== undefined) w.u32(IFLA_NET_NS_FD, a.nsFd);
+}
+
+/** `ip link add NAME type KIND` (bridge, dummy), or a veth pair when `peer` is given. */
+export function createLinkRaw(c: Conn, op: () => string, kind: string, a: NewLinkAttrs, peer?: NewLinkAttrs) {
+  requestOne(c, op, (w, s, x) => {
+    w.begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x, s, 16);
+    putCommon(w, a);
+    w.nest(IFLA_LINKINFO);
+    w.str(IFLA_INFO_KIND, kind);
+    if (peer) {
+      w.nest(IFLA_INFO_DATA);
+      w.nest(VETH_INFO_PEER);
+      w.raw(16); // the peer's struct ifinfomsg
+      putCommon(w, peer);
+      w.nestEnd();
+      w.nestEnd();
+    }
+    w.nestEnd();
+    w.end();
+  });
+}
+
+/** What an RTM_SETLINK changes. */
+export interface LinkChange {
+  up?: boolean;
+  mtu?: number;
+  mac?: Uint8Array;
+  /** ifindex of the new master, 0 to release. */
+  master?: number;
+  nsFd?: number;
+  name?: string;
+}
+
+/** `ip link set dev INDEX ...`: one RTM_SETLINK. */
+export function changeLinkRaw(c: Conn, index: number, op: () => string, ch: LinkChange): void {
+  requestOne(c, op, (w, s, x) => {
+    const h = w.begin(RTM_SETLINK, NLM_F_REQUEST | x, s, 16);
+    w.buf[h] = AF_UNSPEC;
+    w.dv.setInt32(h + 4, index, true);
+    if (ch.up !== undefined) {
+      w.dv.setUint32(h + 8, ch.up ? IFF_UP : 0, true);
+      w.dv.setUint32(h + 12, IFF_UP, true);
+    }
+    if (ch.mtu !== undefined) w.u32(IFLA_MTU, ch.mtu);
+    if (ch.mac !== undefined) w.bytes(IFLA_ADDRESS, ch.mac);
+    if (ch.master !== undefined) w.u32(IFLA_MASTER, ch.master);
+    if (ch.nsFd !== undefined) w.u32(IFLA_NET_NS_FD, ch.nsFd);
+    if (ch.name !== undefined) w.str(IFLA_IFNAME, ch.name);
+    w.end();
+  });
+}
+
+/** `ip link del dev INDEX`. */
+export function deleteLinkRaw(c: Conn, index: number, op: () => string): void {
+  requestOne(c, op, (w, s, x) => {
+    const h = w.begin(RTM_DELLINK, NLM_F_REQUEST | x, s, 16);
+    w.dv.setInt32(h + 4, index, true);
+    w.end();
+  });
+}
+
+/** RTM_NEWADDR (flags NLM_F_CREATE|NLM_F_EXCL) or RTM_DELADDR of `local/prefix` on `index`. */
+export function addrRaw(
+  c: Conn,
+  del: boolean,
+  index: number,
+  local: Uint8Array,
+  prefix: number,
+  op: () => string,
+  opts: { scope?: number; flags?: number; broadcast?: Uint8Array | null } = {},
+): void {
+  requestOne(c, op, (w, s, x) => {
+    const h = w.begin(
+      del ? RTM_DELADDR : RTM_NEWADDR,
+      del ? NLM_F_REQUEST | x : NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x,
+      s,
+      8,
+    );
+    const flags = opts.flags ?? 0;
+    w.buf[h] = local.length === 4 ? 2 : 10;
+    w.buf[h + 1] = prefix;
+    w.buf[h + 2] = flags & 0xff;
+    w.buf[h + 3] = opts.scope ?? 0;
+    w.dv.setUint32(h + 4, index, true);
+    w.bytes(IFA_LOCAL, local);
+    w.bytes(IFA_ADDRESS, local);
+    if (opts.broadcast) w.bytes(IFA_BROADCAST, opts.broadcast);
+    if (flags & ~0xff) w.u32(IFA_FLAGS, flags);
+    w.end();
+  });
+}
+
+/** Every IPv4/IPv6 address (optionally one family), from a raw RTM_GETADDR dump. */
+export function addrsRaw(c: Conn, names: Map<number, string>, family?: 4 | 6): AddrInfo[] {
+  const list: AddrInfo[] = [];
+  const req = new Uint8Array(8);
+  req[0] = family === 4 ? 2 : family === 6 ? 10 : AF_UNSPEC;
+  scan(c, "address show", RTM_GETADDR, req, (b, dv, o, len) => {
+    const f = fam(b[o]);
+    if (f === null || (family && f !== family)) return;
+    let local: string | null = null, address: string | null = null;
+    attrs(dv, o + 8, o + len, (t, v, vlen) => {
+      if (t === IFA_LOCAL) local = ip4or6(b, v, vlen);
+      else if (t === IFA_ADDRESS) address = ip4or6(b, v, vlen);
+    });
+    const index = dv.getUint32(o + 4, true);
+    list.push({
+      index,
+      ifname: names.get(index) ?? "",
+      family: f,
+      local: local ?? address ?? "",
+      prefix: b[o + 1],
+      scope: addrScopeName(b[o + 3]),
+    });
+  }, false);
+  return list;
+}

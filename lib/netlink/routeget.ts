@@ -1,0 +1,138 @@
+/**
+ * RTM_GETROUTE for one packet (`ip route get DST [from SRC] [iif DEV] fibmatch`): the kernel's own route
+ * lookup, including the input path (forwarding, rp_filter) when an input interface is given. The answer
+ * is the matched FIB entry: its prefix, table, next hop and output device.
+ * @module
+ */
+import { nl } from "./ffi.ts";
+import { AF_INET, AF_INET6, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE } from "./consts.ts";
+import { nexthopFlagNames, parseIPBytes, routeScopeName, routeTypeName } from "./format.ts";
+import { type Conn, ip4or6 } from "./conn.ts";
+import { rawRequest, readAck } from "./io.ts";
+import { errnoText } from "./errors.ts";
+import { ParseError } from "../errors.ts";
+
+const RTA_SRC = 2, RTA_IIF = 3, RTA_PREFSRC = 7;
+/** rtm_flags of the request: answer with the table id / with the matched FIB entry (linux/rtnetlink.h). */
+const RTM_F_LOOKUP_TABLE = 0x1000, RTM_F_FIB_MATCH = 0x2000;
+const RTM_GETROUTE = 26, RTM_NEWROUTE = 24;
+
+/** One packet to look up. */
+export interface RouteQuery {
+  /** Destination address (no prefix). */
+  dst: string;
+  /** Source address, when the packet has one. */
+  src?: string;
+  /** Input interface (ifindex or name): the packet arrives there and is forwarded (input lookup). */
+  iif?: number | string;
+  /** Output interface to force (`oif`), rarely needed. */
+  oif?: number | string;
+}
+
+/** The kernel's answer: the matched route, or the errno of a failed lookup. */
+export interface RouteLookup {
+  /** Matched route prefix ("10.244.2.0/24", "default"), or null when the lookup failed. */
+  route: string | null;
+  /** "unicast", "local", "unreachable", … */
+  type: string | null;
+  table: number | null;
+  gateway: string | null;
+  /** Output ifindex and name (null for local delivery without device). */
+  dev: number | null;
+  devName: string | null;
+  prefsrc: string | null;
+  scope: string | null;
+  /** Next-hop flags ("onlink", …). */
+  flags: string[];
+  metric: number | null;
+  /** Kernel errno of a failed lookup (ENETUNREACH 101, EHOSTUNREACH 113, EXDEV 18 for rp_filter, …). */
+  errno: number | null;
+  /** strerror() text (and the kernel's extended-ack message) of a failed lookup. */
+  error: string | null;
+}
+
+/** Runs the lookup on the handle's socket (see {@link RouteQuery}). Never throws for a failed lookup. */
+export function routeGet(c: Conn, q: RouteQuery, names: (ifindex: number) => string | null): RouteLookup {
+  const sk = c.live();
+  const dst = parseIPBytes(q.dst, "dst");
+  const src = q.src ? parseIPBytes(q.src, "src") : null;
+  if (src && src.length !== dst.length) {
+    throw new ParseError("src", `'${q.src}' is not of the family of ${q.dst}`);
+  }
+  const op = () => `route get ${q.dst}${q.src ? ` from ${q.src}` : ""}${q.iif ? ` iif ${q.iif}` : ""}`;
+  const iif = q.iif !== undefined ? c.index(q.iif, op) : null;
+  const oif = q.oif !== undefined ? c.index(q.oif, op) : null;
+  // struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags (u32).
+  const hdr = new Uint8Array(12);
+  hdr[0] = dst.length === 4 ? AF_INET : AF_INET6;
+  hdr[1] = dst.length * 8;
+  hdr[2] = src ? src.length * 8 : 0;
+  new DataView(hdr.buffer).setUint32(8, RTM_F_LOOKUP_TABLE | RTM_F_FIB_MATCH, true);
+  const u32 = (v: number) => new Uint8Array(new Uint32Array([v]).buffer);
+  const out = c.out.reset();
+  c.check(
+    rawRequest(RTM_GETROUTE, hdr, (msg) => {
+      let e = nl().nla_put(msg, RTA_DST, dst.length, dst);
+      if (e >= 0 && src) e = nl().nla_put(msg, RTA_SRC, src.length, src);
+      if (e >= 0 && iif !== null) e = nl().nla_put(msg, RTA_IIF, 4, u32(iif));
+      if (e >= 0 && oif !== null) e = nl().nla_put(msg, RTA_OIF, 4, u32(oif));
+      return e;
+    }, out.buf),
+    op,
+  );
+  const msg = out.value!;
+  try {
+    c.check(nl().nl_send_auto(sk, msg), op);
+  } finally {
+    nl().nlmsg_free(msg);
+  }
+  const res: RouteLookup = {
+    route: null,
+    type: null,
+    table: null,
+    gateway: null,
+    dev: null,
+    devName: null,
+    prefsrc: null,
+    scope: null,
+    flags: [],
+    metric: null,
+    errno: null,
+    error: null,
+  };
+  // The RTM_NEWROUTE answer comes before the ack (auto-ack is on); an error comes as the ack itself.
+  const [err, text] = readAck(c, op, (p, type, len) => {
+    if (type !== RTM_NEWROUTE) return;
+    const b = new Uint8Array(len);
+    Deno.UnsafePointerView.copyInto(p, b);
+    const dv = new DataView(b.buffer);
+    const dstLen = b[16 + 1], table8 = b[16 + 4], scope = b[16 + 6], rtype = b[16 + 7];
+    const rflags = dv.getUint32(16 + 8, true);
+    let rdst: string | null = null;
+    let table = table8;
+    for (let a = 16 + 12; a + 4 <= len;) {
+      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
+      if (alen < 4) break;
+      const v = a + 4, vlen = alen - 4;
+      if (atype === RTA_DST) rdst = ip4or6(b, v, vlen);
+      else if (atype === RTA_GATEWAY) res.gateway = ip4or6(b, v, vlen);
+      else if (atype === RTA_PREFSRC) res.prefsrc = ip4or6(b, v, vlen);
+      else if (atype === RTA_OIF && vlen >= 4) res.dev = dv.getInt32(v, true);
+      else if (atype === RTA_PRIORITY && vlen >= 4) res.metric = dv.getUint32(v, true);
+      else if (atype === RTA_TABLE && vlen >= 4) table = dv.getUint32(v, true);
+      a += (alen + 3) & ~3;
+    }
+    res.route = dstLen === 0 ? "default" : `${rdst}/${dstLen}`;
+    res.type = routeTypeName(rtype);
+    res.table = table;
+    res.scope = routeScopeName(scope);
+    res.flags = nexthopFlagNames(rflags & 0xff);
+  });
+  if (err !== 0) {
+    res.errno = err;
+    res.error = text ? `${errnoText(err)}: ${text}` : errnoText(err);
+    return res;
+  }
+  if (res.dev !== null) res.devName = names(res.dev);
+  return res;
+}

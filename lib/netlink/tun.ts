@@ -1,0 +1,137 @@
+/**
+ * TUN devices opened through `/dev/net/tun` with the TUNSETIFF ioctl (IFF_TUN | IFF_NO_PI, optionally
+ * IFF_MULTI_QUEUE), made persistent with TUNSETPERSIST so the device, its address and its routes outlive a
+ * daemon restart. The API hands out plain file descriptors (numbers): no pointer leaves lib/netlink.
+ *
+ * Hand-written: two ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
+ * @module
+ */
+import { cstr, errno, libc } from "./ffi.ts";
+import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+
+const O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000000;
+const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100;
+const TUNSETIFF = 0x400454can, TUNSETPERSIST = 0x400454cbn;
+const IFNAMSIZ = 16;
+
+/** The path of the TUN clone device. */
+export const TUN_CLONE_DEV = "/dev/net/tun";
+
+/** How to open a TUN device. */
+export interface TunOptions {
+  /** IFF_MULTI_QUEUE: each open of the same name adds one queue (one fd per queue). */
+  multiQueue?: boolean;
+}
+
+function fail(op: string, e: number, message?: string): never {
+  throw new NetlinkError(op, errnoToNle(e), errnoText(e), message ?? errnoText(e), { errno: e });
+}
+
+/**
+ * Opens (creating it when absent) TUN device `name` in the current network namespace and returns the
+ * non-blocking file descriptor attached to it. An existing device is attached to when its flags match
+ * (a persistent device left by a previous daemon). Throws NetlinkError with errno EBUSY when another
+ * process holds the (single-queue) device, EINVAL when `name` exists with other flags or is not a TUN.
+ */
+export function openTun(name: string, o: TunOptions = {}): number {
+  const op = `open TUN ${name}`;
+  const nameBytes = new TextEncoder().encode(name);
+  if (name === "" || nameBytes.length >= IFNAMSIZ) fail(op, 22, `bad interface name '${name}'`);
+  const fd = libc().open(cstr(TUN_CLONE_DEV), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(op, errno(), `cannot open ${TUN_CLONE_DEV}: ${errnoText(errno())}`);
+  // struct ifreq: char ifr_name[16]; short ifr_flags at offset 16.
+  const ifreq = new Uint8Array(40);
+  ifreq.set(nameBytes, 0);
+  new DataView(ifreq.buffer).setUint16(16, IFF_TUN | IFF_NO_PI | (o.multiQueue ? IFF_MULTI_QUEUE : 0), true);
+  if (libc().ioctl(fd, TUNSETIFF, ifreq) < 0) {
+    const e = errno();
+    libc().close(fd);
+    fail(op, e);
+  }
+  return fd;
+}
+
+/** Sets or clears IFF_PERSIST on the device `fd` is attached to (a persistent device outlives its fds). */
+export function setTunPersist(fd: number, on: boolean): void {
+  if (libc().ioctl_int(fd, TUNSETPERSIST, on ? 1n : 0n) < 0) fail(`TUNSETPERSIST ${on ? 1 : 0}`, errno());
+}
+
+const AF_INET = 2, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000;
+const SIOCSIFTXQLEN = 0x8943n;
+
+/**
+ * Sets the transmit queue length of device `name` in the current namespace (`ip link set NAME txqueuelen
+ * N`, through the SIOCSIFTXQLEN ioctl on a datagram socket). For a TUN device this is the ring a reader
+ * drains: when it is full the kernel drops, so a userspace reader that is not scheduled at once needs more
+ * than the default 500.
+ */
+export function setTxQueueLen(name: string, qlen: number): void {
+  const op = `set ${name} txqueuelen ${qlen}`;
+  const nameBytes = new TextEncoder().encode(name);
+  if (name === "" || nameBytes.length >= IFNAMSIZ) fail(op, 22, `bad interface name '${name}'`);
+  const ifreq = new Uint8Array(40);
+  ifreq.set(nameBytes, 0);
+  new DataView(ifreq.buffer).setInt32(16, qlen, true);
+  const fd = libc().socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail(op, errno());
+  try {
+    if (libc().ioctl(fd, SIOCSIFTXQLEN, ifreq) < 0) fail(op, errno());
+  } finally {
+    libc().close(fd);
+  }
+}
+
+/** Closes a descriptor returned by {@link openTun} (or any other fd of this layer). */
+export function closeFdQuiet(fd: number): void {
+  if (fd >= 0) libc().close(fd);
+}
+
+/**
+ * The pids of processes holding a descriptor attached to TUN device `name` (from /proc/PID/fdinfo, whose
+ * `iff:` line names the device of a TUN fd). `netInode`: only processes whose network namespace has this
+ * inode (`stat -L /proc/PID/ns/net`), since every namespace may have its own `flannel0`. Reading only.
+ */
+export function tunOwnerPids(name: string, netInode?: number): number[] {
+  const out: number[] = [];
+  let procs: Iterable<Deno.DirEntry>;
+  try {
+    procs = Deno.readDirSync("/proc");
+  } catch {
+    return out;
+  }
+  for (const p of procs) {
+    if (!/^\d+$/.test(p.name)) continue;
+    if (netInode !== undefined) {
+      try {
+        if (Deno.statSync(`/proc/${p.name}/ns/net`).ino !== netInode) continue;
+      } catch {
+        continue;
+      }
+    }
+    let fds: Iterable<Deno.DirEntry>;
+    try {
+      fds = Deno.readDirSync(`/proc/${p.name}/fd`);
+    } catch {
+      continue;
+    }
+    for (const f of fds) {
+      let target: string;
+      try {
+        target = Deno.readLinkSync(`/proc/${p.name}/fd/${f.name}`);
+      } catch {
+        continue;
+      }
+      if (target !== TUN_CLONE_DEV) continue;
+      try {
+        const info = Deno.readTextFileSync(`/proc/${p.name}/fdinfo/${f.name}`);
+        if (new RegExp(`^iff:\\s*${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m").test(info)) {
+          out.push(Number(p.name));
+          break;
+        }
+      } catch {
+        continue;
+      }
+    }
+  }
+  return out;
+}

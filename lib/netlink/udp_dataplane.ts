@@ -1,0 +1,180 @@
+/**
+ * The UDP backend's data path as seen from the control thread: two workers (TUN→UDP and UDP→TUN, see
+ * udp_worker.ts) on a TUN descriptor and a bound UDP socket, a peer table in shared memory that
+ * {@link UdpDataplane.setPeers} rewrites under a seqlock (the workers pick it up on their next packet, no
+ * restart, no packet lost for untouched peers), and counters read from shared memory.
+ * Pointer-free: callers pass file descriptors and strings.
+ * @module
+ */
+import {
+  CTL_COUNT,
+  CTL_ENTRIES,
+  CTL_OWN_MASK,
+  CTL_OWN_NET,
+  CTL_SEQ,
+  CTL_STOP,
+  ENTRY_WORDS,
+  ip4ToU32,
+  maskU32,
+  RX_STATS,
+  STAT_SLOT,
+  TX_STATS,
+  type WorkerInit,
+} from "./udp_layout.ts";
+
+/** One peer of the table. */
+export interface UdpPeerEntry {
+  /** The peer's subnet, "10.244.2.0/24". */
+  subnet: string;
+  /** Where its packets go: the peer's PublicIP. */
+  publicIP: string;
+  /** The peer's UDP port. */
+  port: number;
+}
+
+/** The data path's counters (totals since start). */
+export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number], number>;
+
+/** Options of {@link UdpDataplane}. */
+export interface UdpDataplaneOptions {
+  tunFd: number;
+  sockFd: number;
+  /** Our subnet ("10.244.1.0/24"): received packets for any other destination are dropped. */
+  own: string;
+  /** Most peers the table holds. */
+  capacity: number;
+  /** Datagrams per syscall in the workers (1 = recvfrom/sendto per packet). */
+  batch?: number;
+  /** Called when a worker fails (it has stopped). */
+  onError?: (role: string, message: string) => void;
+}
+
+/** Thrown by {@link UdpDataplane.setPeers} when the table is full. */
+export class PeerTableFullError extends Error {}
+
+function splitCidr(c: string): [number, number] {
+  const [ip, p] = c.split("/");
+  const prefix = p === undefined ? 32 : Number(p);
+  const mask = maskU32(prefix);
+  return [(ip4ToU32(ip) & mask) >>> 0, mask];
+}
+
+/** The running data path. */
+export class UdpDataplane {
+  readonly #o: UdpDataplaneOptions;
+  readonly #ctlBuf: SharedArrayBuffer;
+  readonly #ctl: Int32Array;
+  readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
+  readonly #stats = new Float64Array(this.#statsBuf);
+  readonly #workers: Worker[] = [];
+  readonly #stopped = new Map<Worker, () => void>();
+  #peers = 0;
+
+  constructor(o: UdpDataplaneOptions) {
+    this.#o = o;
+    this.#ctlBuf = new SharedArrayBuffer((CTL_ENTRIES + o.capacity * ENTRY_WORDS) * 4);
+    this.#ctl = new Int32Array(this.#ctlBuf);
+    this.setOwn(o.own);
+  }
+
+  /** Peers in the table. */
+  get size(): number {
+    return this.#peers;
+  }
+
+  /** Starts both workers; resolves once they run (rejects when one cannot start). */
+  async start(): Promise<void> {
+    const roles = ["tx", "rx"] as const;
+    await Promise.all(roles.map((role, slot) =>
+      new Promise<void>((resolve, reject) => {
+        const w = new Worker(new URL("./udp_worker.ts", import.meta.url).href, { type: "module" });
+        this.#workers.push(w);
+        let started = false;
+        w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string; stopped?: boolean }>) => {
+          if (ev.data.stopped) this.#stopped.get(w)?.();
+          else if (ev.data.ready) {
+            started = true;
+            resolve();
+          } else if (ev.data.error) {
+            if (!started) reject(new Error(`${role} worker: ${ev.data.error}`));
+            else this.#o.onError?.(role, ev.data.error);
+          }
+        };
+        w.onerror = (e) => {
+          e.preventDefault();
+          if (!started) reject(new Error(`${role} worker: ${e.message}`));
+          else this.#o.onError?.(role, e.message);
+        };
+        const init: WorkerInit = {
+          role,
+          tunFd: this.#o.tunFd,
+          sockFd: this.#o.sockFd,
+          ctl: this.#ctlBuf,
+          stats: this.#statsBuf,
+          slot,
+          batch: this.#o.batch ?? 1,
+        };
+        w.postMessage(init);
+      })
+    )).catch(async (e) => {
+      await this.stop();
+      throw e;
+    });
+  }
+
+  #write(fn: () => void): void {
+    Atomics.add(this.#ctl, CTL_SEQ, 1); // odd: the workers keep their current table
+    try {
+      fn();
+    } finally {
+      Atomics.add(this.#ctl, CTL_SEQ, 1);
+    }
+  }
+
+  /** Our subnet (after a subnet change). */
+  setOwn(own: string): void {
+    const [net, mask] = splitCidr(own);
+    this.#write(() => {
+      this.#ctl[CTL_OWN_NET] = net | 0;
+      this.#ctl[CTL_OWN_MASK] = mask | 0;
+    });
+  }
+
+  /** Replaces the whole peer table. Throws {@link PeerTableFullError} past the capacity (table unchanged). */
+  setPeers(peers: readonly UdpPeerEntry[]): void {
+    if (peers.length > this.#o.capacity) {
+      throw new PeerTableFullError(`${peers.length} peers exceed the table's ${this.#o.capacity}`);
+    }
+    const words = peers.map((p) => {
+      const [net, mask] = splitCidr(p.subnet);
+      return [net | 0, mask | 0, ip4ToU32(p.publicIP) | 0, p.port];
+    });
+    this.#write(() => {
+      words.forEach((w, i) => this.#ctl.set(w, CTL_ENTRIES + i * ENTRY_WORDS));
+      Atomics.store(this.#ctl, CTL_COUNT, words.length);
+    });
+    this.#peers = peers.length;
+  }
+
+  /** Totals since start. */
+  counters(): UdpCounters {
+    const c = {} as UdpCounters;
+    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i]));
+    RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + this.#stats[STAT_SLOT + i]));
+    return c;
+  }
+
+  /** Stops the workers (within ~200 ms: their poll timeout) and waits for them. Descriptors stay open. */
+  async stop(): Promise<void> {
+    Atomics.store(this.#ctl, CTL_STOP, 1);
+    const ws = this.#workers.splice(0);
+    // A busy worker sees the flag at its next packet, an idle one within its poll timeout (200 ms).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(ws.map((w) => new Promise<void>((r) => this.#stopped.set(w, r)))),
+      new Promise((r) => (timer = setTimeout(r, ws.length ? 300 : 0))),
+    ]);
+    clearTimeout(timer);
+    for (const w of ws) w.terminate();
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The shared-memory layout between the UDP backend's control thread and its data-path workers: one
+ * Int32Array control block (a seqlock-protected peer table) and one Float64Array of counters, a slot of
+ * {@link STAT_SLOT} per worker. Both sides import these numbers; nothing else is shared.
+ * @module
+ */
+
+/** Control block: seqlock counter (odd while the table is being written). */
+export const CTL_SEQ = 0;
+/** Control block: non-zero asks the workers to stop. */
+export const CTL_STOP = 1;
+/** Control block: number of peer entries. */
+export const CTL_COUNT = 2;
+/** Control block: our subnet's network address (uint32 stored as int32). */
+export const CTL_OWN_NET = 3;
+/** Control block: our subnet's mask. */
+export const CTL_OWN_MASK = 4;
+/** Index of the first peer entry. */
+export const CTL_ENTRIES = 16;
+/** Int32 words per peer entry: subnet network, subnet mask, public IP, UDP port. */
+export const ENTRY_WORDS = 4;
+
+/** Float64 counters per worker. */
+export const STAT_SLOT = 16;
+
+/** Counters of the TUN→UDP (transmit) worker, by index in its slot. */
+export const TX_STATS = [
+  "txPackets",
+  "txBytes",
+  "dropNoRoute",
+  "dropMalformed",
+  "dropTtl",
+  "sendErrors",
+  "readErrors",
+  "txBatches",
+] as const;
+
+/** Counters of the UDP→TUN (receive) worker, by index in its slot. */
+export const RX_STATS = [
+  "rxPackets",
+  "rxBytes",
+  "dropUnknownSource",
+  "dropMalformed",
+  "dropSpoofed",
+  "dropNotLocal",
+  "writeErrors",
+  "rxBatches",
+] as const;
+
+/** What a worker is told at start. */
+export interface WorkerInit {
+  role: "tx" | "rx";
+  tunFd: number;
+  sockFd: number;
+  ctl: SharedArrayBuffer;
+  stats: SharedArrayBuffer;
+  /** Index of this worker's stat slot. */
+  slot: number;
+  /** Datagrams per recvmmsg/sendmmsg call (1 = plain recvfrom/sendto). */
+  batch: number;
+}
+
+/** IPv4 text to uint32. */
+export function ip4ToU32(ip: string): number {
+  const p = ip.split(".");
+  return ((+p[0] << 24) | (+p[1] << 16) | (+p[2] << 8) | +p[3]) >>> 0;
+}
+
+/** Mask of a prefix length as uint32. */
+export function maskU32(prefix: number): number {
+  return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+}

@@ -1,0 +1,52 @@
+/**
+ * A bound, non-blocking IPv4 UDP socket as a plain file descriptor, for the UDP backend's data-path
+ * workers (which call recvfrom/sendto on it with blocking FFI calls). Hand-written: socket, setsockopt and
+ * bind; Deno.listenDatagram's socket cannot be handed to another thread as an fd.
+ * @module
+ */
+import { errno, libc } from "./ffi.ts";
+import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+
+const AF_INET = 2, SOCK_DGRAM = 2, SOCK_NONBLOCK = 0o4000, SOCK_CLOEXEC = 0o2000000;
+const SOL_SOCKET = 1, SO_SNDBUFFORCE = 32, SO_RCVBUFFORCE = 33;
+
+/** errno of "address already in use". */
+export const EADDRINUSE = 98;
+
+/** `struct sockaddr_in` for `ip:port` (16 bytes, network byte order). */
+export function sockaddrIn(ip: string, port: number): Uint8Array<ArrayBuffer> {
+  const b = new Uint8Array(16);
+  const v = new DataView(b.buffer);
+  v.setUint16(0, AF_INET, true);
+  v.setUint16(2, port, false);
+  const parts = ip.split(".").map(Number);
+  if (parts.length !== 4 || parts.some((x) => !Number.isInteger(x) || x < 0 || x > 255)) {
+    throw new NetlinkError(`sockaddr ${ip}`, errnoToNle(22), errnoText(22), `'${ip}' is not an IPv4 address`);
+  }
+  b.set(parts, 4);
+  return b;
+}
+
+/**
+ * Creates a UDP socket bound to `ip:port` (ip "0.0.0.0" for any) with `bufBytes` send and receive buffers
+ * (forced past net.core.[rw]mem_max: needs CAP_NET_ADMIN; silently left at the default otherwise).
+ * Throws NetlinkError carrying the errno (EADDRINUSE when another socket holds the port).
+ */
+export function bindUdp(ip: string, port: number, bufBytes = 4 << 20): number {
+  const op = `bind UDP ${ip}:${port}`;
+  const sa = sockaddrIn(ip, port);
+  const fd = libc().socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    const e = errno();
+    throw new NetlinkError(op, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+  }
+  const v = new Int32Array([bufBytes]);
+  libc().setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, new Uint8Array(v.buffer), 4);
+  libc().setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, new Uint8Array(v.buffer), 4);
+  if (libc().bind(fd, sa, 16) < 0) {
+    const e = errno();
+    libc().close(fd);
+    throw new NetlinkError(op, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+  }
+  return fd;
+}

@@ -1,0 +1,33 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { masqDecision } from "./masq.ts";
+
+const c = (w: string) => `-m comment --comment "flanneld ${w}"`;
+const NAT = [
+  "*nat",
+  ":POSTROUTING ACCEPT [0:0]",
+  ":FLANNEL-POSTRTG - [0:0]",
+  `-A POSTROUTING ${c("masq")} -j FLANNEL-POSTRTG`,
+  `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${c("masq")} -j RETURN`,
+  `-A FLANNEL-POSTRTG -s 10.244.1.0/24 -d 10.244.0.0/16 ${c("masq")} -j RETURN`,
+  `-A FLANNEL-POSTRTG -s 10.244.0.0/16 -d 10.244.1.0/24 ${c("masq")} -j RETURN`,
+  `-A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.1.0/24 ${c("masq")} -j RETURN`,
+  `-A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 ${c("masq")} -j MASQUERADE --random-fully`,
+  `-A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.0.0/16 ${c("masq")} -j MASQUERADE --random-fully`,
+  "COMMIT",
+].join("\n");
+
+Deno.test("masq decision: flannel's rules: pod→pod not NATed, pod→outside NATed, multicast not, no rules → not", () => {
+  const pp = masqDecision(NAT, "10.244.1.2", "10.244.2.3", "flannel.1");
+  assertEquals([pp.nat, pp.rule?.includes("-s 10.244.1.0/24 -d 10.244.0.0/16")], [false, true]);
+  assertEquals(pp.skipped.length, 1); // the mark rule
+  const out = masqDecision(NAT, "10.244.1.2", "198.51.100.7", "eth0");
+  assertEquals([out.nat, out.rule?.includes("! -d 224.0.0.0/4")], [true, true]);
+  assertEquals(masqDecision(NAT, "10.244.1.2", "224.0.0.251", "eth0").nat, false);
+  const host = masqDecision(NAT, "192.168.5.10", "10.244.2.3", "flannel.1");
+  assertEquals([host.nat, host.rule?.includes("! -s 10.244.0.0/16 -d 10.244.0.0/16")], [true, true]);
+  assertEquals(masqDecision("*nat\nCOMMIT", "10.244.1.2", "198.51.100.7", "eth0"), {
+    nat: false,
+    rule: null,
+    skipped: [],
+  });
+});

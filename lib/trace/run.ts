@@ -1,0 +1,114 @@
+/**
+ * Entry points of `flanctl trace` and `flanctl lab trace`: gather the nodes, resolve SRC/DST, trace,
+ * optionally probe, release everything.
+ * @module
+ */
+import { FlanctlError, UsageError } from "../errors.ts";
+import { localDoctorOptions } from "../doctor/local_options.ts";
+import type { StoreOptions } from "../store/open.ts";
+import { loadState } from "../lab/state.ts";
+import { flanctlCommand, runCmd } from "../lab/proc.ts";
+import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
+import { probePath } from "./probe.ts";
+import { trace, type TraceInput } from "./trace.ts";
+import type { PodRef, TraceReport } from "./types.ts";
+
+/** Options of a local trace. */
+export interface LocalTraceOptions extends StoreOptions {
+  dst: string;
+  from?: string;
+  netns?: string;
+  subnetFile: string;
+  probe?: boolean;
+}
+
+async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Promise<TraceReport> {
+  if (!probe) return rep;
+  const net = inp.src.node.ctx.network;
+  const { IPAddr } = await import("../ip/cidr.ts");
+  if (!net || !net.contains(IPAddr.parse(inp.dst))) {
+    rep.probe = `not sent: ${inp.dst} is outside the pod network ${net ?? "?"} (probes stay on the path)`;
+    return rep;
+  }
+  const srcNs = "netns" in inp.src ? (inp.src as PodRef).netns : inp.src.node.netns;
+  rep.probe = await probePath(srcNs, inp.dst, rep.devices);
+  return rep;
+}
+
+/** `flanctl trace DST [--from SRC] [--netns NODE]` on this node. */
+export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
+  const opts = localDoctorOptions(o.netns ?? null, o.subnetFile, o);
+  const node = await openNode(o.netns ?? Deno.hostname(), opts);
+  try {
+    let src: TraceInput["src"] = { node, ip: null, name: node.name };
+    if (o.from) {
+      const pod = [...node.ctx.pods.values()].find((p) => p.ips.includes(o.from!));
+      if (pod) src = { name: pod.name, netns: pod.name, ip: o.from, node };
+      else if (node.ctx.localIPs().has(o.from)) src = { node, ip: o.from, name: o.from };
+      else {
+        throw new UsageError(
+          `--from: ${o.from} is neither a pod behind cni0 on ${node.name} nor one of its addresses`,
+        );
+      }
+    }
+    const inp: TraceInput = { src, dst: o.dst, dstName: o.dst, nodes: [node], pods: [] };
+    return await withProbe(inp, await trace(inp), !!o.probe);
+  } finally {
+    closeNodes([node]);
+  }
+}
+
+/**
+ * Set in the re-executed child of an etcd lab's trace (it runs in the underlay namespace and prints the
+ * whole report, probe included, as JSON for its parent).
+ */
+export const IN_UNDERLAY = "FLANCTL_LAB_TRACE_IN_UNDERLAY";
+
+/** `flanctl lab trace SRC DST`: every node of the lab. */
+export async function labTrace(
+  name: string,
+  srcName: string,
+  dstName: string,
+  probe: boolean,
+): Promise<TraceReport> {
+  const s = loadState(name);
+  if (s.store === "etcd" && !Deno.env.get(IN_UNDERLAY)) {
+    // etcd listens in the underlay namespace: run the trace there (netlink handles and iptables-save
+    // reach every node's namespace by name from anywhere).
+    const r = await runCmd(
+      [
+        "ip",
+        "netns",
+        "exec",
+        s.underlay.netns,
+        ...flanctlCommand(),
+        "lab",
+        "trace",
+        "--name",
+        name,
+        ...(probe ? ["--probe"] : []),
+        srcName,
+        dstName,
+      ],
+      { env: { [IN_UNDERLAY]: "1" } },
+    );
+    if (r.code !== 0 && r.code !== 1) {
+      throw new FlanctlError(r.stderr.trim().replace(/^flanctl: /, ""), r.code === 2 ? 2 : 1);
+    }
+    return JSON.parse(r.stdout) as TraceReport;
+  }
+  const { nodes, pods } = await labNodes(s);
+  try {
+    const src = resolveLabSource(s, nodes, pods, srcName);
+    const dst = resolveLabDest(s, pods, dstName);
+    const underlay = {
+      netns: s.underlay.netns,
+      bridge: s.underlay.bridge,
+      ports: new Map(s.nodes.map((n) => [n.publicIP, n.underlayVeth])),
+    };
+    const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay };
+    return await withProbe(inp, await trace(inp), probe);
+  } finally {
+    closeNodes(nodes);
+  }
+}

@@ -1,0 +1,763 @@
+/**
+ * The trace engine: follows one packet from a pod (or a node) to an address through the live state of
+ * every node it can read, with the kernel's own lookups (route lookups with the packet's addresses and
+ * input interface, the neighbour and FDB entries the kernel would use), and checks each hop against the
+ * lease that explains it. The first broken hop is the verdict; its why/fix come from the doctor check
+ * that covers it (run on that node's gathered state), so trace and doctor never disagree in wording.
+ * Read-only.
+ * @module
+ */
+import { IPAddr } from "../ip/cidr.ts";
+import { openNetlink, routeGet } from "../netlink/mod.ts";
+import type { LinkInfo, NetnsRef, RouteLookup } from "../netlink/mod.ts";
+import type { Lease } from "../store/types.ts";
+import { ALL_CHECKS } from "../doctor/mod.ts";
+import { vtepMacOf } from "../doctor/checks/vxlan.ts";
+import { daemonCheck } from "../doctor/checks/daemon.ts";
+import { forwardPolicy } from "../doctor/checks/iptables.ts";
+import type { DoctorContext } from "../doctor/context.ts";
+import { masqDecision } from "./masq.ts";
+import type { PathDevice, PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
+
+/** Errnos a route lookup answers with (asm-generic/errno.h). */
+const EXDEV = 18, EHOSTUNREACH = 113;
+
+/** What to trace. */
+export interface TraceInput {
+  /** A pod, or a node (then the packet starts in the node's own stack). */
+  src: PodRef | { node: TraceNode; ip: string | null; name: string };
+  /** Destination address. */
+  dst: string;
+  /** Display name of the destination (pod/node name in a lab), or the address. */
+  dstName: string;
+  /** Every node whose state can be read (the source's node included). */
+  nodes: TraceNode[];
+  /** Pods known by name (lab); others are found behind each node's cni0. */
+  pods: PodRef[];
+  /** A lab's underlay: its namespace, bridge and each node's port on it (by PublicIP). */
+  underlay?: { netns: string; bridge: string; ports: Map<string, string> };
+}
+
+/** A broken hop's explanation. */
+interface Why {
+  why: string;
+  fix: string[];
+  check?: string;
+}
+
+/** The why/fix of doctor check `id` on a node, when that check finds a problem there. */
+export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | null> {
+  const c = ALL_CHECKS.find((c) => c.id === id);
+  if (!c) return null;
+  const f = (await c.run(ctx)).find((f) => f.severity === "critical" || f.severity === "warning");
+  return f ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: id } : null;
+}
+
+/** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
+function nsRef(label: string): NetnsRef {
+  return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
+}
+
+function isPod(s: TraceInput["src"]): s is PodRef {
+  return "netns" in s;
+}
+
+/** The lease whose subnet holds `ip`, or null. */
+function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
+  return ctx.store.leases.find((l) => l.subnet?.contains(ip)) ?? null;
+}
+
+function lookupText(r: RouteLookup): string {
+  if (r.errno !== null) return `route lookup failed: ${r.error}`;
+  const via = r.gateway ? ` via ${r.gateway}` : "";
+  const dev = r.devName ? ` dev ${r.devName}` : "";
+  const flags = r.flags.length ? ` ${r.flags.join(" ")}` : "";
+  const table = r.table === 254 ? "main" : r.table === 255 ? "local" : String(r.table);
+  return `${r.type === "unicast" ? "" : `${r.type} `}${r.route}${via}${dev}${flags} table ${table}`;
+}
+
+/** Runs the trace. Never throws for node problems: they become broken hops. */
+export async function trace(inp: TraceInput): Promise<TraceReport> {
+  const p = new Path();
+  const add = (h: TraceHop, why?: Why | null) => p.add(h, why);
+  const brokenNow = () => p.broken;
+  const srcNode = inp.src.node;
+  const ctx = srcNode.ctx;
+  const dst = IPAddr.parse(inp.dst, "DST");
+  const srcName = inp.src.name;
+  const srcIP = inp.src.ip;
+  const network = ctx.network;
+  const own = ctx.nodeSubnet;
+  const backend = ctx.backendType ?? "vxlan";
+  const lease = leaseFor(ctx, dst);
+  const peerNode = lease ? nodeOfLease(inp.nodes, lease) : null;
+  const leaseText = (l: Lease) => {
+    const mac = vtepMacOf(l.attrs.BackendData);
+    const who = nodeOfLease(inp.nodes, l)?.name;
+    return `${l.subnet} → ${who ? `${who}, ` : ""}PublicIP ${l.attrs.PublicIP}` +
+      (mac ? `, VtepMAC ${mac}` : "");
+  };
+  let podMtu: number | null = null;
+
+  // 1. In the source pod: its route, its eth0 and the veth peer on the host, the cni0 port.
+  if (isPod(inp.src)) {
+    const pod = inp.src;
+    const ph = openNetlink(nsRef(pod.netns));
+    let eth: LinkInfo | null = null;
+    try {
+      const r = routeGet(ph, { dst: inp.dst });
+      eth = r.dev !== null ? ph.link(r.dev) : null;
+      podMtu = eth?.mtu ?? null;
+      p.dev(pod.netns, eth?.name ?? null, "tx");
+      add({
+        node: pod.name,
+        step: "pod-route",
+        ok: r.errno === null && eth !== null,
+        entry: lookupText(r),
+        detail: r.errno === null
+          ? `leaves the pod on ${r.devName}${r.gateway ? ` to ${r.gateway}` : ""}`
+          : `the pod has no route to ${inp.dst}`,
+      }, {
+        why: "the pod's routes come from the CNI result (flannel delegates isDefaultGateway to the bridge " +
+          "plugin); without a route the packet never leaves the pod",
+        fix: [`ip -n ${pod.netns} route`, "delete and re-create the pod (the CNI ADD installs its routes)"],
+      });
+    } finally {
+      ph.close();
+    }
+    if (eth) {
+      const host = eth.parent !== null ? ctx.link(eth.parent) : null;
+      const peer = host ? ctx.vethPeers.get(host.name) : undefined;
+      const paired = !!host && host.kind === "veth" && !!peer && peer.netns === pod.netns &&
+        peer.ifindex === eth.index;
+      add({
+        node: srcNode.name,
+        step: "veth",
+        ok: paired && eth.up,
+        entry: host
+          ? `${eth.name}@if${eth.parent} (pod) ↔ ${host.name} ifindex ${host.index}${
+            eth.linkNetnsId !== null ? ` (link-netnsid ${eth.linkNetnsId})` : ""
+          }`
+          : `${eth.name}@if${eth.parent ?? "?"}: no such ifindex on ${srcNode.name}`,
+        detail: !host
+          ? `the pod's ${eth.name} is not paired with a veth on ${srcNode.name}`
+          : !paired
+          ? `${host.name} (ifindex ${host.index}) is not the peer of the pod's ${eth.name}`
+          : !eth.up
+          ? `the pod's ${eth.name} is down`
+          : `pod ${eth.name} (mtu ${eth.mtu}) pairs with host ${host.name}`,
+      }, {
+        why: "the pod's interface must be one end of a veth whose other end is a port of cni0",
+        fix: [`ip -n ${pod.netns} link set ${eth.name} up`, `ip -n ${pod.netns} -d link show ${eth.name}`],
+      });
+      if (host && paired) {
+        p.dev(srcNode.netns, host.name, "rx");
+        cniPort(srcNode, host, pod.name, p);
+      }
+    }
+  }
+  if (brokenNow()) return finish(inp, srcName, p);
+
+  // 2. This node's daemon (a dead one explains stale or missing entries further on).
+  await daemonHop(srcNode, p);
+
+  // 3. The node's route for the packet: the kernel's input lookup (from cni0) or its output lookup.
+  const fromPod = isPod(inp.src);
+  const r = routeGet(srcNode.h, fromPod ? { dst: inp.dst, src: srcIP!, iif: "cni0" } : { dst: inp.dst });
+  const rpf = ctx.sysctl("net.ipv4.conf.cni0.rp_filter");
+  const expect = expectedRoute(ctx, dst, lease, backend);
+  const routeOk = r.errno === null && expect.ok(r);
+  // The kernel drops the routes of a device that goes down: a missing route through a down (or
+  // missing) flannel device is the device's fault, reported as such.
+  const vxDev = ctx.vxlanDevice();
+  const overlayLease = !!lease && backend === "vxlan" && lease.attrs.BackendType === "vxlan" &&
+    !(own?.contains(dst));
+  if (!routeOk && overlayLease && (!vxDev || !vxDev.up)) {
+    add({
+      node: srcNode.name,
+      step: "vxlan-device",
+      ok: false,
+      entry: vxDev
+        ? `${vxDev.name} DOWN (operstate ${vxDev.operstate}) mtu ${vxDev.mtu}`
+        : `${ctx.vxlanName} does not exist`,
+      detail: `${vxDev ? `${vxDev.name} is down` : `no ${ctx.vxlanName}`}: the kernel removed its routes, ` +
+        `the node routes ${inp.dst} as ${lookupText(r)}`,
+      lease: lease ? leaseText(lease) : undefined,
+    }, await doctorText(ctx, "flannel-device"));
+    return finish(inp, srcName, p);
+  }
+  add(
+    {
+      node: srcNode.name,
+      step: "host-route",
+      ok: routeOk,
+      entry: lookupText(r),
+      detail: r.errno === EXDEV
+        ? `rp_filter (cni0 rp_filter=${rpf ?? "?"}) drops the packet: ${srcIP} is not routed back via cni0`
+        : r.errno === EHOSTUNREACH || (r.errno !== null && ctx.sysctl("net.ipv4.ip_forward") === "0")
+        ? `forwarding is off (net.ipv4.ip_forward=${ctx.sysctl("net.ipv4.ip_forward") ?? "?"})`
+        : r.errno !== null
+        ? `no route to ${inp.dst}`
+        : routeOk
+        ? expect.text + (fromPod ? ` (input lookup from cni0, rp_filter=${rpf ?? "?"})` : "")
+        : `disagrees with the lease: expected ${expect.text}`,
+      lease: lease ? leaseText(lease) : undefined,
+    },
+    await (async () => {
+      if (r.errno === EXDEV) return await doctorText(ctx, "rp-filter");
+      if (r.errno !== null && ctx.sysctl("net.ipv4.ip_forward") !== "1") {
+        return await doctorText(
+          ctx,
+          "ip-forward",
+        );
+      }
+      return await doctorText(ctx, "peer-routes") ?? {
+        why: lease
+          ? "the node's route for the peer subnet must follow the lease"
+          : "no lease covers the address",
+        fix: lease ? ["restart the daemon: it re-adds every peer's route from the leases on start"] : [],
+      };
+    })(),
+  );
+
+  // 4. The firewall: FORWARD for forwarded pod traffic, and the masquerade decision.
+  if (fromPod) {
+    const f = (await forwardPolicy.run(ctx))[0];
+    add(
+      {
+        node: srcNode.name,
+        step: "forward",
+        ok: f.severity !== "critical",
+        entry: f.detail,
+        detail: f.severity === "critical"
+          ? "the FORWARD chain drops pod traffic"
+          : "FORWARD lets the packet through",
+      },
+      f.severity === "critical"
+        ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" }
+        : null,
+    );
+  }
+  const outside = !network || !network.contains(dst);
+  // The packet's source: the pod's, else what the kernel picks for the output device (prefsrc, else the
+  // device's primary address; MASQUERADE uses the same).
+  const outAddr = r.prefsrc ??
+    ctx.kernel?.addrs.find((a) => a.family === 4 && a.index === r.dev && a.scope === "global")?.local ??
+    null;
+  const from = srcIP ?? outAddr;
+  if (from && ctx.store.config?.enableNFTables) {
+    // nftables mode: flannel's masquerade rules live in table ip flannel-ipv4, whose presence and
+    // contents the doctor's nft-rules check verifies; this walk evaluates iptables rules only.
+    const f = (await ALL_CHECKS.find((c) => c.id === "nft-rules")?.run(ctx))?.[0];
+    const okNft = !f || f.severity === "ok";
+    add({
+      node: srcNode.name,
+      step: "masquerade",
+      ok: okNft,
+      entry: f ? f.detail : "nftables mode",
+      detail: `nftables mode (EnableNFTables): ${from} → ${inp.dst} is decided by flannel's flannel-ipv4 ` +
+        "postrtg chain, checked as a whole, not walked per packet",
+    }, okNft ? null : await doctorText(ctx, "nft-rules"));
+  } else if (from) {
+    const env = ctx.subnetEnv;
+    const nat = ctx.iptTable("nat");
+    const d = masqDecision(nat, from, inp.dst, r.devName);
+    // flannel's rules: pod → outside (not multicast) is NATed; a non-pod source → another node's pods
+    // is NATed; pod ↔ pod and anything → this node's pods keep their source.
+    const fromPodNet = !!network?.contains(IPAddr.parse(from));
+    const multicast = IPAddr.parse(inp.dst).family === 4 && Number(inp.dst.split(".")[0]) >= 224 &&
+      Number(inp.dst.split(".")[0]) < 240;
+    const wantNat = !!env?.ipMasq &&
+      (fromPodNet ? outside && !multicast : !outside && !(own?.contains(dst) ?? false));
+    const okMasq = !env?.ipMasq || d.nat === wantNat;
+    add({
+      node: srcNode.name,
+      step: "masquerade",
+      ok: okMasq,
+      entry: d.rule ??
+        (ctx.ipt.main.text === null ? `iptables-save: ${ctx.ipt.main.error}` : "no nat rule matches"),
+      detail: (d.nat
+        ? `source NATed to ${outAddr ?? "the outgoing address"} (${from} → ${inp.dst})`
+        : `not NATed (${from} → ${inp.dst})`) +
+        (env ? `; FLANNEL_IPMASQ=${env.ipMasq}` : "") +
+        (okMasq
+          ? ""
+          : wantNat
+          ? ": should be masqueraded (flannel's FLANNEL-POSTRTG rules are missing or bypassed)"
+          : ": should keep its source (a rule NATs traffic flannel leaves alone)"),
+    }, await doctorText(ctx, "masq-rules"));
+  }
+  if (outside) {
+    // Leaves the pod network: nothing is sent, the decision above is the answer.
+    add({
+      node: srcNode.name,
+      step: "egress",
+      ok: r.errno === null,
+      entry: lookupText(r),
+      detail:
+        `${inp.dst} is outside the pod network ${network ?? "?"}: leaves ${srcNode.name} via ${
+          r.devName ?? "?"
+        }` +
+        (r.gateway ? ` to ${r.gateway}` : ""),
+    });
+    return finish(inp, srcName, p);
+  }
+  if (!routeOk) return finish(inp, srcName, p);
+
+  // 5. Same node: delivered by cni0 to the destination pod.
+  if (own?.contains(dst)) {
+    deliver(inp, srcNode, p);
+    return finish(inp, srcName, p);
+  }
+  if (!lease) return finish(inp, srcName, p);
+
+  // 6. The overlay (vxlan): device, ARP entry of the next hop, FDB entry of its MAC.
+  let underlayDst = lease.attrs.PublicIP;
+  const direct = r.gateway === lease.attrs.PublicIP;
+  if (backend === "vxlan" && !direct) {
+    const dev = ctx.vxlanDevice();
+    const under = ctx.underlay();
+    const max = under ? under.link.mtu - 50 : null;
+    const mtuBad = !!dev && ((max !== null && dev.mtu > max) || (podMtu !== null && podMtu > dev.mtu));
+    const devOk = !!dev && dev.up && dev.kind === "vxlan" && !mtuBad;
+    add(
+      {
+        node: srcNode.name,
+        step: "vxlan-device",
+        ok: devOk,
+        entry: dev
+          ? `${dev.name} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu} vni ${dev.vxlan?.vni ?? "?"} dstport ${
+            dev.vxlan?.port || 8472
+          } dev ${under?.link.name ?? "?"} (mtu ${under?.link.mtu ?? "?"})` +
+            (podMtu !== null ? `; pod mtu ${podMtu}` : "")
+          : `${ctx.vxlanName} does not exist`,
+        detail: !dev
+          ? `no ${ctx.vxlanName}: no overlay`
+          : !dev.up
+          ? `${dev.name} is down: the packet is dropped`
+          : mtuBad
+          ? (max !== null && dev.mtu > max
+            ? `${dev.name} MTU ${dev.mtu} > ${under!.link.name} MTU ${
+              under!.link.mtu
+            } - 50: large packets are dropped`
+            : `pod MTU ${podMtu} > ${dev.name} MTU ${dev.mtu}: packets larger than ${dev.mtu} are dropped`)
+          : `encapsulates into VXLAN VNI ${dev.vxlan?.vni}, MTU ${dev.mtu} fits ${
+            under?.link.name ?? "the underlay"
+          }`,
+      },
+      !dev || !dev.up
+        ? await doctorText(ctx, "flannel-device")
+        : mtuBad
+        ? await doctorText(ctx, "mtu")
+        : null,
+    );
+    if (!devOk) return finish(inp, srcName, p);
+    const mac = vtepMacOf(lease.attrs.BackendData);
+    const gw = r.gateway!;
+    const neigh = ctx.kernel?.neigh.find((n) => n.index === dev!.index && n.dst === gw) ?? null;
+    const arpOk = !!neigh && !!mac && neigh.lladdr?.toLowerCase() === mac &&
+      neigh.state.includes("PERMANENT");
+    add({
+      node: srcNode.name,
+      step: "arp",
+      ok: arpOk,
+      entry: neigh
+        ? `${neigh.dst} dev ${neigh.ifname} lladdr ${neigh.lladdr ?? "-"} ${neigh.state.join(",")}`
+        : `no neighbour entry for ${gw} on ${dev.name}`,
+      detail: !neigh
+        ? `no ARP entry for ${gw}: flannel.${ctx.vni} does not ARP (NOARP), the packet is dropped`
+        : arpOk
+        ? `next hop ${gw} is VTEP ${mac}`
+        : `ARP entry disagrees with the lease: lladdr ${neigh.lladdr} ${
+          neigh.state.join(",")
+        }, lease VtepMAC ${mac}`,
+      lease: leaseText(lease),
+    }, await doctorText(ctx, "peer-arp"));
+    if (!arpOk) return finish(inp, srcName, p);
+    const fdb = ctx.kernel?.fdb.filter((f) => f.index === dev!.index && f.mac.toLowerCase() === mac) ?? [];
+    const f = fdb.find((f) => f.dst !== null) ?? null;
+    const fdbOk = !!f && f.dst === lease.attrs.PublicIP && fdb.length === 1;
+    add({
+      node: srcNode.name,
+      step: "fdb",
+      ok: fdbOk,
+      entry: f
+        ? fdb.map((f) =>
+          `${f.mac} dev ${f.ifname} dst ${f.dst} ${f.flags.join(" ")} ${f.state.join(",")}`.trim()
+        ).join("; ")
+        : `no FDB entry for ${mac} on ${dev.name}`,
+      detail: !f
+        ? `no FDB entry for ${mac}: the kernel does not know where to send the encapsulated frame`
+        : fdbOk
+        ? `encapsulated frame goes to ${f.dst}`
+        : `FDB entry disagrees with the lease: dst ${
+          fdb.map((x) => x.dst).join(", ")
+        }, lease PublicIP ${lease.attrs.PublicIP}`,
+      lease: leaseText(lease),
+    }, await doctorText(ctx, "peer-fdb"));
+    if (!fdbOk) return finish(inp, srcName, p);
+    underlayDst = f!.dst!;
+    p.dev(srcNode.netns, dev.name, "tx");
+  }
+
+  // 7. The underlay: how the node reaches the peer's PublicIP.
+  const u = routeGet(srcNode.h, { dst: underlayDst });
+  const vx = ctx.vxlanDevice();
+  const loops = vx !== null && u.dev === vx.index;
+  const needDirect = backend !== "vxlan" || direct;
+  const uOk = u.errno === null && !loops && (!needDirect || u.gateway === null) && u.type === "unicast";
+  add({
+    node: srcNode.name,
+    step: "underlay",
+    ok: uOk,
+    entry: lookupText(u),
+    detail: u.errno !== null
+      ? `no route to the peer's PublicIP ${underlayDst}`
+      : loops
+      ? `the route to ${underlayDst} points into ${vx!.name}: encapsulated packets would loop`
+      : needDirect && u.gateway !== null
+      ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
+      : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
+    lease: leaseText(lease),
+  }, {
+    why: "the peer's PublicIP must be reachable on the underlay",
+    fix: [ctx.cmd(`ip route get ${underlayDst}`)],
+  });
+  if (!uOk) return finish(inp, srcName, p);
+  p.dev(srcNode.netns, u.devName, "tx");
+
+  // 8. The remote node, when its state can be read here.
+  if (!peerNode) {
+    add({
+      node: lease.attrs.PublicIP,
+      step: "remote",
+      ok: true,
+      entry: `lease ${leaseText(lease)}`,
+      detail:
+        "the remote node's state is not readable from here: run `flanctl trace` on it for the rest of the path",
+      lease: leaseText(lease),
+    });
+    return finish(inp, srcName, p);
+  }
+  if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
+  await daemonHop(peerNode, p);
+  // A dead remote daemon is the verdict, but the rest of the path is still shown.
+  const mark = p.hops.length;
+  await remoteIngress(inp, from, peerNode, backend, direct, lease, leaseText, p);
+  if (p.hops.slice(mark).every((h) => h.ok)) deliver(inp, peerNode, p);
+  return finish(inp, srcName, p);
+}
+
+/** The hops so far and the why of each broken one. */
+class Path {
+  readonly hops: TraceHop[] = [];
+  /** Devices the packet passes, in order (for --probe's counters). */
+  readonly devices: PathDevice[] = [];
+  dev(netns: string | null, dev: string | null, dir: "rx" | "tx"): void {
+    if (dev) this.devices.push({ netns, dev, dir });
+  }
+  readonly whys = new Map<number, Why>();
+  add(h: TraceHop, why?: Why | null): void {
+    if (h.lease === undefined) delete h.lease;
+    this.hops.push(h);
+    if (!h.ok) this.whys.set(this.hops.length - 1, why ?? { why: h.detail, fix: [] });
+  }
+  get broken(): boolean {
+    return this.hops.some((h) => !h.ok);
+  }
+}
+
+/** The node whose lease this is: its subnet.env subnet or its own lease matches. */
+function nodeOfLease(nodes: TraceNode[], l: Lease): TraceNode | null {
+  return nodes.find((n) => !!l.subnet && n.ctx.nodeSubnet?.equals(l.subnet)) ?? null;
+}
+
+function expectedRoute(
+  ctx: DoctorContext,
+  dst: IPAddr,
+  lease: Lease | null,
+  backend: string,
+): { ok: (r: RouteLookup) => boolean; text: string } {
+  const own = ctx.nodeSubnet;
+  if (own?.contains(dst)) {
+    return { ok: (r) => r.devName === "cni0", text: `${own} dev cni0 (this node's subnet)` };
+  }
+  const net = ctx.network;
+  if (!net || !net.contains(dst)) return { ok: () => true, text: "any route (outside the pod network)" };
+  if (!lease?.subnet) return { ok: () => false, text: `a route from a lease (no lease covers ${dst})` };
+  const sub = lease.subnet.toString(), pub = lease.attrs.PublicIP;
+  if (backend !== "vxlan" || lease.attrs.BackendType !== "vxlan") {
+    return { ok: (r) => r.route === sub && r.gateway === pub, text: `${sub} via ${pub}` };
+  }
+  const dev = ctx.vxlanName, gw = lease.subnet.ip.toString();
+  return {
+    ok: (r) =>
+      r.route === sub && ((r.gateway === gw && r.devName === dev && r.flags.includes("onlink")) ||
+        (ctx.directRouting && r.gateway === pub)),
+    text: `${sub} via ${gw} dev ${dev} onlink${ctx.directRouting ? ` (or via ${pub}, DirectRouting)` : ""}`,
+  };
+}
+
+async function daemonHop(n: TraceNode, p: Path): Promise<void> {
+  const f = (await daemonCheck.run(n.ctx))[0];
+  p.add({
+    node: n.name,
+    step: "daemon",
+    ok: f.severity === "ok",
+    entry: f.detail,
+    detail: f.severity === "ok"
+      ? "the daemon keeps routes, ARP/FDB entries and rules in step with the leases"
+      : "the daemon is not running: nothing repairs or updates this node's entries, its lease is not renewed",
+  }, f.severity === "ok" ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "daemon" });
+}
+
+/** A lab's underlay bridge: both nodes' ports up on it, and the bridge itself (it carries the encapsulated packet). */
+function underlayHop(
+  u: NonNullable<TraceInput["underlay"]>,
+  from: TraceNode,
+  to: TraceNode,
+  toIP: string,
+  p: Path,
+): void {
+  const fromPort = [...u.ports.entries()].find(([ip]) => from.ctx.localIPs().has(ip))?.[1] ?? null;
+  const toPort = u.ports.get(toIP) ?? null;
+  const h = openNetlink({ name: u.netns });
+  try {
+    const br = h.link(u.bridge);
+    const ports = [fromPort, toPort].map((n) => (n ? h.link(n) : null));
+    const bad = ports.filter((l) => !l || !l.up || l.master !== br?.index);
+    const ok = !!br && br.up && bad.length === 0;
+    p.add({
+      node: "underlay",
+      step: "underlay-bridge",
+      ok,
+      entry: `${u.bridge} ${br?.up ? "up" : "DOWN"}; ` +
+        [[fromPort, ports[0], from.name], [toPort, ports[1], to.name]].map(([n, l, who]) =>
+          `${n ?? "?"} (${who}) ${l ? (l as LinkInfo).up ? "up" : "DOWN" : "missing"}`
+        ).join(", "),
+      detail: ok
+        ? `the underlay bridge carries the encapsulated packet to ${toIP}`
+        : `the underlay does not carry the packet: ${
+          !br
+            ? `no bridge ${u.bridge}`
+            : !br.up
+            ? `${u.bridge} is down`
+            : "a node's port on it is down or missing"
+        }`,
+    }, {
+      why: "the lab's underlay (bridge and each node's veth on it) is the network between the nodes",
+      fix: [
+        `ip -n ${u.netns} link set ${u.bridge} up`,
+        ...[fromPort, toPort].filter(Boolean).map((n) => `ip -n ${u.netns} link set ${n} up`),
+      ],
+    });
+    if (ok) p.dev(u.netns, toPort, "tx");
+  } finally {
+    h.close();
+  }
+}
+
+/** Bridge port states (linux/if_bridge.h BR_STATE_*). */
+const PORT_STATES: Record<number, string> = {
+  0: "disabled",
+  1: "listening",
+  2: "learning",
+  3: "forwarding",
+  4: "blocking",
+};
+
+/** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
+function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
+  const br = n.ctx.link("cni0");
+  const enslaved = !!br && host.master === br.index;
+  // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
+  // the node's namespace; null when unreadable.
+  const raw = enslaved ? n.ctx.exec.run(["cat", `/sys/class/net/${host.name}/brport/state`], 3000) : null;
+  const state = raw?.code === 0 ? (PORT_STATES[Number(raw.stdout.trim())] ?? raw.stdout.trim()) : null;
+  const portUp = host.up && host.operstate !== "DOWN" && host.operstate !== "LOWERLAYERDOWN" &&
+    (state === null || state === "forwarding");
+  const ok = enslaved && portUp && !!br?.up;
+  const hairpin = host.bridgePort ? (host.bridgePort.hairpin ? "on" : "off") : "?";
+  p.add({
+    node: n.name,
+    step: "cni0-port",
+    ok,
+    entry: `${host.name} ${host.up ? "up" : "DOWN"} (operstate ${host.operstate}) master ${
+      host.master !== null ? (n.ctx.link(host.master)?.name ?? host.master) : "none"
+    }${state ? ` port state ${state}` : ""} hairpin ${hairpin}; cni0 ${
+      br ? (br.up ? "up" : "DOWN") : "missing"
+    }`,
+    detail: !br
+      ? "cni0 does not exist"
+      : !enslaved
+      ? `${host.name} is not a port of cni0`
+      : !portUp
+      ? `${host.name} ${host.up ? `port state ${state}` : "is down"}: the cni0 port of ${podName} does not ` +
+        "forward, its frames are dropped"
+      : !br.up
+      ? "cni0 is down"
+      : `${host.name} forwards on cni0`,
+  }, {
+    why: "a pod's host veth must be an up port of cni0 for the bridge to forward its frames",
+    fix: [n.ctx.cmd(`ip link set ${host.name} up`), n.ctx.cmd(`ip link set ${host.name} master cni0`)].concat(
+      br && !br.up ? [n.ctx.cmd("ip link set cni0 up")] : [],
+    ),
+  });
+}
+
+/** The remote node receives the packet: its overlay device (vxlan) and its route to cni0. */
+async function remoteIngress(
+  inp: TraceInput,
+  src: string | null,
+  peer: TraceNode,
+  backend: string,
+  direct: boolean,
+  lease: Lease,
+  leaseText: (l: Lease) => string,
+  p: Path,
+): Promise<void> {
+  const pc = peer.ctx;
+  let iif: string | null = null;
+  if (backend === "vxlan" && !direct) {
+    const dev = pc.vxlanDevice();
+    const mac = vtepMacOf(lease.attrs.BackendData);
+    const ok = !!dev && dev.up && (!mac || dev.mac?.toLowerCase() === mac);
+    p.add({
+      node: peer.name,
+      step: "remote-vxlan",
+      ok,
+      entry: dev
+        ? `${dev.name} ${dev.up ? "up" : "DOWN"} mac ${dev.mac} mtu ${dev.mtu} vni ${dev.vxlan?.vni ?? "?"}`
+        : `${pc.vxlanName} does not exist`,
+      detail: !dev
+        ? "no VXLAN device: the encapsulated packet is dropped"
+        : !dev.up
+        ? `${dev.name} is down: the encapsulated packet is dropped`
+        : !ok
+        ? `device MAC ${dev.mac} disagrees with the lease's VtepMAC ${mac}: the inner frame is not for it`
+        : `decapsulated on ${dev.name}`,
+      lease: leaseText(lease),
+    }, !dev || !dev.up ? await doctorText(pc, "flannel-device") : await doctorText(pc, "vtep-mac"));
+    if (!ok) return;
+    const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
+    p.dev(peer.netns, a?.ifname ?? null, "rx");
+    p.dev(peer.netns, dev!.name, "rx");
+    iif = dev!.name;
+  } else {
+    const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
+    iif = a?.ifname ?? null;
+    p.dev(peer.netns, iif, "rx");
+  }
+  const r = iif && src ? routeGet(peer.h, { dst: inp.dst, src, iif }) : routeGet(peer.h, { dst: inp.dst });
+  const ok = r.errno === null && r.devName === "cni0";
+  p.add(
+    {
+      node: peer.name,
+      step: "remote-route",
+      ok,
+      entry: lookupText(r),
+      detail: r.errno === EXDEV
+        ? `rp_filter on ${iif} drops the packet from ${src}`
+        : r.errno !== null
+        ? `the remote node does not forward the packet (${r.error})`
+        : ok
+        ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
+        : `routed to ${r.devName ?? "?"}, expected cni0 (${lease.subnet} is this node's subnet)`,
+    },
+    r.errno === EXDEV
+      ? await doctorText(pc, "rp-filter")
+      : r.errno !== null
+      ? await doctorText(pc, "ip-forward")
+      : await doctorText(pc, "cni0-address"),
+  );
+  if (!ok) return;
+  const f = (await forwardPolicy.run(pc))[0];
+  p.add(
+    {
+      node: peer.name,
+      step: "remote-forward",
+      ok: f.severity !== "critical",
+      entry: f.detail,
+      detail: f.severity === "critical"
+        ? "the FORWARD chain drops pod traffic"
+        : "FORWARD lets the packet through",
+    },
+    f.severity === "critical" ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null,
+  );
+}
+
+/** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
+function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
+  const pod = inp.pods.find((p) => p.ip === inp.dst && p.node === n) ??
+    [...n.ctx.pods.values()].filter((p) => p.ips.includes(inp.dst)).map((p) => ({
+      name: p.name,
+      netns: p.name,
+      ip: inp.dst,
+      node: n,
+    }))[0];
+  if (!pod) {
+    p.add({
+      node: n.name,
+      step: "pod",
+      ok: false,
+      entry: `no pod behind cni0 holds ${inp.dst}`,
+      detail: `${inp.dst} is in ${n.name}'s subnet but no pod namespace reached through cni0 has it`,
+    }, {
+      why: "the address is not (or no longer) assigned to a pod",
+      fix: [n.ctx.cmd(`ip neigh show dev cni0 ${inp.dst}`)],
+    });
+    return;
+  }
+  const host = [...n.ctx.vethPeers.entries()].find(([, p]) => p.netns === pod.netns);
+  const link = host ? n.ctx.link(host[0]) : null;
+  const mark = p.hops.length;
+  if (link) {
+    p.dev(n.netns, link.name, "tx");
+    cniPort(n, link, pod.name, p);
+  } else {
+    p.add({
+      node: n.name,
+      step: "cni0-port",
+      ok: false,
+      entry: `no cni0 port pairs with ${pod.netns}`,
+      detail: `pod ${pod.name}'s veth is not a port of cni0`,
+    });
+    return;
+  }
+  if (!p.hops.slice(mark).every((h) => h.ok)) return;
+  const ph = openNetlink(nsRef(pod.netns));
+  try {
+    const a = ph.addrs(4).find((a) => a.local === inp.dst);
+    const l = a ? ph.link(a.index) : null;
+    p.dev(pod.netns, l?.name ?? null, "rx");
+    p.add({
+      node: pod.name,
+      step: "pod",
+      ok: !!l && l.up,
+      entry: a
+        ? `${a.local}/${a.prefix} dev ${a.ifname} ${l?.up ? "up" : "DOWN"} mtu ${l?.mtu ?? "?"}`
+        : `no ${inp.dst} in ${pod.netns}`,
+      detail: !a
+        ? `the pod does not hold ${inp.dst}`
+        : l?.up
+        ? `delivered to ${pod.name}`
+        : `the pod's ${a.ifname} is down`,
+    });
+  } finally {
+    ph.close();
+  }
+}
+
+function finish(inp: TraceInput, src: string, p: Path): TraceReport {
+  const { hops, whys } = p;
+  const i = hops.findIndex((h) => !h.ok);
+  const rep: TraceReport = { ok: i < 0, src, dst: inp.dstName, hops, devices: p.devices };
+  if (i >= 0) {
+    const w = whys.get(i)!;
+    rep.brokenAt = i;
+    rep.why = w.why;
+    rep.fix = w.fix;
+    if (w.check) rep.check = w.check;
+  }
+  return rep;
+}

@@ -1,0 +1,226 @@
+/**
+ * `flanctl install-cni` into temp dirs: files and modes, idempotence, foreign plugins kept as backups and
+ * reported, and atomicity: while it replaces the binary again and again, concurrent execs of a plugin name
+ * never fail and concurrent reads never see a partial file.
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { BACKUP_SUFFIX, installCni } from "../lib/install/cni.ts";
+import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
+import { PLUGINS } from "../lib/cni/plugins.ts";
+import { flanctl, ROOT } from "./netns.ts";
+
+const CONFLIST = JSON.stringify({
+  name: "cbr0",
+  cniVersion: "0.3.1",
+  plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
+});
+
+/** An executable (a copy of `true`) padded to `mb` MiB with `fill` bytes: still runs, and its hash is unique. */
+function fakeBinary(path: string, mb: number, fill: number): void {
+  const t = Deno.readFileSync(Deno.statSync("/usr/bin/true").isFile ? "/usr/bin/true" : "/bin/true");
+  const out = new Uint8Array(t.length + mb * 1024 * 1024).fill(fill);
+  out.set(t);
+  Deno.writeFileSync(path, out, { mode: 0o755 });
+}
+
+async function sha(data: Uint8Array): Promise<string> {
+  return Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>)))
+    .map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function withDirs(fn: (d: { root: string; bin: string; conf: string; src: string }) => Promise<void>) {
+  const root = await Deno.makeTempDir({ prefix: "flanctl-install-" });
+  try {
+    Deno.writeTextFileSync(`${root}/cni-conf.json`, CONFLIST);
+    await fn({
+      root,
+      bin: `${root}/opt/cni/bin`,
+      conf: `${root}/etc/cni/net.d`,
+      src: `${root}/cni-conf.json`,
+    });
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+Deno.test("install-cni: one list of plugin names, the one the binary dispatches on", () => {
+  assertEquals([...CNI_PLUGIN_NAMES].sort(), Object.keys(PLUGINS).sort());
+});
+
+Deno.test("install-cni: binary, plugin symlinks and conflist with their modes; idempotent", () =>
+  withDirs(async ({ root, bin, conf, src }) => {
+    fakeBinary(`${root}/flanctl-v1`, 1, 1);
+    const o = { binDir: bin, confDir: conf, conf: src, source: `${root}/flanctl-v1` };
+    const first = await installCni(o);
+    assertEquals(first.map((s) => [s.path.slice(root.length), s.action]), [
+      ["/opt/cni/bin/flanctl", "installed"],
+      ...CNI_PLUGIN_NAMES.map((n) => [`/opt/cni/bin/${n}`, "installed"]),
+      ["/etc/cni/net.d/10-flannel.conflist", "installed"],
+    ]);
+    assertEquals(Deno.statSync(`${bin}/flanctl`).mode! & 0o777, 0o755);
+    assertEquals(
+      await sha(Deno.readFileSync(`${bin}/flanctl`)),
+      await sha(Deno.readFileSync(`${root}/flanctl-v1`)),
+    );
+    for (const n of CNI_PLUGIN_NAMES) assertEquals(Deno.readLinkSync(`${bin}/${n}`), `${bin}/flanctl`);
+    assertEquals(Deno.statSync(`${conf}/10-flannel.conflist`).mode! & 0o777, 0o644);
+    assertEquals(Deno.readTextFileSync(`${conf}/10-flannel.conflist`), CONFLIST);
+    // The plugin names run the binary.
+    assertEquals((await new Deno.Command(`${bin}/flannel`).output()).code, 0);
+    // Again: nothing rewritten (same inode), nothing left behind.
+    const ino = Deno.statSync(`${bin}/flanctl`).ino;
+    const again = await installCni(o);
+    assertEquals(again.map((s) => s.action), again.map(() => "unchanged"));
+    assertEquals(Deno.statSync(`${bin}/flanctl`).ino, ino);
+    assertEquals(
+      [...Deno.readDirSync(bin)].map((e) => e.name).sort(),
+      ["flanctl", ...CNI_PLUGIN_NAMES].sort(),
+    );
+  }));
+
+Deno.test("install-cni: a foreign plugin of the same name is kept as a backup and reported", () =>
+  withDirs(async ({ root, bin, conf, src }) => {
+    fakeBinary(`${root}/flanctl-v1`, 1, 1);
+    Deno.mkdirSync(bin, { recursive: true });
+    Deno.writeTextFileSync(`${bin}/bridge`, "#!/bin/sh\necho reference bridge\n", { mode: 0o755 });
+    Deno.symlinkSync("/usr/lib/cni/loopback", `${bin}/loopback`);
+    Deno.writeTextFileSync(`${bin}/ptp`, "not ours, not a name of ours\n");
+    const o = { binDir: bin, confDir: conf, conf: src, source: `${root}/flanctl-v1` };
+    const steps = await installCni(o);
+    const foreign = steps.filter((s) => s.action === "replaced-foreign");
+    assertEquals(foreign.map((s) => [s.path, s.backup]), [
+      [`${bin}/bridge`, `${bin}/bridge${BACKUP_SUFFIX}`],
+      [`${bin}/loopback`, `${bin}/loopback${BACKUP_SUFFIX}`],
+    ]);
+    assertEquals(
+      Deno.readTextFileSync(`${bin}/bridge${BACKUP_SUFFIX}`),
+      "#!/bin/sh\necho reference bridge\n",
+    );
+    assertEquals(Deno.statSync(`${bin}/bridge${BACKUP_SUFFIX}`).mode! & 0o777, 0o755);
+    assertEquals(Deno.readLinkSync(`${bin}/loopback${BACKUP_SUFFIX}`), "/usr/lib/cni/loopback");
+    assertEquals(Deno.readLinkSync(`${bin}/bridge`), `${bin}/flanctl`);
+    assertEquals(
+      Deno.readTextFileSync(`${bin}/ptp`),
+      "not ours, not a name of ours\n",
+      "other files untouched",
+    );
+    // A second run finds everything in place and leaves the backups alone.
+    assertEquals((await installCni(o)).filter((s) => s.action !== "unchanged"), []);
+    assertEquals(
+      Deno.readTextFileSync(`${bin}/bridge${BACKUP_SUFFIX}`),
+      "#!/bin/sh\necho reference bridge\n",
+    );
+    // The CLI says what it replaced.
+    Deno.removeSync(`${bin}/host-local`);
+    Deno.writeTextFileSync(`${bin}/host-local`, "foreign\n");
+    const r = await flanctl([
+      "install-cni",
+      "--cni-bin-dir",
+      bin,
+      "--cni-conf-dir",
+      conf,
+      "--link",
+      `${bin}/flanctl`,
+    ]);
+    assertEquals(r.code, 0, r.stderr);
+    assertStringIncludes(
+      r.stdout,
+      `replaced ${bin}/host-local: it was not flanctl's; the original is kept as ${bin}/host-local${BACKUP_SUFFIX}`,
+    );
+    assertStringIncludes(r.stdout, `unchanged ${bin}/flannel`);
+  }));
+
+Deno.test("install-cni: concurrent execs and reads never see a partial or missing binary", () =>
+  withDirs(async ({ root, bin, conf }) => {
+    fakeBinary(`${root}/v1`, 24, 1);
+    fakeBinary(`${root}/v2`, 24, 2);
+    const hashes = new Set([
+      await sha(Deno.readFileSync(`${root}/v1`)),
+      await sha(Deno.readFileSync(`${root}/v2`)),
+    ]);
+    await installCni({ binDir: bin, confDir: conf, conf: null, source: `${root}/v1` });
+    let installing = true;
+    const failures: string[] = [];
+    let execs = 0, reads = 0;
+    const execLoop = (async () => {
+      while (installing) {
+        const o = await new Deno.Command(`${bin}/flannel`, { stderr: "piped" }).output().catch((e) => ({
+          code: -1,
+          stderr: new TextEncoder().encode(String(e)),
+        }));
+        execs++;
+        if (o.code !== 0) failures.push(`exec: ${o.code} ${new TextDecoder().decode(o.stderr)}`);
+      }
+    })();
+    const readLoop = (async () => {
+      while (installing) {
+        const h = await sha(await Deno.readFile(`${bin}/flanctl`));
+        reads++;
+        if (!hashes.has(h)) failures.push(`read a partial binary (${h.slice(0, 12)})`);
+      }
+    })();
+    for (let i = 0; i < 8; i++) {
+      const steps = await installCni({
+        binDir: bin,
+        confDir: conf,
+        conf: null,
+        source: `${root}/${i % 2 ? "v1" : "v2"}`,
+      });
+      assertEquals(steps[0].action, "updated");
+    }
+    installing = false;
+    await Promise.all([execLoop, readLoop]);
+    assertEquals(failures, []);
+    assert(execs > 3 && reads > 3, `the loops ran (${execs} execs, ${reads} reads)`);
+    assertEquals([...Deno.readDirSync(bin)].filter((e) => e.name.includes("tmp")), [], "no temp file left");
+  }));
+
+Deno.test("install-cni: usage errors", async () => {
+  const r = await flanctl(["install-cni", "--cni-bin-dir", "/nonexistent/x"]);
+  assertEquals(r.code, 2);
+  assertStringIncludes(r.stderr, "flanctl: --source: required here");
+  const both = await flanctl(["install-cni", "--source", "/bin/true", "--link", "/usr/local/bin/flanctl"]);
+  assertEquals(both.code, 2);
+  assertStringIncludes(both.stderr, "--link: conflicts with --source");
+});
+
+Deno.test("install-cni: without a compiled binary, a launcher and the runtime the CNI path needs", () =>
+  withDirs(async ({ root, bin, conf }) => {
+    // install.sh's launcher mode: the pinned deno plus cni.js, bundled the way install.sh bundles it.
+    const b = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--platform", "deno", "-o", `${root}/lib/cni.js`, `${ROOT}cli/cni_main.ts`],
+    }).output();
+    assertEquals(b.code, 0, new TextDecoder().decode(b.stderr));
+    // Through the CLI, as install.sh's launcher runs it (FLANCTL_LIBDIR set, running under deno).
+    const r = await flanctl(["install-cni", "--cni-bin-dir", bin, "--cni-conf-dir", conf], {
+      env: { FLANCTL_LIBDIR: `${root}/lib` },
+    });
+    assertEquals(r.code, 0, r.stderr);
+    assertStringIncludes(r.stdout, `installed ${bin}/flanctl`);
+    const rt = [...Deno.readDirSync(bin)].filter((e) => e.name.startsWith(".flanctl-runtime-"));
+    assertEquals(rt.length, 1);
+    assertEquals(Deno.statSync(`${bin}/${rt[0].name}/deno`).mode! & 0o777, 0o755);
+    assertEquals(Deno.statSync(`${bin}/flanctl`).mode! & 0o777, 0o755);
+    // kubelet's view: a plugin name runs the CNI entry point with no checkout and no config.
+    const p = new Deno.Command(`${bin}/loopback`, {
+      env: { CNI_COMMAND: "VERSION" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+      cwd: "/",
+    }).spawn();
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(`{"cniVersion":"1.1.0"}`));
+    await w.close();
+    const o = await p.output();
+    assertEquals(o.code, 0, new TextDecoder().decode(o.stderr));
+    assert(JSON.parse(new TextDecoder().decode(o.stdout)).supportedVersions.includes("1.1.0"));
+    // Idempotent.
+    const again = await installCni({
+      binDir: bin,
+      confDir: conf,
+      conf: null,
+      runtime: { deno: Deno.execPath(), cniJs: `${root}/lib/cni.js` },
+    });
+    assertEquals(again.filter((s) => s.action !== "unchanged"), []);
+  }));

@@ -1,0 +1,156 @@
+/**
+ * `flanctl status` on a lab node (etcd store): the JSON shape, numbers equal to the daemon's /metrics,
+ * the store killed → unreachable, the daemon killed → down (exit 1).
+ * @module
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { flanctl, flanctlCmd } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
+import { parseMetrics, type StatusJson } from "../lib/status/status.ts";
+
+const SHAPE: Record<string, string[]> = {
+  "": ["backend", "daemon", "health", "lease", "node", "peers", "reconcile", "rules", "store"],
+  daemon: ["detail", "pid", "running", "source", "startedAt", "uptimeSeconds", "version"],
+  store: ["daemonSeesStore", "error", "kind", "reachable"],
+  lease: ["expiration", "publicIP", "renewalErrors", "renewals", "subnet"],
+  backend: ["device", "deviceUp", "mtu", "type"],
+  peers: ["daemonPeers", "leases", "missing", "programmed", "stale"],
+  reconcile: ["errors", "lastAt", "lastRepairs", "lastSeconds", "repairsTotal", "runs"],
+  rules: ["forward", "masquerade", "ok"],
+  health: ["address", "healthz", "metrics", "readyz"],
+};
+
+async function waitGone(pid: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const st = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+    if (!st || st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+Deno.test({
+  name:
+    "status (etcd lab): JSON shape, numbers equal /metrics, store killed → unreachable, daemon killed → down",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const args = [
+      "--nodes",
+      "2",
+      "--pods-per-node",
+      "1",
+      "--store",
+      "etcd",
+      "--daemon-arg=--resync-interval=3600",
+    ];
+    await withLab("ts", args, undefined, async (s, name) => {
+      const status = async () => {
+        const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
+        return { code: r.code, st: JSON.parse(r.stdout) as StatusJson, r };
+      };
+      const { code, st, r } = await status();
+      assertEquals(code, 0, r.stderr);
+      for (const [k, keys] of Object.entries(SHAPE)) {
+        const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
+        assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
+      }
+      assertEquals([st.daemon.running, st.daemon.source, st.store.reachable, st.store.kind], [
+        true,
+        "state-file",
+        true,
+        "etcd",
+      ]);
+      assertEquals(st.daemon.pid, s.procs.find((p) => p.what === "daemon node1")!.pid);
+      assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [1, 1, [], []]);
+      assertEquals([st.backend.type, st.backend.device, st.backend.deviceUp], ["vxlan", "flannel.1", true]);
+      assertEquals([st.health.healthz, st.health.readyz, st.health.metrics], [200, 200, true]);
+      assert(st.rules.ok, JSON.stringify(st.rules));
+
+      // The numbers are the daemon's own (resyncs are slowed down so nothing moves in between).
+      const m = parseMetrics(
+        (await labExec(name, "node1", ["curl", "-s", `http://${st.health.address}/metrics`])).stdout,
+      );
+      assertEquals(st.reconcile.runs, m.get("flanctl_reconcile_runs_total"));
+      assertEquals(st.reconcile.repairsTotal, m.get("flanctl_reconcile_repairs_total"));
+      assertEquals(st.reconcile.errors, m.get("flanctl_reconcile_errors_total"));
+      assertEquals(st.reconcile.lastRepairs, m.get("flanctl_last_reconcile_repairs"));
+      assertEquals(st.reconcile.lastSeconds, m.get("flanctl_last_reconcile_duration_seconds"));
+      assertEquals(
+        Date.parse(st.reconcile.lastAt!) / 1000,
+        m.get("flanctl_last_reconcile_timestamp_seconds"),
+      );
+      assertEquals(st.lease.renewals, m.get("flanctl_lease_renewals_total"));
+      assertEquals(st.peers.daemonPeers, m.get("flanctl_peers"));
+      assert(st.reconcile.runs! >= 1);
+
+      // From the host with --netns: the daemon and its endpoints are found through the node's files.
+      const sub = `${s.nodes[0].dir}/run/flannel/subnet.env`;
+      const fromHost = await flanctl([
+        "status",
+        "-o",
+        "json",
+        "--netns",
+        s.nodes[0].netns,
+        "--subnet-file",
+        sub,
+      ]);
+      assertEquals(fromHost.code, 0, fromHost.stderr);
+      const fh = JSON.parse(fromHost.stdout) as StatusJson;
+      assertEquals([fh.node, fh.daemon.pid, fh.health.metrics], [s.nodes[0].netns, st.daemon.pid, true]);
+      assertEquals(fh.reconcile.runs, st.reconcile.runs);
+
+      // --watch: one JSON document per line until interrupted.
+      const w = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          s.nodes[0].netns,
+          ...flanctlCmd(
+            "status",
+            "-o",
+            "json",
+            "--watch",
+            "0.5",
+            "--netns",
+            s.nodes[0].netns,
+            "--subnet-file",
+            sub,
+          ),
+        ],
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      await new Promise((r) => setTimeout(r, 3000));
+      w.kill("SIGINT");
+      const lines = new TextDecoder().decode((await w.output()).stdout).trim().split("\n");
+      assert(lines.length >= 2, `--watch printed ${lines.length} line(s)`);
+      for (const l of lines) assertEquals((JSON.parse(l) as StatusJson).daemon.pid, st.daemon.pid);
+
+      // lab trace reads an etcd lab's leases from the underlay namespace, where etcd listens.
+      const tr = await flanctl(["lab", "trace", "--name", name, "-o", "json", "node1-pod1", "node2-pod1"]);
+      assertEquals(tr.code, 0, tr.stdout + tr.stderr);
+      assertStringIncludes(JSON.parse(tr.stdout).hops[4].lease, "→ node2, PublicIP");
+      const trp = await flanctl(["lab", "trace", "--name", name, "--probe", "node1-pod1", "node2-pod1"]);
+      assertStringIncludes(trp.stdout, "probe: reply received; last seen rx on eth0");
+
+      // Store killed: unreachable (the daemon keeps running).
+      const etcd = s.procs.find((p) => p.what === "etcd")!.pid;
+      Deno.kill(etcd, "SIGKILL");
+      await waitGone(etcd);
+      const noStore = await status();
+      assertEquals([noStore.code, noStore.st.daemon.running, noStore.st.store.reachable], [0, true, false]);
+      assert(noStore.st.store.error, "an unreachable store says why");
+
+      // Daemon killed: down, exit 1, and the table says so.
+      const pid = st.daemon.pid!;
+      Deno.kill(pid, "SIGKILL");
+      await waitGone(pid);
+      const down = await status();
+      assertEquals([down.code, down.st.daemon.running, down.st.daemon.pid], [1, false, null]);
+      assertStringIncludes(down.st.daemon.detail, `pid ${pid}`);
+      const table = await labExec(name, "node1", flanctlCmd("status"));
+      assertEquals(table.code, 1);
+      assertStringIncludes(table.stdout, "daemon     DOWN (not running: pid");
+    });
+  },
+});
