@@ -77,6 +77,11 @@ export function validateUpOptions(o: LabUpOptions): void {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
   validateIpFamily(o.ipFamily);
+  if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
+    throw new UsageError(
+      `--ip-family ${o.ipFamily}: the udp backend carries IPv4 only (as flannel's); use vxlan or host-gw`,
+    );
+  }
   let net: IPNet | null = null;
   try {
     net = IPNet.parse(o.network, "--network");
@@ -125,8 +130,13 @@ export function readLabNetConf(
   if (cfg.enableIPv4 && !cfg.network) {
     throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
   }
-  if (type !== "vxlan" && type !== "host-gw") {
-    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan or host-gw`);
+  if (type !== "vxlan" && type !== "host-gw" && type !== "udp") {
+    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan, host-gw or udp`);
+  }
+  if (type === "udp" && cfg.enableIPv6) {
+    throw new UsageError(
+      `--net-conf ${file}: Backend.Type 'udp' carries IPv4 only (as flannel's): set EnableIPv6 false`,
+    );
   }
   if (o.ipFamily && o.ipFamily !== "ipv4" && o.ipFamily !== ipFamily) {
     throw new UsageError(

@@ -2,7 +2,7 @@ import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { UsageError } from "../errors.ts";
 import { labNetConfFor, labNetworks, subnet6FromEnv, underlayAddrs6, validateIpFamily } from "./family.ts";
 import { underlayOctet } from "./paths.ts";
-import { readLabNetConf } from "./build.ts";
+import { readLabNetConf, validateUpOptions } from "./build.ts";
 
 Deno.test("lab ip family: ULA underlay per lab, net-conf per family, --ip-family checked", () => {
   const x = underlayOctet("lab").toString(16);
@@ -53,6 +53,9 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
     assertThrows(() => read(v4, "dual"), UsageError, "--ip-family dual: --net-conf");
     assertThrows(() => read({ Backend: { Type: "vxlan" } }), UsageError, "Network");
     assertThrows(() => read({ EnableIPv4: false, EnableIPv6: true }), UsageError, "IPv6Network");
+    assertEquals(read({ ...v4, Backend: { Type: "udp" } }), ["ipv4", "10.9.0.0/16", "udp"]);
+    assertThrows(() => read({ ...v4, ...v6, Backend: { Type: "udp" } }), UsageError, "carries IPv4 only");
+    assertThrows(() => read({ ...v4, Backend: { Type: "wireguard" } }), UsageError, "vxlan, host-gw or udp");
     // A FIFO (or /dev/stdin) is refused, not waited on.
     const fifo = `${file}.fifo`;
     new Deno.Command("mkfifo", { args: [fifo] }).outputSync();
@@ -78,4 +81,18 @@ Deno.test("lab networks: IPv4 and/or IPv6 as the lab's net-conf has them", () =>
     Backend: { Type: "vxlan" },
   });
   assertEquals(labNetworks({ network, ipFamily: "ipv6", netConf }), ["fc00:99::/48"]);
+});
+
+Deno.test("lab up --backend udp with an IPv6 family is refused before anything is made", () => {
+  const o = {
+    name: "lab",
+    nodes: 2,
+    podsPerNode: 1,
+    backend: "udp" as const,
+    store: "file" as const,
+    network: "10.244.0.0/16",
+  };
+  validateUpOptions(o);
+  validateUpOptions({ ...o, ipFamily: "ipv4" });
+  assertThrows(() => validateUpOptions({ ...o, ipFamily: "dual" }), UsageError, "--ip-family dual: the udp");
 });
