@@ -14,7 +14,7 @@ import { IPNet } from "../lib/ip/cidr.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; fix?: string[] }[];
+  checks: { id: string; severity: string; detail: string; fix?: string[]; why?: string }[];
 }
 
 Deno.test({
@@ -66,6 +66,11 @@ Deno.test({
         assertEquals(sev("flannel-v6-device"), ["warning"], d.out);
         assertEquals(sev("peers-v6"), ["critical"], d.out);
         assertEquals(sev("ip6tables-masq"), ["critical"], d.out);
+        // The stopped daemon is named as the likely cause of the IPv6 findings too.
+        for (const id of ["peers-v6", "ip6tables-masq"]) {
+          const why = d.rep.checks.find((c) => c.id === id)!.why ?? "";
+          assert(why.startsWith("likely cause: the daemon is not running"), `${id}: ${why}`);
+        }
         const peer = d.rep.checks.find((c) => c.id === "peers-v6")!;
         for (const w of ["route", "NDP", "FDB"]) assert(peer.detail.includes(w), peer.detail);
         assertEquals(d.code, 2);
