@@ -23,57 +23,19 @@
  */
 
 import { runProcess } from "../lib/lab/proc.ts";
+import { arg, runInOwnNetns } from "./own_netns.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni";
 const SUBNET = "10.96.0.0/24";
-
-function arg(name: string, def: number): number {
-  const i = Deno.args.indexOf(name);
-  return i >= 0 ? Number(Deno.args[i + 1]) : def;
-}
 
 async function sh(cmd: string[], stdin?: string): Promise<{ code: number; out: string; err: string }> {
   const r = await runProcess(cmd, { stdin });
   return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
-if (Deno.env.get("FLANCTL_CNI_BENCH_NODE") === undefined) {
-  // Outer process: make a node netns, re-run ourselves inside it, always clean up.
-  const node = `fbnode${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 6)}`;
-  await sh(["ip", "netns", "add", node]);
-  let code = 1;
-  try {
-    await sh(["ip", "-n", node, "link", "set", "lo", "up"]);
-    const p = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        node,
-        "env",
-        `FLANCTL_CNI_BENCH_NODE=${node}`,
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--no-check",
-        new URL(import.meta.url).pathname,
-        ...Deno.args,
-      ],
-      stdout: "inherit",
-      stderr: "inherit",
-    }).spawn();
-    code = (await p.status).code;
-  } finally {
-    const pids = await sh(["ip", "netns", "pids", node]);
-    for (const pid of pids.out.split(/\s+/).filter(Boolean)) {
-      try {
-        Deno.kill(Number(pid), "SIGKILL");
-      } catch { /* gone */ }
-    }
-    await sh(["ip", "netns", "del", node]);
-  }
-  Deno.exit(code);
-}
+// Outer process: make a netns of our own, re-run ourselves inside it, always clean up.
+await runInOwnNetns("FLANCTL_CNI_BENCH_NODE", "fbnode", import.meta.url);
 
 // ---- inside the node netns ----------------------------------------------------------------------------
 const PODS = arg("--pods", 20);

@@ -5,58 +5,12 @@
  * issue's goal: the IPv6 overlay costs no more than the IPv4 one relative to its own host-gw, i.e.
  * (vxlan-v6 / host-gw-v6) >= (vxlan-v4 / host-gw-v4); both ratios are printed. Needs root and iperf3.
  */
-import { flanctlCommand, inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";
-import { loadState } from "../lib/lab/state.ts";
-import type { LabState } from "../lib/lab/types.ts";
+import { gbit, iperf, labDown, labUp as labUpFamily, median, SECONDS } from "./lab_iperf.ts";
 
-const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? 4);
+const labUp = (name: string, backend: string) => labUpFamily(name, backend, ["--ip-family", "dual"]);
+
 const REPEATS = Number(Deno.env.get("BENCH_REPEATS") ?? 3);
 const tag = crypto.randomUUID().slice(0, 4);
-
-/** One iperf3 run from `client` netns to `ip` in `server` netns; bits per second received. */
-async function iperf(server: string, client: string, ip: string): Promise<number> {
-  const srvArgv = inNs(server, ["iperf3", "-s", "-1", "-p", "5201"]);
-  const srv = new Deno.Command(srvArgv[0], { args: srvArgv.slice(1), stdout: "null", stderr: "null" })
-    .spawn();
-  try {
-    for (let i = 0; i < 50; i++) {
-      const r = await runCmd(inNs(server, ["ss", "-Htln", "sport", "= :5201"]));
-      if (r.stdout.includes("5201")) break;
-      await sleep(50);
-    }
-    const out = await mustRun(inNs(client, ["iperf3", "-c", ip, "-p", "5201", "-t", String(SECONDS), "-J"]));
-    const j = JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } };
-    return j.end.sum_received.bits_per_second;
-  } finally {
-    try {
-      srv.kill("SIGKILL");
-    } catch { /* exited */ }
-    await srv.status;
-  }
-}
-
-async function labUp(name: string, backend: string): Promise<LabState> {
-  await mustRun([
-    ...flanctlCommand(),
-    "lab",
-    "up",
-    "--name",
-    name,
-    "--nodes",
-    "2",
-    "--pods-per-node",
-    "1",
-    "--ip-family",
-    "dual",
-    "--backend",
-    backend,
-  ]);
-  return loadState(name);
-}
-
-const labDown = (name: string) => runCmd([...flanctlCommand(), "lab", "down", "--name", name]);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const gbit = (bps: number) => `${(bps / 1e9).toFixed(2)} Gbit/s`;
 
 const vxName = `b6v${tag}`, hgName = `b6h${tag}`;
 const results: Record<string, number[]> = {

@@ -15,6 +15,7 @@
  * @module
  */
 import { runProcess } from "../lib/lab/proc.ts";
+import { arg, runInOwnNetns } from "./own_netns.ts";
 import { Iptables } from "../lib/firewall/iptables.ts";
 import { nftDriver } from "../lib/firewall/nft.ts";
 import { iptablesAdd, iptablesDel, nftAdd, nftDel, type PortMapSpec } from "../lib/firewall/portmap.ts";
@@ -24,52 +25,14 @@ import { IPNet } from "../lib/ip/cidr.ts";
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni/portmap";
 
-function arg(name: string, def: number): number {
-  const i = Deno.args.indexOf(name);
-  return i >= 0 ? Number(Deno.args[i + 1]) : def;
-}
-
 async function sh(cmd: string[], stdin?: string, env?: Record<string, string>) {
   const r = await runProcess(cmd, { stdin, env });
   if (r.code !== 0) throw new Error(`${cmd.join(" ")}: exit ${r.code}: ${r.stdout} ${r.stderr}`);
   return r.stdout;
 }
 
-if (Deno.env.get("FLANCTL_FW_BENCH_NODE") === undefined) {
-  const node = `fbfw${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 6)}`;
-  await runProcess(["ip", "netns", "add", node]);
-  let code = 1;
-  try {
-    await runProcess(["ip", "-n", node, "link", "set", "lo", "up"]);
-    const p = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        node,
-        "env",
-        `FLANCTL_FW_BENCH_NODE=${node}`,
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--no-check",
-        new URL(import.meta.url).pathname,
-        ...Deno.args,
-      ],
-      stdout: "inherit",
-      stderr: "inherit",
-    }).spawn();
-    code = (await p.status).code;
-  } finally {
-    const pids = await runProcess(["ip", "netns", "pids", node]);
-    for (const pid of pids.stdout.split(/\s+/).filter(Boolean)) {
-      try {
-        Deno.kill(Number(pid), "SIGKILL");
-      } catch { /* gone */ }
-    }
-    await runProcess(["ip", "netns", "del", node]);
-  }
-  Deno.exit(code);
-}
+// Outer process: make a netns of our own, re-run ourselves inside it, always clean up.
+await runInOwnNetns("FLANCTL_FW_BENCH_NODE", "fbfw", import.meta.url);
 
 // ---- inside the bench netns ---------------------------------------------------------------------------
 const PODS = arg("--pods", 100);

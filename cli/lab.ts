@@ -67,7 +67,10 @@ export function register(program: Command): void {
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
-    .option("--net-conf <file>", "net-conf.json to use (Network/Backend from it; e.g. EnableNFTables)")
+    .option(
+      "--net-conf <file>",
+      "net-conf.json to use (Network, Backend and the IP families from it; e.g. EnableNFTables)",
+    )
     .addOption(
       new Option("--ip-family <family>", "pod and underlay address families (IPv6 network fc00:244::/48)")
         .choices(["ipv4", "dual", "ipv6"]).default("ipv4"),
@@ -209,12 +212,13 @@ function registerList(lab: Command): void {
       if (fmt === "json") return say(JSON.stringify(labs, null, 2));
       if (!labs.length) return say("no labs (start one with 'flanctl lab up')");
       say(renderTable(
-        ["NAME", "BACKEND", "STORE", "NETWORK", "NODES", "PODS", "DAEMONS", "CREATED"],
+        ["NAME", "BACKEND", "STORE", "NETWORK", "FAMILY", "NODES", "PODS", "DAEMONS", "CREATED"],
         labs.map((l) => [
           l.name,
           l.backend,
           l.store,
           l.network,
+          l.ipFamily,
           String(l.nodes),
           String(l.pods),
           `${l.daemonsRunning}/${l.nodes} running`,

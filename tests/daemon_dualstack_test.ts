@@ -6,7 +6,15 @@
  * loses nothing, and bad input (IPv6Network missing, --public-ipv6 not on the host) with nothing made.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, fdbs, neighs, type TestNode, waitFor } from "./daemon_fixture.ts";
+import {
+  DaemonCluster,
+  fdbs,
+  flannelNftListing,
+  neighs,
+  nftTable,
+  type TestNode,
+  waitFor,
+} from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
@@ -15,8 +23,9 @@ import type { Lease } from "../lib/store/types.ts";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
 const V6BASE = "fc00:98";
 
-const netconf = (type: string, fam: "dual" | "ipv6") =>
+const netconf = (type: string, fam: "dual" | "ipv6", extra: Record<string, unknown> = {}) =>
   JSON.stringify({
+    ...extra,
     ...(fam === "dual" ? { Network: "10.244.0.0/16" } : { EnableIPv4: false }),
     EnableIPv6: true,
     IPv6Network: "fc00:244::/48",
@@ -38,8 +47,13 @@ async function addV6Underlay(c: DaemonCluster): Promise<void> {
 const v6Of = (i: number) => `${V6BASE}::${(11 + i).toString(16)}`;
 
 /** Two nodes (IPv4 + IPv6 underlay), config written; daemons not started. */
-async function pair(c: DaemonCluster, type: string, fam: "dual" | "ipv6"): Promise<TestNode[]> {
-  await c.init(netconf(type, fam));
+async function pair(
+  c: DaemonCluster,
+  type: string,
+  fam: "dual" | "ipv6",
+  extra: Record<string, unknown> = {},
+): Promise<TestNode[]> {
+  await c.init(netconf(type, fam, extra));
   const a = await c.addNode(), b = await c.addNode();
   await addV6Underlay(c);
   return [a, b];
@@ -223,11 +237,19 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
     const nat6 = await nsSh(a.ns, "ip6tables-save", "-t", "nat");
     const cm = `-m comment --comment "flanneld masq"`;
     assertStringIncludes(nat6, `-A POSTROUTING ${cm} -j FLANNEL-POSTRTG`);
-    assertStringIncludes(
-      nat6,
-      `-A FLANNEL-POSTRTG -s fc00:244::/48 ! -d ff00::/8 ${cm} -j MASQUERADE --random-fully`,
-    );
-    assertStringIncludes(nat6, `-A FLANNEL-POSTRTG -s ${s6a} -d fc00:244::/48 ${cm} -j RETURN`);
+    const N6 = "fc00:244::/48";
+    assertEquals(nat6.split("\n").filter((l) => l.startsWith("-A FLANNEL-POSTRTG")), [
+      `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${s6a} -d ${N6} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${N6} -d ${s6a} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG ! -s ${N6} -d ${s6a} ${cm} -j RETURN`,
+      `-A FLANNEL-POSTRTG -s ${N6} ! -d ff00::/8 ${cm} -j MASQUERADE --random-fully`,
+      `-A FLANNEL-POSTRTG ! -s ${N6} -d ${N6} ${cm} -j MASQUERADE --random-fully`,
+    ]);
+    // The IPv4 chain beside it holds the IPv4 lines only.
+    const nat4 = await nsSh(a.ns, "iptables-save", "-t", "nat");
+    assert(!/-A FLANNEL-POSTRTG .*:/.test(nat4), nat4);
+    assertStringIncludes(nat4, `-A FLANNEL-POSTRTG -s 10.244.0.0/16 ! -d 224.0.0.0/4 ${cm}`);
     const fwd6 = await nsSh(a.ns, "ip6tables-save", "-t", "filter");
     assertStringIncludes(
       fwd6,
@@ -284,6 +306,49 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
       "v6 entries removed",
       async () => !(await routes6(a.ns)).some((x) => x.dst === sb6.toString()),
     );
+  } finally {
+    await c.close();
+  }
+});
+
+Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet, no ip6tables rules, repair", async () => {
+  const c = new DaemonCluster("10.95");
+  try {
+    const [a, b] = await pair(c, "vxlan", "dual", { EnableNFTables: true });
+    // An iptables-mode run left its IPv6 chain and jump on A: nftables mode removes them.
+    await nsSh(a.ns, "ip6tables", "-t", "nat", "-N", "FLANNEL-POSTRTG");
+    const jump = ["-m", "comment", "--comment", "flanneld masq", "-j", "FLANNEL-POSTRTG"];
+    await nsSh(a.ns, "ip6tables", "-t", "nat", "-A", "POSTROUTING", ...jump);
+    c.start(a, [...FAST, "--ip-masq"]);
+    c.start(b, FAST);
+    await c.waitReady(a);
+    await c.waitReady(b);
+    const s6a = await subnet6(c, a);
+    const N6 = "fc00:244::/48";
+    const want6 = flannelNftListing("ip6", N6, s6a.toString());
+    assertEquals(await nftTable(a.ns, "ip6", "flannel-ipv6"), want6, a.log.join("\n"));
+    assertStringIncludes(
+      (await nftTable(a.ns, "ip", "flannel-ipv4"))!.join("\n"),
+      `ip saddr ${await c.subnetOf(a)} ip daddr 10.244.0.0/16 return`,
+    );
+    for (const save of ["iptables-save", "ip6tables-save"]) {
+      const out = await nsSh(a.ns, save);
+      assert(!out.includes("FLANNEL"), `${save} holds flannel rules in nftables mode:\n${out}`);
+    }
+
+    // Pod traffic over IPv6, and to the underlay: it has no route to the pod network, so a reply comes
+    // back only when flannel-ipv6 masqueraded the request.
+    const pa = await addPod(c, a, "dual"), pb = await addPod(c, b, "dual");
+    await waitFor("v6 ping a→b", () => ping(pa.ns, pb.ip6));
+    assert(await ping(pa.ns, `${V6BASE}::1`), "pod A → IPv6 underlay, masqueraded");
+
+    // Repair: the IPv6 table deleted by hand comes back as it was.
+    await nsSh(a.ns, "nft", "delete", "table", "ip6", "flannel-ipv6");
+    await waitFor(
+      "flannel-ipv6 restored",
+      async () => JSON.stringify(await nftTable(a.ns, "ip6", "flannel-ipv6")) === JSON.stringify(want6),
+    );
+    assert(await ping(pa.ns, `${V6BASE}::1`), "masquerade after repair");
   } finally {
     await c.close();
   }

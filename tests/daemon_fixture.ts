@@ -290,3 +290,36 @@ export async function fdbs(ns: string, dev: string): Promise<BridgeFdb[]> {
   const out = await nsSh(ns, "bridge", "-j", "fdb", "show", "dev", dev);
   return (out.trim() ? JSON.parse(out) : []) as BridgeFdb[];
 }
+
+/** The trimmed, non-empty lines of `nft list table FAMILY NAME` in `ns`, or null when the table is not there. */
+export async function nftTable(ns: string, family: string, name: string): Promise<string[] | null> {
+  const r = await nsRun(ns, ["nft", "list", "table", family, name]);
+  return r.code === 0 ? r.stdout.split("\n").map((l) => l.trim()).filter(Boolean) : null;
+}
+
+/** flanneld's nft table for family `f` with masquerading and forward rules, as `nft list table` prints it. */
+export function flannelNftListing(f: "ip" | "ip6", network: string, subnet: string): string[] {
+  const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
+  const mcast = f === "ip" ? "224.0.0.0/4" : "ff00::/8";
+  return [
+    `table ${f} ${name} {`,
+    `comment "rules for ${name}"`,
+    "chain postrtg {",
+    'comment "chain to manage traffic masquerading by flannel"',
+    "type nat hook postrouting priority srcnat; policy accept;",
+    "meta mark 0x00004000 return",
+    `${f} saddr ${subnet} ${f} daddr ${network} return`,
+    `${f} saddr ${network} ${f} daddr ${subnet} return`,
+    `${f} saddr != ${subnet} ${f} daddr ${network} return`,
+    `${f} saddr ${network} ${f} daddr != ${mcast} masquerade fully-random`,
+    `${f} saddr != ${network} ${f} daddr ${network} masquerade fully-random`,
+    "}",
+    "chain forward {",
+    'comment "chain to accept flannel traffic"',
+    "type filter hook forward priority filter; policy accept;",
+    `${f} saddr ${network} accept`,
+    `${f} daddr ${network} accept`,
+    "}",
+    "}",
+  ];
+}

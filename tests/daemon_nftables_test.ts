@@ -5,7 +5,7 @@
  * and the other way round: iptables mode removes the flannel-ipv4/-ipv6 tables of a previous run.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, flannelNftListing, nftTable, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh } from "./netns.ts";
 
 const N = "10.244.0.0/16";
@@ -18,36 +18,7 @@ async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
   return r.code === 0;
 }
 
-/** The rule/chain lines of `nft list table`, trimmed, or null when the table is not there. */
-async function nftTable(ns: string, family: string, name: string): Promise<string[] | null> {
-  const r = await nsRun(ns, ["nft", "list", "table", family, name]);
-  if (r.code !== 0) return null;
-  return r.stdout.split("\n").map((l) => l.trim()).filter(Boolean);
-}
-
-function expectedV4(sub: string): string[] {
-  return [
-    "table ip flannel-ipv4 {",
-    'comment "rules for flannel-ipv4"',
-    "chain postrtg {",
-    'comment "chain to manage traffic masquerading by flannel"',
-    "type nat hook postrouting priority srcnat; policy accept;",
-    "meta mark 0x00004000 return",
-    `ip saddr ${sub} ip daddr ${N} return`,
-    `ip saddr ${N} ip daddr ${sub} return`,
-    `ip saddr != ${sub} ip daddr ${N} return`,
-    `ip saddr ${N} ip daddr != 224.0.0.0/4 masquerade fully-random`,
-    `ip saddr != ${N} ip daddr ${N} masquerade fully-random`,
-    "}",
-    "chain forward {",
-    'comment "chain to accept flannel traffic"',
-    "type filter hook forward priority filter; policy accept;",
-    `ip saddr ${N} accept`,
-    `ip daddr ${N} accept`,
-    "}",
-    "}",
-  ];
-}
+const expectedV4 = (sub: string) => flannelNftListing("ip", N, sub);
 
 Deno.test("daemon nftables: flannel's tables, no iptables rules, traffic, masquerade, repair, restart", async () => {
   const c = new DaemonCluster("10.98");

@@ -153,8 +153,40 @@ Deno.test("inspect neigh/fdb: sorted, flannel.* only by default, --all, --dev", 
     await ip(n, "neigh add 10.244.3.0 lladdr aa:bb:cc:00:00:03 dev flannel.1 nud permanent");
     await ip(n, "neigh add 10.4.0.9 lladdr 02:00:00:00:00:09 dev ul0 nud permanent");
     await ip(n, "neigh add 10.4.0.7 lladdr 02:00:00:00:00:07 dev ul0 nud permanent");
+    // The IPv6 VXLAN device's triplet (dual stack): shown by default, with the subnet it serves.
+    await ip(n, "addr add fc00:4::1/64 dev ul0 nodad");
+    await ip(n, "link add flannel-v6.1 type vxlan id 1 dstport 8472 local fc00:4::1 dev ul0 nolearning");
+    await ip(n, "link set flannel-v6.1 up");
+    await ip(n, "-6 route add fc00:244:0:2::/64 via fc00:244:0:2:: dev flannel-v6.1 onlink");
+    await ip(n, "-6 neigh add fc00:244:0:2:: lladdr aa:bb:cc:00:06:02 dev flannel-v6.1 nud permanent");
+    await sh(
+      "bridge",
+      "-n",
+      n,
+      ..."fdb append aa:bb:cc:00:06:02 dev flannel-v6.1 dst fc00:4::2 self permanent".split(" "),
+    );
     const def = await json<NeighView[]>(["inspect", "neigh", "--netns", n]);
-    assert(def.every((x) => x.dev === "flannel.1"), JSON.stringify(def));
+    const v6 = def.filter((x) => x.dev === "flannel-v6.1" && x.state.includes("PERMANENT"));
+    assertEquals(v6.map((x) => [x.family, x.dst, x.lladdr, x.subnet]), [
+      [6, "fc00:244:0:2::", "aa:bb:cc:00:06:02", "fc00:244:0:2::/64"],
+    ]);
+    const fdb6 = (await json<FdbView[]>(["inspect", "fdb", "--netns", n])).filter((f) =>
+      f.dev === "flannel-v6.1"
+    );
+    assertEquals(fdb6.map((f) => [f.mac, f.dst, f.subnet]), [[
+      "aa:bb:cc:00:06:02",
+      "fc00:4::2",
+      "fc00:244:0:2::/64",
+    ]]);
+    const t6 = await flanctl(["inspect", "neigh", "--netns", n]);
+    assert(
+      t6.stdout.split("\n").some((l) =>
+        /^fc00:244:0:2:: +aa:bb:cc:00:06:02 +flannel-v6\.1 .*fc00:244:0:2::\/64$/.test(l)
+      ),
+      t6.stdout,
+    );
+    await ip(n, "link del flannel-v6.1");
+    assert(def.every((x) => x.dev === "flannel.1" || x.dev === "flannel-v6.1"), JSON.stringify(def));
     assertEquals(def.filter((x) => x.family === 4).map((x) => [x.dev, x.dst]), [
       ["flannel.1", "10.244.2.0"],
       ["flannel.1", "10.244.3.0"],

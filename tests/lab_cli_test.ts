@@ -7,7 +7,7 @@ import { flanctl, flanctlCmd } from "./netns.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import type { LabListJson } from "../lib/lab/list.ts";
 
-function fakeLab(root: string, name: string, nodes: number): LabState {
+function fakeLab(root: string, name: string, nodes: number, ipFamily?: "dual"): LabState {
   const dir = `${root}/${name}`;
   const s = {
     version: 1,
@@ -16,6 +16,7 @@ function fakeLab(root: string, name: string, nodes: number): LabState {
     backend: "vxlan",
     store: "file",
     network: "10.244.0.0/16",
+    ...(ipFamily ? { ipFamily } : {}),
     createdAt: "2026-01-02T03:04:05.000Z",
     underlay: {
       netns: `${name}-underlay`,
@@ -54,18 +55,22 @@ Deno.test("lab list: every lab under the lab root, as a table and as JSON (contr
     let r = await flanctl(["lab", "list"], { env });
     assertEquals(r.code, 0, r.stderr);
     assertStringIncludes(r.stdout, "no labs");
-    fakeLab(root, "beta", 1);
+    fakeLab(root, "beta", 1, "dual");
     fakeLab(root, "alpha", 2);
     Deno.mkdirSync(`${root}/notalab`);
     r = await flanctl(["lab", "list", "-o", "json"], { env });
     assertEquals(r.code, 0, r.stderr);
     const labs = JSON.parse(r.stdout) as LabListJson[];
-    assertEquals(labs.map((l) => [l.name, l.nodes, l.daemonsRunning]), [["alpha", 2, 0], ["beta", 1, 0]]);
+    assertEquals(labs.map((l) => [l.name, l.ipFamily, l.nodes, l.daemonsRunning]), [
+      ["alpha", "ipv4", 2, 0],
+      ["beta", "dual", 1, 0],
+    ]);
     assertEquals(Object.keys(labs[0]), [
       "name",
       "backend",
       "store",
       "network",
+      "ipFamily",
       "nodes",
       "pods",
       "daemonsRunning",
@@ -78,11 +83,13 @@ Deno.test("lab list: every lab under the lab root, as a table and as JSON (contr
       "BACKEND",
       "STORE",
       "NETWORK",
+      "FAMILY",
       "NODES",
       "PODS",
       "DAEMONS",
       "CREATED",
     ]);
+    assertEquals(rows.slice(1).map((l) => l.split(/\s+/)[4]), ["ipv4", "dual"]);
     assertEquals(rows.slice(1).map((l) => l.split(/\s+/)[0]), ["alpha", "beta"]);
     r = await flanctl(["lab", "list", "-o", "yaml"], { env });
     assertEquals(r.code, 2);

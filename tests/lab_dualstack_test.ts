@@ -9,11 +9,9 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsSh } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
 import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
-import { pingAllPods, startPing, tcpAcross, waitEntries, waitUntil } from "./lab_verify.ts";
+import { pingAllPods, restartUnderPing, tcpAcross, waitEntries } from "./lab_verify.ts";
 import { actualEntries6, pingAllPods6, tcpAcross6, V6_DEV, waitEntries6 } from "./lab_verify6.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
-import { ping } from "../lib/lab/check.ts";
-import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 
 const others = (s: LabState, n: NodeState) => s.nodes.filter((x) => x !== n);
@@ -98,23 +96,13 @@ for (const backend of ["vxlan", "host-gw"] as const) {
           await t.step("daemon restart under a 100 pps ping6 loses nothing", async () => {
             const dst = s.pods.find((p) => p.node === "node2")!.ipv6!;
             const src = s.pods.find((p) => p.node === "node1")!.netns;
-            const before = await actualEntries6(s, node("node1"));
-            const p = startPing(src, dst, 0.01);
-            try {
-              await waitUntil("ping6 running", () => ping(src, dst, 1));
-              await stopDaemon(s, node("node1"));
-              await stopDaemon(s, node("node2"));
-              await startDaemon(s, node("node1"));
-              await startDaemon(s, node("node2"));
-              await waitDaemonReady(s, node("node1"));
-              await waitDaemonReady(s, node("node2"));
-              await new Promise((r) => setTimeout(r, 1500));
-            } finally {
-              const res = await p.stop();
-              assert(res.transmitted >= 100, `too few packets: ${res.output}`);
-              assertEquals(res.transmitted - res.received, 0, `lost packets: ${res.output}`);
-            }
-            assertEquals(await actualEntries6(s, node("node1")), before);
+            await restartUnderPing(
+              s,
+              [node("node1"), node("node2")],
+              src,
+              dst,
+              () => actualEntries6(s, node("node1")),
+            );
           });
         });
       },

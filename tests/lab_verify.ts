@@ -5,11 +5,14 @@
  * ping that counts losses.
  * @module
  */
+import { assert, assertEquals } from "./assert.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 import { listNetns } from "../lib/lab/down.ts";
 import { inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
+import { ping } from "../lib/lab/check.ts";
+import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 
 /** What a node must hold for one peer. */
 export interface PeerEntry {
@@ -169,6 +172,34 @@ export function startPing(netns: string, ip: string, interval = 0.01): RunningPi
       return { transmitted: m ? Number(m[1]) : 0, received: m ? Number(m[2]) : 0, output };
     },
   };
+}
+
+/**
+ * Restarts the daemons of `nodes` (all stopped, then all started) while `src` pings `dst` at 100 pps:
+ * asserts no packet was lost and that `entries` (node1's kernel entries, say) are the same before and after.
+ */
+export async function restartUnderPing(
+  s: LabState,
+  nodes: NodeState[],
+  src: string,
+  dst: string,
+  entries: () => Promise<string[]>,
+): Promise<void> {
+  const before = await entries();
+  const p = startPing(src, dst, 0.01);
+  try {
+    await waitUntil("ping running", () => ping(src, dst, 1));
+    for (const n of nodes) await stopDaemon(s, n);
+    for (const n of nodes) await startDaemon(s, n);
+    for (const n of nodes) await waitDaemonReady(s, n);
+    // Keep pinging a while after all are back (restarted daemons resync everything).
+    await sleep(1500);
+  } finally {
+    const res = await p.stop();
+    assert(res.transmitted >= 100, `too few packets: ${res.output}`);
+    assertEquals(res.transmitted - res.received, 0, `lost packets: ${res.output}`);
+  }
+  assertEquals(await entries(), before);
 }
 
 /** Every pod pings every pod on other nodes (in parallel); throws listing the failures. */

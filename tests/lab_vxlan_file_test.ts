@@ -10,9 +10,9 @@ import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
-import { actualEntries, pingAllPods, startPing, tcpAcross, waitEntries, waitUntil } from "./lab_verify.ts";
+import { actualEntries, pingAllPods, restartUnderPing, tcpAcross, waitEntries } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
-import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
+import { stopDaemon } from "../lib/lab/services.ts";
 
 Deno.test({
   name: "lab e2e: vxlan + file store (3 nodes x 2 pods)",
@@ -77,24 +77,8 @@ Deno.test({
 
       await t.step("daemon restart under a 100 pps cross-node ping loses nothing", async () => {
         const dst = s.pods.find((p) => p.name === "node2-pod1")!.ip!;
-        const before = await actualEntries(s, node("node1"));
-        const p = startPing(s.pods[0].netns, dst, 0.01);
-        try {
-          await waitUntil("ping running", async () => (await ping(s.pods[0].netns, dst, 1)));
-          await stopDaemon(s, node("node1"));
-          await stopDaemon(s, node("node2"));
-          await startDaemon(s, node("node1"));
-          await startDaemon(s, node("node2"));
-          await waitDaemonReady(s, node("node1"));
-          await waitDaemonReady(s, node("node2"));
-          // Keep pinging a while after both are back (restarted daemons resync everything).
-          await new Promise((r) => setTimeout(r, 1500));
-        } finally {
-          const res = await p.stop();
-          assert(res.transmitted >= 100, `too few packets: ${res.output}`);
-          assertEquals(res.transmitted - res.received, 0, `lost packets: ${res.output}`);
-        }
-        assertEquals(await actualEntries(s, node("node1")), before);
+        const nodes = [node("node1"), node("node2")];
+        await restartUnderPing(s, nodes, s.pods[0].netns, dst, () => actualEntries(s, node("node1")));
       });
 
       await t.step(

@@ -598,6 +598,17 @@ export class Daemon {
     this.stop();
   }
 
+  /** After our subnet (either family) changed: device, subnet.env, rules and a full pass for the new one. */
+  async #reconfigure(): Promise<void> {
+    this.#ensureDevice();
+    this.#writeSubnetEnv();
+    this.#rules.set(this.#ruleSpec());
+    await this.#ensureRules().catch((e) =>
+      this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
+    );
+    this.#fullPass();
+  }
+
   /** Applies a lease acquired again after it was lost (the same subnet, or a new one if it was taken). */
   async #onReacquired(lease: Lease): Promise<void> {
     this.#lease = lease;
@@ -612,15 +623,7 @@ export class Daemon {
         new: s6.toString(),
       });
       this.#v6!.setOwn(s6);
-      if (s.equals(this.#own)) {
-        this.#ensureDevice();
-        this.#writeSubnetEnv();
-        this.#rules.set(this.#ruleSpec());
-        await this.#ensureRules().catch((e) =>
-          this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
-        );
-        this.#fullPass();
-      }
+      if (s.equals(this.#own)) await this.#reconfigure();
     }
     if (!s.equals(this.#own)) {
       this.#log.warn("our subnet changed (the old one was taken); reconfiguring", {
@@ -631,13 +634,7 @@ export class Daemon {
       this.#reconciler.setOwnSubnet(s);
       this.#peers.delete(s.toString());
       this.#reconciler.setPeer(s.toString(), null);
-      this.#ensureDevice();
-      this.#writeSubnetEnv();
-      this.#rules.set(this.#ruleSpec());
-      await this.#ensureRules().catch((e) =>
-        this.#log.error(`${this.#rules.mode} rules failed`, { error: errText(e) })
-      );
-      this.#fullPass();
+      await this.#reconfigure();
     } else {
       this.#log.info("lease re-acquired", { subnet: s.toString() });
     }

@@ -450,26 +450,39 @@ function gatherIptables(ctx: DoctorContext): void {
   ctx.ipt.variant = m ? m[1] : null;
 }
 
-/** The nftables ruleset through libnftables (in the checked namespace), else the nft binary. */
+/**
+ * The nftables ruleset through libnftables (in the checked namespace), else the nft binary: the whole
+ * ruleset as JSON, and as text flannel's own tables only. (Text listing of iptables-nft's tables makes
+ * libnftables print `XT target MASQUERADE not found` on our stderr for every xt rule; JSON does not.)
+ */
 function gatherNft(ctx: DoctorContext): void {
   const lib = nftLibrary();
-  const read = (json: boolean): { out: string | null; err: string | null } => {
+  const read = (cmd: string, json: boolean): { out: string | null; err: string | null } => {
     if (lib) {
       const r = ctx.opts.netns
-        ? inNetns({ name: ctx.opts.netns }, () => lib.run("list ruleset", { json }))
-        : lib.run("list ruleset", { json });
+        ? inNetns({ name: ctx.opts.netns }, () => lib.run(cmd, { json }))
+        : lib.run(cmd, { json });
       return r.rc === 0 ? { out: r.output, err: null } : { out: null, err: r.error.trim() };
     }
-    const r = ctx.exec.run(["nft", ...(json ? ["-j"] : []), "list", "ruleset"]);
+    const r = ctx.exec.run(["nft", ...(json ? ["-j"] : []), ...cmd.split(" ")]);
     if (r.code === 0) return { out: r.stdout, err: null };
     return {
       out: null,
       err: r.code === null ? "nft not installed (Debian package nftables)" : r.stderr.trim(),
     };
   };
-  const t = read(false), j = read(true);
-  ctx.nftRuleset.text = t.out;
-  ctx.nftRuleset.error = t.err ?? j.err;
+  const tables = read("list tables", false);
+  let text = tables.out;
+  if (text !== null) {
+    const ours = text.split("\n").map((l) => l.trim())
+      .filter((l) => l === "table ip flannel-ipv4" || l === "table ip6 flannel-ipv6");
+    const parts = ours.map((t) => read(`list ${t}`, false));
+    text = parts.some((p) => p.out === null) ? null : parts.map((p) => p.out).join("");
+    tables.err ??= parts.find((p) => p.err)?.err ?? null;
+  }
+  const j = read("list ruleset", true);
+  ctx.nftRuleset.text = text;
+  ctx.nftRuleset.error = tables.err ?? j.err;
   try {
     ctx.nftRuleset.json = j.out ? JSON.parse(j.out) : null;
   } catch { /* text is enough for most checks */ }

@@ -37,8 +37,13 @@ export async function labAddPod(
   }
   const used = s.pods.filter((p) => p.node === n.name).map((p) => Number(p.name.split("-pod")[1]) || 0);
   const pod = await buildPod(s, n, Math.max(0, ...used) + 1, ports);
-  const pub = ports.map((p) => `${n.publicIP}:${p.hostPort}->${p.containerPort}/${p.protocol}`).join(", ");
-  progress(`${pod.name}: netns ${pod.netns}, IP ${pod.ip}${pub ? `, published ${pub}` : ""}`);
+  // Published on the node's address of each family the pod has (portmap maps both in dual stack).
+  const hosts = [pod.ip ? n.publicIP : null, pod.ipv6 && n.publicIPv6 ? `[${n.publicIPv6}]` : null]
+    .filter((h) => h !== null);
+  const pub = ports.flatMap((p) => hosts.map((h) => `${h}:${p.hostPort}->${p.containerPort}/${p.protocol}`))
+    .join(", ");
+  const ips = [pod.ip, pod.ipv6].filter(Boolean).join(" ");
+  progress(`${pod.name}: netns ${pod.netns}, IP ${ips}${pub ? `, published ${pub}` : ""}`);
   return pod;
 }
 

@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError, UsageError } from "../errors.ts";
+import { readCappedText } from "../capped_read.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
@@ -20,6 +21,7 @@ import {
   addNodeV6,
   addUnderlayV6,
   hasV6,
+  type LabIpFamily,
   labNetConfFor,
   underlayAddrs6,
   validateIpFamily,
@@ -75,6 +77,11 @@ export function validateUpOptions(o: LabUpOptions): void {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
   validateIpFamily(o.ipFamily);
+  if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
+    throw new UsageError(
+      `--ip-family ${o.ipFamily}: the udp backend carries IPv4 only (as flannel's); use vxlan or host-gw`,
+    );
+  }
   let net: IPNet | null = null;
   try {
     net = IPNet.parse(o.network, "--network");
@@ -97,15 +104,18 @@ export function nftablesMode(s: LabState): boolean {
 }
 
 /**
- * Reads and checks `lab up --net-conf FILE`: any net-conf flanneld takes, with an IPv4 Network and a
- * backend the lab builds. Returns its text, network and backend.
+ * Reads and checks `lab up --net-conf FILE`: any net-conf flanneld takes with a backend the lab builds.
+ * The address families come from the file (EnableIPv4/EnableIPv6): IPv4, dual stack or IPv6-only; a
+ * different `--ip-family` than ipv4 (the default) must agree with it. Returns its text, IPv4 network (the
+ * `--network` default when IPv4 is off), backend and family.
  */
 export function readLabNetConf(
   file: string,
-): { text: string; network: string; backend: LabUpOptions["backend"] } {
+  o: { network: string; ipFamily?: LabIpFamily } = { network: "10.244.0.0/16" },
+): { text: string; network: string; backend: LabUpOptions["backend"]; ipFamily: LabIpFamily } {
   let text: string;
   try {
-    text = Deno.readTextFileSync(file);
+    text = readCappedText(file);
   } catch (e) {
     throw new UsageError(`--net-conf ${file}: cannot read it (${(e as Error).message})`);
   }
@@ -116,11 +126,25 @@ export function readLabNetConf(
     throw new UsageError(`--net-conf ${file}: ${(e as Error).message}`);
   }
   const type = cfg.backend.type;
-  if (!cfg.network) throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
-  if (type !== "vxlan" && type !== "host-gw") {
-    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan or host-gw`);
+  const ipFamily: LabIpFamily = !cfg.enableIPv6 ? "ipv4" : cfg.enableIPv4 ? "dual" : "ipv6";
+  if (cfg.enableIPv4 && !cfg.network) {
+    throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
   }
-  return { text: text.trim(), network: cfg.network.toString(), backend: type };
+  if (type !== "vxlan" && type !== "host-gw" && type !== "udp") {
+    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan, host-gw or udp`);
+  }
+  if (type === "udp" && cfg.enableIPv6) {
+    throw new UsageError(
+      `--net-conf ${file}: Backend.Type 'udp' carries IPv4 only (as flannel's): set EnableIPv6 false`,
+    );
+  }
+  if (o.ipFamily && o.ipFamily !== "ipv4" && o.ipFamily !== ipFamily) {
+    throw new UsageError(
+      `--ip-family ${o.ipFamily}: --net-conf ${file} is ${ipFamily} (EnableIPv4/EnableIPv6); ` +
+        "leave --ip-family out or make the two agree",
+    );
+  }
+  return { text: text.trim(), network: cfg.network?.toString() ?? o.network, backend: type, ipFamily };
 }
 
 /** Creates a namespace (recorded first) with lo up. */
@@ -248,8 +272,8 @@ export async function labUp(
   signal?: AbortSignal,
   made: { value: boolean } = { value: false },
 ): Promise<LabState> {
-  const nc = o.netConf ? readLabNetConf(o.netConf) : null;
-  if (nc) o = { ...o, network: nc.network, backend: nc.backend };
+  const nc = o.netConf ? readLabNetConf(o.netConf, o) : null;
+  if (nc) o = { ...o, network: nc.network, backend: nc.backend, ipFamily: nc.ipFamily };
   validateUpOptions(o);
   if (Deno.uid() !== 0) {
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
@@ -312,9 +336,7 @@ export async function labUp(
   }
   for (let i = 1; i <= o.nodes; i++) {
     const n = await buildNode(s, i);
-    progress(
-      `${n.name}: netns ${n.netns}, public IP ${[n.publicIP, n.publicIPv6].filter(Boolean).join(" ")}`,
-    );
+    progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
     signal?.throwIfAborted();
   }
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
@@ -354,6 +376,11 @@ function subnetLine(n: NodeState): string {
   }
 }
 
+/** A node's public addresses, IPv4 then IPv6 (when the lab has it). */
+function publicIPs(n: NodeState): string {
+  return [n.publicIP, n.publicIPv6].filter(Boolean).join(" ");
+}
+
 /** Adds one node (with `pods` pods) to a running lab; returns it. */
 export async function labAddNode(
   s: LabState,
@@ -363,7 +390,7 @@ export async function labAddNode(
 ): Promise<NodeState> {
   const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
   const n = await buildNode(s, index);
-  progress(`${n.name}: netns ${n.netns}, public IP ${n.publicIP}`);
+  progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
   await startDaemons(s, [n], progress, signal);
   progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
   await addPods(s, [n], pods, progress, signal);

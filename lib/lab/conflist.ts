@@ -3,7 +3,7 @@
  * order, each getting the list's `name` and `cniVersion`, the previous plugin's result as `prevResult`
  * and a `runtimeConfig` holding only the capabilities it declares (`portMappings`); the final result is
  * cached under the node's /var/lib/cni/results. DEL runs the plugins in reverse order (with the cached
- * result as `prevResult` from cniVersion 0.4.0 on, as libcni); CHECK runs them in order with it.
+ * result as `prevResult` from cniVersion 0.4.0 on, as libcni).
  * Plugins run as `flanctl cni <type>` in the node's namespace with the node's files at the default paths.
  * @module
  */
@@ -31,7 +31,7 @@ export interface RuntimeConf {
 /** Runs one plugin: (type, verb, config) → parsed stdout (null when empty); throws on failure. */
 export type PluginRunner = (
   type: string,
-  command: "ADD" | "DEL" | "CHECK",
+  command: "ADD" | "DEL",
   conf: Record<string, unknown>,
 ) => Promise<Record<string, unknown> | null>;
 
@@ -79,11 +79,6 @@ export async function conflistDel(list: Conflist, rt: RuntimeConf, cached: unkno
   for (const p of [...list.plugins].reverse()) {
     await run(String(p.type), "DEL", pluginConf(list, p, rt, prev));
   }
-}
-
-/** CHECK: every plugin in order with the cached result. */
-export async function conflistCheck(list: Conflist, rt: RuntimeConf, cached: unknown, run: PluginRunner) {
-  for (const p of list.plugins) await run(String(p.type), "CHECK", pluginConf(list, p, rt, cached));
 }
 
 // ---- the lab's nodes -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@
  */
 import { UsageError } from "../errors.ts";
 import { IPNet } from "../ip/cidr.ts";
+import { parseNetConfig } from "../config/netconf.ts";
 import { underlayOctet } from "./paths.ts";
 import { inNs, mustRun, runCmd } from "./proc.ts";
 import type { LabState, NodeState } from "./types.ts";
@@ -57,6 +58,18 @@ export function labNetConfFor(s: Pick<LabState, "network" | "backend" | "ipFamil
     IPv6Network: LAB_IPV6_NETWORK,
     Backend: { Type: s.backend },
   });
+}
+
+/**
+ * The lab's pod networks, IPv4 then IPv6, as its net-conf has them (an IPv6-only lab has no IPv4 one; its
+ * `network` is only the unused --network default).
+ */
+export function labNetworks(s: Pick<LabState, "network" | "ipFamily" | "netConf">): string[] {
+  const f = familyOf(s);
+  const v6 = s.netConf
+    ? parseNetConfig(s.netConf).ipv6Network?.toString() ?? LAB_IPV6_NETWORK
+    : LAB_IPV6_NETWORK;
+  return [...(f !== "ipv6" ? [s.network] : []), ...(f !== "ipv4" ? [v6] : [])];
 }
 
 /** Adds the IPv6 gateway to the underlay bridge and lets the underlay forward IPv6. */

@@ -6,6 +6,7 @@
 import { labRoot } from "./paths.ts";
 import { readState } from "./state.ts";
 import { daemonStatus } from "./status.ts";
+import { familyOf, type LabIpFamily } from "./family.ts";
 
 /** One row of `flanctl lab list -o json` (the contract; camelCase). */
 export interface LabListJson {
@@ -13,6 +14,8 @@ export interface LabListJson {
   backend: string;
   store: string;
   network: string;
+  /** The lab's address families (lab up --ip-family, or the --net-conf's). */
+  ipFamily: LabIpFamily;
   nodes: number;
   pods: number;
   /** Nodes whose daemon is running. */
@@ -45,6 +48,7 @@ export function listLabs(): { labs: LabListJson[]; errors: string[] } {
       backend: s.backend,
       store: s.store,
       network: s.network,
+      ipFamily: familyOf(s),
       nodes: s.nodes.length,
       pods: s.pods.length,
       daemonsRunning: s.nodes.filter((n) => daemonStatus(s, n).state === "running").length,

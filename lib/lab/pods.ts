@@ -1,75 +1,19 @@
 /**
- * Attaching a pod namespace to its node: the flannel CNI plugin (`flanctl cni flannel`, ADD) run in the
- * node namespace with the node's files at the default paths, exactly as a kubelet on that node would.
+ * Attaching a pod namespace to its node: the node's conflist (flannel, then portmap; lib/lab/conflist.ts)
+ * run in the node namespace with the node's files at the default paths, exactly as a kubelet would.
  * @module
  */
 import { FlanctlError } from "../errors.ts";
-import { withNodeFiles } from "./exec.ts";
-import { flanctlCommand, runCmd } from "./proc.ts";
+import { PLUGINS } from "../cni/plugins.ts";
+import { flanctlCommand } from "./proc.ts";
 import { podAdd } from "./conflist.ts";
 import type { LabState, NodeState, PodState } from "./types.ts";
-
-/** The flannel conflist every lab node gets (kube-flannel's, without the portmap plugin). */
-export const FLANNEL_CONFLIST = {
-  name: "cbr0",
-  cniVersion: "0.3.1",
-  plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
-};
-
-export { conflistPath } from "./conflist.ts";
-
-/** The plugin config given on stdin to the flannel plugin for a node. */
-export function flannelPluginConfig(n: NodeState): Record<string, unknown> {
-  return {
-    cniVersion: FLANNEL_CONFLIST.cniVersion,
-    name: FLANNEL_CONFLIST.name,
-    ...FLANNEL_CONFLIST.plugins[0],
-    subnetFile: `${n.dir}/run/flannel/subnet.env`,
-    dataDir: `${n.dir}/var/lib/cni/flannel`,
-  };
-}
 
 /** The CNI plugin failed for a pod. */
 export class PodAttachError extends FlanctlError {
   constructor(pod: string, detail: string) {
     super(`attaching pod ${pod} through the CNI conflist failed: ${detail}`, 1);
   }
-}
-
-/** Runs the flannel plugin for `pod` with `command` (ADD/DEL); returns the parsed stdout. */
-export async function runFlannelCni(
-  s: LabState,
-  n: NodeState,
-  pod: PodState,
-  command: "ADD" | "DEL",
-): Promise<Record<string, unknown>> {
-  const argv = withNodeFiles(s, n.netns, n.dir, [...flanctlCommand(), "cni", "flannel"]);
-  const r = await runCmd(argv, {
-    stdin: JSON.stringify(flannelPluginConfig(n)),
-    env: {
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: pod.containerId,
-      CNI_NETNS: `/var/run/netns/${pod.netns}`,
-      CNI_IFNAME: "eth0",
-      CNI_PATH: `${s.dir}/cni-bin`,
-    },
-  });
-  let out: Record<string, unknown> = {};
-  try {
-    out = r.stdout.trim() ? JSON.parse(r.stdout) : {};
-  } catch {
-    throw new PodAttachError(
-      pod.name,
-      `exit ${r.code}, stdout not JSON: ${r.stdout.slice(0, 200)} ${r.stderr}`,
-    );
-  }
-  if (r.code !== 0) {
-    throw new PodAttachError(
-      pod.name,
-      `exit ${r.code}: ${String(out.msg ?? "")} ${String(out.details ?? "")} ${r.stderr}`,
-    );
-  }
-  return out;
 }
 
 /**
@@ -80,7 +24,7 @@ export function writeCniBin(s: LabState): void {
   const dir = `${s.dir}/cni-bin`;
   Deno.mkdirSync(dir, { recursive: true });
   const cmd = flanctlCommand().map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
-  for (const name of ["flannel", "bridge", "host-local", "loopback", "portmap"]) {
+  for (const name of Object.keys(PLUGINS)) {
     Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
       mode: 0o755,
     });

@@ -7,7 +7,7 @@ import { parseSubnetEnv } from "../subnet_env.ts";
 import { renderTable as table } from "../ui/table.ts";
 import { isOurProcess, runCmd } from "./proc.ts";
 import type { LabDaemonJson, LabState, LabStatusJson, NodeState } from "./types.ts";
-import { hasV6, podIPv6, subnet6FromEnv } from "./family.ts";
+import { hasV6, labNetworks, podIPv6, subnet6FromEnv } from "./family.ts";
 
 /** The node's subnet (network/prefix) from its subnet.env, or null. */
 export function nodeSubnet(n: NodeState): string | null {
@@ -89,6 +89,7 @@ export function formatStatus(s: LabState, st: LabStatusJson): string {
     st.pods.map((p) => [p.name, p.node, p.netns, [p.ip, p.ipv6].filter(Boolean).join(" ") || "-"]),
   );
   const fam = hasV6(s) ? `, ip family ${s.ipFamily}` : "";
-  return `lab ${s.name}: backend ${s.backend}, store ${s.store}, network ${s.network}${fam}, underlay ${s.underlay.cidr}\n\n` +
+  const net = labNetworks(s).join(" ");
+  return `lab ${s.name}: backend ${s.backend}, store ${s.store}, network ${net}${fam}, underlay ${s.underlay.cidr}\n\n` +
     `${nodes}\n\n${st.pods.length ? pods : "(no pods)"}`;
 }

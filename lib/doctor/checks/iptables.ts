@@ -6,6 +6,8 @@
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
+import { IPNet } from "../../ip/cidr.ts";
+import { masqRules as flannelMasq } from "../../masq/rules.ts";
 
 /** Rule lines (`-A CHAIN ...`) of a chain in a table text. */
 export function chainRules(table: string, chain: string): string[] {
@@ -25,15 +27,7 @@ function chainExists(table: string, chain: string): boolean {
 
 /** The rules flannel's masquerade chain must contain (flannel-compat.md), for network/subnet. */
 export function expectedMasq(network: string, subnet: string): string[] {
-  const c = `-m comment --comment "flanneld masq"`;
-  return [
-    `-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 ${c} -j RETURN`,
-    `-A FLANNEL-POSTRTG -s ${subnet} -d ${network} ${c} -j RETURN`,
-    `-A FLANNEL-POSTRTG -s ${network} -d ${subnet} ${c} -j RETURN`,
-    `-A FLANNEL-POSTRTG ! -s ${network} -d ${subnet} ${c} -j RETURN`,
-    `-A FLANNEL-POSTRTG -s ${network} ! -d 224.0.0.0/4 ${c} -j MASQUERADE --random-fully`,
-    `-A FLANNEL-POSTRTG ! -s ${network} -d ${network} ${c} -j MASQUERADE --random-fully`,
-  ];
+  return flannelMasq(IPNet.parse(network), IPNet.parse(subnet)).rules;
 }
 
 function noIptables(ctx: DoctorContext, id: string): Finding | null {

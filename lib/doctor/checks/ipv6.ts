@@ -17,13 +17,13 @@ import { vtepMacOf } from "./vxlan.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
 
 /** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
-function network6(ctx: DoctorContext): IPNet | null {
+export function network6(ctx: DoctorContext): IPNet | null {
   if (ctx.store.config && !ctx.store.config.enableIPv6) return null;
   return ctx.store.config?.ipv6Network ?? ctx.subnetEnv?.ipv6Network ?? null;
 }
 
 /** Our IPv6 subnet: subnet.env, else our lease. */
-function own6(ctx: DoctorContext): IPNet | null {
+export function own6(ctx: DoctorContext): IPNet | null {
   return ctx.subnetEnv?.ipv6Subnet?.net ?? ctx.ownLease()?.ipv6Subnet ?? null;
 }
 
@@ -267,6 +267,15 @@ export const ip6tablesMasq: Check = {
     if (!net) return [ok("ip6tables-masq", NOT_CONFIGURED)];
     if (!ctx.subnetEnv?.ipMasq) {
       return [ok("ip6tables-masq", "FLANNEL_IPMASQ=false: the CNI plugin masquerades")];
+    }
+    if (ctx.store.config?.enableNFTables) {
+      // nftables mode: nft-rules reads table ip6 flannel-ipv6 (lib/doctor/checks/nftables.ts).
+      return [
+        ok(
+          "ip6tables-masq",
+          "EnableNFTables is set: flannel's IPv6 rules are table ip6 flannel-ipv6 (see nft-rules)",
+        ),
+      ];
     }
     const sub = own6(ctx);
     if (!sub) return [unknown("ip6tables-masq", "no IPv6 subnet in subnet.env or the leases")];

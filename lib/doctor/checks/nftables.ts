@@ -11,6 +11,7 @@ import type { DoctorContext } from "../context.ts";
 import { chainRules } from "./iptables.ts";
 import { IPAddr } from "../../ip/cidr.ts";
 import { capList } from "./pods.ts";
+import { network6, own6 } from "./ipv6.ts";
 
 /** The lines (trimmed) of `table FAMILY NAME { … }` in `nft list ruleset` text, or null when absent. */
 export function nftTable(text: string, family: string, name: string): string[] | null {
@@ -35,15 +36,16 @@ export function nftChain(table: string[], chain: string): string[] | null {
   return out;
 }
 
-/** flanneld's postrtg rules for network/subnet as nft lists them (fully-random or not). */
-export function expectedNftMasq(network: string, subnet: string): string[] {
+/** flanneld's postrtg rules for network/subnet as nft lists them (fully-random or not); `f` is the family. */
+export function expectedNftMasq(network: string, subnet: string, f: "ip" | "ip6" = "ip"): string[] {
+  const mcast = f === "ip" ? "224.0.0.0/4" : "ff00::/8";
   return [
     "meta mark 0x00004000 return",
-    `ip saddr ${subnet} ip daddr ${network} return`,
-    `ip saddr ${network} ip daddr ${subnet} return`,
-    `ip saddr != ${subnet} ip daddr ${network} return`,
-    `ip saddr ${network} ip daddr != 224.0.0.0/4 masquerade`,
-    `ip saddr != ${network} ip daddr ${network} masquerade`,
+    `${f} saddr ${subnet} ${f} daddr ${network} return`,
+    `${f} saddr ${network} ${f} daddr ${subnet} return`,
+    `${f} saddr != ${subnet} ${f} daddr ${network} return`,
+    `${f} saddr ${network} ${f} daddr != ${mcast} masquerade`,
+    `${f} saddr != ${network} ${f} daddr ${network} masquerade`,
   ];
 }
 
@@ -53,15 +55,70 @@ function nftMode(ctx: DoctorContext): boolean | null {
   return null;
 }
 
-/** nft-rules: in nftables mode, table ip flannel-ipv4 with the masquerade rules and forward accepts. */
+/** What one family's flannel table lacks: problems, the nft commands adding it back, a note. */
+interface TableCheck {
+  problems: string[];
+  fix: string[];
+  note: string;
+}
+
+/**
+ * One family's table (`ip flannel-ipv4` or `ip6 flannel-ipv6`): postrtg with the masquerade rules for our
+ * subnet (when FLANNEL_IPMASQ=true) and forward with the accepts. Null `sub` with masquerading on: unknown.
+ */
+function checkNftTable(
+  ctx: DoctorContext,
+  text: string,
+  f: "ip" | "ip6",
+  net: string,
+  sub: string | null,
+): TableCheck | string {
+  const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
+  const table = nftTable(text, f, name);
+  const out: TableCheck = { problems: [], fix: [], note: "" };
+  if (!table) {
+    out.problems.push(`table ${f} ${name} does not exist`);
+    return out;
+  }
+  if (ctx.subnetEnv?.ipMasq) {
+    if (!sub) return `subnet.env has no ${f === "ip" ? "IPv4" : "IPv6"} subnet`;
+    const have = nftChain(table, "postrtg");
+    if (!have) out.problems.push(`${name} has no chain postrtg (masquerade)`);
+    else {
+      // "masquerade fully-random" matches "masquerade" (--ip-masq-fully-random-disable or no kernel support).
+      const missing = expectedNftMasq(net, sub, f).filter((w) =>
+        !have.some((h) => h === w || h === `${w} fully-random`)
+      );
+      if (missing.length) {
+        out.problems.push(`${name} postrtg lacks ${missing.length} rule(s): ${missing.join(" | ")}`);
+      }
+      for (const m of missing) {
+        out.fix.push(ctx.cmd(`nft add rule ${f} ${name} postrtg ${m.replace("0x00004000", "0x4000")}`));
+      }
+    }
+  }
+  const fwd = nftChain(table, "forward");
+  if (!fwd) out.note = " (no forward chain: the daemon runs with --iptables-forward-rules=false)";
+  else {
+    const missing = [`${f} saddr ${net} accept`, `${f} daddr ${net} accept`].filter((w) => !fwd.includes(w));
+    if (missing.length) out.problems.push(`${name} forward lacks: ${missing.join(" | ")}`);
+    for (const m of missing) out.fix.push(ctx.cmd(`nft add rule ${f} ${name} forward ${m}`));
+  }
+  return out;
+}
+
+/**
+ * nft-rules: in nftables mode, table ip flannel-ipv4 (IPv4 enabled) and table ip6 flannel-ipv6 (IPv6
+ * enabled) with the masquerade rules for our subnet and the forward accepts.
+ */
 export const nftRules: Check = {
   id: "nft-rules",
   title: "flannel's nftables rules (EnableNFTables)",
   run(ctx) {
     const mode = nftMode(ctx);
     const text = ctx.nftRuleset.text;
-    const table = text === null ? null : nftTable(text, "ip", "flannel-ipv4");
-    if (mode === false || (mode === null && !table)) {
+    const v4table = text === null ? null : nftTable(text, "ip", "flannel-ipv4");
+    if (mode === false || (mode === null && !v4table)) {
       return [
         ok("nft-rules", "not in nftables mode (EnableNFTables unset): flannel's rules are iptables chains"),
       ];
@@ -69,51 +126,35 @@ export const nftRules: Check = {
     if (text === null) {
       return [unknown("nft-rules", `cannot list the nftables ruleset: ${ctx.nftRuleset.error}`)];
     }
-    const net = ctx.subnetEnv?.network?.toString() ?? ctx.network?.toString();
-    const sub = ctx.subnetEnv?.subnet?.net.toString();
+    const families: { f: "ip" | "ip6"; net: string; sub: string | null }[] = [];
+    if (!ctx.ipv4Disabled) {
+      const net = ctx.subnetEnv?.network?.toString() ?? ctx.network?.toString();
+      if (!net) return [unknown("nft-rules", "subnet.env has no IPv4 network/subnet")];
+      families.push({ f: "ip", net, sub: ctx.subnetEnv?.subnet?.net.toString() ?? null });
+    }
+    const net6 = network6(ctx);
+    if (net6) families.push({ f: "ip6", net: net6.toString(), sub: own6(ctx)?.toString() ?? null });
     const problems: string[] = [];
     const fix: string[] = [];
-    if (!table) problems.push("table ip flannel-ipv4 does not exist");
-    if (table && ctx.subnetEnv?.ipMasq) {
-      if (!net || !sub) return [unknown("nft-rules", "subnet.env has no IPv4 network/subnet")];
-      const have = nftChain(table, "postrtg");
-      if (!have) problems.push("chain postrtg (masquerade) is missing");
-      else {
-        // "masquerade fully-random" matches "masquerade" (--ip-masq-fully-random-disable or no kernel support).
-        const missing = expectedNftMasq(net, sub).filter((w) =>
-          !have.some((h) => h === w || h === `${w} fully-random`)
-        );
-        if (missing.length) problems.push(`postrtg lacks ${missing.length} rule(s): ${missing.join(" | ")}`);
-        for (const m of missing) {
-          fix.push(ctx.cmd(`nft add rule ip flannel-ipv4 postrtg ${m.replace("0x00004000", "0x4000")}`));
-        }
-      }
+    const good: string[] = [];
+    for (const { f, net, sub } of families) {
+      const r = checkNftTable(ctx, text, f, net, sub);
+      if (typeof r === "string") return [unknown("nft-rules", r)];
+      problems.push(...r.problems);
+      fix.push(...r.fix);
+      const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
+      good.push(`table ${f} ${name} has flannel's rules${sub ? ` for ${sub} in ${net}` : ""}${r.note}`);
     }
-    let fwdNote = "";
-    if (table && net) {
-      const fwd = nftChain(table, "forward");
-      if (!fwd) fwdNote = " (no forward chain: the daemon runs with --iptables-forward-rules=false)";
-      else {
-        const missing = [`ip saddr ${net} accept`, `ip daddr ${net} accept`].filter((w) => !fwd.includes(w));
-        if (missing.length) problems.push(`forward lacks: ${missing.join(" | ")}`);
-        for (const m of missing) fix.push(ctx.cmd(`nft add rule ip flannel-ipv4 forward ${m}`));
-      }
-    }
-    if (!problems.length) {
-      return [
-        ok(
-          "nft-rules",
-          `table ip flannel-ipv4 has flannel's rules${sub ? ` for ${sub} in ${net}` : ""}${fwdNote}`,
-        ),
-      ];
-    }
+    if (!problems.length) return [ok("nft-rules", good.join("; "))];
     return [{
       id: "nft-rules",
-      severity: !table || problems.some((p) => p.includes("postrtg (masquerade)")) ? "critical" : "warning",
+      severity: problems.some((p) => p.endsWith("does not exist") || p.includes("postrtg (masquerade)"))
+        ? "critical"
+        : "warning",
       detail: `EnableNFTables: ${problems.join("; ")}`,
       why: "without the postrtg chain pods reach nothing outside the pod network; without the forward " +
         "accepts a FORWARD drop policy (another table's) drops pod traffic between nodes",
-      fix: fix.length ? fix : ["restart the daemon: it creates table ip flannel-ipv4 at start"],
+      fix: fix.length ? fix : ["restart the daemon: it creates flannel's nft tables at start"],
       persist: ["flanctl's daemon re-applies the table every --iptables-resync seconds when it differs"],
     }];
   },
@@ -134,10 +175,17 @@ export const firewallMixed: Check = {
       const tbl = text === null ? null : nftTable(text, f, n);
       return tbl !== null && tbl.some((l) => l.startsWith("chain "));
     });
-    const iptChains = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
+    const has = (dump: string, chain: string) => new RegExp(`^:${chain} `, "m").test(dump);
+    const v4 = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
       const [table, chain] = t.split(" ");
-      return new RegExp(`^:${chain} `, "m").test(ctx.iptTable(table));
+      return has(ctx.iptTable(table), chain);
     });
+    // ip6tables leftovers too (dual stack / IPv6-only in iptables mode).
+    const v6 = ["nat FLANNEL-POSTRTG", "filter FLANNEL-FWD"].filter((t) => {
+      const [table, chain] = t.split(" ");
+      return has(ctx.ip6tTable(table), chain);
+    });
+    const iptChains = [...v4, ...v6.map((t) => `ip6 ${t}`)];
     if (!nftTables.length || !iptChains.length) {
       const where = nftTables.length ? "nftables" : iptChains.length ? "iptables" : "neither mode";
       return [ok("firewall-mode", `flannel's rules are in ${where}`)];
@@ -146,14 +194,17 @@ export const firewallMixed: Check = {
     const stale = mode === true ? "iptables" : mode === false ? "nftables" : null;
     const fix: string[] = [];
     if (stale !== "nftables") {
-      fix.push(
-        ctx.cmd(`iptables -t nat -D POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`),
-        ctx.cmd("iptables -t nat -F FLANNEL-POSTRTG"),
-        ctx.cmd("iptables -t nat -X FLANNEL-POSTRTG"),
-        ctx.cmd(`iptables -D FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`),
-        ctx.cmd("iptables -F FLANNEL-FWD"),
-        ctx.cmd("iptables -X FLANNEL-FWD"),
-      );
+      for (const [tool, chains] of [["iptables", v4], ["ip6tables", v6]] as const) {
+        if (!chains.length) continue;
+        fix.push(
+          ctx.cmd(`${tool} -t nat -D POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -t nat -F FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -t nat -X FLANNEL-POSTRTG`),
+          ctx.cmd(`${tool} -D FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`),
+          ctx.cmd(`${tool} -F FLANNEL-FWD`),
+          ctx.cmd(`${tool} -X FLANNEL-FWD`),
+        );
+      }
     }
     if (stale !== "iptables") { for (const t of nftTables) fix.push(ctx.cmd(`nft delete table ${t}`)); }
     return [{
