@@ -1,6 +1,7 @@
 /**
  * `flanctl status` on a lab node (etcd store): the JSON shape, numbers equal to the daemon's /metrics,
- * the store killed → unreachable, the daemon killed → down (exit 1).
+ * the store killed → unreachable, the daemon killed → down (exit 1); a dual-stack nftables lab (both
+ * families' lease, device and peers; rules from nft-rules), an IPv6-only lab and a udp lab (flannel0).
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -234,5 +235,66 @@ Deno.test({
     } finally {
       Deno.removeSync(file);
     }
+  },
+});
+
+Deno.test({
+  name: "status (IPv6-only lab, udp lab): the IPv6 lease, device and peers; udp's device is flannel0",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const status = async (name: string) => {
+      const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
+      assertEquals(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout) as StatusJson;
+    };
+    await withLab("ts6o", ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"], undefined, async (
+      s,
+      name,
+    ) => {
+      const st = await status(name);
+      assertEquals(st.lease.publicIPv6, s.nodes.find((n) => n.name === "node1")!.publicIPv6);
+      assert(st.lease.ipv6Subnet, "IPv6-only: the lease line has the IPv6 subnet");
+      assert(st.lease.expiration, "IPv6-only: the lease's expiry is shown");
+      assertEquals([st.backend.deviceV6?.name, st.backend.deviceV6?.up], ["flannel-v6.1", true]);
+      assertEquals(st.peers.v6, { leases: 1, programmed: 1, missing: [], stale: [] });
+      assert(st.rules.ok, JSON.stringify(st.rules));
+      assertStringIncludes(st.rules.masqueradeV6 ?? "", "ok");
+    });
+    await withLab(
+      "tsu",
+      [
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "1",
+        "--backend",
+        "udp",
+        "--daemon-arg=--resync-interval=3600",
+      ],
+      undefined,
+      async (
+        _s,
+        name,
+      ) => {
+        const st = await status(name);
+        assertEquals([st.backend.type, st.backend.device, st.backend.deviceUp], ["udp", "flannel0", true]);
+        assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [
+          1,
+          1,
+          [],
+          [],
+        ]);
+        assertEquals(st.peers.v6, null);
+        // The peer's route into flannel0 removed: missing.
+        const peer = (JSON.parse(
+          (await labExec(name, "node2", flanctlCmd("status", "-o", "json"))).stdout,
+        ) as StatusJson)
+          .lease.subnet!;
+        assertEquals((await labExec(name, "node1", ["ip", "route", "del", peer])).code, 0);
+        const st2 = await status(name);
+        assertEquals([st2.peers.programmed, st2.peers.missing], [0, [peer]]);
+      },
+    );
   },
 });

@@ -129,10 +129,12 @@ interface Family {
 }
 
 function v4Family(ctx: DoctorContext): Family {
+  // udp leases carry no BackendType (as flannel's): every peer counts there.
+  const udp = ctx.backendType === "udp";
   return {
     family: 4,
-    dev: ctx.vxlanDevice(),
-    peers: ctx.peerLeases().filter((l) => !!l.attrs.BackendType),
+    dev: backendDevice(ctx),
+    peers: ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType),
     subnet: (l) => l.subnet!.toString(),
     gw: (l) => l.subnet!.ip.toString(),
     pub: (l) => l.attrs.PublicIP,
@@ -174,7 +176,8 @@ function peerAccounting(
     const sub = f.subnet(l), gw = f.gw(l), pub = f.pub(l);
     const r = routes.find((r) => r.dst === sub);
     let ok: boolean;
-    if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
+    if (ctx.backendType === "udp") ok = !!r && !!dev && r.dev === dev.index; // the route into flannel0
+    else if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
       const mac = f.mac(l);
       ok = !!r && !!dev && !!mac && r.gateway === gw && r.dev === dev.index &&
         !!ctx.kernel?.neigh.some((n) =>
