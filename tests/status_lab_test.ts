@@ -1,6 +1,7 @@
 /**
  * `flanctl status` on a lab node (etcd store): the JSON shape, numbers equal to the daemon's /metrics,
- * the store killed → unreachable, the daemon killed → down (exit 1).
+ * the store killed → unreachable, the daemon killed → down (exit 1); a dual-stack nftables lab (both
+ * families' lease, device and peers; rules from nft-rules), an IPv6-only lab and a udp lab (flannel0).
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -12,11 +13,11 @@ const SHAPE: Record<string, string[]> = {
   "": ["backend", "daemon", "health", "lease", "node", "peers", "reconcile", "rules", "store"],
   daemon: ["detail", "pid", "running", "source", "startedAt", "uptimeSeconds", "version"],
   store: ["daemonSeesStore", "error", "kind", "reachable"],
-  lease: ["expiration", "publicIP", "renewalErrors", "renewals", "subnet"],
-  backend: ["device", "deviceUp", "mtu", "type"],
-  peers: ["daemonPeers", "leases", "missing", "programmed", "stale"],
+  lease: ["expiration", "ipv6Subnet", "publicIP", "publicIPv6", "renewalErrors", "renewals", "subnet"],
+  backend: ["device", "deviceUp", "deviceV6", "mtu", "type"],
+  peers: ["daemonPeers", "leases", "missing", "programmed", "stale", "v6"],
   reconcile: ["errors", "lastAt", "lastRepairs", "lastSeconds", "repairsTotal", "runs"],
-  rules: ["forward", "masquerade", "ok"],
+  rules: ["forward", "masquerade", "masqueradeV6", "mode", "ok"],
   health: ["address", "healthz", "metrics", "readyz"],
 };
 
@@ -65,6 +66,15 @@ Deno.test({
       assertEquals([st.backend.type, st.backend.device, st.backend.deviceUp], ["vxlan", "flannel.1", true]);
       assertEquals([st.health.healthz, st.health.readyz, st.health.metrics], [200, 200, true]);
       assert(st.rules.ok, JSON.stringify(st.rules));
+      // IPv4 only, iptables mode: the IPv6 fields are null and masquerade is doctor's masq-rules.
+      assertEquals([st.lease.ipv6Subnet, st.backend.deviceV6, st.peers.v6, st.rules.masqueradeV6], [
+        null,
+        null,
+        null,
+        null,
+      ]);
+      assertEquals(st.rules.mode, "iptables");
+      assertStringIncludes(st.rules.masquerade, "FLANNEL-POSTRTG");
 
       // The numbers are the daemon's own (resyncs are slowed down so nothing moves in between).
       const m = parseMetrics(
@@ -152,5 +162,139 @@ Deno.test({
       assertEquals(table.code, 1);
       assertStringIncludes(table.stdout, "daemon     DOWN (not running: pid");
     });
+  },
+});
+
+Deno.test({
+  name: "status (dual-stack lab, nftables mode): both subnets, both devices, peers per family, nft-rules",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const file = Deno.makeTempFileSync({ suffix: ".json" });
+    try {
+      Deno.writeTextFileSync(
+        file,
+        JSON.stringify({
+          Network: "10.246.0.0/16",
+          EnableIPv6: true,
+          IPv6Network: "fc00:246::/48",
+          Backend: { Type: "vxlan" },
+          EnableNFTables: true,
+        }),
+      );
+      await withLab(
+        "ts6",
+        ["--nodes", "2", "--pods-per-node", "1", "--daemon-arg=--resync-interval=3600", "--net-conf", file],
+        undefined,
+        async (
+          s,
+          name,
+        ) => {
+          const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
+          assertEquals(r.code, 0, r.stderr);
+          const st = JSON.parse(r.stdout) as StatusJson;
+          for (const [k, keys] of Object.entries(SHAPE)) {
+            const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
+            assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
+          }
+          const n1 = s.nodes.find((n) => n.name === "node1")!;
+          assertEquals(st.lease.publicIPv6, n1.publicIPv6);
+          assert(st.lease.ipv6Subnet?.startsWith("fc00:246:"), `ipv6Subnet ${st.lease.ipv6Subnet}`);
+          assert(st.lease.subnet?.startsWith("10.246."), `subnet ${st.lease.subnet}`);
+          assertEquals([st.backend.device, st.backend.deviceUp], ["flannel.1", true]);
+          assertEquals([st.backend.deviceV6?.name, st.backend.deviceV6?.up], ["flannel-v6.1", true]);
+          assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [
+            1,
+            1,
+            [],
+            [],
+          ]);
+          assertEquals(st.peers.v6, { leases: 1, programmed: 1, missing: [], stale: [] });
+          // nftables mode: the rules line is doctor's nft-rules result (both tables), not masq-rules' text.
+          assertEquals([st.rules.mode, st.rules.masqueradeV6], ["nftables", null]);
+          assertStringIncludes(st.rules.masquerade, "table ip flannel-ipv4");
+          assertStringIncludes(st.rules.masquerade, "table ip6 flannel-ipv6");
+          assert(st.rules.ok, JSON.stringify(st.rules));
+          const table = await labExec(name, "node1", flanctlCmd("status"));
+          assertStringIncludes(table.stdout, "flannel-v6.1 up");
+          assertStringIncludes(table.stdout, "peers v6   1 leases: 1 programmed, 0 missing, 0 stale");
+
+          // An IPv6 peer route removed: counted missing for IPv6 only.
+          const sub6 = (JSON.parse(
+            (await labExec(name, "node2", flanctlCmd("status", "-o", "json"))).stdout,
+          ) as StatusJson).lease.ipv6Subnet;
+          assert(sub6, "node2 has an IPv6 subnet");
+          assertEquals((await labExec(name, "node1", ["ip", "-6", "route", "del", sub6!])).code, 0);
+          const st2 = JSON.parse(
+            (await labExec(name, "node1", flanctlCmd("status", "-o", "json"))).stdout,
+          ) as StatusJson;
+          assertEquals(st2.peers.v6?.missing, [sub6]);
+          assertEquals(st2.peers.missing, []);
+        },
+      );
+    } finally {
+      Deno.removeSync(file);
+    }
+  },
+});
+
+Deno.test({
+  name: "status (IPv6-only lab, udp lab): the IPv6 lease, device and peers; udp's device is flannel0",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const status = async (name: string) => {
+      const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
+      assertEquals(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout) as StatusJson;
+    };
+    await withLab("ts6o", ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"], undefined, async (
+      s,
+      name,
+    ) => {
+      const st = await status(name);
+      assertEquals(st.lease.publicIPv6, s.nodes.find((n) => n.name === "node1")!.publicIPv6);
+      assert(st.lease.ipv6Subnet, "IPv6-only: the lease line has the IPv6 subnet");
+      assert(st.lease.expiration, "IPv6-only: the lease's expiry is shown");
+      assertEquals([st.backend.deviceV6?.name, st.backend.deviceV6?.up], ["flannel-v6.1", true]);
+      assertEquals(st.peers.v6, { leases: 1, programmed: 1, missing: [], stale: [] });
+      assert(st.rules.ok, JSON.stringify(st.rules));
+      assertStringIncludes(st.rules.masqueradeV6 ?? "", "ok");
+    });
+    await withLab(
+      "tsu",
+      [
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "1",
+        "--backend",
+        "udp",
+        "--daemon-arg=--resync-interval=3600",
+      ],
+      undefined,
+      async (
+        _s,
+        name,
+      ) => {
+        const st = await status(name);
+        assertEquals([st.backend.type, st.backend.device, st.backend.deviceUp], ["udp", "flannel0", true]);
+        assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [
+          1,
+          1,
+          [],
+          [],
+        ]);
+        assertEquals(st.peers.v6, null);
+        // The peer's route into flannel0 removed: missing.
+        const peer = (JSON.parse(
+          (await labExec(name, "node2", flanctlCmd("status", "-o", "json"))).stdout,
+        ) as StatusJson)
+          .lease.subnet!;
+        assertEquals((await labExec(name, "node1", ["ip", "route", "del", peer])).code, 0);
+        const st2 = await status(name);
+        assertEquals([st2.peers.programmed, st2.peers.missing], [0, [peer]]);
+      },
+    );
   },
 });

@@ -35,13 +35,21 @@ export function renderStatus(s: StatusJson): string {
     [
       "lease",
       `${s.lease.subnet ?? "-"} PublicIP ${s.lease.publicIP ?? "-"}, expires ${s.lease.expiration ?? "-"}, ` +
-      `renewals ${n(s.lease.renewals)} (errors ${n(s.lease.renewalErrors)})`,
+      `renewals ${n(s.lease.renewals)} (errors ${n(s.lease.renewalErrors)})` +
+      (s.lease.ipv6Subnet || s.lease.publicIPv6
+        ? `; IPv6 ${s.lease.ipv6Subnet ?? "-"} PublicIPv6 ${s.lease.publicIPv6 ?? "-"}`
+        : ""),
     ],
     [
       "backend",
       `${s.backend.type ?? "-"}, device ${s.backend.device ?? "-"} ${
         s.backend.deviceUp === null ? "" : s.backend.deviceUp ? "up" : "DOWN"
-      }, mtu ${n(s.backend.mtu)}`,
+      }, mtu ${n(s.backend.mtu)}` +
+      (s.backend.deviceV6
+        ? `; IPv6 device ${s.backend.deviceV6.name} ${s.backend.deviceV6.up ? "up" : "DOWN"}, mtu ${
+          n(s.backend.deviceV6.mtu)
+        }`
+        : ""),
     ],
     [
       "peers",
@@ -50,6 +58,15 @@ export function renderStatus(s: StatusJson): string {
       `, ${s.peers.stale.length} stale` + (s.peers.stale.length ? ` (${s.peers.stale.join(", ")})` : "") +
       (s.peers.daemonPeers === null ? "" : `; daemon programs ${s.peers.daemonPeers}`),
     ],
+    ...(s.peers.v6
+      ? [[
+        "peers v6",
+        `${s.peers.v6.leases} leases: ${s.peers.v6.programmed} programmed, ${s.peers.v6.missing.length} missing` +
+        (s.peers.v6.missing.length ? ` (${s.peers.v6.missing.join(", ")})` : "") +
+        `, ${s.peers.v6.stale.length} stale` +
+        (s.peers.v6.stale.length ? ` (${s.peers.v6.stale.join(", ")})` : ""),
+      ] as [string, string]]
+      : []),
     [
       "reconcile",
       s.reconcile.lastAt
@@ -65,7 +82,9 @@ export function renderStatus(s: StatusJson): string {
     ],
     [
       "rules",
-      `${s.rules.ok ? "in place" : "PROBLEM"}; masquerade ${s.rules.masquerade}; forward ${s.rules.forward}`,
+      `${s.rules.ok ? "in place" : "PROBLEM"} (${s.rules.mode}); masquerade ${s.rules.masquerade}` +
+      (s.rules.masqueradeV6 ? `; IPv6 masquerade ${s.rules.masqueradeV6}` : "") +
+      `; forward ${s.rules.forward}`,
     ],
     [
       "health",

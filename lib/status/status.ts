@@ -8,6 +8,10 @@
 import type { DoctorContext } from "../doctor/context.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { forwardPolicy, masqRules } from "../doctor/checks/iptables.ts";
+import { dev6, dev6Name, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
+import { nftablesMode, nftRules } from "../doctor/checks/nftables.ts";
+import type { LinkInfo } from "../netlink/types.ts";
+import type { Lease } from "../store/types.ts";
 import { scanForDaemon } from "../doctor/checks/daemon.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../daemon_state.ts";
 import { IPNet } from "../ip/cidr.ts";
@@ -40,8 +44,19 @@ export interface StatusJson {
     expiration: string | null;
     renewals: number | null;
     renewalErrors: number | null;
+    /** Our IPv6 subnet (dual stack / IPv6-only), else null. */
+    ipv6Subnet: string | null;
+    /** Our lease's PublicIPv6, else null. */
+    publicIPv6: string | null;
   };
-  backend: { type: string | null; device: string | null; deviceUp: boolean | null; mtu: number | null };
+  backend: {
+    type: string | null;
+    device: string | null;
+    deviceUp: boolean | null;
+    mtu: number | null;
+    /** The IPv6 overlay device (vxlan: flannel-v6.<VNI>) when IPv6 is configured, else null. */
+    deviceV6: { name: string; up: boolean; mtu: number | null } | null;
+  };
   peers: {
     /** Peer leases in the store. */
     leases: number;
@@ -53,6 +68,8 @@ export interface StatusJson {
     stale: string[];
     /** flanctl_peers of the daemon, when its metrics were read. */
     daemonPeers: number | null;
+    /** The same accounting over the peers' IPv6 subnets, when IPv6 is configured; else null. */
+    v6: { leases: number; programmed: number; missing: string[]; stale: string[] } | null;
   };
   reconcile: {
     runs: number | null;
@@ -62,7 +79,17 @@ export interface StatusJson {
     repairsTotal: number | null;
     errors: number | null;
   };
-  rules: { masquerade: string; forward: string; ok: boolean };
+  /**
+   * masquerade: doctor's masq-rules (iptables mode) or nft-rules (nftables mode, both families);
+   * masqueradeV6: ip6tables-masq in iptables mode with IPv6, else null.
+   */
+  rules: {
+    masquerade: string;
+    forward: string;
+    ok: boolean;
+    mode: "iptables" | "nftables";
+    masqueradeV6: string | null;
+  };
   health: { address: string | null; healthz: number | null; readyz: number | null; metrics: boolean };
 }
 
@@ -87,35 +114,96 @@ function httpGet(ctx: DoctorContext, url: string): { code: number | null; body: 
   return { code: code > 0 ? code : null, body: r.stdout.slice(0, i) };
 }
 
-function peerAccounting(ctx: DoctorContext): { programmed: number; missing: string[]; stale: string[] } {
-  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === 254);
-  const dev = ctx.vxlanDevice();
+/** One family's view for {@link peerAccounting}. */
+interface Family {
+  family: 4 | 6;
+  dev: LinkInfo | null;
+  peers: Lease[];
+  subnet: (l: Lease) => string;
+  gw: (l: Lease) => string;
+  pub: (l: Lease) => string;
+  mac: (l: Lease) => string | null;
+  known: Set<string | undefined>;
+  net: IPNet | null;
+  own: IPNet | null;
+}
+
+function v4Family(ctx: DoctorContext): Family {
+  // udp leases carry no BackendType (as flannel's): every peer counts there.
+  const udp = ctx.backendType === "udp";
+  return {
+    family: 4,
+    dev: backendDevice(ctx),
+    peers: ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType),
+    subnet: (l) => l.subnet!.toString(),
+    gw: (l) => l.subnet!.ip.toString(),
+    pub: (l) => l.attrs.PublicIP,
+    mac: (l) => vtepMacOf(l.attrs.BackendData),
+    known: new Set(ctx.store.leases.map((l) => l.subnet?.toString())),
+    net: ctx.network,
+    own: ctx.nodeSubnet,
+  };
+}
+
+function v6Family(ctx: DoctorContext): Family {
+  const own = ctx.ownLease(), sub = own6(ctx);
+  return {
+    family: 6,
+    dev: dev6(ctx),
+    peers: ctx.store.leases.filter((l) =>
+      l !== own && l.ipv6Subnet && l.attrs.BackendType && !(sub && l.ipv6Subnet.equals(sub))
+    ),
+    subnet: (l) => l.ipv6Subnet!.toString(),
+    gw: (l) => l.ipv6Subnet!.ip.toString(),
+    pub: (l) => l.attrs.PublicIPv6 ?? "",
+    mac: (l) => vtepMacOf(l.attrs.BackendV6Data),
+    known: new Set(ctx.store.leases.map((l) => l.ipv6Subnet?.toString())),
+    net: network6(ctx),
+    own: sub,
+  };
+}
+
+/** Peers of one family: programmed (route, and for vxlan neighbour + FDB), missing, stale routes. */
+function peerAccounting(
+  ctx: DoctorContext,
+  f: Family,
+): { leases: number; programmed: number; missing: string[]; stale: string[] } {
+  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === 254);
+  const dev = f.dev;
   const missing: string[] = [];
   let programmed = 0;
-  const peers = ctx.peerLeases().filter((l) => !!l.attrs.BackendType);
-  for (const l of peers) {
-    const sub = l.subnet!.toString(), gw = l.subnet!.ip.toString(), pub = l.attrs.PublicIP;
+  for (const l of f.peers) {
+    const sub = f.subnet(l), gw = f.gw(l), pub = f.pub(l);
     const r = routes.find((r) => r.dst === sub);
     let ok: boolean;
-    if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
-      const mac = vtepMacOf(l.attrs.BackendData);
-      ok = !!r && !!dev && r.gateway === gw && r.dev === dev.index &&
+    if (ctx.backendType === "udp") ok = !!r && !!dev && r.dev === dev.index; // the route into flannel0
+    else if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
+      const mac = f.mac(l);
+      ok = !!r && !!dev && !!mac && r.gateway === gw && r.dev === dev.index &&
         !!ctx.kernel?.neigh.some((n) =>
           n.index === dev.index && n.dst === gw && n.lladdr?.toLowerCase() === mac
         ) &&
-        !!ctx.kernel?.fdb.some((f) => f.index === dev.index && f.mac.toLowerCase() === mac && f.dst === pub);
+        !!ctx.kernel?.fdb.some((x) => x.index === dev.index && x.mac.toLowerCase() === mac && x.dst === pub);
     } else ok = !!r && r.gateway === pub;
     if (ok) programmed++;
     else missing.push(sub);
   }
-  const net = ctx.network, own = ctx.nodeSubnet;
-  const known = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
+  const net = f.net, own = f.own;
   const stale = ctx.store.state !== "ok" ? [] : routes.filter((r) => {
     const n = IPNet.tryParse(r.dst);
-    if (!n || !net || !net.contains(n) || n.equals(net) || (own && own.equals(n))) return false;
-    return !known.has(r.dst) && (r.gateway !== null || (dev !== null && r.dev === dev.index));
+    if (!n || !net || !net.contains(n) || n.equals(net) || (own && own.contains(n))) return false;
+    // (own.contains: also the kernel route of our own /128 on flannel-v6.)
+    return !f.known.has(r.dst) && (r.gateway !== null || (dev !== null && r.dev === dev.index));
   }).map((r) => r.dst);
-  return { programmed, missing, stale };
+  return { leases: f.peers.length, programmed, missing, stale };
+}
+
+/** The backend device: vxlan's flannel.<VNI>, udp's flannel0 TUN, else (host-gw) the underlay. */
+function backendDevice(ctx: DoctorContext): LinkInfo | null {
+  const t = ctx.backendType;
+  if (t === "vxlan" || t === null) return ctx.vxlanDevice();
+  if (t === "udp") return ctx.link("flannel0");
+  return null;
 }
 
 /** Builds the status of the node `ctx` was gathered for. */
@@ -162,10 +250,18 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
 
   // Lease, backend, peers, rules.
   const own = ctx.ownLease();
-  const dev = ctx.backendType === "vxlan" || ctx.backendType === null ? ctx.vxlanDevice() : null;
-  const masq = (await masqRules.run(ctx))[0];
+  const dev = backendDevice(ctx);
+  const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp";
+  const nft = nftablesMode(ctx);
+  // In nftables mode one check (nft-rules) covers both families' tables; in iptables mode IPv6 is its own.
+  const masq = (await (nft ? nftRules : masqRules).run(ctx))[0];
   const fwd = (await forwardPolicy.run(ctx))[0];
-  const peers = peerAccounting(ctx);
+  const net6 = network6(ctx);
+  const masq6 = !nft && net6 ? (await ip6tablesMasq.run(ctx))[0] : null;
+  const { leases: _l, ...peers } = peerAccounting(ctx, v4Family(ctx));
+  const peers6 = net6 ? peerAccounting(ctx, v6Family(ctx)) : null;
+  const d6 = net6 && ctx.backendType === "vxlan" ? dev6(ctx) : null;
+  const sub6 = own6(ctx);
   const lastAt = mv("flanctl_last_reconcile_timestamp_seconds");
   return {
     node,
@@ -190,14 +286,24 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
       expiration: own ? (own.expiration?.toISOString() ?? "never") : null,
       renewals: mv("flanctl_lease_renewals_total"),
       renewalErrors: mv("flanctl_lease_renewal_errors_total"),
+      ipv6Subnet: net6 ? sub6?.toString() ?? null : null,
+      publicIPv6: net6 ? own?.attrs.PublicIPv6 ?? null : null,
     },
     backend: {
       type: ctx.backendType,
-      device: dev?.name ?? (ctx.backendType === "vxlan" ? ctx.vxlanName : ctx.underlay()?.link.name ?? null),
-      deviceUp: dev ? dev.up : (ctx.backendType === "vxlan" ? false : ctx.underlay()?.link.up ?? null),
+      device: dev?.name ??
+        (ctx.backendType === "vxlan"
+          ? ctx.vxlanName
+          : ctx.backendType === "udp"
+          ? "flannel0"
+          : ctx.underlay()?.link.name ?? null),
+      deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
       mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,
+      deviceV6: net6 && ctx.backendType === "vxlan"
+        ? { name: d6?.name ?? dev6Name(ctx), up: d6?.up ?? false, mtu: d6?.mtu ?? null }
+        : null,
     },
-    peers: { leases: ctx.peerLeases().length, ...peers, daemonPeers: mv("flanctl_peers") },
+    peers: { leases: ctx.peerLeases().length, ...peers, daemonPeers: mv("flanctl_peers"), v6: peers6 },
     reconcile: {
       runs: mv("flanctl_reconcile_runs_total"),
       lastAt: lastAt ? new Date(lastAt * 1000).toISOString() : null,
@@ -209,7 +315,9 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
     rules: {
       masquerade: `${masq.severity}: ${masq.detail}`,
       forward: `${fwd.severity}: ${fwd.detail}`,
-      ok: masq.severity === "ok" && fwd.severity === "ok",
+      ok: masq.severity === "ok" && fwd.severity === "ok" && (!masq6 || masq6.severity === "ok"),
+      mode: nft ? "nftables" : "iptables",
+      masqueradeV6: masq6 ? `${masq6.severity}: ${masq6.detail}` : null,
     },
     health: { address: health, healthz, readyz, metrics: metrics !== null },
   };

@@ -28,11 +28,12 @@ export function own6(ctx: DoctorContext): IPNet | null {
 }
 
 /** Name of the IPv6 VXLAN device. */
-function dev6Name(ctx: DoctorContext): string {
+export function dev6Name(ctx: DoctorContext): string {
   return `flannel-v6.${ctx.vni}`;
 }
 
-function dev6(ctx: DoctorContext): LinkInfo | null {
+/** The IPv6 VXLAN device, or null. */
+export function dev6(ctx: DoctorContext): LinkInfo | null {
   return ctx.link(dev6Name(ctx));
 }
 

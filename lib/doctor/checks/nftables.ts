@@ -55,6 +55,14 @@ function nftMode(ctx: DoctorContext): boolean | null {
   return null;
 }
 
+/** True in nftables mode: EnableNFTables in the config, else (no config) table ip flannel-ipv4 exists. */
+export function nftablesMode(ctx: DoctorContext): boolean {
+  const mode = nftMode(ctx);
+  if (mode !== null) return mode;
+  const text = ctx.nftRuleset.text;
+  return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
+}
+
 /** What one family's flannel table lacks: problems, the nft commands adding it back, a note. */
 interface TableCheck {
   problems: string[];
@@ -115,10 +123,8 @@ export const nftRules: Check = {
   id: "nft-rules",
   title: "flannel's nftables rules (EnableNFTables)",
   run(ctx) {
-    const mode = nftMode(ctx);
     const text = ctx.nftRuleset.text;
-    const v4table = text === null ? null : nftTable(text, "ip", "flannel-ipv4");
-    if (mode === false || (mode === null && !v4table)) {
+    if (!nftablesMode(ctx)) {
       return [
         ok("nft-rules", "not in nftables mode (EnableNFTables unset): flannel's rules are iptables chains"),
       ];
