@@ -322,11 +322,13 @@ export class KubeStore implements SubnetStore {
     };
   }
 
-  /** Our node's published `backend-data` (parsed), or null when absent or not JSON. */
-  async storedBackendData(): Promise<unknown> {
+  /**
+   * Our node's published `backend-data` (family 6: `backend-v6-data`), parsed; null when absent or not JSON.
+   */
+  async storedBackendData(family: 4 | 6 = 4): Promise<unknown> {
     const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
     try {
-      return JSON.parse(a[`${this.prefix}backend-data`] ?? "null");
+      return JSON.parse(a[`${this.prefix}${family === 6 ? "backend-v6-data" : "backend-data"}`] ?? "null");
     } catch {
       return null;
     }
