@@ -278,7 +278,10 @@ export class KubeStore implements SubnetStore {
         [`${P}backend-type`]: attrs.BackendType,
         [`${P}kube-subnet-manager`]: "true",
       };
-      if (cfg.enableIPv4) {
+      // As flanneld's AcquireLease: a vxlan node writes backend-data/public-ip only with IPv4; any other
+      // backend writes them always, so an IPv6-only host-gw node publishes backend-data "null" and
+      // public-ip "0.0.0.0".
+      if (cfg.enableIPv4 || attrs.BackendType !== "vxlan") {
         want[`${P}backend-data`] = JSON.stringify(attrs.BackendData ?? null);
         want[`${P}public-ip`] = published.PublicIP;
       }
