@@ -2,7 +2,8 @@
  * `flanctl daemon` with net-conf `EnableNFTables: true`, in throwaway namespaces: flanneld's nft tables and
  * rules exactly, no FLANNEL line in iptables-save (left-over iptables chains removed), pod traffic across
  * nodes and masqueraded to the underlay, repair after `nft delete table`, a restart without packet loss;
- * and the other way round: iptables mode removes the flannel-ipv4/-ipv6 tables of a previous run.
+ * `--ip-masq-fully-random-disable` (plain `masquerade`, kept by the repair); and the other way round: iptables
+ * mode removes the flannel-ipv4/-ipv6 tables of a previous run.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, flannelNftListing, nftTable, waitFor } from "./daemon_fixture.ts";
@@ -130,6 +131,29 @@ Deno.test("daemon iptables mode: removes flannel-ipv4/-ipv6 tables left by an nf
     assert((await nftTable(a.ns, "ip", "other")) !== null, "other tables stay");
     const save = (await nsRun(a.ns, ["iptables-save", "-t", "nat"])).stdout;
     assertStringIncludes(save, '-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG');
+  } finally {
+    await c.close();
+  }
+});
+
+Deno.test("daemon nftables: --ip-masq-fully-random-disable masquerades without fully-random, also after repair", async () => {
+  const c = new DaemonCluster("10.91");
+  try {
+    await c.init(NFT_CONF);
+    const a = await c.addNode();
+    c.start(a, [...FAST, "--ip-masq-fully-random-disable"]);
+    await c.waitReady(a);
+    const sub = await c.subnetOf(a);
+    const plain = expectedV4(sub).map((l) => l.replace(" masquerade fully-random", " masquerade"));
+    assert(plain.filter((l) => l.endsWith(" masquerade")).length === 2);
+    assertEquals(await nftTable(a.ns, "ip", "flannel-ipv4"), plain, a.log.join("\n"));
+    // The resync rebuilds the table from the same spec: still no fully-random.
+    await nsSh(a.ns, "nft", "delete", "table", "ip", "flannel-ipv4");
+    await waitFor("flannel-ipv4 rebuilt", async () => (await nftTable(a.ns, "ip", "flannel-ipv4")) !== null);
+    await waitFor(
+      () => `rebuilt table\n${a.log.join("\n")}`,
+      async () => JSON.stringify(await nftTable(a.ns, "ip", "flannel-ipv4")) === JSON.stringify(plain),
+    );
   } finally {
     await c.close();
   }

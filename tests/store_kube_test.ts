@@ -246,6 +246,71 @@ Deno.test("kube store: dual stack from spec.podCIDRs, public-ipv6 and backend-v6
     await t.cleanup();
   }
 });
+Deno.test("kube store: IPv6-only annotations as flanneld writes them (vxlan: none for IPv4; host-gw: null, 0.0.0.0)", async () => {
+  const t = await setup();
+  const P = "flannel.alpha.coreos.com/";
+  try {
+    const conf = (type: string) =>
+      Deno.writeTextFile(
+        `${t.dir}/net-conf.json`,
+        JSON.stringify({
+          EnableIPv4: false,
+          EnableIPv6: true,
+          IPv6Network: "fc00::/48",
+          Backend: { Type: type },
+        }),
+      );
+    // What the daemon passes for an IPv6-only node (PublicIP 0.0.0.0, no BackendData).
+    const v6Data = { VNI: 1, VtepMAC: "0e:bb:00:00:00:01" };
+    t.api.upsert("n1", { podCIDR: "fc00:0:0:1::/64", podCIDRs: ["fc00:0:0:1::/64"] });
+    t.api.upsert("n2", { podCIDR: "fc00:0:0:2::/64", podCIDRs: ["fc00:0:0:2::/64"] });
+    await conf("vxlan");
+    const s1 = await t.open("n1");
+    await s1.acquireLease({
+      PublicIP: "0.0.0.0",
+      PublicIPv6: "fc00:99::1",
+      BackendType: "vxlan",
+      BackendV6Data: v6Data,
+    });
+    assertEquals(t.api.nodes.get("n1")!.metadata.annotations, {
+      [`${P}backend-type`]: "vxlan",
+      [`${P}kube-subnet-manager`]: "true",
+      [`${P}backend-v6-data`]: `{"VNI":1,"VtepMAC":"0e:bb:00:00:00:01"}`,
+      [`${P}public-ipv6`]: "fc00:99::1",
+    });
+    assertEquals(await s1.storedBackendData(6), v6Data);
+    assertEquals(await s1.storedBackendData(4), null);
+    await s1.close();
+    await conf("host-gw");
+    const s2 = await t.open("n2");
+    await s2.acquireLease({ PublicIP: "0.0.0.0", PublicIPv6: "fc00:99::2", BackendType: "host-gw" });
+    assertEquals(t.api.nodes.get("n2")!.metadata.annotations, {
+      [`${P}backend-type`]: "host-gw",
+      [`${P}kube-subnet-manager`]: "true",
+      [`${P}backend-data`]: "null",
+      [`${P}public-ip`]: "0.0.0.0",
+      [`${P}backend-v6-data`]: "null",
+      [`${P}public-ipv6`]: "fc00:99::2",
+    });
+    // Both nodes read back as IPv6-only peers: no IPv4 subnet, their IPv6 endpoint and data.
+    const { leases } = await s2.listLeases();
+    const view = (l: (typeof leases)[number]) => [
+      String(l.subnet),
+      String(l.ipv6Subnet),
+      l.attrs.PublicIPv6,
+      l.attrs.BackendType,
+      l.attrs.BackendV6Data ?? null,
+    ];
+    assertEquals(leases.map(view).sort(), [
+      ["null", "fc00:0:0:1::/64", "fc00:99::1", "vxlan", v6Data],
+      ["null", "fc00:0:0:2::/64", "fc00:99::2", "host-gw", null],
+    ]);
+    await s2.close();
+  } finally {
+    await t.cleanup();
+  }
+});
+
 Deno.test("kube store: node name from NODE_NAME, then the pod's spec.nodeName, then --node-name", async () => {
   const t = await setup();
   try {

@@ -197,10 +197,16 @@ export class Daemon {
     }
     checkBrNetfilter(cfg);
     this.#network = network;
-    // kube: our own published backend-data keeps the VTEP MAC when the state file is gone (as flanneld).
-    const storedData = this.#store.storedBackendData
-      ? await this.#retryStore("reading our node's backend-data", () => this.#store.storedBackendData!())
-      : null;
+    // kube: our own published backend-data (IPv6: backend-v6-data) keeps the VTEP MAC when the state file
+    // is gone (as flanneld).
+    const storedOf = (family: 4 | 6) =>
+      this.#store.storedBackendData
+        ? this.#retryStore(
+          `reading our node's backend data (IPv${family})`,
+          () => this.#store.storedBackendData!(family),
+        )
+        : Promise.resolve(null);
+    const storedData = await storedOf(this.#family);
     this.#backend = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
       vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
       family: this.#family,
@@ -214,6 +220,7 @@ export class Daemon {
       const b6 = createBackend(this.#nl, cfg, this.#ext, o.stateDir, {
         vxlanTxChecksumOffload: o.vxlanTxChecksumOffload,
         family: 6,
+        storedBackendData: await storedOf(6),
       });
       b6.prepare();
       this.#v6 = new FamilyPlane({

@@ -278,7 +278,10 @@ export class KubeStore implements SubnetStore {
         [`${P}backend-type`]: attrs.BackendType,
         [`${P}kube-subnet-manager`]: "true",
       };
-      if (cfg.enableIPv4) {
+      // As flanneld's AcquireLease: a vxlan node writes backend-data/public-ip only with IPv4; any other
+      // backend writes them always, so an IPv6-only host-gw node publishes backend-data "null" and
+      // public-ip "0.0.0.0".
+      if (cfg.enableIPv4 || attrs.BackendType !== "vxlan") {
         want[`${P}backend-data`] = JSON.stringify(attrs.BackendData ?? null);
         want[`${P}public-ip`] = published.PublicIP;
       }
@@ -322,11 +325,13 @@ export class KubeStore implements SubnetStore {
     };
   }
 
-  /** Our node's published `backend-data` (parsed), or null when absent or not JSON. */
-  async storedBackendData(): Promise<unknown> {
+  /**
+   * Our node's published `backend-data` (family 6: `backend-v6-data`), parsed; null when absent or not JSON.
+   */
+  async storedBackendData(family: 4 | 6 = 4): Promise<unknown> {
     const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
     try {
-      return JSON.parse(a[`${this.prefix}backend-data`] ?? "null");
+      return JSON.parse(a[`${this.prefix}${family === 6 ? "backend-v6-data" : "backend-data"}`] ?? "null");
     } catch {
       return null;
     }

@@ -44,8 +44,11 @@ export interface SubnetStore {
    * node, which act as --public-ip/--public-ipv6. Other stores do not have it.
    */
   storedPublicIP?(): Promise<{ publicIP: string | null; publicIPv6: string | null }>;
-  /** kube only: our node's own published BackendData (to restore the VTEP MAC when the state file is gone). */
-  storedBackendData?(): Promise<unknown>;
+  /**
+   * kube only: our node's own published BackendData (family 6: BackendV6Data), to restore the VTEP MAC when
+   * the state file is gone.
+   */
+  storedBackendData?(family?: 4 | 6): Promise<unknown>;
   /**
    * kube only (flanneld's CompleteLease): called once the backend device, subnet.env and the rules are in
    * place; sets the node's NetworkUnavailable condition to False (reason FlannelIsUp).
