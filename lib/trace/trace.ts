@@ -15,6 +15,7 @@ import { ALL_CHECKS } from "../doctor/mod.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { daemonCheck } from "../doctor/checks/daemon.ts";
 import { forwardPolicy } from "../doctor/checks/iptables.ts";
+import { UDP_DEVICE, udpDevice, udpPort, udpPortCheck } from "../doctor/checks/udp.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { masqDecision } from "./masq.ts";
 import type { PathDevice, PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
@@ -185,6 +186,14 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
       lease: lease ? leaseText(lease) : undefined,
     }, await doctorText(ctx, "flannel-device"));
     return finish(inp, srcName, p);
+  }
+  const udpLease = !!lease && backend === "udp" && !(own?.contains(dst));
+  if (!routeOk && udpLease) {
+    const tun = ctx.link(UDP_DEVICE);
+    if (!tun || !tun.up) {
+      await udpDeviceHop(srcNode, "udp-device", podMtu, p);
+      return finish(inp, srcName, p);
+    }
   }
   add(
     {
@@ -398,13 +407,37 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     if (!fdbOk) return finish(inp, srcName, p);
     underlayDst = f!.dst!;
     p.dev(srcNode.netns, dev.name, "tx");
+  } else if (backend === "udp") {
+    // 6'. The overlay (udp): flannel0 (the doctor's udp-device check), then the daemon's peer table:
+    // the userspace data path sends the packet to the lease's PublicIP on the configured port.
+    if (!await udpDeviceHop(srcNode, "udp-device", podMtu, p)) return finish(inp, srcName, p);
+    p.dev(srcNode.netns, UDP_DEVICE, "tx");
+    const port = udpPort(ctx);
+    const bt = lease.attrs.BackendType;
+    const peerOk = bt === "udp" || bt === "";
+    add({
+      node: srcNode.name,
+      step: "udp-peer",
+      ok: peerOk,
+      entry: `${lease.subnet} → ${lease.attrs.PublicIP}:${port} (BackendType ${bt || '""'})`,
+      detail: peerOk
+        ? `the data path wraps the packet in UDP to ${lease.attrs.PublicIP}:${port}`
+        : `the peer's lease has BackendType ${bt}: the udp data path does not send to it`,
+      lease: leaseText(lease),
+    }, {
+      why: "every node of a udp network must run the udp backend; the data path only keeps udp peers",
+      fix: ["run every node with the same Backend.Type (the network config's)"],
+    });
+    if (!peerOk) return finish(inp, srcName, p);
   }
 
   // 7. The underlay: how the node reaches the peer's PublicIP.
   const u = routeGet(srcNode.h, { dst: underlayDst });
   const vx = ctx.vxlanDevice();
-  const loops = vx !== null && u.dev === vx.index;
-  const needDirect = backend !== "vxlan" || direct;
+  const tunDev = backend === "udp" ? ctx.link(UDP_DEVICE) : null;
+  const loops = (vx !== null && u.dev === vx.index) || (tunDev !== null && u.dev === tunDev.index);
+  // vxlan and udp encapsulate (any routed underlay); host-gw and DirectRouting need the peer on-link.
+  const needDirect = (backend !== "vxlan" && backend !== "udp") || direct;
   const uOk = u.errno === null && !loops && (!needDirect || u.gateway === null) && u.type === "unicast";
   add({
     node: srcNode.name,
@@ -414,7 +447,9 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     detail: u.errno !== null
       ? `no route to the peer's PublicIP ${underlayDst}`
       : loops
-      ? `the route to ${underlayDst} points into ${vx!.name}: encapsulated packets would loop`
+      ? `the route to ${underlayDst} points into ${
+        u.devName ?? "the overlay"
+      }: encapsulated packets would loop`
       : needDirect && u.gateway !== null
       ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
       : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
@@ -486,6 +521,16 @@ function expectedRoute(
   if (!net || !net.contains(dst)) return { ok: () => true, text: "any route (outside the pod network)" };
   if (!lease?.subnet) return { ok: () => false, text: `a route from a lease (no lease covers ${dst})` };
   const sub = lease.subnet.toString(), pub = lease.attrs.PublicIP;
+  if (backend === "udp") {
+    // flannel's udp backend: one route for the whole Network and one per peer, both via flannel0; the
+    // per-peer route is the one the lease explains (without it the packet still enters flannel0 through
+    // the Network route, but the daemon did not program this peer).
+    const gw = lease.subnet.ip.toString();
+    return {
+      ok: (r) => r.route === sub && r.devName === UDP_DEVICE && r.gateway === gw,
+      text: `${sub} via ${gw} dev ${UDP_DEVICE} onlink`,
+    };
+  }
   if (backend !== "vxlan" || lease.attrs.BackendType !== "vxlan") {
     return { ok: (r) => r.route === sub && r.gateway === pub, text: `${sub} via ${pub}` };
   }
@@ -643,6 +688,25 @@ async function remoteIngress(
     p.dev(peer.netns, a?.ifname ?? null, "rx");
     p.dev(peer.netns, dev!.name, "rx");
     iif = dev!.name;
+  } else if (backend === "udp") {
+    const f = (await udpPortCheck.run(pc))[0];
+    const portOk = !f || f.severity !== "critical";
+    p.add({
+      node: peer.name,
+      step: "remote-udp-port",
+      ok: portOk,
+      entry: f?.detail ?? "udp-port not checked",
+      detail: portOk
+        ? `INPUT lets UDP ${udpPort(pc)} from ${src ?? "the peer"} reach the data path`
+        : "INPUT drops the overlay datagrams before the daemon reads them",
+      lease: leaseText(lease),
+    }, portOk ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "udp-port" });
+    if (!portOk) return;
+    const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
+    p.dev(peer.netns, a?.ifname ?? null, "rx");
+    if (!await udpDeviceHop(peer, "remote-udp-device", null, p)) return;
+    p.dev(peer.netns, UDP_DEVICE, "rx");
+    iif = UDP_DEVICE;
   } else {
     const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
     iif = a?.ifname ?? null;
@@ -684,6 +748,41 @@ async function remoteIngress(
     },
     f.severity === "critical" ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null,
   );
+}
+
+/**
+ * flannel0 on `n`: the doctor's udp-device finding (TUN, up, /32 address, MTU = underlay − 28, held open
+ * by a live daemon), plus the pod MTU fitting it. Returns whether the hop is ok.
+ */
+async function udpDeviceHop(n: TraceNode, step: string, podMtu: number | null, p: Path): Promise<boolean> {
+  const f = (await udpDevice.run(n.ctx))[0];
+  const dev = n.ctx.link(UDP_DEVICE);
+  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
+  const ok = !!f && f.severity === "ok" && !mtuBad;
+  p.add(
+    {
+      node: n.name,
+      step,
+      ok,
+      entry: dev
+        ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
+          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
+        : `${UDP_DEVICE} does not exist`,
+      detail: !f
+        ? "udp-device not checked"
+        : f.severity !== "ok"
+        ? f.detail
+        : mtuBad
+        ? `pod MTU ${podMtu} > ${UDP_DEVICE} MTU ${dev!.mtu}: larger packets are dropped`
+        : f.detail,
+    },
+    ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
+      why: f?.why ?? f?.detail ?? "flannel0 is not usable",
+      fix: f?.fix ?? [],
+      check: "udp-device",
+    },
+  );
+  return ok;
 }
 
 /** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
