@@ -40,7 +40,7 @@ export interface TraceInput {
 }
 
 /** A broken hop's explanation. */
-interface Why {
+export interface Why {
   why: string;
   fix: string[];
   check?: string;
@@ -55,20 +55,20 @@ export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | 
 }
 
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
-function nsRef(label: string): NetnsRef {
+export function nsRef(label: string): NetnsRef {
   return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
 }
 
-function isPod(s: TraceInput["src"]): s is PodRef {
+export function isPod(s: TraceInput["src"]): s is PodRef {
   return "netns" in s;
 }
 
 /** The lease whose subnet holds `ip`, or null. */
-function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
+export function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
   return ctx.store.leases.find((l) => l.subnet?.contains(ip)) ?? null;
 }
 
-function lookupText(r: RouteLookup): string {
+export function lookupText(r: RouteLookup): string {
   if (r.errno !== null) return `route lookup failed: ${r.error}`;
   const via = r.gateway ? ` via ${r.gateway}` : "";
   const dev = r.devName ? ` dev ${r.devName}` : "";
@@ -101,62 +101,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   let podMtu: number | null = null;
 
   // 1. In the source pod: its route, its eth0 and the veth peer on the host, the cni0 port.
-  if (isPod(inp.src)) {
-    const pod = inp.src;
-    const ph = openNetlink(nsRef(pod.netns));
-    let eth: LinkInfo | null = null;
-    try {
-      const r = routeGet(ph, { dst: inp.dst });
-      eth = r.dev !== null ? ph.link(r.dev) : null;
-      podMtu = eth?.mtu ?? null;
-      p.dev(pod.netns, eth?.name ?? null, "tx");
-      add({
-        node: pod.name,
-        step: "pod-route",
-        ok: r.errno === null && eth !== null,
-        entry: lookupText(r),
-        detail: r.errno === null
-          ? `leaves the pod on ${r.devName}${r.gateway ? ` to ${r.gateway}` : ""}`
-          : `the pod has no route to ${inp.dst}`,
-      }, {
-        why: "the pod's routes come from the CNI result (flannel delegates isDefaultGateway to the bridge " +
-          "plugin); without a route the packet never leaves the pod",
-        fix: [`ip -n ${pod.netns} route`, "delete and re-create the pod (the CNI ADD installs its routes)"],
-      });
-    } finally {
-      ph.close();
-    }
-    if (eth) {
-      const host = eth.parent !== null ? ctx.link(eth.parent) : null;
-      const peer = host ? ctx.vethPeers.get(host.name) : undefined;
-      const paired = !!host && host.kind === "veth" && !!peer && peer.netns === pod.netns &&
-        peer.ifindex === eth.index;
-      add({
-        node: srcNode.name,
-        step: "veth",
-        ok: paired && eth.up,
-        entry: host
-          ? `${eth.name}@if${eth.parent} (pod) ↔ ${host.name} ifindex ${host.index}${
-            eth.linkNetnsId !== null ? ` (link-netnsid ${eth.linkNetnsId})` : ""
-          }`
-          : `${eth.name}@if${eth.parent ?? "?"}: no such ifindex on ${srcNode.name}`,
-        detail: !host
-          ? `the pod's ${eth.name} is not paired with a veth on ${srcNode.name}`
-          : !paired
-          ? `${host.name} (ifindex ${host.index}) is not the peer of the pod's ${eth.name}`
-          : !eth.up
-          ? `the pod's ${eth.name} is down`
-          : `pod ${eth.name} (mtu ${eth.mtu}) pairs with host ${host.name}`,
-      }, {
-        why: "the pod's interface must be one end of a veth whose other end is a port of cni0",
-        fix: [`ip -n ${pod.netns} link set ${eth.name} up`, `ip -n ${pod.netns} -d link show ${eth.name}`],
-      });
-      if (host && paired) {
-        p.dev(srcNode.netns, host.name, "rx");
-        cniPort(srcNode, host, pod.name, p);
-      }
-    }
-  }
+  podMtu = podHops(inp, p);
   if (brokenNow()) return finish(inp, srcName, p);
 
   // 2. This node's daemon (a dead one explains stale or missing entries further on).
@@ -483,8 +428,73 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   return finish(inp, srcName, p);
 }
 
+/** The source pod's hops (its route, its eth0 ↔ host veth, the cni0 port); returns the pod's MTU. */
+export function podHops(inp: TraceInput, p: Path): number | null {
+  const add = (h: TraceHop, why?: Why | null) => p.add(h, why);
+  const srcNode = inp.src.node;
+  const ctx = srcNode.ctx;
+  let podMtu: number | null = null;
+  if (isPod(inp.src)) {
+    const pod = inp.src;
+    const ph = openNetlink(nsRef(pod.netns));
+    let eth: LinkInfo | null = null;
+    try {
+      const r = routeGet(ph, { dst: inp.dst });
+      eth = r.dev !== null ? ph.link(r.dev) : null;
+      podMtu = eth?.mtu ?? null;
+      p.dev(pod.netns, eth?.name ?? null, "tx");
+      add({
+        node: pod.name,
+        step: "pod-route",
+        ok: r.errno === null && eth !== null,
+        entry: lookupText(r),
+        detail: r.errno === null
+          ? `leaves the pod on ${r.devName}${r.gateway ? ` to ${r.gateway}` : ""}`
+          : `the pod has no route to ${inp.dst}`,
+      }, {
+        why: "the pod's routes come from the CNI result (flannel delegates isDefaultGateway to the bridge " +
+          "plugin); without a route the packet never leaves the pod",
+        fix: [`ip -n ${pod.netns} route`, "delete and re-create the pod (the CNI ADD installs its routes)"],
+      });
+    } finally {
+      ph.close();
+    }
+    if (eth) {
+      const host = eth.parent !== null ? ctx.link(eth.parent) : null;
+      const peer = host ? ctx.vethPeers.get(host.name) : undefined;
+      const paired = !!host && host.kind === "veth" && !!peer && peer.netns === pod.netns &&
+        peer.ifindex === eth.index;
+      add({
+        node: srcNode.name,
+        step: "veth",
+        ok: paired && eth.up,
+        entry: host
+          ? `${eth.name}@if${eth.parent} (pod) ↔ ${host.name} ifindex ${host.index}${
+            eth.linkNetnsId !== null ? ` (link-netnsid ${eth.linkNetnsId})` : ""
+          }`
+          : `${eth.name}@if${eth.parent ?? "?"}: no such ifindex on ${srcNode.name}`,
+        detail: !host
+          ? `the pod's ${eth.name} is not paired with a veth on ${srcNode.name}`
+          : !paired
+          ? `${host.name} (ifindex ${host.index}) is not the peer of the pod's ${eth.name}`
+          : !eth.up
+          ? `the pod's ${eth.name} is down`
+          : `pod ${eth.name} (mtu ${eth.mtu}) pairs with host ${host.name}`,
+      }, {
+        why: "the pod's interface must be one end of a veth whose other end is a port of cni0",
+        fix: [`ip -n ${pod.netns} link set ${eth.name} up`, `ip -n ${pod.netns} -d link show ${eth.name}`],
+      });
+      if (host && paired) {
+        p.dev(srcNode.netns, host.name, "rx");
+        cniPort(srcNode, host, pod.name, p);
+      }
+    }
+  }
+  return podMtu;
+}
+
 /** The hops so far and the why of each broken one. */
-class Path {
+export class Path {
   readonly hops: TraceHop[] = [];
   /** Devices the packet passes, in order (for --probe's counters). */
   readonly devices: PathDevice[] = [];
@@ -503,7 +513,7 @@ class Path {
 }
 
 /** The node whose lease this is: its subnet.env subnet or its own lease matches. */
-function nodeOfLease(nodes: TraceNode[], l: Lease): TraceNode | null {
+export function nodeOfLease(nodes: TraceNode[], l: Lease): TraceNode | null {
   return nodes.find((n) => !!l.subnet && n.ctx.nodeSubnet?.equals(l.subnet)) ?? null;
 }
 
@@ -543,7 +553,7 @@ function expectedRoute(
   };
 }
 
-async function daemonHop(n: TraceNode, p: Path): Promise<void> {
+export async function daemonHop(n: TraceNode, p: Path): Promise<void> {
   const f = (await daemonCheck.run(n.ctx))[0];
   p.add({
     node: n.name,
@@ -557,7 +567,7 @@ async function daemonHop(n: TraceNode, p: Path): Promise<void> {
 }
 
 /** A lab's underlay bridge: both nodes' ports up on it, and the bridge itself (it carries the encapsulated packet). */
-function underlayHop(
+export function underlayHop(
   u: NonNullable<TraceInput["underlay"]>,
   from: TraceNode,
   to: TraceNode,
@@ -612,7 +622,7 @@ const PORT_STATES: Record<number, string> = {
 };
 
 /** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
-function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
+export function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
   const br = n.ctx.link("cni0");
   const enslaved = !!br && host.master === br.index;
   // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
@@ -786,8 +796,8 @@ async function udpDeviceHop(n: TraceNode, step: string, podMtu: number | null, p
 }
 
 /** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
-function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
-  const pod = inp.pods.find((p) => p.ip === inp.dst && p.node === n) ??
+export function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
+  const pod = inp.pods.find((p) => (p.ip === inp.dst || p.ipv6 === inp.dst) && p.node === n) ??
     [...n.ctx.pods.values()].filter((p) => p.ips.includes(inp.dst)).map((p) => ({
       name: p.name,
       netns: p.name,
@@ -826,7 +836,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   if (!p.hops.slice(mark).every((h) => h.ok)) return;
   const ph = openNetlink(nsRef(pod.netns));
   try {
-    const a = ph.addrs(4).find((a) => a.local === inp.dst);
+    const a = ph.addrs(inp.dst.includes(":") ? 6 : 4).find((a) => a.local === inp.dst);
     const l = a ? ph.link(a.index) : null;
     p.dev(pod.netns, l?.name ?? null, "rx");
     p.add({
@@ -847,7 +857,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   }
 }
 
-function finish(inp: TraceInput, src: string, p: Path): TraceReport {
+export function finish(inp: TraceInput, src: string, p: Path): TraceReport {
   const { hops, whys } = p;
   const i = hops.findIndex((h) => !h.ok);
   const rep: TraceReport = { ok: i < 0, src, dst: inp.dstName, hops, devices: p.devices };

@@ -17,22 +17,22 @@ import { vtepMacOf } from "./vxlan.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
 
 /** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
-function network6(ctx: DoctorContext): IPNet | null {
+export function network6(ctx: DoctorContext): IPNet | null {
   if (ctx.store.config && !ctx.store.config.enableIPv6) return null;
   return ctx.store.config?.ipv6Network ?? ctx.subnetEnv?.ipv6Network ?? null;
 }
 
 /** Our IPv6 subnet: subnet.env, else our lease. */
-function own6(ctx: DoctorContext): IPNet | null {
+export function own6(ctx: DoctorContext): IPNet | null {
   return ctx.subnetEnv?.ipv6Subnet?.net ?? ctx.ownLease()?.ipv6Subnet ?? null;
 }
 
 /** Name of the IPv6 VXLAN device. */
-function dev6Name(ctx: DoctorContext): string {
+export function dev6Name(ctx: DoctorContext): string {
   return `flannel-v6.${ctx.vni}`;
 }
 
-function dev6(ctx: DoctorContext): LinkInfo | null {
+export function dev6(ctx: DoctorContext): LinkInfo | null {
   return ctx.link(dev6Name(ctx));
 }
 
