@@ -89,3 +89,23 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "trace (IPv6-only vxlan lab): pod → pod by name takes the IPv6 walk and is whole",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "t7",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"],
+      undefined,
+      async (s, name) => {
+        const t = await labTrace(name, "node1-pod1", "node2-pod1");
+        assert(t.ok, JSON.stringify(t, null, 2));
+        assertEquals(t.hops.filter((h) => h.step === "ndp").length, 1);
+        assertStringIncludes(t.hops.find((h) => h.step === "fdb")!.entry, `dst ${s.nodes[1].publicIPv6}`);
+        assertEquals(t.hops.at(-1)!.step, "pod");
+      },
+    );
+  },
+});

@@ -105,7 +105,14 @@ export async function labTrace(
     const underlay = {
       netns: s.underlay.netns,
       bridge: s.underlay.bridge,
-      ports: new Map(s.nodes.map((n) => [n.publicIP, n.underlayVeth])),
+      // Keyed by each node's PublicIP and PublicIPv6 (the IPv6 walk's underlay address).
+      ports: new Map(
+        s.nodes.flatMap((n) =>
+          [n.publicIP, n.publicIPv6].filter((ip): ip is string => !!ip).map((ip) =>
+            [ip, n.underlayVeth] as const
+          )
+        ),
+      ),
     };
     const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay };
     return await withProbe(inp, await walk(inp), probe);

@@ -264,7 +264,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     });
     return finish(inp, srcName, p);
   }
-  if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, lease.attrs.PublicIP, p);
+  if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
   await daemonHop(peerNode, p);
   const mark = p.hops.length;
   const pc = peerNode.ctx;
