@@ -56,6 +56,7 @@ Deno.test({
             "node1:cni0-port",
             "node1:daemon",
             "node1:host-route",
+            "node1:forward",
             "node1:masquerade",
             "node1:vxlan-device",
             "node1:ndp",
@@ -65,6 +66,7 @@ Deno.test({
             "node2:daemon",
             "node2:remote-vxlan",
             "node2:remote-route",
+            "node2:remote-forward",
             "node2:cni0-port",
             "node2-pod1:pod",
           ],
@@ -74,6 +76,8 @@ Deno.test({
         assertStringIncludes(route.lease!, `PublicIPv6 ${s.nodes[1].publicIPv6}`);
         const fdb = t.hops.find((h) => h.step === "fdb")!;
         assertStringIncludes(fdb.entry, `dst ${s.nodes[1].publicIPv6}`);
+
+        assertStringIncludes(t.hops.find((h) => h.step === "forward")!.entry, "ip6tables: FORWARD policy");
 
         // The peer's NDP entry deleted on node1.
         const gw = /via (\S+)/.exec(route.entry)![1];

@@ -12,6 +12,7 @@ import type { Lease } from "../store/types.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { dev6, dev6Name, flannelV6Device, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
 import type { DoctorContext } from "../doctor/context.ts";
+import { forwardFinding } from "../doctor/checks/iptables.ts";
 import {
   daemonHop,
   deliver,
@@ -121,7 +122,10 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
       },
   );
 
-  // 4. The IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
+  // 4. ip6tables FORWARD for a pod's forwarded packet (the doctor's forward-policy verdict, IPv6 table),
+  // then the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
+  if (fromPod && ctx.ip6t.text !== null) forwardHop(srcNode, "forward", net6, p);
+  // 4'. The IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
   const m = (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
   p.add({
@@ -310,6 +314,24 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
       ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
       : `routed to ${rr.devName ?? "?"}, expected cni0 (${lease.ipv6Subnet} is this node's IPv6 subnet)`,
   }, rr.errno !== null ? await doctorText(pc, "ipv6-forward") : await doctorText(pc, "cni0-address"));
+  if (rrOk && pc.ip6t.text !== null) forwardHop(peerNode, "remote-forward", network6(pc), p);
   if (p.hops.slice(mark).every((h) => h.ok)) deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
+}
+
+/** ip6tables FORWARD on `n`: its policy, or flannel's accept rules for the IPv6 pod network. */
+function forwardHop(n: TraceNode, step: string, net6: IPNet | null, p: Path): void {
+  const f = forwardFinding(n.ctx, n.ctx.ip6tTable("filter"), net6?.toString(), "ip6tables");
+  p.add(
+    {
+      node: n.name,
+      step,
+      ok: f.severity !== "critical",
+      entry: `ip6tables: ${f.detail}`,
+      detail: f.severity === "critical"
+        ? "the ip6tables FORWARD chain drops pod traffic"
+        : "FORWARD lets the packet through",
+    },
+    f.severity === "critical" ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null,
+  );
 }
