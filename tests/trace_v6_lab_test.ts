@@ -113,3 +113,24 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: "trace (dual-stack host-gw lab): a pod's IPv6 address is routed via the peer's PublicIPv6",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "t8",
+      ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "dual", "--backend", "host-gw"],
+      undefined,
+      async (s, name) => {
+        const t = await labTrace(name, "node1-pod1", s.pods[1].ipv6!);
+        assert(t.ok, JSON.stringify(t, null, 2));
+        const route = t.hops.find((h) => h.step === "host-route")!;
+        assertStringIncludes(route.entry, `via ${s.nodes[1].publicIPv6} dev eth0`);
+        assertEquals(t.hops.some((h) => h.step === "ndp" || h.step === "fdb"), false);
+        assertEquals(t.hops.at(-1)!.step, "pod");
+      },
+    );
+  },
+});
