@@ -47,7 +47,8 @@ function brokenAt(t: Trace, node: string, step: string, entry: string): Hop {
 }
 
 Deno.test({
-  name: "trace (udp lab): healthy path via flannel0, peer route deleted, remote daemon killed",
+  name:
+    "trace (udp lab): healthy path via flannel0, peer route deleted, INPUT drops 8285, remote daemon killed",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -108,6 +109,46 @@ Deno.test({
         assertStringIncludes(h.detail, `expected ${peerSub} via ${peerGw} dev flannel0 onlink`);
         await sh("ip", "-n", n1, "route", "add", peerSub, "via", peerGw, "dev", "flannel0", "onlink");
         assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "repaired path is whole again");
+
+        // INPUT on node2 drops the UDP port: found at the remote udp-port hop with the doctor's fix.
+        const n2 = s.nodes[1].netns;
+        await sh(
+          "ip",
+          "netns",
+          "exec",
+          n2,
+          "iptables",
+          "-I",
+          "INPUT",
+          "-p",
+          "udp",
+          "--dport",
+          "8285",
+          "-j",
+          "DROP",
+        );
+        h = brokenAt(
+          await labTrace(name, "node1-pod1", "node2-pod1"),
+          "node2",
+          "remote-udp-port",
+          "INPUT drops the UDP backend's port",
+        );
+        await sh(
+          "ip",
+          "netns",
+          "exec",
+          n2,
+          "iptables",
+          "-D",
+          "INPUT",
+          "-p",
+          "udp",
+          "--dport",
+          "8285",
+          "-j",
+          "DROP",
+        );
+        assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "INPUT repaired");
 
         // The remote daemon killed: flannel0 (persistent) stays, but nobody reads it.
         const d2 = s.procs.find((p) => p.what === "daemon node2")!.pid;
