@@ -67,7 +67,15 @@ export async function labNodes(s: LabState): Promise<{ nodes: TraceNode[]; pods:
   const pods: PodRef[] = [];
   for (const p of s.pods) {
     const node = nodes.find((n) => n.name === p.node);
-    if (node && p.ip) pods.push({ name: p.name, netns: p.netns, ip: p.ip, node });
+    if (node && (p.ip || p.ipv6)) {
+      pods.push({
+        name: p.name,
+        netns: p.netns,
+        ip: p.ip ?? p.ipv6!,
+        ...(p.ipv6 ? { ipv6: p.ipv6 } : {}),
+        node,
+      });
+    }
   }
   return { nodes, pods };
 }
@@ -97,6 +105,8 @@ export function resolveLabDest(s: LabState, pods: PodRef[], name: string): { ip:
   if (pod) return { ip: pod.ip, name };
   const n = s.nodes.find((n) => n.name === name);
   if (n) return { ip: n.publicIP, name };
+  const pod6 = pods.find((p) => p.ipv6 === name);
+  if (pod6) return { ip: name, name: `${pod6.name} (${name})` };
   if (/^\d+\.\d+\.\d+\.\d+$/.test(name)) return { ip: name, name };
   throw new UsageError(
     `DST: '${name}' is no pod, node or IPv4 address of lab ${s.name}; give one of ${

@@ -11,6 +11,7 @@ import { flanctlCommand, runCmd } from "../lab/proc.ts";
 import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
 import { probePath } from "./probe.ts";
 import { trace, type TraceInput } from "./trace.ts";
+import { trace6 } from "./trace6.ts";
 import type { PodRef, TraceReport } from "./types.ts";
 
 /** Options of a local trace. */
@@ -52,7 +53,7 @@ export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
       }
     }
     const inp: TraceInput = { src, dst: o.dst, dstName: o.dst, nodes: [node], pods: [] };
-    return await withProbe(inp, await trace(inp), !!o.probe);
+    return await withProbe(inp, await walk(inp), !!o.probe);
   } finally {
     closeNodes([node]);
   }
@@ -104,11 +105,23 @@ export async function labTrace(
     const underlay = {
       netns: s.underlay.netns,
       bridge: s.underlay.bridge,
-      ports: new Map(s.nodes.map((n) => [n.publicIP, n.underlayVeth])),
+      // Keyed by each node's PublicIP and PublicIPv6 (the IPv6 walk's underlay address).
+      ports: new Map(
+        s.nodes.flatMap((n) =>
+          [n.publicIP, n.publicIPv6].filter((ip): ip is string => !!ip).map((ip) =>
+            [ip, n.underlayVeth] as const
+          )
+        ),
+      ),
     };
     const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay };
-    return await withProbe(inp, await trace(inp), probe);
+    return await withProbe(inp, await walk(inp), probe);
   } finally {
     closeNodes(nodes);
   }
+}
+
+/** IPv6 destinations take the IPv6 walk; everything else the IPv4 one. */
+function walk(inp: TraceInput): Promise<TraceReport> {
+  return inp.dst.includes(":") ? trace6(inp) : trace(inp);
 }

@@ -15,6 +15,7 @@ import { ALL_CHECKS } from "../doctor/mod.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { daemonCheck } from "../doctor/checks/daemon.ts";
 import { forwardPolicy } from "../doctor/checks/iptables.ts";
+import { UDP_DEVICE, udpDevice, udpPort, udpPortCheck } from "../doctor/checks/udp.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { masqDecision } from "./masq.ts";
 import type { PathDevice, PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
@@ -39,7 +40,7 @@ export interface TraceInput {
 }
 
 /** A broken hop's explanation. */
-interface Why {
+export interface Why {
   why: string;
   fix: string[];
   check?: string;
@@ -54,20 +55,20 @@ export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | 
 }
 
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
-function nsRef(label: string): NetnsRef {
+export function nsRef(label: string): NetnsRef {
   return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
 }
 
-function isPod(s: TraceInput["src"]): s is PodRef {
+export function isPod(s: TraceInput["src"]): s is PodRef {
   return "netns" in s;
 }
 
 /** The lease whose subnet holds `ip`, or null. */
-function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
+export function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
   return ctx.store.leases.find((l) => l.subnet?.contains(ip)) ?? null;
 }
 
-function lookupText(r: RouteLookup): string {
+export function lookupText(r: RouteLookup): string {
   if (r.errno !== null) return `route lookup failed: ${r.error}`;
   const via = r.gateway ? ` via ${r.gateway}` : "";
   const dev = r.devName ? ` dev ${r.devName}` : "";
@@ -100,62 +101,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   let podMtu: number | null = null;
 
   // 1. In the source pod: its route, its eth0 and the veth peer on the host, the cni0 port.
-  if (isPod(inp.src)) {
-    const pod = inp.src;
-    const ph = openNetlink(nsRef(pod.netns));
-    let eth: LinkInfo | null = null;
-    try {
-      const r = routeGet(ph, { dst: inp.dst });
-      eth = r.dev !== null ? ph.link(r.dev) : null;
-      podMtu = eth?.mtu ?? null;
-      p.dev(pod.netns, eth?.name ?? null, "tx");
-      add({
-        node: pod.name,
-        step: "pod-route",
-        ok: r.errno === null && eth !== null,
-        entry: lookupText(r),
-        detail: r.errno === null
-          ? `leaves the pod on ${r.devName}${r.gateway ? ` to ${r.gateway}` : ""}`
-          : `the pod has no route to ${inp.dst}`,
-      }, {
-        why: "the pod's routes come from the CNI result (flannel delegates isDefaultGateway to the bridge " +
-          "plugin); without a route the packet never leaves the pod",
-        fix: [`ip -n ${pod.netns} route`, "delete and re-create the pod (the CNI ADD installs its routes)"],
-      });
-    } finally {
-      ph.close();
-    }
-    if (eth) {
-      const host = eth.parent !== null ? ctx.link(eth.parent) : null;
-      const peer = host ? ctx.vethPeers.get(host.name) : undefined;
-      const paired = !!host && host.kind === "veth" && !!peer && peer.netns === pod.netns &&
-        peer.ifindex === eth.index;
-      add({
-        node: srcNode.name,
-        step: "veth",
-        ok: paired && eth.up,
-        entry: host
-          ? `${eth.name}@if${eth.parent} (pod) ↔ ${host.name} ifindex ${host.index}${
-            eth.linkNetnsId !== null ? ` (link-netnsid ${eth.linkNetnsId})` : ""
-          }`
-          : `${eth.name}@if${eth.parent ?? "?"}: no such ifindex on ${srcNode.name}`,
-        detail: !host
-          ? `the pod's ${eth.name} is not paired with a veth on ${srcNode.name}`
-          : !paired
-          ? `${host.name} (ifindex ${host.index}) is not the peer of the pod's ${eth.name}`
-          : !eth.up
-          ? `the pod's ${eth.name} is down`
-          : `pod ${eth.name} (mtu ${eth.mtu}) pairs with host ${host.name}`,
-      }, {
-        why: "the pod's interface must be one end of a veth whose other end is a port of cni0",
-        fix: [`ip -n ${pod.netns} link set ${eth.name} up`, `ip -n ${pod.netns} -d link show ${eth.name}`],
-      });
-      if (host && paired) {
-        p.dev(srcNode.netns, host.name, "rx");
-        cniPort(srcNode, host, pod.name, p);
-      }
-    }
-  }
+  podMtu = podHops(inp, p);
   if (brokenNow()) return finish(inp, srcName, p);
 
   // 2. This node's daemon (a dead one explains stale or missing entries further on).
@@ -185,6 +131,14 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
       lease: lease ? leaseText(lease) : undefined,
     }, await doctorText(ctx, "flannel-device"));
     return finish(inp, srcName, p);
+  }
+  const udpLease = !!lease && backend === "udp" && !(own?.contains(dst));
+  if (!routeOk && udpLease) {
+    const tun = ctx.link(UDP_DEVICE);
+    if (!tun || !tun.up) {
+      await udpDeviceHop(srcNode, "udp-device", podMtu, p);
+      return finish(inp, srcName, p);
+    }
   }
   add(
     {
@@ -398,13 +352,37 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     if (!fdbOk) return finish(inp, srcName, p);
     underlayDst = f!.dst!;
     p.dev(srcNode.netns, dev.name, "tx");
+  } else if (backend === "udp") {
+    // 6'. The overlay (udp): flannel0 (the doctor's udp-device check), then the daemon's peer table:
+    // the userspace data path sends the packet to the lease's PublicIP on the configured port.
+    if (!await udpDeviceHop(srcNode, "udp-device", podMtu, p)) return finish(inp, srcName, p);
+    p.dev(srcNode.netns, UDP_DEVICE, "tx");
+    const port = udpPort(ctx);
+    const bt = lease.attrs.BackendType;
+    const peerOk = bt === "udp" || bt === "";
+    add({
+      node: srcNode.name,
+      step: "udp-peer",
+      ok: peerOk,
+      entry: `${lease.subnet} → ${lease.attrs.PublicIP}:${port} (BackendType ${bt || '""'})`,
+      detail: peerOk
+        ? `the data path wraps the packet in UDP to ${lease.attrs.PublicIP}:${port}`
+        : `the peer's lease has BackendType ${bt}: the udp data path does not send to it`,
+      lease: leaseText(lease),
+    }, {
+      why: "every node of a udp network must run the udp backend; the data path only keeps udp peers",
+      fix: ["run every node with the same Backend.Type (the network config's)"],
+    });
+    if (!peerOk) return finish(inp, srcName, p);
   }
 
   // 7. The underlay: how the node reaches the peer's PublicIP.
   const u = routeGet(srcNode.h, { dst: underlayDst });
   const vx = ctx.vxlanDevice();
-  const loops = vx !== null && u.dev === vx.index;
-  const needDirect = backend !== "vxlan" || direct;
+  const tunDev = backend === "udp" ? ctx.link(UDP_DEVICE) : null;
+  const loops = (vx !== null && u.dev === vx.index) || (tunDev !== null && u.dev === tunDev.index);
+  // vxlan and udp encapsulate (any routed underlay); host-gw and DirectRouting need the peer on-link.
+  const needDirect = (backend !== "vxlan" && backend !== "udp") || direct;
   const uOk = u.errno === null && !loops && (!needDirect || u.gateway === null) && u.type === "unicast";
   add({
     node: srcNode.name,
@@ -414,7 +392,9 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     detail: u.errno !== null
       ? `no route to the peer's PublicIP ${underlayDst}`
       : loops
-      ? `the route to ${underlayDst} points into ${vx!.name}: encapsulated packets would loop`
+      ? `the route to ${underlayDst} points into ${
+        u.devName ?? "the overlay"
+      }: encapsulated packets would loop`
       : needDirect && u.gateway !== null
       ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
       : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
@@ -448,8 +428,73 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   return finish(inp, srcName, p);
 }
 
+/** The source pod's hops (its route, its eth0 ↔ host veth, the cni0 port); returns the pod's MTU. */
+export function podHops(inp: TraceInput, p: Path): number | null {
+  const add = (h: TraceHop, why?: Why | null) => p.add(h, why);
+  const srcNode = inp.src.node;
+  const ctx = srcNode.ctx;
+  let podMtu: number | null = null;
+  if (isPod(inp.src)) {
+    const pod = inp.src;
+    const ph = openNetlink(nsRef(pod.netns));
+    let eth: LinkInfo | null = null;
+    try {
+      const r = routeGet(ph, { dst: inp.dst });
+      eth = r.dev !== null ? ph.link(r.dev) : null;
+      podMtu = eth?.mtu ?? null;
+      p.dev(pod.netns, eth?.name ?? null, "tx");
+      add({
+        node: pod.name,
+        step: "pod-route",
+        ok: r.errno === null && eth !== null,
+        entry: lookupText(r),
+        detail: r.errno === null
+          ? `leaves the pod on ${r.devName}${r.gateway ? ` to ${r.gateway}` : ""}`
+          : `the pod has no route to ${inp.dst}`,
+      }, {
+        why: "the pod's routes come from the CNI result (flannel delegates isDefaultGateway to the bridge " +
+          "plugin); without a route the packet never leaves the pod",
+        fix: [`ip -n ${pod.netns} route`, "delete and re-create the pod (the CNI ADD installs its routes)"],
+      });
+    } finally {
+      ph.close();
+    }
+    if (eth) {
+      const host = eth.parent !== null ? ctx.link(eth.parent) : null;
+      const peer = host ? ctx.vethPeers.get(host.name) : undefined;
+      const paired = !!host && host.kind === "veth" && !!peer && peer.netns === pod.netns &&
+        peer.ifindex === eth.index;
+      add({
+        node: srcNode.name,
+        step: "veth",
+        ok: paired && eth.up,
+        entry: host
+          ? `${eth.name}@if${eth.parent} (pod) ↔ ${host.name} ifindex ${host.index}${
+            eth.linkNetnsId !== null ? ` (link-netnsid ${eth.linkNetnsId})` : ""
+          }`
+          : `${eth.name}@if${eth.parent ?? "?"}: no such ifindex on ${srcNode.name}`,
+        detail: !host
+          ? `the pod's ${eth.name} is not paired with a veth on ${srcNode.name}`
+          : !paired
+          ? `${host.name} (ifindex ${host.index}) is not the peer of the pod's ${eth.name}`
+          : !eth.up
+          ? `the pod's ${eth.name} is down`
+          : `pod ${eth.name} (mtu ${eth.mtu}) pairs with host ${host.name}`,
+      }, {
+        why: "the pod's interface must be one end of a veth whose other end is a port of cni0",
+        fix: [`ip -n ${pod.netns} link set ${eth.name} up`, `ip -n ${pod.netns} -d link show ${eth.name}`],
+      });
+      if (host && paired) {
+        p.dev(srcNode.netns, host.name, "rx");
+        cniPort(srcNode, host, pod.name, p);
+      }
+    }
+  }
+  return podMtu;
+}
+
 /** The hops so far and the why of each broken one. */
-class Path {
+export class Path {
   readonly hops: TraceHop[] = [];
   /** Devices the packet passes, in order (for --probe's counters). */
   readonly devices: PathDevice[] = [];
@@ -468,7 +513,7 @@ class Path {
 }
 
 /** The node whose lease this is: its subnet.env subnet or its own lease matches. */
-function nodeOfLease(nodes: TraceNode[], l: Lease): TraceNode | null {
+export function nodeOfLease(nodes: TraceNode[], l: Lease): TraceNode | null {
   return nodes.find((n) => !!l.subnet && n.ctx.nodeSubnet?.equals(l.subnet)) ?? null;
 }
 
@@ -486,6 +531,16 @@ function expectedRoute(
   if (!net || !net.contains(dst)) return { ok: () => true, text: "any route (outside the pod network)" };
   if (!lease?.subnet) return { ok: () => false, text: `a route from a lease (no lease covers ${dst})` };
   const sub = lease.subnet.toString(), pub = lease.attrs.PublicIP;
+  if (backend === "udp") {
+    // flannel's udp backend: one route for the whole Network and one per peer, both via flannel0; the
+    // per-peer route is the one the lease explains (without it the packet still enters flannel0 through
+    // the Network route, but the daemon did not program this peer).
+    const gw = lease.subnet.ip.toString();
+    return {
+      ok: (r) => r.route === sub && r.devName === UDP_DEVICE && r.gateway === gw,
+      text: `${sub} via ${gw} dev ${UDP_DEVICE} onlink`,
+    };
+  }
   if (backend !== "vxlan" || lease.attrs.BackendType !== "vxlan") {
     return { ok: (r) => r.route === sub && r.gateway === pub, text: `${sub} via ${pub}` };
   }
@@ -498,7 +553,7 @@ function expectedRoute(
   };
 }
 
-async function daemonHop(n: TraceNode, p: Path): Promise<void> {
+export async function daemonHop(n: TraceNode, p: Path): Promise<void> {
   const f = (await daemonCheck.run(n.ctx))[0];
   p.add({
     node: n.name,
@@ -512,7 +567,7 @@ async function daemonHop(n: TraceNode, p: Path): Promise<void> {
 }
 
 /** A lab's underlay bridge: both nodes' ports up on it, and the bridge itself (it carries the encapsulated packet). */
-function underlayHop(
+export function underlayHop(
   u: NonNullable<TraceInput["underlay"]>,
   from: TraceNode,
   to: TraceNode,
@@ -567,7 +622,7 @@ const PORT_STATES: Record<number, string> = {
 };
 
 /** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
-function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
+export function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
   const br = n.ctx.link("cni0");
   const enslaved = !!br && host.master === br.index;
   // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
@@ -643,6 +698,25 @@ async function remoteIngress(
     p.dev(peer.netns, a?.ifname ?? null, "rx");
     p.dev(peer.netns, dev!.name, "rx");
     iif = dev!.name;
+  } else if (backend === "udp") {
+    const f = (await udpPortCheck.run(pc))[0];
+    const portOk = !f || f.severity !== "critical";
+    p.add({
+      node: peer.name,
+      step: "remote-udp-port",
+      ok: portOk,
+      entry: f?.detail ?? "udp-port not checked",
+      detail: portOk
+        ? `INPUT lets UDP ${udpPort(pc)} from ${src ?? "the peer"} reach the data path`
+        : "INPUT drops the overlay datagrams before the daemon reads them",
+      lease: leaseText(lease),
+    }, portOk ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "udp-port" });
+    if (!portOk) return;
+    const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
+    p.dev(peer.netns, a?.ifname ?? null, "rx");
+    if (!await udpDeviceHop(peer, "remote-udp-device", null, p)) return;
+    p.dev(peer.netns, UDP_DEVICE, "rx");
+    iif = UDP_DEVICE;
   } else {
     const a = pc.kernel?.addrs.find((a) => a.local === lease.attrs.PublicIP);
     iif = a?.ifname ?? null;
@@ -686,9 +760,44 @@ async function remoteIngress(
   );
 }
 
+/**
+ * flannel0 on `n`: the doctor's udp-device finding (TUN, up, /32 address, MTU = underlay − 28, held open
+ * by a live daemon), plus the pod MTU fitting it. Returns whether the hop is ok.
+ */
+async function udpDeviceHop(n: TraceNode, step: string, podMtu: number | null, p: Path): Promise<boolean> {
+  const f = (await udpDevice.run(n.ctx))[0];
+  const dev = n.ctx.link(UDP_DEVICE);
+  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
+  const ok = !!f && f.severity === "ok" && !mtuBad;
+  p.add(
+    {
+      node: n.name,
+      step,
+      ok,
+      entry: dev
+        ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
+          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
+        : `${UDP_DEVICE} does not exist`,
+      detail: !f
+        ? "udp-device not checked"
+        : f.severity !== "ok"
+        ? f.detail
+        : mtuBad
+        ? `pod MTU ${podMtu} > ${UDP_DEVICE} MTU ${dev!.mtu}: larger packets are dropped`
+        : f.detail,
+    },
+    ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
+      why: f?.why ?? f?.detail ?? "flannel0 is not usable",
+      fix: f?.fix ?? [],
+      check: "udp-device",
+    },
+  );
+  return ok;
+}
+
 /** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
-function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
-  const pod = inp.pods.find((p) => p.ip === inp.dst && p.node === n) ??
+export function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
+  const pod = inp.pods.find((p) => (p.ip === inp.dst || p.ipv6 === inp.dst) && p.node === n) ??
     [...n.ctx.pods.values()].filter((p) => p.ips.includes(inp.dst)).map((p) => ({
       name: p.name,
       netns: p.name,
@@ -727,7 +836,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   if (!p.hops.slice(mark).every((h) => h.ok)) return;
   const ph = openNetlink(nsRef(pod.netns));
   try {
-    const a = ph.addrs(4).find((a) => a.local === inp.dst);
+    const a = ph.addrs(inp.dst.includes(":") ? 6 : 4).find((a) => a.local === inp.dst);
     const l = a ? ph.link(a.index) : null;
     p.dev(pod.netns, l?.name ?? null, "rx");
     p.add({
@@ -748,7 +857,7 @@ function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   }
 }
 
-function finish(inp: TraceInput, src: string, p: Path): TraceReport {
+export function finish(inp: TraceInput, src: string, p: Path): TraceReport {
   const { hops, whys } = p;
   const i = hops.findIndex((h) => !h.ok);
   const rep: TraceReport = { ok: i < 0, src, dst: inp.dstName, hops, devices: p.devices };

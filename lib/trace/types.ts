@@ -69,6 +69,8 @@ export interface PodRef {
   name: string;
   netns: string;
   ip: string;
+  /** Its IPv6 address, in dual-stack and IPv6-only networks. */
+  ipv6?: string;
   /** The node it runs on. */
   node: TraceNode;
 }

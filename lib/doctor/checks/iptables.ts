@@ -51,53 +51,61 @@ export const forwardPolicy: Check = {
   run(ctx) {
     const bad = noIptables(ctx, "forward-policy");
     if (bad) return [bad];
-    const filter = ctx.iptTable("filter");
-    const policy = chainPolicy(filter, "FORWARD") ?? "ACCEPT";
-    if (policy === "ACCEPT") return [ok("forward-policy", "FORWARD policy ACCEPT")];
-    const net = ctx.network?.toString();
-    if (!net) {
-      return [
-        unknown("forward-policy", `FORWARD policy ${policy}; pod network unknown (no subnet.env/store)`),
-      ];
-    }
-    const fwd = chainRules(filter, "FORWARD");
-    const jumps = fwd.some((r) => / -j FLANNEL-FWD\b/.test(r));
-    const fl = chainRules(filter, "FLANNEL-FWD");
-    const has = (rules: string[], dir: "s" | "d") =>
-      rules.some((r) => r.includes(`-${dir} ${net} `) && / -j ACCEPT\b/.test(r) && !r.includes(`! -${dir}`));
-    const okFl = jumps && has(fl, "s") && has(fl, "d");
-    const okDirect = has(fwd, "s") && has(fwd, "d");
-    if (okFl || okDirect) {
-      return [
-        ok(
-          "forward-policy",
-          `FORWARD policy ${policy}, pod network ${net} accepted (${okFl ? "FLANNEL-FWD" : "FORWARD"})`,
-        ),
-      ];
-    }
-    const seen = !jumps
-      ? "no jump to FLANNEL-FWD"
-      : `FLANNEL-FWD has ${fl.length} rule(s) without -s/-d ${net} ACCEPT`;
-    const c = `-m comment --comment "flanneld forward"`;
-    return [{
-      id: "forward-policy",
-      severity: "critical",
-      detail: `FORWARD policy ${policy} and ${seen}`,
-      why: "pod traffic to and from other nodes is forwarded and dropped by the policy (flannel #609, " +
-        "kubernetes #40182; Docker sets FORWARD DROP)",
-      fix: [
-        ctx.cmd("iptables -N FLANNEL-FWD") + " 2>/dev/null; true",
-        ctx.cmd(`iptables -A FLANNEL-FWD -s ${net} ${c} -j ACCEPT`),
-        ctx.cmd(`iptables -A FLANNEL-FWD -d ${net} ${c} -j ACCEPT`),
-        ctx.cmd(`iptables -A FORWARD ${c} -j FLANNEL-FWD`),
-      ],
-      persist: [
-        "run the daemon with forward rules enabled (flanneld --iptables-forward-rules=true, the default); " +
-        "it re-creates FLANNEL-FWD every 5 s",
-      ],
-    }];
+    return [forwardFinding(ctx, ctx.iptTable("filter"), ctx.network?.toString(), "iptables")];
   },
 };
+
+/**
+ * The forward-policy verdict for one family: `filter` is that family's iptables-save filter table,
+ * `net` its pod network, `tool` the command of its fixes (iptables / ip6tables). Shared with the
+ * IPv6 walk of `flanctl trace`.
+ */
+export function forwardFinding(
+  ctx: DoctorContext,
+  filter: string,
+  net: string | undefined,
+  tool: "iptables" | "ip6tables",
+): Finding {
+  const policy = chainPolicy(filter, "FORWARD") ?? "ACCEPT";
+  if (policy === "ACCEPT") return ok("forward-policy", "FORWARD policy ACCEPT");
+  if (!net) {
+    return unknown("forward-policy", `FORWARD policy ${policy}; pod network unknown (no subnet.env/store)`);
+  }
+  const fwd = chainRules(filter, "FORWARD");
+  const jumps = fwd.some((r) => / -j FLANNEL-FWD\b/.test(r));
+  const fl = chainRules(filter, "FLANNEL-FWD");
+  const has = (rules: string[], dir: "s" | "d") =>
+    rules.some((r) => r.includes(`-${dir} ${net} `) && / -j ACCEPT\b/.test(r) && !r.includes(`! -${dir}`));
+  const okFl = jumps && has(fl, "s") && has(fl, "d");
+  const okDirect = has(fwd, "s") && has(fwd, "d");
+  if (okFl || okDirect) {
+    return ok(
+      "forward-policy",
+      `FORWARD policy ${policy}, pod network ${net} accepted (${okFl ? "FLANNEL-FWD" : "FORWARD"})`,
+    );
+  }
+  const seen = !jumps
+    ? "no jump to FLANNEL-FWD"
+    : `FLANNEL-FWD has ${fl.length} rule(s) without -s/-d ${net} ACCEPT`;
+  const c = `-m comment --comment "flanneld forward"`;
+  return {
+    id: "forward-policy",
+    severity: "critical",
+    detail: `FORWARD policy ${policy} and ${seen}`,
+    why: "pod traffic to and from other nodes is forwarded and dropped by the policy (flannel #609, " +
+      "kubernetes #40182; Docker sets FORWARD DROP)",
+    fix: [
+      ctx.cmd(`${tool} -N FLANNEL-FWD`) + " 2>/dev/null; true",
+      ctx.cmd(`${tool} -A FLANNEL-FWD -s ${net} ${c} -j ACCEPT`),
+      ctx.cmd(`${tool} -A FLANNEL-FWD -d ${net} ${c} -j ACCEPT`),
+      ctx.cmd(`${tool} -A FORWARD ${c} -j FLANNEL-FWD`),
+    ],
+    persist: [
+      "run the daemon with forward rules enabled (flanneld --iptables-forward-rules=true, the default); " +
+      "it re-creates FLANNEL-FWD every 5 s",
+    ],
+  };
+}
 
 /** masq-rules: FLANNEL_IPMASQ=true needs FLANNEL-POSTRTG, jumped to from POSTROUTING. */
 export const masqRules: Check = {

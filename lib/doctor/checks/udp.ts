@@ -12,6 +12,8 @@ import { chainPolicy, chainRules } from "./iptables.ts";
 import { tunOwnerPids } from "../../netlink/tun.ts";
 
 const DEV = "flannel0";
+/** The UDP backend's TUN device name. */
+export const UDP_DEVICE = DEV;
 const OVERHEAD = 28;
 
 function isUdp(ctx: DoctorContext): boolean {
@@ -19,7 +21,7 @@ function isUdp(ctx: DoctorContext): boolean {
 }
 
 /** The configured UDP port (Backend.Port, default 8285). */
-function udpPort(ctx: DoctorContext): number {
+export function udpPort(ctx: DoctorContext): number {
   const raw = ctx.store.config?.backend.raw;
   const v = raw ? pickCI(raw, "Port") : undefined;
   return typeof v === "number" && v > 0 ? v : 8285;

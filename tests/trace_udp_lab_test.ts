@@ -1,0 +1,169 @@
+/**
+ * `flanctl lab trace` with the UDP backend: a healthy pod → pod path goes through flannel0 and the peer
+ * table to the peer's PublicIP:8285, then the remote flannel0 and cni0; a deleted peer route via
+ * flannel0 is found at the host route (the Network route still catches the packet, but disagrees with
+ * the lease), and a killed remote daemon is found at the remote daemon with its flannel0 left ownerless.
+ * @module
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { flanctl, sh } from "./netns.ts";
+import { withLab } from "./lab_fixture.ts";
+import { nodeSubnet } from "../lib/lab/status.ts";
+
+interface Hop {
+  node: string;
+  step: string;
+  ok: boolean;
+  entry: string;
+  detail: string;
+  lease?: string;
+}
+interface Trace {
+  ok: boolean;
+  brokenAt?: number;
+  hops: Hop[];
+  why?: string;
+  fix?: string[];
+}
+
+const SLOW = ["--daemon-arg=--resync-interval=3600", "--daemon-arg=--iptables-resync=3600"];
+
+async function labTrace(name: string, src: string, dst: string): Promise<Trace> {
+  const r = await flanctl(["lab", "trace", "--name", name, "-o", "json", src, dst]);
+  assert(r.code === 0 || r.code === 1, `lab trace exit ${r.code}: ${r.stderr}`);
+  const t = JSON.parse(r.stdout) as Trace;
+  assertEquals(r.code, t.ok ? 0 : 1);
+  return t;
+}
+
+function brokenAt(t: Trace, node: string, step: string, entry: string): Hop {
+  assert(!t.ok && t.brokenAt !== undefined, `expected a broken trace:\n${JSON.stringify(t, null, 2)}`);
+  const h = t.hops[t.brokenAt];
+  assertEquals([h.node, h.step], [node, step], JSON.stringify(t, null, 2));
+  assertStringIncludes(h.entry, entry);
+  assert(t.hops.slice(0, t.brokenAt).every((x) => x.ok), "hops before the broken one are ok");
+  assert(t.why && t.why.length > 10, "a broken trace says why");
+  return h;
+}
+
+Deno.test({
+  name:
+    "trace (udp lab): healthy path via flannel0, peer route deleted, INPUT drops 8285, remote daemon killed",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    await withLab(
+      "tq",
+      ["--nodes", "2", "--pods-per-node", "1", "--backend", "udp", ...SLOW],
+      undefined,
+      async (s, name) => {
+        const n1 = s.nodes[0].netns;
+        const peerSub = nodeSubnet(s.nodes[1])!;
+        const healthy = await labTrace(name, "node1-pod1", "node2-pod1");
+        assert(healthy.ok, JSON.stringify(healthy, null, 2));
+        assertEquals(
+          healthy.hops.map((h) => `${h.node}:${h.step}`),
+          [
+            "node1-pod1:pod-route",
+            "node1:veth",
+            "node1:cni0-port",
+            "node1:daemon",
+            "node1:host-route",
+            "node1:forward",
+            "node1:masquerade",
+            "node1:udp-device",
+            "node1:udp-peer",
+            "node1:underlay",
+            "underlay:underlay-bridge",
+            "node2:daemon",
+            "node2:remote-udp-port",
+            "node2:remote-udp-device",
+            "node2:remote-route",
+            "node2:remote-forward",
+            "node2:cni0-port",
+            "node2-pod1:pod",
+          ],
+        );
+        const route = healthy.hops.find((h) => h.step === "host-route")!;
+        const peerGw = peerSub.split("/")[0];
+        assertEquals(route.entry, `${peerSub} via ${peerGw} dev flannel0 onlink table main`);
+        const dev = healthy.hops.find((h) => h.step === "udp-device")!;
+        assertStringIncludes(dev.entry, "flannel0 tun up mtu");
+        assertStringIncludes(dev.detail, "held by pid");
+        const peer = healthy.hops.find((h) => h.step === "udp-peer")!;
+        assertStringIncludes(peer.entry, `${peerSub} → ${s.nodes[1].publicIP}:8285`);
+        assertEquals(
+          healthy.hops.find((h) => h.step === "remote-route")!.detail.includes("from flannel0"),
+          true,
+        );
+
+        // The peer route via flannel0 deleted: the Network route still takes the packet into flannel0, but
+        // the host route disagrees with the lease.
+        await sh("ip", "-n", n1, "route", "del", peerSub, "dev", "flannel0");
+        let h = brokenAt(
+          await labTrace(name, "node1-pod1", "node2-pod1"),
+          "node1",
+          "host-route",
+          "dev flannel0",
+        );
+        assertStringIncludes(h.detail, `expected ${peerSub} via ${peerGw} dev flannel0 onlink`);
+        await sh("ip", "-n", n1, "route", "add", peerSub, "via", peerGw, "dev", "flannel0", "onlink");
+        assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "repaired path is whole again");
+
+        // INPUT on node2 drops the UDP port: found at the remote udp-port hop with the doctor's fix.
+        const n2 = s.nodes[1].netns;
+        await sh(
+          "ip",
+          "netns",
+          "exec",
+          n2,
+          "iptables",
+          "-I",
+          "INPUT",
+          "-p",
+          "udp",
+          "--dport",
+          "8285",
+          "-j",
+          "DROP",
+        );
+        h = brokenAt(
+          await labTrace(name, "node1-pod1", "node2-pod1"),
+          "node2",
+          "remote-udp-port",
+          "INPUT drops the UDP backend's port",
+        );
+        await sh(
+          "ip",
+          "netns",
+          "exec",
+          n2,
+          "iptables",
+          "-D",
+          "INPUT",
+          "-p",
+          "udp",
+          "--dport",
+          "8285",
+          "-j",
+          "DROP",
+        );
+        assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "INPUT repaired");
+
+        // The remote daemon killed: flannel0 (persistent) stays, but nobody reads it.
+        const d2 = s.procs.find((p) => p.what === "daemon node2")!.pid;
+        Deno.kill(d2, "SIGKILL");
+        for (let i = 0; i < 50 && (await Deno.stat(`/proc/${d2}`).then(() => true, () => false)); i++) {
+          const st = await Deno.readTextFile(`/proc/${d2}/stat`).catch(() => "");
+          if (st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        const t = await labTrace(name, "node1-pod1", "node2-pod1");
+        brokenAt(t, "node2", "daemon", `daemon pid ${d2}`);
+        h = t.hops.find((x) => x.step === "remote-udp-device")!;
+        assertEquals(h.ok, false, JSON.stringify(t, null, 2));
+        assertStringIncludes(h.detail, "no process holds flannel0 open");
+      },
+    );
+  },
+});
