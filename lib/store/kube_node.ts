@@ -4,14 +4,19 @@
  * A real Node is ~10 KB of JSON (labels, images, conditions, addresses); the store needs its name,
  * resourceVersion, podCIDR(s) and the annotations under the flannel prefix. Each Node is projected as soon
  * as it is decoded, so the rest is garbage at once; the list is read in pages of {@link LIST_PAGE_SIZE}
- * (`limit`/`continue`, as client-go's pager) so at most one page of full Nodes is alive at a time.
+ * (`limit`/`continue`, as client-go's pager, with smaller pages) so at most one page of full Nodes is alive at a time.
  * @module
  */
 
 import type { KubeClient } from "./kube_client.ts";
 
-/** Nodes per list page (client-go's pager default). */
-export const LIST_PAGE_SIZE = 500;
+/**
+ * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes a 500-Node page (5 MB of JSON, several
+ * times that parsed) left the daemon at 216 MiB RSS against 118 MiB with small Nodes (bench/kube_rss_bench.ts),
+ * 100 per page at 118 MiB against 114 MiB: V8 keeps the heap a big page grew to. 50 requests for 5000 Nodes
+ * happen once per (re-)list.
+ */
+export const LIST_PAGE_SIZE = 100;
 
 /** The Node fields the store reads. */
 export interface KubeNode {
