@@ -5,7 +5,8 @@
  * (VmHWM). Realistic ~10 KB Nodes (labels, images, conditions, addresses) against the reference of the same
  * daemon with 5000 small Nodes (only the fields the store reads), median of 3 interleaved runs. With
  * `KUBE_RSS_REF=<rev>` that revision's daemon with the realistic Nodes is measured too (e.g. `main`, the
- * before). Plain `deno run` for all.
+ * before). Every daemon runs as the installed service does (deploy/flanctl.service):
+ * `DENO_V8_FLAGS=--max-semi-space-size=1`; `KUBE_RSS_V8_FLAGS` overrides it ("" for plain `deno run`).
  * @module
  */
 import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
@@ -17,6 +18,7 @@ import { projectNode } from "../lib/store/kube_node.ts";
 const PEERS = 5000;
 const P = "flannel.alpha.coreos.com/";
 const ref = Deno.env.get("KUBE_RSS_REF");
+const v8 = Deno.env.get("KUBE_RSS_V8_FLAGS") ?? "--max-semi-space-size=1";
 let refDir = "";
 if (ref) {
   refDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-ref-" });
@@ -112,7 +114,7 @@ try {
           `${root}main.ts`,
           ...args,
         ],
-        env: { NODE_NAME: "self" },
+        env: { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
         stdout: "null",
         stderr: "null",
       }).spawn();
@@ -154,6 +156,7 @@ const line = (label: string, s: ReturnType<typeof m>) =>
     }), peak RSS ${mib(s.hwm)} MiB, JS heap used ${mib(s.heap)} MiB`,
   );
 const [b, s] = [m(res.big), m(res.small)];
+console.log(`DENO_V8_FLAGS=${v8}`);
 line(`reference: ${PEERS} small Nodes`, s);
 line(`this: ${PEERS} realistic ~10 KB Nodes`, b);
 if (ref) line(`${ref}: ${PEERS} realistic Nodes`, m(res.before));

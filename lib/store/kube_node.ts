@@ -11,12 +11,14 @@
 import type { KubeClient } from "./kube_client.ts";
 
 /**
- * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes a 500-Node page (5 MB of JSON, several
- * times that parsed) left the daemon at 216 MiB RSS against 118 MiB with small Nodes (bench/kube_rss_bench.ts),
- * 100 per page at 118 MiB against 114 MiB: V8 keeps the heap a big page grew to. 50 requests for 5000 Nodes
- * happen once per (re-)list.
+ * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes, bench/kube_rss_bench.ts (5000 Nodes,
+ * DENO_V8_FLAGS=--max-semi-space-size=1 as the service runs) measured the daemon's RSS against 87-88 MiB
+ * with small Nodes: 500 per page 216 MiB (plain V8 flags), 100: 128 MiB, 50: 105 MiB, 20: 92 MiB. The
+ * transient of a page (body bytes, text, parsed Nodes) is what stays: V8 and malloc keep what a page grew
+ * them to. 50 keeps most of the gain at 100 requests per 5000-Node list (20 would be 250, on every node's
+ * start, against the API server).
  */
-export const LIST_PAGE_SIZE = 100;
+export const LIST_PAGE_SIZE = 50;
 
 /** The Node fields the store reads. */
 export interface KubeNode {
