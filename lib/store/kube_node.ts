@@ -33,16 +33,15 @@ const str = (v: unknown): string | undefined => typeof v === "string" ? v : unde
 
 /**
  * Keeps only the fields the store needs of a decoded Node: name, resourceVersion, spec.podCIDR(s) and the
- * annotations whose key starts with `prefix` (the normalized annotation prefix). Strings are copied so they
- * do not keep the parsed source alive.
+ * annotations whose key starts with `prefix` (the normalized annotation prefix).
  */
 export function projectNode(raw: unknown, prefix: string): KubeNode {
   const n = obj(raw) ?? {};
   const md = obj(n.metadata) ?? {};
   const spec = obj(n.spec);
-  const out: KubeNode = { metadata: { name: own(str(md.name) ?? "") } };
+  const out: KubeNode = { metadata: { name: str(md.name) ?? "" } };
   const rv = str(md.resourceVersion);
-  if (rv !== undefined) out.metadata.resourceVersion = own(rv);
+  if (rv !== undefined) out.metadata.resourceVersion = rv;
   const ann = obj(md.annotations);
   if (ann) {
     const kept: Record<string, string> = {};
@@ -50,7 +49,7 @@ export function projectNode(raw: unknown, prefix: string): KubeNode {
     for (const k of Object.keys(ann)) {
       const v = ann[k];
       if (k.startsWith(prefix) && typeof v === "string") {
-        kept[own(k)] = own(v);
+        kept[k] = v;
         any = true;
       }
     }
@@ -59,18 +58,13 @@ export function projectNode(raw: unknown, prefix: string): KubeNode {
   if (spec) {
     const s: NonNullable<KubeNode["spec"]> = {};
     const one = str(spec.podCIDR);
-    if (one !== undefined) s.podCIDR = own(one);
+    if (one !== undefined) s.podCIDR = one;
     if (Array.isArray(spec.podCIDRs)) {
-      s.podCIDRs = spec.podCIDRs.filter((c) => typeof c === "string").map(own);
+      s.podCIDRs = spec.podCIDRs.filter((c) => typeof c === "string");
     }
     out.spec = s;
   }
   return out;
-}
-
-/** A flat copy of a string: V8 may keep a sliced string's parent (the whole response text) alive. */
-function own(s: string): string {
-  return s.length > 12 ? (" " + s).slice(1) : s;
 }
 
 /** One list, read page by page: the projected Nodes and the list's resourceVersion. */
