@@ -34,6 +34,8 @@ export class FakeApiServer {
   /** While set, new watch requests wait (as if the client were partitioned away). */
   hold = false;
   goneSent = 0;
+  /** The query string of every list (not watch) request, in order. */
+  listQueries: string[] = [];
   /** The bearer token accepted (rotate it to test re-reading the token file). */
   token = TOKEN;
   /** Pods by "namespace/name" (for the node-name lookup). */
@@ -154,11 +156,30 @@ export class FakeApiServer {
       return new Response(body, { headers: { "content-type": "application/json" } });
     }
     if (!name && req.method === "GET") {
-      return Response.json({
-        kind: "NodeList",
-        metadata: { resourceVersion: String(this.rv) },
-        items: [...this.nodes.values()],
-      });
+      this.listQueries.push(u.search);
+      // `limit`/`continue` as the real API server: the token names the list's resourceVersion and the last
+      // name sent; pages follow name order; the last page has no `continue`.
+      const limit = Number(u.searchParams.get("limit") ?? 0);
+      const token = u.searchParams.get("continue");
+      let rv = String(this.rv), after = "";
+      if (token) {
+        try {
+          [rv, after] = JSON.parse(atob(token)) as [string, string];
+        } catch {
+          return this.#status(400, "BadRequest", "invalid continue token");
+        }
+      }
+      let items = [...this.nodes.values()];
+      if (limit > 0 || token) {
+        items = items.filter((n) => n.metadata.name > after).sort((a, b) =>
+          a.metadata.name < b.metadata.name ? -1 : 1
+        );
+      }
+      const more = limit > 0 && items.length > limit;
+      if (limit > 0) items = items.slice(0, limit);
+      const md: Record<string, string> = { resourceVersion: rv };
+      if (more) md.continue = btoa(JSON.stringify([rv, items[items.length - 1].metadata.name]));
+      return Response.json({ kind: "NodeList", metadata: md, items });
     }
     const node = name ? this.nodes.get(decodeURIComponent(name)) : undefined;
     if (!node) return this.#status(404, "NotFound", `nodes "${name}" not found`);

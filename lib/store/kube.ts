@@ -26,6 +26,7 @@ import {
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
 import { FlanctlError, UsageError } from "../errors.ts";
 import { readCappedTextAsync } from "../capped_read.ts";
+import { type KubeNode, listNodesPaged, projectNode } from "./kube_node.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -80,16 +81,7 @@ export class PodCidrNotAssignedError extends FlanctlError {
   }
 }
 
-/** The Node fields the store reads. */
-export interface KubeNode {
-  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
-  spec?: { podCIDR?: string; podCIDRs?: string[] };
-}
-
-interface NodeList {
-  metadata?: { resourceVersion?: string };
-  items?: KubeNode[];
-}
+export type { KubeNode } from "./kube_node.ts";
 
 /** Opens the kube store from a kubeconfig file or the in-cluster service account. */
 export async function openKubeStore(o: KubeStoreOptions): Promise<KubeStore> {
@@ -413,13 +405,13 @@ export class KubeStore implements SubnetStore {
   }
 
   async #list(): Promise<{ leases: Map<string, Lease>; rv: string }> {
-    const l = await this.client.request<NodeList>("GET", "/api/v1/nodes");
+    const l = await listNodesPaged(this.client, this.prefix);
     const leases = new Map<string, Lease>();
-    for (const n of l.items ?? []) {
+    for (const n of l.nodes) {
       const lease = this.#toLease(n);
       if (lease) leases.set(n.metadata.name, lease);
     }
-    return { leases, rv: l.metadata?.resourceVersion ?? "" };
+    return { leases, rv: l.rv };
   }
 
   /** Leases of every node that publishes one; the cursor is the list's resourceVersion. */
@@ -450,8 +442,12 @@ export class KubeStore implements SubnetStore {
         const path = `/api/v1/nodes?watch=1&allowWatchBookmarks=true&resourceVersion=${
           encodeURIComponent(rv)
         }`;
-        for await (const ev of this.client.watch<KubeNode & { code?: number }>(path, stop)) {
+        for await (const raw of this.client.watch<KubeNode & { code?: number }>(path, stop)) {
           backoff.reset();
+          // Only the projected fields stay alive (the rest of a ~10 KB Node is garbage at once).
+          const ev = raw.type === "ERROR"
+            ? raw
+            : { type: raw.type, object: projectNode(raw.object, this.prefix) };
           if (ev.type === "ERROR") {
             if (ev.object.code === 410) relist = true;
             else console.error(`flanctl: warning: Kubernetes watch error: ${JSON.stringify(ev.object)}`);

@@ -1,0 +1,167 @@
+/**
+ * Kube-mode daemon memory: `flanctl daemon --kube-subnet-mgr` (vxlan) against the fake API server (inside
+ * the bench's underlay namespace) holding 5000 peer Nodes, measured once the daemon is ready and all 5000
+ * peer routes are programmed: RSS, private and shared memory from /proc/<pid>/smaps_rollup and the peak RSS
+ * (VmHWM). Realistic ~10 KB Nodes (labels, images, conditions, addresses) against the reference of the same
+ * daemon with 5000 small Nodes (only the fields the store reads), median of 3 interleaved runs. With
+ * `KUBE_RSS_REF=<rev>` that revision's daemon with the realistic Nodes is measured too (e.g. `main`, the
+ * before). Every daemon runs as the installed service does (deploy/flanctl.service):
+ * `DENO_V8_FLAGS=--max-semi-space-size=1`; `KUBE_RSS_V8_FLAGS` overrides it ("" for plain `deno run`).
+ * @module
+ */
+import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
+import { nsRun, ROOT } from "../tests/netns.ts";
+import { FakeApiServer, type Node, TOKEN } from "../tests/kube_fake_api.ts";
+import { realisticNode } from "../tests/kube_nodes_fixture.ts";
+import { projectNode } from "../lib/store/kube_node.ts";
+
+const PEERS = 5000;
+const P = "flannel.alpha.coreos.com/";
+const ref = Deno.env.get("KUBE_RSS_REF");
+const v8 = Deno.env.get("KUBE_RSS_V8_FLAGS") ?? "--max-semi-space-size=1";
+let refDir = "";
+if (ref) {
+  refDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-ref-" });
+  const a = new Deno.Command("sh", {
+    args: ["-c", `git -C '${ROOT}' archive '${ref}' | tar -x -C '${refDir}'`],
+    stderr: "piped",
+  }).outputSync();
+  if (!a.success) {
+    console.log(`reference ${ref}: git archive failed (${new TextDecoder().decode(a.stderr).trim()})`);
+    Deno.exit(1);
+  }
+}
+
+interface Sample {
+  rss: number;
+  priv: number;
+  shared: number;
+  anon: number;
+  hwm: number;
+  /** JavaScript heap in use (KiB), from the daemon's /metrics. */
+  heap: number;
+}
+
+function sample(pid: number, heap: number): Sample {
+  const t = Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`);
+  const g = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(t)![1]);
+  const hwm = Number(/^VmHWM:\s+(\d+)/m.exec(Deno.readTextFileSync(`/proc/${pid}/status`))![1]);
+  return {
+    rss: g("Rss"),
+    priv: g("Private_Clean") + g("Private_Dirty"),
+    shared: g("Shared_Clean") + g("Shared_Dirty"),
+    anon: g("Anonymous"),
+    hwm,
+    heap,
+  };
+}
+
+/** The small form of a Node: what the store reads, plus an empty status. */
+function small(n: Node): Node {
+  return { ...projectNode(n, P), status: { conditions: [] } } as unknown as Node;
+}
+
+function fill(api: FakeApiServer, big: boolean) {
+  api.nodes.clear();
+  for (let i = 0; i < PEERS; i++) {
+    const n = realisticNode(i, P, String(++api.rv));
+    api.nodes.set(n.metadata.name, big ? n : small(n));
+  }
+  const self: Node = {
+    metadata: { name: "self", resourceVersion: String(++api.rv), annotations: {} },
+    spec: { podCIDR: "10.250.0.0/24", podCIDRs: ["10.250.0.0/24"] },
+    status: { conditions: [] },
+  };
+  api.nodes.set("self", self);
+}
+
+const c = new DaemonCluster("10.92");
+const res: Record<string, Sample[]> = { big: [], small: [], before: [] };
+let api: FakeApiServer | null = null;
+try {
+  await c.init();
+  const n = await c.addNode();
+  api = new FakeApiServer({ hostname: "10.92.0.1", netns: c.underlay });
+  await Deno.writeTextFile(
+    `${c.tmp}/net-conf.json`,
+    JSON.stringify({ Network: "10.0.0.0/8", Backend: { Type: "vxlan" } }),
+  );
+  await Deno.writeTextFile(
+    `${c.tmp}/kubeconfig`,
+    `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
+      `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+  );
+  const args = c.daemonArgs(n, [
+    "--kube-subnet-mgr",
+    `--kubeconfig-file=${c.tmp}/kubeconfig`,
+    `--net-config-path=${c.tmp}/net-conf.json`,
+  ]);
+  const variants: [string, string, boolean][] = [["big", ROOT, true], ["small", ROOT, false]];
+  if (ref) variants.push(["before", `${refDir}/`, true]);
+  for (let round = 0; round < 3; round++) {
+    for (const [k, root, big] of variants) {
+      fill(api, big);
+      const p = new Deno.Command("ip", {
+        args: [
+          "netns",
+          "exec",
+          n.ns,
+          Deno.execPath(),
+          "run",
+          "-A",
+          "--no-check",
+          "--quiet",
+          `${root}main.ts`,
+          ...args,
+        ],
+        env: { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      try {
+        await c.waitReady(n, 120_000);
+        await waitFor(`${PEERS} peer routes on flannel.1 (${k})`, async () => {
+          const r = await nsRun(n.ns, ["ip", "-4", "route", "show", "dev", "flannel.1"]);
+          return r.stdout.trim().split("\n").length >= PEERS;
+        }, 120_000);
+        await new Promise((r) => setTimeout(r, 3000));
+        const metrics = (await c.http(n, "/metrics"))[1];
+        const heap = Number(/^flanctl_heap_used_bytes (\d+)/m.exec(metrics)?.[1] ?? NaN) / 1024;
+        res[k].push(sample(p.pid, heap)); // `ip netns exec` execs deno: same pid
+      } finally {
+        p.kill("SIGTERM");
+        await p.status;
+      }
+    }
+  }
+} finally {
+  await api?.close();
+  await c.close();
+  if (refDir) await Deno.remove(refDir, { recursive: true });
+}
+const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const mib = (k: number) => (k / 1024).toFixed(1);
+const m = (x: Sample[]) => ({
+  rss: med(x.map((y) => y.rss)),
+  priv: med(x.map((y) => y.priv)),
+  shared: med(x.map((y) => y.shared)),
+  anon: med(x.map((y) => y.anon)),
+  hwm: med(x.map((y) => y.hwm)),
+  heap: med(x.map((y) => y.heap)),
+});
+const line = (label: string, s: ReturnType<typeof m>) =>
+  console.log(
+    `${label.padEnd(34)} RSS ${mib(s.rss)} MiB (private ${mib(s.priv)}, shared ${mib(s.shared)}, anonymous ${
+      mib(s.anon)
+    }), peak RSS ${mib(s.hwm)} MiB, JS heap used ${mib(s.heap)} MiB`,
+  );
+const [b, s] = [m(res.big), m(res.small)];
+console.log(`DENO_V8_FLAGS=${v8}`);
+line(`reference: ${PEERS} small Nodes`, s);
+line(`this: ${PEERS} realistic ~10 KB Nodes`, b);
+if (ref) line(`${ref}: ${PEERS} realistic Nodes`, m(res.before));
+console.log(
+  `ratio: RSS ${(b.rss / s.rss).toFixed(2)}x, private ${(b.priv / s.priv).toFixed(2)}x, peak ${
+    (b.hwm / s.hwm).toFixed(2)
+  }x the reference (median of 3); goal RSS <= 64 MiB: ${b.rss <= 64 * 1024 ? "met" : "NOT met"}`,
+);

@@ -1,0 +1,66 @@
+/**
+ * Kube store footprint: under 5000 realistic (~10 KB) Nodes the store keeps only the projected fields, and
+ * the list is paginated (`limit`/`continue`) with every node listed exactly once.
+ */
+import { assert, assertEquals } from "./assert.ts";
+import { LIST_PAGE_SIZE, listNodesPaged, projectNode } from "../lib/store/kube_node.ts";
+import { KubeClient } from "../lib/store/kube_client.ts";
+import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
+import { fillRealistic, realisticNode } from "./kube_nodes_fixture.ts";
+
+const PREFIX = "flannel.alpha.coreos.com/";
+
+Deno.test("kube node projection keeps name, resourceVersion, podCIDRs and prefixed annotations only", () => {
+  const p = projectNode(realisticNode(7, PREFIX, "42"), PREFIX);
+  assertEquals(Object.keys(p).sort(), ["metadata", "spec"]);
+  assertEquals(Object.keys(p.metadata).sort(), ["annotations", "name", "resourceVersion"]);
+  assertEquals(p.metadata.name, "node-00007");
+  assertEquals(p.metadata.resourceVersion, "42");
+  assertEquals(Object.keys(p.metadata.annotations!).every((k) => k.startsWith(PREFIX)), true);
+  assertEquals(Object.keys(p.metadata.annotations!).length, 4);
+  assertEquals(p.spec, { podCIDR: "10.0.7.0/24", podCIDRs: ["10.0.7.0/24"] });
+});
+
+Deno.test("kube list under 5000 realistic Nodes: paginated, each node once, only projected data kept", async () => {
+  const api = new FakeApiServer();
+  const client = new KubeClient({ server: api.url, token: TOKEN, source: "test" });
+  try {
+    fillRealistic(api, 5000, PREFIX);
+    const listRv = String(api.rv);
+    const { nodes, rv } = await listNodesPaged(client, PREFIX);
+    assertEquals(rv, listRv);
+    // Pages of 500: 10 requests, the first without a continue token, each later one with the previous token.
+    assertEquals(api.listQueries.length, Math.ceil(5000 / LIST_PAGE_SIZE));
+    assertEquals(api.listQueries[0], `?limit=${LIST_PAGE_SIZE}`);
+    assert(api.listQueries.slice(1).every((q) => q.startsWith(`?limit=${LIST_PAGE_SIZE}&continue=`)));
+    const names = nodes.map((n) => n.metadata.name);
+    assertEquals(names.length, 5000);
+    assertEquals(new Set(names).size, 5000);
+    assertEquals(new Set(names), new Set(api.nodes.keys()));
+    // Nothing but the projection survives: no labels, images, conditions, addresses, foreign annotations.
+    const kept = JSON.stringify(nodes);
+    for (const word of ["labels", "images", "conditions", "addresses", "nodeInfo", "kubernetes.io"]) {
+      assertEquals(kept.includes(word), false, word);
+    }
+    const full = [...api.nodes.values()].reduce((s, n) => s + JSON.stringify(n).length, 0);
+    assert(kept.length * 20 < full, `kept ${kept.length} of ${full} bytes`);
+  } finally {
+    client.close();
+    await api.close();
+  }
+});
+
+Deno.test("kube list pagination: a node count that is not a multiple of the page lists each node once", async () => {
+  const api = new FakeApiServer();
+  const client = new KubeClient({ server: api.url, token: TOKEN, source: "test" });
+  try {
+    for (let i = 0; i < 1234; i++) api.upsert(`n${i}`, { podCIDR: `10.1.${i % 256}.0/24` });
+    const { nodes } = await listNodesPaged(client, PREFIX, 100);
+    assertEquals(api.listQueries.length, 13);
+    assertEquals(nodes.length, 1234);
+    assertEquals(new Set(nodes.map((n) => n.metadata.name)).size, 1234);
+  } finally {
+    client.close();
+    await api.close();
+  }
+});
