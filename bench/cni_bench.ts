@@ -17,7 +17,7 @@
  * @module
  */
 
-import { runProcess } from "../lib/lab/proc.ts";
+import { runProcess } from "../lib/proc/run.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni";

@@ -79,8 +79,8 @@ export function parseMetrics(text: string): Map<string, number> {
 }
 
 /** GET `url` from inside the checked namespace (curl): status code and body. */
-function httpGet(ctx: DoctorContext, url: string): { code: number | null; body: string } {
-  const r = ctx.exec.run(["curl", "-s", "--max-time", "3", "-w", "\n%{http_code}", url], 5000);
+async function httpGet(ctx: DoctorContext, url: string): Promise<{ code: number | null; body: string }> {
+  const r = await ctx.exec.run(["curl", "-s", "--max-time", "3", "-w", "\n%{http_code}", url], 5000);
   if (r.code === null) return { code: null, body: "" };
   const i = r.stdout.lastIndexOf("\n");
   const code = Number(r.stdout.slice(i + 1));
@@ -134,7 +134,7 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
   if (running === null && state) {
     // The daemon lives in another pid namespace (a container): its endpoint, else a process here, says.
     running = state.health
-      ? httpGet(ctx, `http://${state.health}/healthz`).code === 200
+      ? (await httpGet(ctx, `http://${state.health}/healthz`)).code === 200
       : scanForDaemon(ctx) !== null;
     elsewhere = " in another pid namespace";
   }
@@ -153,9 +153,9 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
   let metrics: Map<string, number> | null = null;
   let healthz: number | null = null, readyz: number | null = null;
   if (health) {
-    healthz = httpGet(ctx, `http://${health}/healthz`).code;
-    readyz = httpGet(ctx, `http://${health}/readyz`).code;
-    const m = httpGet(ctx, `http://${health}/metrics`);
+    healthz = (await httpGet(ctx, `http://${health}/healthz`)).code;
+    readyz = (await httpGet(ctx, `http://${health}/readyz`)).code;
+    const m = await httpGet(ctx, `http://${health}/metrics`);
     if (m.code === 200) metrics = parseMetrics(m.body);
   }
   const mv = (k: string) => metrics?.get(k) ?? null;

@@ -5,16 +5,17 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
+import { runProcess } from "../../proc/run.ts";
 
 /** readyz: the daemon's /readyz answers 200. */
 export const readyz: Check = {
   id: "readyz",
   title: "Daemon readiness endpoint returns 200",
-  run(ctx) {
+  async run(ctx) {
     const url = ctx.opts.readyzUrl;
     if (!url) return [];
     // curl runs inside the checked namespace: 127.0.0.1 there is the daemon's loopback.
-    const r = ctx.exec.run(
+    const r = await ctx.exec.run(
       ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
       5000,
     );
@@ -49,9 +50,7 @@ export const peerProbe: Check = {
       const argv = ["ping", "-c", "2", "-i", "0.2", "-W", "1", "-n", "-q", ip];
       const full = ctx.opts.netns ? ["ip", "netns", "exec", ctx.opts.netns, ...argv] : argv;
       try {
-        const o = await new Deno.Command(full[0], { args: full.slice(1), stdout: "null", stderr: "null" })
-          .output();
-        return o.code === 0;
+        return (await runProcess(full, { discardOutput: true })).code === 0;
       } catch {
         return false;
       }

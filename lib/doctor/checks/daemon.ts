@@ -79,8 +79,8 @@ function dead(ctx: DoctorContext, detail: string): Finding {
 }
 
 /** The HTTP status `url` answers with from inside the checked namespace ("000": none), or null without curl. */
-export function healthz(ctx: DoctorContext, url: string): string | null {
-  const r = ctx.exec.run(
+export async function healthz(ctx: DoctorContext, url: string): Promise<string | null> {
+  const r = await ctx.exec.run(
     ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
     5000,
   );
@@ -91,7 +91,7 @@ export function healthz(ctx: DoctorContext, url: string): string | null {
 export const daemonCheck: Check = {
   id: "daemon",
   title: "The flanctl daemon is running",
-  run(ctx) {
+  async run(ctx) {
     const path = daemonStatePath(ctx.opts.subnetFile);
     let state;
     try {
@@ -126,7 +126,7 @@ export const daemonCheck: Check = {
       return [dead(ctx, `${since}, but no health endpoint to ask and no daemon process in this namespace`)];
     }
     const url = `http://${state.health}/healthz`;
-    const code = healthz(ctx, url);
+    const code = await healthz(ctx, url);
     if (code === null) return [ok("daemon", `${since}; ${url} not asked: curl is not installed`)];
     if (code === "200") return [ok("daemon", `${since}; ${url} → 200`)];
     if (running === null) {
