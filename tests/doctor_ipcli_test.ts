@@ -9,6 +9,7 @@ import { NsExec } from "../lib/doctor/exec.ts";
 import { IpCliReader } from "../lib/doctor/kernel_ip.ts";
 import { openKernel } from "../lib/doctor/kernel.ts";
 import { CommandNotFoundError, runProcess } from "../lib/proc/run.ts";
+import { httpGet } from "../lib/doctor/http_get.ts";
 
 Deno.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {
   await withNetns(async (fx) => {
@@ -50,4 +51,38 @@ Deno.test("proc: a missing binary is a CommandNotFoundError; a timeout kills and
   assertEquals(env.stdout, "v");
   const none = await new NsExec(null).run(["flanctl-no-such-binary"]);
   assertEquals(none.code, null);
+});
+
+Deno.test("doctor: health endpoints are asked from inside the checked namespace, without curl", async () => {
+  await withNetns(async (fx) => {
+    const ns = await fx.add("http");
+    const dir = await Deno.makeTempDir({ prefix: "flanctl-http-" });
+    let server: Deno.ChildProcess | null = null;
+    try {
+      await Deno.writeTextFile(`${dir}/readyz`, "ok\n");
+      const url = "http://127.0.0.1:18286/readyz";
+      const none = await httpGet(ns, url, 1000);
+      assertEquals(none.status, null);
+      assert(none.error, "a refused connection names its reason");
+      server = new Deno.Command("ip", {
+        args: ["netns", "exec", ns, "python3", "-m", "http.server", "-b", "127.0.0.1", "-d", dir, "18286"],
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      let r = await httpGet(ns, url, 1000);
+      for (let i = 0; i < 50 && r.status === null; i++) {
+        await new Promise((res) => setTimeout(res, 100));
+        r = await httpGet(ns, url, 1000);
+      }
+      // The server exists only in `ns`: an answer means the socket was made there.
+      assertEquals([r.status, r.body], [200, "ok\n"]);
+      assertEquals((await httpGet(ns, "http://127.0.0.1:18286/absent", 1000)).status, 404);
+    } finally {
+      if (server) {
+        server.kill("SIGKILL");
+        await server.status;
+      }
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
 });

@@ -5,6 +5,7 @@
  * / missing / stale, rules). Read-only.
  * @module
  */
+import { httpGet as get } from "../doctor/http_get.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { forwardPolicy, masqRules } from "../doctor/checks/iptables.ts";
@@ -78,13 +79,10 @@ export function parseMetrics(text: string): Map<string, number> {
   return m;
 }
 
-/** GET `url` from inside the checked namespace (curl): status code and body. */
+/** GET `url` from inside the checked namespace: status code (null: no answer) and body. */
 async function httpGet(ctx: DoctorContext, url: string): Promise<{ code: number | null; body: string }> {
-  const r = await ctx.exec.run(["curl", "-s", "--max-time", "3", "-w", "\n%{http_code}", url], 5000);
-  if (r.code === null) return { code: null, body: "" };
-  const i = r.stdout.lastIndexOf("\n");
-  const code = Number(r.stdout.slice(i + 1));
-  return { code: code > 0 ? code : null, body: r.stdout.slice(0, i) };
+  const r = await get(ctx.opts.netns, url);
+  return { code: r.status, body: r.body };
 }
 
 function peerAccounting(ctx: DoctorContext): { programmed: number; missing: string[]; stale: string[] } {
