@@ -22,7 +22,7 @@
  * @module
  */
 
-import { runProcess } from "../lib/lab/proc.ts";
+import { runProcess } from "../lib/proc/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;

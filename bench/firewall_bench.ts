@@ -14,7 +14,7 @@
  *   deno task bench firewall      (or: deno run -A bench/firewall_bench.ts [--pods N] [--rounds N])
  * @module
  */
-import { runProcess } from "../lib/lab/proc.ts";
+import { runProcess } from "../lib/proc/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { Iptables } from "../lib/firewall/iptables.ts";
 import { nftDriver } from "../lib/firewall/nft.ts";

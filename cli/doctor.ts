@@ -66,9 +66,7 @@ export function register(program: Command): void {
     const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
       "../lib/doctor/mod.ts"
     );
-    const { openStore, storeChoice } = await import("../lib/store/open.ts");
-    const { DEFAULT_STORE_DIR } = await import("../lib/store/file.ts");
-    const { FileStoreReader } = await import("../lib/store/file_reader.ts");
+    const { doctorStore } = await import("../lib/doctor/store_select.ts");
     parseOutput(flags.output);
     // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
     const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
@@ -81,31 +79,8 @@ export function register(program: Command): void {
         );
       }
     }
-    const src = (k: string) => c.getOptionValueSource(k);
-    // No store flag: the doctor looks at the default file store only if it exists (never at flanneld's
-    // default etcd, which the daemon would use: a doctor run must not hang on an absent etcd).
-    const choice = storeChoice(flags);
-    const kind = choice.implicit ? "file" : choice.kind;
-    const explicit = kind !== "file" || src("storeDir") === "cli" || src("storeDir") === "env";
-    const dirExists = (() => {
-      try {
-        return Deno.statSync(flags.storeDir ?? DEFAULT_STORE_DIR).isDirectory;
-      } catch {
-        return false;
-      }
-    })();
-    // A default file store that does not exist is "no store", not an error: checks fall back to kernel
-    // state. An explicit --store-dir that does not exist is "could not check" (exit 3). The doctor never
-    // opens a missing file store (opening could create the directory: the doctor changes nothing).
-    const missingDir = () => Promise.reject(new Error(`--store-dir ${flags.storeDir}: no such directory`));
-    const dir = flags.storeDir ?? DEFAULT_STORE_DIR;
-    const open = kind !== "file"
-      ? () => openStore(flags)
-      : dirExists
-      ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
-      : explicit
-      ? missingDir
-      : null;
+    const src = c.getOptionValueSource("storeDir");
+    const { open, explicit } = doctorStore(flags, src === "cli" || src === "env");
     const doctorOpts = {
       netns: flags.netns ?? null,
       subnetFile: flags.subnetFile,

@@ -5,6 +5,7 @@
  * `close()` (also on failure). Nothing touches the root namespace.
  * @module
  */
+import { httpGet } from "../lib/doctor/http_get.ts";
 import { flanctlCmd, ipJson, NetnsFixture, nsRun, nsSh, sh } from "./netns.ts";
 
 /** One node of the test cluster. */
@@ -181,19 +182,8 @@ export class DaemonCluster {
 
   /** GETs `path` from `n`'s health server (inside its namespace); returns [status, body]. */
   async http(n: TestNode, path: string): Promise<[number, string]> {
-    const r = await nsRun(n.ns, [
-      "curl",
-      "-s",
-      "-m",
-      "2",
-      "-o",
-      "-",
-      "-w",
-      "\n%{http_code}",
-      `http://127.0.0.1:${n.port}${path}`,
-    ]);
-    const i = r.stdout.lastIndexOf("\n");
-    return [Number(r.stdout.slice(i + 1)) || 0, r.stdout.slice(0, i)];
+    const r = await httpGet(n.ns, `http://127.0.0.1:${n.port}${path}`, 2000);
+    return [r.status ?? 0, r.body];
   }
 
   /** Waits until `n`'s /readyz answers 200. */

@@ -3,6 +3,7 @@
  * shape, `--probe` and `--readyz-url` against live namespaces.
  * @module
  */
+import { httpGet } from "../lib/doctor/http_get.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun } from "./netns.ts";
 import {
@@ -41,16 +42,7 @@ Deno.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json
       }).spawn();
       const deadline = Date.now() + 10_000;
       while (Date.now() < deadline) {
-        const r = await nsRun(n.node, [
-          "curl",
-          "-s",
-          "-o",
-          "/dev/null",
-          "-w",
-          "%{http_code}",
-          "http://127.0.0.1:18285/readyz",
-        ]);
-        if (r.stdout === "200") break;
+        if ((await httpGet(n.node, "http://127.0.0.1:18285/readyz", 1000)).status === 200) break;
         await new Promise((r) => setTimeout(r, 100));
       }
 

@@ -8,6 +8,7 @@
  * imports test-only code (tests/). Run: `deno task cycles`.
  * @module
  */
+import { runProcess } from "../lib/proc/run.ts";
 
 const ROOT_DIRS = ["cli", "lib", "tests", "bench", "tools"];
 const ROOT_FILES = ["main.ts", "mod.ts"];
@@ -52,15 +53,12 @@ export async function moduleGraph(root: string, files: string[]): Promise<Graph>
   try {
     const entry = `${dir}/all.ts`;
     await Deno.writeTextFile(entry, files.map((f) => `import ${JSON.stringify(f)};\n`).join(""));
-    const res = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", entry],
+    const res = await runProcess([Deno.execPath(), "info", "--json", entry], {
       cwd: root,
-      stdout: "piped",
-      stderr: "piped",
       env: { NO_COLOR: "1" },
-    }).output();
-    if (!res.success) throw new Error(`deno info failed: ${new TextDecoder().decode(res.stderr)}`);
-    const info = JSON.parse(new TextDecoder().decode(res.stdout)) as { modules: InfoModule[] };
+    });
+    if (res.code !== 0) throw new Error(`deno info failed: ${res.stderr}`);
+    const info = JSON.parse(res.stdout) as { modules: InfoModule[] };
     const prefix = new URL(`file://${root}/`).href;
     const graph: Graph = new Map();
     for (const m of info.modules) {

@@ -28,6 +28,7 @@ import {
 import { daemonStatePath } from "../daemon_state.ts";
 import { VERSION } from "../version.ts";
 import { FlanctlError } from "../errors.ts";
+import { runProcess } from "../proc/run.ts";
 import { readCappedText } from "../capped_read.ts";
 
 /** What goes into the bundle besides the gathered context. */
@@ -148,7 +149,7 @@ export async function writeBundle(
     for (const d of [ctx.ipt.main, ctx.ipt.legacy, ctx.ipt.nft]) {
       put(`${d.cmd}.txt`, d.text ?? `# ${d.error}\n`);
     }
-    const nft = ctx.exec.run(["nft", "list", "ruleset"]);
+    const nft = await ctx.exec.run(["nft", "list", "ruleset"]);
     put(
       "nft-ruleset.txt",
       nft.code === 0 ? nft.stdout : `# nft list ruleset: ${nft.stderr.trim() || "not installed"}\n`,
@@ -156,22 +157,17 @@ export async function writeBundle(
     put("subnet.env", readText(ctx.opts.subnetFile) ?? `# ${ctx.opts.subnetFile}: missing\n`);
     put("flanctl.json", readText(daemonStatePath(ctx.opts.subnetFile)));
     cniConfigs(ctx.opts.cniConfDir, "", put);
-    put("daemon.log", daemonLog(ctx, o.logFile));
-    put("versions.txt", versions(ctx));
+    put("daemon.log", await daemonLog(ctx, o.logFile));
+    put("versions.txt", await versions(ctx));
     put(
       "README.txt",
       `flanctl ${VERSION} bug-report bundle of node ${o.node}, ${new Date().toISOString()}.\n` +
         "Secrets are redacted (etcd password, kube tokens, bearer headers, URL credentials); private key " +
         "files are not included.\n",
     );
-    const r = await new Deno.Command("tar", {
-      args: ["-czf", o.file, "-C", tmp, "flanctl-bundle"],
-      stdout: "null",
-      stderr: "piped",
-    }).output().catch((e: Error) => ({ code: 127, stderr: new TextEncoder().encode(e.message) }));
-    if (r.code !== 0) {
-      throw new BundleError(o.file, `tar failed: ${new TextDecoder().decode(r.stderr).trim()}`);
-    }
+    const r = await runProcess(["tar", "-czf", o.file, "-C", tmp, "flanctl-bundle"])
+      .catch((e: Error) => ({ code: 127, stderr: e.message }));
+    if (r.code !== 0) throw new BundleError(o.file, `tar failed: ${r.stderr.trim()}`);
     return files.sort();
   } finally {
     Deno.removeSync(tmp, { recursive: true });
@@ -225,17 +221,17 @@ function cniConfigs(dir: string, rel: string, put: (name: string, text: string |
   }
 }
 
-function daemonLog(ctx: DoctorContext, logFile: string | null): string {
+async function daemonLog(ctx: DoctorContext, logFile: string | null): Promise<string> {
   if (logFile) return tail(logFile, 500) ?? `# ${logFile}: not readable\n`;
-  const r = ctx.exec.run(["journalctl", "-u", "flanctl", "-n", "500", "--no-pager"]);
+  const r = await ctx.exec.run(["journalctl", "-u", "flanctl", "-n", "500", "--no-pager"]);
   return r.code === 0
     ? r.stdout
     : `# journalctl -u flanctl: ${r.stderr.trim() || "not available"} (use --log-file)\n`;
 }
 
-function versions(ctx: DoctorContext): string {
-  const line = (argv: string[]) => {
-    const r = ctx.exec.run(argv);
+async function versions(ctx: DoctorContext): Promise<string> {
+  const line = async (argv: string[]) => {
+    const r = await ctx.exec.run(argv);
     return `${argv.join(" ")}: ${
       r.code === 0 ? r.stdout.trim().split("\n")[0] : r.stderr.trim() || "not installed"
     }`;
@@ -244,10 +240,10 @@ function versions(ctx: DoctorContext): string {
     `flanctl: ${VERSION}`,
     `deno: ${Deno.version.deno} (v8 ${Deno.version.v8}, typescript ${Deno.version.typescript})`,
     `kernel: ${readText("/proc/sys/kernel/osrelease")?.trim() ?? "?"}`,
-    line(["uname", "-a"]),
-    line(["iptables", "--version"]),
-    line(["nft", "--version"]),
-    line(["ip", "-V"]),
+    await line(["uname", "-a"]),
+    await line(["iptables", "--version"]),
+    await line(["nft", "--version"]),
+    await line(["ip", "-V"]),
     `libnl: ${ctx.kernel?.source ?? ctx.kernelError ?? "?"}`,
   ].join("\n") + "\n";
 }

@@ -158,7 +158,14 @@ function kernel<T>(what: string, fn: () => T): T {
 }
 
 function isExists(e: unknown): boolean {
-  return (e as { exists?: boolean })?.exists === true || /File exists/.test(String((e as Error)?.message));
+  // NetlinkError's fields (the class is not imported here: libnl's module loads lazily, see netlink()).
+  return (e as { exists?: boolean })?.exists === true;
+}
+
+/** EADDRNOTAVAIL ("Cannot assign requested address"), as the kernel's errno or libnl's NLE_NOADDR. */
+function addrNotAvailable(e: unknown): boolean {
+  const n = e as { errno?: number | null; code?: number } | null;
+  return n?.errno === 99 || n?.code === -19;
 }
 
 /** Ensures the bridge exists, is a bridge, and is up; returns it. Safe against a concurrent create. */
@@ -249,7 +256,7 @@ function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force
       host.delAddr(br.index, `${a.local}/${a.prefix}`);
     } catch (e) {
       // Already gone with a primary deleted before it.
-      if (!/Cannot assign requested address/.test(String((e as Error)?.message))) throw e;
+      if (!addrNotAvailable(e)) throw e;
     }
   }
   // Removing a primary address also removes the secondaries of its subnet (ours among them, unless

@@ -32,6 +32,7 @@ import { type Family, FirewallError, type FirewallLog } from "../firewall/types.
 import { type CniResult, parseResult } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
 import { CniError, ErrCode } from "./spec.ts";
+import { runProcess } from "../proc/run.ts";
 
 /** The parsed, validated config. */
 export interface PortMapConf {
@@ -270,14 +271,12 @@ async function conntrackTool(fam: Family, port: number): Promise<void> {
     );
     return;
   }
-  const o = await new Deno.Command("conntrack", {
-    args: ["-D", "-f", fam === 4 ? "ipv4" : "ipv6", "-p", "udp", "--orig-port-dst", String(port)],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
+  const o = await runProcess(
+    ["conntrack", "-D", "-f", fam === 4 ? "ipv4" : "ipv6", "-p", "udp", "--orig-port-dst", String(port)],
+  );
   // Exit 1 with "0 flow entries have been deleted" is the normal nothing-to-do case.
-  const err = new TextDecoder().decode(o.stderr);
-  if (!o.success && !/0 flow entries/.test(err)) {
+  const err = o.stderr;
+  if (o.code !== 0 && !/0 flow entries/.test(err)) {
     log("portmap", `conntrack -D udp dport ${port}: ${err.trim()}`);
   }
 }

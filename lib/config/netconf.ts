@@ -5,6 +5,7 @@
  * {@link ConfigError}s naming the field and the fix.
  * @module
  */
+import { plainWarn, warnOnce } from "../warn.ts";
 import { FlanctlError } from "../errors.ts";
 import { IPAddr, IPNet } from "../ip/cidr.ts";
 import type { BackendConfig, NetConfig } from "./types.ts";
@@ -29,13 +30,8 @@ export const KNOWN_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard", "ipip", "
  */
 export const DEFAULT_BACKEND_TYPE = "vxlan";
 
-const warned = new Set<string>();
 /** Default warning sink: stderr, each distinct message once per process (configs are re-read often). */
-function warnOnce(m: string): void {
-  if (warned.has(m)) return;
-  warned.add(m);
-  console.warn(`flanctl: warning: ${m}`);
-}
+const defaultWarn = warnOnce(plainWarn);
 
 /** Options of {@link parseNetConfig}. */
 export interface ParseNetConfigOptions {
@@ -259,7 +255,7 @@ function parseFamily(f: Partial<Record<Field, unknown>>, v6: boolean): FamilyRes
  * JSON, wrong field types, unknown backend types and every check flannel makes (with flannel's text).
  */
 export function parseNetConfig(text: string, opts: ParseNetConfigOptions = {}): NetConfig {
-  const warn = opts.warn ?? warnOnce;
+  const warn = opts.warn ?? defaultWarn;
   let doc: unknown;
   try {
     doc = JSON.parse(text);

@@ -34,7 +34,8 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       },
     );
   } else log.info("store chosen", { store: choice.kind, why: choice.why });
-  const store = await openStore(storeOpts);
+  // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
+  const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
   const d = new Daemon(o, { nl, store, log, notify });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];

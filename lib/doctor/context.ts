@@ -357,17 +357,17 @@ export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext>
       return ctx;
     }
   }
-  gatherKernel(ctx);
-  gatherSysctls(ctx);
+  await gatherKernel(ctx);
+  await gatherSysctls(ctx);
   gatherSubnetEnv(ctx);
-  gatherIptables(ctx);
-  gatherNft(ctx);
-  gatherPods(ctx);
+  await gatherIptables(ctx);
+  await gatherNft(ctx);
+  await gatherPods(ctx);
   await gatherStore(ctx);
   return ctx;
 }
 
-function gatherKernel(ctx: DoctorContext): void {
+async function gatherKernel(ctx: DoctorContext): Promise<void> {
   const read = (reader: KernelReader, source: string): KernelSnapshot => {
     try {
       return {
@@ -392,7 +392,7 @@ function gatherKernel(ctx: DoctorContext): void {
   // The netlink layer failed (libnl missing, or a dump error): iproute2 gives the same views, so the
   // doctor still reports on a node whose FFI layer is broken.
   try {
-    ctx.kernel = read(new IpCliReader(ctx.exec), `ip -j (netlink layer failed: ${nlError})`);
+    ctx.kernel = read(await IpCliReader.load(ctx.exec), `ip -j (netlink layer failed: ${nlError})`);
   } catch (e) {
     ctx.kernelError = `${(e as Error).message} (netlink: ${nlError})`;
     if (/Operation not permitted|EPERM|permission/i.test(ctx.kernelError)) {
@@ -401,13 +401,13 @@ function gatherKernel(ctx: DoctorContext): void {
   }
 }
 
-function gatherSysctls(ctx: DoctorContext): void {
+async function gatherSysctls(ctx: DoctorContext): Promise<void> {
   const paths = [...FIXED_SYSCTLS];
   for (const l of ctx.kernel?.links ?? []) {
     for (const k of ["forwarding", "rp_filter"]) paths.push(`/proc/sys/net/ipv4/conf/${l.name}/${k}`);
     for (const k of ["accept_ra", "disable_ipv6"]) paths.push(`/proc/sys/net/ipv6/conf/${l.name}/${k}`);
   }
-  ctx.sysctls = ctx.exec.readFiles(paths);
+  ctx.sysctls = await ctx.exec.readFiles(paths);
   // Neighbour gc thresholds exist only in the initial namespace; the limit is global. With --netns this
   // process still runs in the namespace it started in (usually the initial one): read them here.
   for (const fam of ["ipv4", "ipv6"]) {
@@ -434,18 +434,18 @@ function gatherSubnetEnv(ctx: DoctorContext): void {
   }
 }
 
-function gatherIptables(ctx: DoctorContext): void {
+async function gatherIptables(ctx: DoctorContext): Promise<void> {
   for (const d of [ctx.ipt.main, ctx.ipt.legacy, ctx.ipt.nft]) {
-    const r = ctx.exec.run([d.cmd]);
+    const r = await ctx.exec.run([d.cmd]);
     if (r.code === 0) d.text = r.stdout;
     else d.error = r.code === null ? `${d.cmd} not installed` : r.stderr.trim() || `exit ${r.code}`;
   }
-  const r6 = ctx.exec.run([ctx.ip6t.cmd]);
+  const r6 = await ctx.exec.run([ctx.ip6t.cmd]);
   if (r6.code === 0) [ctx.ip6t.text, ctx.ip6t.error] = [r6.stdout, null];
   else {ctx.ip6t.error = r6.code === null
       ? `${ctx.ip6t.cmd} not installed`
       : r6.stderr.trim() || `exit ${r6.code}`;}
-  const v = ctx.exec.run(["iptables", "--version"]);
+  const v = await ctx.exec.run(["iptables", "--version"]);
   const m = /\((nf_tables|legacy)\)/.exec(v.stdout);
   ctx.ipt.variant = m ? m[1] : null;
 }
@@ -455,32 +455,32 @@ function gatherIptables(ctx: DoctorContext): void {
  * ruleset as JSON, and as text flannel's own tables only. (Text listing of iptables-nft's tables makes
  * libnftables print `XT target MASQUERADE not found` on our stderr for every xt rule; JSON does not.)
  */
-function gatherNft(ctx: DoctorContext): void {
+async function gatherNft(ctx: DoctorContext): Promise<void> {
   const lib = nftLibrary();
-  const read = (cmd: string, json: boolean): { out: string | null; err: string | null } => {
+  const read = async (cmd: string, json: boolean): Promise<{ out: string | null; err: string | null }> => {
     if (lib) {
       const r = ctx.opts.netns
         ? inNetns({ name: ctx.opts.netns }, () => lib.run(cmd, { json }))
         : lib.run(cmd, { json });
       return r.rc === 0 ? { out: r.output, err: null } : { out: null, err: r.error.trim() };
     }
-    const r = ctx.exec.run(["nft", ...(json ? ["-j"] : []), ...cmd.split(" ")]);
+    const r = await ctx.exec.run(["nft", ...(json ? ["-j"] : []), ...cmd.split(" ")]);
     if (r.code === 0) return { out: r.stdout, err: null };
     return {
       out: null,
       err: r.code === null ? "nft not installed (Debian package nftables)" : r.stderr.trim(),
     };
   };
-  const tables = read("list tables", false);
+  const tables = await read("list tables", false);
   let text = tables.out;
   if (text !== null) {
     const ours = text.split("\n").map((l) => l.trim())
       .filter((l) => l === "table ip flannel-ipv4" || l === "table ip6 flannel-ipv6");
-    const parts = ours.map((t) => read(`list ${t}`, false));
+    const parts = await Promise.all(ours.map((t) => read(`list ${t}`, false)));
     text = parts.some((p) => p.out === null) ? null : parts.map((p) => p.out).join("");
     tables.err ??= parts.find((p) => p.err)?.err ?? null;
   }
-  const j = read("list ruleset", true);
+  const j = await read("list ruleset", true);
   ctx.nftRuleset.text = text;
   ctx.nftRuleset.error = tables.err ?? j.err;
   try {
@@ -488,7 +488,7 @@ function gatherNft(ctx: DoctorContext): void {
   } catch { /* text is enough for most checks */ }
 }
 
-function gatherPods(ctx: DoctorContext): void {
+async function gatherPods(ctx: DoctorContext): Promise<void> {
   try {
     ctx.namedNetns = [...Deno.readDirSync("/var/run/netns")].map((e) => e.name).sort();
   } catch { /* none */ }
@@ -504,7 +504,7 @@ function gatherPods(ctx: DoctorContext): void {
   } catch (e) {
     ctx.pairing = `ip netns list-id (netlink pairing failed: ${(e as Error).message})`;
     const names = new Map<number, string>();
-    const r = ctx.exec.run(["ip", "-j", "netns", "list-id"]);
+    const r = await ctx.exec.run(["ip", "-j", "netns", "list-id"]);
     if (r.code === 0 && r.stdout.trim()) {
       for (const e of JSON.parse(r.stdout) as { nsid: number; name?: string }[]) {
         if (e.name) names.set(e.nsid, e.name);

@@ -1,5 +1,5 @@
 /**
- * Runs read-only commands (iptables-save, ethtool, ip, curl, ping) in the checked namespace, and reads
+ * Runs read-only commands (iptables-save, ethtool, ip, ping) through lib/proc/run.ts in the checked namespace, and reads
  * files from the checked namespace's view of /proc/sys. With `--netns` commands go through
  * `ip netns exec NAME` and files are read with the thread switched into the namespace (`inNetns`);
  * without it both happen here.
@@ -7,6 +7,7 @@
  */
 import { inNetns } from "../netlink/mod.ts";
 import { readCappedText } from "../capped_read.ts";
+import { runProcess } from "../proc/run.ts";
 
 /** Output of a finished command. `code` is null when the binary was not found. */
 export interface ExecResult {
@@ -20,19 +21,14 @@ export class NsExec {
   constructor(readonly netns: string | null) {}
 
   /** Runs `cmd` (inside the namespace); never throws. `code` null = command not found. */
-  run(cmd: string[], timeoutMs = 10_000): ExecResult {
+  async run(cmd: string[], timeoutMs = 10_000): Promise<ExecResult> {
     const argv = this.netns ? ["ip", "netns", "exec", this.netns, ...cmd] : cmd;
     if (!which(cmd[0])) return { code: null, stdout: "", stderr: `${cmd[0]}: not found` };
     try {
-      // `timeout` bounds probes and HTTP calls so a hung peer never hangs the doctor.
-      const o = new Deno.Command("timeout", {
-        args: [String(Math.ceil(timeoutMs / 1000)), ...argv],
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).outputSync();
-      const dec = new TextDecoder();
-      return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+      // The timeout bounds probes and HTTP calls so a hung peer never hangs the doctor.
+      const r = await runProcess(argv, { timeoutMs });
+      // A killed command answers as `timeout` did: exit 124.
+      return { code: r.timedOut ? 124 : r.code, stdout: r.stdout, stderr: r.stderr };
     } catch (e) {
       return { code: null, stdout: "", stderr: (e as Error).message };
     }
@@ -42,7 +38,7 @@ export class NsExec {
    * Reads small text files as seen from the namespace (for /proc/sys/net the namespace matters).
    * Missing/unreadable files map to null. One process for all files when a netns is involved.
    */
-  readFiles(paths: string[]): Map<string, string | null> {
+  async readFiles(paths: string[]): Promise<Map<string, string | null>> {
     const out = new Map<string, string | null>();
     const readAll = () => {
       for (const p of paths) {
@@ -65,7 +61,7 @@ export class NsExec {
     for (const p of paths) out.set(p, null);
     const script = 'for f in "$@"; do if v=$(cat "$f" 2>/dev/null); then printf "%s\\t%s\\n" "$f" "$v" ' +
       '| tr "\\n" " "; echo; fi; done';
-    const r = this.run(["sh", "-c", script, "sh", ...paths]);
+    const r = await this.run(["sh", "-c", script, "sh", ...paths]);
     for (const line of r.stdout.split("\n")) {
       const tab = line.indexOf("\t");
       if (tab > 0) out.set(line.slice(0, tab), line.slice(tab + 1).trim());

@@ -6,7 +6,7 @@
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
-import type { NsExec } from "./exec.ts";
+import type { ExecResult, NsExec } from "./exec.ts";
 
 /** The read-only part of the netlink handle the doctor needs. */
 export interface KernelReader {
@@ -23,13 +23,40 @@ type J = any;
 
 const TABLES: Record<string, number> = { main: 254, local: 255, default: 253 };
 
-/** {@link KernelReader} over `ip -j`/`bridge -j` run in the namespace of `exec`. */
+/** The commands behind the reader's default views (all links, addresses, routes, neighbours, fdb). */
+const SNAPSHOT_COMMANDS: string[][] = [
+  ["ip", "-d", "-j", "link", "show"],
+  ["ip", "-j", "addr", "show"],
+  ["ip", "-4", "-j", "route", "show", "table", "all"],
+  ["ip", "-6", "-j", "route", "show", "table", "all"],
+  ["ip", "-4", "-j", "neigh", "show"],
+  ["ip", "-6", "-j", "neigh", "show"],
+  ["bridge", "-j", "fdb", "show"],
+];
+
+/**
+ * {@link KernelReader} over `ip -j`/`bridge -j` run in the namespace of an {@link NsExec}. The commands run
+ * asynchronously in {@link IpCliReader.load}; the views then read their output (so only the default views,
+ * the ones the doctor's snapshot takes, are answered).
+ */
 export class IpCliReader implements KernelReader {
   #linkCache: LinkInfo[] | null = null;
-  constructor(private readonly exec: NsExec) {}
+  private constructor(private readonly outputs: Map<string, ExecResult>) {}
+
+  /** Runs the snapshot's commands in the namespace of `exec`, stopping at the first that fails. */
+  static async load(exec: NsExec): Promise<IpCliReader> {
+    const outputs = new Map<string, ExecResult>();
+    for (const cmd of SNAPSHOT_COMMANDS) {
+      const r = await exec.run(cmd);
+      outputs.set(cmd.join(" "), r);
+      if (r.code !== 0) break;
+    }
+    return new IpCliReader(outputs);
+  }
 
   #json(cmd: string[]): J[] {
-    const r = this.exec.run(cmd);
+    const r = this.outputs.get(cmd.join(" "));
+    if (!r) throw new Error(`${cmd.join(" ")} not run (not part of the snapshot)`);
     if (r.code !== 0) throw new Error(`${cmd.join(" ")} failed: ${r.stderr.trim()}`);
     return r.stdout.trim() ? JSON.parse(r.stdout) : [];
   }

@@ -4,6 +4,7 @@
  * @module
  */
 import { FlanctlError } from "../errors.ts";
+import { CommandNotFoundError, runProcess } from "../proc/run.ts";
 
 /** An IP family. */
 export type Family = 4 | 6;
@@ -39,29 +40,16 @@ export interface FirewallLog {
 /** A logger that drops everything. */
 export const quietLog: FirewallLog = { info() {}, warn() {} };
 
-/** The default runner (Deno.Command). */
+/** The default runner (lib/proc/run.ts). */
 export const denoRunner: Runner = async (cmd, stdin) => {
-  let p: Deno.ChildProcess;
   try {
-    p = new Deno.Command(cmd[0], {
-      args: cmd.slice(1),
-      stdin: stdin === undefined ? "null" : "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
+    const { code, stdout, stderr } = await runProcess(cmd, { stdin });
+    return { code, stdout, stderr };
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound) {
+    if (e instanceof CommandNotFoundError) {
       const pkg = cmd[0].startsWith("nft") ? "nftables" : "iptables";
       throw new FirewallError(cmd[0], `${cmd[0]} not found: install the ${pkg} package`, true);
     }
     throw e;
   }
-  if (stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  const d = new TextDecoder();
-  return { code: o.code, stdout: d.decode(o.stdout), stderr: d.decode(o.stderr) };
 };

@@ -4,6 +4,7 @@
  * @module
  */
 import { FlanctlError } from "../errors.ts";
+import { runProcess as run } from "../proc/run.ts";
 
 /** A command the lab ran that failed. Names the command and carries its stderr. */
 export class LabCommandError extends FlanctlError {
@@ -21,27 +22,14 @@ export interface CmdResult {
 
 /**
  * Runs a command to completion with the caller's environment plus `opts.env`; never throws on a non-zero
- * exit. (The tests' `run` helper is this function.)
+ * exit (a missing binary throws CommandNotFoundError). lib/proc/run.ts's runner; the tests' `run` helper.
  */
 export async function runProcess(
   cmd: string[],
   opts: { stdin?: string; env?: Record<string, string> } = {},
 ): Promise<CmdResult> {
-  const p = new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    stdin: opts.stdin !== undefined ? "piped" : "null",
-    stdout: "piped",
-    stderr: "piped",
-    env: opts.env,
-  }).spawn();
-  if (opts.stdin !== undefined) {
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(opts.stdin));
-    await w.close();
-  }
-  const o = await p.output();
-  const dec = new TextDecoder();
-  return { code: o.code, stdout: dec.decode(o.stdout), stderr: dec.decode(o.stderr) };
+  const { code, stdout, stderr } = await run(cmd, opts);
+  return { code, stdout, stderr };
 }
 
 /** Runs a command to completion with NO_COLOR set; never throws on a non-zero exit. */

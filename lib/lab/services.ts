@@ -4,6 +4,7 @@
  * node's files mounted at the default paths). Each is recorded in the state before it starts.
  * @module
  */
+import { httpGet } from "../doctor/http_get.ts";
 import { FlanctlError } from "../errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { flanctlCommand, inNs, isOurProcess, runCmd, sleep, spawnDetached, stopProcess } from "./proc.ts";
@@ -164,12 +165,9 @@ export async function stopDaemon(s: LabState, n: NodeState, hard = false): Promi
 
 /** HTTP status of GET `path` on a node's health port (0 when nothing answers). */
 export async function probeHealth(s: LabState, n: NodeState, path: "/healthz" | "/readyz"): Promise<number> {
-  // Plain bash /dev/tcp: a fetch from this process would run in the root namespace.
-  const script = `exec 3<>/dev/tcp/127.0.0.1/${s.healthzPort} && ` +
-    `printf 'GET ${path} HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' >&3 && head -c 16 <&3`;
-  const r = await runCmd(inNs(n.netns, ["timeout", "3", "bash", "-c", script]));
-  const m = /^HTTP\/1\.[01] (\d{3})/.exec(r.stdout);
-  return m ? Number(m[1]) : 0;
+  // Asked from inside the node's namespace (a plain fetch from this process would run in the root one).
+  const r = await httpGet(n.netns, `http://127.0.0.1:${s.healthzPort}${path}`, 3000);
+  return r.status ?? 0;
 }
 
 /** True when the node's subnet.env exists. */

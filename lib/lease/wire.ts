@@ -4,6 +4,7 @@
  * empty fields omitted as flannel's `omitempty` does), plus the `flanctl lease list -o json` shape.
  * @module
  */
+import { plainWarn, type Warn } from "../warn.ts";
 import { FlanctlError } from "../errors.ts";
 import { IPAddr, IPNet } from "../ip/cidr.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
@@ -131,8 +132,8 @@ export function leaseToJson(l: Lease): LeaseJson {
   };
 }
 
-/** Prints a warning about a skipped entry on stderr (never throws). */
-export function warnMalformed(e: unknown, where: string): void {
+/** Reports a skipped entry to `warn` (default: a plain warning on stderr); never throws. */
+export function warnMalformed(e: unknown, where: string, warn: Warn = plainWarn): void {
   const msg = e instanceof Error ? e.message : String(e);
-  console.error(`flanctl: warning: ${where}: skipping ${msg}`);
+  warn(`${where}: skipping ${msg}`);
 }

@@ -5,6 +5,7 @@
  * / missing / stale, rules). Read-only.
  * @module
  */
+import { httpGet as get } from "../doctor/http_get.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { forwardPolicy, masqRules } from "../doctor/checks/iptables.ts";
@@ -105,13 +106,10 @@ export function parseMetrics(text: string): Map<string, number> {
   return m;
 }
 
-/** GET `url` from inside the checked namespace (curl): status code and body. */
-function httpGet(ctx: DoctorContext, url: string): { code: number | null; body: string } {
-  const r = ctx.exec.run(["curl", "-s", "--max-time", "3", "-w", "\n%{http_code}", url], 5000);
-  if (r.code === null) return { code: null, body: "" };
-  const i = r.stdout.lastIndexOf("\n");
-  const code = Number(r.stdout.slice(i + 1));
-  return { code: code > 0 ? code : null, body: r.stdout.slice(0, i) };
+/** GET `url` from inside the checked namespace: status code (null: no answer) and body. */
+async function httpGet(ctx: DoctorContext, url: string): Promise<{ code: number | null; body: string }> {
+  const r = await get(ctx.opts.netns, url);
+  return { code: r.status, body: r.body };
 }
 
 /** One family's view for {@link peerAccounting}. */
@@ -222,7 +220,7 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
   if (running === null && state) {
     // The daemon lives in another pid namespace (a container): its endpoint, else a process here, says.
     running = state.health
-      ? httpGet(ctx, `http://${state.health}/healthz`).code === 200
+      ? (await httpGet(ctx, `http://${state.health}/healthz`)).code === 200
       : scanForDaemon(ctx) !== null;
     elsewhere = " in another pid namespace";
   }
@@ -241,9 +239,9 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
   let metrics: Map<string, number> | null = null;
   let healthz: number | null = null, readyz: number | null = null;
   if (health) {
-    healthz = httpGet(ctx, `http://${health}/healthz`).code;
-    readyz = httpGet(ctx, `http://${health}/readyz`).code;
-    const m = httpGet(ctx, `http://${health}/metrics`);
+    healthz = (await httpGet(ctx, `http://${health}/healthz`)).code;
+    readyz = (await httpGet(ctx, `http://${health}/readyz`)).code;
+    const m = await httpGet(ctx, `http://${health}/metrics`);
     if (m.code === 200) metrics = parseMetrics(m.body);
   }
   const mv = (k: string) => metrics?.get(k) ?? null;

@@ -20,6 +20,7 @@
  * is a timer set to the next expiration, not polling.
  * @module
  */
+import { plainWarn, type Warn, warnOnce } from "../warn.ts";
 import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
@@ -37,6 +38,8 @@ export interface FileStoreOptions {
   dir: string;
   /** Lease TTL in ms (default 24 h). */
   ttlMs?: number;
+  /** Receives warnings (malformed lease files, watch failures); default: plain lines on stderr. */
+  warn?: Warn;
 }
 
 /** The default directory of the file store. */
@@ -59,12 +62,17 @@ export class FileStore implements SubnetStore {
   #closed = new AbortController();
   /** Every read (malformed files are warned about once each). */
   #reader: FileStoreReader;
+  #warn: Warn;
 
   /** Opens the store in `opts.dir`; nothing is read or created until a method is called. */
   constructor(opts: FileStoreOptions) {
     this.dir = opts.dir.replace(/\/+$/, "") || "/";
     this.ttlMs = opts.ttlMs ?? DEFAULT_LEASE_TTL_MS;
-    this.#reader = new FileStoreReader(this.dir, { onMalformed: (err) => warnMalformed(err, this.#subnets) });
+    this.#warn = opts.warn ?? plainWarn;
+    this.#reader = new FileStoreReader(this.dir, {
+      onMalformed: (err) => warnMalformed(err, this.#subnets, this.#warn),
+      ...(opts.warn ? { warnConfig: warnOnce(opts.warn) } : {}),
+    });
   }
 
   get #subnets() {
@@ -336,7 +344,7 @@ export class FileStore implements SubnetStore {
         }
       } catch (e) {
         if (!stop.aborted) {
-          console.error(`flanctl: warning: watching ${this.#subnets} failed (${errMsg(e)}); rescanning`);
+          this.#warn(`watching ${this.#subnets} failed (${errMsg(e)}); rescanning`);
           rescan = true;
           wake.notify();
         }

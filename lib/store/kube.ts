@@ -9,6 +9,7 @@
  * else the pod POD_NAMESPACE/POD_NAME's spec.nodeName, else --node-name (flanneld's order, plus the flag).
  * @module
  */
+import { plainWarn, type Warn, warnOnce } from "../warn.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { ConfigError } from "../config/netconf.ts";
@@ -68,6 +69,8 @@ export interface KubeStoreOptions {
   annotationPrefix?: string;
   /** Environment for NODE_NAME, POD_NAMESPACE, POD_NAME (default: the process's). */
   env?: Record<string, string | undefined>;
+  /** Receives warnings (malformed node annotations, watch errors); default: plain lines on stderr. */
+  warn?: Warn;
 }
 
 /** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
@@ -152,11 +155,14 @@ export class KubeStore implements SubnetStore {
   /** Normalized annotation prefix (`flannel.alpha.coreos.com/`). */
   readonly prefix: string;
   #nodeName: string | null = null;
+  /** net-conf warnings, each once (the config is re-read often). */
+  #configWarn: Warn | null;
 
   constructor(client: KubeClient, opts: KubeStoreOptions) {
     this.client = client;
     this.#opts = opts;
     this.prefix = annotationPrefix(opts.annotationPrefix ?? ANNOTATION_PREFIX);
+    this.#configWarn = opts.warn ? warnOnce(opts.warn) : null;
   }
 
   /**
@@ -210,7 +216,7 @@ export class KubeStore implements SubnetStore {
         } (mount the kube-flannel ConfigMap there)`,
       );
     }
-    return parseNetConfig(text);
+    return parseNetConfig(text, this.#configWarn ? { warn: this.#configWarn } : {});
   }
 
   /** Not supported: in kube mode the config is the ConfigMap file. */
@@ -228,7 +234,7 @@ export class KubeStore implements SubnetStore {
       return leaseFromNode(n, this.prefix);
     } catch (e) {
       const id = `${n.metadata.name}@${n.metadata.resourceVersion}`;
-      if (!this.#warned.has(id)) warnMalformed(e, "kube");
+      if (!this.#warned.has(id)) warnMalformed(e, "kube", this.#opts.warn);
       this.#warned.add(id);
       return null;
     }
@@ -432,7 +438,7 @@ export class KubeStore implements SubnetStore {
       known = l.leases;
       if (!rv) rv = l.rv;
     }
-    const backoff = new Backoff();
+    const backoff = new Backoff(this.#opts.warn);
     const same = (a: Lease, b: Lease) =>
       String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
       encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
@@ -450,7 +456,7 @@ export class KubeStore implements SubnetStore {
             : { type: raw.type, object: projectNode(raw.object, this.prefix) };
           if (ev.type === "ERROR") {
             if (ev.object.code === 410) relist = true;
-            else console.error(`flanctl: warning: Kubernetes watch error: ${JSON.stringify(ev.object)}`);
+            else (this.#opts.warn ?? plainWarn)(`Kubernetes watch error: ${JSON.stringify(ev.object)}`);
             break;
           }
           rv = ev.object.metadata?.resourceVersion ?? rv;

@@ -11,6 +11,7 @@ import type { Command } from "commander";
 import { FlanctlError, UsageError } from "../errors.ts";
 import { flagEnv, flagKey, goBool } from "../flags/goflag.ts";
 import type { SubnetStore } from "./types.ts";
+import type { Warn } from "../warn.ts";
 import { DEFAULT_STORE_DIR, FileStore } from "./file.ts";
 import {
   DEFAULT_ETCD_ENDPOINTS,
@@ -180,7 +181,7 @@ function etcdPassword(opts: StoreOptions): string | undefined {
 }
 
 /** Opens the store chosen by {@link storeChoice}. Errors name the store and why it was chosen. */
-export async function openStore(opts: StoreOptions): Promise<SubnetStore> {
+export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): Promise<SubnetStore> {
   const ttlMs = leaseTtlMs(opts);
   const choice = storeChoice(opts);
   try {
@@ -193,6 +194,7 @@ export async function openStore(opts: StoreOptions): Promise<SubnetStore> {
           nodeName: opts.nodeName,
           netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
           annotationPrefix: opts.kubeAnnotationPrefix,
+          warn: log.warn,
         });
       }
       case "etcd": {
@@ -210,7 +212,7 @@ export async function openStore(opts: StoreOptions): Promise<SubnetStore> {
         });
       }
       default:
-        return new FileStore({ dir: opts.storeDir || DEFAULT_STORE_DIR, ttlMs });
+        return new FileStore({ dir: opts.storeDir || DEFAULT_STORE_DIR, ttlMs, warn: log.warn });
     }
   } catch (e) {
     if (e instanceof UsageError) throw e;

@@ -4,6 +4,7 @@
  * two lease snapshots.
  * @module
  */
+import { stderrLine, type Warn } from "../warn.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 
 /** flannel's lease TTL: 24 hours. */
@@ -73,15 +74,23 @@ export class Wakeup {
 /** The watch loops' retry delay: 0.5 s, doubling up to 10 s; `reset()` once the connection works again. */
 export class Backoff {
   #ms = 500;
+  #warn: Warn | undefined;
+
+  /** `warn` receives the retry lines (default: stderr as they are). */
+  constructor(warn?: Warn) {
+    this.#warn = warn;
+  }
 
   /** Back to the first delay. */
   reset(): void {
     this.#ms = 500;
   }
 
-  /** Prints `MSG; retrying in Ns` on stderr, sleeps that long (cut short by `signal`), then doubles. */
+  /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    console.error(`${msg}; retrying in ${this.#ms / 1000}s`);
+    const line = `${msg}; retrying in ${this.#ms / 1000}s`;
+    if (this.#warn) this.#warn(line);
+    else stderrLine(line);
     await sleep(this.#ms, signal);
     this.#ms = Math.min(this.#ms * 2, 10_000);
   }

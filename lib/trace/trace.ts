@@ -101,7 +101,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   let podMtu: number | null = null;
 
   // 1. In the source pod: its route, its eth0 and the veth peer on the host, the cni0 port.
-  podMtu = podHops(inp, p);
+  podMtu = await podHops(inp, p);
   if (brokenNow()) return finish(inp, srcName, p);
 
   // 2. This node's daemon (a dead one explains stale or missing entries further on).
@@ -260,7 +260,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
 
   // 5. Same node: delivered by cni0 to the destination pod.
   if (own?.contains(dst)) {
-    deliver(inp, srcNode, p);
+    await deliver(inp, srcNode, p);
     return finish(inp, srcName, p);
   }
   if (!lease) return finish(inp, srcName, p);
@@ -424,12 +424,12 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   // A dead remote daemon is the verdict, but the rest of the path is still shown.
   const mark = p.hops.length;
   await remoteIngress(inp, from, peerNode, backend, direct, lease, leaseText, p);
-  if (p.hops.slice(mark).every((h) => h.ok)) deliver(inp, peerNode, p);
+  if (p.hops.slice(mark).every((h) => h.ok)) await deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
 }
 
 /** The source pod's hops (its route, its eth0 ↔ host veth, the cni0 port); returns the pod's MTU. */
-export function podHops(inp: TraceInput, p: Path): number | null {
+export async function podHops(inp: TraceInput, p: Path): Promise<number | null> {
   const add = (h: TraceHop, why?: Why | null) => p.add(h, why);
   const srcNode = inp.src.node;
   const ctx = srcNode.ctx;
@@ -486,7 +486,7 @@ export function podHops(inp: TraceInput, p: Path): number | null {
       });
       if (host && paired) {
         p.dev(srcNode.netns, host.name, "rx");
-        cniPort(srcNode, host, pod.name, p);
+        await cniPort(srcNode, host, pod.name, p);
       }
     }
   }
@@ -622,12 +622,14 @@ const PORT_STATES: Record<number, string> = {
 };
 
 /** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
-export function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): void {
+export async function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): Promise<void> {
   const br = n.ctx.link("cni0");
   const enslaved = !!br && host.master === br.index;
   // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
   // the node's namespace; null when unreadable.
-  const raw = enslaved ? n.ctx.exec.run(["cat", `/sys/class/net/${host.name}/brport/state`], 3000) : null;
+  const raw = enslaved
+    ? await n.ctx.exec.run(["cat", `/sys/class/net/${host.name}/brport/state`], 3000)
+    : null;
   const state = raw?.code === 0 ? (PORT_STATES[Number(raw.stdout.trim())] ?? raw.stdout.trim()) : null;
   const portUp = host.up && host.operstate !== "DOWN" && host.operstate !== "LOWERLAYERDOWN" &&
     (state === null || state === "forwarding");
@@ -796,7 +798,7 @@ async function udpDeviceHop(n: TraceNode, step: string, podMtu: number | null, p
 }
 
 /** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
-export function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
+export async function deliver(inp: TraceInput, n: TraceNode, p: Path): Promise<void> {
   const pod = inp.pods.find((p) => (p.ip === inp.dst || p.ipv6 === inp.dst) && p.node === n) ??
     [...n.ctx.pods.values()].filter((p) => p.ips.includes(inp.dst)).map((p) => ({
       name: p.name,
@@ -822,7 +824,7 @@ export function deliver(inp: TraceInput, n: TraceNode, p: Path): void {
   const mark = p.hops.length;
   if (link) {
     p.dev(n.netns, link.name, "tx");
-    cniPort(n, link, pod.name, p);
+    await cniPort(n, link, pod.name, p);
   } else {
     p.add({
       node: n.name,

@@ -74,7 +74,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   }
 
   // 1. In the source pod.
-  const podMtu = podHops(inp, p);
+  const podMtu = await podHops(inp, p);
   if (p.broken) return finish(inp, srcName, p);
 
   // 2. This node's daemon.
@@ -149,7 +149,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   }
   if (!routeOk) return finish(inp, srcName, p);
   if (own?.contains(dst)) {
-    deliver(inp, srcNode, p);
+    await deliver(inp, srcNode, p);
     return finish(inp, srcName, p);
   }
   if (!lease || !pub6) return finish(inp, srcName, p);
@@ -315,7 +315,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
       : `routed to ${rr.devName ?? "?"}, expected cni0 (${lease.ipv6Subnet} is this node's IPv6 subnet)`,
   }, rr.errno !== null ? await doctorText(pc, "ipv6-forward") : await doctorText(pc, "cni0-address"));
   if (rrOk && pc.ip6t.text !== null) forwardHop(peerNode, "remote-forward", network6(pc), p);
-  if (p.hops.slice(mark).every((h) => h.ok)) deliver(inp, peerNode, p);
+  if (p.hops.slice(mark).every((h) => h.ok)) await deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
 }
 

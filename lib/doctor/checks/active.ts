@@ -5,26 +5,23 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
+import { httpGet } from "../http_get.ts";
+import { runProcess } from "../../proc/run.ts";
 
 /** readyz: the daemon's /readyz answers 200. */
 export const readyz: Check = {
   id: "readyz",
   title: "Daemon readiness endpoint returns 200",
-  run(ctx) {
+  async run(ctx) {
     const url = ctx.opts.readyzUrl;
     if (!url) return [];
-    // curl runs inside the checked namespace: 127.0.0.1 there is the daemon's loopback.
-    const r = ctx.exec.run(
-      ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
-      5000,
-    );
-    if (r.code === null) return [unknown("readyz", "curl is not installed", ["apt-get install curl"])];
-    const code = r.stdout.trim();
-    if (code === "200") return [ok("readyz", `${url} → 200`)];
+    // Asked from inside the checked namespace: 127.0.0.1 there is the daemon's loopback.
+    const r = await httpGet(ctx.opts.netns, url);
+    if (r.status === 200) return [ok("readyz", `${url} → 200`)];
     return [{
       id: "readyz",
       severity: "critical",
-      detail: `${url} → ${code === "000" ? `no answer (curl exit ${r.code})` : code}`,
+      detail: `${url} → ${r.status === null ? `no answer (${r.error})` : r.status}`,
       why:
         "the daemon is not running or has not finished setting up (rules, subnet.env): pods on this node " +
         "may have no network",
@@ -49,9 +46,7 @@ export const peerProbe: Check = {
       const argv = ["ping", "-c", "2", "-i", "0.2", "-W", "1", "-n", "-q", ip];
       const full = ctx.opts.netns ? ["ip", "netns", "exec", ctx.opts.netns, ...argv] : argv;
       try {
-        const o = await new Deno.Command(full[0], { args: full.slice(1), stdout: "null", stderr: "null" })
-          .output();
-        return o.code === 0;
+        return (await runProcess(full, { discardOutput: true })).code === 0;
       } catch {
         return false;
       }

@@ -4,6 +4,7 @@
  * is the root cause of most other findings, so it is reported first and the others point to it.
  * @module
  */
+import { httpGet } from "../http_get.ts";
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
@@ -82,20 +83,17 @@ function dead(ctx: DoctorContext, detail: string): Finding {
   };
 }
 
-/** The HTTP status `url` answers with from inside the checked namespace ("000": none), or null without curl. */
-export function healthz(ctx: DoctorContext, url: string): string | null {
-  const r = ctx.exec.run(
-    ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", url],
-    5000,
-  );
-  return r.code === null ? null : r.stdout.trim() || "000";
+/** The HTTP status `url` answers with from inside the checked namespace ("000": none). */
+export async function healthz(ctx: DoctorContext, url: string): Promise<string> {
+  const r = await httpGet(ctx.opts.netns, url);
+  return r.status === null ? "000" : String(r.status);
 }
 
 /** daemon: the daemon runs (state file pid alive, /healthz answers). */
 export const daemonCheck: Check = {
   id: "daemon",
   title: "The flanctl daemon is running",
-  run(ctx) {
+  async run(ctx) {
     const path = daemonStatePath(ctx.opts.subnetFile);
     let state;
     try {
@@ -130,8 +128,7 @@ export const daemonCheck: Check = {
       return [dead(ctx, `${since}, but no health endpoint to ask and no daemon process in this namespace`)];
     }
     const url = `http://${state.health}/healthz`;
-    const code = healthz(ctx, url);
-    if (code === null) return [ok("daemon", `${since}; ${url} not asked: curl is not installed`)];
+    const code = await healthz(ctx, url);
     if (code === "200") return [ok("daemon", `${since}; ${url} → 200`)];
     if (running === null) {
       return [dead(ctx, `${since}: its pid cannot be checked from here and ${url} → ${code || "no answer"}`)];

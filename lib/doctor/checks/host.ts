@@ -18,7 +18,7 @@ function inInitialNetns(): boolean {
 export const networkManager: Check = {
   id: "networkmanager",
   title: "NetworkManager leaves flannel devices alone",
-  run(ctx) {
+  async run(ctx) {
     if (ctx.opts.netns !== null || !inInitialNetns()) {
       return [ok("networkmanager", "not the initial namespace: NetworkManager does not manage devices here")];
     }
@@ -27,7 +27,7 @@ export const networkManager: Check = {
     } catch {
       return [ok("networkmanager", "NetworkManager is not running")];
     }
-    const r = ctx.exec.run(["nmcli", "-t", "-f", "DEVICE,STATE", "device", "status"]);
+    const r = await ctx.exec.run(["nmcli", "-t", "-f", "DEVICE,STATE", "device", "status"]);
     if (r.code !== 0) {
       return [unknown("networkmanager", `nmcli device status failed: ${r.stderr.trim() || "not installed"}`)];
     }

@@ -185,7 +185,7 @@ export const vtepMac: Check = {
 export const vxlanCsumOffload: Check = {
   id: "vxlan-csum-offload",
   title: "TX checksum offload off on flannel.<VNI> when behind NAT",
-  run(ctx) {
+  async run(ctx) {
     const nv = notVxlan(ctx, "vxlan-csum-offload");
     if (nv) return [nv];
     const dev = ctx.vxlanDevice();
@@ -197,7 +197,7 @@ export const vxlanCsumOffload: Check = {
       state = getTxChecksum(ctx.opts.netns ? { name: ctx.opts.netns } : null, dev.name) ? "on" : "off";
     } catch { /* fall back to ethtool */ }
     if (state === null) {
-      const r = ctx.exec.run(["ethtool", "-k", dev.name]);
+      const r = await ctx.exec.run(["ethtool", "-k", dev.name]);
       if (r.code === null) {
         return [unknown("vxlan-csum-offload", "ethtool is not installed", ["apt-get install ethtool"])];
       }

@@ -1,0 +1,47 @@
+/**
+ * Which store `flanctl doctor` reads, and how it opens it. With no store flag the doctor looks at the
+ * default file store only if it exists (never at flanneld's default etcd, which the daemon would use: a
+ * doctor run must not hang on an absent etcd). The file store is opened read-only.
+ * @module
+ */
+import type { SubnetStore } from "../store/types.ts";
+import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
+import { DEFAULT_STORE_DIR } from "../store/file.ts";
+import { FileStoreReader } from "../store/file_reader.ts";
+
+/** How the doctor opens its store: `open` null = no store to read; `explicit` = a store flag chose it. */
+export interface DoctorStore {
+  open: (() => Promise<SubnetStore>) | null;
+  explicit: boolean;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return Deno.statSync(p).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The doctor's store from the store flags. `storeDirGiven`: `--store-dir` came from the command line or
+ * its env variable (not a default). A default file store that does not exist is "no store" (checks fall
+ * back to kernel state); an explicit `--store-dir` that does not exist opens to an error (the doctor
+ * reports "could not check"). A missing file store is never opened: opening could create the directory,
+ * and the doctor changes nothing.
+ */
+export function doctorStore(flags: StoreOptions, storeDirGiven: boolean): DoctorStore {
+  const choice = storeChoice(flags);
+  const kind = choice.implicit ? "file" : choice.kind;
+  const explicit = kind !== "file" || storeDirGiven;
+  const dir = flags.storeDir ?? DEFAULT_STORE_DIR;
+  const missingDir = () => Promise.reject(new Error(`--store-dir ${flags.storeDir}: no such directory`));
+  const open = kind !== "file"
+    ? () => openStore(flags)
+    : isDir(dir)
+    ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
+    : explicit
+    ? missingDir
+    : null;
+  return { open, explicit };
+}

@@ -1,0 +1,87 @@
+/**
+ * The one process runner: runs a command to completion, asynchronously, with optional stdin text, extra
+ * environment, working directory and a timeout. A missing binary is a typed {@link CommandNotFoundError};
+ * a non-zero exit is a result, not an error. Every caller (lab, doctor, firewall, bundle, benches) runs
+ * processes through here.
+ * @module
+ */
+import { FlanctlError } from "../errors.ts";
+
+/** The binary of a command does not exist (Deno.errors.NotFound from spawn). */
+export class CommandNotFoundError extends FlanctlError {
+  /** The command that was not found (argv[0]). */
+  readonly command: string;
+  constructor(command: string) {
+    super(`${command}: not found`, 1);
+    this.command = command;
+  }
+}
+
+/** Options for {@link runProcess}. */
+export interface RunOptions {
+  /** Text written to the command's stdin (stdin is /dev/null without it). */
+  stdin?: string;
+  /** Variables added to (or overriding) the caller's environment. */
+  env?: Record<string, string>;
+  /** Working directory. */
+  cwd?: string;
+  /** Kill the command (SIGKILL) after this many milliseconds; the result then has `timedOut` true. */
+  timeoutMs?: number;
+  /** Discard stdout and stderr instead of collecting them. */
+  discardOutput?: boolean;
+}
+
+/** Result of a finished command. */
+export interface ProcResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** True when the command was killed because `timeoutMs` passed. */
+  timedOut: boolean;
+}
+
+/**
+ * Runs `cmd` to completion. Throws {@link CommandNotFoundError} when `cmd[0]` does not exist; never throws
+ * for a non-zero exit.
+ */
+export async function runProcess(cmd: string[], opts: RunOptions = {}): Promise<ProcResult> {
+  const out = opts.discardOutput ? "null" : "piped";
+  let p: Deno.ChildProcess;
+  try {
+    p = new Deno.Command(cmd[0], {
+      args: cmd.slice(1),
+      stdin: opts.stdin !== undefined ? "piped" : "null",
+      stdout: out,
+      stderr: out,
+      env: opts.env,
+      cwd: opts.cwd,
+    }).spawn();
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) throw new CommandNotFoundError(cmd[0]);
+    throw e;
+  }
+  let timedOut = false;
+  const timer = opts.timeoutMs === undefined ? undefined : setTimeout(() => {
+    timedOut = true;
+    try {
+      p.kill("SIGKILL");
+    } catch { /* already gone */ }
+  }, opts.timeoutMs);
+  try {
+    if (opts.stdin !== undefined) {
+      const w = p.stdin.getWriter();
+      await w.write(new TextEncoder().encode(opts.stdin));
+      await w.close();
+    }
+    const o = await p.output();
+    const dec = new TextDecoder();
+    return {
+      code: o.code,
+      stdout: opts.discardOutput ? "" : dec.decode(o.stdout),
+      stderr: opts.discardOutput ? "" : dec.decode(o.stderr),
+      timedOut,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
