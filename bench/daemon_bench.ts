@@ -15,7 +15,7 @@
  * tell them from real nodes, and programming does not need the peers to exist.
  * @module
  */
-import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
+import { DaemonCluster, spawnEtcd, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, sh } from "../tests/netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
@@ -307,24 +307,7 @@ async function rssRunEtcd(
   try {
     await c.init();
     const a = await c.addNode();
-    etcd = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        c.underlay,
-        "etcd",
-        "--data-dir",
-        `${c.tmp}/etcd`,
-        "--listen-client-urls",
-        url,
-        "--advertise-client-urls",
-        url,
-        "--listen-peer-urls",
-        "http://127.0.0.1:2380",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    etcd = spawnEtcd(c.underlay, `${c.tmp}/etcd`, url);
     const conf = JSON.stringify({ Network: NETWORK, SubnetLen: 24, Backend: { Type: "vxlan" } });
     await waitFor(
       "etcd up",

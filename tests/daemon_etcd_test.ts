@@ -4,7 +4,7 @@
  * when etcd is back.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, spawnEtcd, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
 
 Deno.test("daemon etcd: serves peers, not ready while etcd is down, data plane unaffected, recovers", async () => {
@@ -12,24 +12,7 @@ Deno.test("daemon etcd: serves peers, not ready while etcd is down, data plane u
   let etcd: Deno.ChildProcess | null = null;
   const url = "http://10.99.0.1:2379";
   const startEtcd = () => {
-    etcd = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        c.underlay,
-        "etcd",
-        "--data-dir",
-        `${c.tmp}/etcd`,
-        "--listen-client-urls",
-        url,
-        "--advertise-client-urls",
-        url,
-        "--listen-peer-urls",
-        "http://127.0.0.1:2380",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    etcd = spawnEtcd(c.underlay, `${c.tmp}/etcd`, url);
   };
   const stopEtcd = async () => {
     try {

@@ -313,3 +313,19 @@ export function flannelNftListing(f: "ip" | "ip6", network: string, subnet: stri
     "}",
   ];
 }
+
+/**
+ * Starts etcd inside namespace `netns` serving clients on `url` (peers on 127.0.0.1:2380 of that namespace),
+ * data in `dataDir`, output discarded. The caller stops it.
+ */
+export function spawnEtcd(netns: string, dataDir: string, url: string): Deno.ChildProcess {
+  return new Deno.Command("ip", {
+    args: [
+      ...["netns", "exec", netns, "etcd", "--data-dir", dataDir],
+      ...["--listen-client-urls", url, "--advertise-client-urls", url],
+      ...["--listen-peer-urls", "http://127.0.0.1:2380"],
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+}

@@ -8,7 +8,7 @@
  * regex interface choice, -v, the health port, and the two nodes programming each other.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, routes, spawnEtcd, waitFor } from "./daemon_fixture.ts";
 import { flanctlCmd, NetnsFixture, nsRun, ROOT, sh } from "./netns.ts";
 
 Deno.test("daemon: flanneld unit-file and manifest argument lists, each flag's effect", async () => {
@@ -23,24 +23,7 @@ Deno.test("daemon: flanneld unit-file and manifest argument lists, each flag's e
   try {
     await c.init();
     const a = await c.addNode(), b = await c.addNode();
-    etcd = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        c.underlay,
-        "etcd",
-        "--data-dir",
-        `${c.tmp}/etcd`,
-        "--listen-client-urls",
-        url,
-        "--advertise-client-urls",
-        url,
-        "--listen-peer-urls",
-        "http://127.0.0.1:2380",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    etcd = spawnEtcd(c.underlay, `${c.tmp}/etcd`, url);
     await waitFor(
       "etcd up",
       async () =>
