@@ -8,47 +8,9 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, ipJson, sh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
+import { brokenAt, labTrace, SLOW, type Trace } from "./trace_fixture.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
-
-interface Hop {
-  node: string;
-  step: string;
-  ok: boolean;
-  entry: string;
-  detail: string;
-  lease?: string;
-}
-interface Trace {
-  ok: boolean;
-  src: string;
-  dst: string;
-  hops: Hop[];
-  brokenAt?: number;
-  why?: string;
-  fix?: string[];
-}
-
-const SLOW = ["--daemon-arg=--resync-interval=3600", "--daemon-arg=--iptables-resync=3600"];
-
-async function labTrace(name: string, src: string, dst: string, ...extra: string[]) {
-  const r = await flanctl(["lab", "trace", "--name", name, "-o", "json", ...extra, src, dst]);
-  assert(r.code === 0 || r.code === 1, `lab trace exit ${r.code}: ${r.stderr}`);
-  const t = JSON.parse(r.stdout) as Trace;
-  assertEquals(r.code, t.ok ? 0 : 1);
-  return t;
-}
-
-/** Asserts the trace breaks first at `step` on `node`, with `entry` in that hop's entry. */
-function brokenAt(t: Trace, node: string, step: string, entry: string): Hop {
-  assert(!t.ok && t.brokenAt !== undefined, `expected a broken trace:\n${JSON.stringify(t, null, 2)}`);
-  const h = t.hops[t.brokenAt];
-  assertEquals([h.node, h.step], [node, step], JSON.stringify(t, null, 2));
-  assertStringIncludes(h.entry, entry);
-  assert(t.hops.slice(0, t.brokenAt).every((x) => x.ok), "hops before the broken one are ok");
-  assert(t.why && t.why.length > 10, "a broken trace says why");
-  return h;
-}
 
 /** The host veth (on cni0) of a pod: the ifindex its eth0's iflink names. */
 async function hostVeth(s: LabState, pod: string): Promise<string> {

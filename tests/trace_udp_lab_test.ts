@@ -6,45 +6,10 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, sh } from "./netns.ts";
+import { sh } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
+import { brokenAt, labTrace, SLOW } from "./trace_fixture.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
-
-interface Hop {
-  node: string;
-  step: string;
-  ok: boolean;
-  entry: string;
-  detail: string;
-  lease?: string;
-}
-interface Trace {
-  ok: boolean;
-  brokenAt?: number;
-  hops: Hop[];
-  why?: string;
-  fix?: string[];
-}
-
-const SLOW = ["--daemon-arg=--resync-interval=3600", "--daemon-arg=--iptables-resync=3600"];
-
-async function labTrace(name: string, src: string, dst: string): Promise<Trace> {
-  const r = await flanctl(["lab", "trace", "--name", name, "-o", "json", src, dst]);
-  assert(r.code === 0 || r.code === 1, `lab trace exit ${r.code}: ${r.stderr}`);
-  const t = JSON.parse(r.stdout) as Trace;
-  assertEquals(r.code, t.ok ? 0 : 1);
-  return t;
-}
-
-function brokenAt(t: Trace, node: string, step: string, entry: string): Hop {
-  assert(!t.ok && t.brokenAt !== undefined, `expected a broken trace:\n${JSON.stringify(t, null, 2)}`);
-  const h = t.hops[t.brokenAt];
-  assertEquals([h.node, h.step], [node, step], JSON.stringify(t, null, 2));
-  assertStringIncludes(h.entry, entry);
-  assert(t.hops.slice(0, t.brokenAt).every((x) => x.ok), "hops before the broken one are ok");
-  assert(t.why && t.why.length > 10, "a broken trace says why");
-  return h;
-}
 
 Deno.test({
   name:

@@ -5,34 +5,9 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, sh } from "./netns.ts";
+import { sh } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
-
-interface Hop {
-  node: string;
-  step: string;
-  ok: boolean;
-  entry: string;
-  detail: string;
-  lease?: string;
-}
-interface Trace {
-  ok: boolean;
-  brokenAt?: number;
-  hops: Hop[];
-  why?: string;
-  fix?: string[];
-}
-
-const SLOW = ["--daemon-arg=--resync-interval=3600", "--daemon-arg=--iptables-resync=3600"];
-
-async function labTrace(name: string, src: string, dst: string): Promise<Trace> {
-  const r = await flanctl(["lab", "trace", "--name", name, "-o", "json", src, dst]);
-  assert(r.code === 0 || r.code === 1, `lab trace exit ${r.code}: ${r.stderr}`);
-  const t = JSON.parse(r.stdout) as Trace;
-  assertEquals(r.code, t.ok ? 0 : 1);
-  return t;
-}
+import { labTrace, SLOW } from "./trace_fixture.ts";
 
 Deno.test({
   name: "trace (dual-stack vxlan lab): healthy path to a pod's IPv6 address, NDP entry deleted",
