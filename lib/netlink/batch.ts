@@ -11,8 +11,8 @@
  */
 import { libc, nl } from "./ffi.ts";
 import { NetlinkError, NLE } from "./errors.ts";
-import { NLM_F_ACK_TLVS, NLM_F_CAPPED, NLMSG_ERROR, NLMSGERR_ATTR_MSG } from "./consts.ts";
-import { kernelError } from "./io.ts";
+import { NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
+import { extackOf, kernelError } from "./io.ts";
 import { NLM_F_ACK } from "./msg.ts";
 import { MsgWriter } from "./msg.ts";
 import type { Conn } from "./conn.ts";
@@ -93,22 +93,6 @@ function collect(
     }
     if (done) return;
   }
-}
-
-/** NLMSGERR_ATTR_MSG of the NLMSG_ERROR message at `b[off]` (length `len`), or null. */
-function extackOf(b: Uint8Array, off: number, len: number, flags: number): string | null {
-  const dv = new DataView(b.buffer, b.byteOffset + off, len);
-  const echoed = flags & NLM_F_CAPPED ? 16 : dv.getUint32(20, true);
-  for (let a = 20 + ((echoed + 3) & ~3); a + 4 <= len;) {
-    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-    if (alen < 4) break;
-    if (atype === NLMSGERR_ATTR_MSG) {
-      const text = new TextDecoder().decode(b.subarray(off + a + 4, off + a + alen)).replace(/\0.*$/s, "");
-      return text || null;
-    }
-    a += (alen + 3) & ~3;
-  }
-  return null;
 }
 
 /**

@@ -97,13 +97,18 @@ export function readAck(
 export function extack(p: NonNullable<Ptr>, len: number, flags: number): string | null {
   const bytes = new Uint8Array(len);
   Deno.UnsafePointerView.copyInto(p, bytes);
-  const dv = new DataView(bytes.buffer);
+  return extackOf(bytes, 0, len, flags);
+}
+
+/** NLMSGERR_ATTR_MSG of the NLMSG_ERROR message at `b[off]` (length `len`), or null. */
+export function extackOf(b: Uint8Array, off: number, len: number, flags: number): string | null {
+  const dv = new DataView(b.buffer, b.byteOffset + off, len);
   const echoed = flags & NLM_F_CAPPED ? 16 : dv.getUint32(20, true);
   for (let a = 20 + ((echoed + 3) & ~3); a + 4 <= len;) {
     const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
     if (alen < 4) break;
     if (atype === NLMSGERR_ATTR_MSG) {
-      const text = new TextDecoder().decode(bytes.subarray(a + 4, a + alen)).replace(/\0.*$/s, "");
+      const text = new TextDecoder().decode(b.subarray(off + a + 4, off + a + alen)).replace(/\0.*$/s, "");
       return text || null;
     }
     a += (alen + 3) & ~3;
