@@ -10,8 +10,8 @@ import type { LabState } from "../lib/lab/types.ts";
 /** Seconds per iperf3 run (BENCH_SECONDS, default 4). */
 export const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? 4);
 
-/** One iperf3 run from `client` netns to `ip` in `server` netns; bits per second received. */
-export async function iperf(server: string, client: string, ip: string): Promise<number> {
+/** One iperf3 run (`seconds` long) from `client` netns to `ip` in `server` netns; bits per second received. */
+export async function iperf(server: string, client: string, ip: string, seconds = SECONDS): Promise<number> {
   const srvArgv = inNs(server, ["iperf3", "-s", "-1", "-p", "5201"]);
   const srv = new Deno.Command(srvArgv[0], { args: srvArgv.slice(1), stdout: "null", stderr: "null" })
     .spawn();
@@ -21,7 +21,7 @@ export async function iperf(server: string, client: string, ip: string): Promise
       if (r.stdout.includes("5201")) break;
       await sleep(50);
     }
-    const out = await mustRun(inNs(client, ["iperf3", "-c", ip, "-p", "5201", "-t", String(SECONDS), "-J"]));
+    const out = await mustRun(inNs(client, ["iperf3", "-c", ip, "-p", "5201", "-t", String(seconds), "-J"]));
     const j = JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } };
     return j.end.sum_received.bits_per_second;
   } finally {

@@ -12,31 +12,14 @@ import { loadState } from "../lib/lab/state.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 import { startPing } from "../tests/lab_verify.ts";
+import { iperf as iperfRun } from "./lab_iperf.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? 3);
 const REPEATS = Number(Deno.env.get("BENCH_REPEATS") ?? 5);
 const tag = crypto.randomUUID().slice(0, 4);
 
-async function iperf(server: string, client: string, ip: string): Promise<number> {
-  const srvArgv = inNs(server, ["iperf3", "-s", "-1", "-p", "5201"]);
-  const srv = new Deno.Command(srvArgv[0], { args: srvArgv.slice(1), stdout: "null", stderr: "null" })
-    .spawn();
-  try {
-    for (let i = 0; i < 50; i++) {
-      const r = await runCmd(inNs(server, ["ss", "-Htln", "sport", "= :5201"]));
-      if (r.stdout.includes("5201")) break;
-      await sleep(50);
-    }
-    const out = await mustRun(inNs(client, ["iperf3", "-c", ip, "-p", "5201", "-t", String(SECONDS), "-J"]));
-    const j = JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } };
-    return j.end.sum_received.bits_per_second;
-  } finally {
-    try {
-      srv.kill("SIGKILL");
-    } catch { /* exited */ }
-    await srv.status;
-  }
-}
+/** One iperf3 run of SECONDS (this bench's default is 3 s). */
+const iperf = (server: string, client: string, ip: string) => iperfRun(server, client, ip, SECONDS);
 
 /** Average RTT (ms) of 50 pings at 20 ms intervals. */
 async function rtt(client: string, ip: string): Promise<number> {
