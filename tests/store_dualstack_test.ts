@@ -63,11 +63,16 @@ async function exercise(
   // Re-acquire by our public addresses returns the same pair; the previous subnet.env pair is honoured.
   const again = await s.acquireLease(dualAttrs(1));
   assertEquals([String(again.subnet), String(again.ipv6Subnet)], [String(a.subnet), String(a.ipv6Subnet)]);
+  // The previous pair must be free: a and b were allocated at random and may hold 10.244.77.0/24 (or its
+  // v6 twin), in which case flanneld too allocates another subnet.
+  const taken = [a, b].flatMap((l) => [String(l.subnet), String(l.ipv6Subnet)]);
+  const prev = [77, 78, 79].map((n) => [`10.244.${n}.0/24`, `fc00:0:0:${n}::/64`])
+    .find(([v4, v6]) => !taken.includes(v4) && !taken.includes(v6))!;
   const c = await s.acquireLease(dualAttrs(3), {
-    previousSubnet: IPNet.parse("10.244.77.0/24"),
-    previousIPv6Subnet: IPNet.parse("fc00:0:0:77::/64"),
+    previousSubnet: IPNet.parse(prev[0]),
+    previousIPv6Subnet: IPNet.parse(prev[1]),
   });
-  assertEquals([String(c.subnet), String(c.ipv6Subnet)], ["10.244.77.0/24", "fc00:0:0:77::/64"]);
+  assertEquals([String(c.subnet), String(c.ipv6Subnet)], prev);
   // A foreign lease written by flanneld, and malformed v6 entries (skipped with a warning).
   await put("10.244.9.0-24&fc00:0:0:9::-64", FLANNELD_DUAL);
   await put("10.244.10.0-24&fc00:0:0:10::-64", FLANNELD_DUAL.replace(`"fc00:99::9"`, `"not-an-ip"`));
