@@ -20,7 +20,7 @@ export const plainWarn: Warn = (msg, fields = {}) => {
   } catch { /* stderr closed */ }
 };
 
-/** Writes `line` as it is to stderr (the retry lines of the stores' watch loops). Never throws. */
+/** Writes `line` as it is to stderr (the stores' retry lines, a fatal abort). Never throws. */
 export function stderrLine(line: string): void {
   try {
     Deno.stderr.writeSync(new TextEncoder().encode(line + "\n"));

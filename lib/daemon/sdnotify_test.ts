@@ -1,5 +1,7 @@
-import { assertEquals } from "../../tests/assert.ts";
-import { sdNotify, sockaddrUn } from "./sdnotify.ts";
+import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { NetlinkError } from "../netlink/mod.ts";
+import { sockaddrUn } from "../netlink/unix_dgram.ts";
+import { sdNotify } from "./sdnotify.ts";
 
 Deno.test("sdnotify: sockaddr_un for paths and abstract names", () => {
   const p = sockaddrUn("/run/x");
@@ -9,6 +11,18 @@ Deno.test("sdnotify: sockaddr_un for paths and abstract names", () => {
   assertEquals(a.len, 2 + 4);
   assertEquals(a.buf[2], 0);
   assertEquals(sdNotify("READY=1", undefined), false);
+});
+
+Deno.test("sdnotify: a socket that is not there, or a name too long, is a NetlinkError with the errno", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const e = assertThrows(() => sdNotify("READY=1", `${dir}/absent.sock`), NetlinkError) as NetlinkError;
+    assertEquals(e.errno, 2); // ENOENT
+    const long = assertThrows(() => sdNotify("READY=1", `/${"x".repeat(200)}`), NetlinkError) as NetlinkError;
+    assertEquals(long.errno, 22); // EINVAL
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("sdnotify: READY=1 reaches a unix datagram socket, by path and abstract name (python3 receives)", async () => {

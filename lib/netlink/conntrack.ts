@@ -3,34 +3,14 @@
  * whose original tuple has the given L4 protocol and destination port, and delete each by that tuple
  * (IPCTNL_MSG_CT_DELETE with the dumped CTA_TUPLE_ORIG and CTA_ZONE copied verbatim), as
  * vishvananda/netlink's ConntrackDeleteFilter does for the reference portmap. A socket of its own through
- * libc (socket/send/recv), one per call, in the calling thread's network namespace.
+ * libc (socket/send/recv from ffi.ts's table), one per call, in the calling thread's network namespace.
  *
  * Hand-written: no npm package speaks ctnetlink for Deno, and libnetfilter_conntrack would need a callback
  * API through FFI for the same few messages. Pointers never leave this file.
  * @module
  */
 import { FlanctlError } from "../errors.ts";
-
-const LIBC = {
-  // int socket(int domain, int type, int protocol);
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  // ssize_t send(int sockfd, const void *buf, size_t len, int flags);
-  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
-  // ssize_t recv(int sockfd, void *buf, size_t len, int flags);
-  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
-  // int close(int fd);
-  close: { parameters: ["i32"], result: "i32" },
-  // int *__errno_location(void);
-  __errno_location: { parameters: [], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-let libc: Deno.DynamicLibrary<typeof LIBC>["symbols"] | null = null;
-function c() {
-  return libc ??= Deno.dlopen("libc.so.6", LIBC).symbols;
-}
-function errno(): number {
-  return new Deno.UnsafePointerView(c().__errno_location()!).getInt32();
-}
+import { errno, libc } from "./ffi.ts";
 
 const AF_NETLINK = 16, SOCK_RAW = 3, SOCK_CLOEXEC = 0o2000000, NETLINK_NETFILTER = 12;
 const NFNL_SUBSYS_CTNETLINK = 1, IPCTNL_MSG_CT_GET = 1, IPCTNL_MSG_CT_DELETE = 2;
@@ -95,7 +75,7 @@ function matches(orig: Uint8Array, f: ConntrackFilter): boolean {
 function receive(fd: number, seq: number, each: (msg: Uint8Array) => void): void {
   const buf = new Uint8Array(65536);
   for (;;) {
-    const n = Number(c().recv(fd, buf, BigInt(buf.length), 0));
+    const n = libc().recv(fd, buf, buf.length, 0);
     if (n < 0) throw new ConntrackError("recv", errno());
     const v = new DataView(buf.buffer);
     for (let off = 0; off + 16 <= n;) {
@@ -115,13 +95,13 @@ function receive(fd: number, seq: number, each: (msg: Uint8Array) => void): void
 
 /** Deletes the matching entries in the calling thread's network namespace. Returns how many. */
 export function deleteConntrack(f: ConntrackFilter): number {
-  const fd = c().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+  const fd = libc().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
   if (fd < 0) throw new ConntrackError("socket", errno());
   const family = f.family === 4 ? 2 : 10;
   try {
     const victims: Uint8Array[] = [];
     const dump = header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, 1, family, new Uint8Array(0));
-    if (Number(c().send(fd, dump, BigInt(dump.length), 0)) < 0) throw new ConntrackError("send", errno());
+    if (libc().send(fd, dump, dump.length, 0) < 0) throw new ConntrackError("send", errno());
     receive(fd, 1, (m) => {
       const a = attrs(m, 20, m.length);
       const orig = a.get(CTA_TUPLE_ORIG);
@@ -135,12 +115,12 @@ export function deleteConntrack(f: ConntrackFilter): number {
     let seq = 2;
     for (const p of victims) {
       const del = header(IPCTNL_MSG_CT_DELETE, NLM_F_REQUEST | NLM_F_ACK, seq, family, p);
-      if (Number(c().send(fd, del, BigInt(del.length), 0)) < 0) throw new ConntrackError("send", errno());
+      if (libc().send(fd, del, del.length, 0) < 0) throw new ConntrackError("send", errno());
       receive(fd, seq, () => {});
       seq++;
     }
     return victims.length;
   } finally {
-    c().close(fd);
+    libc().close(fd);
   }
 }

@@ -1,7 +1,10 @@
 /**
- * FFI bindings: libnl-3, libnl-route-3 and the few libc calls the kernel layer needs, loaded with
- * `Deno.dlopen` on first use (so `flanctl --help` works on a machine without libnl). One symbol table
- * per library, each symbol with its C prototype, in the style of denodrivers/sqlite3.
+ * FFI bindings: libnl-3, libnl-route-3 and the libc calls of the whole product, loaded with `Deno.dlopen`
+ * on first use (so `flanctl --help` works on a machine without libnl). One symbol table per library, each
+ * symbol with its C prototype, in the style of denodrivers/sqlite3; each symbol is bound on its first call,
+ * so a caller pays only for the group it uses (the CNI path never binds the UDP data path's or sd_notify's
+ * calls). libnftables has its own loader (nftables.ts: it is optional). `tools/check_boundaries.ts` (in
+ * `deno task gate`) fails when `Deno.dlopen` or a `Deno.Unsafe*` API appears outside lib/netlink.
  *
  * Hand-written rather than a package: no npm package binds libnl for Deno, and the table is the whole
  * binding. Nothing here leaves lib/netlink: pointers stay inside this directory.
@@ -78,7 +81,7 @@ const NL_SYMBOLS = {
   nl_wait_for_ack: { parameters: ["pointer"], result: "i32" },
   // int nl_recv(struct nl_sock *sk, struct sockaddr_nl *nla, unsigned char **buf, struct ucred **creds);
   nl_recv: { parameters: ["pointer", "buffer", "buffer", "pointer"], result: "i32" },
-} as const;
+} as const satisfies Deno.ForeignLibraryInterface;
 
 /** libnl-route-3.so.200: rtnetlink objects (link, addr, route, neigh). */
 const ROUTE_SYMBOLS = {
@@ -333,10 +336,17 @@ const ROUTE_SYMBOLS = {
   rtnl_neigh_get_vlan: { parameters: ["pointer"], result: "i32" },
   // int rtnl_neigh_get_master(struct rtnl_neigh *neigh);
   rtnl_neigh_get_master: { parameters: ["pointer"], result: "i32" },
-} as const;
+} as const satisfies Deno.ForeignLibraryInterface;
 
-/** libc.so.6: namespace switching, raw file descriptors and the ethtool ioctl. */
+/**
+ * libc.so.6, every libc call of the product, in groups by user: namespace switching and raw file
+ * descriptors (netns.ts), the ethtool and TUN ioctls, the UDP data path, ctnetlink (conntrack.ts) and
+ * sd_notify's unix datagram (unix_dgram.ts). size_t/ssize_t are declared u32/i32 (values < 2^31): a 32-bit
+ * register write zero-extends on x86-64 and arm64, and numbers keep V8's fast call path (a BigInt per call
+ * would not).
+ */
 const LIBC_SYMBOLS = {
+  // ---- namespaces, file descriptors, errno, memory ----
   // int open(const char *pathname, int flags, ...);   (called without mode: no O_CREAT)
   open: { parameters: ["buffer", "i32"], result: "i32" },
   // int close(int fd);
@@ -353,10 +363,8 @@ const LIBC_SYMBOLS = {
   __errno_location: { parameters: [], result: "pointer" },
   // void free(void *ptr);
   free: { parameters: ["pointer"], result: "void" },
-  // The UDP backend's data path (tun.ts, udp_socket.ts, udp_worker.ts): blocking calls made from
-  // dedicated workers, never from the event loop. size_t/ssize_t are declared u32/i32 (values < 2^31): a
-  // 32-bit register write zero-extends on x86-64 and arm64, and numbers keep V8's fast call path (a BigInt
-  // per packet would not).
+  // ---- the UDP backend's data path (tun.ts, udp_socket.ts, udp_worker.ts) ----
+  // Blocking calls made from dedicated workers, never from the event loop.
   // int ioctl(int fd, unsigned long request, unsigned long arg);   (TUNSETPERSIST: an integer argument)
   ioctl_int: { name: "ioctl", parameters: ["i32", "u64", "u64"], result: "i32" },
   // ssize_t read(int fd, void *buf, size_t count);
@@ -377,7 +385,13 @@ const LIBC_SYMBOLS = {
   recvmmsg: { parameters: ["i32", "buffer", "u32", "i32", "buffer"], result: "i32" },
   // int poll(struct pollfd *fds, nfds_t nfds, int timeout);
   poll: { parameters: ["buffer", "u32", "i32"], result: "i32" },
-} as const;
+  // ---- ctnetlink (conntrack.ts): socket, close and these ----
+  // ssize_t send(int sockfd, const void *buf, size_t len, int flags);
+  send: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
+  // ssize_t recv(int sockfd, void *buf, size_t len, int flags);
+  recv: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
+  // ---- sd_notify (unix_dgram.ts): socket, sendto and close above ----
+} as const satisfies Deno.ForeignLibraryInterface;
 
 type NlLib = Deno.DynamicLibrary<typeof NL_SYMBOLS>["symbols"];
 type RouteLib = Deno.DynamicLibrary<typeof ROUTE_SYMBOLS>["symbols"];

@@ -23,6 +23,7 @@ export { NetlinkError } from "./errors.ts";
 export { inNetns, listNamedNetns, netnsIdentity, netnsLabel, netnsPath } from "./netns.ts";
 export { LibraryLoadError } from "./ffi.ts";
 export { getTxChecksum, setTxChecksum } from "./ethtool.ts";
+export { sendUnixDatagram } from "./unix_dgram.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

@@ -6,6 +6,7 @@
  */
 import { FlanctlError, NetnsNotFoundError } from "../errors.ts";
 import { cstr, errno, libc } from "./ffi.ts";
+import { stderrLine } from "../warn.ts";
 import type { NetnsRef } from "./types.ts";
 
 const O_RDONLY = 0;
@@ -83,9 +84,7 @@ export function inNetns<T>(ns: NetnsRef | null, fn: () => T): T {
     } finally {
       if (libc().setns(self, CLONE_NEWNET) !== 0) {
         // Continuing in the wrong namespace would silently change the wrong kernel state.
-        console.error(
-          `flanctl: FATAL: cannot switch back to the original network namespace (errno ${errno()})`,
-        );
+        stderrLine(`flanctl: FATAL: cannot switch back to the original network namespace (errno ${errno()})`);
         Deno.exit(70);
       }
     }
