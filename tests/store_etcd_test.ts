@@ -63,7 +63,8 @@ Deno.test("etcd store", async (t) => {
       "foreign leases (etcdctl put) are seen by list, watch and `lease list`; malformed ones skipped",
       async () => {
         const prefix = newPrefix();
-        const s = new EtcdStore({ endpoints: [etcd.url], prefix });
+        const warned: string[] = [];
+        const s = new EtcdStore({ endpoints: [etcd.url], prefix, warn: (msg) => warned.push(msg) });
         await s.setNetworkConfig(NET50);
         const { cursor } = await s.listLeases();
         const ac = new AbortController();
@@ -79,6 +80,9 @@ Deno.test("etcd store", async (t) => {
           assertEquals(evs[0].lease.attrs.BackendData, { VNI: 1, VtepMAC: "0e:00:00:00:00:09" });
           const { leases } = await s.listLeases();
           assertEquals(leases.map((l) => String(l.subnet)), ["10.5.9.0/24"]);
+          // The skipped entries reach the store's warn callback (the daemon's Logger), each once.
+          assertEquals(warned.filter((w) => w.includes("10.5.10.0-24")).length, 1, warned.join("\n"));
+          assert(warned.every((w) => w.startsWith(`etcd ${prefix}/subnets/`)), warned.join("\n"));
           const cli = await leaseCli([
             "list",
             "-o",
@@ -190,7 +194,13 @@ function assertMatchTtl(out: string) {
 
 Deno.test("etcd store: etcd killed gives clear errors and retries; recovers when it returns", async () => {
   const etcd = new EtcdFixture();
-  const s = new EtcdStore({ endpoints: [etcd.url], prefix: "/coreos.com/network", timeoutMs: 2000 });
+  const warned: string[] = [];
+  const s = new EtcdStore({
+    endpoints: [etcd.url],
+    prefix: "/coreos.com/network",
+    timeoutMs: 2000,
+    warn: (msg) => warned.push(msg),
+  });
   const ac = new AbortController();
   let it: AsyncIterator<LeaseEvent[]> | null = null;
   try {
@@ -209,6 +219,13 @@ Deno.test("etcd store: etcd killed gives clear errors and retries; recovers when
     const l = await s.acquireLease(attrs("192.0.2.2"));
     const evs = await nextEvents(it, (x) => x.some((ev) => ev.type === "added"), 30_000);
     assert(evs.some((ev) => String(ev.lease.subnet) === String(l.subnet)), "watch recovered");
+    // (that event may come from the re-list; the next one comes through the watch stream again)
+    const l3 = await s.acquireLease(attrs("192.0.2.3"));
+    await nextEvents(it, (x) => x.some((ev) => String(ev.lease.subnet) === String(l3.subnet)), 30_000);
+    // The failure and the recovery went to the warn callback (the daemon's Logger), not to stderr.
+    const log = warned.join("\n");
+    assert(warned.some((w) => /^etcd watch on .* failed \(.*\); retrying in [\d.]+s$/.test(w)), log);
+    assert(warned.some((w) => /^etcd watch on .* resumed at revision \d+$/.test(w)), log);
   } finally {
     ac.abort();
     await it?.return?.();

@@ -25,6 +25,7 @@ import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } f
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "./errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "./util.ts";
+import { type Warn, warnOnce } from "../warn.ts";
 
 /** How long the acquire list cache outlives the last acquire. */
 const CACHE_IDLE_MS = 30_000;
@@ -37,6 +38,11 @@ export interface EtcdStoreOptions extends EtcdClientOptions {
   ttlMs?: number;
   /** Times a lost create race is retried (default 10, as flannel). */
   raceRetries?: number;
+  /**
+   * Receives warnings (malformed leases, net-conf notes, watch failures and their recovery); default:
+   * plain lines on stderr.
+   */
+  warn?: Warn;
 }
 
 /** Opens the etcd store (no I/O until the first call). */
@@ -60,6 +66,9 @@ export class EtcdStore implements SubnetStore {
   /** The client (exposed for tools and tests). */
   readonly client: EtcdClient;
   #raceRetries: number;
+  #warn: Warn | undefined;
+  /** net-conf warnings, each once (the config is re-read often). */
+  #configWarn: Warn | null;
   /** etcd lease ID → expiry (ms since epoch); our leases are never kept alive, only replaced. */
   #expiry = new Map<string, number>();
   #snapshots = new Map<string, Map<string, Lease>>();
@@ -88,6 +97,8 @@ export class EtcdStore implements SubnetStore {
     this.prefix = opts.prefix.replace(/\/+$/, "");
     this.ttlMs = opts.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     this.#raceRetries = opts.raceRetries ?? 10;
+    this.#warn = opts.warn;
+    this.#configWarn = opts.warn ? warnOnce(opts.warn) : null;
   }
 
   get #subnets(): string {
@@ -122,7 +133,7 @@ export class EtcdStore implements SubnetStore {
     } catch (e) {
       if (e instanceof MalformedLeaseError) {
         const id = `${kv.key}@${kv.modRevision}`;
-        if (!this.#warned.has(id)) warnMalformed(e, `etcd ${kv.key}`);
+        if (!this.#warned.has(id)) warnMalformed(e, `etcd ${kv.key}`, this.#warn);
         this.#warned.add(id);
         return null;
       }
@@ -217,7 +228,7 @@ export class EtcdStore implements SubnetStore {
           `'flanctl lease config set net-conf.json --etcd-endpoints ${this.client.endpoints.join(",")}'`,
       );
     }
-    return parseNetConfig(kvs[0].value);
+    return parseNetConfig(kvs[0].value, this.#configWarn ? { warn: this.#configWarn } : {});
   }
 
   /** Validates and writes `<prefix>/config`. */
@@ -388,14 +399,14 @@ export class EtcdStore implements SubnetStore {
       if (!rev) rev = l.revision;
     }
     known = new Map(known);
-    const backoff = new Backoff();
+    const backoff = new Backoff(this.#warn);
     let failing = false;
     while (!stop.aborted) {
       let relist = false;
       try {
         for await (const msg of this.client.watch(this.#subnets, prefixEnd(this.#subnets), rev + 1, stop)) {
           if (failing) {
-            console.error(`flanctl: etcd watch on ${this.client.endpoint} resumed at revision ${rev + 1}`);
+            backoff.recovered(`etcd watch on ${this.client.endpoint} resumed at revision ${rev + 1}`);
             failing = false;
           }
           backoff.reset();
@@ -423,7 +434,7 @@ export class EtcdStore implements SubnetStore {
       } catch (e) {
         if (stop.aborted) break;
         failing = true;
-        await backoff.wait(`flanctl: etcd watch on ${this.client.endpoint} failed (${errMsg(e)})`, stop);
+        await backoff.wait(`etcd watch on ${this.client.endpoint} failed (${errMsg(e)})`, stop);
         relist = true; // we may have missed a compaction while away; a re-list is cheap and exact
       }
       if (stop.aborted) break;
@@ -437,7 +448,7 @@ export class EtcdStore implements SubnetStore {
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          await backoff.wait(`flanctl: etcd re-list failed: ${errMsg(e)}`, stop);
+          await backoff.wait(`etcd re-list failed: ${errMsg(e)}`, stop);
         }
       }
     }

@@ -483,7 +483,7 @@ export class KubeStore implements SubnetStore {
         if (stop.aborted) break;
         if (e instanceof KubeApiError && e.status === 410) relist = true;
         else {
-          await backoff.wait(`flanctl: Kubernetes watch failed (${errMsg(e)})`, stop);
+          await backoff.wait(`Kubernetes watch failed (${errMsg(e)})`, stop);
         }
       }
       if (stop.aborted) break;
@@ -496,7 +496,7 @@ export class KubeStore implements SubnetStore {
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          await backoff.wait(`flanctl: Kubernetes re-list failed (${errMsg(e)})`, stop);
+          await backoff.wait(`Kubernetes re-list failed (${errMsg(e)})`, stop);
         }
       }
     }

@@ -209,6 +209,7 @@ export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): 
           username: opts.etcdUsername,
           password: etcdPassword(opts),
           ttlMs,
+          warn: log.warn,
         });
       }
       default:

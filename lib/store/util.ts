@@ -76,9 +76,14 @@ export class Backoff {
   #ms = 500;
   #warn: Warn | undefined;
 
-  /** `warn` receives the retry lines (default: stderr as they are). */
+  /** `warn` receives the retry and recovery lines (default: `flanctl: LINE` on stderr). */
   constructor(warn?: Warn) {
     this.#warn = warn;
+  }
+
+  #report(line: string): void {
+    if (this.#warn) this.#warn(line);
+    else stderrLine(`flanctl: ${line}`);
   }
 
   /** Back to the first delay. */
@@ -86,11 +91,15 @@ export class Backoff {
     this.#ms = 500;
   }
 
+  /** Reports `msg` (the connection works again after a failure) where the retry lines go, and resets. */
+  recovered(msg: string): void {
+    this.#report(msg);
+    this.reset();
+  }
+
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    const line = `${msg}; retrying in ${this.#ms / 1000}s`;
-    if (this.#warn) this.#warn(line);
-    else stderrLine(line);
+    this.#report(`${msg}; retrying in ${this.#ms / 1000}s`);
     await sleep(this.#ms, signal);
     this.#ms = Math.min(this.#ms * 2, 10_000);
   }
