@@ -11,6 +11,7 @@
  * @module
  */
 import ts from "typescript";
+import { productFiles, ROOT } from "./ts_files.ts";
 
 /** One function and its size. */
 export interface FnSize {
@@ -71,20 +72,6 @@ export function functionSizes(file: string, text: string): FnSize[] {
   return out;
 }
 
-/** The product's TypeScript files below `dirs` (unit tests left out), sorted, relative to `root`. */
-export function productFiles(root: string, dirs: string[]): string[] {
-  const out: string[] = [];
-  const walk = (rel: string): void => {
-    for (const e of [...Deno.readDirSync(`${root}/${rel}`)].sort((a, b) => a.name.localeCompare(b.name))) {
-      const path = `${rel}/${e.name}`;
-      if (e.isDirectory) walk(path);
-      else if (e.isFile && e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) out.push(path);
-    }
-  };
-  for (const d of dirs) walk(d);
-  return out;
-}
-
 /** The `n` largest of `all`, largest first (ties by file and line). */
 export function largest(all: FnSize[], n: number): FnSize[] {
   return [...all].sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file) || a.line - b.line)
@@ -99,9 +86,8 @@ if (import.meta.main) {
     );
     Deno.exit(2);
   }
-  const root = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
-  const files = productFiles(root, ["lib", "cli"]);
-  const all = files.flatMap((f) => functionSizes(f, Deno.readTextFileSync(`${root}/${f}`)));
+  const files = productFiles(ROOT, ["lib", "cli"]);
+  const all = files.flatMap((f) => functionSizes(f, Deno.readTextFileSync(`${ROOT}/${f}`)));
   const top = largest(all, n);
   for (const f of top) console.log(`${String(f.lines).padStart(5)}  ${f.file}:${f.line}  ${f.name}`);
   console.log(`(${top.length} largest of ${all.length} functions in ${files.length} files of lib/ and cli/)`);
