@@ -18,7 +18,18 @@ import { forwardPolicy } from "../doctor/checks/iptables.ts";
 import { UDP_DEVICE, udpDevice, udpPort, udpPortCheck } from "../doctor/checks/udp.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { masqDecision } from "./masq.ts";
-import type { PathDevice, PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
+import {
+  fdbHop,
+  forwardHop,
+  neighHop,
+  remoteRouteHop,
+  underlayRouteHop,
+  unreadableRemoteHop,
+} from "./hops.ts";
+import { doctorText, lookupText, Path, type Why } from "./path.ts";
+import type { PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
+
+export { doctorText, lookupText, Path, type Why };
 
 /** Errnos a route lookup answers with (asm-generic/errno.h). */
 const EXDEV = 18, EHOSTUNREACH = 113;
@@ -39,21 +50,6 @@ export interface TraceInput {
   underlay?: { netns: string; bridge: string; ports: Map<string, string> };
 }
 
-/** A broken hop's explanation. */
-export interface Why {
-  why: string;
-  fix: string[];
-  check?: string;
-}
-
-/** The why/fix of doctor check `id` on a node, when that check finds a problem there. */
-export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | null> {
-  const c = ALL_CHECKS.find((c) => c.id === id);
-  if (!c) return null;
-  const f = (await c.run(ctx)).find((f) => f.severity === "critical" || f.severity === "warning");
-  return f ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: id } : null;
-}
-
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
 export function nsRef(label: string): NetnsRef {
   return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
@@ -66,15 +62,6 @@ export function isPod(s: TraceInput["src"]): s is PodRef {
 /** The lease whose subnet holds `ip`, or null. */
 export function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
   return ctx.store.leases.find((l) => l.subnet?.contains(ip)) ?? null;
-}
-
-export function lookupText(r: RouteLookup): string {
-  if (r.errno !== null) return `route lookup failed: ${r.error}`;
-  const via = r.gateway ? ` via ${r.gateway}` : "";
-  const dev = r.devName ? ` dev ${r.devName}` : "";
-  const flags = r.flags.length ? ` ${r.flags.join(" ")}` : "";
-  const table = r.table === 254 ? "main" : r.table === 255 ? "local" : String(r.table);
-  return `${r.type === "unicast" ? "" : `${r.type} `}${r.route}${via}${dev}${flags} table ${table}`;
 }
 
 /** Runs the trace. Never throws for node problems: they become broken hops. */
@@ -175,23 +162,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   );
 
   // 4. The firewall: FORWARD for forwarded pod traffic, and the masquerade decision.
-  if (fromPod) {
-    const f = (await forwardPolicy.run(ctx))[0];
-    add(
-      {
-        node: srcNode.name,
-        step: "forward",
-        ok: f.severity !== "critical",
-        entry: f.detail,
-        detail: f.severity === "critical"
-          ? "the FORWARD chain drops pod traffic"
-          : "FORWARD lets the packet through",
-      },
-      f.severity === "critical"
-        ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" }
-        : null,
-    );
-  }
+  if (fromPod) forwardHop(srcNode, "forward", (await forwardPolicy.run(ctx))[0], "", p);
   const outside = !network || !network.contains(dst);
   // The packet's source: the pod's, else what the kernel picks for the output device (prefsrc, else the
   // device's primary address; MASQUERADE uses the same).
@@ -307,50 +278,17 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     );
     if (!devOk) return finish(inp, srcName, p);
     const mac = vtepMacOf(lease.attrs.BackendData);
-    const gw = r.gateway!;
-    const neigh = ctx.kernel?.neigh.find((n) => n.index === dev!.index && n.dst === gw) ?? null;
-    const arpOk = !!neigh && !!mac && neigh.lladdr?.toLowerCase() === mac &&
-      neigh.state.includes("PERMANENT");
-    add({
-      node: srcNode.name,
-      step: "arp",
-      ok: arpOk,
-      entry: neigh
-        ? `${neigh.dst} dev ${neigh.ifname} lladdr ${neigh.lladdr ?? "-"} ${neigh.state.join(",")}`
-        : `no neighbour entry for ${gw} on ${dev.name}`,
-      detail: !neigh
-        ? `no ARP entry for ${gw}: flannel.${ctx.vni} does not ARP (NOARP), the packet is dropped`
-        : arpOk
-        ? `next hop ${gw} is VTEP ${mac}`
-        : `ARP entry disagrees with the lease: lladdr ${neigh.lladdr} ${
-          neigh.state.join(",")
-        }, lease VtepMAC ${mac}`,
-      lease: leaseText(lease),
-    }, await doctorText(ctx, "peer-arp"));
-    if (!arpOk) return finish(inp, srcName, p);
-    const fdb = ctx.kernel?.fdb.filter((f) => f.index === dev!.index && f.mac.toLowerCase() === mac) ?? [];
-    const f = fdb.find((f) => f.dst !== null) ?? null;
-    const fdbOk = !!f && f.dst === lease.attrs.PublicIP && fdb.length === 1;
-    add({
-      node: srcNode.name,
-      step: "fdb",
-      ok: fdbOk,
-      entry: f
-        ? fdb.map((f) =>
-          `${f.mac} dev ${f.ifname} dst ${f.dst} ${f.flags.join(" ")} ${f.state.join(",")}`.trim()
-        ).join("; ")
-        : `no FDB entry for ${mac} on ${dev.name}`,
-      detail: !f
-        ? `no FDB entry for ${mac}: the kernel does not know where to send the encapsulated frame`
-        : fdbOk
-        ? `encapsulated frame goes to ${f.dst}`
-        : `FDB entry disagrees with the lease: dst ${
-          fdb.map((x) => x.dst).join(", ")
-        }, lease PublicIP ${lease.attrs.PublicIP}`,
-      lease: leaseText(lease),
-    }, await doctorText(ctx, "peer-fdb"));
-    if (!fdbOk) return finish(inp, srcName, p);
-    underlayDst = f!.dst!;
+    const l = leaseText(lease);
+    const arp = { proto: "ARP" as const, noResolve: `flannel.${ctx.vni} does not ARP` };
+    const arpWhy = await doctorText(ctx, "peer-arp");
+    if (!neighHop({ n: srcNode, dev, nextHop: r.gateway!, mac, ...arp, lease: l, why: arpWhy }, p)) {
+      return finish(inp, srcName, p);
+    }
+    const peer = { ip: lease.attrs.PublicIP, label: "PublicIP" as const };
+    const fdbWhy = await doctorText(ctx, "peer-fdb");
+    const to = fdbHop({ n: srcNode, dev, mac, peer, withState: true, lease: l, why: fdbWhy }, p);
+    if (to === null) return finish(inp, srcName, p);
+    underlayDst = to;
     p.dev(srcNode.netns, dev.name, "tx");
   } else if (backend === "udp") {
     // 6'. The overlay (udp): flannel0 (the doctor's udp-device check), then the daemon's peer table:
@@ -377,46 +315,23 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   }
 
   // 7. The underlay: how the node reaches the peer's PublicIP.
-  const u = routeGet(srcNode.h, { dst: underlayDst });
-  const vx = ctx.vxlanDevice();
-  const tunDev = backend === "udp" ? ctx.link(UDP_DEVICE) : null;
-  const loops = (vx !== null && u.dev === vx.index) || (tunDev !== null && u.dev === tunDev.index);
+  const overlay = [ctx.vxlanDevice(), backend === "udp" ? ctx.link(UDP_DEVICE) : null];
   // vxlan and udp encapsulate (any routed underlay); host-gw and DirectRouting need the peer on-link.
   const needDirect = (backend !== "vxlan" && backend !== "udp") || direct;
-  const uOk = u.errno === null && !loops && (!needDirect || u.gateway === null) && u.type === "unicast";
-  add({
-    node: srcNode.name,
-    step: "underlay",
-    ok: uOk,
-    entry: lookupText(u),
-    detail: u.errno !== null
-      ? `no route to the peer's PublicIP ${underlayDst}`
-      : loops
-      ? `the route to ${underlayDst} points into ${
-        u.devName ?? "the overlay"
-      }: encapsulated packets would loop`
-      : needDirect && u.gateway !== null
-      ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
-      : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
+  const underlay = {
+    n: srcNode,
+    peer: { ip: underlayDst, label: "PublicIP" as const },
+    overlay,
+    needDirect,
+    backend,
+    routeGet: "ip route get",
     lease: leaseText(lease),
-  }, {
-    why: "the peer's PublicIP must be reachable on the underlay",
-    fix: [ctx.cmd(`ip route get ${underlayDst}`)],
-  });
-  if (!uOk) return finish(inp, srcName, p);
-  p.dev(srcNode.netns, u.devName, "tx");
+  };
+  if (!underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
 
   // 8. The remote node, when its state can be read here.
   if (!peerNode) {
-    add({
-      node: lease.attrs.PublicIP,
-      step: "remote",
-      ok: true,
-      entry: `lease ${leaseText(lease)}`,
-      detail:
-        "the remote node's state is not readable from here: run `flanctl trace` on it for the rest of the path",
-      lease: leaseText(lease),
-    });
+    unreadableRemoteHop(lease.attrs.PublicIP, leaseText(lease), p);
     return finish(inp, srcName, p);
   }
   if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
@@ -491,25 +406,6 @@ export async function podHops(inp: TraceInput, p: Path): Promise<number | null> 
     }
   }
   return podMtu;
-}
-
-/** The hops so far and the why of each broken one. */
-export class Path {
-  readonly hops: TraceHop[] = [];
-  /** Devices the packet passes, in order (for --probe's counters). */
-  readonly devices: PathDevice[] = [];
-  dev(netns: string | null, dev: string | null, dir: "rx" | "tx"): void {
-    if (dev) this.devices.push({ netns, dev, dir });
-  }
-  readonly whys = new Map<number, Why>();
-  add(h: TraceHop, why?: Why | null): void {
-    if (h.lease === undefined) delete h.lease;
-    this.hops.push(h);
-    if (!h.ok) this.whys.set(this.hops.length - 1, why ?? { why: h.detail, fix: [] });
-  }
-  get broken(): boolean {
-    return this.hops.some((h) => !h.ok);
-  }
 }
 
 /** The node whose lease this is: its subnet.env subnet or its own lease matches. */
@@ -724,42 +620,9 @@ async function remoteIngress(
     iif = a?.ifname ?? null;
     p.dev(peer.netns, iif, "rx");
   }
-  const r = iif && src ? routeGet(peer.h, { dst: inp.dst, src, iif }) : routeGet(peer.h, { dst: inp.dst });
-  const ok = r.errno === null && r.devName === "cni0";
-  p.add(
-    {
-      node: peer.name,
-      step: "remote-route",
-      ok,
-      entry: lookupText(r),
-      detail: r.errno === EXDEV
-        ? `rp_filter on ${iif} drops the packet from ${src}`
-        : r.errno !== null
-        ? `the remote node does not forward the packet (${r.error})`
-        : ok
-        ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
-        : `routed to ${r.devName ?? "?"}, expected cni0 (${lease.subnet} is this node's subnet)`,
-    },
-    r.errno === EXDEV
-      ? await doctorText(pc, "rp-filter")
-      : r.errno !== null
-      ? await doctorText(pc, "ip-forward")
-      : await doctorText(pc, "cni0-address"),
-  );
-  if (!ok) return;
-  const f = (await forwardPolicy.run(pc))[0];
-  p.add(
-    {
-      node: peer.name,
-      step: "remote-forward",
-      ok: f.severity !== "critical",
-      entry: f.detail,
-      detail: f.severity === "critical"
-        ? "the FORWARD chain drops pod traffic"
-        : "FORWARD lets the packet through",
-    },
-    f.severity === "critical" ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null,
-  );
+  const route = { peer, dst: inp.dst, src, iif, subnet: String(lease.subnet), family: "" as const };
+  if (!await remoteRouteHop({ ...route, forwardCheck: "ip-forward" }, p)) return;
+  forwardHop(peer, "remote-forward", (await forwardPolicy.run(pc))[0], "", p);
 }
 
 /**

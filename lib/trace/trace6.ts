@@ -16,17 +16,22 @@ import { forwardFinding } from "../doctor/checks/iptables.ts";
 import {
   daemonHop,
   deliver,
-  doctorText,
   finish,
   isPod,
-  lookupText,
   nodeOfLease,
-  Path,
   podHops,
   type TraceInput,
   underlayHop,
-  type Why,
 } from "./trace.ts";
+import {
+  fdbHop,
+  forwardHop,
+  neighHop,
+  remoteRouteHop,
+  underlayRouteHop,
+  unreadableRemoteHop,
+} from "./hops.ts";
+import { doctorText, lookupText, Path, type Why } from "./path.ts";
 import type { TraceNode, TraceReport } from "./types.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */
@@ -124,7 +129,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
 
   // 4. ip6tables FORWARD for a pod's forwarded packet (the doctor's forward-policy verdict, IPv6 table),
   // then the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
-  if (fromPod && ctx.ip6t.text !== null) forwardHop(srcNode, "forward", net6, p);
+  if (fromPod && ctx.ip6t.text !== null) forward6(srcNode, "forward", net6, p);
   // 4'. The IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
   const m = (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
@@ -177,10 +182,6 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     }, devOk ? null : mtuBad ? await doctorText(ctx, "mtu") : { why: f?.why ?? "", fix: f?.fix ?? [] });
     if (!devOk) return finish(inp, srcName, p);
     const mac = vtepMacOf(lease.attrs.BackendV6Data);
-    const nh = r.gateway!;
-    const neigh = ctx.kernel?.neigh.find((n) => n.index === dev!.index && n.dst === nh) ?? null;
-    const ndpOk = !!neigh && !!mac && neigh.lladdr?.toLowerCase() === mac &&
-      neigh.state.includes("PERMANENT");
     const why6: Why = {
       why:
         "flannel programs a permanent neighbour entry (NDP) and an FDB entry per IPv6 peer; without them " +
@@ -188,84 +189,35 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
       fix: ["restart the daemon: it re-adds every peer's neighbour and FDB entries on start"],
       check: "peers-v6",
     };
-    p.add({
-      node: srcNode.name,
-      step: "ndp",
-      ok: ndpOk,
-      entry: neigh
-        ? `${neigh.dst} dev ${neigh.ifname} lladdr ${neigh.lladdr ?? "-"} ${neigh.state.join(",")}`
-        : `no neighbour entry for ${nh} on ${dev!.name}`,
-      detail: !neigh
-        ? `no NDP entry for ${nh}: ${dev!.name} does not solicit (NOARP), the packet is dropped`
-        : ndpOk
-        ? `next hop ${nh} is VTEP ${mac}`
-        : `NDP entry disagrees with the lease: lladdr ${neigh.lladdr} ${
-          neigh.state.join(",")
-        }, lease VtepMAC ${mac}`,
-      lease: leaseText(lease),
-    }, (await doctorText(ctx, "peers-v6")) ?? why6);
-    if (!ndpOk) return finish(inp, srcName, p);
-    const fdb = ctx.kernel?.fdb.filter((f) => f.index === dev!.index && f.mac.toLowerCase() === mac) ?? [];
-    const fe = fdb.find((f) => f.dst !== null) ?? null;
-    const fdbOk = !!fe && fe.dst === pub6 && fdb.length === 1;
-    p.add({
-      node: srcNode.name,
-      step: "fdb",
-      ok: fdbOk,
-      entry: fe
-        ? fdb.map((f) => `${f.mac} dev ${f.ifname} dst ${f.dst} ${f.flags.join(" ")}`.trim()).join("; ")
-        : `no FDB entry for ${mac} on ${dev!.name}`,
-      detail: !fe
-        ? `no FDB entry for ${mac}: the kernel does not know where to send the encapsulated frame`
-        : fdbOk
-        ? `encapsulated frame goes to ${fe.dst}`
-        : `FDB entry disagrees with the lease: dst ${
-          fdb.map((x) => x.dst).join(", ")
-        }, lease PublicIPv6 ${pub6}`,
-      lease: leaseText(lease),
-    }, (await doctorText(ctx, "peers-v6")) ?? why6);
-    if (!fdbOk) return finish(inp, srcName, p);
-    underlayDst = fe!.dst!;
+    const l = leaseText(lease);
+    const ndp = { proto: "NDP" as const, noResolve: `${dev!.name} does not solicit` };
+    const ndpWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
+    if (!neighHop({ n: srcNode, dev: dev!, nextHop: r.gateway!, mac, ...ndp, lease: l, why: ndpWhy }, p)) {
+      return finish(inp, srcName, p);
+    }
+    const peer = { ip: pub6, label: "PublicIPv6" as const };
+    const fdbWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
+    const to = fdbHop({ n: srcNode, dev: dev!, mac, peer, withState: false, lease: l, why: fdbWhy }, p);
+    if (to === null) return finish(inp, srcName, p);
+    underlayDst = to;
     p.dev(srcNode.netns, dev!.name, "tx");
   }
 
   // 6. The IPv6 underlay to the peer's PublicIPv6.
-  const u = routeGet(srcNode.h, { dst: underlayDst });
-  const d6 = dev6(ctx);
-  const loops = !!d6 && u.dev === d6.index;
-  const needDirect = !vxlan || direct;
-  const uOk = u.errno === null && !loops && (!needDirect || u.gateway === null) && u.type === "unicast";
-  p.add({
-    node: srcNode.name,
-    step: "underlay",
-    ok: uOk,
-    entry: lookupText(u),
-    detail: u.errno !== null
-      ? `no route to the peer's PublicIPv6 ${underlayDst}`
-      : loops
-      ? `the route to ${underlayDst} points into ${d6!.name}: encapsulated packets would loop`
-      : needDirect && u.gateway !== null
-      ? `${underlayDst} is behind gateway ${u.gateway}: ${backend} needs the peers on the same L2 network`
-      : `sent to ${underlayDst} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
+  const underlay = {
+    n: srcNode,
+    peer: { ip: underlayDst, label: "PublicIPv6" as const },
+    overlay: [dev6(ctx)],
+    needDirect: !vxlan || direct,
+    backend,
+    routeGet: "ip -6 route get",
     lease: leaseText(lease),
-  }, {
-    why: "the peer's PublicIPv6 must be reachable on the underlay",
-    fix: [ctx.cmd(`ip -6 route get ${underlayDst}`)],
-  });
-  if (!uOk) return finish(inp, srcName, p);
-  p.dev(srcNode.netns, u.devName, "tx");
+  };
+  if (!underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
 
   // 7. The remote node.
   if (!peerNode) {
-    p.add({
-      node: pub6,
-      step: "remote",
-      ok: true,
-      entry: `lease ${leaseText(lease)}`,
-      detail:
-        "the remote node's state is not readable from here: run `flanctl trace` on it for the rest of the path",
-      lease: leaseText(lease),
-    });
+    unreadableRemoteHop(pub6, leaseText(lease), p);
     return finish(inp, srcName, p);
   }
   if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
@@ -299,39 +251,15 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     iif = pc.kernel?.addrs.find((a) => a.local === pub6)?.ifname ?? null;
   }
   p.dev(peerNode.netns, iif, "rx");
-  const rr = iif && srcIP
-    ? routeGet(peerNode.h, { dst: inp.dst, src: srcIP, iif })
-    : routeGet(peerNode.h, { dst: inp.dst });
-  const rrOk = rr.errno === null && rr.devName === "cni0";
-  p.add({
-    node: peerNode.name,
-    step: "remote-route",
-    ok: rrOk,
-    entry: lookupText(rr),
-    detail: rr.errno !== null
-      ? `the remote node does not forward the packet (${rr.error})`
-      : rrOk
-      ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
-      : `routed to ${rr.devName ?? "?"}, expected cni0 (${lease.ipv6Subnet} is this node's IPv6 subnet)`,
-  }, rr.errno !== null ? await doctorText(pc, "ipv6-forward") : await doctorText(pc, "cni0-address"));
-  if (rrOk && pc.ip6t.text !== null) forwardHop(peerNode, "remote-forward", network6(pc), p);
+  const route = { peer: peerNode, dst: inp.dst, src: srcIP, iif, subnet: String(lease.ipv6Subnet) };
+  const rrOk = await remoteRouteHop({ ...route, family: "IPv6 ", forwardCheck: "ipv6-forward" }, p);
+  if (rrOk && pc.ip6t.text !== null) forward6(peerNode, "remote-forward", network6(pc), p);
   if (p.hops.slice(mark).every((h) => h.ok)) await deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
 }
 
 /** ip6tables FORWARD on `n`: its policy, or flannel's accept rules for the IPv6 pod network. */
-function forwardHop(n: TraceNode, step: string, net6: IPNet | null, p: Path): void {
+function forward6(n: TraceNode, step: string, net6: IPNet | null, p: Path): void {
   const f = forwardFinding(n.ctx, n.ctx.ip6tTable("filter"), net6?.toString(), "ip6tables");
-  p.add(
-    {
-      node: n.name,
-      step,
-      ok: f.severity !== "critical",
-      entry: `ip6tables: ${f.detail}`,
-      detail: f.severity === "critical"
-        ? "the ip6tables FORWARD chain drops pod traffic"
-        : "FORWARD lets the packet through",
-    },
-    f.severity === "critical" ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null,
-  );
+  forwardHop(n, step, f, "ip6tables", p);
 }

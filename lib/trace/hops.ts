@@ -1,0 +1,229 @@
+/**
+ * The hops the IPv4 walk (trace.ts) and the IPv6 walk (trace6.ts) have in common, each written once with
+ * what differs between the families passed in: the next hop's neighbour entry (ARP / NDP) and FDB entry
+ * on the VXLAN device, the underlay route to the peer's public address, a peer whose state is not
+ * readable, the remote node's route to cni0 and the FORWARD verdict. Each adds its hop to the
+ * {@link Path} and returns whether the walk goes on.
+ * @module
+ */
+import { routeGet } from "../netlink/mod.ts";
+import type { LinkInfo } from "../netlink/mod.ts";
+import type { Finding } from "../doctor/types.ts";
+import { doctorText, lookupText, type Path, type Why } from "./path.ts";
+import type { TraceNode } from "./types.ts";
+
+/** errno of a route lookup that rp_filter refused (asm-generic/errno.h EXDEV). */
+const EXDEV = 18;
+
+/** The peer's public address the underlay carries the packet to, as the lease names it. */
+export interface PeerAddress {
+  /** The address (the lease's PublicIP or PublicIPv6). */
+  ip: string;
+  /** Its name in the lease: "PublicIP" or "PublicIPv6". */
+  label: "PublicIP" | "PublicIPv6";
+}
+
+/** The next hop's neighbour entry on the VXLAN device ("arp" for IPv4, "ndp" for IPv6). */
+export function neighHop(
+  o: {
+    n: TraceNode;
+    dev: LinkInfo;
+    /** The route's gateway: the peer's VTEP address. */
+    nextHop: string;
+    /** The lease's VtepMAC. */
+    mac: string | null;
+    proto: "ARP" | "NDP";
+    /** Why the kernel cannot resolve it itself, e.g. "flannel.1 does not ARP". */
+    noResolve: string;
+    lease: string;
+    why: Why | null;
+  },
+  p: Path,
+): boolean {
+  const { n, dev, nextHop, mac, proto } = o;
+  const neigh = n.ctx.kernel?.neigh.find((x) => x.index === dev.index && x.dst === nextHop) ?? null;
+  const ok = !!neigh && !!mac && neigh.lladdr?.toLowerCase() === mac && neigh.state.includes("PERMANENT");
+  p.add({
+    node: n.name,
+    step: proto.toLowerCase(),
+    ok,
+    entry: neigh
+      ? `${neigh.dst} dev ${neigh.ifname} lladdr ${neigh.lladdr ?? "-"} ${neigh.state.join(",")}`
+      : `no neighbour entry for ${nextHop} on ${dev.name}`,
+    detail: !neigh
+      ? `no ${proto} entry for ${nextHop}: ${o.noResolve} (NOARP), the packet is dropped`
+      : ok
+      ? `next hop ${nextHop} is VTEP ${mac}`
+      : `${proto} entry disagrees with the lease: lladdr ${neigh.lladdr} ${
+        neigh.state.join(",")
+      }, lease VtepMAC ${mac}`,
+    lease: o.lease,
+  }, o.why);
+  return ok;
+}
+
+/**
+ * The FDB entry of the VTEP MAC on the VXLAN device: one entry, to the peer's public address. Returns
+ * the address the encapsulated frame goes to, or null when the hop is broken.
+ */
+export function fdbHop(
+  o: {
+    n: TraceNode;
+    dev: LinkInfo;
+    mac: string | null;
+    peer: PeerAddress;
+    /** Show each entry's NUD state in the hop's entry (the IPv4 walk does). */
+    withState: boolean;
+    lease: string;
+    why: Why | null;
+  },
+  p: Path,
+): string | null {
+  const { n, dev, mac, peer } = o;
+  const fdb = n.ctx.kernel?.fdb.filter((f) => f.index === dev.index && f.mac.toLowerCase() === mac) ?? [];
+  const f = fdb.find((x) => x.dst !== null) ?? null;
+  const ok = !!f && f.dst === peer.ip && fdb.length === 1;
+  p.add({
+    node: n.name,
+    step: "fdb",
+    ok,
+    entry: f
+      ? fdb.map((x) =>
+        `${x.mac} dev ${x.ifname} dst ${x.dst} ${x.flags.join(" ")}${
+          o.withState ? ` ${x.state.join(",")}` : ""
+        }`
+          .trim()
+      ).join("; ")
+      : `no FDB entry for ${mac} on ${dev.name}`,
+    detail: !f
+      ? `no FDB entry for ${mac}: the kernel does not know where to send the encapsulated frame`
+      : ok
+      ? `encapsulated frame goes to ${f.dst}`
+      : `FDB entry disagrees with the lease: dst ${
+        fdb.map((x) => x.dst).join(", ")
+      }, lease ${peer.label} ${peer.ip}`,
+    lease: o.lease,
+  }, o.why);
+  return ok ? f!.dst : null;
+}
+
+/**
+ * How node `n` reaches the peer's public address on the underlay: a unicast route that does not point
+ * into an overlay device (the packet would loop), without a gateway where the backend needs the peer
+ * on-link. Marks the underlay device on the path when the hop is ok.
+ */
+export function underlayRouteHop(
+  o: {
+    n: TraceNode;
+    peer: PeerAddress;
+    /** The node's overlay devices (VXLAN, TUN), null where absent. */
+    overlay: (LinkInfo | null)[];
+    /** host-gw and DirectRouting: the peer must be on-link. */
+    needDirect: boolean;
+    backend: string;
+    /** The `ip route get` of the family ("ip route get", "ip -6 route get"). */
+    routeGet: string;
+    lease: string;
+  },
+  p: Path,
+): boolean {
+  const { n, peer } = o;
+  const u = routeGet(n.h, { dst: peer.ip });
+  const into = o.overlay.find((d) => d !== null && u.dev === d.index) ?? null;
+  const ok = u.errno === null && !into && (!o.needDirect || u.gateway === null) && u.type === "unicast";
+  p.add({
+    node: n.name,
+    step: "underlay",
+    ok,
+    entry: lookupText(u),
+    detail: u.errno !== null
+      ? `no route to the peer's ${peer.label} ${peer.ip}`
+      : into
+      ? `the route to ${peer.ip} points into ${u.devName ?? into.name}: encapsulated packets would loop`
+      : o.needDirect && u.gateway !== null
+      ? `${peer.ip} is behind gateway ${u.gateway}: ${o.backend} needs the peers on the same L2 network`
+      : `sent to ${peer.ip} on ${u.devName}${u.prefsrc ? ` from ${u.prefsrc}` : ""}`,
+    lease: o.lease,
+  }, {
+    why: `the peer's ${peer.label} must be reachable on the underlay`,
+    fix: [n.ctx.cmd(`${o.routeGet} ${peer.ip}`)],
+  });
+  if (ok) p.dev(n.netns, u.devName, "tx");
+  return ok;
+}
+
+/** The peer's node is not one whose state this trace reads: the path ends at its public address. */
+export function unreadableRemoteHop(peerIP: string, lease: string, p: Path): void {
+  p.add({
+    node: peerIP,
+    step: "remote",
+    ok: true,
+    entry: `lease ${lease}`,
+    detail:
+      "the remote node's state is not readable from here: run `flanctl trace` on it for the rest of the path",
+    lease,
+  });
+}
+
+/**
+ * The remote node's input route lookup for the packet (from `iif`, with the packet's source when both
+ * are known): it must forward to cni0.
+ */
+export async function remoteRouteHop(
+  o: {
+    peer: TraceNode;
+    dst: string;
+    src: string | null;
+    iif: string | null;
+    /** The lease's subnet of the family (the peer's own). */
+    subnet: string;
+    /** "IPv6 " for the IPv6 walk: "this node's IPv6 subnet". */
+    family: "" | "IPv6 ";
+    /** The doctor check of the family's forwarding sysctl ("ip-forward", "ipv6-forward"). */
+    forwardCheck: string;
+  },
+  p: Path,
+): Promise<boolean> {
+  const { peer, iif, src } = o;
+  const pc = peer.ctx;
+  const r = iif && src ? routeGet(peer.h, { dst: o.dst, src, iif }) : routeGet(peer.h, { dst: o.dst });
+  const ok = r.errno === null && r.devName === "cni0";
+  p.add(
+    {
+      node: peer.name,
+      step: "remote-route",
+      ok,
+      entry: lookupText(r),
+      detail: r.errno === EXDEV
+        ? `rp_filter on ${iif} drops the packet from ${src}`
+        : r.errno !== null
+        ? `the remote node does not forward the packet (${r.error})`
+        : ok
+        ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
+        : `routed to ${r.devName ?? "?"}, expected cni0 (${o.subnet} is this node's ${o.family}subnet)`,
+    },
+    r.errno === EXDEV
+      ? await doctorText(pc, "rp-filter")
+      : r.errno !== null
+      ? await doctorText(pc, o.forwardCheck)
+      : await doctorText(pc, "cni0-address"),
+  );
+  return ok;
+}
+
+/**
+ * The FORWARD chain's verdict for a forwarded pod packet on `n`, from the doctor's forward-policy finding
+ * `f`; `tool` names the table in the texts ("ip6tables" for the IPv6 walk, "" for iptables).
+ */
+export function forwardHop(n: TraceNode, step: string, f: Finding, tool: "" | "ip6tables", p: Path): void {
+  const bad = f.severity === "critical";
+  p.add({
+    node: n.name,
+    step,
+    ok: !bad,
+    entry: tool ? `${tool}: ${f.detail}` : f.detail,
+    detail: bad
+      ? `the ${tool ? `${tool} ` : ""}FORWARD chain drops pod traffic`
+      : "FORWARD lets the packet through",
+  }, bad ? { why: f.why ?? f.detail, fix: f.fix ?? [], check: "forward-policy" } : null);
+}
