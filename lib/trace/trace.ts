@@ -18,14 +18,7 @@ import { forwardPolicy } from "../doctor/checks/iptables.ts";
 import { UDP_DEVICE, udpDevice, udpPort, udpPortCheck } from "../doctor/checks/udp.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { masqDecision } from "./masq.ts";
-import {
-  fdbHop,
-  forwardHop,
-  neighHop,
-  remoteRouteHop,
-  underlayRouteHop,
-  unreadableRemoteHop,
-} from "./hops.ts";
+import * as hops from "./hops.ts";
 import { doctorText, lookupText, Path, type Why } from "./path.ts";
 import type { PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
 
@@ -162,7 +155,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   );
 
   // 4. The firewall: FORWARD for forwarded pod traffic, and the masquerade decision.
-  if (fromPod) forwardHop(srcNode, "forward", (await forwardPolicy.run(ctx))[0], "", p);
+  if (fromPod) hops.forwardHop(srcNode, "forward", (await forwardPolicy.run(ctx))[0], "", p);
   const outside = !network || !network.contains(dst);
   // The packet's source: the pod's, else what the kernel picks for the output device (prefsrc, else the
   // device's primary address; MASQUERADE uses the same).
@@ -281,12 +274,12 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     const l = leaseText(lease);
     const arp = { proto: "ARP" as const, noResolve: `flannel.${ctx.vni} does not ARP` };
     const arpWhy = await doctorText(ctx, "peer-arp");
-    if (!neighHop({ n: srcNode, dev, nextHop: r.gateway!, mac, ...arp, lease: l, why: arpWhy }, p)) {
+    if (!hops.neighHop({ n: srcNode, dev, nextHop: r.gateway!, mac, ...arp, lease: l, why: arpWhy }, p)) {
       return finish(inp, srcName, p);
     }
     const peer = { ip: lease.attrs.PublicIP, label: "PublicIP" as const };
     const fdbWhy = await doctorText(ctx, "peer-fdb");
-    const to = fdbHop({ n: srcNode, dev, mac, peer, withState: true, lease: l, why: fdbWhy }, p);
+    const to = hops.fdbHop({ n: srcNode, dev, mac, peer, withState: true, lease: l, why: fdbWhy }, p);
     if (to === null) return finish(inp, srcName, p);
     underlayDst = to;
     p.dev(srcNode.netns, dev.name, "tx");
@@ -327,11 +320,11 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     routeGet: "ip route get",
     lease: leaseText(lease),
   };
-  if (!underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
+  if (!hops.underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
 
   // 8. The remote node, when its state can be read here.
   if (!peerNode) {
-    unreadableRemoteHop(lease.attrs.PublicIP, leaseText(lease), p);
+    hops.unreadableRemoteHop(lease.attrs.PublicIP, leaseText(lease), p);
     return finish(inp, srcName, p);
   }
   if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
@@ -621,8 +614,8 @@ async function remoteIngress(
     p.dev(peer.netns, iif, "rx");
   }
   const route = { peer, dst: inp.dst, src, iif, subnet: String(lease.subnet), family: "" as const };
-  if (!await remoteRouteHop({ ...route, forwardCheck: "ip-forward" }, p)) return;
-  forwardHop(peer, "remote-forward", (await forwardPolicy.run(pc))[0], "", p);
+  if (!await hops.remoteRouteHop({ ...route, forwardCheck: "ip-forward" }, p)) return;
+  hops.forwardHop(peer, "remote-forward", (await forwardPolicy.run(pc))[0], "", p);
 }
 
 /**

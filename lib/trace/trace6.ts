@@ -23,14 +23,7 @@ import {
   type TraceInput,
   underlayHop,
 } from "./trace.ts";
-import {
-  fdbHop,
-  forwardHop,
-  neighHop,
-  remoteRouteHop,
-  underlayRouteHop,
-  unreadableRemoteHop,
-} from "./hops.ts";
+import * as hops from "./hops.ts";
 import { doctorText, lookupText, Path, type Why } from "./path.ts";
 import type { TraceNode, TraceReport } from "./types.ts";
 
@@ -192,12 +185,14 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     const l = leaseText(lease);
     const ndp = { proto: "NDP" as const, noResolve: `${dev!.name} does not solicit` };
     const ndpWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
-    if (!neighHop({ n: srcNode, dev: dev!, nextHop: r.gateway!, mac, ...ndp, lease: l, why: ndpWhy }, p)) {
+    if (
+      !hops.neighHop({ n: srcNode, dev: dev!, nextHop: r.gateway!, mac, ...ndp, lease: l, why: ndpWhy }, p)
+    ) {
       return finish(inp, srcName, p);
     }
     const peer = { ip: pub6, label: "PublicIPv6" as const };
     const fdbWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
-    const to = fdbHop({ n: srcNode, dev: dev!, mac, peer, withState: false, lease: l, why: fdbWhy }, p);
+    const to = hops.fdbHop({ n: srcNode, dev: dev!, mac, peer, withState: false, lease: l, why: fdbWhy }, p);
     if (to === null) return finish(inp, srcName, p);
     underlayDst = to;
     p.dev(srcNode.netns, dev!.name, "tx");
@@ -213,11 +208,11 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     routeGet: "ip -6 route get",
     lease: leaseText(lease),
   };
-  if (!underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
+  if (!hops.underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
 
   // 7. The remote node.
   if (!peerNode) {
-    unreadableRemoteHop(pub6, leaseText(lease), p);
+    hops.unreadableRemoteHop(pub6, leaseText(lease), p);
     return finish(inp, srcName, p);
   }
   if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
@@ -252,7 +247,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   }
   p.dev(peerNode.netns, iif, "rx");
   const route = { peer: peerNode, dst: inp.dst, src: srcIP, iif, subnet: String(lease.ipv6Subnet) };
-  const rrOk = await remoteRouteHop({ ...route, family: "IPv6 ", forwardCheck: "ipv6-forward" }, p);
+  const rrOk = await hops.remoteRouteHop({ ...route, family: "IPv6 ", forwardCheck: "ipv6-forward" }, p);
   if (rrOk && pc.ip6t.text !== null) forward6(peerNode, "remote-forward", network6(pc), p);
   if (p.hops.slice(mark).every((h) => h.ok)) await deliver(inp, peerNode, p);
   return finish(inp, srcName, p);
@@ -261,5 +256,5 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
 /** ip6tables FORWARD on `n`: its policy, or flannel's accept rules for the IPv6 pod network. */
 function forward6(n: TraceNode, step: string, net6: IPNet | null, p: Path): void {
   const f = forwardFinding(n.ctx, n.ctx.ip6tTable("filter"), net6?.toString(), "ip6tables");
-  forwardHop(n, step, f, "ip6tables", p);
+  hops.forwardHop(n, step, f, "ip6tables", p);
 }
