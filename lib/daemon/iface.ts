@@ -56,8 +56,11 @@ function addrsOf(addrs: readonly AddrInfo[], index: number): string[] {
   return [...own.filter((a) => !isLinkLocal(a)), ...own.filter(isLinkLocal)];
 }
 
-/** Go regexp syntax that JavaScript spells differently: a leading `(?i)` (and other flag groups) becomes a flag. */
-function compileRegex(src: string): RegExp {
+/**
+ * An `--iface-regex` pattern in Go regexp syntax where JavaScript spells it differently: a leading `(?i)`
+ * (and other flag groups) becomes a flag. Throws {@link IfaceError} for a pattern that does not compile.
+ */
+export function compileRegex(src: string): RegExp {
   const m = /^\(\?([imsU]+)\)/.exec(src);
   const flags = m ? [...new Set(m[1].replace("U", "").split(""))].join("") : "";
   try {
@@ -67,6 +70,21 @@ function compileRegex(src: string): RegExp {
       `--iface-regex: '${src}' is not a valid regular expression (${(e as Error).message}); fix the pattern`,
     );
   }
+}
+
+/** A main-table unicast route of the underlay, with its preferred source address. */
+export type MainRoute = UnderlayRoute & { prefsrc: string | null };
+
+/** The unicast routes of `family` in the main table (for --iface-can-reach and the default route). */
+export function mainRoutes(nl: NetlinkHandle, family: 4 | 6): MainRoute[] {
+  const out: MainRoute[] = [];
+  const any = IPNet.parse(family === 4 ? "0.0.0.0/0" : "::/0");
+  for (const r of nl.routes({ family, table: 254 })) {
+    const net = r.dst === "default" ? any : IPNet.tryParse(r.dst);
+    if (r.family !== family || !net || r.dev === null || r.type !== "unicast") continue;
+    out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0, prefsrc: r.prefsrc });
+  }
+  return out;
 }
 
 /** Picks the external interface and public IP. Throws {@link IfaceError} naming the flags to fix. */
@@ -103,15 +121,6 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: IfaceL
     if (!l.mtu) throw new NoMatch(`interface ${l.name} has no MTU`);
     return { name: l.name, index: l.index, mtu: l.mtu, ifaceIP: addr, publicIP: publicIP ?? addr };
   };
-  const mainRoutes = (): (UnderlayRoute & { prefsrc: string | null })[] => {
-    const out: (UnderlayRoute & { prefsrc: string | null })[] = [];
-    for (const r of nl.routes({ family: 4, table: 254 })) {
-      const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
-      if (!net || r.dev === null || r.type !== "unicast") continue;
-      out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0, prefsrc: r.prefsrc });
-    }
-    return out;
-  };
 
   // No selection flag: the owner of --public-ip, else the default route's interface (no fall-through).
   if (!sel.iface.length && !regexes.length && !sel.ifaceCanReach) {
@@ -120,7 +129,7 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: IfaceL
         const [l, ip] = byIP(publicIP);
         return finish(l, ip);
       }
-      const def = mainRoutes().filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0];
+      const def = mainRoutes(nl, 4).filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0];
       const l = def ? links.find((x) => x.name === def.devName) ?? null : null;
       if (!l) {
         throw new NoMatch("no default route: pass --iface NAME, --iface-regex RE or --iface-can-reach IP");
@@ -161,7 +170,7 @@ export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: IfaceL
   if (sel.ifaceCanReach) {
     const target = sel.ifaceCanReach;
     candidates.push([`--iface-can-reach ${target}`, () => {
-      const best = lookupRoute(mainRoutes(), target) as (UnderlayRoute & { prefsrc: string | null }) | null;
+      const best = lookupRoute(mainRoutes(nl, 4), target) as MainRoute | null;
       const l = best ? links.find((x) => x.name === best.devName) ?? null : null;
       if (!best || !l) throw new NoMatch(`no route to ${target}`);
       return finish(l, best.prefsrc && addrsOf(addrs, l.index).includes(best.prefsrc) ? best.prefsrc : null);

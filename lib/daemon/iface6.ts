@@ -6,11 +6,11 @@
  * Read-only: nothing is changed.
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr } from "../ip/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
-import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
-import { IfaceError, type IfaceSelection, selectIface } from "./iface.ts";
+import { lookupRoute } from "../reconcile/reconciler.ts";
+import { compileRegex, IfaceError, type IfaceSelection, mainRoutes, selectIface } from "./iface.ts";
 
 /** The flags the IPv6 selection reads on top of {@link IfaceSelection}. */
 export interface IfaceSelectionV6 extends IfaceSelection {
@@ -43,15 +43,19 @@ function ownerOf(addrs: AddrInfo[], links: LinkInfo[], ip: string): LinkInfo | n
   return a ? links.find((l) => l.index === a.index) ?? null : null;
 }
 
-/** Main-table IPv6 unicast routes as underlay routes (for --iface-can-reach and the default route). */
-function v6Routes(nl: NetlinkHandle): UnderlayRoute[] {
-  const out: UnderlayRoute[] = [];
-  for (const r of nl.routes({ family: 6, table: 254 })) {
-    const net = r.dst === "default" ? IPNet.parse("::/0") : IPNet.tryParse(r.dst);
-    if (r.family !== 6 || !net || r.dev === null || r.type !== "unicast") continue;
-    out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0 });
+/**
+ * The interface that owns `--public-ipv6` (flanneld: without --iface it must be an address of this host).
+ * Throws {@link IfaceError} when no interface has it.
+ */
+function ownerOfPublic6(addrs: AddrInfo[], links: LinkInfo[], pub6: string): LinkInfo {
+  const link = ownerOf(addrs, links, pub6);
+  if (!link) {
+    throw new IfaceError(
+      `--public-ipv6: ${pub6} is not an address of this host; add it to the underlay interface, or name ` +
+        `the interface with --iface when the address is NATed`,
+    );
   }
-  return out;
+  return link;
 }
 
 /** Validates `--public-ipv6` (an IPv6 address) and returns its canonical text, or null when not given. */
@@ -86,14 +90,7 @@ function pickV6Link(
   }
   if (sel.ifaceRegex.length) {
     for (const src of sel.ifaceRegex) {
-      let re: RegExp;
-      try {
-        re = new RegExp(src);
-      } catch (e) {
-        throw new IfaceError(
-          `--iface-regex '${src}' is not a valid regular expression: ${(e as Error).message}`,
-        );
-      }
+      const re = compileRegex(src);
       for (const l of links) {
         if (l.name === "lo") continue;
         const a = v6Addrs(addrs, l.index).find((x) => re.test(x.local));
@@ -112,22 +109,13 @@ function pickV6Link(
         `--iface-can-reach '${sel.ifaceCanReach}' is not an IPv6 address (the network is IPv6-only)`,
       );
     }
-    const best = lookupRoute(v6Routes(nl), sel.ifaceCanReach);
+    const best = lookupRoute(mainRoutes(nl, 6), sel.ifaceCanReach);
     const link = best ? links.find((l) => l.name === best.devName) ?? null : null;
     if (!link) throw new IfaceError(`--iface-can-reach: no IPv6 route to ${sel.ifaceCanReach}`);
     return { link, ip: null };
   }
-  if (pub6) {
-    const link = ownerOf(addrs, links, pub6);
-    if (!link) {
-      throw new IfaceError(
-        `--public-ipv6: ${pub6} is not an address of this host; add it to the underlay interface, or name ` +
-          `the interface with --iface when the address is NATed`,
-      );
-    }
-    return { link, ip: pub6 };
-  }
-  const dflt = v6Routes(nl).filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0];
+  if (pub6) return { link: ownerOfPublic6(addrs, links, pub6), ip: pub6 };
+  const dflt = mainRoutes(nl, 6).filter((r) => r.net.prefix === 0).sort((a, b) => a.metric - b.metric)[0];
   const link = dflt ? links.find((l) => l.name === dflt.devName) ?? null : null;
   if (!link) {
     throw new IfaceError(
@@ -160,7 +148,7 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
     // --iface-can-reach with an IPv6 target: the interface the kernel routes it through, chosen by name.
     let canReach = sel.ifaceCanReach;
     if (!iface.length && !sel.ifaceRegex.length && canReach && isV6(canReach)) {
-      const best = lookupRoute(v6Routes(nl), canReach);
+      const best = lookupRoute(mainRoutes(nl, 6), canReach);
       const l = best ? links.find((x) => x.name === best.devName) : undefined;
       if (!l) throw new IfaceError(`--iface-can-reach: no IPv6 route to ${canReach}`);
       iface.push(l.name);
@@ -169,13 +157,7 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
     const noChoice = !sel.iface.length && !sel.ifaceRegex.length && !sel.ifaceCanReach;
     if (noChoice && pub6) {
       // flanneld: without --iface, --public-ipv6 must be an address of this host, on the chosen interface.
-      const l = ownerOf(addrs, links, pub6);
-      if (!l) {
-        throw new IfaceError(
-          `--public-ipv6: ${pub6} is not an address of this host; add it to the underlay interface, or name ` +
-            `the interface with --iface when the address is NATed`,
-        );
-      }
+      const l = ownerOfPublic6(addrs, links, pub6);
       if (!sel.publicIP) iface.push(l.name);
       chosen6 = pub6;
     }

@@ -79,6 +79,13 @@ Deno.test("selectExternal: IPv6-only chooses by IPv6 default route, --iface, reg
   assertEquals(selectExternal(nl, { ...NONE, iface: ["fc00:1::11"] }, V6).name, "eth0");
   assertEquals(selectExternal(nl, { ...NONE, iface: ["eth0"] }, V6).ifaceIPv6, "fc00:1::11");
   assertEquals(selectExternal(nl, { ...NONE, ifaceRegex: ["^fc00:1:"] }, V6).name, "eth0");
+  // Go's flag groups as the IPv4 selection reads them (one pattern compiler), and its error for a bad one.
+  assertEquals(selectExternal(nl, { ...NONE, ifaceRegex: ["(?i)^ETH1$"] }, V6).name, "eth1");
+  assertThrows(
+    () => selectExternal(nl, { ...NONE, ifaceRegex: ["("] }, V6),
+    IfaceError,
+    "--iface-regex: '(' is not a valid regular expression",
+  );
   assertEquals(selectExternal(nl, { ...NONE, ifaceCanReach: "fc00:9::5" }, V6).name, "eth0");
   assertEquals(selectExternal(nl, { ...NONE, publicIPv6: "fc00:1::11" }, V6).name, "eth0");
   assertThrows(
