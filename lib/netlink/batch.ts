@@ -103,7 +103,7 @@ export function queryOne(
   c: Conn,
   op: () => string,
   put: (w: MsgWriter, seq: number, extra: number) => void,
-  each: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
+  each?: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
 ): void {
   const w = scratch;
   w.reset();
@@ -123,15 +123,8 @@ export function requestOne(
   c: Conn,
   op: () => string,
   put: (w: MsgWriter, seq: number, extra: number) => void,
-) {
-  const w = scratch;
-  w.reset();
-  const s = seq();
-  put(w, s, NLM_F_ACK);
-  sendto(c, w.slice(), op);
-  let error: NetlinkError | null = null;
-  collect(c, s, op, (_s, errno, msg) => error ??= kernelError(op(), errno, msg));
-  if (error) throw error;
+): void {
+  queryOne(c, op, put);
 }
 
 /** Writes request `wr` into `w` (throws ParseError/NetlinkError for bad input). */
