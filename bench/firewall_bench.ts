@@ -21,8 +21,8 @@ import { nftDriver } from "../lib/firewall/nft.ts";
 import { iptablesAdd, iptablesDel, nftAdd, nftDel, type PortMapSpec } from "../lib/firewall/portmap.ts";
 import { FlannelRules, iptablesRules } from "../lib/firewall/flannel.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
+import { pluginCmd } from "../tests/cni_helpers.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni/portmap";
 
 async function sh(cmd: string[], stdin?: string, env?: Record<string, string>) {
@@ -77,16 +77,8 @@ async function reset() {
   await runProcess(["nft", "flush", "ruleset"]);
 }
 
-const ours = [
-  Deno.execPath(),
-  "run",
-  "-A",
-  "--no-check",
-  "--quiet",
-  "--no-config",
-  "--no-lock",
-  `${ROOT}main.ts`,
-];
+/** Our portmap plugin, started as the CNI tests start it (main.ts in symlink mode, no deno.json). */
+const ours = pluginCmd();
 
 async function viaPlugin(cmd: string[], backend: string | undefined, env: Record<string, string>) {
   const one = (verb: string, i: number) =>
