@@ -288,7 +288,8 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
     await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "c1", conf: c1 });
     const after = await list("ip");
     assert(!after.some((l) => l.includes('"c1"')), after.join("\n"));
-    assertEquals(after.filter((l) => l.includes('"c2"')).length, 5);
+    // 3 mappings + 2 masquerade rules + the record in network_cbr0 (for GC: cni_portmap_nft_gc_test.ts).
+    assertEquals(after.filter((l) => l.includes('"c2"')).length, 6);
     assert(!(await list("ip6")).some((l) => l.includes('"c1"')));
     const chk = await cni({
       plugin: "portmap",
