@@ -64,6 +64,12 @@ const CASES: [string, Record<string, unknown>, unknown[], unknown][] = [
   ["externalSetMarkChain", { externalSetMarkChain: "KUBE-MARK-MASQ" }, BASIC, PREV4],
   ["20 ports (multiport split)", {}, MANY, PREV4],
   [
+    "conditionsV4/V6",
+    { conditionsV4: ["-s", "192.0.2.0/24"], conditionsV6: ["!", "-s", "2001:db8::/64"] },
+    BASIC,
+    PREV46,
+  ],
+  [
     "dual stack",
     {},
     [...BASIC, { hostPort: 18083, containerPort: 83, protocol: "tcp", hostIP: "::1" }],
@@ -264,11 +270,20 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
       conf: c1,
     });
     assertEquals(r?.ips, PREV46.ips);
-    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "c2", netns: "pod", conf: c2 });
     const list = async (fam: string) =>
       (await nsRun(node, ["nft", "list", "table", fam, "cni_hostport"])).stdout.split("\n").map((l) =>
         l.trim()
       );
+    // conditionsV4/V6 (nft syntax) go before the local-address match of the entry rules, as the reference's.
+    const cc = conf({ backend: "nftables", conditionsV4: ["ip", "saddr", "192.0.2.0/24"] }, BASIC, PREV4);
+    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "cc", netns: "pod", conf: cc });
+    const withCond = await list("ip");
+    for (const chain of ["prerouting", "output"]) {
+      const i = withCond.indexOf(`chain ${chain} {`);
+      assertEquals(withCond[i + 2], "ip saddr 192.0.2.0/24 fib daddr type local jump hostports_all", chain);
+    }
+    await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "cc", conf: cc });
+    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "c2", netns: "pod", conf: c2 });
     const v4 = await list("ip");
     for (
       const l of [
