@@ -359,3 +359,35 @@ Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host port
     assertStringIncludes(tcpLeft, "dport=18090", "the TCP entry stays");
   });
 });
+
+Deno.test("cni portmap (nftables): a container ID over 128 bytes (nft's comment limit) is error 4, nothing installed", async () => {
+  await withNetns(async (fx) => {
+    const node = await fx.add("pl");
+    const c = conf({ backend: "nftables" }, BASIC);
+    const r = await cni({
+      plugin: "portmap",
+      command: "ADD",
+      node,
+      containerId: "c".repeat(129),
+      netns: "pod",
+      conf: c,
+    });
+    assertEquals(r.json?.code, 4, r.stdout);
+    assertStringIncludes(String(r.json?.details), "at most 128");
+    assertEquals(
+      (await nsRun(node, ["nft", "list", "table", "ip", "cni_hostport"])).code,
+      1,
+      "no table made",
+    );
+    // 128 bytes is fine.
+    await cniOk({
+      plugin: "portmap",
+      command: "ADD",
+      node,
+      containerId: "c".repeat(128),
+      netns: "pod",
+      conf: c,
+    });
+    await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "c".repeat(128), conf: c });
+  });
+});

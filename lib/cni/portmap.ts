@@ -321,11 +321,27 @@ function prev(c: PluginCall): CniResult {
   return parseResult(c.conf.prevResult, c.version);
 }
 
+/** nft comments hold at most 128 bytes; the nftables backend tags every rule with the container ID. */
+const NFT_COMMENT_MAX = 128;
+
+function nftCommentable(containerId: string): void {
+  const n = new TextEncoder().encode(containerId).length;
+  if (n > NFT_COMMENT_MAX) {
+    throw new CniError(
+      ErrCode.InvalidEnv,
+      "container ID too long for the nftables backend",
+      `CNI_CONTAINERID has ${n} bytes; nftables rule comments (which carry it) hold at most ${NFT_COMMENT_MAX}: ` +
+        `use "backend": "iptables" for such IDs`,
+    );
+  }
+}
+
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = parseConf(c.conf);
   const r = prev(c);
   if (!conf.mappings.length) return r;
   const all = specs(conf, c.args.containerId, containerAddrs(r, c.args.ifname));
+  if (conf.backend === "nftables") nftCommentable(c.args.containerId);
   for (const s of all) {
     if (conf.backend === "iptables") {
       await fw("unable to set up DNAT", () => iptablesAdd(new Iptables(s.family), s));
