@@ -437,11 +437,12 @@ export function nftGcPlan(rules: NftRule[], family: Family, network: string, kee
   }
   const removed = [...stale].filter((id) => !elsewhere.has(id));
   const shared = [...stale].filter((id) => elsewhere.has(id));
+  const gone = new Set(removed);
   const lines: string[] = [];
   const t = `${nftFamily(family)} ${NFT_TABLE}`;
   for (const r of rules) {
     if (!r.comment || !stale.has(r.comment)) continue;
-    if (r.chain === oc || (DEL_CHAINS.has(r.chain) && removed.includes(r.comment))) {
+    if (r.chain === oc || (DEL_CHAINS.has(r.chain) && gone.has(r.comment))) {
       lines.push(`delete rule ${t} ${r.chain} handle ${r.handle}`);
     }
   }
