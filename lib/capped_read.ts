@@ -58,30 +58,42 @@ export function readCappedBytes(path: string, maxBytes: number = DEFAULT_MAX_BYT
   checkRegular(path, Deno.statSync(path), maxBytes);
   const f = Deno.openSync(path, { read: true });
   try {
-    const st = f.statSync();
-    checkRegular(path, st, maxBytes);
-    const chunks: Uint8Array[] = [];
-    let total = 0;
-    const buf = new Uint8Array(Math.min(Math.max(st.size + 1, 4096), maxBytes + 1));
-    for (;;) {
-      const n = f.readSync(buf);
-      if (n === null || n === 0) break;
-      total += n;
-      if (total > maxBytes) {
-        throw new CappedReadError(path, "too-large", `has more than the ${maxBytes} bytes allowed`);
-      }
-      chunks.push(buf.slice(0, n));
-    }
-    const out = new Uint8Array(total);
-    let off = 0;
-    for (const c of chunks) {
-      out.set(c, off);
-      off += c.length;
-    }
-    return out;
+    checkRegular(path, f.statSync(), maxBytes);
+    return readCappedStream((b) => f.readSync(b), path, maxBytes);
   } finally {
     f.close();
   }
+}
+
+/**
+ * Reads a stream to its end through `read` (e.g. `(b) => Deno.stdin.readSync(b)`), at most `maxBytes`:
+ * one byte more and it stops reading and throws {@link CappedReadError} (`too-large`) naming `what`, so an
+ * endless or huge input (stdin from /dev/zero) costs at most `maxBytes` of memory.
+ */
+export function readCappedStream(
+  read: (buf: Uint8Array) => number | null,
+  what: string,
+  maxBytes: number = DEFAULT_MAX_BYTES,
+): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  const buf = new Uint8Array(65536);
+  let total = 0;
+  for (;;) {
+    const n = read(buf);
+    if (n === null || n === 0) break;
+    total += n;
+    if (total > maxBytes) {
+      throw new CappedReadError(what, "too-large", `has more than the ${maxBytes} bytes allowed`);
+    }
+    chunks.push(buf.slice(0, n));
+  }
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.length;
+  }
+  return out;
 }
 
 /** {@link readCappedBytes} decoded as UTF-8. */

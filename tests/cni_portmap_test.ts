@@ -64,6 +64,12 @@ const CASES: [string, Record<string, unknown>, unknown[], unknown][] = [
   ["externalSetMarkChain", { externalSetMarkChain: "KUBE-MARK-MASQ" }, BASIC, PREV4],
   ["20 ports (multiport split)", {}, MANY, PREV4],
   [
+    "conditionsV4/V6",
+    { conditionsV4: ["-s", "192.0.2.0/24"], conditionsV6: ["!", "-s", "2001:db8::/64"] },
+    BASIC,
+    PREV46,
+  ],
+  [
     "dual stack",
     {},
     [...BASIC, { hostPort: 18083, containerPort: 83, protocol: "tcp", hostIP: "::1" }],
@@ -264,11 +270,20 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
       conf: c1,
     });
     assertEquals(r?.ips, PREV46.ips);
-    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "c2", netns: "pod", conf: c2 });
     const list = async (fam: string) =>
       (await nsRun(node, ["nft", "list", "table", fam, "cni_hostport"])).stdout.split("\n").map((l) =>
         l.trim()
       );
+    // conditionsV4/V6 (nft syntax) go before the local-address match of the entry rules, as the reference's.
+    const cc = conf({ backend: "nftables", conditionsV4: ["ip", "saddr", "192.0.2.0/24"] }, BASIC, PREV4);
+    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "cc", netns: "pod", conf: cc });
+    const withCond = await list("ip");
+    for (const chain of ["prerouting", "output"]) {
+      const i = withCond.indexOf(`chain ${chain} {`);
+      assertEquals(withCond[i + 2], "ip saddr 192.0.2.0/24 fib daddr type local jump hostports_all", chain);
+    }
+    await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "cc", conf: cc });
+    await cniOk({ plugin: "portmap", command: "ADD", node, containerId: "c2", netns: "pod", conf: c2 });
     const v4 = await list("ip");
     for (
       const l of [
@@ -288,7 +303,8 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
     await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "c1", conf: c1 });
     const after = await list("ip");
     assert(!after.some((l) => l.includes('"c1"')), after.join("\n"));
-    assertEquals(after.filter((l) => l.includes('"c2"')).length, 5);
+    // 3 mappings + 2 masquerade rules + the record in network_cbr0 (for GC: cni_portmap_nft_gc_test.ts).
+    assertEquals(after.filter((l) => l.includes('"c2"')).length, 6);
     assert(!(await list("ip6")).some((l) => l.includes('"c1"')));
     const chk = await cni({
       plugin: "portmap",
@@ -341,5 +357,37 @@ Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host port
     assertEquals(await count("18090"), 0);
     const tcpLeft = (await nsRun(node, ["conntrack", "-L", "-p", "tcp"])).stdout;
     assertStringIncludes(tcpLeft, "dport=18090", "the TCP entry stays");
+  });
+});
+
+Deno.test("cni portmap (nftables): a container ID over 128 bytes (nft's comment limit) is error 4, nothing installed", async () => {
+  await withNetns(async (fx) => {
+    const node = await fx.add("pl");
+    const c = conf({ backend: "nftables" }, BASIC);
+    const r = await cni({
+      plugin: "portmap",
+      command: "ADD",
+      node,
+      containerId: "c".repeat(129),
+      netns: "pod",
+      conf: c,
+    });
+    assertEquals(r.json?.code, 4, r.stdout);
+    assertStringIncludes(String(r.json?.details), "at most 128");
+    assertEquals(
+      (await nsRun(node, ["nft", "list", "table", "ip", "cni_hostport"])).code,
+      1,
+      "no table made",
+    );
+    // 128 bytes is fine.
+    await cniOk({
+      plugin: "portmap",
+      command: "ADD",
+      node,
+      containerId: "c".repeat(128),
+      netns: "pod",
+      conf: c,
+    });
+    await cniOk({ plugin: "portmap", command: "DEL", node, containerId: "c".repeat(128), conf: c });
   });
 });

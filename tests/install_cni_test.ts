@@ -224,3 +224,32 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     });
     assertEquals(again.filter((s) => s.action !== "unchanged"), []);
   }));
+
+Deno.test("install-cni: a FIFO or /dev/zero as --cni-conf is refused before anything is installed", () =>
+  withDirs(async ({ root, bin, conf }) => {
+    fakeBinary(`${root}/flanctl-v1`, 1, 1);
+    await new Deno.Command("mkfifo", { args: [`${root}/fifo.json`] }).output();
+    for (const [path, kind] of [[`${root}/fifo.json`, "a FIFO"], ["/dev/zero", "a character device"]]) {
+      const o = { binDir: bin, confDir: conf, conf: path, source: `${root}/flanctl-v1` };
+      // Bounded: a read that waited on the FIFO would lose the race instead of hanging the test.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const res = await Promise.race([
+        installCni(o).then(() => "installed", (e) => String(e)),
+        new Promise<string>((r) => timer = setTimeout(() => r("timed out"), 20_000)),
+      ]);
+      clearTimeout(timer);
+      assertStringIncludes(
+        res,
+        `--cni-conf ${path}: cannot read it (${path}: is ${kind}, not a regular file)`,
+      );
+      assertEquals(lstatOrNull(`${bin}/flanctl`), null, "nothing installed");
+    }
+  }));
+
+function lstatOrNull(p: string): Deno.FileInfo | null {
+  try {
+    return Deno.lstatSync(p);
+  } catch {
+    return null;
+  }
+}

@@ -9,8 +9,9 @@
  * instead of a half-made rule set; DEL needs no netns and removes exactly this container's rules; UDP
  * conntrack entries of the mapped host ports are cleared after ADD (as the reference) and after DEL (so
  * a deleted mapping does not keep receiving traffic through a stale entry), over ctnetlink (the
- * `conntrack` tool only if that fails); GC (iptables backend) removes the DNAT chains of containers not
- * in `cni.dev/valid-attachments`.
+ * `conntrack` tool only if that fails); GC removes the rules of this network's containers not in
+ * `cni.dev/valid-attachments` (iptables: their DNAT chains, found by the entry rules' comments; nftables:
+ * the containers recorded in the network's chain, see lib/firewall/portmap.ts).
  * @module
  */
 import { IPAddr, IPNet } from "../ip/cidr.ts";
@@ -24,7 +25,9 @@ import {
   iptablesMissing,
   nftAdd,
   nftDel,
+  nftGc,
   nftMissing,
+  ownerChain,
   type PortMapping,
   type PortMapSpec,
 } from "../firewall/portmap.ts";
@@ -318,11 +321,27 @@ function prev(c: PluginCall): CniResult {
   return parseResult(c.conf.prevResult, c.version);
 }
 
+/** nft comments hold at most 128 bytes; the nftables backend tags every rule with the container ID. */
+const NFT_COMMENT_MAX = 128;
+
+function nftCommentable(containerId: string): void {
+  const n = new TextEncoder().encode(containerId).length;
+  if (n > NFT_COMMENT_MAX) {
+    throw new CniError(
+      ErrCode.InvalidEnv,
+      "container ID too long for the nftables backend",
+      `CNI_CONTAINERID has ${n} bytes; nftables rule comments (which carry it) hold at most ${NFT_COMMENT_MAX}: ` +
+        `use "backend": "iptables" for such IDs`,
+    );
+  }
+}
+
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = parseConf(c.conf);
   const r = prev(c);
   if (!conf.mappings.length) return r;
   const all = specs(conf, c.args.containerId, containerAddrs(r, c.args.ifname));
+  if (conf.backend === "nftables") nftCommentable(c.args.containerId);
   for (const s of all) {
     if (conf.backend === "iptables") {
       await fw("unable to set up DNAT", () => iptablesAdd(new Iptables(s.family), s));
@@ -337,7 +356,7 @@ async function del(c: PluginCall): Promise<void> {
   const conf = parseConf(c.conf);
   if (!conf.mappings.length) return;
   if (conf.backend === "nftables") {
-    await fw("error deleting nftables rules", () => nftDel(nftd(), c.args.containerId));
+    await fw("error deleting nftables rules", () => nftDel(nftd(), c.args.containerId, conf.name));
   } else {
     // Both families, needing neither the netns nor the addresses; a family whose tool is missing has none.
     let usable = 0;
@@ -384,8 +403,26 @@ async function gc(c: PluginCall): Promise<void> {
   const raw = c.conf["cni.dev/valid-attachments"] ?? c.conf["cni.dev/attachments"];
   if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
   const keep = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
-  // nftables: rules carry only the container ID, not the network, so another network's would be at risk.
-  if (conf.backend === "nftables") return;
+  if (conf.backend === "nftables") {
+    // Only containers recorded for this network (lib/firewall/portmap.ts, "nftables GC").
+    if (!ownerChain(conf.name)) {
+      log(
+        "portmap",
+        `GC: network name ${JSON.stringify(conf.name)} cannot name an nft chain; nothing collected`,
+      );
+      return;
+    }
+    const plans = await fw("GC failed", () => nftGc(nftd(), conf.name, keep));
+    const removed = [...new Set(plans.flatMap((p) => p.removed))];
+    const shared = [...new Set(plans.flatMap((p) => p.shared))];
+    if (removed.length) {
+      log("portmap", `GC: removed the nftables rules of ${removed.length} stale container(s)`);
+    }
+    if (shared.length) {
+      log("portmap", `GC: ${shared.length} stale container(s) also recorded by another network: rules kept`);
+    }
+    return;
+  }
   for (const fam of [4, 6] as const) {
     const ipt = new Iptables(fam);
     let text: string;

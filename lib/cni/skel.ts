@@ -19,6 +19,7 @@ import {
   versionInfo,
 } from "./spec.ts";
 import { type CniResult, formatResult } from "./result.ts";
+import { CappedReadError, readCappedStream } from "../capped_read.ts";
 
 /** What a verb handler gets. */
 export interface PluginCall {
@@ -102,23 +103,26 @@ export function errorVersion(stdin: string): string {
   return CURRENT_VERSION;
 }
 
+/**
+ * The most stdin a plugin reads (the network config with prevResult, or GC's attachment list): 16 MiB, far
+ * beyond any real one (a few KiB; GC's list of a node's attachments a few hundred KiB). The reference skel
+ * reads without a cap; we refuse more, so a huge or endless stdin cannot exhaust memory.
+ */
+export const MAX_STDIN_BYTES = 16 * 1024 * 1024;
+
 function readAllStdin(): string {
-  const chunks: Uint8Array[] = [];
-  const buf = new Uint8Array(65536);
-  let total = 0;
-  for (;;) {
-    const n = Deno.stdin.readSync(buf);
-    if (n === null || n === 0) break;
-    chunks.push(buf.slice(0, n));
-    total += n;
+  try {
+    return new TextDecoder().decode(
+      readCappedStream((b) => Deno.stdin.readSync(b), "stdin", MAX_STDIN_BYTES),
+    );
+  } catch (e) {
+    if (!(e instanceof CappedReadError)) throw e;
+    throw new CniError(
+      ErrCode.IOFailure,
+      "stdin too large",
+      `the network config on stdin has more than ${MAX_STDIN_BYTES} bytes (16 MiB, the limit): pass the config, not a stream`,
+    );
   }
-  const all = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    all.set(c, off);
-    off += c.length;
-  }
-  return new TextDecoder().decode(all);
 }
 
 function writeOut(s: string): void {
@@ -154,6 +158,7 @@ export async function runExecutable(name: string, load: () => Promise<Plugin>): 
       try {
         stdin = readAllStdin();
       } catch (e) {
+        if (e instanceof CniError) throw e;
         throw new CniError(ErrCode.IOFailure, "error reading from stdin", (e as Error).message);
       }
     }

@@ -15,6 +15,15 @@
  * prerouting/output (nat, dstnat, `fib daddr type local jump hostports_all`) and masquerading (nat,
  * srcnat); each container's rules carry its container ID as comment, and DEL deletes exactly those (by
  * handle), as the reference's nftables backend (≥ 1.5) does. One nft buffer per change.
+ *
+ * nftables GC: the reference has none (its main.go: "FIXME GC"), and its rules name no network, so the
+ * container IDs of one network's rules cannot be told from another's. ADD therefore also records the
+ * container in a chain of the table named after the network, `network_<name>` (never hooked, never jumped
+ * to: one `return` rule per container, commented with its ID, in the same transaction as the rules). GC of
+ * network N deletes the rules of the containers recorded in N's chain that are not in the valid list,
+ * unless another network's chain records the same ID too; rules nobody recorded (the reference plugin's,
+ * or flanctl's before this) are left alone. The chains the reference reads are unchanged, so its DEL and
+ * CHECK work on our rules and ours on its rules; its DEL leaves our record, which GC then removes.
  * @module
  */
 import { IPAddr, IPNet } from "../ip/cidr.ts";
@@ -309,7 +318,24 @@ export function nftAddScript(spec: PortMapSpec): string {
       out.push(`add rule ${t} masquerading ${f} saddr 127.0.0.1 ${f} daddr ${cip} masquerade ${cmt}`);
     }
   }
+  const oc = ownerChain(spec.network);
+  if (oc) {
+    out.push(
+      `add chain ${t} ${oc} { comment ${
+        nftQuote(`containers of CNI network ${spec.network} (portmap GC)`)
+      } ; }`,
+      `add rule ${t} ${oc} return ${cmt}`,
+    );
+  }
   return out.join("\n") + "\n";
+}
+
+/** Network names that can be part of an nft chain name (the CNI spec's name rule; bounded length). */
+const CHAIN_SAFE = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}$/;
+
+/** The chain recording `network`'s containers (null: a name nft cannot carry, then no GC for it). */
+export function ownerChain(network: string): string | null {
+  return CHAIN_SAFE.test(network) ? `network_${network}` : null;
 }
 
 interface NftRule {
@@ -335,9 +361,19 @@ export async function nftRules(nft: NftDriver, family: Family): Promise<NftRule[
 
 const DEL_CHAINS = new Set(["hostports", "hostip_hostports", "masquerading"]);
 
-/** The nft buffer deleting the rules commented `containerId` (null: none). */
-export function nftDelScript(rules: NftRule[], family: Family, containerId: string): string | null {
-  const mine = rules.filter((r) => DEL_CHAINS.has(r.chain) && r.comment === containerId);
+/**
+ * The nft buffer deleting the rules commented `containerId` (null: none) in the reference's chains and in
+ * `alsoChains` (the network's record chain).
+ */
+export function nftDelScript(
+  rules: NftRule[],
+  family: Family,
+  containerId: string,
+  alsoChains: string[] = [],
+): string | null {
+  const mine = rules.filter((r) =>
+    (DEL_CHAINS.has(r.chain) || alsoChains.includes(r.chain)) && r.comment === containerId
+  );
   if (!mine.length) return null;
   return mine.map((r) => `delete rule ${nftFamily(family)} ${NFT_TABLE} ${r.chain} handle ${r.handle}`)
     .join("\n") + "\n";
@@ -348,11 +384,15 @@ export async function nftAdd(nft: NftDriver, spec: PortMapSpec): Promise<void> {
   await nft.run(nftAddScript(spec));
 }
 
-/** Deletes the container's rules in both families. Returns how many rules were deleted. */
-export async function nftDel(nft: NftDriver, containerId: string): Promise<number> {
+/**
+ * Deletes the container's rules in both families, and its record in `network`'s chain. Returns how many
+ * rules were deleted.
+ */
+export async function nftDel(nft: NftDriver, containerId: string, network = ""): Promise<number> {
   let n = 0;
+  const oc = ownerChain(network);
   for (const f of [4, 6] as const) {
-    const script = nftDelScript(await nftRules(nft, f), f, containerId);
+    const script = nftDelScript(await nftRules(nft, f), f, containerId, oc ? [oc] : []);
     if (!script) continue;
     await nft.run(script);
     n += script.split("\n").filter(Boolean).length;
@@ -371,4 +411,54 @@ export async function nftMissing(nft: NftDriver, spec: PortMapSpec): Promise<str
     missing.push(`missing hostport rules in "masquerading" chain`);
   }
   return missing;
+}
+
+/** What one family's GC decided: the containers whose rules were deleted, and those left to another network. */
+export interface NftGcPlan {
+  /** The buffer to run (null: nothing to delete). */
+  script: string | null;
+  /** Stale containers whose rules (and record) are deleted. */
+  removed: string[];
+  /** Stale here but recorded by another network too: only this network's record is deleted. */
+  shared: string[];
+}
+
+/** The GC buffer for `network` in one family (see the module doc): pure, from the table's rules. */
+export function nftGcPlan(rules: NftRule[], family: Family, network: string, keep: Set<string>): NftGcPlan {
+  const oc = ownerChain(network);
+  if (!oc) return { script: null, removed: [], shared: [] };
+  const stale = new Set<string>();
+  const elsewhere = new Set<string>();
+  for (const r of rules) {
+    if (!r.comment || !r.chain.startsWith("network_")) continue;
+    if (r.chain === oc) {
+      if (!keep.has(r.comment)) stale.add(r.comment);
+    } else elsewhere.add(r.comment);
+  }
+  const removed = [...stale].filter((id) => !elsewhere.has(id));
+  const shared = [...stale].filter((id) => elsewhere.has(id));
+  const gone = new Set(removed);
+  const lines: string[] = [];
+  const t = `${nftFamily(family)} ${NFT_TABLE}`;
+  for (const r of rules) {
+    if (!r.comment || !stale.has(r.comment)) continue;
+    if (r.chain === oc || (DEL_CHAINS.has(r.chain) && gone.has(r.comment))) {
+      lines.push(`delete rule ${t} ${r.chain} handle ${r.handle}`);
+    }
+  }
+  return { script: lines.length ? lines.join("\n") + "\n" : null, removed, shared };
+}
+
+/**
+ * GC (nftables): deletes the rules of `network`'s recorded containers that are not in `keep`, one buffer
+ * per family. Returns the container IDs whose rules were deleted.
+ */
+export async function nftGc(nft: NftDriver, network: string, keep: Set<string>): Promise<NftGcPlan[]> {
+  const out: NftGcPlan[] = [];
+  for (const f of [4, 6] as const) {
+    const plan = nftGcPlan(await nftRules(nft, f), f, network, keep);
+    if (plan.script) await nft.run(plan.script);
+    out.push(plan);
+  }
+  return out;
 }

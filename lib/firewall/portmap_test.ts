@@ -4,6 +4,8 @@ import {
   dnatChain,
   nftAddScript,
   nftDelScript,
+  nftGcPlan,
+  ownerChain,
   portLists,
   type PortMapSpec,
   sharedChains,
@@ -62,4 +64,42 @@ Deno.test("portmap rules: chain name hash, multiport split, masqAll and mark bit
   ];
   assertEquals(nftDelScript(rules, 4, "c1"), "delete rule ip cni_hostport hostports handle 4\n");
   assertEquals(nftDelScript(rules, 4, "c3"), null);
+});
+
+Deno.test("portmap nft GC plan: only this network's recorded stale containers; shared IDs keep their rules", () => {
+  assertEquals(ownerChain("cbr0"), "network_cbr0");
+  assertEquals(ownerChain("k8s-pod-network.v1"), "network_k8s-pod-network.v1");
+  assertEquals(ownerChain(""), null);
+  assertEquals(ownerChain("bad name"), null);
+  assertEquals(ownerChain('x"; flush ruleset'), null);
+  const rule = (chain: string, handle: number, comment?: string) => ({
+    family: "ip",
+    table: "cni_hostport",
+    chain,
+    handle,
+    comment,
+  });
+  const rules = [
+    rule("hostports", 1, "gone"),
+    rule("masquerading", 2, "gone"),
+    rule("hostports", 3, "kept"),
+    rule("hostports", 4, "both"),
+    rule("hostports", 5, "legacy"),
+    rule("network_cbr0", 6, "gone"),
+    rule("network_cbr0", 7, "kept"),
+    rule("network_cbr0", 8, "both"),
+    rule("network_other", 9, "both"),
+    rule("prerouting", 10),
+  ];
+  const plan = nftGcPlan(rules, 4, "cbr0", new Set(["kept"]));
+  assertEquals(plan.removed, ["gone"]);
+  assertEquals(plan.shared, ["both"]);
+  assertEquals(plan.script?.trim().split("\n"), [
+    "delete rule ip cni_hostport hostports handle 1",
+    "delete rule ip cni_hostport masquerading handle 2",
+    "delete rule ip cni_hostport network_cbr0 handle 6",
+    "delete rule ip cni_hostport network_cbr0 handle 8",
+  ]);
+  assertEquals(nftGcPlan(rules, 4, "cbr0", new Set(["kept", "gone", "both"])).script, null);
+  assertEquals(nftGcPlan(rules, 4, "bad name", new Set()).script, null);
 });

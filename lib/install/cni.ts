@@ -13,6 +13,7 @@
  * @module
  */
 import { FlanctlError } from "../errors.ts";
+import { readCappedBytes } from "../capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */
@@ -143,6 +144,29 @@ async function linkPlugin(binDir: string, name: string, target: string): Promise
   return { path: p, action: st ? "updated" : "installed" };
 }
 
+/** Reads and checks `--cni-conf` (capped, regular file, a CNI network config). */
+function readConf(path: string): Uint8Array {
+  let text: Uint8Array;
+  try {
+    text = readCappedBytes(path);
+  } catch (e) {
+    throw new InstallError(`--cni-conf ${path}: cannot read it (${(e as Error).message})`);
+  }
+  try {
+    const doc = JSON.parse(new TextDecoder().decode(text));
+    if (typeof doc?.name !== "string" || !(Array.isArray(doc.plugins) || typeof doc.type === "string")) {
+      throw new Error("no name, or neither plugins nor type");
+    }
+  } catch (e) {
+    throw new InstallError(
+      `--cni-conf ${path}: not a CNI network config (${
+        (e as Error).message
+      }); give the cni-conf.json of the ConfigMap`,
+    );
+  }
+  return text;
+}
+
 /**
  * Installs the binary (or link target), the plugin names and the conflist. Returns what was done, in order.
  * Throws {@link InstallError} for a missing source or an unwritable directory.
@@ -157,6 +181,8 @@ export async function installCni(o: InstallCniOptions): Promise<InstallStep[]> {
   } catch (e) {
     throw new InstallError(`--cni-bin-dir ${o.binDir}: cannot create it (${(e as Error).message})`);
   }
+  // The conflist first (a FIFO, device or bad JSON is refused before anything is installed).
+  const text = o.conf ? readConf(o.conf) : null;
   let target: string;
   if (o.source) {
     const src = lstat(o.source);
@@ -174,25 +200,7 @@ export async function installCni(o: InstallCniOptions): Promise<InstallStep[]> {
     steps.push(...await installRuntime(o.binDir, o.runtime));
   } else target = o.link!;
   for (const name of CNI_PLUGIN_NAMES) steps.push(await linkPlugin(o.binDir, name, target));
-  if (o.conf) {
-    let text: Uint8Array;
-    try {
-      text = await Deno.readFile(o.conf);
-    } catch (e) {
-      throw new InstallError(`--cni-conf ${o.conf}: cannot read it (${(e as Error).message})`);
-    }
-    try {
-      const doc = JSON.parse(new TextDecoder().decode(text));
-      if (typeof doc?.name !== "string" || !(Array.isArray(doc.plugins) || typeof doc.type === "string")) {
-        throw new Error("no name, or neither plugins nor type");
-      }
-    } catch (e) {
-      throw new InstallError(
-        `--cni-conf ${o.conf}: not a CNI network config (${
-          (e as Error).message
-        }); give the cni-conf.json of the ConfigMap`,
-      );
-    }
+  if (o.conf && text) {
     await Deno.mkdir(o.confDir, { recursive: true });
     const final = `${o.confDir}/${o.confName ?? DEFAULT_CONFLIST_NAME}`;
     const had = lstat(final);

@@ -5,10 +5,12 @@
  *
  * Layout (see lib/store/file.ts): `<dir>/config` (net-conf JSON), `<dir>/seq` (the change counter),
  * `<dir>/subnets/<key>` = `{"lease":<flannel's lease JSON>,"expiration":"<ISO>"|null,"seq":n}`. Nothing
- * here creates, deletes or locks anything: a missing directory is {@link StoreDirNotFoundError}.
+ * here creates, deletes or locks anything: a missing directory is {@link StoreDirNotFoundError}. Every file
+ * is read through lib/capped_read.ts (a FIFO, device or oversized file is refused, never waited on).
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
+import { readCappedTextAsync } from "../capped_read.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { encodeLeaseAttrs, MalformedLeaseError, parseLeaseKey, validateLeaseAttrs } from "../lease/wire.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
@@ -57,6 +59,9 @@ export interface FileStoreReaderOptions {
   warnConfig?: (msg: string) => void;
 }
 
+/** A lease file is a few hundred bytes; 64 KiB is far beyond any real one. */
+const LEASE_MAX_BYTES = 64 * 1024;
+
 /**
  * A read-only view of a file store's directory. As a {@link SubnetStore} it lists every lease file,
  * expired ones included (callers that want live leases filter with {@link leaseExpired}); its write
@@ -95,7 +100,7 @@ export class FileStoreReader implements SubnetStore {
   /** The store's change counter (0 when never written). */
   async readSeq(): Promise<number> {
     try {
-      const n = Number((await Deno.readTextFile(`${this.dir}/seq`)).trim());
+      const n = Number((await readCappedTextAsync(`${this.dir}/seq`, 64)).trim());
       return Number.isFinite(n) ? n : 0;
     } catch {
       return 0;
@@ -107,7 +112,7 @@ export class FileStoreReader implements SubnetStore {
     const path = `${this.subnetsDir}/${key}`;
     let text: string;
     try {
-      text = await Deno.readTextFile(path);
+      text = await readCappedTextAsync(path, LEASE_MAX_BYTES);
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) return null;
       this.#malformed(new MalformedLeaseError(key, `cannot read: ${msg(e)}`), path, key);
@@ -161,7 +166,7 @@ export class FileStoreReader implements SubnetStore {
   async getNetworkConfig(): Promise<NetConfig> {
     let text: string;
     try {
-      text = await Deno.readTextFile(`${this.dir}/config`);
+      text = await readCappedTextAsync(`${this.dir}/config`);
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) {
         const where = await this.requireDir().then(

@@ -130,7 +130,7 @@ export function inClusterConnection(
   }
   let caPem: string | undefined;
   try {
-    caPem = Deno.readTextFileSync(`${saDir}/ca.crt`);
+    caPem = readCappedText(`${saDir}/ca.crt`);
   } catch { /* client-go goes on without the CA file: the system roots apply */ }
   return {
     server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,

@@ -25,9 +25,13 @@ export interface LocalTraceOptions extends StoreOptions {
 
 async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Promise<TraceReport> {
   if (!probe) return rep;
-  const net = inp.src.node.ctx.network;
   const { IPAddr } = await import("../ip/cidr.ts");
-  if (!net || !net.contains(IPAddr.parse(inp.dst))) {
+  const dst = IPAddr.parse(inp.dst);
+  // The pod network of the destination's family (an IPv6 probe checks against the IPv6 network).
+  const net = dst.family === 6
+    ? (await import("../doctor/checks/ipv6.ts")).network6(inp.src.node.ctx)
+    : inp.src.node.ctx.network;
+  if (!net || !net.contains(dst)) {
     rep.probe = `not sent: ${inp.dst} is outside the pod network ${net ?? "?"} (probes stay on the path)`;
     return rep;
   }

@@ -13,6 +13,7 @@ import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { dev6, dev6Name, flannelV6Device, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { forwardFinding } from "../doctor/checks/iptables.ts";
+import { nftablesMode, nftFamilyFinding } from "../doctor/checks/nftables.ts";
 import {
   daemonHop,
   deliver,
@@ -124,17 +125,24 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   // then the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
   if (fromPod && ctx.ip6t.text !== null) forward6(srcNode, "forward", net6, p);
   // 4'. The IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
-  const m = (await ip6tablesMasq.run(ctx))[0];
+  // In nftables mode (EnableNFTables) they are table ip6 flannel-ipv6's postrtg and forward chains.
+  const nft = nftablesMode(ctx);
+  const m = nft ? nftFamilyFinding(ctx, "ip6") : (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
-  p.add({
-    node: srcNode.name,
-    step: "masquerade",
-    ok: masqOk,
-    entry: m?.detail ?? "ip6tables not checked",
-    detail: masqOk
-      ? `pod → pod IPv6 keeps its source (${srcIP ?? "node"} → ${inp.dst})`
-      : "flannel's IPv6 masquerade rules are missing",
-  }, masqOk ? null : { why: m.why ?? m.detail, fix: m.fix ?? [], check: "ip6tables-masq" });
+  p.add(
+    {
+      node: srcNode.name,
+      step: "masquerade",
+      ok: masqOk,
+      entry: m ? (nft ? `nft: ${m.detail}` : m.detail) : "ip6tables not checked",
+      detail: masqOk
+        ? `pod → pod IPv6 keeps its source (${srcIP ?? "node"} → ${inp.dst})`
+        : `flannel's IPv6 masquerade rules are missing${
+          nft ? " (nftables mode: table ip6 flannel-ipv6)" : ""
+        }`,
+    },
+    masqOk ? null : { why: m.why ?? m.detail, fix: m.fix ?? [], check: nft ? "nft-rules" : "ip6tables-masq" },
+  );
   if (!net6 || !net6.contains(dst)) {
     p.add({
       node: srcNode.name,

@@ -166,6 +166,37 @@ export const nftRules: Check = {
   },
 };
 
+/**
+ * One family's table as a finding (`nft-rules`), for trace's walk: ok, or critical when the table or its
+ * postrtg chain is missing, warning for missing rules; unknown when the ruleset or subnet is unreadable.
+ */
+export function nftFamilyFinding(ctx: DoctorContext, f: "ip" | "ip6"): Finding {
+  const text = ctx.nftRuleset.text;
+  if (text === null) return unknown("nft-rules", `cannot list the nftables ruleset: ${ctx.nftRuleset.error}`);
+  const net = f === "ip6" ? network6(ctx)?.toString() : (ctx.subnetEnv?.network ?? ctx.network)?.toString();
+  if (!net) return unknown("nft-rules", `no ${f === "ip" ? "IPv4" : "IPv6"} network configured`);
+  const sub = f === "ip6" ? own6(ctx)?.toString() ?? null : ctx.subnetEnv?.subnet?.net.toString() ?? null;
+  const r = checkNftTable(ctx, text, f, net, sub);
+  if (typeof r === "string") return unknown("nft-rules", r);
+  const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
+  if (!r.problems.length) {
+    return ok(
+      "nft-rules",
+      `table ${f} ${name} has flannel's rules${sub ? ` for ${sub} in ${net}` : ""}${r.note}`,
+    );
+  }
+  return {
+    id: "nft-rules",
+    severity: r.problems.some((p) => p.endsWith("does not exist") || p.includes("postrtg (masquerade)"))
+      ? "critical"
+      : "warning",
+    detail: `EnableNFTables: ${r.problems.join("; ")}`,
+    why: "without the postrtg chain pods reach nothing outside the pod network; without the forward " +
+      "accepts a FORWARD drop policy (another table's) drops pod traffic between nodes",
+    fix: r.fix.length ? r.fix : ["restart the daemon: it creates flannel's nft tables at start"],
+  };
+}
+
 /** firewall-mode: flannel's rules in both iptables and nftables form (flannel #2145). */
 export const firewallMixed: Check = {
   id: "firewall-mode",
