@@ -102,6 +102,13 @@ else
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
     cni_js="$LIBDIR/cni.js"
   fi
+  # The daemon bundled the same way (cli/daemon_entry.ts): ~5 MiB less RSS for its lifetime than main.ts's
+  # module graph (bench/daemon_rss_bench.ts). Its udp worker still loads from $LIBDIR/src.
+  daemon_js=""
+  if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/daemon.js" \
+    "$LIBDIR/src/cli/daemon_entry.ts" >/dev/null 2>&1; then
+    daemon_js="$LIBDIR/daemon.js"
+  fi
   {
     echo '#!/bin/sh'
     echo '# flanctl launcher (deno compile could not fetch its runtime here): the pinned Deno runs the entry point.'
@@ -115,6 +122,11 @@ else
     # The daemon runs for months with thousands of peers: a 1 MiB young generation keeps its RSS down
     # (measured -20 MiB at 5,000 peers, bench/daemon_bench.ts) at no cost to convergence.
     echo 'v8=""; [ "${1:-}" = daemon ] && v8="--v8-flags=--max-semi-space-size=1"'
+    if [ -n "$daemon_js" ]; then
+      d="exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \$v8 \"$daemon_js\""
+      echo "case \"\${0##*/}\" in flanneld) v8=\"--v8-flags=--max-semi-space-size=1\"; $d \"\$@\" ;; esac"
+      echo "[ \"\${1:-}\" = daemon ] && { shift; $d \"\$@\"; }"
+    fi
     echo "FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-prompt --cached-only --quiet \$v8 --config \"$LIBDIR/src/deno.json\" \"$LIBDIR/src/main.ts\" \"\$@\""
   } >"$BINDIR/flanctl"
   chmod 0755 "$BINDIR/flanctl"

@@ -141,8 +141,17 @@ export class DaemonCluster {
   }
 
   /** Starts the daemon in `n`'s namespace (extra env optional); its stderr is collected in `n.log`. */
-  start(n: TestNode, extra: string[] = [], env?: Record<string, string>): Deno.ChildProcess {
-    const cmd = ["ip", "netns", "exec", n.ns, ...flanctlCmd(...this.daemonArgs(n, extra))];
+  start(
+    n: TestNode,
+    extra: string[] = [],
+    env?: Record<string, string>,
+    /** The daemon's command without its arguments (default: `flanctl daemon` from this checkout). */
+    daemon?: string[],
+  ): Deno.ChildProcess {
+    const argv = daemon
+      ? [...daemon, ...this.daemonArgs(n, extra).slice(1)]
+      : flanctlCmd(...this.daemonArgs(n, extra));
+    const cmd = ["ip", "netns", "exec", n.ns, ...argv];
     const p = new Deno.Command(cmd[0], {
       args: cmd.slice(1),
       env,

@@ -49,6 +49,18 @@ export interface UdpDataplaneOptions {
   onError?: (role: string, message: string) => void;
 }
 
+/**
+ * The data-path worker's module: beside this one in a source tree. In the installed daemon bundle (one
+ * daemon.js, where this module has no file of its own) the worker is loaded from the installed source tree,
+ * `$FLANCTL_LIBDIR/src` (the launcher exports FLANCTL_LIBDIR).
+ */
+function workerModule(): string {
+  const here = new URL("./udp_worker.ts", import.meta.url);
+  if (import.meta.url.endsWith("/lib/netlink/udp_dataplane.ts")) return here.href;
+  const libdir = Deno.env.get("FLANCTL_LIBDIR");
+  return libdir ? new URL(`file://${libdir}/src/lib/netlink/udp_worker.ts`).href : here.href;
+}
+
 /** Thrown by {@link UdpDataplane.setPeers} when the table is full. */
 export class PeerTableFullError extends Error {}
 
@@ -87,7 +99,7 @@ export class UdpDataplane {
     const roles = ["tx", "rx"] as const;
     await Promise.all(roles.map((role, slot) =>
       new Promise<void>((resolve, reject) => {
-        const w = new Worker(new URL("./udp_worker.ts", import.meta.url).href, { type: "module" });
+        const w = new Worker(workerModule(), { type: "module" });
         this.#workers.push(w);
         let started = false;
         w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string; stopped?: boolean }>) => {

@@ -1,0 +1,58 @@
+/**
+ * The installed daemon's bundle: cli/daemon_entry.ts bundled the way install.sh bundles it (one daemon.js, no
+ * deno.json or lockfile) answers --version, and runs two udp nodes whose data-path workers load from
+ * `$FLANCTL_LIBDIR/src` (the installed source tree; here a link to this checkout): pods ping both ways.
+ */
+import { assert, assertEquals } from "./assert.ts";
+import { DaemonCluster } from "./daemon_fixture.ts";
+import { nsRun, ROOT, run } from "./netns.ts";
+import { VERSION } from "../lib/version.ts";
+
+Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
+  const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
+  const c = new DaemonCluster("10.94");
+  try {
+    const js = `${libdir}/daemon.js`;
+    const b = await run([
+      Deno.execPath(),
+      "bundle",
+      "--quiet",
+      "--platform",
+      "deno",
+      "--minify",
+      "--keep-names",
+      "-o",
+      js,
+      `${ROOT}cli/daemon_entry.ts`,
+    ]);
+    assertEquals(b.code, 0, b.stderr);
+    await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
+    const daemon = [Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet", js];
+    const v = await run([...daemon, "--version"]);
+    assertEquals([v.code, v.stdout.trim()], [0, VERSION], v.stderr);
+    const bad = await run([...daemon, "--no-such-flag"]);
+    assertEquals(bad.code, 2, bad.stderr);
+
+    await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }));
+    const a = await c.addNode(), n2 = await c.addNode();
+    const env = { FLANCTL_LIBDIR: libdir };
+    c.start(a, [], env, daemon);
+    c.start(n2, [], env, daemon);
+    await c.waitReady(a);
+    await c.waitReady(n2);
+    const pa = await c.addPod(a), pb = await c.addPod(n2);
+    for (const [from, to] of [[pa, pb], [pb, pa]]) {
+      let ok = false;
+      for (let i = 0; i < 20 && !ok; i++) {
+        ok = (await nsRun(from.ns, ["ping", "-c", "1", "-W", "1", to.ip])).code === 0;
+      }
+      assert(
+        ok,
+        `pod ${from.ip} → ${to.ip} over udp from daemon.js\n${a.log.join("\n")}\n${n2.log.join("\n")}`,
+      );
+    }
+  } finally {
+    await c.close();
+    await Deno.remove(libdir, { recursive: true });
+  }
+});
