@@ -8,13 +8,14 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cniEnv, pluginCmd } from "./cni_helpers.ts";
 import { nsRun, run, withNetns } from "./netns.ts";
 
-const conf = {
+/** The network config; IPAM state (if a broken cap ever let the ADD through) stays in the test's `dir`. */
+const confIn = (dir: string) => ({
   cniVersion: "1.0.0",
   name: "capnet",
   type: "bridge",
   bridge: "capbr0",
-  ipam: { type: "host-local", subnet: "10.251.0.0/24", dataDir: "/nonexistent/flanctl-cap" },
-};
+  ipam: { type: "host-local", subnet: "10.251.0.0/24", dataDir: `${dir}/ipam` },
+});
 
 function assertCapError(stdout: string): void {
   const j = JSON.parse(stdout);
@@ -25,9 +26,9 @@ function assertCapError(stdout: string): void {
 }
 
 /** Runs our bridge plugin in `node` with stdin from the shell pipeline `source`; both exit codes. */
-async function piped(node: string, pod: string, source: string) {
+async function piped(node: string, pod: string, dir: string, source: string) {
   const env = Object.entries(
-    cniEnv({ plugin: "bridge", command: "ADD", netns: pod, containerId: "cap1", conf }),
+    cniEnv({ plugin: "bridge", command: "ADD", netns: pod, containerId: "cap1", conf: confIn(dir) }),
   )
     .map(([k, v]) => `${k}=${v}`);
   const plugin = [
@@ -62,11 +63,11 @@ Deno.test("cni stdin: a 17 MiB config and 256 MiB of /dev/zero are refused with 
       // Valid JSON, 17 MiB: the padding key is one the plugin would ignore, so only the cap refuses it.
       Deno.writeTextFileSync(
         `${dir}/huge.json`,
-        JSON.stringify({ ...conf, pad: "x".repeat(17 * 1024 * 1024) }),
+        JSON.stringify({ ...confIn(dir), pad: "x".repeat(17 * 1024 * 1024) }),
       );
       // 256 MiB of zeros (16 times the cap): the plugin exits after 16 MiB, so `head` gets EPIPE.
       for (const source of [`cat '${dir}/huge.json'`, "head -c 268435456 /dev/zero"]) {
-        const r = await piped(node, pod, source);
+        const r = await piped(node, pod, dir, source);
         assertEquals(r.plugin, 1, `${source}: ${r.stderr}`);
         assertCapError(r.stdout);
         assert(r.source !== 0, `${source} was cut off by the plugin's exit (EPIPE), exit ${r.source}`);
