@@ -114,6 +114,12 @@ interface Stale {
   fields: Record<string, string | null>;
 }
 
+/** One object kind's side of a pass: whether a desired peer's entry is right, and our entries nobody wants. */
+interface KindDiff {
+  ok: (d: DesiredPeer) => boolean;
+  stale: Stale[];
+}
+
 const RTN_UNICAST = 1, RTPROT_KERNEL = 2, NUD_PERMANENT = 0x80;
 
 /** A route's next hop as one compact string ("gateway|dev|onlink"), kept per route during a pass. */
@@ -567,7 +573,9 @@ export class Reconciler {
 
   /**
    * One full pass. Dumps routes, neighbours and FDB once, lets `compute` build the whole desired state
-   * (it may use {@link Reconciler.reach}, refreshed from the same dump), and applies the differences.
+   * (it may use {@link Reconciler.reach}, refreshed from the same dump), and applies the differences:
+   * per object kind (`#routeDiff`, `#neighDiff`, `#fdbDiff`) what a desired peer lacks and
+   * what no peer wants any more.
    */
   fullPass(compute?: () => Map<string, DesiredPeer>): PassResult {
     const t0 = performance.now();
@@ -575,38 +583,41 @@ export class Reconciler {
     // Each dump is reduced to compact strings in its own method, so the (large) dump arrays become garbage
     // before the next dump starts: the peak heap of a pass stays near one dump, not three.
     const actualRoutes = this.#dumpRoutes();
-    if (compute) {
-      const next = compute();
-      this.#desired.clear();
-      this.#macRefs.clear();
-      for (const [k, d] of next) {
-        this.#desired.set(k, d);
-        if (d.fdb) this.#ref(d.fdb.mac, 1);
-      }
-    }
+    if (compute) this.#setDesired(compute());
     const ov = this.#overlay;
     const actualNeigh = ov ? this.#dumpNeigh(ov) : new Map<string, string | null>();
     const actualFdb = ov ? this.#dumpFdb(ov) : new Map<string, string[]>();
-    const wantNeigh = new Map<string, string>();
-    const wantFdb = new Map<string, string>();
-    const fail = (what: string, key: string, e: unknown) => {
-      res.errors++;
-      this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
-    };
+    const routes = this.#routeDiff(actualRoutes);
+    const neigh = this.#neighDiff(ov, actualNeigh);
+    const fdb = this.#fdbDiff(ov, actualFdb);
     const repairs: Repair[] = [];
     for (const [key, d] of this.#desired) {
-      if (d.neigh) wantNeigh.set(d.neigh.ip, d.neigh.mac);
-      if (d.fdb) wantFdb.set(d.fdb.mac, d.fdb.dst);
-      const neighOk = !d.neigh || !ov || actualNeigh.get(d.neigh.ip) === d.neigh.mac;
-      const fdbOk = !d.fdb || !ov || (actualFdb.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false);
-      const ar = actualRoutes.get(d.route.dst);
-      const routeOk = ar?.length === 1 && (ar[0] === routeKey(d.route.via, d.route.dev, true) ||
-        (!d.route.onlink && ar[0] === routeKey(d.route.via, d.route.dev, false)));
+      const neighOk = neigh.ok(d), fdbOk = fdb.ok(d), routeOk = routes.ok(d);
       if (neighOk && fdbOk && routeOk) continue;
-      repairs.push({ key, d, neighOk, fdbOk, routeOk, ar });
+      repairs.push({ key, d, neighOk, fdbOk, routeOk, ar: actualRoutes.get(d.route.dst) });
     }
+    this.#applyPass(repairs, [...routes.stale, ...neigh.stale, ...fdb.stale], res);
+    this.#stats.reconcileRuns++;
+    this.#stats.reconcileErrors += res.errors;
+    this.#stats.repairs += res.programmed + res.removed;
+    this.#stats.observeReconcile((performance.now() - t0) / 1000);
+    return res;
+  }
+
+  /** Replaces the desired state (and the FDB MAC reference counts) with `next`. */
+  #setDesired(next: Map<string, DesiredPeer>): void {
+    this.#desired.clear();
+    this.#macRefs.clear();
+    for (const [k, d] of next) {
+      this.#desired.set(k, d);
+      if (d.fdb) this.#ref(d.fdb.mac, 1);
+    }
+  }
+
+  /** Routes: a desired peer's route is right when it is our only route to its dst; others are stale. */
+  #routeDiff(actual: Map<string, string[]>): KindDiff {
     const stale: Stale[] = [];
-    for (const [dst, rs] of actualRoutes) {
+    for (const [dst, rs] of actual) {
       if (this.#desired.has(dst)) continue;
       for (const r of rs.map(parseRouteKey)) {
         stale.push({
@@ -620,9 +631,22 @@ export class Reconciler {
         });
       }
     }
+    const ok = (d: DesiredPeer) => {
+      const ar = actual.get(d.route.dst);
+      return ar?.length === 1 && (ar[0] === routeKey(d.route.via, d.route.dev, true) ||
+        (!d.route.onlink && ar[0] === routeKey(d.route.via, d.route.dev, false)));
+    };
+    return { ok, stale };
+  }
+
+  /** Permanent neighbours on the overlay device (none without one): IP → MAC as desired, others stale. */
+  #neighDiff(ov: string | null, actual: Map<string, string | null>): KindDiff {
+    const stale: Stale[] = [];
     if (ov) {
-      for (const [ip] of actualNeigh) {
-        if (wantNeigh.has(ip)) continue;
+      const want = new Set<string>();
+      for (const d of this.#desired.values()) if (d.neigh) want.add(d.neigh.ip);
+      for (const [ip] of actual) {
+        if (want.has(ip)) continue;
         stale.push({
           write: { op: "deleteNeigh", neigh: { dev: ov, dst: ip } },
           what: "stale ARP entry",
@@ -630,10 +654,20 @@ export class Reconciler {
           fields: { ip, dev: ov },
         });
       }
-      for (const [mac, dsts] of actualFdb) {
-        const want = wantFdb.get(mac);
+    }
+    return { ok: (d) => !d.neigh || !ov || actual.get(d.neigh.ip) === d.neigh.mac, stale };
+  }
+
+  /** FDB entries on the overlay device (none without one): MAC → the desired remote, others stale. */
+  #fdbDiff(ov: string | null, actual: Map<string, string[]>): KindDiff {
+    const stale: Stale[] = [];
+    if (ov) {
+      const want = new Map<string, string>();
+      for (const d of this.#desired.values()) if (d.fdb) want.set(d.fdb.mac, d.fdb.dst);
+      for (const [mac, dsts] of actual) {
+        const w = want.get(mac);
         for (const dst of dsts) {
-          if (dst === want) continue;
+          if (dst === w) continue;
           stale.push({
             write: { op: "deleteFdb", fdb: { dev: ov, mac, dst: dst ?? undefined } },
             what: "stale FDB entry",
@@ -643,23 +677,28 @@ export class Reconciler {
         }
       }
     }
-    if (this.#nl.writeMany) this.#applyMany(repairs, stale, res, fail);
-    else {
-      for (const r of repairs) this.#repairOne(r, res, fail);
-      for (const st of stale) {
-        try {
-          this.#write(st.write);
-          res.removed++;
-          this.#log.info(`removed ${st.what}`, st.fields);
-        } catch (e) {
-          fail(`removing ${st.what}`, st.key, e);
-        }
+    return { ok: (d) => !d.fdb || !ov || (actual.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false), stale };
+  }
+
+  /** Applies a pass's repairs and removals: batched when the handle can, else one write at a time. */
+  #applyPass(repairs: Repair[], stale: Stale[], res: PassResult): void {
+    const fail = (what: string, key: string, e: unknown) => {
+      res.errors++;
+      this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
+    };
+    if (this.#nl.writeMany) {
+      this.#applyMany(repairs, stale, res, fail);
+      return;
+    }
+    for (const r of repairs) this.#repairOne(r, res, fail);
+    for (const st of stale) {
+      try {
+        this.#write(st.write);
+        res.removed++;
+        this.#log.info(`removed ${st.what}`, st.fields);
+      } catch (e) {
+        fail(`removing ${st.what}`, st.key, e);
       }
     }
-    this.#stats.reconcileRuns++;
-    this.#stats.reconcileErrors += res.errors;
-    this.#stats.repairs += res.programmed + res.removed;
-    this.#stats.observeReconcile((performance.now() - t0) / 1000);
-    return res;
   }
 }
