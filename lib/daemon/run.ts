@@ -11,6 +11,7 @@ import { type HealthServer, serveHealth } from "./http.ts";
 import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
 import { sdNotify } from "./sdnotify.ts";
+import { type Step, StepError } from "../steps.ts";
 import { daemonStatePath, ownDaemonState, removeDaemonState, writeDaemonState } from "../daemon_state.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
@@ -47,19 +48,39 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   };
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   let http: HealthServer | null = null;
-  try {
-    if (o.healthzPort > 0) {
+  const statePath = daemonStatePath(o.subnetFile);
+  /**
+   * `http`: /healthz, /readyz and /metrics from the start (readyz says what start-up still waits for).
+   * Undo: the listener is closed (it lives as long as the process; flanneld leaves nothing either).
+   */
+  const serve: Step<unknown> = {
+    name: "http",
+    run() {
+      if (o.healthzPort <= 0) return;
       http = serveHealth(o.healthzIP, o.healthzPort, d.metrics, d.notReady, {
         onError: (msg, error) => log.warn(msg, { error }),
       });
       log.info("serving /healthz, /readyz, /metrics", { addr: `${o.healthzIP}:${http.port}` });
-    }
-    writeState(o, http, log);
+    },
+    async undo() {
+      const h = http;
+      http = null;
+      await h?.close();
+    },
+  };
+  /** `state-file`: flanctl.json next to subnet.env (best effort). Undo: removed (it names a running daemon). */
+  const stateFile: Step<unknown> = {
+    name: "state-file",
+    run: () => writeState(o, http, log),
+    undo: () => removeDaemonState(statePath),
+  };
+  try {
     try {
-      await d.start();
+      await d.start([serve, stateFile]);
     } catch (e) {
       if (d.stopping) return 0;
-      throw e;
+      // The step's own error (its message and exit code) is what the operator sees; the step is logged.
+      throw e instanceof StepError ? e.cause : e;
     }
     await d.run();
     log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
@@ -67,8 +88,8 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   } finally {
     await d.close();
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
-    removeDaemonState(daemonStatePath(o.subnetFile));
-    await http?.close();
+    removeDaemonState(statePath);
+    await (http as HealthServer | null)?.close();
     await store.close();
     nl.close();
   }

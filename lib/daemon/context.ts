@@ -1,0 +1,136 @@
+/**
+ * What the daemon runs on. {@link DaemonDeps} is what it is given (kernel handle, store, logger);
+ * {@link NodeContext} is what start-up (lib/daemon/bootstrap.ts) leaves behind: options, interface, network
+ * config, backend, rules, reconciler, peers — fixed for the daemon's life and read by the run loop
+ * (lib/daemon/run_loop.ts). The only part that changes is {@link NodeState} (our current lease and subnet:
+ * a renewal replaces the lease, a re-acquire after a loss may change the subnet). Also the small helpers
+ * both sides use (store retry, pause, timeout).
+ * @module
+ */
+import type { NetConfig } from "../config/types.ts";
+import type { IPNet } from "../ip/cidr.ts";
+import type { NetlinkHandle } from "../netlink/types.ts";
+import { StoreUnavailableError } from "../store/errors.ts";
+import { retryableStoreError } from "../store/classify.ts";
+import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
+import type { Backend, ExternalIface } from "../backend/types.ts";
+import type { Reconciler } from "../reconcile/reconciler.ts";
+import type { FlannelRules } from "../firewall/flannel.ts";
+import type { Runner } from "../firewall/types.ts";
+import type { FamilyPlane } from "./family.ts";
+import type { Logger } from "./log.ts";
+import type { Metrics } from "./metrics.ts";
+import type { DaemonOptions } from "./options.ts";
+import type { Peers } from "./peers.ts";
+import type { Readiness } from "./readiness.ts";
+
+/** What the daemon runs against (injected so tests and benchmarks can substitute parts). */
+export interface DaemonDeps {
+  nl: NetlinkHandle;
+  store: SubnetStore;
+  log: Logger;
+  /** systemd notification (READY=1, STOPPING=1, STATUS=…). */
+  notify?: (state: string) => void;
+  /** Runs iptables-save/iptables-restore (and nft, where libnftables is missing). */
+  runIptables?: Runner;
+}
+
+/** What changes while the node runs: our current lease and our subnet of the node's main family. */
+export interface NodeState {
+  lease: Lease;
+  own: IPNet;
+}
+
+/** The parts every stage shares, known before the first step runs. */
+export interface NodeBase {
+  /** The options as given (a kube node's node-public-ip annotation only changes how the interface is chosen). */
+  readonly o: DaemonOptions;
+  readonly nl: NetlinkHandle;
+  readonly store: SubnetStore;
+  readonly log: Logger;
+  readonly notify: (s: string) => void;
+  readonly runIptables?: Runner;
+  readonly metrics: Metrics;
+  readonly readiness: Readiness;
+  /** Aborted by `Daemon.stop()`: start-up retries and the run loop end. */
+  readonly signal: AbortSignal;
+}
+
+/** The node after start-up: fixed for the daemon's life (only {@link state}'s fields change). */
+export interface NodeContext extends NodeBase {
+  /** The network config read at start-up (a later change in the store needs a restart). */
+  readonly cfg: NetConfig;
+  /** The family of {@link network}/{@link backend}/{@link reconciler}: 4, or 6 in an IPv6-only network. */
+  readonly family: 4 | 6;
+  readonly network: IPNet;
+  readonly ext: ExternalIface;
+  readonly backend: Backend;
+  /** The IPv6 half of a dual-stack node (device, peers, reconciler), else null. */
+  readonly v6: FamilyPlane | null;
+  readonly rules: FlannelRules;
+  /** MASQUERADE with --random-fully (not disabled and iptables supports it). */
+  readonly randomFully: boolean;
+  /** The lease attributes we publish (renewals and re-acquires write them again). */
+  readonly attrs: LeaseAttrsWire;
+  readonly reconciler: Reconciler;
+  readonly peers: Peers;
+  /** Where the store's watch starts (the listing's revision). */
+  readonly watchCursor: string;
+  readonly state: NodeState;
+}
+
+/** An error's message. */
+export function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Sleeps `ms`, waking early (without throwing) when `signal` aborts. */
+export function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** `p`, or a {@link StoreUnavailableError} naming `what` after `ms`. */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, rej) => {
+    t = setTimeout(() => rej(new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
+
+/**
+ * Retries `fn` while the store is unavailable, has no config yet, or refuses (EPERM/EROFS/ENOSPC, etcd
+ * auth or quota), as flanneld retries at start; a bad config and other errors propagate, and so does the
+ * last error once `n.signal` aborts.
+ */
+export async function retryStore<T>(
+  n: Pick<NodeBase, "log" | "readiness" | "signal">,
+  what: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  let delay = 500;
+  while (true) {
+    try {
+      const r = await fn();
+      n.readiness.setStoreUp(true);
+      return r;
+    } catch (e) {
+      const retryable = retryableStoreError(e);
+      if (!retryable || n.signal.aborted) throw e;
+      if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
+      n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay });
+      await pause(delay, n.signal);
+      if (n.signal.aborted) throw e;
+      delay = Math.min(delay * 2, 10_000);
+    }
+  }
+}
