@@ -20,6 +20,7 @@ import {
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
+import { runSteps, type Step, StepError } from "../steps.ts";
 
 /** Parsed bridge config. */
 export interface BridgeConf {
@@ -298,19 +299,38 @@ function ipFamilies(conf: BridgeConf, ips: string[]): (4 | 6)[] {
   return [...fams];
 }
 
-async function add(c: PluginCall): Promise<CniResult> {
-  const conf = loadBridgeConf(c.conf, c.version, c.args.args);
-  const args = c.args;
-  const nl = await netlink();
-  trace("netlink loaded");
-  const pod = await openPod(args.netns);
-  const host = nl.openNetlink();
-  trace("handles open");
-  let ipamDone = false;
-  let hostVeth = "";
-  let vethMade = false;
-  const hostMac = randomMac();
-  try {
+/** What ADD works on; each step fills in its part. */
+interface AddState {
+  readonly c: PluginCall;
+  readonly conf: BridgeConf;
+  readonly args: CmdArgs;
+  readonly nl: Awaited<ReturnType<typeof netlink>>;
+  readonly pod: NetlinkHandle;
+  readonly host: NetlinkHandle;
+  /** The host end's MAC (picked here, so the result names it without a dump). */
+  readonly hostMac: string;
+  ipam: CniResult;
+  br?: LinkInfo;
+  hostVeth: string;
+  ips: NonNullable<CniResult["ips"]>;
+  routes: CniRoute[];
+  /** Gateway addresses (`gw/prefix`) for the bridge. */
+  gws: string[];
+  cont?: LinkInfo;
+  result?: CniResult;
+}
+
+function need<T>(v: T | undefined, what: string): T {
+  if (v === undefined) {
+    throw new CniError(ErrCode.Internal, "internal error", `${what} not set by an earlier step`);
+  }
+  return v;
+}
+
+/** `ifname-free`: CNI_IFNAME must not exist in the pod yet. Undo: none (changes nothing). */
+const ifnameFree: Step<AddState> = {
+  name: "ifname-free",
+  run({ pod, args }) {
     if (kernel("read pod links", () => pod.link(args.ifname))) {
       throw new CniError(
         ErrCode.AlreadyExists,
@@ -318,32 +338,59 @@ async function add(c: PluginCall): Promise<CniResult> {
         `container veth name "${args.ifname}" already exists`,
       );
     }
-    // IPAM first: it is the cheap step that rejects duplicates and exhaustion before any kernel change.
-    let ipam: CniResult = {};
-    if (conf.ipam) {
-      ipam = parseResult(await ipamCall(c, conf, "ADD"), c.version);
-      ipamDone = true;
-      trace("ipam done");
-      if (!ipam.ips?.length) {
-        throw new CniError(ErrCode.InvalidNetworkConfig, "IPAM plugin returned missing IP config");
-      }
+  },
+};
+
+/**
+ * `ipam`: IPAM first, the cheap step that rejects duplicates and exhaustion before any kernel change.
+ * Undo: IPAM DEL (also when the result has no IP: the allocation is released before the error).
+ */
+const ipamStep: Step<AddState> = {
+  name: "ipam",
+  async run(st) {
+    const { c, conf } = st;
+    if (!conf.ipam) return;
+    st.ipam = parseResult(await ipamCall(c, conf, "ADD"), c.version);
+    trace("ipam done");
+    if (!st.ipam.ips?.length) {
+      await ipamCall(c, conf, "DEL").catch(() => {/* best effort: the missing IP config is the error */});
+      throw new CniError(ErrCode.InvalidNetworkConfig, "IPAM plugin returned missing IP config");
     }
-    const br = kernel("ensure bridge", () => ensureBridge(host, conf));
+  },
+  async undo({ c, conf }) {
+    if (conf.ipam) await ipamCall(c, conf, "DEL");
+  },
+};
+
+/** `bridge`: the bridge exists, is a bridge and is up. Undo: none (shared by every pod, as the reference). */
+const bridgeStep: Step<AddState> = {
+  name: "bridge",
+  run(st) {
+    st.br = kernel("ensure bridge", () => ensureBridge(st.host, st.conf));
     trace("bridge ok");
+  },
+};
+
+/**
+ * `veth`: the pair, its container end (CNI_IFNAME) made inside the pod netns and its host end created
+ * directly in our own netns: one atomic request, nothing to move afterwards. Undo: the pair is deleted.
+ */
+const vethStep: Step<AddState> = {
+  name: "veth",
+  run(st) {
+    const { pod, args, conf } = st;
     kernel("create veth", () => {
       for (let i = 0;; i++) {
-        hostVeth = randomVethName();
+        const name = randomVethName();
         try {
-          // Made inside the pod netns (CNI_IFNAME never appears in the host), the host end created directly
-          // in our own netns: one atomic request, nothing to move afterwards.
-          pod.createVeth(args.ifname, hostVeth, {
+          pod.createVeth(args.ifname, name, {
             peerNetns: HOST_NETNS,
             ...(conf.mtu ? { mtu: conf.mtu } : {}),
             ...(conf.mac ? { mac: conf.mac } : {}),
-            peerMac: hostMac,
+            peerMac: st.hostMac,
             txqlen: 0, // both ends, as the reference's veths (no qdisc queue on a veth)
           });
-          vethMade = true;
+          st.hostVeth = name;
           return;
         } catch (e) {
           if (!isExists(e) || i >= 3) throw e;
@@ -351,21 +398,43 @@ async function add(c: PluginCall): Promise<CniResult> {
         }
       }
     });
+  },
+  undo({ host, hostVeth }) {
+    // Deleting the host end removes the container end too.
+    host.deleteLink(hostVeth);
+  },
+};
+
+/** `host-veth`: the host end joins the bridge (hairpin as configured) and goes up. Undo: goes with the veth. */
+const hostVethStep: Step<AddState> = {
+  name: "host-veth",
+  run({ host, hostVeth, br, conf }) {
+    const index = need(br, "bridge").index;
     kernel("set up host veth", () => {
-      host.setMaster(hostVeth, br.index);
+      host.setMaster(hostVeth, index);
       host.setHairpin(hostVeth, conf.hairpinMode);
       host.setUp(hostVeth, true);
     });
     trace("veth ok");
-    const routes: CniRoute[] = [...(ipam.routes ?? [])];
-    const ips = (ipam.ips ?? []).map((ip) => ({ ...ip, interface: 2 }));
-    const gws: string[] = [];
-    for (const ip of ips) {
+  },
+};
+
+/**
+ * `plan`: the container's addresses, gateways and routes from the IPAM result (isGateway, isDefaultGateway).
+ * Undo: none (computes only).
+ */
+const planStep: Step<AddState> = {
+  name: "plan",
+  run(st) {
+    const { conf, ipam } = st;
+    st.routes = [...(ipam.routes ?? [])];
+    st.ips = (ipam.ips ?? []).map((ip) => ({ ...ip, interface: 2 }));
+    for (const ip of st.ips) {
       if (!ip.gateway && conf.isGateway) ip.gateway = calcGateway(ip.address);
-      if (conf.isGateway && ip.gateway) gws.push(`${ip.gateway}/${ip.address.split("/")[1]}`);
+      if (conf.isGateway && ip.gateway) st.gws.push(`${ip.gateway}/${ip.address.split("/")[1]}`);
       if (conf.isDefaultGateway && ip.gateway) {
         const def = familyOf(ip.address) === "4" ? "0.0.0.0/0" : "::/0";
-        const clash = routes.find((r) => r.dst === def && r.gw && r.gw !== ip.gateway);
+        const clash = st.routes.find((r) => r.dst === def && r.gw && r.gw !== ip.gateway);
         if (clash) {
           throw new CniError(
             ErrCode.InvalidNetworkConfig,
@@ -373,23 +442,38 @@ async function add(c: PluginCall): Promise<CniResult> {
             `isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`,
           );
         }
-        routes.push({ dst: def, gw: ip.gateway });
+        st.routes.push({ dst: def, gw: ip.gateway });
       }
     }
-    const v6 = ips.some((i) => familyOf(i.address) === "6");
-    if (v6) {
-      // As the reference: no IPv6 DAD in the pod unless enabledad (the address is usable at once, no
-      // seconds of "tentative"; kubernetes #54800); the bridge and host end take no router advertisements.
-      const { inNetns } = nl;
-      kernel("ipv6 sysctls", () => {
-        if (!conf.enableDad) {
-          inNetns({ path: args.netns }, () => writeSysctl(`net/ipv6/conf/${args.ifname}/accept_dad`, "0"));
-        }
-        writeSysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, "0");
-        writeSysctl(`net/ipv6/conf/${conf.bridge}/accept_ra`, "0");
-      });
-    }
-    const cont = kernel("configure container interface", () => {
+  },
+};
+
+/**
+ * `ipv6-sysctls`: as the reference, no IPv6 DAD in the pod unless enabledad (the address is usable at once,
+ * no seconds of "tentative"; kubernetes #54800); the bridge and host end take no router advertisements.
+ * Undo: none (the pod's setting goes with the veth; the bridge's is the same for every pod).
+ */
+const ipv6Sysctls: Step<AddState> = {
+  name: "ipv6-sysctls",
+  run({ ips, conf, args, hostVeth, nl }) {
+    if (!ips.some((i) => familyOf(i.address) === "6")) return;
+    const { inNetns } = nl;
+    kernel("ipv6 sysctls", () => {
+      if (!conf.enableDad) {
+        inNetns({ path: args.netns }, () => writeSysctl(`net/ipv6/conf/${args.ifname}/accept_dad`, "0"));
+      }
+      writeSysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, "0");
+      writeSysctl(`net/ipv6/conf/${conf.bridge}/accept_ra`, "0");
+    });
+  },
+};
+
+/** `container`: CNI_IFNAME up with its addresses and routes. Undo: goes with the veth. */
+const containerStep: Step<AddState> = {
+  name: "container",
+  run(st) {
+    const { pod, args, ips, routes } = st;
+    st.cont = kernel("configure container interface", () => {
       pod.setUp(args.ifname, true);
       for (const ip of ips) pod.addAddr(args.ifname, ip.address, { broadcast: true });
       for (const r of routes) {
@@ -399,20 +483,61 @@ async function add(c: PluginCall): Promise<CniResult> {
       }
       return pod.link(args.ifname)!;
     });
+  },
+};
+
+/**
+ * `bridge-addr`: the gateway addresses on the bridge (isGateway) and ip_forward. Undo: none (the gateway
+ * serves every pod of the subnet; a conflicting address is taken back by ensureBridgeAddr itself).
+ */
+const bridgeAddr: Step<AddState> = {
+  name: "bridge-addr",
+  run({ host, br, gws, conf }) {
+    const b = need(br, "bridge");
     kernel("configure bridge", () => {
-      for (const g of gws) ensureBridgeAddr(host, br, g, conf.forceAddress);
+      for (const g of gws) ensureBridgeAddr(host, b, g, conf.forceAddress);
       for (const fam of new Set(gws.map((g) => familyOf(g)))) enableForward(fam);
     });
     trace("addresses, routes, bridge ok");
-    if (conf.ipMasq && ips.length) {
-      const { chainName, comment, setupMasq } = await import("./ipmasq.ts");
+  },
+};
+
+/** Removes the container's masquerade chain (best effort for rules that never got made). */
+async function teardownOwnMasq({ conf, args }: AddState): Promise<void> {
+  const { chainName, teardownMasq } = await import("./ipmasq.ts");
+  await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
+}
+
+/** `masq`: the per-container masquerade chain (ipMasq). Undo: the chain is removed; also after a half setup. */
+const masqStep: Step<AddState> = {
+  name: "masq",
+  async run(st) {
+    const { conf, args, ips } = st;
+    if (!conf.ipMasq || !ips.length) return;
+    const { chainName, comment, setupMasq } = await import("./ipmasq.ts");
+    try {
       await setupMasq(
         ips.map((i) => i.address),
         await chainName(conf.name, args.containerId),
         comment(conf.name, args.containerId),
       );
+    } catch (e) {
+      await teardownOwnMasq(st).catch(() => {/* best effort: the step's own error is the one reported */});
+      throw e;
     }
     trace("masq ok");
+  },
+  async undo(st) {
+    if (st.conf.ipMasq && st.ips.length) await teardownOwnMasq(st);
+  },
+};
+
+/** `result`: the CNI result (interfaces, IPs, routes, DNS). Undo: none. */
+const resultStep: Step<AddState> = {
+  name: "result",
+  run(st) {
+    const { conf, args, hostVeth, hostMac, ips, routes, ipam } = st;
+    const br = need(st.br, "bridge"), cont = need(st.cont, "container interface");
     const interfaces: CniInterface[] = [
       { name: br.name, mac: br.mac ?? undefined },
       { name: hostVeth, mac: hostMac },
@@ -424,26 +549,52 @@ async function add(c: PluginCall): Promise<CniResult> {
     if (!routes.length) delete result.routes;
     const dns = conf.dns ?? ipam.dns;
     if (dns) result.dns = dns;
-    return result;
+    st.result = result;
+  },
+};
+
+/** ADD's steps, in order; on a failure the done ones are undone in reverse (nothing half-made is left). */
+const ADD_STEPS: readonly Step<AddState>[] = [
+  ifnameFree,
+  ipamStep,
+  bridgeStep,
+  vethStep,
+  hostVethStep,
+  planStep,
+  ipv6Sysctls,
+  containerStep,
+  bridgeAddr,
+  masqStep,
+  resultStep,
+];
+
+async function add(c: PluginCall): Promise<CniResult> {
+  const conf = loadBridgeConf(c.conf, c.version, c.args.args);
+  const nl = await netlink();
+  trace("netlink loaded");
+  const pod = await openPod(c.args.netns);
+  const host = nl.openNetlink();
+  trace("handles open");
+  const st: AddState = {
+    c,
+    conf,
+    args: c.args,
+    nl,
+    pod,
+    host,
+    hostMac: randomMac(),
+    ipam: {},
+    hostVeth: "",
+    ips: [],
+    routes: [],
+    gws: [],
+  };
+  try {
+    await runSteps(ADD_STEPS, st);
+    return need(st.result, "result");
   } catch (e) {
-    // Undo: the container end (deleting it removes the host end), the masquerade chain, the IPAM lease.
-    if (vethMade) {
-      try {
-        host.deleteLink(hostVeth);
-      } catch { /* best effort */ }
-    }
-    if (ipamDone) {
-      try {
-        await ipamCall(c, conf, "DEL");
-      } catch { /* best effort */ }
-      if (conf.ipMasq) {
-        try {
-          const { chainName, teardownMasq } = await import("./ipmasq.ts");
-          await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
-        } catch { /* best effort */ }
-      }
-    }
-    throw e;
+    // The step's own error (its CNI code) is the answer; the undos were best effort.
+    throw e instanceof StepError ? e.cause : e;
   } finally {
     pod.close();
     host.close();
