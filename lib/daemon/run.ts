@@ -11,7 +11,7 @@ import { type HealthServer, serveHealth } from "./http.ts";
 import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
 import { sdNotify } from "./sdnotify.ts";
-import { type Step, StepError } from "../steps.ts";
+import { type Step, StepError, undoSteps } from "../steps.ts";
 import { daemonStatePath, ownDaemonState, removeDaemonState, writeDaemonState } from "../daemon_state.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
@@ -25,16 +25,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     }
   };
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
-  const choice = storeChoice(storeOpts);
-  if (choice.implicit) {
-    log.warn(
-      "no store flag given: using etcd as flanneld does (pass --store-dir DIR for the embedded file store)",
-      {
-        store: choice.kind,
-        why: choice.why,
-      },
-    );
-  } else log.info("store chosen", { store: choice.kind, why: choice.why });
+  logStoreChoice(storeOpts, log);
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
@@ -47,13 +38,49 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     d.stop();
   };
   for (const s of signals) Deno.addSignalListener(s, onSignal);
+  const served = healthSteps(o, d, log);
+  try {
+    try {
+      await d.start(served.steps);
+    } catch (e) {
+      if (d.stopping) return 0;
+      // The step's own error (its message and exit code) is what the operator sees; the step is logged.
+      throw e instanceof StepError ? e.cause : e;
+    }
+    await d.run();
+    log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
+    return d.exitCode;
+  } finally {
+    await d.close();
+    for (const s of signals) Deno.removeSignalListener(s, onSignal);
+    await served.release();
+    await store.close();
+    nl.close();
+  }
+}
+
+function logStoreChoice(storeOpts: StoreOptions, log: Logger): void {
+  const choice = storeChoice(storeOpts);
+  if (choice.implicit) {
+    log.warn(
+      "no store flag given: using etcd as flanneld does (pass --store-dir DIR for the embedded file store)",
+      { store: choice.kind, why: choice.why },
+    );
+  } else log.info("store chosen", { store: choice.kind, why: choice.why });
+}
+
+/**
+ * The process's own start-up steps, run before the node's: `http` (/healthz, /readyz, /metrics from the
+ * start: readyz says what start-up still waits for) and `state-file` (flanctl.json next to subnet.env, best
+ * effort). Both live as long as the process: undone when start-up fails, and by `release()` at the end.
+ */
+function healthSteps(
+  o: DaemonOptions,
+  d: Daemon,
+  log: Logger,
+): { steps: Step<unknown>[]; release: () => Promise<void> } {
   let http: HealthServer | null = null;
-  const statePath = daemonStatePath(o.subnetFile);
-  /**
-   * `http`: /healthz, /readyz and /metrics from the start (readyz says what start-up still waits for).
-   * Undo: the listener is closed (it lives as long as the process; flanneld leaves nothing either).
-   */
-  const serve: Step<unknown> = {
+  const steps: Step<unknown>[] = [{
     name: "http",
     run() {
       if (o.healthzPort <= 0) return;
@@ -67,32 +94,13 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       http = null;
       await h?.close();
     },
-  };
-  /** `state-file`: flanctl.json next to subnet.env (best effort). Undo: removed (it names a running daemon). */
-  const stateFile: Step<unknown> = {
+  }, {
     name: "state-file",
     run: () => writeState(o, http, log),
-    undo: () => removeDaemonState(statePath),
-  };
-  try {
-    try {
-      await d.start([serve, stateFile]);
-    } catch (e) {
-      if (d.stopping) return 0;
-      // The step's own error (its message and exit code) is what the operator sees; the step is logged.
-      throw e instanceof StepError ? e.cause : e;
-    }
-    await d.run();
-    log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
-    return d.exitCode;
-  } finally {
-    await d.close();
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-    removeDaemonState(statePath);
-    await (http as HealthServer | null)?.close();
-    await store.close();
-    nl.close();
-  }
+    undo: () => removeDaemonState(daemonStatePath(o.subnetFile)),
+  }];
+  // Undone steps are idempotent: what a failed start-up released is not released twice.
+  return { steps, release: async () => void await undoSteps(steps, null) };
 }
 
 /** Writes flanctl.json next to subnet.env (doctor and status find the daemon through it). Best effort. */

@@ -300,6 +300,28 @@ const firewall: Step<Draft> = {
 };
 
 /**
+ * The lease attributes, as flanneld's vxlan newSubnetAttrs: BackendData with IPv4, BackendV6Data with IPv6
+ * (each omitted when its family is off), PublicIP 0.0.0.0 in an IPv6-only network.
+ */
+function leaseAttrs(
+  cfg: NetConfig,
+  ext: ExternalIface,
+  be: Backend,
+  v6: FamilyPlane | null,
+  family: 4 | 6,
+): LeaseAttrsWire {
+  const data4 = cfg.enableIPv4 ? be.backendData() : undefined;
+  const data6 = v6 ? v6.backend.backendData() : family === 6 ? be.backendData() : undefined;
+  return {
+    PublicIP: cfg.enableIPv4 ? ext.publicIP : "0.0.0.0",
+    PublicIPv6: cfg.enableIPv6 ? ext.publicIPv6 ?? null : null,
+    BackendType: be.leaseBackendType ?? be.type,
+    ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
+    ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
+  };
+}
+
+/**
  * `lease`: our lease — the one our public IP holds, else the previous subnet from subnet.env, else a free
  * one. Undo: none, kept on purpose (as flanneld: the next start gets the same subnet back, and a lease
  * left unrenewed expires by itself).
@@ -314,17 +336,7 @@ const lease: Step<Draft> = {
       if (env.subnet && cfg.network?.contains(env.subnet.net)) d.previous = env.subnet.net;
       if (env.ipv6Subnet && cfg.ipv6Network?.contains(env.ipv6Subnet.net)) previous6 = env.ipv6Subnet.net;
     } catch { /* no previous subnet.env: fine */ }
-    // As flanneld's vxlan newSubnetAttrs: BackendData with IPv4, BackendV6Data with IPv6 (each omitted
-    // when its family is off), PublicIP 0.0.0.0 in an IPv6-only network.
-    const data4 = cfg.enableIPv4 ? be.backendData() : undefined;
-    const data6 = d.v6 ? d.v6.backend.backendData() : d.family === 6 ? be.backendData() : undefined;
-    const attrs: LeaseAttrsWire = d.attrs = {
-      PublicIP: cfg.enableIPv4 ? ext.publicIP : "0.0.0.0",
-      PublicIPv6: cfg.enableIPv6 ? ext.publicIPv6 ?? null : null,
-      BackendType: be.leaseBackendType ?? be.type,
-      ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
-      ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
-    };
+    const attrs = d.attrs = leaseAttrs(cfg, ext, be, d.v6, d.family);
     const l: Lease = await retryStore(
       b,
       "acquiring a lease",
