@@ -68,12 +68,13 @@ export async function runProcess(cmd: string[], opts: RunOptions = {}): Promise<
     } catch { /* already gone */ }
   }, opts.timeoutMs);
   try {
-    if (opts.stdin !== undefined) {
-      const w = p.stdin.getWriter();
-      await w.write(new TextEncoder().encode(opts.stdin));
-      await w.close();
-    }
-    const o = await p.output();
+    // Output is collected while stdin is written (a tool that writes before it has read all its input
+    // would block on a full pipe otherwise), and a tool that exits without reading its stdin (a usage
+    // error, bad input on line 1) is a result with its own stderr, not a BrokenPipe from the write.
+    const output = p.output();
+    output.catch(() => {/* awaited below; this only keeps a failed stdin write from leaving it unhandled */});
+    if (opts.stdin !== undefined) await writeStdin(p.stdin, opts.stdin);
+    const o = await output;
     const dec = new TextDecoder();
     return {
       code: o.code,
@@ -83,5 +84,17 @@ export async function runProcess(cmd: string[], opts: RunOptions = {}): Promise<
     };
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** Writes `text` to a child's stdin and closes it; the child closing its end first is not an error. */
+async function writeStdin(stdin: WritableStream<Uint8Array>, text: string): Promise<void> {
+  const w = stdin.getWriter();
+  try {
+    await w.write(new TextEncoder().encode(text));
+    await w.close();
+  } catch (e) {
+    if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+    await w.abort().catch(() => {/* already closed */});
   }
 }
