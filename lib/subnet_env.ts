@@ -112,6 +112,14 @@ export function writeSubnetEnv(e: SubnetEnv, path = DEFAULT_SUBNET_FILE): void {
   const dir = path.slice(0, path.lastIndexOf("/")) || "/";
   Deno.mkdirSync(dir, { recursive: true });
   const tmp = `${path}.tmp.${Deno.pid}`;
-  Deno.writeTextFileSync(tmp, formatSubnetEnv(e), { mode: 0o644 });
-  Deno.renameSync(tmp, path);
+  try {
+    Deno.writeTextFileSync(tmp, formatSubnetEnv(e), { mode: 0o644 });
+    Deno.renameSync(tmp, path);
+  } catch (err) {
+    // No half-written file left next to subnet.env (e.g. the path is a directory, or the disk is full).
+    try {
+      Deno.removeSync(tmp);
+    } catch { /* never made */ }
+    throw err;
+  }
 }

@@ -1,5 +1,6 @@
 import { assertEquals, assertThrows } from "../tests/assert.ts";
-import { formatSubnetEnv, parseSubnetEnv, SubnetEnvError } from "./subnet_env.ts";
+import { formatSubnetEnv, parseSubnetEnv, SubnetEnvError, writeSubnetEnv } from "./subnet_env.ts";
+import { IPNet } from "./ip/cidr.ts";
 
 Deno.test("subnet.env round trip", () => {
   const text =
@@ -49,4 +50,22 @@ Deno.test("subnet.env dual stack and IPv6-only, in flanneld's order (WriteSubnet
     SubnetEnvError,
     "FLANNEL_IPV6_SUBNET",
   );
+});
+
+Deno.test("writeSubnetEnv: a write that fails (the path is a directory) leaves no temporary file", () => {
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-subnetenv-" });
+  try {
+    Deno.mkdirSync(`${dir}/subnet.env`);
+    const net = IPNet.parse("10.244.0.0/16");
+    const sub = IPNet.parse("10.244.3.0/24");
+    assertThrows(() =>
+      writeSubnetEnv(
+        { network: net, subnet: { ip: sub.ip.add(1), net: sub }, mtu: 1450, ipMasq: true },
+        `${dir}/subnet.env`,
+      )
+    );
+    assertEquals([...Deno.readDirSync(dir)].map((e) => e.name), ["subnet.env"]);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });
