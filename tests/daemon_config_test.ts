@@ -4,19 +4,8 @@
  * subnet.env, no rules). Also: flags from FLANNELD_* environment variables.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster } from "./daemon_fixture.ts";
-import { flanctlCmd, nsRun } from "./netns.ts";
-
-async function runDaemonOnce(ns: string, args: string[], env: Record<string, string> = {}) {
-  const p = new Deno.Command("ip", {
-    args: ["netns", "exec", ns, ...flanctlCmd(...args)],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  });
-  const o = await p.output();
-  return { code: o.code, stderr: new TextDecoder().decode(o.stderr) };
-}
+import { DaemonCluster, runDaemonOnce } from "./daemon_fixture.ts";
+import { nsRun } from "./netns.ts";
 
 const BAD: [string, string, string][] = [
   ["bad Network", JSON.stringify({ Network: "10.244.0.0/33", Backend: { Type: "vxlan" } }), "Network"],

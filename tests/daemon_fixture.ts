@@ -44,6 +44,22 @@ export async function waitFor<T>(
   throw new Error(`timed out waiting for ${w}${last ? ` (last error: ${(last as Error).message})` : ""}`);
 }
 
+/** Runs `flanctl ARGS` once in `ns` to its end (a daemon that is expected to fail); exit code and stderr. */
+export async function runDaemonOnce(
+  ns: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stderr: string }> {
+  const o = await new Deno.Command("ip", {
+    args: ["netns", "exec", ns, ...flanctlCmd(...args)],
+    env,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  return { code: o.code, stderr: new TextDecoder().decode(o.stderr) };
+}
+
 /** The test cluster. */
 export class DaemonCluster {
   readonly fx = new NetnsFixture();
