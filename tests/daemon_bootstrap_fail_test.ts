@@ -45,8 +45,8 @@ Deno.test("daemon start-up failing after the device step removes the device it c
     assertEquals(r.code, 1, r.stderr);
     const line = failLine(r.stderr);
     assertStringIncludes(line, "step=subnet.env");
-    assertStringIncludes(line, "undone=device,state-file,http");
-    assertStringIncludes(line, "left=preflight,backend,firewall,lease");
+    assertStringIncludes(line, "undone=device,backend,state-file,http");
+    assertStringIncludes(line, "left=preflight,firewall,lease");
     // The operator still sees the step's own error, as before.
     assertStringIncludes(r.stderr, "flanctl: ");
     assertStringIncludes(r.stderr, `msg="removed the device this start created" device=flannel.1`);

@@ -5,8 +5,9 @@
  * restart never interrupts pod traffic, so what a running node keeps across a restart is kept on purpose
  * after a failed start too: the lease (the next start gets the same subnet back), an overlay device that
  * existed before this start, subnet.env, the firewall rules and the peers' routes. What is taken back: a
- * device created by this start (nothing ran over it yet) and the backend's userspace workers. Each step's
- * doc says which of the two it is.
+ * device created by this start (nothing ran over it yet) and the backend's userspace parts (udp: its socket
+ * and workers). Each step's doc says which of the two it is. A step that fails halfway cleans up its own
+ * part before it throws (lib/steps.ts never undoes the failed step).
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
@@ -207,59 +208,73 @@ const preflight: Step<Draft> = {
 
 /**
  * `backend`: the backend (both families in dual stack) from the config; `prepare` reads the persisted VTEP
- * MAC and an existing device. Undo: none (nothing in the kernel yet).
+ * MAC and an existing device (udp: binds its port, so a port in use fails before any kernel change). Undo:
+ * the backend is closed (udp: the socket), nothing in the kernel yet.
  */
 const backend: Step<Draft> = {
   name: "backend",
   async run(d) {
-    const b = d.base, cfg = d.need("cfg"), ext = d.need("ext");
-    // kube: our own published backend-data (IPv6: backend-v6-data) keeps the VTEP MAC when the state file
-    // is gone (as flanneld).
-    const storedOf = (family: 4 | 6) =>
-      b.store.storedBackendData
-        ? retryStore(
-          b,
-          `reading our node's backend data (IPv${family})`,
-          () => b.store.storedBackendData!(family),
-        )
-        : Promise.resolve(null);
-    const storedData = await storedOf(d.family);
-    const be = d.backend = createBackend(b.nl, cfg, ext, b.o.stateDir, {
-      vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
-      family: d.family,
-      storedBackendData: storedData,
-      log: b.log,
-    });
-    const lines = be.metricLines?.bind(be);
-    if (lines) b.metrics.sources.push(lines);
-    be.prepare();
-    if (cfg.enableIPv4 && cfg.enableIPv6) {
-      const b6 = createBackend(b.nl, cfg, ext, b.o.stateDir, {
-        vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
-        family: 6,
-        storedBackendData: await storedOf(6),
-      });
-      b6.prepare();
-      d.v6 = new FamilyPlane({
-        nl: b.nl,
-        family: 6,
-        network: cfg.ipv6Network!,
-        backend: b6,
-        ownPublicIP: ext.publicIPv6 ?? "",
-        log: b.log,
-        stats: b.metrics,
-      });
+    try {
+      await makeBackends(d);
+    } catch (e) {
+      await closeBackends(d).catch((e2) =>
+        d.base.log.warn("undo failed", { step: "backend", error: errText(e2) })
+      );
+      throw e;
     }
-    b.log.info("network config", {
-      network: cfg.network?.toString(),
-      ipv6_network: cfg.ipv6Network?.toString(),
-      subnet_len: cfg.enableIPv4 ? cfg.subnetLen : cfg.ipv6SubnetLen,
-      backend: be.type,
-      device: be.overlayDev,
-      mtu: be.mtu,
-    });
   },
+  undo: closeBackends,
 };
+
+/** The backend step's work (see `backend`). */
+async function makeBackends(d: Draft): Promise<void> {
+  const b = d.base, cfg = d.need("cfg"), ext = d.need("ext");
+  // kube: our own published backend-data (IPv6: backend-v6-data) keeps the VTEP MAC when the state file
+  // is gone (as flanneld).
+  const storedOf = (family: 4 | 6) =>
+    b.store.storedBackendData
+      ? retryStore(
+        b,
+        `reading our node's backend data (IPv${family})`,
+        () => b.store.storedBackendData!(family),
+      )
+      : Promise.resolve(null);
+  const storedData = await storedOf(d.family);
+  const be = d.backend = createBackend(b.nl, cfg, ext, b.o.stateDir, {
+    vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
+    family: d.family,
+    storedBackendData: storedData,
+    log: b.log,
+  });
+  const lines = be.metricLines?.bind(be);
+  if (lines) b.metrics.sources.push(lines);
+  be.prepare();
+  if (cfg.enableIPv4 && cfg.enableIPv6) {
+    const b6 = createBackend(b.nl, cfg, ext, b.o.stateDir, {
+      vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
+      family: 6,
+      storedBackendData: await storedOf(6),
+    });
+    b6.prepare();
+    d.v6 = new FamilyPlane({
+      nl: b.nl,
+      family: 6,
+      network: cfg.ipv6Network!,
+      backend: b6,
+      ownPublicIP: ext.publicIPv6 ?? "",
+      log: b.log,
+      stats: b.metrics,
+    });
+  }
+  b.log.info("network config", {
+    network: cfg.network?.toString(),
+    ipv6_network: cfg.ipv6Network?.toString(),
+    subnet_len: cfg.enableIPv4 ? cfg.subnetLen : cfg.ipv6SubnetLen,
+    backend: be.type,
+    device: be.overlayDev,
+    mtu: be.mtu,
+  });
+}
 
 /**
  * `firewall`: the rule driver for the config's mode, probed with network-only rules (no subnet is ours
@@ -365,22 +380,29 @@ function overlayDevs(d: Draft): string[] {
   return [d.backend?.overlayDev, d.v6?.backend.overlayDev].filter((x): x is string => !!x);
 }
 
-/** Removes the devices this start created and stops the backends' workers; errors collected, then thrown. */
+/** Stops the backends' userspace parts (udp: the bound socket, the data-path workers); idempotent. */
+async function closeBackends(d: Draft): Promise<void> {
+  const errors: string[] = [];
+  for (const be of [d.backend, d.v6?.backend]) {
+    try {
+      await be?.close?.();
+    } catch (e) {
+      errors.push(`${be?.type}: ${errText(e)}`);
+    }
+  }
+  if (errors.length) throw new Error(`closing the backend: ${errors.join("; ")}`);
+}
+
+/** Stops the backends' workers, then removes the devices this start created; errors collected, then thrown. */
 async function removeCreated(d: Draft): Promise<void> {
   const nl = d.base.nl, errors: string[] = [];
+  await closeBackends(d).catch((e) => errors.push(errText(e)));
   for (const dev of d.created.splice(0)) {
     try {
       if (nl.link(dev)) nl.deleteLink(dev);
       d.base.log.info("removed the device this start created", { device: dev });
     } catch (e) {
       errors.push(`${dev}: ${errText(e)}`);
-    }
-  }
-  for (const be of [d.backend, d.v6?.backend]) {
-    try {
-      await be?.close?.();
-    } catch (e) {
-      errors.push(`${be?.type} workers: ${errText(e)}`);
     }
   }
   if (errors.length) throw new Error(`cleaning up the backend: ${errors.join("; ")}`);
