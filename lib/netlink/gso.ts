@@ -213,18 +213,20 @@ export function tsoSplit(
  * Merges consecutive TCP/IPv4 segments of one flow into GSO super-packets (see the module doc). Feed the
  * packets of one receive batch in order with {@link add}, then {@link flush}; every packet comes out
  * exactly once through `emit`, in order, either as it was or merged, always preceded by a virtio_net_hdr:
- * `emit(buf, len, segments)` gets a buffer whose first `len` bytes are the header and the packet.
+ * `emit(buf, len, segments, wireBytes)` gets a buffer whose first `len` bytes are the header and the
+ * packet, the number of packets it holds and their bytes as they came.
  * Packets handed to `add` must have {@link VNET_HDR_LEN} bytes of headroom before them (written here).
  * Never waits for more packets: a run ends at the batch's end.
  */
 export class Coalescer {
   readonly #out: Uint8Array;
-  readonly #emit: (buf: Uint8Array, len: number, segments: number) => void;
+  readonly #emit: (buf: Uint8Array, len: number, segments: number, wireBytes: number) => void;
   /** The held packet's buffer (a caller's slot) and offset, while only one segment is held. */
   #first: Uint8Array | null = null;
   #firstOff = 0;
   #len = 0; // bytes of the (merged) IP packet held
   #segs = 0;
+  #wire = 0; // bytes of the packets merged, as they came
   #mss = 0;
   #hl = 0;
   #nextSeq = 0;
@@ -234,7 +236,10 @@ export class Coalescer {
   readonly #max: number;
 
   /** `out`: scratch for merged packets, at least VNET_HDR_LEN + 65535 bytes. */
-  constructor(out: Uint8Array, emit: (buf: Uint8Array, len: number, segments: number) => void) {
+  constructor(
+    out: Uint8Array,
+    emit: (buf: Uint8Array, len: number, segments: number, wireBytes: number) => void,
+  ) {
     this.#out = out;
     this.#emit = emit;
     this.#max = Math.min(65535, out.length - VNET_HDR_LEN);
@@ -280,6 +285,7 @@ export class Coalescer {
       }
       this.#out.set(p.subarray(off + this.#hl, off + len), VNET_HDR_LEN + this.#len);
       this.#len += plen;
+      this.#wire += len;
       this.#segs++;
       this.#nextSeq = (this.#nextSeq + plen) >>> 0;
       if (p[off + 33] & PSH) this.#out[VNET_HDR_LEN + 33] |= PSH;
@@ -289,12 +295,13 @@ export class Coalescer {
     this.flush();
     if (plen <= 0) {
       p.fill(0, off - VNET_HDR_LEN, off);
-      this.#emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), len + VNET_HDR_LEN, 1);
+      this.#emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), len + VNET_HDR_LEN, 1, len);
       return;
     }
     this.#first = p;
     this.#firstOff = off;
     this.#len = len;
+    this.#wire = len;
     this.#segs = 1;
     this.#mss = plen;
     this.#hl = len - plen;
@@ -313,7 +320,12 @@ export class Coalescer {
       const p = this.#first, off = this.#firstOff;
       this.#first = null;
       p.fill(0, off - VNET_HDR_LEN, off);
-      this.#emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), this.#len + VNET_HDR_LEN, 1);
+      this.#emit(
+        off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN),
+        this.#len + VNET_HDR_LEN,
+        1,
+        this.#len,
+      );
       return;
     }
     const b = this.#out, o = VNET_HDR_LEN, len = this.#len;
@@ -329,6 +341,6 @@ export class Coalescer {
       csumStart: 20,
       csumOffset: 16,
     });
-    this.#emit(b, len + VNET_HDR_LEN, segs);
+    this.#emit(b, len + VNET_HDR_LEN, segs, this.#wire);
   }
 }

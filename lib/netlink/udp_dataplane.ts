@@ -45,6 +45,12 @@ export interface UdpDataplaneOptions {
   capacity: number;
   /** Datagrams per syscall in the workers (1 = recvfrom/sendto per packet). */
   batch?: number;
+  /** `tunFd` was opened with IFF_VNET_HDR and TSO offloads (tun.ts openTunOffloaded). */
+  vnetHdr?: boolean;
+  /** Send a super-packet's segments with UDP GSO (udp_socket.ts probeUdpSegment said yes). */
+  udpGso?: boolean;
+  /** Merge received TCP segments into GSO super-packets (needs vnetHdr). */
+  coalesce?: boolean;
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -125,6 +131,9 @@ export class UdpDataplane {
           stats: this.#statsBuf,
           slot,
           batch: this.#o.batch ?? 1,
+          vnetHdr: this.#o.vnetHdr ?? false,
+          udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
+          coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
         };
         w.postMessage(init);
       })

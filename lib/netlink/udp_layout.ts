@@ -33,6 +33,8 @@ export const TX_STATS = [
   "sendErrors",
   "readErrors",
   "txBatches",
+  "txSuperPackets",
+  "txGsoSends",
 ] as const;
 
 /** Counters of the UDP→TUN (receive) worker, by index in its slot. */
@@ -45,6 +47,8 @@ export const RX_STATS = [
   "dropNotLocal",
   "writeErrors",
   "rxBatches",
+  "rxCoalesced",
+  "rxCoalescedSegments",
 ] as const;
 
 /** What a worker is told at start. */
@@ -58,6 +62,12 @@ export interface WorkerInit {
   slot: number;
   /** Datagrams per recvmmsg/sendmmsg call (1 = plain recvfrom/sendto). */
   batch: number;
+  /** The TUN descriptor has IFF_VNET_HDR with TSO offloads: a virtio_net_hdr before every packet. */
+  vnetHdr: boolean;
+  /** tx: send the segments of a super-packet with UDP GSO (UDP_SEGMENT), else one datagram each. */
+  udpGso: boolean;
+  /** rx (with vnetHdr): merge consecutive TCP segments of a flow into GSO super-packets. */
+  coalesce: boolean;
 }
 
 /** IPv4 text to uint32. */
