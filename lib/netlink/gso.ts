@@ -30,13 +30,17 @@ const FIN = 0x01, SYN = 0x02, RST = 0x04, PSH = 0x08, URG = 0x20, CWR = 0x80;
 
 /** Whole-buffer views (32-bit words and bytes) of the buffers summed, made once per buffer. */
 const views = new WeakMap<ArrayBufferLike, [Uint32Array, Uint8Array]>();
-function viewsOf(b: Uint8Array): [Uint32Array, Uint8Array] {
+let lastBuf: ArrayBufferLike | null = null;
+let lastU32: Uint32Array = new Uint32Array(0), lastU8: Uint8Array = new Uint8Array(0);
+function viewsOf(b: Uint8Array): void {
+  if (b.buffer === lastBuf) return;
   let v = views.get(b.buffer);
   if (!v) {
     v = [new Uint32Array(b.buffer, 0, b.buffer.byteLength >>> 2), new Uint8Array(b.buffer)];
     views.set(b.buffer, v);
   }
-  return v;
+  lastBuf = b.buffer;
+  [lastU32, lastU8] = v;
 }
 
 /** Folds a one's-complement accumulator (any non-negative number < 2^53) to 16 bits. */
@@ -50,12 +54,23 @@ export function fold(acc: number): number {
  * big-endian 16-bit words, plus `init` (an earlier sum).
  */
 export function csum(b: Uint8Array, off: number, len: number, init = 0): number {
+  if (len > 65536) {
+    let acc = init;
+    for (let o = 0; o < len; o += 65536) {
+      const l = Math.min(65536, len - o);
+      // A chunk at an odd offset from the start counts its bytes the other way round.
+      const s = csum(b, off + o, l);
+      acc += (o & 1) ? ((s & 0xff) << 8) | (s >> 8) : s;
+    }
+    return fold(acc);
+  }
   // Summed as little-endian words at absolute (buffer) addresses: a byte at an even address lands in the
   // low byte, one at an odd address in the high byte; swapped at the end when the data starts even.
+  viewsOf(b);
+  const buf = lastU32, bytes = lastU8;
   const start = b.byteOffset + off;
   let a = start;
   const end = start + len;
-  const [buf, bytes] = viewsOf(b);
   let acc = 0;
   while (a < end && (a & 3) !== 0) {
     acc += (a & 1) ? bytes[a] << 8 : bytes[a];
@@ -63,7 +78,21 @@ export function csum(b: Uint8Array, off: number, len: number, init = 0): number 
   }
   const wEnd = end & ~3;
   if (a < wEnd) {
-    for (let w = a >>> 2, we = wEnd >>> 2; w < we; w++) acc += buf[w];
+    // Two int32 accumulators of 16-bit halves, two words per step (≈2× a float accumulator); each
+    // stays below 2^31 for the ≤ 16384 words of 64 KiB.
+    let lo = 0, hi = 0, w = a >>> 2;
+    const we = wEnd >>> 2;
+    for (; w + 2 <= we; w += 2) {
+      const x = buf[w], y = buf[w + 1];
+      lo = (lo + (x & 0xffff) + (y & 0xffff)) | 0;
+      hi = (hi + (x >>> 16) + (y >>> 16)) | 0;
+    }
+    if (w < we) {
+      const x = buf[w];
+      lo = (lo + (x & 0xffff)) | 0;
+      hi = (hi + (x >>> 16)) | 0;
+    }
+    acc += lo + hi;
     a = wEnd;
   }
   while (a < end) {
@@ -72,7 +101,7 @@ export function csum(b: Uint8Array, off: number, len: number, init = 0): number 
   }
   let s = fold(acc);
   if ((start & 1) === 0) s = ((s & 0xff) << 8) | (s >> 8);
-  return fold(s + init);
+  return init === 0 ? s : fold(s + init);
 }
 
 /** The pseudo-header sum of a TCP/UDP packet of `l4len` bytes in IP packet `p` (at `ipOff`). */
