@@ -2,10 +2,10 @@
  * UDP backend benchmark: iperf3 TCP throughput and ping RTT pod -> pod across two lab nodes, udp (the
  * userspace data path) against kernel vxlan, both labs up at once and measured interleaved, REPEATS rounds
  * of SECONDS each; medians and the median of per-round ratios are reported with the issue's goals
- * (udp >= 0.10x vxlan floor, >= 0.3x target; RTT added over vxlan <= 0.3 ms). Also the restart gap: packets
- * lost by a 100 pps cross-node ping while one udp daemon restarts. Each data-path technique is its own
- * lab (see VARIANTS: plain, + recvmmsg/sendmmsg, + TUN offloads with UDP GSO, + receive coalescing), so
- * each one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS, BENCH_REPEATS,
+ * (udp >= 0.10x vxlan floor, >= 0.3x target; RTT added over vxlan <= 0.3 ms). Also the restart gap:
+ * packets lost by a 100 pps cross-node ping while one udp daemon restarts. Each data-path technique is its
+ * own lab (see VARIANTS: plain, + recvmmsg/sendmmsg, + TUN offloads with UDP GSO, + receive coalescing,
+ * + UDP_GRO), so each one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS, BENCH_REPEATS,
  * BENCH_UDP_ARGS (extra daemon flags for the udp labs).
  * Needs root and iperf3 (`./install.sh --dev`).
  */
@@ -48,14 +48,16 @@ const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 // The data-path variants, each its own two-node lab, measured interleaved with kernel vxlan in every round:
 // "plain": one recvfrom/sendto per packet, no offloads; "mmsg": recvmmsg/sendmmsg (32 per call);
 // "send offload": + flannel0 TUN offloads (TSO super-packets cut in userspace) and UDP GSO sends;
-// "coalescing": + received segments merged into GSO super-packets (the daemon's default).
+// "coalescing": + received segments merged into GSO super-packets written to flannel0;
+// "udp gro": + UDP_GRO on the socket (a UDP GSO packet read whole: the daemon's default).
 const VARIANTS: [string, Record<string, string>][] = [
   ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0" }],
   ["mmsg", { FLANCTL_UDP_OFFLOAD: "0" }],
-  ["send offload", { FLANCTL_UDP_COALESCE: "0" }],
-  ["coalescing", {}],
+  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0" }],
+  ["coalescing", { FLANCTL_UDP_GRO: "0" }],
+  ["udp gro", {}],
 ];
-const DEFAULT = "coalescing";
+const DEFAULT = "udp gro";
 const udpArgs = (Deno.env.get("BENCH_UDP_ARGS") ?? "").split(" ").filter(Boolean).map((a) =>
   `--daemon-arg=${a}`
 );

@@ -1,8 +1,8 @@
 /**
  * The UDP backend's offloads against a peer without them, in throwaway namespaces: node A runs with the
  * defaults (flannel0 with IFF_VNET_HDR + TSO, super-packets cut in userspace and sent with UDP GSO,
- * received segments coalesced), node B with FLANCTL_UDP_OFFLOAD=0 (a plain TUN, one datagram per packet:
- * what flannel's C proxy does). Pod-to-pod ping and 1 MB TCP byte for byte both ways prove the wire format
+ * received segments coalesced, UDP_GRO reads), node B with FLANCTL_UDP_OFFLOAD=0 (a plain TUN, one
+ * datagram per packet: what flannel's C proxy does), node C with the defaults too (A → C: GRO reads). Pod-to-pod ping and 1 MB TCP byte for byte both ways prove the wire format
  * and the checksums (B's kernel checks every segment A cut); a raw AF_PACKET capture on A's underlay
  * interface proves no datagram on the wire exceeds the underlay MTU and none is IP-fragmented; the
  * counters prove each technique ran where it should, and flannel0 loses its offloads when A stops.
@@ -62,11 +62,13 @@ Deno.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate wi
   let capture: Deno.ChildProcess | null = null;
   try {
     await c.init(NETCONF);
-    const a = await c.addNode(), b = await c.addNode();
+    const a = await c.addNode(), b = await c.addNode(), cn = await c.addNode();
     c.start(a, FAST);
     c.start(b, FAST, { FLANCTL_UDP_OFFLOAD: "0" });
+    c.start(cn, FAST);
     await c.waitReady(a);
     await c.waitReady(b);
+    await c.waitReady(cn);
     const fa = await features(a.ns, "flannel0"), fb = await features(b.ns, "flannel0");
     assertEquals(fa["tcp-segmentation-offload"], "on", `A's flannel0: ${JSON.stringify(fa)}`);
     assertEquals(fb["tcp-segmentation-offload"], "off", `B's flannel0: ${JSON.stringify(fb)}`);
@@ -77,6 +79,22 @@ Deno.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate wi
     );
     assertEquals((await nsRun(pb.ns, ["ping", "-c", "3", "-i", "0.2", "-W", "1", pa.ip])).code, 0, "B → A");
     assertEquals((await nsRun(pa.ns, ["ping", "-c", "3", "-i", "0.2", "-W", "1", pb.ip])).code, 0, "A → B");
+
+    // Both ends with offloads (A → C): A's UDP GSO packets reach C's socket whole (veth), C reads them
+    // with UDP_GRO (several datagrams per read), cuts them and coalesces the segments again.
+    const pc = await c.addPod(cn);
+    await waitFor(
+      "A's pod reaches C's pod",
+      async () => (await nsRun(pa.ns, ["ping", "-c", "1", "-W", "1", pc.ip])).code === 0,
+    );
+    const ac = random(1 << 20);
+    const gotC = await transfer(c.tmp, "ac", pa.ns, pc.ns, pc.ip, ac);
+    assertEquals(gotC.length, ac.length, "A → C length");
+    assert(gotC.every((x, i) => x === ac[i]), "A → C bytes differ");
+    const [, mc] = await c.http(cn, "/metrics");
+    assert(metric(mc, "flanctl_udp_rx_gro_total") > 0, mc);
+    assert(metric(mc, 'flanctl_udp_rx_coalesced_total{unit="packets"}') > 0, mc);
+    assertEquals(metric(mc, 'flanctl_udp_errors_total{op="tun_write"}'), 0, mc);
 
     // The wire: A's underlay interface without UDP segmentation offload, so a UDP GSO send is cut into
     // datagrams before it (on a veth with the offload, the kernel would hand a 64 KiB UDP GSO skb to the

@@ -28,7 +28,7 @@ import {
   setTunPersist,
   setTxQueueLen,
 } from "../netlink/tun.ts";
-import { bindUdp, EADDRINUSE, probeUdpSegment } from "../netlink/udp_socket.ts";
+import { bindUdp, EADDRINUSE, probeUdpSegment, setUdpGro } from "../netlink/udp_socket.ts";
 import { type UdpCounters, UdpDataplane } from "../netlink/udp_dataplane.ts";
 import { NetlinkError } from "../netlink/errors.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
@@ -63,17 +63,26 @@ function switchFromEnv(name: string): boolean {
   return !["0", "false", "off", "no"].includes(v);
 }
 
-/** The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE. */
+/**
+ * The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE,
+ * FLANCTL_UDP_GRO.
+ */
 export interface UdpOffloadSwitches {
   /** IFF_VNET_HDR + TUNSETOFFLOAD on flannel0, super-packets cut in userspace, sent with UDP GSO. */
   offload: boolean;
   /** Received TCP segments merged into GSO super-packets written to flannel0 (needs offload). */
   coalesce: boolean;
+  /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
+  gro: boolean;
 }
 
-/** The switches as the environment sets them (both on unless set to 0). */
+/** The switches as the environment sets them (all on unless set to 0). */
 export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
-  return { offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"), coalesce: switchFromEnv("FLANCTL_UDP_COALESCE") };
+  return {
+    offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
+    coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
+    gro: switchFromEnv("FLANCTL_UDP_GRO"),
+  };
 }
 
 /** The UDP backend. */
@@ -97,6 +106,7 @@ export class UdpBackend implements Backend {
   /** flannel0's descriptor has IFF_VNET_HDR with TSO offloads. */
   #vnet = false;
   #udpGso = false;
+  #udpGro = false;
   #warned = false;
 
   constructor(nl: NetlinkHandle, o: UdpOptions, ext: ExternalIface, network: IPNet, log?: BackendLog) {
@@ -194,11 +204,18 @@ export class UdpBackend implements Backend {
       });
     }
     this.#udpGso = this.#vnet && this.#sock >= 0 && probeUdpSegment(this.#sock);
+    this.#udpGro = this.#sock >= 0 && setUdpGro(this.#sock, this.#vnet && this.#switches.gro) &&
+      this.#vnet && this.#switches.gro;
   }
 
   /** Whether the data path runs with TUN offloads / UDP GSO / coalescing (after ensure). */
-  get offloads(): { tun: boolean; udpGso: boolean; coalesce: boolean } {
-    return { tun: this.#vnet, udpGso: this.#udpGso, coalesce: this.#vnet && this.#switches.coalesce };
+  get offloads(): { tun: boolean; udpGso: boolean; coalesce: boolean; udpGro: boolean } {
+    return {
+      tun: this.#vnet,
+      udpGso: this.#udpGso,
+      coalesce: this.#vnet && this.#switches.coalesce,
+      udpGro: this.#udpGro,
+    };
   }
 
   #startDataplane(own: IPNet): void {
@@ -212,6 +229,7 @@ export class UdpBackend implements Backend {
       vnetHdr: this.#vnet,
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
+      udpGro: this.#udpGro,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
@@ -350,6 +368,12 @@ export class UdpBackend implements Backend {
         ['{unit="packets"}', c.rxCoalesced],
         ['{unit="segments"}', c.rxCoalescedSegments],
       ],
+    );
+    fam(
+      "flanctl_udp_rx_gro_total",
+      "counter",
+      "Reads of the UDP socket (UDP_GRO) that carried several datagrams at once.",
+      [["", c.rxGroReads]],
     );
     fam("flanctl_udp_errors_total", "counter", "Failed data-path syscalls.", [
       ['{op="send"}', c.sendErrors],

@@ -82,6 +82,10 @@ Deno.test("csum: equals RFC 1071 at every alignment and length", () => {
       assertEquals(csum(buf, off, len, 0x1234), refSum(buf.subarray(off, off + len), 0x1234));
     }
   }
+  const big = rand(200_001);
+  for (const off of [0, 1, 3]) {
+    assertEquals(csum(big, off, 200_000 - off), refSum(big.subarray(off, 200_000)), `> 64 KiB at ${off}`);
+  }
 });
 
 for (const v6 of [false, true]) {

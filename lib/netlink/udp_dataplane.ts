@@ -51,6 +51,8 @@ export interface UdpDataplaneOptions {
   udpGso?: boolean;
   /** Merge received TCP segments into GSO super-packets (needs vnetHdr). */
   coalesce?: boolean;
+  /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
+  udpGro?: boolean;
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -134,6 +136,7 @@ export class UdpDataplane {
           vnetHdr: this.#o.vnetHdr ?? false,
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
+          udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
         };
         w.postMessage(init);
       })

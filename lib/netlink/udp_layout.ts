@@ -49,6 +49,7 @@ export const RX_STATS = [
   "rxBatches",
   "rxCoalesced",
   "rxCoalescedSegments",
+  "rxGroReads",
 ] as const;
 
 /** What a worker is told at start. */
@@ -68,6 +69,8 @@ export interface WorkerInit {
   udpGso: boolean;
   /** rx (with vnetHdr): merge consecutive TCP segments of a flow into GSO super-packets. */
   coalesce: boolean;
+  /** rx (with vnetHdr): the socket has UDP_GRO on: a read may hold several datagrams (cmsg: their size). */
+  udpGro: boolean;
 }
 
 /** IPv4 text to uint32. */

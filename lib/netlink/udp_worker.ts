@@ -297,7 +297,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
 
 /** Bytes of one UDP_SEGMENT control message (CMSG_SPACE(2)): cmsghdr 16 + u16 + padding. */
 const CMSG = 24;
-const SOL_UDP = 17, UDP_SEGMENT = 103;
+const SOL_UDP = 17, UDP_SEGMENT = 103, UDP_GRO = 104;
 const EIO = 5, EINVAL = 22;
 /** Most UDP payload bytes in one (GSO) send: IPv4 total length 65535 − IP 20 − UDP 8. */
 const MAX_UDP_PAYLOAD = 65507;
@@ -460,9 +460,16 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
 function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
   const base = init.slot * STAT_SLOT;
-  const [PK, BY, , , , , WRITEERR, BATCHES, COALESCED, CSEGS] = RX_STATS.map((_, i) => base + i);
+  const [PK, BY, , , , , WRITEERR, BATCHES, COALESCED, CSEGS, GROREADS] = RX_STATS.map((_, i) => base + i);
   const m = mmsgVec(init.batch, VNET_HDR_LEN);
   const slots = m.slots;
+  // UDP_GRO: one control message per slot, the kernel says there how big each datagram of the read is.
+  const ctrl = new Uint8Array(init.batch * CMSG);
+  const cv = new DataView(ctrl.buffer);
+  if (init.udpGro) {
+    const ca = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ctrl)));
+    for (let i = 0; i < init.batch; i++) m.v.setBigUint64(i * MMSG + 32, ca + BigInt(i * CMSG), true);
+  }
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
   pv.setInt32(0, init.sockFd, true);
@@ -480,6 +487,15 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
   };
   const co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), write) : null;
+  /** One datagram at `slot[off..off+n)` (VNET_HDR_LEN bytes before it are free or already written out). */
+  const one = (slot: Uint8Array, off: number, n: number, src: number, t: Table | null) => {
+    if (!rxAccept(t, src, slot, n, st, base, off)) return;
+    if (co) co.add(slot, off, n);
+    else {
+      slot.fill(0, off - VNET_HDR_LEN, off);
+      write(off === VNET_HDR_LEN ? slot : slot.subarray(off - VNET_HDR_LEN), n + VNET_HDR_LEN, 1, n);
+    }
+  };
   let seq = -1;
   let t: Table | null = null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
@@ -488,7 +504,10 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       const nt = readTable(ctl, t);
       if (nt !== t) (t = nt), (seq = s);
     }
-    for (let i = 0; i < init.batch; i++) m.v.setUint32(i * MMSG + 8, 16, true);
+    for (let i = 0; i < init.batch; i++) {
+      m.v.setUint32(i * MMSG + 8, 16, true);
+      if (init.udpGro) m.v.setUint32(i * MMSG + 40, CMSG, true);
+    }
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
       const e = errno();
@@ -501,11 +520,20 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
       const src = ((nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7]) >>> 0;
-      if (!rxAccept(t, src, slots[i], n, st, base, VNET_HDR_LEN)) continue;
-      if (co) co.add(slots[i], VNET_HDR_LEN, n);
+      let size = 0;
+      if (
+        init.udpGro && m.v.getUint32(i * MMSG + 40, true) >= 20 &&
+        cv.getInt32(i * CMSG + 8, true) === SOL_UDP &&
+        cv.getInt32(i * CMSG + 12, true) === UDP_GRO
+      ) size = cv.getInt32(i * CMSG + 16, true);
+      if (size <= 0 || size >= n) one(slots[i], VNET_HDR_LEN, n, src, t);
       else {
-        slots[i].fill(0, 0, VNET_HDR_LEN);
-        write(slots[i], n + VNET_HDR_LEN, 1, n);
+        // Several datagrams back to back, each `size` bytes but the last: one inner packet each. The
+        // 10 bytes before each one are the tail of the one before, already written out or copied.
+        st[GROREADS]++;
+        for (let off = 0; off < n; off += size) {
+          one(slots[i], VNET_HDR_LEN + off, Math.min(size, n - off), src, t);
+        }
       }
     }
     co?.flush();
