@@ -65,7 +65,7 @@ function switchFromEnv(name: string): boolean {
 
 /**
  * The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE,
- * FLANCTL_UDP_GRO.
+ * FLANCTL_UDP_GRO, FLANCTL_UDP_RX_SENDS.
  */
 export interface UdpOffloadSwitches {
   /** IFF_VNET_HDR + TUNSETOFFLOAD on flannel0, super-packets cut in userspace, sent with UDP GSO. */
@@ -74,6 +74,8 @@ export interface UdpOffloadSwitches {
   coalesce: boolean;
   /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
   gro: boolean;
+  /** The receive worker sends the kernel's immediate answers (ACKs, replies) itself (needs offload). */
+  rxSends: boolean;
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
@@ -82,6 +84,7 @@ export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
     offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
     gro: switchFromEnv("FLANCTL_UDP_GRO"),
+    rxSends: switchFromEnv("FLANCTL_UDP_RX_SENDS"),
   };
 }
 
@@ -230,6 +233,7 @@ export class UdpBackend implements Backend {
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
+      rxSends: this.#vnet && this.#switches.rxSends,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
@@ -338,6 +342,12 @@ export class UdpBackend implements Backend {
       ['{direction="tx"}', c.txPackets],
       ['{direction="rx"}', c.rxPackets],
     ]);
+    fam(
+      "flanctl_udp_tx_by_rx_worker_total",
+      "counter",
+      "Of the transmitted packets, those the receive worker sent (answers the kernel made to its writes).",
+      [["", c.txByRxWorker]],
+    );
     fam("flanctl_udp_bytes_total", "counter", "Inner IP bytes carried by the UDP backend.", [
       ['{direction="tx"}', c.txBytes],
       ['{direction="rx"}', c.rxBytes],
