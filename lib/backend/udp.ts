@@ -5,6 +5,13 @@
  * is sent unchanged as the payload of a UDP datagram to the peer's PublicIP:Port (Port default 8285, the
  * same on every node, as flannel); datagrams received from peers are written back to flannel0.
  *
+ * Speed (each switchable, for benches: FLANCTL_UDP_OFFLOAD, FLANCTL_UDP_COALESCE, FLANCTL_UDP_GRO,
+ * FLANCTL_UDP_RX_SENDS, FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
+ * TUN, warned once, where the kernel refuses), so the kernel hands over 64 KiB TCP super-packets that the
+ * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
+ * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
+ * super-packets written to flannel0 (netlink/gso.ts). The offloads are cleared when the daemon closes.
+ *
  * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets
  * whose inner source is outside the sender's subnets or whose destination is not our subnet are dropped

@@ -1,9 +1,10 @@
 /**
  * TUN devices opened through `/dev/net/tun` with the TUNSETIFF ioctl (IFF_TUN | IFF_NO_PI, optionally
- * IFF_MULTI_QUEUE), made persistent with TUNSETPERSIST so the device, its address and its routes outlive a
- * daemon restart. The API hands out plain file descriptors (numbers): no pointer leaves lib/netlink.
+ * IFF_MULTI_QUEUE, or IFF_VNET_HDR with TUNSETOFFLOAD for TCP GSO super-packets), made persistent with
+ * TUNSETPERSIST so the device, its address and its routes outlive a daemon restart. The API hands out
+ * plain file descriptors (numbers): no pointer leaves lib/netlink.
  *
- * Hand-written: two ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
+ * Hand-written: a few ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
  * @module
  */
 import { cstr, errno, libc } from "./ffi.ts";

@@ -5,6 +5,11 @@
  * drops those from addresses holding no lease, whose inner source is outside the sender's subnets or
  * whose inner destination is not in our subnet, and writes the rest to the TUN device.
  *
+ * With `vnetHdr` (flannel0 opened with TUN offloads) every TUN read and write carries a virtio_net_hdr:
+ * tx cuts TCP GSO super-packets into MSS-sized packets (gso.ts) and sends them with UDP GSO; rx reads
+ * with UDP_GRO (several datagrams per read), merges the TCP segments of a flow into super-packets
+ * (gso.ts Coalescer) and, after each batch, sends what its writes made the kernel answer at once.
+ *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
  * request (a flag in shared memory) is seen within ~200 ms. The peer table is read from shared memory
