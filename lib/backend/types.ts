@@ -38,6 +38,7 @@ export interface ExternalIface {
 /** The logger shape a backend with a data path of its own reports failures to. */
 export interface BackendLog {
   error(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+  warn?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
 }
 
 /** A backend. */

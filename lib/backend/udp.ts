@@ -5,6 +5,13 @@
  * is sent unchanged as the payload of a UDP datagram to the peer's PublicIP:Port (Port default 8285, the
  * same on every node, as flannel); datagrams received from peers are written back to flannel0.
  *
+ * Speed (each switchable, for benches: FLANCTL_UDP_OFFLOAD, FLANCTL_UDP_COALESCE, FLANCTL_UDP_GRO,
+ * FLANCTL_UDP_RX_SENDS, FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
+ * TUN, warned once, where the kernel refuses), so the kernel hands over 64 KiB TCP super-packets that the
+ * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
+ * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
+ * super-packets written to flannel0 (netlink/gso.ts). The offloads are cleared when the daemon closes.
+ *
  * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets
  * whose inner source is outside the sender's subnets or whose destination is not our subnet are dropped
@@ -20,8 +27,15 @@
 import { ConfigError } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { closeFdQuiet, openTun, setTunPersist, setTxQueueLen } from "../netlink/tun.ts";
-import { bindUdp, EADDRINUSE } from "../netlink/udp_socket.ts";
+import {
+  closeFdQuiet,
+  openTun,
+  openTunOffloaded,
+  setTunOffload,
+  setTunPersist,
+  setTxQueueLen,
+} from "../netlink/tun.ts";
+import { bindUdp, EADDRINUSE, probeUdpSegment, setUdpGro } from "../netlink/udp_socket.ts";
 import { type UdpCounters, UdpDataplane } from "../netlink/udp_dataplane.ts";
 import { NetlinkError } from "../netlink/errors.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
@@ -50,6 +64,37 @@ function batchFromEnv(): number {
   return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : DEFAULT_UDP_BATCH;
 }
 
+/** An on/off switch from the environment (`0`, `false`, `off`, `no` = off); on when unset. */
+function switchFromEnv(name: string): boolean {
+  const v = (Deno.env.get(name) ?? "").trim().toLowerCase();
+  return !["0", "false", "off", "no"].includes(v);
+}
+
+/**
+ * The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE,
+ * FLANCTL_UDP_GRO, FLANCTL_UDP_RX_SENDS.
+ */
+export interface UdpOffloadSwitches {
+  /** IFF_VNET_HDR + TUNSETOFFLOAD on flannel0, super-packets cut in userspace, sent with UDP GSO. */
+  offload: boolean;
+  /** Received TCP segments merged into GSO super-packets written to flannel0 (needs offload). */
+  coalesce: boolean;
+  /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
+  gro: boolean;
+  /** The receive worker sends the kernel's immediate answers (ACKs, replies) itself (needs offload). */
+  rxSends: boolean;
+}
+
+/** The switches as the environment sets them (all on unless set to 0). */
+export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
+  return {
+    offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
+    coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
+    gro: switchFromEnv("FLANCTL_UDP_GRO"),
+    rxSends: switchFromEnv("FLANCTL_UDP_RX_SENDS"),
+  };
+}
+
 /** The UDP backend. */
 export class UdpBackend implements Backend {
   readonly type = "udp";
@@ -67,6 +112,12 @@ export class UdpBackend implements Backend {
   #dp: UdpDataplane | null = null;
   #peers: PeerInfo[] = [];
   #own: IPNet | null = null;
+  readonly #switches: UdpOffloadSwitches = offloadSwitchesFromEnv();
+  /** flannel0's descriptor has IFF_VNET_HDR with TSO offloads. */
+  #vnet = false;
+  #udpGso = false;
+  #udpGro = false;
+  #warned = false;
 
   constructor(nl: NetlinkHandle, o: UdpOptions, ext: ExternalIface, network: IPNet, log?: BackendLog) {
     this.#nl = nl;
@@ -122,7 +173,7 @@ export class UdpBackend implements Backend {
       changes.push("recreated (device was deleted)");
     }
     try {
-      this.#tun = openTun(UDP_DEVICE);
+      this.#open();
     } catch (e) {
       if (e instanceof NetlinkError && e.errno === EBUSY) {
         throw new ConfigError(
@@ -143,6 +194,40 @@ export class UdpBackend implements Backend {
     if (!changes.length) changes.push(l ? "attached" : "created");
   }
 
+  /** Opens flannel0, with offloads unless switched off or refused (then a warning, once). */
+  #open(): void {
+    if (!this.#switches.offload) {
+      this.#tun = openTun(UDP_DEVICE);
+      this.#vnet = false;
+      try {
+        setTunOffload(this.#tun, 0); // a persistent device keeps the offloads a previous holder set
+      } catch { /* no TUNSETOFFLOAD: nothing to clear */ }
+      return;
+    }
+    const t = openTunOffloaded(UDP_DEVICE);
+    this.#tun = t.fd;
+    this.#vnet = t.offload;
+    if (!t.offload && !this.#warned) {
+      this.#warned = true;
+      this.#log?.warn?.("flannel0 TUN offloads refused by the kernel: the UDP data path runs without them", {
+        error: t.reason,
+      });
+    }
+    this.#udpGso = this.#vnet && this.#sock >= 0 && probeUdpSegment(this.#sock);
+    this.#udpGro = this.#sock >= 0 && setUdpGro(this.#sock, this.#vnet && this.#switches.gro) &&
+      this.#vnet && this.#switches.gro;
+  }
+
+  /** Whether the data path runs with TUN offloads / UDP GSO / coalescing (after ensure). */
+  get offloads(): { tun: boolean; udpGso: boolean; coalesce: boolean; udpGro: boolean } {
+    return {
+      tun: this.#vnet,
+      udpGso: this.#udpGso,
+      coalesce: this.#vnet && this.#switches.coalesce,
+      udpGro: this.#udpGro,
+    };
+  }
+
   #startDataplane(own: IPNet): void {
     const cap = 2 ** Math.min(16, Math.max(0, own.prefix - this.#network.prefix));
     const dp = new UdpDataplane({
@@ -151,6 +236,11 @@ export class UdpBackend implements Backend {
       own: own.toString(),
       capacity: Math.max(cap, 256),
       batch: batchFromEnv(),
+      vnetHdr: this.#vnet,
+      udpGso: this.#udpGso,
+      coalesce: this.#vnet && this.#switches.coalesce,
+      udpGro: this.#udpGro,
+      rxSends: this.#vnet && this.#switches.rxSends,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
@@ -259,6 +349,12 @@ export class UdpBackend implements Backend {
       ['{direction="tx"}', c.txPackets],
       ['{direction="rx"}', c.rxPackets],
     ]);
+    fam(
+      "flanctl_udp_tx_by_rx_worker_total",
+      "counter",
+      "Of the transmitted packets, those the receive worker sent (answers the kernel made to its writes).",
+      [["", c.txByRxWorker]],
+    );
     fam("flanctl_udp_bytes_total", "counter", "Inner IP bytes carried by the UDP backend.", [
       ['{direction="tx"}', c.txBytes],
       ['{direction="rx"}', c.rxBytes],
@@ -271,6 +367,31 @@ export class UdpBackend implements Backend {
       ['{reason="malformed"}', c.dropMalformed],
       ['{reason="ttl"}', c.dropTtl],
     ]);
+    fam(
+      "flanctl_udp_tx_offload_total",
+      "counter",
+      "TUN offload work on transmit: TCP super-packets read from flannel0 and cut into segments " +
+        "(tso_split), UDP GSO sends (udp_gso, each several datagrams).",
+      [
+        ['{op="tso_split"}', c.txSuperPackets],
+        ['{op="udp_gso"}', c.txGsoSends],
+      ],
+    );
+    fam(
+      "flanctl_udp_rx_coalesced_total",
+      "counter",
+      "Received TCP segments merged into GSO super-packets written to flannel0 (super-packets, segments).",
+      [
+        ['{unit="packets"}', c.rxCoalesced],
+        ['{unit="segments"}', c.rxCoalescedSegments],
+      ],
+    );
+    fam(
+      "flanctl_udp_rx_gro_total",
+      "counter",
+      "Reads of the UDP socket (UDP_GRO) that carried several datagrams at once.",
+      [["", c.rxGroReads]],
+    );
     fam("flanctl_udp_errors_total", "counter", "Failed data-path syscalls.", [
       ['{op="send"}', c.sendErrors],
       ['{op="tun_write"}', c.writeErrors],
@@ -284,6 +405,11 @@ export class UdpBackend implements Backend {
     const dp = this.#dp;
     this.#dp = null;
     await dp?.stop();
+    if (this.#tun >= 0 && this.#vnet) {
+      try {
+        setTunOffload(this.#tun, 0); // the persistent device must not hand super-packets to a plain reader
+      } catch { /* the device is gone */ }
+    }
     closeFdQuiet(this.#tun);
     closeFdQuiet(this.#sock);
     this.#tun = this.#sock = -1;

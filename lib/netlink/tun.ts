@@ -1,17 +1,26 @@
 /**
  * TUN devices opened through `/dev/net/tun` with the TUNSETIFF ioctl (IFF_TUN | IFF_NO_PI, optionally
- * IFF_MULTI_QUEUE), made persistent with TUNSETPERSIST so the device, its address and its routes outlive a
- * daemon restart. The API hands out plain file descriptors (numbers): no pointer leaves lib/netlink.
+ * IFF_MULTI_QUEUE, or IFF_VNET_HDR with TUNSETOFFLOAD for TCP GSO super-packets), made persistent with
+ * TUNSETPERSIST so the device, its address and its routes outlive a daemon restart. The API hands out
+ * plain file descriptors (numbers): no pointer leaves lib/netlink.
  *
- * Hand-written: two ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
+ * Hand-written: a few ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
  * @module
  */
 import { cstr, errno, libc } from "./ffi.ts";
 import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
 
 const O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000000;
-const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100;
+const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100, IFF_VNET_HDR = 0x4000;
 const TUNSETIFF = 0x400454can, TUNSETPERSIST = 0x400454cbn;
+const TUNSETOFFLOAD = 0x400454d0n, TUNSETVNETHDRSZ = 0x400454d8n;
+
+/** TUNSETOFFLOAD bits: the reader takes partial checksums, TCP/IPv4 and TCP/IPv6 GSO super-packets. */
+export const TUN_F_CSUM = 0x01, TUN_F_TSO4 = 0x02, TUN_F_TSO6 = 0x04;
+/** The offloads {@link openTunOffloaded} asks for. */
+export const TUN_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+/** Bytes of the virtio_net_hdr before each packet on an IFF_VNET_HDR descriptor. */
+export const TUN_VNET_HDR_LEN = 10;
 const IFNAMSIZ = 16;
 
 /** The path of the TUN clone device. */
@@ -21,6 +30,8 @@ export const TUN_CLONE_DEV = "/dev/net/tun";
 export interface TunOptions {
   /** IFF_MULTI_QUEUE: each open of the same name adds one queue (one fd per queue). */
   multiQueue?: boolean;
+  /** IFF_VNET_HDR: every read and write carries a 10-byte virtio_net_hdr before the packet. */
+  vnetHdr?: boolean;
 }
 
 function fail(op: string, e: number, message?: string): never {
@@ -42,13 +53,59 @@ export function openTun(name: string, o: TunOptions = {}): number {
   // struct ifreq: char ifr_name[16]; short ifr_flags at offset 16.
   const ifreq = new Uint8Array(40);
   ifreq.set(nameBytes, 0);
-  new DataView(ifreq.buffer).setUint16(16, IFF_TUN | IFF_NO_PI | (o.multiQueue ? IFF_MULTI_QUEUE : 0), true);
+  const flags = IFF_TUN | IFF_NO_PI | (o.multiQueue ? IFF_MULTI_QUEUE : 0) | (o.vnetHdr ? IFF_VNET_HDR : 0);
+  new DataView(ifreq.buffer).setUint16(16, flags, true);
   if (libc().ioctl(fd, TUNSETIFF, ifreq) < 0) {
     const e = errno();
     libc().close(fd);
     fail(op, e);
   }
   return fd;
+}
+
+/**
+ * Sets the offloads the reader of `fd` takes (TUNSETOFFLOAD: {@link TUN_F_CSUM} etc., 0 for none): with
+ * TSO the kernel hands over TCP super-packets of up to 64 KiB instead of MTU-sized ones. The setting
+ * belongs to the device, not the descriptor (a persistent device keeps it): set it on every open.
+ */
+export function setTunOffload(fd: number, flags: number): void {
+  if (libc().ioctl_int(fd, TUNSETOFFLOAD, BigInt(flags)) < 0) {
+    fail(`TUNSETOFFLOAD 0x${flags.toString(16)}`, errno());
+  }
+}
+
+/** A TUN descriptor from {@link openTunOffloaded}. */
+export interface OffloadedTun {
+  fd: number;
+  /** True: IFF_VNET_HDR with {@link TUN_OFFLOADS}; false: a plain TUN (offloads refused by the kernel). */
+  offload: boolean;
+  /** Why the offloads are off (the refused ioctl and its errno text), when they are. */
+  reason?: string;
+}
+
+/**
+ * Opens TUN device `name` with IFF_VNET_HDR and TUNSETOFFLOAD {@link TUN_OFFLOADS} (a 10-byte
+ * virtio_net_hdr before every packet, TCP GSO super-packets on read); where the kernel refuses either,
+ * the descriptor is closed and the device opened plain (offloads cleared), with the reason returned.
+ * Errors of the plain open (EBUSY: another process holds the device) are thrown as by {@link openTun}.
+ */
+export function openTunOffloaded(name: string, o: TunOptions = {}): OffloadedTun {
+  let fd = -1;
+  try {
+    fd = openTun(name, { ...o, vnetHdr: true });
+    const sz = new Int32Array([TUN_VNET_HDR_LEN]);
+    if (libc().ioctl(fd, TUNSETVNETHDRSZ, new Uint8Array(sz.buffer)) < 0) fail("TUNSETVNETHDRSZ 10", errno());
+    setTunOffload(fd, TUN_OFFLOADS);
+    return { fd, offload: true };
+  } catch (e) {
+    if (e instanceof NetlinkError && e.errno === 16) throw e; // EBUSY: held by another process
+    closeFdQuiet(fd);
+    const plain = openTun(name, o);
+    try {
+      setTunOffload(plain, 0);
+    } catch { /* a kernel without TUNSETOFFLOAD has no offloads to clear */ }
+    return { fd: plain, offload: false, reason: e instanceof Error ? e.message : String(e) };
+  }
 }
 
 /** Sets or clears IFF_PERSIST on the device `fd` is attached to (a persistent device outlives its fds). */

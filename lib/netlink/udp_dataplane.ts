@@ -16,8 +16,10 @@ import {
   ENTRY_WORDS,
   ip4ToU32,
   maskU32,
+  RX_SEND_SLOT,
   RX_STATS,
   STAT_SLOT,
+  STAT_SLOTS,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
@@ -32,8 +34,11 @@ export interface UdpPeerEntry {
   port: number;
 }
 
-/** The data path's counters (totals since start). */
-export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number], number>;
+/**
+ * The data path's counters (totals since start); `txByRxWorker`: of txPackets, those the receive worker
+ * sent (the kernel's immediate answers to its writes).
+ */
+export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number] | "txByRxWorker", number>;
 
 /** Options of {@link UdpDataplane}. */
 export interface UdpDataplaneOptions {
@@ -45,6 +50,16 @@ export interface UdpDataplaneOptions {
   capacity: number;
   /** Datagrams per syscall in the workers (1 = recvfrom/sendto per packet). */
   batch?: number;
+  /** `tunFd` was opened with IFF_VNET_HDR and TSO offloads (tun.ts openTunOffloaded). */
+  vnetHdr?: boolean;
+  /** Send a super-packet's segments with UDP GSO (udp_socket.ts probeUdpSegment said yes). */
+  udpGso?: boolean;
+  /** Merge received TCP segments into GSO super-packets (needs vnetHdr). */
+  coalesce?: boolean;
+  /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
+  udpGro?: boolean;
+  /** The receive worker sends what its TUN writes made the kernel answer at once (needs vnetHdr). */
+  rxSends?: boolean;
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -76,7 +91,7 @@ export class UdpDataplane {
   readonly #o: UdpDataplaneOptions;
   readonly #ctlBuf: SharedArrayBuffer;
   readonly #ctl: Int32Array;
-  readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
+  readonly #statsBuf = new SharedArrayBuffer(STAT_SLOTS * STAT_SLOT * 8);
   readonly #stats = new Float64Array(this.#statsBuf);
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
@@ -125,6 +140,11 @@ export class UdpDataplane {
           stats: this.#statsBuf,
           slot,
           batch: this.#o.batch ?? 1,
+          vnetHdr: this.#o.vnetHdr ?? false,
+          udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
+          coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
+          udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
+          rxSends: (this.#o.vnetHdr ?? false) && (this.#o.rxSends ?? false),
         };
         w.postMessage(init);
       })
@@ -171,8 +191,9 @@ export class UdpDataplane {
   /** Totals since start. */
   counters(): UdpCounters {
     const c = {} as UdpCounters;
-    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i]));
+    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i] + this.#stats[RX_SEND_SLOT * STAT_SLOT + i]));
     RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + this.#stats[STAT_SLOT + i]));
+    c.txByRxWorker = this.#stats[RX_SEND_SLOT * STAT_SLOT];
     return c;
   }
 

@@ -10,6 +10,28 @@ import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
 const AF_INET = 2, SOCK_DGRAM = 2, SOCK_NONBLOCK = 0o4000, SOCK_CLOEXEC = 0o2000000;
 const SOL_SOCKET = 1, SO_SNDBUFFORCE = 32, SO_RCVBUFFORCE = 33;
 
+const SOL_UDP = 17, UDP_SEGMENT = 103, UDP_GRO = 104;
+
+/**
+ * True when the kernel takes UDP_SEGMENT (UDP GSO, Linux ≥ 4.18) on socket `fd`: one sendmsg of up to
+ * 64 KiB with a UDP_SEGMENT control message leaves as datagrams of the given size. Probed by setting the
+ * socket's default segment size to 0 (none), which changes nothing.
+ */
+export function probeUdpSegment(fd: number): boolean {
+  const v = new Int32Array([0]);
+  return libc().setsockopt(fd, SOL_UDP, UDP_SEGMENT, new Uint8Array(v.buffer), 4) === 0;
+}
+
+/**
+ * Turns UDP_GRO on (or off) for socket `fd` (Linux ≥ 5.0): datagrams of one flow that arrive as one UDP
+ * GSO packet (or that GRO merged) are read in one call, with a UDP_GRO control message giving their size,
+ * instead of being cut into one socket buffer each. False when the kernel refuses.
+ */
+export function setUdpGro(fd: number, on: boolean): boolean {
+  const v = new Int32Array([on ? 1 : 0]);
+  return libc().setsockopt(fd, SOL_UDP, UDP_GRO, new Uint8Array(v.buffer), 4) === 0;
+}
+
 /** errno of "address already in use". */
 export const EADDRINUSE = 98;
 

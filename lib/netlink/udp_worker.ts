@@ -5,6 +5,11 @@
  * drops those from addresses holding no lease, whose inner source is outside the sender's subnets or
  * whose inner destination is not in our subnet, and writes the rest to the TUN device.
  *
+ * With `vnetHdr` (flannel0 opened with TUN offloads) every TUN read and write carries a virtio_net_hdr:
+ * tx cuts TCP GSO super-packets into MSS-sized packets (gso.ts) and sends them with UDP GSO; rx reads
+ * with UDP_GRO (several datagrams per read), merges the TCP segments of a flow into super-packets
+ * (gso.ts Coalescer) and, after each batch, sends what its writes made the kernel answer at once.
+ *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
  * request (a flag in shared memory) is seen within ~200 ms. The peer table is read from shared memory
@@ -13,13 +18,26 @@
  */
 import { errno, libc } from "./ffi.ts";
 import {
+  Coalescer,
+  completeCsum,
+  GSO_ECN,
+  GSO_NONE,
+  GSO_TCPV4,
+  GSO_TCPV6,
+  tsoSplit,
+  VNET_F_NEEDS_CSUM,
+  VNET_HDR_LEN,
+} from "./gso.ts";
+import {
   CTL_COUNT,
   CTL_ENTRIES,
   CTL_OWN_MASK,
   CTL_OWN_NET,
   CTL_SEQ,
   CTL_STOP,
+  CTL_TX_LOCK,
   ENTRY_WORDS,
+  RX_SEND_SLOT,
   RX_STATS,
   STAT_SLOT,
   TX_STATS,
@@ -36,25 +54,28 @@ const MMSG = 64;
 
 /**
  * `n` mmsghdr slots, each with its own 16-byte address and one iovec of `BUF` bytes, pointers filled in
- * once (the buffers are large, off-heap and never move).
+ * once (the buffers are large, off-heap and never move). `headroom` bytes before each iovec's buffer stay
+ * free (for the virtio_net_hdr written before a packet on an IFF_VNET_HDR TUN).
  */
-function mmsgVec(n: number) {
+function mmsgVec(n: number, headroom = 0) {
+  const stride = BUF + headroom;
   const vec = new Uint8Array(n * MMSG);
   const names = new Uint8Array(n * 16);
   const iovs = new Uint8Array(n * 16);
-  const data = new Uint8Array(n * BUF);
+  const data = new Uint8Array(n * stride);
   const v = new DataView(vec.buffer), iv = new DataView(iovs.buffer);
   const addr = (b: Uint8Array, off: number) =>
     BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b))) + BigInt(off);
   for (let i = 0; i < n; i++) {
-    iv.setBigUint64(i * 16, addr(data, i * BUF), true);
+    iv.setBigUint64(i * 16, addr(data, i * stride + headroom), true);
     iv.setBigUint64(i * 16 + 8, BigInt(BUF), true);
     v.setBigUint64(i * MMSG, addr(names, i * 16), true);
     v.setUint32(i * MMSG + 8, 16, true);
     v.setBigUint64(i * MMSG + 16, addr(iovs, i * 16), true);
     v.setBigUint64(i * MMSG + 24, 1n, true);
   }
-  return { vec, v, names, iovs, iv, data };
+  const slots = Array.from({ length: n }, (_, i) => data.subarray(i * stride, (i + 1) * stride));
+  return { vec, v, names, iovs, iv, data, slots };
 }
 
 interface Table {
@@ -108,19 +129,23 @@ function readTable(ctl: Int32Array, prev: Table | null): Table | null {
   return Atomics.load(ctl, CTL_SEQ) === s1 ? t : prev;
 }
 
-/** The peer address for packet `buf[0..n)` (TTL decremented), or null when it is dropped (counted). */
+/**
+ * The peer address for packet `buf[o..o+n)` (TTL decremented), or null when it is dropped (counted).
+ * `o` defaults to 0.
+ */
 function txRoute(
   t: Table,
   buf: Uint8Array,
   n: number,
   st: Float64Array,
   base: number,
+  o = 0,
 ): Uint8Array<ArrayBuffer> | null {
-  if (n < 20 || (buf[0] >> 4) !== 4) {
+  if (n < 20 || (buf[o] >> 4) !== 4) {
     st[base + 3]++;
     return null;
   }
-  const dst = ((buf[16] << 24) | (buf[17] << 16) | (buf[18] << 8) | buf[19]) >>> 0;
+  const dst = ((buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19]) >>> 0;
   let sa: Uint8Array<ArrayBuffer> | undefined;
   for (let i = 0; i < t.masks.length && !sa; i++) sa = t.byNet[i].get((dst & t.masks[i]) >>> 0);
   if (!sa) {
@@ -128,36 +153,46 @@ function txRoute(
     return null;
   }
   // One router hop: decrement TTL, patch the header checksum incrementally (RFC 1624).
-  if (buf[8] <= 1) {
+  if (buf[o + 8] <= 1) {
     st[base + 4]++;
     return null;
   }
-  buf[8]--;
-  let c = ((buf[10] << 8) | buf[11]) + 0x100;
+  buf[o + 8]--;
+  let c = ((buf[o + 10] << 8) | buf[o + 11]) + 0x100;
   if (c > 0xffff) c = (c & 0xffff) + 1;
-  buf[10] = c >> 8, buf[11] = c & 0xff;
+  buf[o + 10] = c >> 8, buf[o + 11] = c & 0xff;
   return sa;
 }
 
-/** True when datagram `buf[0..n)` from `src` may be written to the TUN device; else counts the drop. */
-function rxAccept(t: Table | null, src: number, buf: Uint8Array, n: number, st: Float64Array, base: number) {
+/**
+ * True when datagram `buf[o..o+n)` from `src` may be written to the TUN device; else counts the drop.
+ */
+function rxAccept(
+  t: Table | null,
+  src: number,
+  buf: Uint8Array,
+  n: number,
+  st: Float64Array,
+  base: number,
+  o = 0,
+) {
   const subs = t?.bySrc.get(src);
   if (!subs) {
     st[base + 2]++;
     return false;
   }
-  if (n < 20 || (buf[0] >> 4) !== 4) {
+  if (n < 20 || (buf[o] >> 4) !== 4) {
     st[base + 3]++;
     return false;
   }
-  const isrc = ((buf[12] << 24) | (buf[13] << 16) | (buf[14] << 8) | buf[15]) >>> 0;
+  const isrc = ((buf[o + 12] << 24) | (buf[o + 13] << 16) | (buf[o + 14] << 8) | buf[o + 15]) >>> 0;
   let ok = false;
   for (let i = 0; i < subs.length && !ok; i += 2) ok = ((isrc & subs[i + 1]) >>> 0) === subs[i];
   if (!ok) {
     st[base + 4]++;
     return false;
   }
-  const idst = ((buf[16] << 24) | (buf[17] << 16) | (buf[18] << 8) | buf[19]) >>> 0;
+  const idst = ((buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19]) >>> 0;
   if (((idst & t!.ownMask) >>> 0) !== t!.ownNet) {
     st[base + 5]++;
     return false;
@@ -170,7 +205,7 @@ function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
   const base = init.slot * STAT_SLOT;
   const m = mmsgVec(init.batch);
-  const slots = Array.from({ length: init.batch }, (_, i) => m.data.subarray(i * BUF, (i + 1) * BUF));
+  const slots = m.slots;
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
   let seq = -1;
@@ -230,7 +265,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
   const base = init.slot * STAT_SLOT;
   const m = mmsgVec(init.batch);
-  const slots = Array.from({ length: init.batch }, (_, i) => m.data.subarray(i * BUF, (i + 1) * BUF));
+  const slots = m.slots;
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
   pv.setInt32(0, init.sockFd, true);
@@ -262,6 +297,289 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       else {
         st[base]++;
         st[base + 1] += n;
+      }
+    }
+  }
+}
+
+/** Bytes of one UDP_SEGMENT control message (CMSG_SPACE(2)): cmsghdr 16 + u16 + padding. */
+const CMSG = 24;
+const SOL_UDP = 17, UDP_SEGMENT = 103, UDP_GRO = 104;
+const EIO = 5, EINVAL = 22;
+/** Most UDP payload bytes in one (GSO) send: IPv4 total length 65535 − IP 20 − UDP 8. */
+const MAX_UDP_PAYLOAD = 65507;
+/** Most segments in one UDP GSO send (the kernel's UDP_MAX_SEGMENTS is 64 on older kernels). */
+const MAX_GSO_SEGS = 64;
+/** Largest read from an IFF_VNET_HDR TUN: the header and a 64 KiB packet. */
+const TUN_READ = VNET_HDR_LEN + 65535;
+/** TUN reads the receive worker makes after a batch (its transmit help stays short). */
+const RX_SEND_BATCH = 8;
+/** Room kept free in the send buffer before each read: one super-packet cut into small segments. */
+const SPLIT_ROOM = 65535 + 256 * 120;
+
+/**
+ * TUN→UDP on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet, often a
+ * TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one ordinary
+ * flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
+ * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each. The
+ * returned pump reads up to `batch` packets that are there now (never waits for more), sends them in one
+ * sendmmsg and returns how many it read (0: flannel0's queue was empty). Counters go to stat `slot`.
+ */
+function txOffloadEngine(init: WorkerInit, st: Float64Array, slot: number): (t: Table | null) => number {
+  const L = libc();
+  const base = slot * STAT_SLOT;
+  const [PK, BY, , MALFORMED, , SENDERR, READERR, BATCHES, SUPER, GSOSENDS] = TX_STATS.map((_, i) =>
+    base + i
+  );
+  const MAXMSG = 1024;
+  const OUT = 2 << 20;
+  const inb = new Uint8Array(TUN_READ);
+  const out = new Uint8Array(OUT);
+  const vec = new Uint8Array(MAXMSG * MMSG);
+  const names = new Uint8Array(MAXMSG * 16);
+  const iovs = new Uint8Array(MAXMSG * 16);
+  const ctrl = new Uint8Array(MAXMSG * CMSG);
+  const v = new DataView(vec.buffer), iv = new DataView(iovs.buffer), cv = new DataView(ctrl.buffer);
+  const ptr = (b: Uint8Array) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b)));
+  const outAddr = ptr(out);
+  const setPtr = (dv: DataView, o: number, a: number) => {
+    dv.setUint32(o, a % 4294967296, true);
+    dv.setUint32(o + 4, Math.floor(a / 4294967296), true);
+  };
+  for (let i = 0; i < MAXMSG; i++) {
+    setPtr(v, i * MMSG, ptr(names) + i * 16);
+    v.setUint32(i * MMSG + 8, 16, true);
+    setPtr(v, i * MMSG + 16, ptr(iovs) + i * 16);
+    v.setBigUint64(i * MMSG + 24, 1n, true);
+    setPtr(v, i * MMSG + 32, ptr(ctrl) + i * CMSG);
+    cv.setBigUint64(i * CMSG, 18n, true); // CMSG_LEN(2)
+    cv.setInt32(i * CMSG + 8, SOL_UDP, true);
+    cv.setInt32(i * CMSG + 12, UDP_SEGMENT, true);
+  }
+  const segs = new Uint32Array(MAXMSG); // datagrams per message
+  const lens = new Uint32Array(256);
+  let gso = init.udpGso;
+  let k = 0, pos = 0;
+  /** Queues message k: `len` bytes of `out` at `p` to `sa`, cut in `seg`-byte datagrams when seg > 0. */
+  const msg = (sa: Uint8Array, p: number, len: number, seg: number, count: number) => {
+    names.set(sa, k * 16);
+    setPtr(iv, k * 16, outAddr + p);
+    iv.setUint32(k * 16 + 8, len, true);
+    v.setUint32(k * MMSG + 40, seg ? CMSG : 0, true);
+    if (seg) cv.setUint16(k * CMSG + 16, seg, true);
+    segs[k] = count;
+    k++;
+  };
+  const pfd = new Uint8Array(8);
+  const pv = new DataView(pfd.buffer);
+  return (t: Table | null): number => {
+    k = 0, pos = 0;
+    let got = 0;
+    for (let reads = 0; reads < init.batch && k + 256 <= MAXMSG && pos + SPLIT_ROOM <= OUT; reads++) {
+      const n = L.read(init.tunFd, inb, TUN_READ);
+      if (n < 0) {
+        const e = errno();
+        if (e !== EAGAIN && e !== EINTR) {
+          st[READERR]++;
+          L.poll(null, 0, 50);
+        }
+        break;
+      }
+      got++;
+      const plen = n - VNET_HDR_LEN;
+      const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
+      if (!sa) continue;
+      const gsoType = inb[1] & ~GSO_ECN;
+      if (gsoType === GSO_TCPV4 || gsoType === GSO_TCPV6) {
+        const cnt = tsoSplit(inb, VNET_HDR_LEN, plen, inb[4] | (inb[5] << 8), out, pos, lens);
+        if (cnt < 0) {
+          st[MALFORMED]++;
+          continue;
+        }
+        st[SUPER]++;
+        const segLen = lens[0];
+        const per = gso ? Math.max(1, Math.min(MAX_GSO_SEGS, Math.floor(MAX_UDP_PAYLOAD / segLen))) : 1;
+        for (let i = 0; i < cnt; i += per) {
+          const c = Math.min(per, cnt - i);
+          let len = 0;
+          for (let j = i; j < i + c; j++) len += lens[j];
+          msg(sa, pos, len, c > 1 ? segLen : 0, c);
+          pos += len;
+        }
+      } else if (gsoType !== GSO_NONE) {
+        st[MALFORMED]++; // UDP fragmentation offload is never asked for
+      } else {
+        if (
+          (inb[0] & VNET_F_NEEDS_CSUM) &&
+          !completeCsum(inb, VNET_HDR_LEN, plen, inb[6] | (inb[7] << 8), inb[8] | (inb[9] << 8))
+        ) {
+          st[MALFORMED]++;
+          continue;
+        }
+        out.set(inb.subarray(VNET_HDR_LEN, n), pos);
+        msg(sa, pos, plen, 0, 1);
+        pos += plen;
+      }
+    }
+    let sent = 0;
+    while (sent < k) {
+      const r = L.sendmmsg(init.sockFd, vec.subarray(sent * MMSG), k - sent, 0);
+      if (r < 0) {
+        const e = errno();
+        if (e === EAGAIN) {
+          pv.setInt32(0, init.sockFd, true);
+          pv.setInt16(4, POLLOUT, true);
+          L.poll(pfd, 1, IDLE_POLL_MS);
+          continue;
+        }
+        // This message failed: count it, go on with the next. A kernel or route refusing UDP GSO
+        // (EIO: no checksum offload on the way; EINVAL) turns it off for good (segments go one by one).
+        if (gso && segs[sent] > 1 && (e === EIO || e === EINVAL)) gso = false;
+        st[SENDERR] += segs[sent];
+        sent++;
+        continue;
+      }
+      for (let i = sent; i < sent + r; i++) {
+        st[PK] += segs[i];
+        st[BY] += iv.getUint32(i * 16 + 8, true);
+        if (segs[i] > 1) st[GSOSENDS]++;
+      }
+      sent += r;
+    }
+    if (k) st[BATCHES]++;
+    return got;
+  };
+}
+
+/**
+ * The TUN→UDP loop on an IFF_VNET_HDR TUN (see {@link txOffloadEngine}), under the transmit lock shared
+ * with the receive worker (which sends what its own TUN writes made the kernel answer at once): one
+ * reader of flannel0 at a time, so the packets of a flow leave in the order they were read.
+ */
+function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
+  const L = libc();
+  const pump = txOffloadEngine(init, st, init.slot);
+  const pfd = new Uint8Array(8);
+  const pv = new DataView(pfd.buffer);
+  pv.setInt32(0, init.tunFd, true);
+  pv.setInt16(4, POLLIN, true);
+  let seq = -1;
+  let t: Table | null = null;
+  while (Atomics.load(ctl, CTL_STOP) === 0) {
+    const s = Atomics.load(ctl, CTL_SEQ);
+    if (s !== seq) {
+      const nt = readTable(ctl, t);
+      if (nt !== t) (t = nt), (seq = s);
+    }
+    if (Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) !== 0) {
+      Atomics.wait(ctl, CTL_TX_LOCK, 1, 1); // the receive worker is sending: it is done within a batch
+      continue;
+    }
+    let got: number;
+    try {
+      got = pump(t);
+    } finally {
+      Atomics.store(ctl, CTL_TX_LOCK, 0);
+    }
+    if (got === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+  }
+}
+
+/**
+ * The UDP→TUN loop on an IFF_VNET_HDR TUN: recvmmsg into slots with room for the virtio_net_hdr; with
+ * `coalesce` the accepted datagrams of one batch go through gso.ts's Coalescer (runs of one TCP flow
+ * written as one GSO super-packet), else each is written with a zero header. Flushed at every batch end.
+ */
+function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
+  const L = libc();
+  const base = init.slot * STAT_SLOT;
+  const [PK, BY, , , , , WRITEERR, BATCHES, COALESCED, CSEGS, GROREADS] = RX_STATS.map((_, i) => base + i);
+  const m = mmsgVec(init.batch, VNET_HDR_LEN);
+  const slots = m.slots;
+  // UDP_GRO: one control message per slot, the kernel says there how big each datagram of the read is.
+  const ctrl = new Uint8Array(init.batch * CMSG);
+  const cv = new DataView(ctrl.buffer);
+  if (init.udpGro) {
+    const ca = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ctrl)));
+    for (let i = 0; i < init.batch; i++) m.v.setBigUint64(i * MMSG + 32, ca + BigInt(i * CMSG), true);
+  }
+  const pfd = new Uint8Array(8);
+  const pv = new DataView(pfd.buffer);
+  pv.setInt32(0, init.sockFd, true);
+  pv.setInt16(4, POLLIN, true);
+  const nm = m.names;
+  const write = (b: Uint8Array, len: number, segments: number, wireBytes: number) => {
+    if (L.write(init.tunFd, b, len) < 0) st[WRITEERR] += segments;
+    else {
+      st[PK] += segments;
+      st[BY] += wireBytes;
+      if (segments > 1) {
+        st[COALESCED]++;
+        st[CSEGS] += segments;
+      }
+    }
+  };
+  const co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), write) : null;
+  const rxPump = init.rxSends ? txOffloadEngine({ ...init, batch: RX_SEND_BATCH }, st, RX_SEND_SLOT) : null;
+  /** One datagram at `slot[off..off+n)` (VNET_HDR_LEN bytes before it are free or already written out). */
+  const one = (slot: Uint8Array, off: number, n: number, src: number, t: Table | null) => {
+    if (!rxAccept(t, src, slot, n, st, base, off)) return;
+    if (co) co.add(slot, off, n);
+    else {
+      slot.fill(0, off - VNET_HDR_LEN, off);
+      write(off === VNET_HDR_LEN ? slot : slot.subarray(off - VNET_HDR_LEN), n + VNET_HDR_LEN, 1, n);
+    }
+  };
+  let seq = -1;
+  let t: Table | null = null;
+  while (Atomics.load(ctl, CTL_STOP) === 0) {
+    const s = Atomics.load(ctl, CTL_SEQ);
+    if (s !== seq) {
+      const nt = readTable(ctl, t);
+      if (nt !== t) (t = nt), (seq = s);
+    }
+    for (let i = 0; i < init.batch; i++) {
+      m.v.setUint32(i * MMSG + 8, 16, true);
+      if (init.udpGro) m.v.setUint32(i * MMSG + 40, CMSG, true);
+    }
+    const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
+    if (r < 0) {
+      const e = errno();
+      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
+      else if (e !== EINTR) L.poll(null, 0, 50);
+      continue;
+    }
+    st[BATCHES]++;
+    for (let i = 0; i < r; i++) {
+      const n = m.v.getUint32(i * MMSG + 56, true);
+      const o = i * 16;
+      const src = ((nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7]) >>> 0;
+      let size = 0;
+      if (
+        init.udpGro && m.v.getUint32(i * MMSG + 40, true) >= 20 &&
+        cv.getInt32(i * CMSG + 8, true) === SOL_UDP &&
+        cv.getInt32(i * CMSG + 12, true) === UDP_GRO
+      ) size = cv.getInt32(i * CMSG + 16, true);
+      if (size <= 0 || size >= n) one(slots[i], VNET_HDR_LEN, n, src, t);
+      else {
+        // Several datagrams back to back, each `size` bytes but the last: one inner packet each. The
+        // 10 bytes before each one are the tail of the one before, already written out or copied.
+        st[GROREADS]++;
+        for (let off = 0; off < n; off += size) {
+          one(slots[i], VNET_HDR_LEN + off, Math.min(size, n - off), src, t);
+        }
+      }
+    }
+    co?.flush();
+    // What those writes made the kernel answer at once (a ping reply, TCP ACKs: generated while the
+    // write ran) is in flannel0's queue now: sent from here, it leaves without waking the transmit
+    // worker (one thread wake-up less per round trip). Skipped while the transmit worker is sending.
+    if (rxPump && Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) === 0) {
+      try {
+        rxPump(t);
+      } finally {
+        Atomics.store(ctl, CTL_TX_LOCK, 0);
+        Atomics.notify(ctl, CTL_TX_LOCK);
       }
     }
   }
@@ -367,7 +685,8 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   libc(); // load before saying ready: a missing libc fails here, visibly
   scope.postMessage({ ready: true });
   try {
-    if (init.role === "tx") (init.batch > 1 ? runTxBatch : runTx)(init, ctl, st);
+    if (init.vnetHdr) (init.role === "tx" ? runTxOffload : runRxOffload)(init, ctl, st);
+    else if (init.role === "tx") (init.batch > 1 ? runTxBatch : runTx)(init, ctl, st);
     else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
     scope.postMessage({ stopped: true });
   } catch (e) {
