@@ -4,14 +4,18 @@
  * namespace: the node name comes from the pod's spec.nodeName; NetworkUnavailable=False is patched only once
  * the VXLAN device, subnet.env and the masquerade rules exist (checked by the server while it answers the
  * patch), never with --set-node-network-unavailable=false; a node whose state file is gone keeps the VTEP MAC
- * published in its backend-data annotation.
+ * published in its backend-data annotation. Both run under `--kube-annotation-prefix example.com/flannel`
+ * (A from FLANNELD_KUBE_ANNOTATION_PREFIX, B from the flag); A's missing `--iface` falls through to
+ * `--iface-can-reach`.
  */
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
 import { nsRun, sh } from "./netns.ts";
 
-const P = "flannel.alpha.coreos.com/";
+// --kube-annotation-prefix (A from FLANNELD_KUBE_ANNOTATION_PREFIX, B from the flag), normalised as flanneld
+// normalises it ("-" appended to a prefix with a slash).
+const P = "example.com/flannel-";
 
 Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailable after the data plane, MAC kept", async () => {
   const c = new DaemonCluster("10.95");
@@ -59,7 +63,10 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
       EVENT_QUEUE_DEPTH: "5000",
       CONT_WHEN_CACHE_NOT_READY: "false",
     });
-    c.start(a, args(), env("kube-flannel-ds-aaaaa"));
+    // A: an --iface that does not exist falls through to --iface-can-reach (the API server's address).
+    const argsA = () => args(["--iface=nosuch0", "--iface-can-reach=10.95.0.1"]);
+    const envA = { ...env("kube-flannel-ds-aaaaa"), FLANNELD_KUBE_ANNOTATION_PREFIX: "example.com/flannel" };
+    c.start(a, argsA(), envA);
     // B: its kubeconfig names a wrong server; --kube-api-url overrides it (flanneld's flag).
     await Deno.writeTextFile(
       `${c.tmp}/kubeconfig-b`,
@@ -71,6 +78,7 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
         ...args(["--set-node-network-unavailable=false"]).filter((x) => !x.startsWith("--kubeconfig-file")),
         `--kubeconfig-file=${c.tmp}/kubeconfig-b`,
         `--kube-api-url=${api.url}`,
+        "--kube-annotation-prefix=example.com/flannel",
       ],
       env("kube-flannel-ds-bbbbb"),
     );
@@ -83,6 +91,13 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
     assertEquals(await c.subnetOf(b), "10.244.2.0/24", why());
     const annA = api.nodes.get("kn1")!.metadata.annotations;
     assertEquals(annA[`${P}public-ip`], a.ip);
+    assertEquals(
+      Object.keys(annA).filter((k) => !k.startsWith(P)),
+      [],
+      "every annotation under --kube-annotation-prefix",
+    );
+    // Ready at all means the missing --iface fell through to --iface-can-reach (alone it is an exit 1).
+    assertStringIncludes(a.log.find((l) => l.includes("using interface"))!, "iface=eth0");
     const macA = JSON.parse(annA[`${P}backend-data`]).VtepMAC;
     assertEquals(JSON.parse(await sh("ip", "-n", a.ns, "-j", "link", "show", "flannel.1"))[0].address, macA);
 
@@ -114,7 +129,7 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
     assertEquals(await c.stop(a), 0);
     await Deno.remove(a.stateDir, { recursive: true });
     await sh("ip", "-n", a.ns, "link", "del", "flannel.1");
-    c.start(a, args(), env("kube-flannel-ds-aaaaa"));
+    c.start(a, argsA(), envA);
     await c.waitReady(a);
     const dev = JSON.parse(await sh("ip", "-n", a.ns, "-j", "link", "show", "flannel.1"))[0];
     assertEquals(dev.address, macA, why());

@@ -2,7 +2,8 @@
  * `flanctl doctor` on a dual-stack lab node: all ok (IPv4 and IPv6 checks alike); with the daemon stopped,
  * broken IPv6 state (forwarding off, accept_ra on the IPv6 VXLAN device, a peer's IPv6 route, NDP and FDB
  * entries deleted, flannel's ip6tables chain flushed) is reported with the check ids, and running the
- * printed fix commands makes it ok again.
+ * printed fix commands makes it ok again; so does IPv6 disabled on cni0 (ipv6-path), and an underlay MTU
+ * lowered under the IPv6 VXLAN device's + 70 is a flannel-v6-device warning.
  * @module
  */
 import { assert, assertEquals } from "./assert.ts";
@@ -85,6 +86,34 @@ Deno.test({
         for (const id of ["ipv6-forward", "flannel-v6-device", "peers-v6"]) {
           assertEquals(d.rep.checks.filter((c) => c.id === id).map((c) => c.severity), ["ok"], d.out);
         }
+
+        // IPv6 disabled on cni0 (the pod path): ipv6-path is critical, and its printed fix makes it ok.
+        await nsSh(n1.netns, "sysctl", "-qw", "net.ipv6.conf.cni0.disable_ipv6=1");
+        d = await doctor();
+        const path = d.rep.checks.filter((c) => c.id === "ipv6-path");
+        assertEquals(
+          path.map((c) => [c.severity, c.detail]),
+          [["critical", "disable_ipv6 = 1 on cni0"]],
+          d.out,
+        );
+        for (const f of path[0].fix ?? []) {
+          const r = await run(["ip", "netns", "exec", n1.netns, "sh", "-c", f]);
+          assertEquals(r.code, 0, `${f}: ${r.stderr}`);
+        }
+        d = await doctor();
+        assertEquals(d.rep.checks.filter((c) => c.id === "ipv6-path").map((c) => c.severity), ["ok"], d.out);
+
+        // The MTU chain: the underlay's MTU lowered under flannel-v6.1's + 70 (the kernel does not shrink
+        // the VXLAN device with it): flannel-v6-device warns with the MTU that fits.
+        await nsSh(n1.netns, "ip", "link", "set", "eth0", "mtu", "1480");
+        d = await doctor();
+        const dev = d.rep.checks.filter((c) => c.id === "flannel-v6-device");
+        assertEquals(dev.map((c) => c.severity), ["warning"], d.out);
+        assert(dev[0].detail.includes("flannel-v6.1 MTU 1430 > eth0 MTU 1480 − 70"), dev[0].detail);
+        assert((dev[0].fix ?? []).some((f) => f.includes("ip link set flannel-v6.1 mtu 1410")), d.out);
+        await nsSh(n1.netns, "ip", "link", "set", "eth0", "mtu", "1500");
+        d = await doctor();
+        assertEquals(d.rep.checks.filter((c) => c.id === "flannel-v6-device").map((c) => c.severity), ["ok"]);
       },
     );
   },

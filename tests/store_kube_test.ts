@@ -1,7 +1,8 @@
 /**
  * Kubernetes store against the in-test fake API server (tests/kube_fake_api.ts, Deno.serve on loopback).
  */
-import { assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
+import { ROOT, run } from "./netns.ts";
 import { type KubeStoreOptions, openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { leaseCli, nextEvents } from "./store_helpers.ts";
@@ -468,5 +469,32 @@ Deno.test("kube store: in-cluster config as client-go (KUBERNETES_SERVICE_HOST/P
     }
   } finally {
     await Deno.remove(sa, { recursive: true });
+  }
+});
+
+Deno.test("kube store: a token file swapped for a FIFO keeps the last token, never a hang", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" });
+    await Deno.writeTextFile(`${t.dir}/token`, `${TOKEN}\n`);
+    // In a child process under timeout: a token read blocking on the FIFO would stop its event loop.
+    const script = `
+      import { KubeClient } from ${JSON.stringify(`${ROOT}lib/store/kube_client.ts`)};
+      const tokenFile = ${JSON.stringify(`${t.dir}/token`)};
+      const c = new KubeClient({ server: ${JSON.stringify(t.api.url)}, tokenFile, source: "test" });
+      await c.request("GET", "/api/v1/nodes/n1");
+      await Deno.remove(tokenFile);
+      const mk = await new Deno.Command("mkfifo", { args: [tokenFile] }).output();
+      if (mk.code !== 0) throw new Error("mkfifo failed");
+      await c.request("GET", "/api/v1/nodes/n1");
+      c.close();
+      console.log("done");
+    `;
+    const r = await run(["timeout", "30", Deno.execPath(), "eval", "--no-check", script]);
+    assert(r.code !== 124, "the token re-read hung on the FIFO");
+    assertEquals([r.code, r.stdout.trim()], [0, "done"], r.stderr);
+    assertEquals(t.api.auths.slice(-2), [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`]);
+  } finally {
+    await t.cleanup();
   }
 });

@@ -11,6 +11,7 @@ import {
   type StoreOptions,
 } from "../lib/store/open.ts";
 import { UsageError } from "../lib/errors.ts";
+import { flanctlCmd, run } from "./netns.ts";
 
 function parse(args: string[], env: Record<string, string> = {}): StoreOptions {
   for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
@@ -86,6 +87,33 @@ Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () 
       UsageError,
       "--etcd-password-file: cannot read",
     );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("--etcd-password-file: a FIFO or /dev/zero is a usage error naming it, never a hang", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    assertEquals((await run(["mkfifo", `${dir}/pw.fifo`])).code, 0);
+    for (const [path, kind] of [[`${dir}/pw.fifo`, "a FIFO"], ["/dev/zero", "a character device"]]) {
+      // Under timeout: a read that blocks on the FIFO (or never ends on /dev/zero) shows up as exit 124.
+      const r = await run([
+        "timeout",
+        "30",
+        ...flanctlCmd(
+          "lease",
+          "list",
+          "--etcd-endpoints",
+          "http://127.0.0.1:1",
+          "--etcd-password-file",
+          path,
+        ),
+      ]);
+      assert(r.code !== 124, `--etcd-password-file ${path} hung`);
+      assertEquals(r.code, 2, r.stderr);
+      assertStringIncludes(r.stderr, `--etcd-password-file: cannot read ${path} (${path}: is ${kind}`);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

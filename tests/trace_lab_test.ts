@@ -188,6 +188,21 @@ Deno.test({
       assertStringIncludes(t.fix!.join("\n"), "-j FLANNEL-FWD");
       await sh("ip", "netns", "exec", n1, "iptables", "-P", "FORWARD", "ACCEPT");
 
+      // Strict rp_filter on cni0 while the pod's address is routed back another way: the kernel's input
+      // lookup refuses the packet (EXDEV on older kernels, EINVAL since 6.x): an rp_filter verdict, not "no route".
+      const podIP = s.pods[0].ip!;
+      await sh("ip", "netns", "exec", n1, "sysctl", "-qw", "net.ipv4.conf.cni0.rp_filter=1");
+      await sh("ip", "-n", n1, "route", "add", `${podIP}/32`, "dev", "eth0");
+      t = await labTrace(name, "node1-pod1", "node2-pod1");
+      h = brokenAt(t, "node1", "host-route", "route lookup failed");
+      assertStringIncludes(
+        h.detail,
+        `rp_filter (cni0 rp_filter=1) drops the packet: ${podIP} is not routed back via cni0`,
+      );
+      assertStringIncludes(t.fix!.join("\n"), "net.ipv4.conf.cni0.rp_filter=2");
+      await sh("ip", "-n", n1, "route", "del", `${podIP}/32`, "dev", "eth0");
+      await sh("ip", "netns", "exec", n1, "sysctl", "-qw", "net.ipv4.conf.cni0.rp_filter=0");
+
       // MTU mismatch: the pod's eth0 larger than flannel.1 (the kernel refuses flannel.1 > eth0 - 50).
       const pod1 = s.pods[0].netns;
       await sh("ip", "-n", pod1, "link", "set", "eth0", "mtu", "1500");

@@ -168,7 +168,8 @@ export class KubeClient {
       const st = Deno.statSync(f);
       const stamp = `${st.mtime?.getTime()}:${st.size}:${st.ino}`;
       if (stamp !== this.#tokenStamp) {
-        this.#token = Deno.readTextFileSync(f).trim();
+        // Type-checked and capped as every file we read: a FIFO or device here keeps the last token.
+        this.#token = readCappedText(f, 64 * 1024).trim();
         this.#tokenStamp = stamp;
       }
     } catch { /* unreadable for a moment (the kubelet swaps it atomically): keep the last token */ }

@@ -8,6 +8,7 @@
  * @module
  */
 import type { Command } from "commander";
+import { CappedReadError, readCappedText } from "../capped_read.ts";
 import { FlanctlError, UsageError } from "../errors.ts";
 import { flagEnv, flagKey, goBool } from "../flags/goflag.ts";
 import type { SubnetStore } from "./types.ts";
@@ -170,12 +171,12 @@ function etcdPassword(opts: StoreOptions): string | undefined {
     throw new UsageError("--etcd-password-file: conflicts with --etcd-password; give only one of them");
   }
   try {
-    return Deno.readTextFileSync(opts.etcdPasswordFile).replace(/\r?\n$/, "");
+    // Capped and type-checked: a FIFO or device given here must be an error, never a hang.
+    return readCappedText(opts.etcdPasswordFile, 64 * 1024).replace(/\r?\n$/, "");
   } catch (e) {
+    const why = e instanceof CappedReadError ? e.message : (e as Error).name;
     throw new UsageError(
-      `--etcd-password-file: cannot read ${opts.etcdPasswordFile} (${
-        (e as Error).name
-      }); give a readable file`,
+      `--etcd-password-file: cannot read ${opts.etcdPasswordFile} (${why}); give a readable file`,
     );
   }
 }

@@ -7,13 +7,36 @@
  * @module
  */
 import { routeGet } from "../netlink/mod.ts";
-import type { LinkInfo } from "../netlink/mod.ts";
+import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Finding } from "../doctor/types.ts";
 import { doctorText, lookupText, type Path, type Why } from "./path.ts";
 import type { TraceNode } from "./types.ts";
 
-/** errno of a route lookup that rp_filter refused (asm-generic/errno.h EXDEV). */
+/** errno of a route lookup that rp_filter refused on older kernels (asm-generic/errno.h EXDEV). */
 const EXDEV = 18;
+/** errno kernels ≥ 6.x return for every martian-source input lookup, rp_filter's included (EINVAL). */
+const EINVAL = 22;
+
+/**
+ * Whether the IPv4 input lookup `r` of a packet from `src` arriving on `iif` was refused by rp_filter.
+ * Older kernels say so with EXDEV; newer ones answer EINVAL, as for any martian source, so for EINVAL the
+ * reverse path is checked the way the kernel checks it: the effective rp_filter is max(all, iif); strict
+ * (1) drops when the route back to `src` does not leave by `iif`, loose (2) when there is no route back.
+ */
+export function rpFilterRefused(
+  n: TraceNode,
+  r: RouteLookup,
+  src: string | null,
+  iif: string | null,
+): boolean {
+  if (r.errno === EXDEV) return true;
+  if (r.errno !== EINVAL || !src || !iif || src.includes(":")) return false;
+  const v = (key: string) => Number(n.ctx.sysctl(`/proc/sys/net/ipv4/conf/${key}/rp_filter`) ?? "0");
+  const mode = Math.max(v("all"), v(iif));
+  if (mode !== 1 && mode !== 2) return false;
+  const back = routeGet(n.h, { dst: src });
+  return back.errno !== null || (mode === 1 && back.devName !== iif);
+}
 
 /** The peer's public address the underlay carries the packet to, as the lease names it. */
 export interface PeerAddress {
@@ -188,13 +211,14 @@ export async function remoteRouteHop(
   const pc = peer.ctx;
   const r = iif && src ? routeGet(peer.h, { dst: o.dst, src, iif }) : routeGet(peer.h, { dst: o.dst });
   const ok = r.errno === null && r.devName === "cni0";
+  const rpf = rpFilterRefused(peer, r, src, iif);
   p.add(
     {
       node: peer.name,
       step: "remote-route",
       ok,
       entry: lookupText(r),
-      detail: r.errno === EXDEV
+      detail: rpf
         ? `rp_filter on ${iif} drops the packet from ${src}`
         : r.errno !== null
         ? `the remote node does not forward the packet (${r.error})`
@@ -202,7 +226,7 @@ export async function remoteRouteHop(
         ? `forwarded to cni0 (input lookup from ${iif ?? "?"})`
         : `routed to ${r.devName ?? "?"}, expected cni0 (${o.subnet} is this node's ${o.family}subnet)`,
     },
-    r.errno === EXDEV
+    rpf
       ? await doctorText(pc, "rp-filter")
       : r.errno !== null
       ? await doctorText(pc, o.forwardCheck)

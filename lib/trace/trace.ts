@@ -25,7 +25,7 @@ import type { PodRef, TraceHop, TraceNode, TraceReport } from "./types.ts";
 export { doctorText, lookupText, Path, type Why };
 
 /** Errnos a route lookup answers with (asm-generic/errno.h). */
-const EXDEV = 18, EHOSTUNREACH = 113;
+const EHOSTUNREACH = 113;
 
 /** What to trace. */
 export interface TraceInput {
@@ -91,6 +91,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
   const fromPod = isPod(inp.src);
   const r = routeGet(srcNode.h, fromPod ? { dst: inp.dst, src: srcIP!, iif: "cni0" } : { dst: inp.dst });
   const rpf = ctx.sysctl("net.ipv4.conf.cni0.rp_filter");
+  const rpfRefused = fromPod && hops.rpFilterRefused(srcNode, r, srcIP, "cni0");
   const expect = expectedRoute(ctx, dst, lease, backend);
   const routeOk = r.errno === null && expect.ok(r);
   // The kernel drops the routes of a device that goes down: a missing route through a down (or
@@ -126,7 +127,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
       step: "host-route",
       ok: routeOk,
       entry: lookupText(r),
-      detail: r.errno === EXDEV
+      detail: rpfRefused
         ? `rp_filter (cni0 rp_filter=${rpf ?? "?"}) drops the packet: ${srcIP} is not routed back via cni0`
         : r.errno === EHOSTUNREACH || (r.errno !== null && ctx.sysctl("net.ipv4.ip_forward") === "0")
         ? `forwarding is off (net.ipv4.ip_forward=${ctx.sysctl("net.ipv4.ip_forward") ?? "?"})`
@@ -138,7 +139,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
       lease: lease ? leaseText(lease) : undefined,
     },
     await (async () => {
-      if (r.errno === EXDEV) return await doctorText(ctx, "rp-filter");
+      if (rpfRefused) return await doctorText(ctx, "rp-filter");
       if (r.errno !== null && ctx.sysctl("net.ipv4.ip_forward") !== "1") {
         return await doctorText(
           ctx,
