@@ -366,7 +366,7 @@ export class EtcdClient {
       signal,
       true,
     );
-    for await (const msg of jsonLines<WatchResponseWire>(r.body!)) {
+    for await (const msg of jsonLines<WatchResponseWire>(r.body!, signal)) {
       if (msg.error) {
         throw new StoreError(`etcd watch: ${msg.error.message ?? JSON.stringify(msg.error)}`);
       }

@@ -219,7 +219,7 @@ export class KubeClient {
   /** Streams watch events from `path` (which carries `?watch=1&resourceVersion=…`). */
   async *watch<T>(path: string, signal: AbortSignal): AsyncGenerator<KubeWatchEvent<T>> {
     const r = await this.#fetch("GET", path, undefined, undefined, signal);
-    yield* jsonLines<KubeWatchEvent<T>>(r.body!);
+    yield* jsonLines<KubeWatchEvent<T>>(r.body!, signal);
   }
 
   /** Closes the HTTP client. */

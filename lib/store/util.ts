@@ -112,10 +112,20 @@ export function errMsg(e: unknown): string {
 
 /**
  * Yields each non-blank line of a streamed HTTP body (etcd's and the Kubernetes API's watch streams: one
- * JSON object per line) parsed as JSON. Cancels the body when the consumer stops.
+ * JSON object per line) parsed as JSON. Cancels the body when the consumer stops, and when `signal` aborts:
+ * the fetch's own signal is not enough. Measured (Deno 2.9.6, etcd store): after a watch delivered 4,000
+ * leases, aborting the fetch's signal no longer ended a pending read of its body, and the daemon hung on
+ * SIGTERM for good (at 1,000 it stopped in ms); the stream's dependent abort signal inside fetch seems to be
+ * collected by then (cf. denoland/deno#29075). Cancelling the reader here ends the read at once.
  */
-export async function* jsonLines<T>(body: ReadableStream<Uint8Array>): AsyncGenerator<T> {
+export async function* jsonLines<T>(
+  body: ReadableStream<Uint8Array>,
+  signal?: AbortSignal,
+): AsyncGenerator<T> {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const onAbort = () => void reader.cancel().catch(() => {});
+  if (signal?.aborted) onAbort();
+  signal?.addEventListener("abort", onAbort, { once: true });
   let buf = "";
   try {
     while (true) {
@@ -130,6 +140,7 @@ export async function* jsonLines<T>(body: ReadableStream<Uint8Array>): AsyncGene
       }
     }
   } finally {
+    signal?.removeEventListener("abort", onAbort);
     await reader.cancel().catch(() => {});
   }
 }
