@@ -23,11 +23,11 @@ export interface TestNode {
   log: string[];
 }
 
-/** Polls `fn` until it returns a truthy value or `ms` pass; then throws with `what`. */
+/** Polls `fn` until it returns a truthy value or `ms` pass (30 s: CI shares 2 cores; a pass takes what it takes); then throws with `what`. */
 export async function waitFor<T>(
   what: string | (() => string),
   fn: () => Promise<T> | T,
-  ms = 15_000,
+  ms = 30_000,
 ): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
   let last: unknown = null;
