@@ -23,7 +23,10 @@ export interface TestNode {
   log: string[];
 }
 
-/** Polls `fn` until it returns a truthy value or `ms` pass (30 s: CI shares 2 cores; a pass takes what it takes); then throws with `what`. */
+/**
+ * Polls `fn` until it returns a truthy value or `ms` pass (30 s by default: CI shares 2 cores, so a step
+ * that is quick alone can take long under the full suite), then throws with `what`.
+ */
 export async function waitFor<T>(
   what: string | (() => string),
   fn: () => Promise<T> | T,
