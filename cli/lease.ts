@@ -12,7 +12,7 @@ import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
 import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
-import { readCappedTextAsync } from "../lib/capped_read.ts";
+import { readCappedStream, readCappedTextAsync } from "../lib/capped_read.ts";
 import { parseOutput as output } from "../lib/ui/output.ts";
 import { renderTable } from "../lib/ui/table.ts";
 
@@ -224,7 +224,9 @@ export function register(program: Command): void {
   ).action(async (file: string, o: StoreOptions) => {
     let text: string;
     try {
-      text = file === "-" ? await new Response(Deno.stdin.readable).text() : await readCappedTextAsync(file);
+      text = file === "-"
+        ? new TextDecoder().decode(readCappedStream((b) => Deno.stdin.readSync(b), "stdin"))
+        : await readCappedTextAsync(file);
     } catch (e) {
       throw new UsageError(`FILE: cannot read '${file}': ${(e as Error).message}`);
     }

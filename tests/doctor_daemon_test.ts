@@ -74,7 +74,7 @@ Deno.test({
       assertEquals([first.id, first.severity], ["daemon", "critical"], after.r.stdout);
       assertStringIncludes(first.detail, `daemon pid ${pid}`);
       assertStringIncludes(first.detail, "is not running");
-      const route = after.rep.checks.find((c) => c.id === "peer-routes" || c.id === "peer-routes")!;
+      const route = after.rep.checks.find((c) => c.id === "peer-routes")!;
       assertEquals(route.severity, "critical", after.r.stdout);
       assert(route.why!.startsWith("likely cause: the daemon is not running (see 'daemon')"), route.why!);
       // The state file is still there (the daemon could not remove it): that is how the doctor knew.
@@ -90,7 +90,7 @@ Deno.test({
       } catch (e) {
         gone = e instanceof Deno.errors.NotFound;
       }
-      assert(gone, "a cleanly stopped daemon leaves its state file behind");
+      assert(gone, "a cleanly stopped daemon removes its state file");
     });
   },
 });

@@ -7,7 +7,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { BACKUP_SUFFIX, installCni } from "../lib/install/cni.ts";
 import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
 import { PLUGINS } from "../lib/cni/plugins.ts";
-import { flanctl, ROOT } from "./netns.ts";
+import { flanctl, flanctlCmd, ROOT, run } from "./netns.ts";
 
 const CONFLIST = JSON.stringify({
   name: "cbr0",
@@ -223,6 +223,19 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
       runtime: { deno: Deno.execPath(), cniJs: `${root}/lib/cni.js` },
     });
     assertEquals(again.filter((s) => s.action !== "unchanged"), []);
+    // A FIFO where the launcher goes is replaced, never read (a read would block install-cni for good).
+    Deno.removeSync(`${bin}/flanctl`);
+    assertEquals((await new Deno.Command("mkfifo", { args: [`${bin}/flanctl`] }).output()).code, 0);
+    const fifo = await run([
+      "timeout",
+      "30",
+      ...flanctlCmd("install-cni", "--cni-bin-dir", bin, "--cni-conf-dir", conf),
+    ], {
+      env: { FLANCTL_LIBDIR: `${root}/lib` },
+    });
+    assert(fifo.code !== 124, "install-cni hung on a FIFO at <bin dir>/flanctl");
+    assertEquals(fifo.code, 0, fifo.stderr);
+    assert(Deno.lstatSync(`${bin}/flanctl`).isFile, "the launcher replaced the FIFO");
   }));
 
 Deno.test("install-cni: a FIFO or /dev/zero as --cni-conf is refused before anything is installed", () =>

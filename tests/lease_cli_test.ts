@@ -1,6 +1,7 @@
 /** `flanctl lease` against the file store in a temp dir: config, reserve, list/show, watch, revoke, errors. */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { leaseCli, leaseCliCommand } from "./store_helpers.ts";
+import { flanctlCmd } from "./netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 
 const CONF = JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan", VNI: 1 } });
@@ -187,6 +188,26 @@ Deno.test("flanctl lease reserve: dual stack needs both subnets, written as one 
     assertEquals(r.code, 0, r.stderr);
     const names = [...Deno.readDirSync(`${dir}/subnets`)].map((e) => e.name);
     assertEquals(names, ["10.5.7.0-24&fc00:0:0:7::-64"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("flanctl lease config set -: stdin is read with the config cap (32 MiB of zeros refused, naming it)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
+  try {
+    // A finite stream twice the cap (an endless one would only cost more without the cap): refused as
+    // usage error 2 naming the limit, and no config is written.
+    const cmd = flanctlCmd("lease", "config", "set", "-", "--store-dir", dir).map((a) => `'${a}'`).join(" ");
+    const r = await new Deno.Command("sh", {
+      args: ["-c", `head -c 33554432 /dev/zero | timeout 60 ${cmd}`],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(r.stderr);
+    assertEquals(r.code, 2, err);
+    assertStringIncludes(err, "FILE: cannot read '-': stdin: has more than the 4194304 bytes allowed");
+    assertEquals(await Deno.stat(`${dir}/config`).then(() => true, () => false), false, "no config written");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

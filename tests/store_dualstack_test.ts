@@ -3,7 +3,8 @@
  * and value bytes exactly as flanneld writes them, foreign flanneld-written v6 entries read back, malformed
  * v6 entries skipped, and an overlapping v6 reservation refused. etcd is started by the test (loopback).
  */
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
+import { ParseError } from "../lib/errors.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { EtcdStore } from "../lib/store/etcd.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
@@ -86,12 +87,35 @@ async function exercise(
   ]);
   assertEquals(f.attrs.BackendV6Data, { VNI: 1, VtepMAC: "0e:00:00:00:06:09" });
   assertEquals(leases.length, 4, leases.map((l) => `${l.subnet}&${l.ipv6Subnet}`).join(" "));
-  // A v6 reservation overlapping another node's v6 subnet is refused, naming the lease.
+  // A dual-stack reservation whose v6 half overlaps another node's v6 subnet is refused, naming the lease.
+  const used = new Set(leases.map((l) => String(l.subnet)));
+  const free4 = IPNet.parse(
+    [...Array(100).keys()].map((i) => `10.244.${150 + i}.0/24`).find((x) => !used.has(x))!,
+  );
   const e = await assertRejects(
-    () => s.reserve(IPNet.parse("fc00:0:0:9::/64"), "fc00:99::7"),
+    () => s.reserve(free4, "192.0.2.7", { subnet: IPNet.parse("fc00:0:0:9::/64"), publicIP: "fc00:99::7" }),
     SubnetConflictError,
   );
   assert(e.message.includes("fc00:0:0:9::/64") && e.message.includes("overlaps"), e.message);
+  // One family alone is refused in a dual-stack network, by the store itself (not only by the CLI): flanneld
+  // reads an IPv6-only key 0.0.0.0-0&… as 0.0.0.0/0, and its nodes then run out of subnets.
+  const used6 = new Set(leases.map((l) => String(l.ipv6Subnet)));
+  const free6 = IPNet.parse(
+    [...Array(100).keys()].map((i) => `fc00:0:0:${(0xf00 + i).toString(16)}::/64`).find((x) =>
+      !used6.has(x)
+    )!,
+  );
+  const before = (await s.listLeases()).leases.length;
+  for (
+    const one of [
+      () => s.reserve(free6, "fc00:99::7"),
+      () => s.reserve(free4, "192.0.2.7"),
+    ]
+  ) {
+    const err = await assertRejects(one, ParseError);
+    assertStringIncludes(err.message, "needs both families");
+  }
+  assertEquals((await s.listLeases()).leases.length, before, "nothing written");
   // The allocator never hands out the v6 subnet the foreign lease holds.
   for (let i = 4; i <= 8; i++) {
     const l = await s.acquireLease(dualAttrs(i));

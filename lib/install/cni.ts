@@ -13,7 +13,7 @@
  * @module
  */
 import { FlanctlError } from "../errors.ts";
-import { readCappedBytes } from "../capped_read.ts";
+import { readCappedBytes, readCappedText } from "../capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */
@@ -258,7 +258,8 @@ async function installRuntime(binDir: string, rt: { deno: string; cniJs: string 
   const had = lstat(final);
   let same = false;
   try {
-    same = had !== null && Deno.readTextFileSync(final) === launcher;
+    // Only a regular file is read, capped (a FIFO or device put there must not block install-cni).
+    same = !!had?.isFile && readCappedText(final, 64 * 1024) === launcher;
   } catch { /* not readable as text: replace */ }
   if (same) steps.push({ path: final, action: "unchanged" });
   else {

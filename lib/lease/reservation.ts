@@ -8,6 +8,7 @@
 import { ParseError } from "../errors.ts";
 import { IPAddr, type IPNet } from "../ip/cidr.ts";
 import type { LeaseAttrsWire } from "./types.ts";
+import type { NetConfig } from "../config/types.ts";
 import { leaseKey } from "./wire.ts";
 
 /** The IPv6 half of a dual-stack reservation. */
@@ -49,4 +50,18 @@ export function reservationEntry(subnet: IPNet, publicIP: string, v6?: Reservati
       attrs: { PublicIP: "0.0.0.0", PublicIPv6: ip, BackendType: "" },
       parts: [[subnet, ip]],
     };
+}
+
+/**
+ * Refuses a one-family reservation in a dual-stack network (`cfg`: the stored config, or null when there
+ * is none yet): there it must name both subnets, since flanneld reads an IPv6-only key `0.0.0.0-0&…` as
+ * the IPv4 subnet 0.0.0.0/0 and its nodes then run out of subnets. Checked by every store's `reserve`.
+ */
+export function checkReservationFamilies(cfg: NetConfig | null, subnet: IPNet, v6?: ReservationV6): void {
+  if (!cfg || !cfg.enableIPv4 || !cfg.enableIPv6 || (v6 && subnet.family === 4)) return;
+  throw new ParseError(
+    "subnet",
+    `${subnet}: a reservation in a dual-stack network needs both families (the IPv4 and the IPv6 subnet in ` +
+      "one key); a one-family key such as 0.0.0.0-0&… is read by flanneld as 0.0.0.0/0",
+  );
 }

@@ -8,7 +8,7 @@
  * Talks to etcd through its JSON gateway with fetch (see etcd_client.ts for why not npm:etcd3).
  * @module
  */
-import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
+import { checkReservationFamilies, reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
@@ -357,6 +357,11 @@ export class EtcdStore implements SubnetStore {
 
   /** Writes a reservation: a key without an etcd lease. */
   async reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
+    const cfg = await this.getNetworkConfig().catch((e) => {
+      if (e instanceof NoNetworkConfigError) return null;
+      throw e;
+    });
+    checkReservationFamilies(cfg, subnet, v6);
     const r = reservationEntry(subnet, publicIP, v6);
     const { leases } = await this.#list();
     const drop = new Set<string>();

@@ -21,14 +21,20 @@
  * @module
  */
 import { plainWarn, type Warn, warnOnce } from "../warn.ts";
-import { reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
+import { checkReservationFamilies, reservationEntry, type ReservationV6 } from "../lease/reservation.ts";
 import type { NetConfig } from "../config/types.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import { allocate } from "../lease/allocator.ts";
 import { keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "./types.ts";
-import { LeaseNotFoundError, StoreDirNotFoundError, StoreError, SubnetConflictError } from "./errors.ts";
+import {
+  LeaseNotFoundError,
+  NoNetworkConfigError,
+  StoreDirNotFoundError,
+  StoreError,
+  SubnetConflictError,
+} from "./errors.ts";
 import { encodeLeaseFile, type FileLeaseEntry, FileStoreReader, leaseExpired } from "./file_reader.ts";
 import { DEFAULT_LEASE_TTL_MS, errMsg, Mutex, Wakeup } from "./util.ts";
 
@@ -245,6 +251,11 @@ export class FileStore implements SubnetStore {
   /** Writes a reservation (no expiry) of `subnet` for `publicIP`. */
   reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
     return this.#locked(async () => {
+      const cfg = await this.getNetworkConfig().catch((e) => {
+        if (e instanceof NoNetworkConfigError) return null;
+        throw e;
+      });
+      checkReservationFamilies(cfg, subnet, v6);
       const r = reservationEntry(subnet, publicIP, v6);
       const entries = await this.#liveEntries();
       for (const [k, e] of entries) {
