@@ -28,6 +28,10 @@ const COMMANDS = [
   ["lab", "logs"],
   ["lab", "exec"],
   ["completion"],
+  ["daemon"],
+  ["status"],
+  ["trace"],
+  ["install-cni"],
 ];
 
 async function help(args: string[]): Promise<string> {
