@@ -105,4 +105,4 @@ export { Iptables, RuleManager } from "./lib/firewall/iptables.ts";
 export { FlannelRules } from "./lib/firewall/flannel.ts";
 export { nftDriver } from "./lib/firewall/nft.ts";
 export { FirewallError } from "./lib/firewall/types.ts";
-export { getTxChecksum, setTxChecksum } from "./lib/netlink/ethtool.ts";
+export { getTxChecksum, setTxChecksum } from "./lib/netlink/mod.ts";

@@ -4,7 +4,10 @@
  * printing each place as `file:line: what; rule`:
  *
  * - FFI stays in the kernel layer: `Deno.dlopen` and the `Deno.Unsafe*` pointer APIs only in lib/netlink
- *   (one symbol table per library, lib/netlink/ffi.ts; pointers never leave that directory).
+ *   (one symbol table per library, lib/netlink/ffi.ts; pointers never leave that directory), and the rest
+ *   of the product reaches lib/netlink through its mod.ts only — an `import type` of lib/netlink/types.ts
+ *   (the layer's declared types, which mod.ts re-exports) aside. {@link NETLINK_INTERNAL_ALLOWED} lists
+ *   the one known exception, to be removed.
  * - Library code never prints: no `console.*`, `Deno.stdout` or `Deno.stderr` in lib/ outside the output
  *   layers: the daemon's Logger (lib/daemon/log.ts), the warning sinks of command-line callers
  *   (lib/warn.ts), the terminal renderers (lib/ui/) and the CNI executable's protocol I/O (lib/cni/skel.ts:
@@ -36,6 +39,13 @@ const FFI_APIS = new Set([
   "UnsafeCallback",
 ]);
 const FFI_RULE = "FFI only in lib/netlink (its mod.ts exports what others need, without pointers)";
+const NETLINK_RULE = "lib/netlink is reached through its mod.ts (export what is needed there)";
+
+/**
+ * Modules still importing lib/netlink internals directly (an open item of issue 15, not a licence): the
+ * udp backend's userspace data plane (tun, udp_socket, udp_dataplane, errors).
+ */
+export const NETLINK_INTERNAL_ALLOWED = new Set(["lib/backend/udp.ts"]);
 const PRINT_RULE = "library code never prints: take the Logger or a warn callback (lib/warn.ts)";
 
 /** Modules of lib/ allowed to write to the terminal (see the module doc). */
@@ -45,6 +55,24 @@ const ffiAllowed = (file: string) => file.startsWith("lib/netlink/");
 const printAllowed = (file: string) =>
   !file.startsWith("lib/") || PRINT_LAYERS.some((p) => p.endsWith("/") ? file.startsWith(p) : file === p);
 
+/** `spec` imported from `file` as a project path (`lib/netlink/tun.ts`), or null when it is not relative. */
+function resolveImport(file: string, spec: string): string | null {
+  if (!spec.startsWith(".")) return null;
+  const parts = file.split("/").slice(0, -1);
+  for (const p of spec.split("/")) {
+    if (p === "..") parts.pop();
+    else if (p !== ".") parts.push(p);
+  }
+  return parts.join("/");
+}
+
+/** Whether an import of `target` from `file` crosses into lib/netlink's internals. */
+function netlinkInternal(file: string, target: string | null, typeOnly: boolean): boolean {
+  if (!target?.startsWith("lib/netlink/") || file.startsWith("lib/netlink/")) return false;
+  if (NETLINK_INTERNAL_ALLOWED.has(file) || target === "lib/netlink/mod.ts") return false;
+  return !(typeOnly && target === "lib/netlink/types.ts");
+}
+
 /** The boundary crossings of one source text (`file` relative to the project root). */
 export function violations(file: string, text: string): Violation[] {
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
@@ -52,6 +80,24 @@ export function violations(file: string, text: string): Violation[] {
   const add = (node: ts.Node, what: string, rule: string) =>
     out.push({ file, line: sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1, what, rule });
   const visit = (node: ts.Node): void => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier) {
+      const spec = (node.moduleSpecifier as ts.StringLiteral).text;
+      const typeOnly = ts.isImportDeclaration(node)
+        ? !!node.importClause?.isTypeOnly ||
+          (!!node.importClause && !node.importClause.name && !!node.importClause.namedBindings &&
+            ts.isNamedImports(node.importClause.namedBindings) &&
+            node.importClause.namedBindings.elements.every((e) => e.isTypeOnly))
+        : node.isTypeOnly;
+      const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
+      if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
+    }
+    if (
+      ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments.length === 1 && ts.isStringLiteral(node.arguments[0])
+    ) {
+      const spec = node.arguments[0].text;
+      if (netlinkInternal(file, resolveImport(file, spec), false)) add(node, `import(${spec})`, NETLINK_RULE);
+    }
     if (ts.isPropertyAccessExpression(node) && ts.isIdentifier(node.expression)) {
       const obj = node.expression.text, prop = node.name.text;
       if (obj === "Deno" && FFI_APIS.has(prop) && !ffiAllowed(file)) add(node, `Deno.${prop}`, FFI_RULE);

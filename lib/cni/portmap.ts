@@ -250,7 +250,7 @@ async function fw<T>(what: string, p: () => Promise<T>): Promise<T> {
 async function clearUdpConntrack(mappings: PortMapping[], families: Family[]): Promise<void> {
   const ports = [...new Set(mappings.filter((m) => m.protocol === "udp").map((m) => m.hostPort))];
   if (!ports.length) return;
-  const { deleteConntrack } = await import("../netlink/conntrack.ts");
+  const { deleteConntrack } = await import("../netlink/mod.ts");
   for (const fam of families) {
     for (const p of ports) {
       try {

@@ -5,7 +5,7 @@
  * once.
  * @module
  */
-import { nftLibrary, type NftRunOptions } from "../netlink/nftables.ts";
+import { nftLibrary, type NftRunOptions } from "../netlink/mod.ts";
 import { denoRunner, FirewallError, type FirewallLog, quietLog, type Runner } from "./types.ts";
 
 /** Runs nft command text: returns the output; throws FirewallError with nft's error text. */

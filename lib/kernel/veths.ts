@@ -5,9 +5,7 @@
  * exactly by asking each namespace for the id it gives every other one (RTM_GETNSID with NETNSA_FD).
  * @module
  */
-import { nsidOf } from "../netlink/handle.ts";
-import { closeFd, listNamedNetns, netnsIdentity, openNetnsFd } from "../netlink/netns.ts";
-import { openNetlink } from "../netlink/mod.ts";
+import { closeFd, listNamedNetns, netnsIdentity, nsidOf, openNetlink, openNetnsFd } from "../netlink/mod.ts";
 import type { LinkInfo, NetlinkHandle, NetnsRef } from "../netlink/types.ts";
 
 /** One end of a veth pair. `netns`: a netns name, "pid:PID" for an unnamed one, null for ours. */

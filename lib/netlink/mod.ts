@@ -14,16 +14,29 @@
  * @module
  */
 import { openLibnl } from "./handle.ts";
-export { routeGet } from "./handle.ts";
+export { nsidOf, routeGet } from "./handle.ts";
 export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 
 export type * from "./types.ts";
 export { NetlinkError } from "./errors.ts";
-export { inNetns, listNamedNetns, netnsIdentity, netnsLabel, netnsPath } from "./netns.ts";
+export {
+  closeFd,
+  inNetns,
+  listNamedNetns,
+  netnsIdentity,
+  netnsLabel,
+  netnsPath,
+  openNetnsFd,
+} from "./netns.ts";
 export { LibraryLoadError } from "./ffi.ts";
 export { getTxChecksum, setTxChecksum } from "./ethtool.ts";
 export { sendUnixDatagram } from "./unix_dgram.ts";
+export { ConntrackError, deleteConntrack } from "./conntrack.ts";
+export type { ConntrackFilter } from "./conntrack.ts";
+export { tunOwnerPids } from "./tun.ts";
+export { nftLibrary } from "./nftables.ts";
+export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

@@ -9,7 +9,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import { type DoctorContext, pickCI } from "../context.ts";
 import { chainPolicy, chainRules } from "./iptables.ts";
-import { tunOwnerPids } from "../../netlink/tun.ts";
+import { tunOwnerPids } from "../../netlink/mod.ts";
 
 const DEV = "flannel0";
 /** The UDP backend's TUN device name. */

@@ -7,7 +7,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { chainPolicy, chainRules } from "./iptables.ts";
-import { getTxChecksum } from "../../netlink/ethtool.ts";
+import { getTxChecksum } from "../../netlink/mod.ts";
 import { readCappedText } from "../../capped_read.ts";
 
 /** Lease BackendData.VtepMAC, or null. */
