@@ -10,6 +10,7 @@ import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 import { parseOutput } from "../lib/ui/output.ts";
+import { sleep } from "../lib/sleep.ts";
 
 interface StatusFlags extends StoreOptions {
   netns?: string;
@@ -59,14 +60,14 @@ export function register(program: Command): void {
     }
     // --watch: a table redraws in place on a terminal; JSON is one document per line.
     const tty = Deno.stdout.isTerminal() && fmt !== "json";
-    let stop = false;
-    const onSig = () => (stop = true);
+    const stop = new AbortController();
+    const onSig = () => stop.abort();
     Deno.addSignalListener("SIGINT", onSig);
     try {
-      while (!stop) {
+      while (!stop.signal.aborted) {
         const text = await once();
         out(tty ? `\x1b[H\x1b[2J${new Date().toISOString()}\n${text}` : text);
-        for (let t = 0; t < every * 10 && !stop; t++) await new Promise((r) => setTimeout(r, 100));
+        await sleep(every * 1000, stop.signal);
       }
     } finally {
       Deno.removeSignalListener("SIGINT", onSig);

@@ -4,13 +4,14 @@
  * config, backend, rules, reconciler, peers — fixed for the daemon's life and read by the run loop
  * (lib/daemon/run_loop.ts). The only part that changes is {@link NodeState} (our current lease and subnet:
  * a renewal replaces the lease, a re-acquire after a loss may change the subnet). Also the small helpers
- * both sides use (store retry, pause, timeout).
+ * both sides use (store retry, timeout).
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
+import { sleep, withTimeout as raceTimeout } from "../sleep.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
@@ -84,27 +85,9 @@ export function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-/** Sleeps `ms`, waking early (without throwing) when `signal` aborts. */
-export function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
-
 /** `p`, or a {@link StoreUnavailableError} naming `what` after `ms`. */
 export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let t: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, rej) => {
-    t = setTimeout(() => rej(new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+  return raceTimeout(p, ms, () => new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`));
 }
 
 /**
@@ -128,7 +111,7 @@ export async function retryStore<T>(
       if (!retryable || n.signal.aborted) throw e;
       if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
       n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay });
-      await pause(delay, n.signal);
+      await sleep(delay, n.signal);
       if (n.signal.aborted) throw e;
       delay = Math.min(delay * 2, 10_000);
     }

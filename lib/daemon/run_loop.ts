@@ -11,7 +11,8 @@ import { StoreUnavailableError } from "../store/errors.ts";
 import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import { subnetOf } from "./family.ts";
-import { errText, type NodeContext, pause, withTimeout } from "./context.ts";
+import { errText, type NodeContext, withTimeout } from "./context.ts";
+import { sleep } from "../sleep.ts";
 import { ensureDevice, ensureRules, ruleSpec, writeNodeSubnetEnv } from "./steps.ts";
 
 /** Exit code of a daemon whose own lease was revoked in the store. */
@@ -161,7 +162,7 @@ export class RunLoop {
       } catch (e) {
         if (signal.aborted) break;
         readiness.setStoreUp(false, errText(e));
-        await pause(1000, signal);
+        await sleep(1000, signal);
         try {
           const { leases, cursor: c } = await withTimeout(store.listLeases(), 10_000, "listing leases");
           cursor = c;
@@ -180,7 +181,7 @@ export class RunLoop {
   async #every(ms: number, what: string, fn: () => Promise<void> | void): Promise<void> {
     const { signal, log } = this.ctx;
     while (!signal.aborted) {
-      await pause(ms, signal);
+      await sleep(ms, signal);
       if (signal.aborted) break;
       try {
         await fn();

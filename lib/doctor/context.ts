@@ -14,6 +14,7 @@ import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
 import { inNetns, nftLibrary, openNetlink } from "../netlink/mod.ts";
+import { withTimeout as raceTimeout } from "../sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
 import { FileStoreReader } from "../store/file_reader.ts";
@@ -576,9 +577,5 @@ async function gatherStore(ctx: DoctorContext): Promise<void> {
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let t: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, rej) => {
-    t = setTimeout(() => rej(new Error(`timed out after ${ms / 1000}s ${what}`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+  return raceTimeout(p, ms, () => new Error(`timed out after ${ms / 1000}s ${what}`));
 }

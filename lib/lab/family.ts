@@ -10,6 +10,7 @@ import { IPNet } from "../ip/cidr.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { underlayOctet } from "./paths.ts";
 import { inNs, mustRun, runCmd } from "./proc.ts";
+import { sleep } from "../sleep.ts";
 import type { LabState, NodeState } from "./types.ts";
 
 /** `--ip-family`. */
@@ -123,7 +124,7 @@ export async function waitBridgesSettled(s: LabState, timeoutMs = 8000): Promise
     while (Date.now() < end) {
       const r = await runCmd(["ip", "-n", n.netns, "-6", "addr", "show", "dev", "cni0", "tentative"]);
       if (r.code !== 0 || !r.stdout.trim()) break;
-      await new Promise((res) => setTimeout(res, 100));
+      await sleep(100);
     }
   }
 }

@@ -5,6 +5,7 @@
  */
 import { FlanctlError } from "../errors.ts";
 import type { LabState } from "./types.ts";
+import { sleep } from "../sleep.ts";
 
 /** A node name that is not in the lab. */
 export class LabNodeNotFoundError extends FlanctlError {
@@ -54,15 +55,7 @@ export async function copyLog(
         offset = 0;
         continue;
       }
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, opts.pollMs ?? 250);
-        function done() {
-          clearTimeout(t);
-          opts.signal?.removeEventListener("abort", done);
-          resolve();
-        }
-        opts.signal?.addEventListener("abort", done, { once: true });
-      });
+      await sleep(opts.pollMs ?? 250, opts.signal);
       if (opts.signal?.aborted) return;
     }
   } finally {

@@ -5,6 +5,7 @@
  */
 import { FlanctlError } from "../errors.ts";
 import { runProcess as run } from "../proc/run.ts";
+import { sleep } from "../sleep.ts";
 
 /** A command the lab ran that failed. Names the command and carries its stderr. */
 export class LabCommandError extends FlanctlError {
@@ -153,7 +154,5 @@ export async function stopProcess(pid: number, marker: string, graceMs = 5000): 
   while (Date.now() < end2 && procCmdline(pid) !== null) await sleep(20);
 }
 
-/** Promise-based sleep. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+/** The one sleep (lib/sleep.ts), here for the lab's callers. */
+export { sleep };

@@ -15,6 +15,7 @@
 import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
+import { sleep, withTimeout as raceTimeout } from "../sleep.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;
@@ -64,11 +65,7 @@ export interface LeaseKeeperOptions {
 
 /** Rejects with a timeout error when `p` takes longer than `ms`. */
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let t: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what} timed out after ${ms / 1000}s`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+  return raceTimeout(p, ms, () => new Error(`${what} timed out after ${ms / 1000}s`));
 }
 
 function errText(e: unknown): string {
@@ -231,19 +228,10 @@ export class LeaseKeeper {
     }
   }
 
+  /** The one sleep, cut short by the keeper's signal or by {@link LeaseKeeper}'s own wake-up. */
   #sleep(ms: number): Promise<void> {
-    const signal = this.#o.signal;
-    return new Promise((resolve) => {
-      if (signal.aborted) return resolve();
-      const done = () => {
-        clearTimeout(t);
-        signal.removeEventListener("abort", done);
-        this.#wake = null;
-        resolve();
-      };
-      const t = setTimeout(done, Math.min(ms, 2 ** 31 - 1));
-      signal.addEventListener("abort", done, { once: true });
-      this.#wake = done;
-    });
+    const wake = new AbortController();
+    this.#wake = () => wake.abort();
+    return sleep(ms, AbortSignal.any([this.#o.signal, wake.signal])).finally(() => (this.#wake = null));
   }
 }

@@ -1,10 +1,11 @@
 /**
- * Small helpers shared by the stores: an in-process mutex, abortable sleep, a wake-up signal, the
+ * Small helpers shared by the stores: an in-process mutex, a wake-up signal, the
  * default lease TTL, the watch loops' retry backoff, reading a newline-delimited JSON stream and diffing
  * two lease snapshots.
  * @module
  */
 import { stderrLine, type Warn } from "../warn.ts";
+import { sleep } from "../sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 
 /** flannel's lease TTL: 24 hours. */
@@ -21,20 +22,6 @@ export class Mutex {
     this.#tail = new Promise<void>((r) => release = r);
     return prev.then(fn).finally(release);
   }
-}
-
-/** Resolves after `ms` or as soon as `signal` aborts (never rejects). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }
 
 /** A level-triggered wake-up: `notify()` any number of times, `wait()` resolves once per batch. */
