@@ -1,6 +1,6 @@
 /**
- * The one sleep and the one timeout of the product (a leaf: stores, daemon, doctor, lab and CLI use these
- * two instead of their own `new Promise(setTimeout…)`).
+ * The one sleep, the one timeout and the one retry backoff of the product (a leaf: stores, daemon,
+ * doctor, lab and CLI use these instead of their own `new Promise(setTimeout…)` and doubling delays).
  * @module
  */
 
@@ -28,4 +28,44 @@ export function withTimeout<T>(p: Promise<T>, ms: number, timeoutError: () => Er
     t = setTimeout(() => rej(timeoutError()), Math.max(0, Math.min(ms, MAX_TIMER_MS)));
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(t));
+}
+
+/**
+ * The one retry backoff: `ms` starts at `minMs` (0.5 s) and doubles on each {@link RetryDelay.grow} (or
+ * {@link RetryDelay.wait}) up to `maxMs` (10 s); {@link RetryDelay.reset} once the call works again. The
+ * stores' watch loops, the daemon's start-up store retry and the lease keeper's re-acquire all use it.
+ */
+export class RetryDelay {
+  /** The first delay. */
+  readonly minMs: number;
+  /** The longest delay. */
+  readonly maxMs: number;
+  #ms: number;
+
+  constructor(minMs = 500, maxMs = 10_000) {
+    this.minMs = minMs;
+    this.maxMs = maxMs;
+    this.#ms = minMs;
+  }
+
+  /** The delay before the next try. */
+  get ms(): number {
+    return this.#ms;
+  }
+
+  /** Doubles the delay, up to `maxMs`. */
+  grow(): void {
+    this.#ms = Math.min(this.#ms * 2, this.maxMs);
+  }
+
+  /** Back to the first delay. */
+  reset(): void {
+    this.#ms = this.minMs;
+  }
+
+  /** Sleeps the current delay (cut short by `signal`), then doubles it. */
+  async wait(signal?: AbortSignal): Promise<void> {
+    await sleep(this.#ms, signal);
+    this.grow();
+  }
 }

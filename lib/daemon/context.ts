@@ -11,7 +11,7 @@ import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
-import { sleep, withTimeout as raceTimeout } from "../sleep.ts";
+import { RetryDelay, withTimeout as raceTimeout } from "../sleep.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
@@ -100,7 +100,7 @@ export async function retryStore<T>(
   what: string,
   fn: () => Promise<T>,
 ): Promise<T> {
-  let delay = 500;
+  const delay = new RetryDelay();
   while (true) {
     try {
       const r = await fn();
@@ -110,10 +110,9 @@ export async function retryStore<T>(
       const retryable = retryableStoreError(e);
       if (!retryable || n.signal.aborted) throw e;
       if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
-      n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay });
-      await sleep(delay, n.signal);
+      n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay.ms });
+      await delay.wait(n.signal);
       if (n.signal.aborted) throw e;
-      delay = Math.min(delay * 2, 10_000);
     }
   }
 }

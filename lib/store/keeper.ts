@@ -15,7 +15,7 @@
 import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
-import { sleep, withTimeout as raceTimeout } from "../sleep.ts";
+import { RetryDelay, sleep, withTimeout as raceTimeout } from "../sleep.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;
@@ -120,7 +120,7 @@ export class LeaseKeeper {
   /** Renews (and re-acquires) until the signal aborts. Never rejects. */
   async run(): Promise<void> {
     const signal = this.#o.signal;
-    let backoff = MIN_RETRY_MS;
+    const backoff = new RetryDelay(MIN_RETRY_MS, this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS);
     let renewFailing = false;
     /** When the next renewal is due (ms since the epoch); null = compute from the lease. */
     let nextTry: number | null = null;
@@ -134,8 +134,8 @@ export class LeaseKeeper {
           if (renewFailing && exp) {
             const left = exp.getTime() - now;
             const retryMax = this.#o.renewRetryMaxMs ?? DEFAULT_RENEW_RETRY_MS;
-            nextTry = now + (left > 0 ? Math.max(MIN_RETRY_MS, Math.min(retryMax, left / 4)) : backoff);
-            if (left <= 0) backoff = Math.min(backoff * 2, this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS);
+            nextTry = now + (left > 0 ? Math.max(MIN_RETRY_MS, Math.min(retryMax, left / 4)) : backoff.ms);
+            if (left <= 0) backoff.grow();
           }
         }
         // Wake at the expiration too, so validity (readiness) flips on time.
@@ -157,14 +157,14 @@ export class LeaseKeeper {
           );
           this.#lease = l;
           renewFailing = false;
-          backoff = MIN_RETRY_MS;
+          backoff.reset();
           this.#problem("renewing the lease", null);
           this.#o.onRenewed?.(l);
         } catch (e) {
           if (signal.aborted) break;
           if (e instanceof LeaseNotFoundError) {
             this.#setLost(errText(e));
-            backoff = MIN_RETRY_MS;
+            backoff.reset();
             continue;
           }
           renewFailing = true;
@@ -183,7 +183,7 @@ export class LeaseKeeper {
         this.#lease = l;
         this.#held = true;
         renewFailing = false;
-        backoff = MIN_RETRY_MS;
+        backoff.reset();
         this.#problem("re-acquiring the lease", null);
         this.#checkValidity();
         try {
@@ -195,8 +195,8 @@ export class LeaseKeeper {
         if (signal.aborted) break;
         this.#o.onError?.("re-acquiring the lease", e);
         this.#problem("re-acquiring the lease", e);
-        await this.#sleep(backoff);
-        backoff = Math.min(backoff * 2, this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS);
+        await this.#sleep(backoff.ms);
+        backoff.grow();
       }
     }
   }

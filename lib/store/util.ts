@@ -5,7 +5,7 @@
  * @module
  */
 import { stderrLine, type Warn } from "../warn.ts";
-import { sleep } from "../sleep.ts";
+import { RetryDelay } from "../sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 
 /** flannel's lease TTL: 24 hours. */
@@ -58,9 +58,12 @@ export class Wakeup {
   }
 }
 
-/** The watch loops' retry delay: 0.5 s, doubling up to 10 s; `reset()` once the connection works again. */
+/**
+ * The watch loops' retry, reported: the one backoff ({@link RetryDelay}: 0.5 s, doubling up to 10 s);
+ * `reset()` once the connection works again.
+ */
 export class Backoff {
-  #ms = 500;
+  #delay = new RetryDelay();
   #warn: Warn | undefined;
 
   /** `warn` receives the retry and recovery lines (default: `flanctl: LINE` on stderr). */
@@ -75,7 +78,7 @@ export class Backoff {
 
   /** Back to the first delay. */
   reset(): void {
-    this.#ms = 500;
+    this.#delay.reset();
   }
 
   /** Reports `msg` (the connection works again after a failure) where the retry lines go, and resets. */
@@ -86,9 +89,8 @@ export class Backoff {
 
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    this.#report(`${msg}; retrying in ${this.#ms / 1000}s`);
-    await sleep(this.#ms, signal);
-    this.#ms = Math.min(this.#ms * 2, 10_000);
+    this.#report(`${msg}; retrying in ${this.#delay.ms / 1000}s`);
+    await this.#delay.wait(signal);
   }
 }
 
