@@ -1,6 +1,7 @@
 /**
  * Output of `flanctl doctor`: a one-line summary, then problems (critical first) with what was seen, why
- * it matters and the fix, then one line per passing check. `-o json` is the report as is.
+ * it matters and the fix, then one line per passing check. `-o json` is {@link DoctorJson}, an explicit
+ * view (the contract), never the internal report printed as it is.
  * @module
  */
 import type { DoctorReport, Finding } from "./types.ts";
@@ -73,12 +74,44 @@ export function renderTable(r: DoctorReport, o: RenderOptions = {}): string {
   return out.join("\n") + "\n";
 }
 
-/** `-o json`: `{"summary":{...},"checks":[{"id","severity","detail","fix","why","persist"}]}`. */
+/** `flanctl doctor -o json`: the contract (README "flanctl doctor", pinned by lib/doctor/render_test.ts). */
+export interface DoctorJson {
+  summary: {
+    status: "OK" | "WARNING" | "CRITICAL" | "UNKNOWN";
+    ok: number;
+    warning: number;
+    critical: number;
+    unknown: number;
+    skipped: string[];
+    exitCode: number;
+    netns: string | null;
+  };
+  checks: {
+    id: string;
+    severity: Finding["severity"];
+    detail: string;
+    fix: string[];
+    why: string | null;
+    persist: string[];
+  }[];
+}
+
+/** `-o json`: `{"summary":{"status","ok","warning","critical","unknown","skipped","exitCode","netns"},"checks":[…]}`. */
 export function renderJson(r: DoctorReport, o: { problemsOnly?: boolean } = {}): string {
   const checks = o.problemsOnly ? r.checks.filter((f) => f.severity !== "ok") : r.checks;
+  const s = r.summary;
   return JSON.stringify(
     {
-      summary: r.summary,
+      summary: {
+        status: s.status,
+        ok: s.ok,
+        warning: s.warning,
+        critical: s.critical,
+        unknown: s.unknown,
+        skipped: s.skipped,
+        exitCode: s.exitCode,
+        netns: s.netns,
+      },
       checks: checks.map((f) => ({
         id: f.id,
         severity: f.severity,
@@ -87,7 +120,7 @@ export function renderJson(r: DoctorReport, o: { problemsOnly?: boolean } = {}):
         why: f.why ?? null,
         persist: f.persist ?? [],
       })),
-    },
+    } satisfies DoctorJson,
     null,
     2,
   ) + "\n";

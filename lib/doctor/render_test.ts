@@ -67,6 +67,19 @@ Deno.test("render: json has summary and checks with id, severity, detail, fix", 
   const doc = JSON.parse(renderJson(report));
   assertEquals(doc.summary.exitCode, 2);
   assertEquals(Object.keys(doc.checks[0]), ["id", "severity", "detail", "fix", "why", "persist"]);
+  assertEquals(Object.keys(doc.summary), [
+    "status",
+    "ok",
+    "warning",
+    "critical",
+    "unknown",
+    "skipped",
+    "exitCode",
+    "netns",
+  ]);
+  // An explicit view: what the report carries beyond the contract is not printed.
+  const internal = { ...report, summary: { ...report.summary, gatheredMs: 12 } };
+  assertEquals(Object.keys(JSON.parse(renderJson(internal)).summary).includes("gatheredMs"), false);
   assertEquals(doc.checks[3], {
     id: "ip-forward",
     severity: "ok",
