@@ -87,3 +87,31 @@ Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", a
     await c.close();
   }
 });
+
+Deno.test("daemon: its stderr is logfmt only — the store's and the config parser's warnings included", async () => {
+  // No Backend.Type (the parser warns: flanneld would use udp) and two malformed lease files (the file store
+  // warns): library code reports them through the daemon's Logger, never as plain `flanctl: …` lines.
+  const c = new DaemonCluster("10.97");
+  try {
+    await c.init(JSON.stringify({ Network: "10.240.0.0/16" }));
+    await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
+    await Deno.writeTextFile(`${c.storeDir}/subnets/10.240.9.0-24`, "{not json");
+    await Deno.writeTextFile(`${c.storeDir}/subnets/bogus`, "{}");
+    const n = await c.addNode();
+    c.start(n);
+    await c.waitReady(n);
+    assertEquals(await c.stop(n), 0, n.log.join("\n"));
+    const lines = n.log.filter((l) => l.trim() !== "");
+    const notLogfmt = lines.filter((l) => !/^(time=\S+ )?level=(debug|info|warn|error) msg=/.test(l));
+    assertEquals(notLogfmt, [], `every stderr line is logfmt:\n${lines.join("\n")}`);
+    const warns = lines.filter((l) => l.includes("level=warn"));
+    assert(warns.some((l) => l.includes("udp")), `the parser's Backend.Type warning:\n${lines.join("\n")}`);
+    assert(
+      warns.some((l) => l.includes("10.240.9.0-24")),
+      `the malformed lease warning:\n${lines.join("\n")}`,
+    );
+    assert(warns.some((l) => l.includes("bogus")), `the bad file name warning:\n${lines.join("\n")}`);
+  } finally {
+    await c.close();
+  }
+});
