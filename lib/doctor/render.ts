@@ -4,7 +4,7 @@
  * view (the contract), never the internal report printed as it is.
  * @module
  */
-import type { DoctorReport, Finding } from "./types.ts";
+import type { DoctorReport, Finding, Summary } from "./types.ts";
 
 /** Most fix lines printed per finding in the table. */
 const MAX_FIX_LINES = 12;
@@ -76,16 +76,11 @@ export function renderTable(r: DoctorReport, o: RenderOptions = {}): string {
 
 /** `flanctl doctor -o json`: the contract (README "flanctl doctor", pinned by lib/doctor/render_test.ts). */
 export interface DoctorJson {
-  summary: {
-    status: "OK" | "WARNING" | "CRITICAL" | "UNKNOWN";
-    ok: number;
-    warning: number;
-    critical: number;
-    unknown: number;
-    skipped: string[];
-    exitCode: number;
-    netns: string | null;
-  };
+  /** These keys of the report's summary, in this order. */
+  summary: Pick<
+    Summary,
+    "status" | "ok" | "warning" | "critical" | "unknown" | "skipped" | "exitCode" | "netns"
+  >;
   checks: {
     id: string;
     severity: Finding["severity"];
