@@ -6,7 +6,7 @@
  * same on every node, as flannel); datagrams received from peers are written back to flannel0.
  *
  * Speed (each switchable, for benches: FLANCTL_UDP_OFFLOAD, FLANCTL_UDP_COALESCE, FLANCTL_UDP_GRO,
- * FLANCTL_UDP_RX_SENDS, FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
+ * FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
  * TUN, warned once, where the kernel refuses), so the kernel hands over 64 KiB TCP super-packets that the
  * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
  * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
@@ -72,7 +72,7 @@ function switchFromEnv(name: string): boolean {
 
 /**
  * The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE,
- * FLANCTL_UDP_GRO, FLANCTL_UDP_RX_SENDS.
+ * FLANCTL_UDP_GRO.
  */
 export interface UdpOffloadSwitches {
   /** IFF_VNET_HDR + TUNSETOFFLOAD on flannel0, super-packets cut in userspace, sent with UDP GSO. */
@@ -81,8 +81,6 @@ export interface UdpOffloadSwitches {
   coalesce: boolean;
   /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
   gro: boolean;
-  /** The receive worker sends the kernel's immediate answers (ACKs, replies) itself (needs offload). */
-  rxSends: boolean;
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
@@ -91,7 +89,6 @@ export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
     offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
     gro: switchFromEnv("FLANCTL_UDP_GRO"),
-    rxSends: switchFromEnv("FLANCTL_UDP_RX_SENDS"),
   };
 }
 
@@ -240,7 +237,6 @@ export class UdpBackend implements Backend {
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
-      rxSends: this.#vnet && this.#switches.rxSends,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
@@ -349,12 +345,6 @@ export class UdpBackend implements Backend {
       ['{direction="tx"}', c.txPackets],
       ['{direction="rx"}', c.rxPackets],
     ]);
-    fam(
-      "flanctl_udp_tx_by_rx_worker_total",
-      "counter",
-      "Of the transmitted packets, those the receive worker sent (answers the kernel made to its writes).",
-      [["", c.txByRxWorker]],
-    );
     fam("flanctl_udp_bytes_total", "counter", "Inner IP bytes carried by the UDP backend.", [
       ['{direction="tx"}', c.txBytes],
       ['{direction="rx"}', c.rxBytes],

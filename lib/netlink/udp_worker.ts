@@ -7,8 +7,8 @@
  *
  * With `vnetHdr` (flannel0 opened with TUN offloads) every TUN read and write carries a virtio_net_hdr:
  * tx cuts TCP GSO super-packets into MSS-sized packets (gso.ts) and sends them with UDP GSO; rx reads
- * with UDP_GRO (several datagrams per read), merges the TCP segments of a flow into super-packets
- * (gso.ts Coalescer) and, after each batch, sends what its writes made the kernel answer at once.
+ * with UDP_GRO (several datagrams per read) and merges the TCP segments of a flow into super-packets
+ * (gso.ts Coalescer).
  *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
@@ -35,9 +35,7 @@ import {
   CTL_OWN_NET,
   CTL_SEQ,
   CTL_STOP,
-  CTL_TX_LOCK,
   ENTRY_WORDS,
-  RX_SEND_SLOT,
   RX_STATS,
   STAT_SLOT,
   TX_STATS,
@@ -312,22 +310,19 @@ const MAX_UDP_PAYLOAD = 65507;
 const MAX_GSO_SEGS = 64;
 /** Largest read from an IFF_VNET_HDR TUN: the header and a 64 KiB packet. */
 const TUN_READ = VNET_HDR_LEN + 65535;
-/** TUN reads the receive worker makes after a batch (its transmit help stays short). */
-const RX_SEND_BATCH = 8;
 /** Room kept free in the send buffer before each read: one super-packet cut into small segments. */
 const SPLIT_ROOM = 65535 + 256 * 120;
 
 /**
- * TUN→UDP on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet, often a
- * TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one ordinary
- * flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
- * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each. The
- * returned pump reads up to `batch` packets that are there now (never waits for more), sends them in one
- * sendmmsg and returns how many it read (0: flannel0's queue was empty). Counters go to stat `slot`.
+ * The TUN→UDP loop on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
+ * often a TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one
+ * ordinary flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
+ * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; up to
+ * `batch` reads go out in one sendmmsg. Never waits for more packets than are there.
  */
-function txOffloadEngine(init: WorkerInit, st: Float64Array, slot: number): (t: Table | null) => number {
+function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
-  const base = slot * STAT_SLOT;
+  const base = init.slot * STAT_SLOT;
   const [PK, BY, , MALFORMED, , SENDERR, READERR, BATCHES, SUPER, GSOSENDS] = TX_STATS.map((_, i) =>
     base + i
   );
@@ -372,20 +367,27 @@ function txOffloadEngine(init: WorkerInit, st: Float64Array, slot: number): (t: 
   };
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
-  return (t: Table | null): number => {
+  let seq = -1;
+  let t: Table | null = null;
+  while (Atomics.load(ctl, CTL_STOP) === 0) {
+    const s = Atomics.load(ctl, CTL_SEQ);
+    if (s !== seq) {
+      const nt = readTable(ctl, t);
+      if (nt !== t) (t = nt), (seq = s);
+    }
     k = 0, pos = 0;
-    let got = 0;
+    let idle = false;
     for (let reads = 0; reads < init.batch && k + 256 <= MAXMSG && pos + SPLIT_ROOM <= OUT; reads++) {
       const n = L.read(init.tunFd, inb, TUN_READ);
       if (n < 0) {
         const e = errno();
-        if (e !== EAGAIN && e !== EINTR) {
+        if (e === EAGAIN) idle = true;
+        else if (e !== EINTR) {
           st[READERR]++;
           L.poll(null, 0, 50);
         }
         break;
       }
-      got++;
       const plen = n - VNET_HDR_LEN;
       const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
       if (!sa) continue;
@@ -447,41 +449,11 @@ function txOffloadEngine(init: WorkerInit, st: Float64Array, slot: number): (t: 
       sent += r;
     }
     if (k) st[BATCHES]++;
-    return got;
-  };
-}
-
-/**
- * The TUN→UDP loop on an IFF_VNET_HDR TUN (see {@link txOffloadEngine}), under the transmit lock shared
- * with the receive worker (which sends what its own TUN writes made the kernel answer at once): one
- * reader of flannel0 at a time, so the packets of a flow leave in the order they were read.
- */
-function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const pump = txOffloadEngine(init, st, init.slot);
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.tunFd, true);
-  pv.setInt16(4, POLLIN, true);
-  let seq = -1;
-  let t: Table | null = null;
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
+    if (idle && k === 0) {
+      pv.setInt32(0, init.tunFd, true);
+      pv.setInt16(4, POLLIN, true);
+      L.poll(pfd, 1, IDLE_POLL_MS);
     }
-    if (Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) !== 0) {
-      Atomics.wait(ctl, CTL_TX_LOCK, 1, 1); // the receive worker is sending: it is done within a batch
-      continue;
-    }
-    let got: number;
-    try {
-      got = pump(t);
-    } finally {
-      Atomics.store(ctl, CTL_TX_LOCK, 0);
-    }
-    if (got === 0) L.poll(pfd, 1, IDLE_POLL_MS);
   }
 }
 
@@ -520,7 +492,6 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
   };
   const co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), write) : null;
-  const rxPump = init.rxSends ? txOffloadEngine({ ...init, batch: RX_SEND_BATCH }, st, RX_SEND_SLOT) : null;
   /** One datagram at `slot[off..off+n)` (VNET_HDR_LEN bytes before it are free or already written out). */
   const one = (slot: Uint8Array, off: number, n: number, src: number, t: Table | null) => {
     if (!rxAccept(t, src, slot, n, st, base, off)) return;
@@ -571,17 +542,6 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-    // What those writes made the kernel answer at once (a ping reply, TCP ACKs: generated while the
-    // write ran) is in flannel0's queue now: sent from here, it leaves without waking the transmit
-    // worker (one thread wake-up less per round trip). Skipped while the transmit worker is sending.
-    if (rxPump && Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) === 0) {
-      try {
-        rxPump(t);
-      } finally {
-        Atomics.store(ctl, CTL_TX_LOCK, 0);
-        Atomics.notify(ctl, CTL_TX_LOCK);
-      }
-    }
   }
 }
 
