@@ -314,6 +314,109 @@ const TUN_READ = VNET_HDR_LEN + 65535;
 const SPLIT_ROOM = 65535 + 256 * 120;
 
 /**
+ * The messages of one sendmmsg over one send buffer, each with its peer address, one iovec into the
+ * buffer and, for several datagrams in one message, a UDP_SEGMENT control message (UDP GSO: the kernel
+ * cuts the datagrams). Pointers are filled in once (the buffers are off-heap and never move).
+ */
+class SendQueue {
+  static readonly MAXMSG = 1024;
+  static readonly OUT = 2 << 20;
+  /** The send buffer; messages are slices of it. */
+  readonly out = new Uint8Array(SendQueue.OUT);
+  /** Messages queued. */
+  k = 0;
+  /** Bytes of `out` used. */
+  pos = 0;
+  /** UDP GSO in use (turned off for good when the kernel refuses a GSO send). */
+  gso: boolean;
+  readonly #vec = new Uint8Array(SendQueue.MAXMSG * MMSG);
+  readonly #names = new Uint8Array(SendQueue.MAXMSG * 16);
+  readonly #iovs = new Uint8Array(SendQueue.MAXMSG * 16);
+  readonly #ctrl = new Uint8Array(SendQueue.MAXMSG * CMSG);
+  readonly #v = new DataView(this.#vec.buffer);
+  readonly #iv = new DataView(this.#iovs.buffer);
+  readonly #cv = new DataView(this.#ctrl.buffer);
+  readonly #segs = new Uint32Array(SendQueue.MAXMSG); // datagrams per message
+  readonly #outAddr: number;
+  readonly #pfd = new Uint8Array(8);
+
+  constructor(gso: boolean) {
+    this.gso = gso;
+    const ptr = (b: Uint8Array) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b)));
+    this.#outAddr = ptr(this.out);
+    const v = this.#v, cv = this.#cv;
+    for (let i = 0; i < SendQueue.MAXMSG; i++) {
+      setPtr(v, i * MMSG, ptr(this.#names) + i * 16);
+      v.setUint32(i * MMSG + 8, 16, true);
+      setPtr(v, i * MMSG + 16, ptr(this.#iovs) + i * 16);
+      v.setBigUint64(i * MMSG + 24, 1n, true);
+      setPtr(v, i * MMSG + 32, ptr(this.#ctrl) + i * CMSG);
+      cv.setBigUint64(i * CMSG, 18n, true); // CMSG_LEN(2)
+      cv.setInt32(i * CMSG + 8, SOL_UDP, true);
+      cv.setInt32(i * CMSG + 12, UDP_SEGMENT, true);
+    }
+  }
+
+  /** True while another TUN read fits (a super-packet cut into small segments included). */
+  room(): boolean {
+    return this.k + 256 <= SendQueue.MAXMSG && this.pos + SPLIT_ROOM <= SendQueue.OUT;
+  }
+
+  /** Queues `len` bytes of `out` at `pos` to `sa` (pos advances), cut in `seg`-byte datagrams if seg > 0. */
+  add(sa: Uint8Array, len: number, seg: number, count: number): void {
+    const k = this.k++;
+    this.#names.set(sa, k * 16);
+    setPtr(this.#iv, k * 16, this.#outAddr + this.pos);
+    this.#iv.setUint32(k * 16 + 8, len, true);
+    this.#v.setUint32(k * MMSG + 40, seg ? CMSG : 0, true);
+    if (seg) this.#cv.setUint16(k * CMSG + 16, seg, true);
+    this.#segs[k] = count;
+    this.pos += len;
+  }
+
+  /** Sends every queued message (waiting while the socket is full), counts them, empties the queue. */
+  send(fd: number, st: Float64Array, base: number): void {
+    const L = libc();
+    const [PK, BY, , , , SENDERR, , BATCHES, , GSOSENDS] = TX_STATS.map((_, i) => base + i);
+    const k = this.k;
+    let sent = 0;
+    while (sent < k) {
+      const r = L.sendmmsg(fd, this.#vec.subarray(sent * MMSG), k - sent, 0);
+      if (r < 0) {
+        const e = errno();
+        if (e === EAGAIN) {
+          const pv = new DataView(this.#pfd.buffer);
+          pv.setInt32(0, fd, true);
+          pv.setInt16(4, POLLOUT, true);
+          L.poll(this.#pfd, 1, IDLE_POLL_MS);
+          continue;
+        }
+        // This message failed: count it, go on with the next. A kernel or route refusing UDP GSO
+        // (EIO: no checksum offload on the way; EINVAL) turns it off for good (segments go one by one).
+        if (this.gso && this.#segs[sent] > 1 && (e === EIO || e === EINVAL)) this.gso = false;
+        st[SENDERR] += this.#segs[sent];
+        sent++;
+        continue;
+      }
+      for (let i = sent; i < sent + r; i++) {
+        st[PK] += this.#segs[i];
+        st[BY] += this.#iv.getUint32(i * 16 + 8, true);
+        if (this.#segs[i] > 1) st[GSOSENDS]++;
+      }
+      sent += r;
+    }
+    if (k) st[BATCHES]++;
+    this.k = this.pos = 0;
+  }
+}
+
+/** Writes pointer value `a` (a number below 2^53) at `o` of `dv`, little-endian 64 bits. */
+function setPtr(dv: DataView, o: number, a: number): void {
+  dv.setUint32(o, a % 4294967296, true);
+  dv.setUint32(o + 4, Math.floor(a / 4294967296), true);
+}
+
+/**
  * The TUN→UDP loop on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
  * often a TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one
  * ordinary flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
@@ -323,50 +426,14 @@ const SPLIT_ROOM = 65535 + 256 * 120;
 function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
   const base = init.slot * STAT_SLOT;
-  const [PK, BY, , MALFORMED, , SENDERR, READERR, BATCHES, SUPER, GSOSENDS] = TX_STATS.map((_, i) =>
-    base + i
-  );
-  const MAXMSG = 1024;
-  const OUT = 2 << 20;
+  const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
   const inb = new Uint8Array(TUN_READ);
-  const out = new Uint8Array(OUT);
-  const vec = new Uint8Array(MAXMSG * MMSG);
-  const names = new Uint8Array(MAXMSG * 16);
-  const iovs = new Uint8Array(MAXMSG * 16);
-  const ctrl = new Uint8Array(MAXMSG * CMSG);
-  const v = new DataView(vec.buffer), iv = new DataView(iovs.buffer), cv = new DataView(ctrl.buffer);
-  const ptr = (b: Uint8Array) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b)));
-  const outAddr = ptr(out);
-  const setPtr = (dv: DataView, o: number, a: number) => {
-    dv.setUint32(o, a % 4294967296, true);
-    dv.setUint32(o + 4, Math.floor(a / 4294967296), true);
-  };
-  for (let i = 0; i < MAXMSG; i++) {
-    setPtr(v, i * MMSG, ptr(names) + i * 16);
-    v.setUint32(i * MMSG + 8, 16, true);
-    setPtr(v, i * MMSG + 16, ptr(iovs) + i * 16);
-    v.setBigUint64(i * MMSG + 24, 1n, true);
-    setPtr(v, i * MMSG + 32, ptr(ctrl) + i * CMSG);
-    cv.setBigUint64(i * CMSG, 18n, true); // CMSG_LEN(2)
-    cv.setInt32(i * CMSG + 8, SOL_UDP, true);
-    cv.setInt32(i * CMSG + 12, UDP_SEGMENT, true);
-  }
-  const segs = new Uint32Array(MAXMSG); // datagrams per message
+  const q = new SendQueue(init.udpGso);
   const lens = new Uint32Array(256);
-  let gso = init.udpGso;
-  let k = 0, pos = 0;
-  /** Queues message k: `len` bytes of `out` at `p` to `sa`, cut in `seg`-byte datagrams when seg > 0. */
-  const msg = (sa: Uint8Array, p: number, len: number, seg: number, count: number) => {
-    names.set(sa, k * 16);
-    setPtr(iv, k * 16, outAddr + p);
-    iv.setUint32(k * 16 + 8, len, true);
-    v.setUint32(k * MMSG + 40, seg ? CMSG : 0, true);
-    if (seg) cv.setUint16(k * CMSG + 16, seg, true);
-    segs[k] = count;
-    k++;
-  };
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
+  pv.setInt32(0, init.tunFd, true);
+  pv.setInt16(4, POLLIN, true);
   let seq = -1;
   let t: Table | null = null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
@@ -375,9 +442,8 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       const nt = readTable(ctl, t);
       if (nt !== t) (t = nt), (seq = s);
     }
-    k = 0, pos = 0;
     let idle = false;
-    for (let reads = 0; reads < init.batch && k + 256 <= MAXMSG && pos + SPLIT_ROOM <= OUT; reads++) {
+    for (let reads = 0; reads < init.batch && q.room(); reads++) {
       const n = L.read(init.tunFd, inb, TUN_READ);
       if (n < 0) {
         const e = errno();
@@ -393,67 +459,35 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       if (!sa) continue;
       const gsoType = inb[1] & ~GSO_ECN;
       if (gsoType === GSO_TCPV4 || gsoType === GSO_TCPV6) {
-        const cnt = tsoSplit(inb, VNET_HDR_LEN, plen, inb[4] | (inb[5] << 8), out, pos, lens);
+        const cnt = tsoSplit(inb, VNET_HDR_LEN, plen, inb[4] | (inb[5] << 8), q.out, q.pos, lens);
         if (cnt < 0) {
           st[MALFORMED]++;
           continue;
         }
         st[SUPER]++;
         const segLen = lens[0];
-        const per = gso ? Math.max(1, Math.min(MAX_GSO_SEGS, Math.floor(MAX_UDP_PAYLOAD / segLen))) : 1;
+        const per = q.gso ? Math.max(1, Math.min(MAX_GSO_SEGS, Math.floor(MAX_UDP_PAYLOAD / segLen))) : 1;
         for (let i = 0; i < cnt; i += per) {
           const c = Math.min(per, cnt - i);
           let len = 0;
           for (let j = i; j < i + c; j++) len += lens[j];
-          msg(sa, pos, len, c > 1 ? segLen : 0, c);
-          pos += len;
+          q.add(sa, len, c > 1 ? segLen : 0, c);
         }
       } else if (gsoType !== GSO_NONE) {
         st[MALFORMED]++; // UDP fragmentation offload is never asked for
+      } else if (
+        (inb[0] & VNET_F_NEEDS_CSUM) &&
+        !completeCsum(inb, VNET_HDR_LEN, plen, inb[6] | (inb[7] << 8), inb[8] | (inb[9] << 8))
+      ) {
+        st[MALFORMED]++;
       } else {
-        if (
-          (inb[0] & VNET_F_NEEDS_CSUM) &&
-          !completeCsum(inb, VNET_HDR_LEN, plen, inb[6] | (inb[7] << 8), inb[8] | (inb[9] << 8))
-        ) {
-          st[MALFORMED]++;
-          continue;
-        }
-        out.set(inb.subarray(VNET_HDR_LEN, n), pos);
-        msg(sa, pos, plen, 0, 1);
-        pos += plen;
+        q.out.set(inb.subarray(VNET_HDR_LEN, n), q.pos);
+        q.add(sa, plen, 0, 1);
       }
     }
-    let sent = 0;
-    while (sent < k) {
-      const r = L.sendmmsg(init.sockFd, vec.subarray(sent * MMSG), k - sent, 0);
-      if (r < 0) {
-        const e = errno();
-        if (e === EAGAIN) {
-          pv.setInt32(0, init.sockFd, true);
-          pv.setInt16(4, POLLOUT, true);
-          L.poll(pfd, 1, IDLE_POLL_MS);
-          continue;
-        }
-        // This message failed: count it, go on with the next. A kernel or route refusing UDP GSO
-        // (EIO: no checksum offload on the way; EINVAL) turns it off for good (segments go one by one).
-        if (gso && segs[sent] > 1 && (e === EIO || e === EINVAL)) gso = false;
-        st[SENDERR] += segs[sent];
-        sent++;
-        continue;
-      }
-      for (let i = sent; i < sent + r; i++) {
-        st[PK] += segs[i];
-        st[BY] += iv.getUint32(i * 16 + 8, true);
-        if (segs[i] > 1) st[GSOSENDS]++;
-      }
-      sent += r;
-    }
-    if (k) st[BATCHES]++;
-    if (idle && k === 0) {
-      pv.setInt32(0, init.tunFd, true);
-      pv.setInt16(4, POLLIN, true);
-      L.poll(pfd, 1, IDLE_POLL_MS);
-    }
+    const queued = q.k;
+    q.send(init.sockFd, st, base);
+    if (idle && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
   }
 }
 
