@@ -64,6 +64,15 @@ function batchFromEnv(): number {
   return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : DEFAULT_UDP_BATCH;
 }
 
+/** Nice value of the data-path worker threads unless FLANCTL_UDP_NICE says otherwise (0 = unchanged). */
+export const DEFAULT_UDP_NICE = -10;
+
+/** FLANCTL_UDP_NICE (-20–19), the workers' nice value; the default otherwise. */
+function niceFromEnv(): number {
+  const v = Number(Deno.env.get("FLANCTL_UDP_NICE") ?? DEFAULT_UDP_NICE);
+  return Number.isInteger(v) && v >= -20 && v <= 19 ? v : DEFAULT_UDP_NICE;
+}
+
 /** An on/off switch from the environment (`0`, `false`, `off`, `no` = off); on when unset. */
 function switchFromEnv(name: string): boolean {
   const v = (Deno.env.get(name) ?? "").trim().toLowerCase();
@@ -237,11 +246,21 @@ export class UdpBackend implements Backend {
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
+      nice: niceFromEnv(),
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
     this.#pushPeers();
-    dp.start().catch((e) =>
+    dp.start().then(() => {
+      if (dp.niceRefused) {
+        this.#log?.warn?.(
+          "UDP data path workers keep their priority (setpriority refused: no CAP_SYS_NICE?)",
+          {
+            nice: niceFromEnv(),
+          },
+        );
+      }
+    }).catch((e) =>
       this.#log?.error("UDP data path failed to start", { error: e instanceof Error ? e.message : String(e) })
     );
   }

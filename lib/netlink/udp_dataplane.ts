@@ -53,6 +53,8 @@ export interface UdpDataplaneOptions {
   coalesce?: boolean;
   /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
   udpGro?: boolean;
+  /** Nice value of the worker threads (0 or absent: unchanged). */
+  nice?: number;
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -89,12 +91,18 @@ export class UdpDataplane {
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
   #peers = 0;
+  #niceRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
     this.#o = o;
     this.#ctlBuf = new SharedArrayBuffer((CTL_ENTRIES + o.capacity * ENTRY_WORDS) * 4);
     this.#ctl = new Int32Array(this.#ctlBuf);
     this.setOwn(o.own);
+  }
+
+  /** True when a worker could not take the asked nice value (no CAP_SYS_NICE); known after start. */
+  get niceRefused(): boolean {
+    return this.#niceRefused;
   }
 
   /** Peers in the table. */
@@ -110,9 +118,12 @@ export class UdpDataplane {
         const w = new Worker(workerModule(), { type: "module" });
         this.#workers.push(w);
         let started = false;
-        w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string; stopped?: boolean }>) => {
+        w.onmessage = (
+          ev: MessageEvent<{ ready?: boolean; niced?: boolean; error?: string; stopped?: boolean }>,
+        ) => {
           if (ev.data.stopped) this.#stopped.get(w)?.();
           else if (ev.data.ready) {
+            if (ev.data.niced === false) this.#niceRefused = true;
             started = true;
             resolve();
           } else if (ev.data.error) {
@@ -137,6 +148,7 @@ export class UdpDataplane {
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
           udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
+          nice: this.#o.nice ?? 0,
         };
         w.postMessage(init);
       })

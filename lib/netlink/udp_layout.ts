@@ -71,6 +71,8 @@ export interface WorkerInit {
   coalesce: boolean;
   /** rx (with vnetHdr): the socket has UDP_GRO on: a read may hold several datagrams (cmsg: their size). */
   udpGro: boolean;
+  /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
+  nice: number;
 }
 
 /** IPv4 text to uint32. */
