@@ -64,8 +64,11 @@ function batchFromEnv(): number {
   return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : DEFAULT_UDP_BATCH;
 }
 
-/** Nice value of the data-path worker threads unless FLANCTL_UDP_NICE says otherwise (0 = unchanged). */
-export const DEFAULT_UDP_NICE = -10;
+/**
+ * Nice value of the data-path worker threads unless FLANCTL_UDP_NICE says otherwise (0 = unchanged):
+ * -10 was measured (`deno task bench udp`, variant "nice -10") with no clear gain, so it is not the default.
+ */
+export const DEFAULT_UDP_NICE = 0;
 
 /** FLANCTL_UDP_NICE (-20–19), the workers' nice value; the default otherwise. */
 function niceFromEnv(): number {
