@@ -6,7 +6,7 @@
  */
 import { openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, NetnsRef } from "../netlink/mod.ts";
-import { lookupText, type Path } from "./path.ts";
+import { lookupText, type Path, type Why } from "./path.ts";
 import { isPod, type PodRef, type TraceInput, type TraceNode } from "./types.ts";
 
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
@@ -136,31 +136,30 @@ export async function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: 
 
 /** cni0 on `n` hands the packet to the destination pod: its veth port, its eth0 holding the address. */
 export async function deliver(inp: TraceInput, n: TraceNode, p: Path): Promise<void> {
+  const broken = (step: string, entry: string, detail: string, why?: Why) =>
+    p.add({ node: n.name, step, ok: false, entry, detail }, why);
   const pod = destinationPod(inp, n);
   if (!pod) {
-    p.add({
-      node: n.name,
-      step: "pod",
-      ok: false,
-      entry: `no pod behind cni0 holds ${inp.dst}`,
-      detail: `${inp.dst} is in ${n.name}'s subnet but no pod namespace reached through cni0 has it`,
-    }, {
-      why: "the address is not (or no longer) assigned to a pod",
-      fix: [n.ctx.cmd(`ip neigh show dev cni0 ${inp.dst}`)],
-    });
+    broken(
+      "pod",
+      `no pod behind cni0 holds ${inp.dst}`,
+      `${inp.dst} is in ${n.name}'s subnet but no pod namespace reached through cni0 has it`,
+      {
+        why: "the address is not (or no longer) assigned to a pod",
+        fix: [n.ctx.cmd(`ip neigh show dev cni0 ${inp.dst}`)],
+      },
+    );
     return;
   }
   const host = [...n.ctx.vethPeers.entries()].find(([, p]) => p.netns === pod.netns);
   const link = host ? n.ctx.link(host[0]) : null;
   const mark = p.hops.length;
   if (!link) {
-    p.add({
-      node: n.name,
-      step: "cni0-port",
-      ok: false,
-      entry: `no cni0 port pairs with ${pod.netns}`,
-      detail: `pod ${pod.name}'s veth is not a port of cni0`,
-    });
+    broken(
+      "cni0-port",
+      `no cni0 port pairs with ${pod.netns}`,
+      `pod ${pod.name}'s veth is not a port of cni0`,
+    );
     return;
   }
   p.dev(n.netns, link.name, "tx");
