@@ -3,12 +3,13 @@
  * health endpoint); `-o json`; `--watch` redraws it. Exit 0 while the daemon runs, 1 when it does not.
  * @module
  */
-import { type Command, Option } from "commander";
+import type { Command } from "commander";
 import { UsageError } from "../lib/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 
 interface StatusFlags extends StoreOptions {
   netns?: string;
@@ -30,11 +31,10 @@ export function register(program: Command): void {
       DEFAULT_PATHS.subnetFile,
     )
     .option("--watch [seconds]", "redraw every N seconds (default 2) until interrupted")
-    .addOption(
-      new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table"),
-    );
+    .option("-o, --output <format>", "table or json", "table");
   addSharedStoreOptions(cmd);
   cmd.action(async (flags: StatusFlags) => {
+    const fmt = parseOutput(flags.output);
     const every = flags.watch === undefined ? 0 : flags.watch === true ? 2 : Number(flags.watch);
     if (!Number.isFinite(every) || every < 0 || (flags.watch !== undefined && every < 0.5)) {
       throw new UsageError(`--watch: '${flags.watch}' is not a number of seconds >= 0.5`);
@@ -49,7 +49,7 @@ export function register(program: Command): void {
       if (ctx.fatal.length) throw new UsageError(`--netns: ${ctx.fatal.join("; ")}`);
       const st = await nodeStatus(ctx, flags.netns ?? Deno.hostname());
       code = st.daemon.running ? 0 : 1;
-      return flags.output === "json" ? JSON.stringify(st, null, every ? 0 : 2) + "\n" : renderStatus(st);
+      return fmt === "json" ? JSON.stringify(st, null, every ? 0 : 2) + "\n" : renderStatus(st);
     };
     const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s));
     if (!every) {
@@ -58,7 +58,7 @@ export function register(program: Command): void {
       return;
     }
     // --watch: a table redraws in place on a terminal; JSON is one document per line.
-    const tty = Deno.stdout.isTerminal() && flags.output !== "json";
+    const tty = Deno.stdout.isTerminal() && fmt !== "json";
     let stop = false;
     const onSig = () => (stop = true);
     Deno.addSignalListener("SIGINT", onSig);

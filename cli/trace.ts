@@ -10,6 +10,7 @@ import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { parseOutput } from "../lib/ui/output.ts";
 
 interface TraceFlags extends StoreOptions {
   from?: string;
@@ -29,7 +30,8 @@ async function print(report: import("../lib/trace/types.ts").TraceReport, output
 }
 
 function outputOpt(): Option {
-  return new Option("-o, --output <format>", "table or json").choices(["table", "json"]).default("table");
+  // Validated in the action by parseOutput, as every command's -o (one message for a bad value).
+  return new Option("-o, --output <format>", "table or json").default("table");
 }
 
 /** Registers `flanctl trace`. */
@@ -44,12 +46,13 @@ export function register(program: Command): void {
     .addOption(outputOpt());
   addSharedStoreOptions(cmd);
   cmd.action(async (dst: string, flags: TraceFlags) => {
+    const output = parseOutput(flags.output);
     if (!IPV4.test(dst)) throw new UsageError(`DST: '${dst}' is not an IPv4 address; give a pod or node IP`);
     if (flags.from !== undefined && !IPV4.test(flags.from)) {
       throw new UsageError(`--from: '${flags.from}' is not an IPv4 address; give a pod IP on this node`);
     }
     const { localTrace } = await import("../lib/trace/run.ts");
-    await print(await localTrace({ ...flags, dst }), flags.output);
+    await print(await localTrace({ ...flags, dst }), output);
   });
 }
 
@@ -63,6 +66,7 @@ export function registerLabTrace(lab: Command, nameOpt: () => Option): void {
     .addOption(outputOpt())
     .addOption(nameOpt())
     .action(async (src: string, dst: string, o: { output: string; name: string; probe?: boolean }) => {
+      const output = parseOutput(o.output);
       const { labTrace, IN_UNDERLAY } = await import("../lib/trace/run.ts");
       const report = await labTrace(o.name, src, dst, !!o.probe);
       if (Deno.env.get(IN_UNDERLAY)) {
@@ -71,6 +75,6 @@ export function registerLabTrace(lab: Command, nameOpt: () => Option): void {
         exitWith(report.ok ? 0 : 1);
         return;
       }
-      await print(report, o.output);
+      await print(report, output);
     });
 }

@@ -1,6 +1,8 @@
 /** Help text: the store flags listed once (in `flanctl lease --help`), and no source paths anywhere. */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl } from "./netns.ts";
+import { STORE_FLAGS as STORE_FLAG_SPECS } from "../lib/store/flags.ts";
+import { flagEnv } from "../lib/flags/goflag.ts";
 
 const STORE_FLAGS = [
   "--store-dir",
@@ -26,6 +28,10 @@ const COMMANDS = [
   ["lab", "logs"],
   ["lab", "exec"],
   ["completion"],
+  ["daemon"],
+  ["status"],
+  ["trace"],
+  ["install-cni"],
 ];
 
 async function help(args: string[]): Promise<string> {
@@ -39,7 +45,12 @@ Deno.test("help: store flags listed once in 'flanctl lease --help', pointed to e
   for (const f of STORE_FLAGS) {
     assertEquals(lease.split(f + " ").length - 1, 1, `${f} once in lease --help`);
   }
-  assertStringIncludes(lease, "FLANNELD_ETCD_ENDPOINTS");
+  // Every listed flag that has an env variable names it (booleans too: --kube-subnet-mgr).
+  const flat = lease.replace(/\s+/g, " ");
+  for (const spec of STORE_FLAG_SPECS.filter((s) => !s.hidden)) {
+    const env = flagEnv(spec);
+    if (env) assertStringIncludes(flat, env, `--${spec.name}: its env variable in lease --help`);
+  }
   for (const args of [["lease", "list"], ["lease", "revoke"], ["lease", "config", "get"], ["doctor"]]) {
     const h = await help(args);
     for (const f of STORE_FLAGS) assert(!h.includes(f + " "), `${args.join(" ")} --help repeats ${f}`);

@@ -32,6 +32,19 @@ Deno.test("usage errors: one line, flanctl: <flag>: <problem>; <hint>, exit 2", 
     [["lab", "status", "-o", "x"], "flanctl: -o/--output: 'x' is not an output format; use table or json"],
     [["completion", "tcsh"], "flanctl: SHELL: 'tcsh' is not a supported shell; use bash, zsh or fish"],
   ];
+  // -o is validated the same way by every command that has it: one message for a bad value.
+  const BAD_OUTPUT = "flanctl: -o/--output: 'yaml' is not an output format; use table or json";
+  for (
+    const args of [
+      ["lease", "show", "10.5.1.0/24"],
+      ["lease", "watch"],
+      ["doctor"],
+      ["lab", "list"],
+      ["status"],
+      ["trace", "10.244.1.2"],
+      ["lab", "trace", "node1-pod1", "node2-pod1"],
+    ]
+  ) cases.push([[...args, "-o", "yaml"], BAD_OUTPUT]);
   for (const [args, want] of cases) {
     const r = await flanctl(args);
     assertEquals(r.code, 2, `${args.join(" ")}: ${r.stderr}`);

@@ -95,15 +95,24 @@ Deno.test("file store: malformed lease file is skipped with a warning", async ()
   });
 });
 
-/** Runs `fn` with console.error captured; returns the lines it printed. */
+/**
+ * Runs `fn` with everything it writes to stderr captured — console.error and Deno.stderr's writes (how
+ * lib/warn.ts prints) — and returns what was written.
+ */
 async function capturingStderr(fn: () => Promise<void>): Promise<string[]> {
   const lines: string[] = [];
-  const orig = console.error;
+  const dec = new TextDecoder();
+  const err = Deno.stderr as { writeSync(p: Uint8Array): number; write(p: Uint8Array): Promise<number> };
+  const orig = { error: console.error, writeSync: err.writeSync, write: err.write };
   console.error = (...a: unknown[]) => lines.push(a.map(String).join(" "));
+  err.writeSync = (p) => (lines.push(dec.decode(p)), p.length);
+  err.write = (p) => Promise.resolve(err.writeSync(p));
   try {
     await fn();
   } finally {
-    console.error = orig;
+    console.error = orig.error;
+    err.writeSync = orig.writeSync;
+    err.write = orig.write;
   }
   return lines;
 }

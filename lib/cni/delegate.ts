@@ -5,6 +5,7 @@
  */
 import type { Plugin } from "./skel.ts";
 import { type CmdArgs, type CniCommand, CniError, ErrCode } from "./spec.ts";
+import { runProcess } from "../proc/run.ts";
 
 /** Plugins that run in-process, by type name (the table is lib/cni/plugins.ts). */
 export type PluginTable = Record<string, () => Promise<Plugin>>;
@@ -66,12 +67,10 @@ export async function delegate(
     CNI_ARGS: args.args,
     CNI_PATH: args.path.join(":"),
   };
-  const p = new Deno.Command(exe, { env, stdin: "piped", stdout: "piped", stderr: "inherit" }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(conf));
-  await w.close();
-  const o = await p.output();
-  const text = new TextDecoder().decode(o.stdout).trim();
+  // The one process runner: the config is written while the output is read, and a delegate that exits
+  // without reading it (a bad config, refused at once) answers with its own error, not a broken pipe.
+  const o = await runProcess([exe], { env, stdin: conf, inheritStderr: true });
+  const text = o.stdout.trim();
   let parsed: Record<string, unknown> | null = null;
   if (text) {
     try {

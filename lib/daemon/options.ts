@@ -8,7 +8,7 @@
  * @module
  */
 import { UsageError } from "../errors.ts";
-import { flagEnv, type FlagSpec, goBool, parseGoFlags, renderFlagHelp } from "../flags/goflag.ts";
+import { flagEnv, type FlagSpec, goBool, parseGoFlags, renderFlagHelp, wrapText } from "../flags/goflag.ts";
 import { IPAddr } from "../ip/cidr.ts";
 import { STORE_FLAGS } from "../store/flags.ts";
 import type { StoreOptions } from "../store/open.ts";
@@ -255,11 +255,12 @@ export function parseDaemonArgs(
 
 /** The help text of `flanctl daemon`, with every flag's env variable and default. */
 export function daemonHelp(): string {
-  return "Usage: flanctl daemon [flags]   (flanneld's flags and syntax: -flag value, --flag=value, --bool=false)\n\n" +
-    "Runs the node daemon: acquires a subnet lease, sets up the vxlan/host-gw backend, writes subnet.env,\n" +
-    "programs routes/ARP/FDB for every peer and keeps the masquerade rules. Store: kube with\n" +
-    "--kube-subnet-mgr, etcd with --etcd-endpoints, the embedded file store with --store-dir, else etcd at\n" +
-    "flanneld's default endpoints. A flag not given is read from its env variable.\n" +
+  const about = "Runs the node daemon: acquires a subnet lease, sets up the vxlan/host-gw backend, writes " +
+    "subnet.env, programs routes/ARP/FDB for every peer and keeps the masquerade rules. Store: kube with " +
+    "--kube-subnet-mgr, etcd with --etcd-endpoints, the embedded file store with --store-dir, else etcd at " +
+    "flanneld's default endpoints. A flag not given is read from its env variable. Flags in flanneld's " +
+    "syntax: -flag value, --flag=value, --bool=false.";
+  return "Usage: flanctl daemon [flags]\n\n" + wrapText(about, "", 80).join("\n") + "\n" +
     renderFlagHelp(ALL_DAEMON_FLAGS, {
       flanneld: "flanneld flags:",
       flanctl: "flanctl flags:",

@@ -195,10 +195,28 @@ export function parseGoFlags(
   return out;
 }
 
-/** Renders `specs` as help text: one block per flag with its env variable and default. */
+/** `text` as lines of at most `width` columns (a longer word stands alone), each starting with `indent`. */
+export function wrapText(text: string, indent: string, width: number): string[] {
+  const out: string[] = [];
+  let line = "";
+  for (const w of text.split(/\s+/).filter(Boolean)) {
+    if (line && indent.length + line.length + 1 + w.length > width) {
+      out.push(indent + line);
+      line = w;
+    } else line = line ? `${line} ${w}` : w;
+  }
+  if (line) out.push(indent + line);
+  return out;
+}
+
+/**
+ * Renders `specs` as help text: one block per flag with its env variable and default, the description
+ * wrapped to `width` columns (80, as commander wraps every other command's help off a terminal).
+ */
 export function renderFlagHelp(
   specs: readonly FlagSpec[],
   groups: Record<FlagSpec["origin"], string>,
+  width = 80,
 ): string {
   const lines: string[] = [];
   for (const origin of ["flanneld", "flanctl", "glog"] as const) {
@@ -213,7 +231,7 @@ export function renderFlagHelp(
       if (s.kind === "list") extra.push("repeatable");
       const e = flagEnv(s);
       if (e) extra.push(`env ${e}`);
-      lines.push(`      ${s.help}${extra.length ? ` (${extra.join("; ")})` : ""}`);
+      lines.push(...wrapText(`${s.help}${extra.length ? ` (${extra.join("; ")})` : ""}`, "      ", width));
     }
   }
   return lines.join("\n") + "\n";

@@ -8,6 +8,8 @@
  * @module
  */
 import { FlanctlError } from "../errors.ts";
+import { flagEnv } from "../flags/goflag.ts";
+import { STORE_FLAGS } from "../store/flags.ts";
 import { labRoot, NODE_PATHS, nodeMounts } from "./paths.ts";
 import { shq } from "./proc.ts";
 import type { LabState } from "./types.ts";
@@ -112,7 +114,10 @@ export function storeEnv(s: LabState): Record<string, string> {
       env.FLANNELD_STORE_DIR = "/var/lib/flanctl";
       continue;
     }
-    env[`FLANNELD_${s.storeFlags[i].slice(2).toUpperCase().replaceAll("-", "_")}`] = s.storeFlags[i + 1];
+    // The variable the flag's own table gives it (FLANNELD_<FLAG>, or its own, e.g. FLANCTL_LEASE_TTL).
+    const spec = STORE_FLAGS.find((f) => `--${f.name}` === s.storeFlags[i]);
+    const name = spec ? flagEnv(spec) : null;
+    if (name) env[name] = s.storeFlags[i + 1];
   }
   return env;
 }

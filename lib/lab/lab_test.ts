@@ -109,6 +109,15 @@ Deno.test("withNodeFiles: ip netns exec + bind mounts + exec of the unchanged ar
 Deno.test("storeEnv: etcd endpoints as FLANNELD_ETCD_ENDPOINTS; the file store at its mount point", () => {
   assertEquals(storeEnv(state("etcd")), { FLANNELD_ETCD_ENDPOINTS: "http://192.168.1.1:2379" });
   assertEquals(storeEnv(state("file")), { FLANNELD_STORE_DIR: "/var/lib/flanctl" });
+  // Each flag's variable comes from the store flags' table: --lease-ttl is read from FLANCTL_LEASE_TTL.
+  const ttl = {
+    ...state("etcd"),
+    storeFlags: ["--etcd-endpoints", "http://192.168.1.1:2379", "--lease-ttl", "30"],
+  };
+  assertEquals(storeEnv(ttl), {
+    FLANNELD_ETCD_ENDPOINTS: "http://192.168.1.1:2379",
+    FLANCTL_LEASE_TTL: "30",
+  });
 });
 
 Deno.test("resolveTarget: nodes and pods map to their netns and their node's dir", () => {

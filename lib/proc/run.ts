@@ -1,7 +1,7 @@
 /**
  * The one process runner: runs a command to completion, asynchronously, with optional stdin text, extra
  * environment, working directory and a timeout. A missing binary is a typed {@link CommandNotFoundError};
- * a non-zero exit is a result, not an error. Every caller (lab, doctor, firewall, bundle, benches) runs
+ * a non-zero exit is a result, not an error. Every caller (lab, doctor, firewall, bundle, CNI delegates, benches) runs
  * processes through here.
  * @module
  */
@@ -29,6 +29,11 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Discard stdout and stderr instead of collecting them. */
   discardOutput?: boolean;
+  /**
+   * The command's stderr goes to this process's stderr instead of being collected (`stderr` is then ""):
+   * a CNI delegate's diagnostics belong to the runtime that called us.
+   */
+  inheritStderr?: boolean;
 }
 
 /** Result of a finished command. */
@@ -52,7 +57,7 @@ export async function runProcess(cmd: string[], opts: RunOptions = {}): Promise<
       args: cmd.slice(1),
       stdin: opts.stdin !== undefined ? "piped" : "null",
       stdout: out,
-      stderr: out,
+      stderr: opts.inheritStderr ? "inherit" : out,
       env: opts.env,
       cwd: opts.cwd,
     }).spawn();
@@ -79,7 +84,7 @@ export async function runProcess(cmd: string[], opts: RunOptions = {}): Promise<
     return {
       code: o.code,
       stdout: opts.discardOutput ? "" : dec.decode(o.stdout),
-      stderr: opts.discardOutput ? "" : dec.decode(o.stderr),
+      stderr: opts.discardOutput || opts.inheritStderr ? "" : dec.decode(o.stderr),
       timedOut,
     };
   } finally {

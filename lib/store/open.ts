@@ -69,11 +69,13 @@ export interface StoreOptions {
 export function addStoreOptions(cmd: Command): Command {
   const bools: string[] = [];
   for (const s of STORE_FLAGS) {
+    const env = flagEnv(s);
+    // Commander shows `(env: …)` only for an option given .env(); a boolean's env is read by the hook
+    // below (Go's ParseBool), so its help names the variable itself, in commander's words.
     const o = cmd.createOption(
       s.kind === "bool" ? `--${s.name}` : `--${s.name} ${s.arg ?? "<value>"}`,
-      s.help,
+      s.kind === "bool" && env ? `${s.help} (env: ${env})` : s.help,
     );
-    const env = flagEnv(s);
     if (s.kind === "bool") bools.push(s.name);
     else if (env) o.env(env);
     if (s.default !== undefined && s.kind !== "bool") o.default(s.default);
