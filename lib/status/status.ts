@@ -14,7 +14,13 @@ import { nftablesMode, nftRules } from "../doctor/checks/nftables.ts";
 import type { LinkInfo } from "../netlink/types.ts";
 import type { Lease } from "../store/types.ts";
 import { scanForDaemon } from "../doctor/checks/daemon.ts";
-import { daemonRunning, type DaemonStateFile, daemonStatePath, readDaemonState } from "../daemon_state.ts";
+import {
+  daemonRunning,
+  DaemonStateError,
+  type DaemonStateFile,
+  daemonStatePath,
+  readDaemonState,
+} from "../daemon_state.ts";
 import { IPNet } from "../ip/cidr.ts";
 
 /** The `-o json` view of `flanctl status`. */
@@ -244,10 +250,13 @@ interface DaemonFound {
 async function findDaemon(ctx: DoctorContext): Promise<DaemonFound> {
   const path = daemonStatePath(ctx.opts.subnetFile);
   let state: DaemonStateFile | null = null;
+  // An unreadable or malformed state file counts as none, but the detail says what is wrong with it.
+  let noState = `no ${path}`;
   try {
     state = readDaemonState(path);
-  } catch {
-    // An unreadable or malformed state file counts as none.
+  } catch (e) {
+    if (!(e instanceof DaemonStateError)) throw e;
+    noState = e.message;
   }
   let running = state ? daemonRunning(state) : false;
   let elsewhere = "";
@@ -264,8 +273,8 @@ async function findDaemon(ctx: DoctorContext): Promise<DaemonFound> {
       ? `running${elsewhere} (${path})`
       : `not running: pid ${state.pid}${elsewhere} from ${path} is gone (killed or crashed)`)
     : scan
-    ? `running (process scan: ${scan.cmd}; no ${path})`
-    : `not running (no ${path}, no daemon process)`;
+    ? `running (process scan: ${scan.cmd}; ${noState})`
+    : `not running (${noState}, no daemon process)`;
   return { state, running, scan, detail, health: running ? state?.health ?? null : null };
 }
 
