@@ -2,11 +2,12 @@
  * The UDP backend's offloads against a peer without them, in throwaway namespaces: node A runs with the
  * defaults (flannel0 with IFF_VNET_HDR + TSO, super-packets cut in userspace and sent with UDP GSO,
  * received segments coalesced, UDP_GRO reads), node B with FLANCTL_UDP_OFFLOAD=0 (a plain TUN, one
- * datagram per packet: what flannel's C proxy does), node C with the defaults too (A → C: GRO reads), node
- * D with the send offloads only (FLANCTL_UDP_COALESCE=0 FLANCTL_UDP_GRO=0). Pod-to-pod ping and 1 MB TCP byte for byte both ways prove the wire format
- * and the checksums (B's kernel checks every segment A cut); a raw AF_PACKET capture on A's underlay
- * interface proves no datagram on the wire exceeds the underlay MTU and none is IP-fragmented; the
- * counters prove each technique ran where it should, and flannel0 loses its offloads when A stops.
+ * datagram per packet: what flannel's C proxy does), node C with the defaults too (A → C: GRO reads),
+ * node D with the send offloads only (FLANCTL_UDP_COALESCE=0 FLANCTL_UDP_GRO=0). Pod-to-pod ping and
+ * 1 MB TCP byte for byte both ways prove the wire format and the checksums (B's kernel checks every
+ * segment A cut); a raw AF_PACKET capture on A's underlay interface proves no datagram on the wire
+ * exceeds the underlay MTU and none is IP-fragmented; the counters prove each technique ran where it
+ * should, and flannel0 loses its offloads when A stops.
  */
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
