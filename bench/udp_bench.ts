@@ -1,11 +1,12 @@
 /**
  * UDP backend benchmark: iperf3 TCP throughput and ping RTT pod -> pod across two lab nodes, udp (the
- * userspace data path) against kernel vxlan, both labs up at once and measured interleaved, REPEATS rounds
- * of SECONDS each; medians and the median of per-round ratios are reported with the issue's goals
- * (udp >= 0.10x vxlan floor, >= 0.3x target; RTT added over vxlan <= 0.3 ms). Also the restart gap:
- * packets lost by a 100 pps cross-node ping while one udp daemon restarts. Each data-path technique is its
- * own lab (see VARIANTS: plain, + recvmmsg/sendmmsg, + TUN offloads with UDP GSO, + receive coalescing,
- * + UDP_GRO, + worker threads at nice -10 — not the default), so each one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS,
+ * userspace data path) against kernel vxlan, all labs up at once and measured interleaved (in a random
+ * order each round), REPEATS rounds of SECONDS each; medians and the median of per-round ratios are
+ * reported with the issue's goals (udp >= 0.10x vxlan floor, >= 0.3x target; RTT added over vxlan
+ * <= 0.3 ms). Also the restart gap: packets lost by a 100 pps cross-node ping while one udp daemon
+ * restarts. Each data-path technique is its own lab (see VARIANTS: plain, + recvmmsg/sendmmsg, + TUN
+ * offloads with UDP GSO, + receive coalescing, + UDP_GRO, + worker threads at nice -10 — not the
+ * default), so each one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS,
  * BENCH_REPEATS, BENCH_UDP_ARGS (extra daemon flags for the udp labs).
  * Needs root and iperf3 (`./install.sh --dev`).
  */
@@ -77,7 +78,9 @@ try {
   }
   await sleep(1000);
   for (let i = 0; i < REPEATS; i++) {
-    for (const [k, s] of labs) {
+    // A new order every round: no variant always runs right after the same other one.
+    const order = labs.map((l) => [Math.random(), l] as const).sort((a, b) => a[0] - b[0]).map((x) => x[1]);
+    for (const [k, s] of order) {
       const [p0, p1] = [s.pods[0], s.pods[1]];
       bps[k].push(await iperf(p1.netns, p0.netns, p1.ip!));
       const [avg, p50] = await rtt(p0.netns, p1.ip!);
