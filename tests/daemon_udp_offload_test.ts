@@ -2,10 +2,12 @@
  * The UDP backend's offloads against a peer without them, in throwaway namespaces: node A runs with the
  * defaults (flannel0 with IFF_VNET_HDR + TSO, super-packets cut in userspace and sent with UDP GSO,
  * received segments coalesced, UDP_GRO reads), node B with FLANCTL_UDP_OFFLOAD=0 (a plain TUN, one
- * datagram per packet: what flannel's C proxy does), node C with the defaults too (A → C: GRO reads). Pod-to-pod ping and 1 MB TCP byte for byte both ways prove the wire format
- * and the checksums (B's kernel checks every segment A cut); a raw AF_PACKET capture on A's underlay
- * interface proves no datagram on the wire exceeds the underlay MTU and none is IP-fragmented; the
- * counters prove each technique ran where it should, and flannel0 loses its offloads when A stops.
+ * datagram per packet: what flannel's C proxy does), node C with the defaults too (A → C: GRO reads),
+ * node D with the send offloads only (FLANCTL_UDP_COALESCE=0 FLANCTL_UDP_GRO=0). Pod-to-pod ping and
+ * 1 MB TCP byte for byte both ways prove the wire format and the checksums (B's kernel checks every
+ * segment A cut); a raw AF_PACKET capture on A's underlay interface proves no datagram on the wire
+ * exceeds the underlay MTU and none is IP-fragmented; the counters prove each technique ran where it
+ * should, and flannel0 loses its offloads when A stops.
  */
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
@@ -62,13 +64,12 @@ Deno.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate wi
   let capture: Deno.ChildProcess | null = null;
   try {
     await c.init(NETCONF);
-    const a = await c.addNode(), b = await c.addNode(), cn = await c.addNode();
+    const a = await c.addNode(), b = await c.addNode(), cn = await c.addNode(), d = await c.addNode();
     c.start(a, FAST);
     c.start(b, FAST, { FLANCTL_UDP_OFFLOAD: "0" });
     c.start(cn, FAST);
-    await c.waitReady(a);
-    await c.waitReady(b);
-    await c.waitReady(cn);
+    c.start(d, FAST, { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0" });
+    for (const n of [a, b, cn, d]) await c.waitReady(n);
     const fa = await features(a.ns, "flannel0"), fb = await features(b.ns, "flannel0");
     assertEquals(fa["tcp-segmentation-offload"], "on", `A's flannel0: ${JSON.stringify(fa)}`);
     assertEquals(fb["tcp-segmentation-offload"], "off", `B's flannel0: ${JSON.stringify(fb)}`);
@@ -95,6 +96,25 @@ Deno.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate wi
     assert(metric(mc, "flanctl_udp_rx_gro_total") > 0, mc);
     assert(metric(mc, 'flanctl_udp_rx_coalesced_total{unit="packets"}') > 0, mc);
     assertEquals(metric(mc, 'flanctl_udp_errors_total{op="tun_write"}'), 0, mc);
+
+    // Send offloads only (D: TUN offloads and UDP GSO, no GRO, no coalescing: every datagram written to
+    // flannel0 with a zero virtio_net_hdr), both ways with A.
+    const pd = await c.addPod(d);
+    await waitFor(
+      "A's pod reaches D's pod",
+      async () => (await nsRun(pa.ns, ["ping", "-c", "1", "-W", "1", pd.ip])).code === 0,
+    );
+    const ad = random(1 << 20), da = random(1 << 20);
+    const gotD = await transfer(c.tmp, "ad", pa.ns, pd.ns, pd.ip, ad);
+    assert(gotD.length === ad.length && gotD.every((x, i) => x === ad[i]), "A → D bytes differ");
+    const gotAD = await transfer(c.tmp, "da", pd.ns, pa.ns, pa.ip, da);
+    assert(gotAD.length === da.length && gotAD.every((x, i) => x === da[i]), "D → A bytes differ");
+    const [, md] = await c.http(d, "/metrics");
+    assert(metric(md, 'flanctl_udp_tx_offload_total{op="tso_split"}') > 0, md);
+    assertEquals(metric(md, "flanctl_udp_rx_gro_total"), 0, md);
+    assertEquals(metric(md, 'flanctl_udp_rx_coalesced_total{unit="packets"}'), 0, md);
+    assert(metric(md, 'flanctl_udp_packets_total{direction="rx"}') >= (1 << 20) / 1500, md);
+    assertEquals(metric(md, 'flanctl_udp_errors_total{op="tun_write"}'), 0, md);
 
     // The wire: A's underlay interface without UDP segmentation offload, so a UDP GSO send is cut into
     // datagrams before it (on a veth with the offload, the kernel would hand a 64 KiB UDP GSO skb to the

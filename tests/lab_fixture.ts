@@ -50,3 +50,44 @@ export async function withLab(
   assertEquals(await labLeftovers(name, dir), []);
   return name;
 }
+
+/**
+ * Runs `fn` with the path of a temporary net-conf.json holding `conf` (for `lab up --net-conf FILE`);
+ * the file is removed afterwards, also when `fn` fails.
+ */
+export async function withNetConf<T>(
+  conf: Record<string, unknown>,
+  fn: (file: string) => Promise<T>,
+): Promise<T> {
+  const file = await Deno.makeTempFile({ suffix: ".json" });
+  try {
+    await Deno.writeTextFile(file, JSON.stringify(conf));
+    return await fn(file);
+  } finally {
+    await Deno.remove(file);
+  }
+}
+
+/** A dual-stack vxlan network in nftables mode (EnableNFTables), as `lab up --net-conf` takes it. */
+export const DUAL_NFT_NETCONF = {
+  Network: "10.246.0.0/16",
+  EnableIPv6: true,
+  IPv6Network: "fc00:246::/48",
+  Backend: { Type: "vxlan" },
+  EnableNFTables: true,
+};
+
+/**
+ * Kills the lab process `what` ("daemon node2", "etcd") with SIGKILL and waits until it is gone or a
+ * zombie (killed, not yet reaped by its parent). Returns its pid.
+ */
+export async function killLabProc(s: LabState, what: string): Promise<number> {
+  const pid = s.procs.find((p) => p.what === what)!.pid;
+  Deno.kill(pid, "SIGKILL");
+  for (let i = 0; i < 100; i++) {
+    const st = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+    if (!st || st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return pid;
+}

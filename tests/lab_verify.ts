@@ -196,7 +196,9 @@ export async function restartUnderPing(
     await sleep(1500);
   } finally {
     const res = await p.stop();
-    assert(res.transmitted >= 100, `too few packets: ${res.output}`);
+    // The ping must have covered the restart; how many it sent in that time is timing (a loaded host sent
+    // 96 in a window that is ~150 when quiet), so the bar is well below what a quiet run sends.
+    assert(res.transmitted >= 50, `too few packets: ${res.output}`);
     assertEquals(res.transmitted - res.received, 0, `lost packets: ${res.output}`);
   }
   assertEquals(await entries(), before);

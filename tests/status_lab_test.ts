@@ -6,7 +6,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd } from "./netns.ts";
-import { labExec, withLab } from "./lab_fixture.ts";
+import { DUAL_NFT_NETCONF, killLabProc, labExec, withLab, withNetConf } from "./lab_fixture.ts";
 import { parseMetrics, type StatusJson } from "../lib/status/status.ts";
 
 const SHAPE: Record<string, string[]> = {
@@ -21,11 +21,17 @@ const SHAPE: Record<string, string[]> = {
   health: ["address", "healthz", "metrics", "readyz"],
 };
 
-async function waitGone(pid: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const st = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-    if (!st || st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) return;
-    await new Promise((r) => setTimeout(r, 50));
+/** `flanctl status -o json` on lab node `node` (through `lab exec`): its exit code, view and run. */
+async function labStatus(name: string, node = "node1") {
+  const r = await labExec(name, node, flanctlCmd("status", "-o", "json"));
+  return { code: r.code, st: JSON.parse(r.stdout) as StatusJson, r };
+}
+
+/** The view has exactly the documented keys, section by section. */
+function assertShape(st: StatusJson): void {
+  for (const [k, keys] of Object.entries(SHAPE)) {
+    const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
+    assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
   }
 }
 
@@ -45,16 +51,10 @@ Deno.test({
       "--daemon-arg=--resync-interval=3600",
     ];
     await withLab("ts", args, undefined, async (s, name) => {
-      const status = async () => {
-        const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
-        return { code: r.code, st: JSON.parse(r.stdout) as StatusJson, r };
-      };
+      const status = () => labStatus(name);
       const { code, st, r } = await status();
       assertEquals(code, 0, r.stderr);
-      for (const [k, keys] of Object.entries(SHAPE)) {
-        const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
-        assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
-      }
+      assertShape(st);
       assertEquals([st.daemon.running, st.daemon.source, st.store.reachable, st.store.kind], [
         true,
         "state-file",
@@ -144,17 +144,13 @@ Deno.test({
       assertStringIncludes(trp.stdout, "probe: reply received; last seen rx on eth0");
 
       // Store killed: unreachable (the daemon keeps running).
-      const etcd = s.procs.find((p) => p.what === "etcd")!.pid;
-      Deno.kill(etcd, "SIGKILL");
-      await waitGone(etcd);
+      await killLabProc(s, "etcd");
       const noStore = await status();
       assertEquals([noStore.code, noStore.st.daemon.running, noStore.st.store.reachable], [0, true, false]);
       assert(noStore.st.store.error, "an unreachable store says why");
 
       // Daemon killed: down, exit 1, and the table says so.
-      const pid = st.daemon.pid!;
-      Deno.kill(pid, "SIGKILL");
-      await waitGone(pid);
+      const pid = await killLabProc(s, "daemon node1");
       const down = await status();
       assertEquals([down.code, down.st.daemon.running, down.st.daemon.pid], [1, false, null]);
       assertStringIncludes(down.st.daemon.detail, `pid ${pid}`);
@@ -170,71 +166,43 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const file = Deno.makeTempFileSync({ suffix: ".json" });
-    try {
-      Deno.writeTextFileSync(
-        file,
-        JSON.stringify({
-          Network: "10.246.0.0/16",
-          EnableIPv6: true,
-          IPv6Network: "fc00:246::/48",
-          Backend: { Type: "vxlan" },
-          EnableNFTables: true,
-        }),
-      );
-      await withLab(
-        "ts6",
-        ["--nodes", "2", "--pods-per-node", "1", "--daemon-arg=--resync-interval=3600", "--net-conf", file],
-        undefined,
-        async (
-          s,
-          name,
-        ) => {
-          const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
-          assertEquals(r.code, 0, r.stderr);
-          const st = JSON.parse(r.stdout) as StatusJson;
-          for (const [k, keys] of Object.entries(SHAPE)) {
-            const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
-            assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
-          }
-          const n1 = s.nodes.find((n) => n.name === "node1")!;
-          assertEquals(st.lease.publicIPv6, n1.publicIPv6);
-          assert(st.lease.ipv6Subnet?.startsWith("fc00:246:"), `ipv6Subnet ${st.lease.ipv6Subnet}`);
-          assert(st.lease.subnet?.startsWith("10.246."), `subnet ${st.lease.subnet}`);
-          assertEquals([st.backend.device, st.backend.deviceUp], ["flannel.1", true]);
-          assertEquals([st.backend.deviceV6?.name, st.backend.deviceV6?.up], ["flannel-v6.1", true]);
-          assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [
-            1,
-            1,
-            [],
-            [],
-          ]);
-          assertEquals(st.peers.v6, { leases: 1, programmed: 1, missing: [], stale: [] });
-          // nftables mode: the rules line is doctor's nft-rules result (both tables), not masq-rules' text.
-          assertEquals([st.rules.mode, st.rules.masqueradeV6], ["nftables", null]);
-          assertStringIncludes(st.rules.masquerade, "table ip flannel-ipv4");
-          assertStringIncludes(st.rules.masquerade, "table ip6 flannel-ipv6");
-          assert(st.rules.ok, JSON.stringify(st.rules));
-          const table = await labExec(name, "node1", flanctlCmd("status"));
-          assertStringIncludes(table.stdout, "flannel-v6.1 up");
-          assertStringIncludes(table.stdout, "peers v6   1 leases: 1 programmed, 0 missing, 0 stale");
+    const args = ["--nodes", "2", "--pods-per-node", "1", "--daemon-arg=--resync-interval=3600"];
+    await withNetConf(DUAL_NFT_NETCONF, async (file) => {
+      await withLab("ts6", [...args, "--net-conf", file], undefined, async (s, name) => {
+        const { code, st, r } = await labStatus(name);
+        assertEquals(code, 0, r.stderr);
+        assertShape(st);
+        const n1 = s.nodes.find((n) => n.name === "node1")!;
+        assertEquals(st.lease.publicIPv6, n1.publicIPv6);
+        assert(st.lease.ipv6Subnet?.startsWith("fc00:246:"), `ipv6Subnet ${st.lease.ipv6Subnet}`);
+        assert(st.lease.subnet?.startsWith("10.246."), `subnet ${st.lease.subnet}`);
+        assertEquals([st.backend.device, st.backend.deviceUp], ["flannel.1", true]);
+        assertEquals([st.backend.deviceV6?.name, st.backend.deviceV6?.up], ["flannel-v6.1", true]);
+        assertEquals([st.peers.leases, st.peers.programmed, st.peers.missing, st.peers.stale], [
+          1,
+          1,
+          [],
+          [],
+        ]);
+        assertEquals(st.peers.v6, { leases: 1, programmed: 1, missing: [], stale: [] });
+        // nftables mode: the rules line is doctor's nft-rules result (both tables), not masq-rules' text.
+        assertEquals([st.rules.mode, st.rules.masqueradeV6], ["nftables", null]);
+        assertStringIncludes(st.rules.masquerade, "table ip flannel-ipv4");
+        assertStringIncludes(st.rules.masquerade, "table ip6 flannel-ipv6");
+        assert(st.rules.ok, JSON.stringify(st.rules));
+        const table = await labExec(name, "node1", flanctlCmd("status"));
+        assertStringIncludes(table.stdout, "flannel-v6.1 up");
+        assertStringIncludes(table.stdout, "peers v6   1 leases: 1 programmed, 0 missing, 0 stale");
 
-          // An IPv6 peer route removed: counted missing for IPv6 only.
-          const sub6 = (JSON.parse(
-            (await labExec(name, "node2", flanctlCmd("status", "-o", "json"))).stdout,
-          ) as StatusJson).lease.ipv6Subnet;
-          assert(sub6, "node2 has an IPv6 subnet");
-          assertEquals((await labExec(name, "node1", ["ip", "-6", "route", "del", sub6!])).code, 0);
-          const st2 = JSON.parse(
-            (await labExec(name, "node1", flanctlCmd("status", "-o", "json"))).stdout,
-          ) as StatusJson;
-          assertEquals(st2.peers.v6?.missing, [sub6]);
-          assertEquals(st2.peers.missing, []);
-        },
-      );
-    } finally {
-      Deno.removeSync(file);
-    }
+        // An IPv6 peer route removed: counted missing for IPv6 only.
+        const sub6 = (await labStatus(name, "node2")).st.lease.ipv6Subnet;
+        assert(sub6, "node2 has an IPv6 subnet");
+        assertEquals((await labExec(name, "node1", ["ip", "-6", "route", "del", sub6!])).code, 0);
+        const st2 = (await labStatus(name)).st;
+        assertEquals(st2.peers.v6?.missing, [sub6]);
+        assertEquals(st2.peers.missing, []);
+      });
+    });
   },
 });
 
@@ -244,9 +212,9 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     const status = async (name: string) => {
-      const r = await labExec(name, "node1", flanctlCmd("status", "-o", "json"));
-      assertEquals(r.code, 0, r.stderr);
-      return JSON.parse(r.stdout) as StatusJson;
+      const { code, st, r } = await labStatus(name);
+      assertEquals(code, 0, r.stderr);
+      return st;
     };
     await withLab("ts6o", ["--nodes", "2", "--pods-per-node", "1", "--ip-family", "ipv6"], undefined, async (
       s,
@@ -287,10 +255,7 @@ Deno.test({
         ]);
         assertEquals(st.peers.v6, null);
         // The peer's route into flannel0 removed: missing.
-        const peer = (JSON.parse(
-          (await labExec(name, "node2", flanctlCmd("status", "-o", "json"))).stdout,
-        ) as StatusJson)
-          .lease.subnet!;
+        const peer = (await labStatus(name, "node2")).st.lease.subnet!;
         assertEquals((await labExec(name, "node1", ["ip", "route", "del", peer])).code, 0);
         const st2 = await status(name);
         assertEquals([st2.peers.programmed, st2.peers.missing], [0, [peer]]);

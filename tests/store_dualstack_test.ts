@@ -74,15 +74,24 @@ async function exercise(
     previousIPv6Subnet: IPNet.parse(prev[1]),
   });
   assertEquals([String(c.subnet), String(c.ipv6Subnet)], prev);
-  // A foreign lease written by flanneld, and malformed v6 entries (skipped with a warning).
-  await put("10.244.9.0-24&fc00:0:0:9::-64", FLANNELD_DUAL);
-  await put("10.244.10.0-24&fc00:0:0:10::-64", FLANNELD_DUAL.replace(`"fc00:99::9"`, `"not-an-ip"`));
-  await put("10.244.11.0-24&FC00:0:0:11::-64", FLANNELD_DUAL);
+  // A foreign lease written by flanneld, and malformed v6 entries (skipped with a warning), at subnets
+  // none of a, b, c drew (they are random: a foreign key equal to one of theirs would overwrite it).
+  const held = [a, b, c].flatMap((l) => [String(l.subnet), String(l.ipv6Subnet)]);
+  const n = [9, 20, 30, 40, 50, 60].find((k) =>
+    [k, k + 1, k + 2].every((m) => !held.includes(`10.244.${m}.0/24`) && !held.includes(`fc00:0:0:${m}::/64`))
+  )!;
+  const v6n = `fc00:0:0:${n}::/64`;
+  await put(`10.244.${n}.0-24&fc00:0:0:${n}::-64`, FLANNELD_DUAL);
+  await put(
+    `10.244.${n + 1}.0-24&fc00:0:0:${n + 1}::-64`,
+    FLANNELD_DUAL.replace(`"fc00:99::9"`, `"not-an-ip"`),
+  );
+  await put(`10.244.${n + 2}.0-24&FC00:0:0:${n + 2}::-64`, FLANNELD_DUAL);
   const { leases } = await s.listLeases();
   const f = leases.find((l) => l.attrs.PublicIP === "192.0.2.9")!;
   assertEquals([String(f.subnet), String(f.ipv6Subnet), f.attrs.PublicIPv6], [
-    "10.244.9.0/24",
-    "fc00:0:0:9::/64",
+    `10.244.${n}.0/24`,
+    v6n,
     "fc00:99::9",
   ]);
   assertEquals(f.attrs.BackendV6Data, { VNI: 1, VtepMAC: "0e:00:00:00:06:09" });
@@ -93,10 +102,10 @@ async function exercise(
     [...Array(100).keys()].map((i) => `10.244.${150 + i}.0/24`).find((x) => !used.has(x))!,
   );
   const e = await assertRejects(
-    () => s.reserve(free4, "192.0.2.7", { subnet: IPNet.parse("fc00:0:0:9::/64"), publicIP: "fc00:99::7" }),
+    () => s.reserve(free4, "192.0.2.7", { subnet: IPNet.parse(v6n), publicIP: "fc00:99::7" }),
     SubnetConflictError,
   );
-  assert(e.message.includes("fc00:0:0:9::/64") && e.message.includes("overlaps"), e.message);
+  assert(e.message.includes(v6n) && e.message.includes("overlaps"), e.message);
   // One family alone is refused in a dual-stack network, by the store itself (not only by the CLI): flanneld
   // reads an IPv6-only key 0.0.0.0-0&… as 0.0.0.0/0, and its nodes then run out of subnets.
   const used6 = new Set(leases.map((l) => String(l.ipv6Subnet)));
@@ -120,8 +129,7 @@ async function exercise(
   for (let i = 4; i <= 8; i++) {
     const l = await s.acquireLease(dualAttrs(i));
     assert(
-      !l.ipv6Subnet!.equals(IPNet.parse("fc00:0:0:9::/64")) &&
-        !l.subnet!.equals(IPNet.parse("10.244.9.0/24")),
+      !l.ipv6Subnet!.equals(IPNet.parse(v6n)) && !l.subnet!.equals(IPNet.parse(`10.244.${n}.0/24`)),
     );
   }
 }

@@ -5,10 +5,10 @@
  * the lease), and a killed remote daemon is found at the remote daemon with its flannel0 left ownerless.
  * @module
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { sh } from "./netns.ts";
-import { withLab } from "./lab_fixture.ts";
-import { brokenAt, labTrace, SLOW } from "./trace_fixture.ts";
+import { killLabProc, withLab } from "./lab_fixture.ts";
+import { brokenAt, labTrace, podToPodSteps, SLOW, steps, wholeTrace } from "./trace_fixture.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 
 Deno.test({
@@ -24,30 +24,10 @@ Deno.test({
       async (s, name) => {
         const n1 = s.nodes[0].netns;
         const peerSub = nodeSubnet(s.nodes[1])!;
-        const healthy = await labTrace(name, "node1-pod1", "node2-pod1");
-        assert(healthy.ok, JSON.stringify(healthy, null, 2));
+        const healthy = await wholeTrace(name, "node1-pod1", "node2-pod1");
         assertEquals(
-          healthy.hops.map((h) => `${h.node}:${h.step}`),
-          [
-            "node1-pod1:pod-route",
-            "node1:veth",
-            "node1:cni0-port",
-            "node1:daemon",
-            "node1:host-route",
-            "node1:forward",
-            "node1:masquerade",
-            "node1:udp-device",
-            "node1:udp-peer",
-            "node1:underlay",
-            "underlay:underlay-bridge",
-            "node2:daemon",
-            "node2:remote-udp-port",
-            "node2:remote-udp-device",
-            "node2:remote-route",
-            "node2:remote-forward",
-            "node2:cni0-port",
-            "node2-pod1:pod",
-          ],
+          steps(healthy),
+          podToPodSteps(["udp-device", "udp-peer"], ["remote-udp-port", "remote-udp-device"]),
         );
         const route = healthy.hops.find((h) => h.step === "host-route")!;
         const peerGw = peerSub.split("/")[0];
@@ -73,56 +53,38 @@ Deno.test({
         );
         assertStringIncludes(h.detail, `expected ${peerSub} via ${peerGw} dev flannel0 onlink`);
         await sh("ip", "-n", n1, "route", "add", peerSub, "via", peerGw, "dev", "flannel0", "onlink");
-        assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "repaired path is whole again");
+        await wholeTrace(name, "node1-pod1", "node2-pod1"); // repaired: whole again
 
         // INPUT on node2 drops the UDP port: found at the remote udp-port hop with the doctor's fix.
         const n2 = s.nodes[1].netns;
-        await sh(
-          "ip",
-          "netns",
-          "exec",
-          n2,
-          "iptables",
-          "-I",
-          "INPUT",
-          "-p",
-          "udp",
-          "--dport",
-          "8285",
-          "-j",
-          "DROP",
-        );
+        const dropInput = (op: "-I" | "-D") =>
+          sh(
+            "ip",
+            "netns",
+            "exec",
+            n2,
+            "iptables",
+            op,
+            "INPUT",
+            "-p",
+            "udp",
+            "--dport",
+            "8285",
+            "-j",
+            "DROP",
+          );
+        await dropInput("-I");
         h = brokenAt(
           await labTrace(name, "node1-pod1", "node2-pod1"),
           "node2",
           "remote-udp-port",
           "INPUT drops the UDP backend's port",
         );
-        await sh(
-          "ip",
-          "netns",
-          "exec",
-          n2,
-          "iptables",
-          "-D",
-          "INPUT",
-          "-p",
-          "udp",
-          "--dport",
-          "8285",
-          "-j",
-          "DROP",
-        );
-        assert((await labTrace(name, "node1-pod1", "node2-pod1")).ok, "INPUT repaired");
+        await dropInput("-D");
+        await wholeTrace(name, "node1-pod1", "node2-pod1"); // INPUT repaired
 
         // The remote daemon killed: flannel0 (persistent) stays, but nobody reads it.
-        const d2 = s.procs.find((p) => p.what === "daemon node2")!.pid;
-        Deno.kill(d2, "SIGKILL");
-        for (let i = 0; i < 50 && (await Deno.stat(`/proc/${d2}`).then(() => true, () => false)); i++) {
-          const st = await Deno.readTextFile(`/proc/${d2}/stat`).catch(() => "");
-          if (st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) break;
-          await new Promise((r) => setTimeout(r, 50));
-        }
+        const d2 = await killLabProc(s, "daemon node2");
         const t = await labTrace(name, "node1-pod1", "node2-pod1");
         brokenAt(t, "node2", "daemon", `daemon pid ${d2}`);
         h = t.hops.find((x) => x.step === "remote-udp-device")!;

@@ -8,8 +8,8 @@
  */
 import { assert, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun } from "./netns.ts";
-import { withLab } from "./lab_fixture.ts";
-import { brokenAt, labTrace, SLOW } from "./trace_fixture.ts";
+import { DUAL_NFT_NETCONF, withLab, withNetConf } from "./lab_fixture.ts";
+import { brokenAt, labTrace, podIPv6, SLOW, wholeTrace } from "./trace_fixture.ts";
 
 Deno.test({
   name:
@@ -17,27 +17,14 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const file = Deno.makeTempFileSync({ suffix: ".json" });
-    try {
-      Deno.writeTextFileSync(
-        file,
-        JSON.stringify({
-          Network: "10.246.0.0/16",
-          EnableIPv6: true,
-          IPv6Network: "fc00:246::/48",
-          Backend: { Type: "vxlan" },
-          EnableNFTables: true,
-        }),
-      );
+    await withNetConf(DUAL_NFT_NETCONF, async (file) => {
       await withLab(
         "t6n",
         ["--nodes", "2", "--pods-per-node", "1", "--net-conf", file, ...SLOW],
         undefined,
         async (s, name) => {
-          const dst = s.pods[1].ipv6!;
-          assert(dst && dst.includes(":"), JSON.stringify(s.pods));
-          const t = await labTrace(name, "node1-pod1", dst);
-          assert(t.ok, JSON.stringify(t, null, 2));
+          const dst = podIPv6(s, 1);
+          const t = await wholeTrace(name, "node1-pod1", dst);
           const masq = t.hops.find((h) => h.step === "masquerade")!;
           assertStringIncludes(masq.entry, "nft: table ip6 flannel-ipv6 has flannel's rules");
           // --probe (table output; the JSON view is the contract, without the probe).
@@ -60,8 +47,6 @@ Deno.test({
           assertStringIncludes(h.detail, "nftables mode: table ip6 flannel-ipv6");
         },
       );
-    } finally {
-      Deno.removeSync(file);
-    }
+    });
   },
 });

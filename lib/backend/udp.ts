@@ -6,7 +6,7 @@
  * same on every node, as flannel); datagrams received from peers are written back to flannel0.
  *
  * Speed (each switchable, for benches: FLANCTL_UDP_OFFLOAD, FLANCTL_UDP_COALESCE, FLANCTL_UDP_GRO,
- * FLANCTL_UDP_RX_SENDS, FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
+ * FLANCTL_UDP_BATCH): flannel0 is opened with IFF_VNET_HDR + TUNSETOFFLOAD (a plain
  * TUN, warned once, where the kernel refuses), so the kernel hands over 64 KiB TCP super-packets that the
  * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
  * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
@@ -64,6 +64,18 @@ function batchFromEnv(): number {
   return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : DEFAULT_UDP_BATCH;
 }
 
+/**
+ * Nice value of the data-path worker threads unless FLANCTL_UDP_NICE says otherwise (0 = unchanged):
+ * -10 was measured (`deno task bench udp`, variant "nice -10") with no clear gain, so it is not the default.
+ */
+export const DEFAULT_UDP_NICE = 0;
+
+/** FLANCTL_UDP_NICE (-20–19), the workers' nice value; the default otherwise. */
+function niceFromEnv(): number {
+  const v = Number(Deno.env.get("FLANCTL_UDP_NICE") ?? DEFAULT_UDP_NICE);
+  return Number.isInteger(v) && v >= -20 && v <= 19 ? v : DEFAULT_UDP_NICE;
+}
+
 /** An on/off switch from the environment (`0`, `false`, `off`, `no` = off); on when unset. */
 function switchFromEnv(name: string): boolean {
   const v = (Deno.env.get(name) ?? "").trim().toLowerCase();
@@ -72,7 +84,7 @@ function switchFromEnv(name: string): boolean {
 
 /**
  * The data path's offload switches: FLANCTL_UDP_OFFLOAD (TUN offloads + UDP GSO), FLANCTL_UDP_COALESCE,
- * FLANCTL_UDP_GRO, FLANCTL_UDP_RX_SENDS.
+ * FLANCTL_UDP_GRO.
  */
 export interface UdpOffloadSwitches {
   /** IFF_VNET_HDR + TUNSETOFFLOAD on flannel0, super-packets cut in userspace, sent with UDP GSO. */
@@ -81,8 +93,6 @@ export interface UdpOffloadSwitches {
   coalesce: boolean;
   /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
   gro: boolean;
-  /** The receive worker sends the kernel's immediate answers (ACKs, replies) itself (needs offload). */
-  rxSends: boolean;
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
@@ -91,7 +101,6 @@ export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
     offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
     gro: switchFromEnv("FLANCTL_UDP_GRO"),
-    rxSends: switchFromEnv("FLANCTL_UDP_RX_SENDS"),
   };
 }
 
@@ -240,12 +249,21 @@ export class UdpBackend implements Backend {
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
-      rxSends: this.#vnet && this.#switches.rxSends,
+      nice: niceFromEnv(),
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
     this.#pushPeers();
-    dp.start().catch((e) =>
+    dp.start().then(() => {
+      if (dp.niceRefused) {
+        this.#log?.warn?.(
+          "UDP data path workers keep their priority (setpriority refused: no CAP_SYS_NICE?)",
+          {
+            nice: niceFromEnv(),
+          },
+        );
+      }
+    }).catch((e) =>
       this.#log?.error("UDP data path failed to start", { error: e instanceof Error ? e.message : String(e) })
     );
   }
@@ -349,12 +367,6 @@ export class UdpBackend implements Backend {
       ['{direction="tx"}', c.txPackets],
       ['{direction="rx"}', c.rxPackets],
     ]);
-    fam(
-      "flanctl_udp_tx_by_rx_worker_total",
-      "counter",
-      "Of the transmitted packets, those the receive worker sent (answers the kernel made to its writes).",
-      [["", c.txByRxWorker]],
-    );
     fam("flanctl_udp_bytes_total", "counter", "Inner IP bytes carried by the UDP backend.", [
       ['{direction="tx"}', c.txBytes],
       ['{direction="rx"}', c.rxBytes],

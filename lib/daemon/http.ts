@@ -119,49 +119,168 @@ export function serveHealth(
   notReady: ReadinessFn,
   opts: HealthServerOptions = {},
 ): HealthServer {
-  const maxConns = opts.maxConns ?? defaultMaxConns();
-  const headerTimeout = opts.headerTimeoutMs ?? 5_000;
-  const writeTimeout = opts.writeTimeoutMs ?? 5_000;
-  const onError = opts.onError ?? (() => {});
+  const limits: Limits = {
+    maxConns: opts.maxConns ?? defaultMaxConns(),
+    headerTimeout: opts.headerTimeoutMs ?? 5_000,
+    writeTimeout: opts.writeTimeoutMs ?? 5_000,
+    onError: opts.onError ?? (() => {}),
+  };
   const listener = opts.listener ?? Deno.listen({ hostname, port, transport: "tcp" });
   const bound = (listener.addr as Deno.NetAddr).port;
-  /** Open connections, oldest first (a Set keeps insertion order). */
-  const open = new Set<Deno.Conn>();
-  let closed = false;
-  let wakeBackoff: (() => void) | null = null;
-
-  const drop = (c: Deno.Conn) => {
-    if (!open.delete(c)) return;
-    try {
-      c.close();
-    } catch { /* already closed */ }
+  const server = new Responder(listener, metrics, notReady, limits);
+  const loop = server.acceptLoop().catch((e) => limits.onError("health server stopped", errText(e)));
+  return {
+    port: bound,
+    async close() {
+      if (server.close()) await loop;
+    },
   };
+}
 
-  async function readHead(c: Deno.Conn): Promise<string | number> {
-    const buf = new Uint8Array(MAX_HEAD);
-    let len = 0;
-    while (true) {
-      const n = await c.read(buf.subarray(len));
-      if (n === null) return 400;
-      const start = Math.max(0, len - 3);
-      len += n;
-      for (let i = start; i + 3 < len; i++) {
-        if (buf[i] === 13 && buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) {
-          return dec.decode(buf.subarray(0, i));
+/** The request head of a connection (up to the blank line), or the status that refuses it. */
+async function readHead(c: Deno.Conn): Promise<string | number> {
+  const buf = new Uint8Array(MAX_HEAD);
+  let len = 0;
+  while (true) {
+    const n = await c.read(buf.subarray(len));
+    if (n === null) return 400;
+    const start = Math.max(0, len - 3);
+    len += n;
+    for (let i = start; i + 3 < len; i++) {
+      if (buf[i] === 13 && buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) {
+        return dec.decode(buf.subarray(0, i));
+      }
+    }
+    for (let i = start; i + 1 < len; i++) {
+      if (buf[i] === 10 && buf[i + 1] === 10) return dec.decode(buf.subarray(0, i)); // bare LF
+    }
+    if (len === MAX_HEAD) return 431;
+  }
+}
+
+/** The response to a request head (or to the status that refused it), and the request's method. */
+function respond(
+  head: string | number,
+  metrics: Metrics,
+  notReady: ReadinessFn,
+): { method: string; res: HealthResponse } {
+  if (typeof head === "number") {
+    return { method: "GET", res: { status: head, type: "text/plain; charset=utf-8", body: "" } };
+  }
+  const m = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r?$/.exec(head.split("\n", 1)[0]);
+  if (!m) {
+    return { method: "GET", res: { status: 400, type: "text/plain; charset=utf-8", body: "bad request\n" } };
+  }
+  try {
+    return { method: m[1], res: handleRequest(m[1], m[2], metrics, notReady) };
+  } catch (e) {
+    return {
+      method: m[1],
+      res: { status: 503, type: "text/plain; charset=utf-8", body: `error: ${errText(e)}\n` },
+    };
+  }
+}
+
+/** The bytes of a response: status line, headers, and the body unless the request was HEAD. */
+function encodeResponse(res: HealthResponse, method: string): Uint8Array {
+  const body = enc.encode(res.body);
+  const out = enc.encode(
+    `HTTP/1.1 ${res.status} ${REASON[res.status] ?? "Error"}\r\ncontent-type: ${res.type}\r\n` +
+      `content-length: ${body.length}\r\nconnection: close\r\n\r\n`,
+  );
+  const all = new Uint8Array(out.length + (method === "HEAD" ? 0 : body.length));
+  all.set(out);
+  if (method !== "HEAD") all.set(body, out.length);
+  return all;
+}
+
+/** The limits a {@link Responder} applies (the options of {@link serveHealth} with their defaults). */
+interface Limits {
+  maxConns: number;
+  headerTimeout: number;
+  writeTimeout: number;
+  onError: (msg: string, error: string) => void;
+}
+
+/** The accept loop and the connections it serves: one request per connection, within the limits. */
+class Responder {
+  /** Open connections, oldest first (a Set keeps insertion order). */
+  readonly #open = new Set<Deno.Conn>();
+  #closed = false;
+  #wakeBackoff: (() => void) | null = null;
+
+  constructor(
+    readonly listener: Deno.Listener,
+    readonly metrics: Metrics,
+    readonly notReady: ReadinessFn,
+    readonly limits: Limits,
+  ) {}
+
+  /** Accepts until closed; accept errors are reported once per change and retried with backoff. */
+  async acceptLoop(): Promise<void> {
+    let lastErr = "";
+    let backoff = 50;
+    while (!this.#closed) {
+      let c: Deno.Conn;
+      try {
+        c = await this.listener.accept();
+      } catch (e) {
+        if (this.#closed) break;
+        // EMFILE/ENFILE/ENOBUFS and the like: the pending connection stays queued; wait and try again.
+        const msg = errText(e);
+        if (msg !== lastErr) {
+          this.limits.onError("health server: accepting a connection failed; retrying", msg);
         }
+        lastErr = msg;
+        await this.#sleep(backoff);
+        backoff = Math.min(backoff * 2, 1_000);
+        continue;
       }
-      for (let i = start; i + 1 < len; i++) {
-        if (buf[i] === 10 && buf[i + 1] === 10) return dec.decode(buf.subarray(0, i)); // bare LF
-      }
-      if (len === MAX_HEAD) return 431;
+      lastErr = "";
+      backoff = 50;
+      if (this.#open.size >= this.limits.maxConns) this.#drop(this.#open.values().next().value!);
+      this.#open.add(c);
+      this.#serve(c).catch(() => {}).finally(() => this.#drop(c));
     }
   }
 
-  async function serveConn(c: Deno.Conn): Promise<void> {
+  /** Stops accepting and closes every connection; false when it was already closed. */
+  close(): boolean {
+    if (this.#closed) return false;
+    this.#closed = true;
+    try {
+      this.listener.close();
+    } catch { /* already closed */ }
+    this.#wakeBackoff?.();
+    for (const c of [...this.#open]) this.#drop(c);
+    return true;
+  }
+
+  /** The accept backoff: `ms`, cut short by {@link close}. */
+  async #sleep(ms: number): Promise<void> {
+    await new Promise<void>((r) => {
+      const cancel = timer(ms, r);
+      this.#wakeBackoff = () => {
+        cancel();
+        r();
+      };
+    });
+    this.#wakeBackoff = null;
+  }
+
+  #drop(c: Deno.Conn): void {
+    if (!this.#open.delete(c)) return;
+    try {
+      c.close();
+    } catch { /* already closed */ }
+  }
+
+  /** One connection: its request head within the header timeout, then the response within the write timeout. */
+  async #serve(c: Deno.Conn): Promise<void> {
     let timedOut = false;
-    const cancelHead = timer(headerTimeout, () => {
+    const cancelHead = timer(this.limits.headerTimeout, () => {
       timedOut = true;
-      drop(c);
+      this.#drop(c);
     });
     let head: string | number;
     try {
@@ -171,85 +290,20 @@ export function serveHealth(
     } finally {
       cancelHead();
     }
-    if (timedOut || !open.has(c)) return;
-    let method = "GET";
-    let res: HealthResponse;
-    if (typeof head === "number") res = { status: head, type: "text/plain; charset=utf-8", body: "" };
-    else {
-      const m = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r?$/.exec(head.split("\n", 1)[0]);
-      if (!m) res = { status: 400, type: "text/plain; charset=utf-8", body: "bad request\n" };
-      else {
-        method = m[1];
-        try {
-          res = handleRequest(method, m[2], metrics, notReady);
-        } catch (e) {
-          res = { status: 503, type: "text/plain; charset=utf-8", body: `error: ${errText(e)}\n` };
-        }
-      }
-    }
-    const body = enc.encode(res.body);
-    const out = enc.encode(
-      `HTTP/1.1 ${res.status} ${REASON[res.status] ?? "Error"}\r\ncontent-type: ${res.type}\r\n` +
-        `content-length: ${body.length}\r\nconnection: close\r\n\r\n`,
-    );
-    const all = new Uint8Array(out.length + (method === "HEAD" ? 0 : body.length));
-    all.set(out);
-    if (method !== "HEAD") all.set(body, out.length);
-    const cancelWrite = timer(writeTimeout, () => drop(c));
+    if (timedOut || !this.#open.has(c)) return;
+    const { method, res } = respond(head, this.metrics, this.notReady);
+    await this.#write(c, encodeResponse(res, method));
+  }
+
+  async #write(c: Deno.Conn, all: Uint8Array): Promise<void> {
+    const cancelWrite = timer(this.limits.writeTimeout, () => this.#drop(c));
     try {
       let off = 0;
-      while (off < all.length && open.has(c)) off += await c.write(all.subarray(off));
+      while (off < all.length && this.#open.has(c)) off += await c.write(all.subarray(off));
     } catch {
       /* peer went away */
     } finally {
       cancelWrite();
     }
   }
-
-  async function acceptLoop(): Promise<void> {
-    let lastErr = "";
-    let backoff = 50;
-    while (!closed) {
-      let c: Deno.Conn;
-      try {
-        c = await listener.accept();
-      } catch (e) {
-        if (closed) break;
-        // EMFILE/ENFILE/ENOBUFS and the like: the pending connection stays queued; wait and try again.
-        const msg = errText(e);
-        if (msg !== lastErr) onError("health server: accepting a connection failed; retrying", msg);
-        lastErr = msg;
-        await new Promise<void>((r) => {
-          const cancel = timer(backoff, r);
-          wakeBackoff = () => {
-            cancel();
-            r();
-          };
-        });
-        wakeBackoff = null;
-        backoff = Math.min(backoff * 2, 1_000);
-        continue;
-      }
-      lastErr = "";
-      backoff = 50;
-      if (open.size >= maxConns) drop(open.values().next().value!);
-      open.add(c);
-      serveConn(c).catch(() => {}).finally(() => drop(c));
-    }
-  }
-
-  const loop = acceptLoop().catch((e) => onError("health server stopped", errText(e)));
-  return {
-    port: bound,
-    async close() {
-      if (closed) return;
-      closed = true;
-      try {
-        listener.close();
-      } catch { /* already closed */ }
-      wakeBackoff?.();
-      for (const c of [...open]) drop(c);
-      await loop;
-    },
-  };
 }

@@ -10,7 +10,14 @@ import { IPAddr } from "../ip/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
 import { lookupRoute } from "../reconcile/reconciler.ts";
-import { compileRegex, IfaceError, type IfaceSelection, mainRoutes, selectIface } from "./iface.ts";
+import {
+  compileRegex,
+  IfaceError,
+  type IfaceLog,
+  type IfaceSelection,
+  mainRoutes,
+  selectIface,
+} from "./iface.ts";
 
 /** The flags the IPv6 selection reads on top of {@link IfaceSelection}. */
 export interface IfaceSelectionV6 extends IfaceSelection {
@@ -74,17 +81,25 @@ function pickV6Link(
   links: LinkInfo[],
   addrs: AddrInfo[],
   pub6: string | null,
+  log?: IfaceLog,
 ): { link: LinkInfo; ip: string | null } {
   if (sel.iface.length) {
     for (const want of sel.iface) {
       if (IPAddr.tryParse(want)) {
-        if (!isV6(want)) continue;
-        const link = ownerOf(addrs, links, canon(want));
+        const link = isV6(want) ? ownerOf(addrs, links, canon(want)) : null;
         if (link) return { link, ip: canon(want) };
       } else {
         const link = links.find((l) => l.name === want);
         if (link) return { link, ip: null };
       }
+      log?.info("no valid interface for this candidate, trying the next", {
+        candidate: `--iface ${want}`,
+        why: !IPAddr.tryParse(want)
+          ? "no such interface"
+          : isV6(want)
+          ? "no interface has this IPv6 address"
+          : "an IPv4 address, and the network is IPv6-only",
+      });
     }
     throw new IfaceError(`--iface: none of ${sel.iface.join(", ")} is an interface or IPv6 address here`);
   }
@@ -128,10 +143,16 @@ function pickV6Link(
 /**
  * Picks the external interface for the enabled families and fills `ifaceIPv6`/`publicIPv6` when IPv6 is
  * on. IPv4 only: exactly {@link selectIface}. IPv6-only: `ifaceIP` is "" and `publicIP` "0.0.0.0" (what
- * flanneld puts in an IPv6-only lease). Throws {@link IfaceError} naming the flag to fix.
+ * flanneld puts in an IPv6-only lease). Throws {@link IfaceError} naming the flag to fix. Candidates that
+ * fall through are reported to `log` (flanneld logs each at info).
  */
-export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Families): ExternalIface {
-  if (!fam.v6) return selectIface(nl, sel);
+export function selectExternal(
+  nl: NetlinkHandle,
+  sel: IfaceSelectionV6,
+  fam: Families,
+  log?: IfaceLog,
+): ExternalIface {
+  if (!fam.v6) return selectIface(nl, sel, log);
   const links = nl.links();
   const addrs = nl.addrs(6);
   const pub6 = publicV6(sel);
@@ -161,7 +182,7 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
       if (!sel.publicIP) iface.push(l.name);
       chosen6 = pub6;
     }
-    ext = selectIface(nl, { ...sel, iface, ifaceCanReach: canReach });
+    ext = selectIface(nl, { ...sel, iface, ifaceCanReach: canReach }, log);
     if (noChoice && pub6) {
       const l = ownerOf(addrs, links, pub6)!;
       if (l.name !== ext.name) {
@@ -172,7 +193,7 @@ export function selectExternal(nl: NetlinkHandle, sel: IfaceSelectionV6, fam: Fa
       }
     }
   } else {
-    const { link, ip } = pickV6Link(nl, sel, links, addrs, pub6);
+    const { link, ip } = pickV6Link(nl, sel, links, addrs, pub6, log);
     ext = { name: link.name, index: link.index, mtu: link.mtu, ifaceIP: "", publicIP: "0.0.0.0" };
     chosen6 = ip;
   }

@@ -102,3 +102,14 @@ Deno.test("selectExternal: IPv6-only chooses by IPv6 default route, --iface, reg
   nl.routeList = nl.routeList.filter((r) => !(r.family === 6 && r.dst === "default"));
   assertThrows(() => selectExternal(nl, NONE, V6), IfaceError, "no IPv6 default route");
 });
+
+Deno.test("selectExternal: candidates that fall through are logged, in every family mode", () => {
+  const nl = kernel();
+  const logged: string[] = [];
+  const log = { info: (_m: string, f?: Record<string, unknown>) => logged.push(String(f?.candidate)) };
+  const sel = { ...NONE, iface: ["nosuch", "eth1"] };
+  assertEquals(selectExternal(nl, sel, { v4: true, v6: false }, log).name, "eth1");
+  assertEquals(selectExternal(nl, sel, DUAL, log).name, "eth1");
+  assertEquals(selectExternal(nl, { ...sel, iface: ["fc00:7::1", "eth1"] }, V6, log).name, "eth1");
+  assertEquals(logged, ["--iface nosuch", "--iface nosuch", "--iface fc00:7::1"]);
+});

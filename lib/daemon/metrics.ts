@@ -59,87 +59,87 @@ export class Metrics implements ReconcileStats {
 
   /** The Prometheus text exposition. */
   render(): string {
-    const out: string[] = [];
-    const m = (name: string, type: string, help: string, v: number) => {
-      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${v}`);
-    };
-    m("flanctl_peers", "gauge", "Peers whose routes/ARP/FDB entries are programmed.", this.peers);
-    m("flanctl_leases", "gauge", "Subnet leases seen in the store, including our own.", this.leases);
-    m("flanctl_reconcile_runs_total", "counter", "Full reconcile passes.", this.reconcileRuns);
-    m(
-      "flanctl_reconcile_errors_total",
-      "counter",
-      "Failed kernel operations while reconciling.",
-      this.reconcileErrors,
-    );
-    m(
-      "flanctl_reconcile_repairs_total",
-      "counter",
-      "Kernel entries repaired or removed by resyncs.",
-      this.repairs,
-    );
-    out.push(
-      "# HELP flanctl_reconcile_duration_seconds Duration of full reconcile passes.",
-      "# TYPE flanctl_reconcile_duration_seconds histogram",
-    );
-    DURATION_BUCKETS.forEach((b, i) =>
-      out.push(`flanctl_reconcile_duration_seconds_bucket{le="${b}"} ${this.#buckets[i]}`)
-    );
-    out.push(`flanctl_reconcile_duration_seconds_bucket{le="+Inf"} ${this.#durCount}`);
-    out.push(`flanctl_reconcile_duration_seconds_sum ${this.#durSum}`);
-    out.push(`flanctl_reconcile_duration_seconds_count ${this.#durCount}`);
-    m(
-      "flanctl_last_reconcile_timestamp_seconds",
-      "gauge",
-      "End of the last full reconcile pass (Unix time; 0 before the first).",
-      this.lastReconcileAt / 1000,
-    );
-    m(
-      "flanctl_last_reconcile_duration_seconds",
-      "gauge",
-      "Duration of the last full reconcile pass.",
-      this.lastReconcileSeconds,
-    );
-    m(
-      "flanctl_last_reconcile_repairs",
-      "gauge",
-      "Kernel entries the last full reconcile pass repaired or removed.",
-      this.lastReconcileRepairs,
-    );
-    m(
-      "process_start_time_seconds",
-      "gauge",
-      "Start of the daemon process (Unix time).",
-      this.startedAt / 1000,
-    );
-    m(
-      "flanctl_rule_resyncs_total",
-      "counter",
-      "Times the iptables rules were (re)applied.",
-      this.ruleResyncs,
-    );
-    m("flanctl_rule_checks_total", "counter", "Times the iptables rules were checked.", this.ruleChecks);
-    m("flanctl_store_up", "gauge", "1 when the lease store answers.", this.storeUp);
-    m("flanctl_ready", "gauge", "1 once rules are in place and subnet.env is written.", this.ready);
-    m("flanctl_lease_renewals_total", "counter", "Successful renewals of our own lease.", this.leaseRenewals);
-    m(
-      "flanctl_lease_renewal_errors_total",
-      "counter",
-      "Failed renewals of our own lease.",
-      this.leaseRenewalErrors,
-    );
-    m("flanctl_store_events_total", "counter", "Lease events applied from the store watch.", this.events);
-    const mem = Deno.memoryUsage();
-    m("process_resident_memory_bytes", "gauge", "Resident set size of the daemon.", mem.rss);
-    m("flanctl_heap_used_bytes", "gauge", "JavaScript heap in use.", mem.heapUsed);
-    m("flanctl_heap_total_bytes", "gauge", "JavaScript heap reserved.", mem.heapTotal);
-    m(
-      "flanctl_external_memory_bytes",
-      "gauge",
-      "Memory held outside the JavaScript heap (buffers, FFI).",
-      mem.external,
-    );
+    const out = [
+      ...exposition(BEFORE_HISTOGRAM, this),
+      ...this.#histogram(),
+      ...exposition(AFTER_HISTOGRAM, this),
+      ...exposition(MEMORY, Deno.memoryUsage()),
+    ];
     for (const src of this.sources) out.push(...src());
     return out.join("\n") + "\n";
   }
+
+  /** The reconcile-duration histogram: a bucket per bound, +Inf, sum and count. */
+  #histogram(): string[] {
+    return [
+      "# HELP flanctl_reconcile_duration_seconds Duration of full reconcile passes.",
+      "# TYPE flanctl_reconcile_duration_seconds histogram",
+      ...DURATION_BUCKETS.map((b, i) =>
+        `flanctl_reconcile_duration_seconds_bucket{le="${b}"} ${this.#buckets[i]}`
+      ),
+      `flanctl_reconcile_duration_seconds_bucket{le="+Inf"} ${this.#durCount}`,
+      `flanctl_reconcile_duration_seconds_sum ${this.#durSum}`,
+      `flanctl_reconcile_duration_seconds_count ${this.#durCount}`,
+    ];
+  }
 }
+
+/** One metric of the exposition: its name, HELP text and value; counters are named `…_total`. */
+type Series<T> = [name: string, help: string, value: (from: T) => number];
+
+/** The HELP, TYPE and sample lines of each series, in order. */
+function exposition<T>(series: Series<T>[], from: T): string[] {
+  return series.flatMap(([name, help, value]) => [
+    `# HELP ${name} ${help}`,
+    `# TYPE ${name} ${name.endsWith("_total") ? "counter" : "gauge"}`,
+    `${name} ${value(from)}`,
+  ]);
+}
+
+/** The metrics before the reconcile-duration histogram. */
+const BEFORE_HISTOGRAM: Series<Metrics>[] = [
+  ["flanctl_peers", "Peers whose routes/ARP/FDB entries are programmed.", (m) => m.peers],
+  ["flanctl_leases", "Subnet leases seen in the store, including our own.", (m) => m.leases],
+  ["flanctl_reconcile_runs_total", "Full reconcile passes.", (m) => m.reconcileRuns],
+  ["flanctl_reconcile_errors_total", "Failed kernel operations while reconciling.", (m) => m.reconcileErrors],
+  ["flanctl_reconcile_repairs_total", "Kernel entries repaired or removed by resyncs.", (m) => m.repairs],
+];
+
+/** The metrics after the histogram. */
+const AFTER_HISTOGRAM: Series<Metrics>[] = [
+  [
+    "flanctl_last_reconcile_timestamp_seconds",
+    "End of the last full reconcile pass (Unix time; 0 before the first).",
+    (m) => m.lastReconcileAt / 1000,
+  ],
+  [
+    "flanctl_last_reconcile_duration_seconds",
+    "Duration of the last full reconcile pass.",
+    (m) => m.lastReconcileSeconds,
+  ],
+  [
+    "flanctl_last_reconcile_repairs",
+    "Kernel entries the last full reconcile pass repaired or removed.",
+    (m) => m.lastReconcileRepairs,
+  ],
+  ["process_start_time_seconds", "Start of the daemon process (Unix time).", (m) => m.startedAt / 1000],
+  ["flanctl_rule_resyncs_total", "Times the iptables rules were (re)applied.", (m) => m.ruleResyncs],
+  ["flanctl_rule_checks_total", "Times the iptables rules were checked.", (m) => m.ruleChecks],
+  ["flanctl_store_up", "1 when the lease store answers.", (m) => m.storeUp],
+  ["flanctl_ready", "1 once rules are in place and subnet.env is written.", (m) => m.ready],
+  ["flanctl_lease_renewals_total", "Successful renewals of our own lease.", (m) => m.leaseRenewals],
+  ["flanctl_lease_renewal_errors_total", "Failed renewals of our own lease.", (m) => m.leaseRenewalErrors],
+  ["flanctl_store_events_total", "Lease events applied from the store watch.", (m) => m.events],
+];
+
+/** The process's memory, from `Deno.memoryUsage()`. */
+const MEMORY: Series<Deno.MemoryUsage>[] = [
+  ["process_resident_memory_bytes", "Resident set size of the daemon.", (m) => m.rss],
+  ["flanctl_heap_used_bytes", "JavaScript heap in use.", (m) => m.heapUsed],
+  ["flanctl_heap_total_bytes", "JavaScript heap reserved.", (m) => m.heapTotal],
+  [
+    "flanctl_external_memory_bytes",
+    "Memory held outside the JavaScript heap (buffers, FFI).",
+    (m) => m.external,
+  ],
+];

@@ -187,7 +187,7 @@ const preflight: Step<Draft> = {
     }
     // The network config decides the families, and so how the interface is chosen (IPv6: iface6.ts).
     const cfg = d.cfg = await retryStore(b, "reading the network config", () => b.store.getNetworkConfig());
-    const ext = d.ext = selectExternal(b.nl, o, { v4: cfg.enableIPv4, v6: cfg.enableIPv6 });
+    const ext = d.ext = selectExternal(b.nl, o, { v4: cfg.enableIPv4, v6: cfg.enableIPv6 }, b.log);
     b.log.info("using interface", {
       iface: ext.name,
       iface_ip: ext.ifaceIP || undefined,

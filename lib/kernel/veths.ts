@@ -69,89 +69,113 @@ interface NsState {
  */
 export function listVethPairs(opts: { netns?: string | null } = {}): VethPair[] {
   const spaces = listHostNetns();
-  let want = opts.netns;
-  if (want !== undefined && want !== null) {
-    // Throws NetnsNotFoundError naming it when missing; a name that is another name's (or our) namespace
-    // is matched by identity.
-    closeFd(openNetnsFd({ name: want }));
-    const id = netnsIdentity(`/var/run/netns/${want}`);
-    const hit = spaces.find((s) => s.id === id);
-    if (hit) want = hit.label;
-  }
-  const states: (NsState | null)[] = spaces.map((ns) => {
-    let handle: NetlinkHandle;
-    try {
-      handle = openNetlink(ns.ref);
-    } catch {
-      return null; // the process went away, or a stale netns file
-    }
-    try {
-      return { ns, handle, veths: handle.links().filter((l) => l.kind === "veth") };
-    } catch {
-      handle.close();
-      return null;
-    }
-  });
+  const want = wantedLabel(spaces, opts.netns);
+  const states = spaces.map(openSpace);
   try {
-    const nsidMap = (i: number): Map<number, number> => {
-      const st = states[i]!;
-      if (st.nsids) return st.nsids;
-      const m = new Map<number, number>();
-      for (let j = 0; j < spaces.length; j++) {
-        if (!states[j]) continue;
-        const path = spaces[j].ref === null ? { path: "/proc/thread-self/ns/net" } : spaces[j].ref!;
-        let fd = -1;
-        try {
-          fd = openNetnsFd(path);
-          const id = nsidOf(st.handle, fd);
-          if (id !== null && !m.has(id)) m.set(id, j);
-        } catch {
-          /* namespace vanished */
-        } finally {
-          closeFd(fd);
-        }
-      }
-      return st.nsids = m;
-    };
     const pairs: VethPair[] = [];
+    /** Ends already listed, as `namespace index/ifindex`. */
     const done = new Set<string>();
     for (let i = 0; i < states.length; i++) {
-      const st = states[i];
-      if (!st) continue;
-      for (const v of st.veths) {
-        const key = `${i}/${v.index}`;
-        if (done.has(key)) continue;
-        done.add(key);
-        if (v.parent === null) continue;
-        let j: number | undefined = i;
-        if (v.linkNetnsId !== null) j = nsidMap(i).get(v.linkNetnsId);
-        const peerLink = j !== undefined ? states[j]?.veths.find((l) => l.index === v.parent) : undefined;
-        if (j !== undefined && peerLink) done.add(`${j}/${peerLink.index}`);
-        const pair: VethPair = {
-          name: v.name,
-          ifindex: v.index,
-          netns: st.ns.label,
-          peer: {
-            name: peerLink?.name ?? null,
-            ifindex: v.parent,
-            netns: j !== undefined ? spaces[j].label : `nsid:${v.linkNetnsId}`,
-          },
-        };
-        if (want !== undefined) {
-          if (pair.netns === want) pairs.push(pair);
-          else if (pair.peer.netns === want && pair.peer.name !== null) {
-            pairs.push({
-              name: pair.peer.name,
-              ifindex: pair.peer.ifindex,
-              netns: pair.peer.netns,
-              peer: { name: pair.name, ifindex: pair.ifindex, netns: pair.netns },
-            });
-          }
-        } else pairs.push(pair);
+      for (const v of states[i]?.veths ?? []) {
+        const pair = pairOf(states, i, v, done);
+        const shown = pair && want !== undefined ? oriented(pair, want) : pair;
+        if (shown) pairs.push(shown);
       }
     }
     return pairs;
   } finally {
     for (const s of states) s?.handle.close();
   }
+}
+
+/**
+ * The label of namespace `netns` as {@link listHostNetns} names it (undefined: every namespace). Throws
+ * NetnsNotFoundError naming it when missing; a name that is another name's (or our) namespace is matched
+ * by identity.
+ */
+function wantedLabel(spaces: HostNetns[], netns: string | null | undefined): string | null | undefined {
+  if (netns === undefined || netns === null) return netns;
+  closeFd(openNetnsFd({ name: netns }));
+  const id = netnsIdentity(`/var/run/netns/${netns}`);
+  const hit = spaces.find((s) => s.id === id);
+  return hit ? hit.label : netns;
+}
+
+/** A namespace's netlink handle and veths; null when it went away (the process, or a stale netns file). */
+function openSpace(ns: HostNetns): NsState | null {
+  let handle: NetlinkHandle;
+  try {
+    handle = openNetlink(ns.ref);
+  } catch {
+    return null;
+  }
+  try {
+    return { ns, handle, veths: handle.links().filter((l) => l.kind === "veth") };
+  } catch {
+    handle.close();
+    return null;
+  }
+}
+
+/**
+ * Veth `v` of namespace `i` and its peer, or null when it was already listed (as a peer) or has no
+ * peer index. Marks both ends done.
+ */
+function pairOf(states: (NsState | null)[], i: number, v: LinkInfo, done: Set<string>): VethPair | null {
+  const key = `${i}/${v.index}`;
+  if (done.has(key)) return null;
+  done.add(key);
+  if (v.parent === null) return null;
+  let j: number | undefined = i;
+  if (v.linkNetnsId !== null) j = nsidMap(states, i).get(v.linkNetnsId);
+  const peerLink = j !== undefined ? states[j]?.veths.find((l) => l.index === v.parent) : undefined;
+  if (j !== undefined && peerLink) done.add(`${j}/${peerLink.index}`);
+  return {
+    name: v.name,
+    ifindex: v.index,
+    netns: states[i]!.ns.label,
+    peer: {
+      name: peerLink?.name ?? null,
+      ifindex: v.parent,
+      netns: j !== undefined ? states[j]!.ns.label : `nsid:${v.linkNetnsId}`,
+    },
+  };
+}
+
+/**
+ * The nsids namespace `i` gives the others (RTM_GETNSID with each one's fd) → their index; asked once
+ * per namespace, on demand.
+ */
+function nsidMap(states: (NsState | null)[], i: number): Map<number, number> {
+  const st = states[i]!;
+  if (st.nsids) return st.nsids;
+  const m = new Map<number, number>();
+  for (let j = 0; j < states.length; j++) {
+    const other = states[j];
+    if (!other) continue;
+    const path = other.ns.ref === null ? { path: "/proc/thread-self/ns/net" } : other.ns.ref;
+    let fd = -1;
+    try {
+      fd = openNetnsFd(path);
+      const id = nsidOf(st.handle, fd);
+      if (id !== null && !m.has(id)) m.set(id, j);
+    } catch {
+      /* namespace vanished */
+    } finally {
+      closeFd(fd);
+    }
+  }
+  return st.nsids = m;
+}
+
+/** `pair` with its end in namespace `want` first, or null when neither (readable) end is there. */
+function oriented(pair: VethPair, want: string | null): VethPair | null {
+  if (pair.netns === want) return pair;
+  if (pair.peer.netns !== want || pair.peer.name === null) return null;
+  return {
+    name: pair.peer.name,
+    ifindex: pair.peer.ifindex,
+    netns: pair.peer.netns,
+    peer: { name: pair.name, ifindex: pair.ifindex, netns: pair.netns },
+  };
 }

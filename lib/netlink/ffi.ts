@@ -385,6 +385,10 @@ const LIBC_SYMBOLS = {
   recvmmsg: { parameters: ["i32", "buffer", "u32", "i32", "buffer"], result: "i32" },
   // int poll(struct pollfd *fds, nfds_t nfds, int timeout);
   poll: { parameters: ["buffer", "u32", "i32"], result: "i32" },
+  // pid_t gettid(void);   (glibc ≥ 2.30)
+  gettid: { parameters: [], result: "i32" },
+  // int setpriority(int which, id_t who, int prio);   (PRIO_PROCESS with a thread id: that thread's nice)
+  setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
   // ---- ctnetlink (conntrack.ts): socket, close and these ----
   // ssize_t send(int sockfd, const void *buf, size_t len, int flags);
   send: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },

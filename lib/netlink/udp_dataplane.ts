@@ -16,10 +16,8 @@ import {
   ENTRY_WORDS,
   ip4ToU32,
   maskU32,
-  RX_SEND_SLOT,
   RX_STATS,
   STAT_SLOT,
-  STAT_SLOTS,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
@@ -34,11 +32,8 @@ export interface UdpPeerEntry {
   port: number;
 }
 
-/**
- * The data path's counters (totals since start); `txByRxWorker`: of txPackets, those the receive worker
- * sent (the kernel's immediate answers to its writes).
- */
-export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number] | "txByRxWorker", number>;
+/** The data path's counters (totals since start). */
+export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number], number>;
 
 /** Options of {@link UdpDataplane}. */
 export interface UdpDataplaneOptions {
@@ -58,8 +53,8 @@ export interface UdpDataplaneOptions {
   coalesce?: boolean;
   /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
   udpGro?: boolean;
-  /** The receive worker sends what its TUN writes made the kernel answer at once (needs vnetHdr). */
-  rxSends?: boolean;
+  /** Nice value of the worker threads (0 or absent: unchanged). */
+  nice?: number;
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -91,17 +86,23 @@ export class UdpDataplane {
   readonly #o: UdpDataplaneOptions;
   readonly #ctlBuf: SharedArrayBuffer;
   readonly #ctl: Int32Array;
-  readonly #statsBuf = new SharedArrayBuffer(STAT_SLOTS * STAT_SLOT * 8);
+  readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
   readonly #stats = new Float64Array(this.#statsBuf);
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
   #peers = 0;
+  #niceRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
     this.#o = o;
     this.#ctlBuf = new SharedArrayBuffer((CTL_ENTRIES + o.capacity * ENTRY_WORDS) * 4);
     this.#ctl = new Int32Array(this.#ctlBuf);
     this.setOwn(o.own);
+  }
+
+  /** True when a worker could not take the asked nice value (no CAP_SYS_NICE); known after start. */
+  get niceRefused(): boolean {
+    return this.#niceRefused;
   }
 
   /** Peers in the table. */
@@ -117,9 +118,12 @@ export class UdpDataplane {
         const w = new Worker(workerModule(), { type: "module" });
         this.#workers.push(w);
         let started = false;
-        w.onmessage = (ev: MessageEvent<{ ready?: boolean; error?: string; stopped?: boolean }>) => {
+        w.onmessage = (
+          ev: MessageEvent<{ ready?: boolean; niced?: boolean; error?: string; stopped?: boolean }>,
+        ) => {
           if (ev.data.stopped) this.#stopped.get(w)?.();
           else if (ev.data.ready) {
+            if (ev.data.niced === false) this.#niceRefused = true;
             started = true;
             resolve();
           } else if (ev.data.error) {
@@ -144,7 +148,7 @@ export class UdpDataplane {
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
           udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
-          rxSends: (this.#o.vnetHdr ?? false) && (this.#o.rxSends ?? false),
+          nice: this.#o.nice ?? 0,
         };
         w.postMessage(init);
       })
@@ -191,9 +195,8 @@ export class UdpDataplane {
   /** Totals since start. */
   counters(): UdpCounters {
     const c = {} as UdpCounters;
-    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i] + this.#stats[RX_SEND_SLOT * STAT_SLOT + i]));
+    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i]));
     RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + this.#stats[STAT_SLOT + i]));
-    c.txByRxWorker = this.#stats[RX_SEND_SLOT * STAT_SLOT];
     return c;
   }
 

@@ -15,8 +15,6 @@ export const CTL_COUNT = 2;
 export const CTL_OWN_NET = 3;
 /** Control block: our subnet's mask. */
 export const CTL_OWN_MASK = 4;
-/** Control block: 1 while a worker reads flannel0 and sends (the transmit lock), else 0. */
-export const CTL_TX_LOCK = 5;
 /** Index of the first peer entry. */
 export const CTL_ENTRIES = 16;
 /** Int32 words per peer entry: subnet network, subnet mask, public IP, UDP port. */
@@ -24,10 +22,6 @@ export const ENTRY_WORDS = 4;
 
 /** Float64 counters per worker. */
 export const STAT_SLOT = 16;
-/** Stat slots: the transmit worker, the receive worker, the receive worker's sends ({@link TX_STATS}). */
-export const STAT_SLOTS = 3;
-/** The stat slot of what the receive worker sends (TX_STATS names, added to the transmit worker's). */
-export const RX_SEND_SLOT = 2;
 
 /** Counters of the TUN→UDP (transmit) worker, by index in its slot. */
 export const TX_STATS = [
@@ -77,8 +71,8 @@ export interface WorkerInit {
   coalesce: boolean;
   /** rx (with vnetHdr): the socket has UDP_GRO on: a read may hold several datagrams (cmsg: their size). */
   udpGro: boolean;
-  /** rx (with vnetHdr): after each batch written, send what flannel0 holds (under CTL_TX_LOCK). */
-  rxSends: boolean;
+  /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
+  nice: number;
 }
 
 /** IPv4 text to uint32. */

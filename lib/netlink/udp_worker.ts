@@ -7,8 +7,8 @@
  *
  * With `vnetHdr` (flannel0 opened with TUN offloads) every TUN read and write carries a virtio_net_hdr:
  * tx cuts TCP GSO super-packets into MSS-sized packets (gso.ts) and sends them with UDP GSO; rx reads
- * with UDP_GRO (several datagrams per read), merges the TCP segments of a flow into super-packets
- * (gso.ts Coalescer) and, after each batch, sends what its writes made the kernel answer at once.
+ * with UDP_GRO (several datagrams per read) and merges the TCP segments of a flow into super-packets
+ * (gso.ts Coalescer).
  *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
@@ -35,9 +35,7 @@ import {
   CTL_OWN_NET,
   CTL_SEQ,
   CTL_STOP,
-  CTL_TX_LOCK,
   ENTRY_WORDS,
-  RX_SEND_SLOT,
   RX_STATS,
   STAT_SLOT,
   TX_STATS,
@@ -45,6 +43,7 @@ import {
 } from "./udp_layout.ts";
 
 const EAGAIN = 11, EINTR = 4;
+const PRIO_PROCESS = 0;
 const POLLIN = 1, POLLOUT = 4;
 const BUF = 65536;
 const IDLE_POLL_MS = 200;
@@ -312,153 +311,126 @@ const MAX_UDP_PAYLOAD = 65507;
 const MAX_GSO_SEGS = 64;
 /** Largest read from an IFF_VNET_HDR TUN: the header and a 64 KiB packet. */
 const TUN_READ = VNET_HDR_LEN + 65535;
-/** TUN reads the receive worker makes after a batch (its transmit help stays short). */
-const RX_SEND_BATCH = 8;
 /** Room kept free in the send buffer before each read: one super-packet cut into small segments. */
 const SPLIT_ROOM = 65535 + 256 * 120;
 
 /**
- * TUN→UDP on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet, often a
- * TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one ordinary
- * flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
- * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each. The
- * returned pump reads up to `batch` packets that are there now (never waits for more), sends them in one
- * sendmmsg and returns how many it read (0: flannel0's queue was empty). Counters go to stat `slot`.
+ * The messages of one sendmmsg over one send buffer, each with its peer address, one iovec into the
+ * buffer and, for several datagrams in one message, a UDP_SEGMENT control message (UDP GSO: the kernel
+ * cuts the datagrams). Pointers are filled in once (the buffers are off-heap and never move).
  */
-function txOffloadEngine(init: WorkerInit, st: Float64Array, slot: number): (t: Table | null) => number {
-  const L = libc();
-  const base = slot * STAT_SLOT;
-  const [PK, BY, , MALFORMED, , SENDERR, READERR, BATCHES, SUPER, GSOSENDS] = TX_STATS.map((_, i) =>
-    base + i
-  );
-  const MAXMSG = 1024;
-  const OUT = 2 << 20;
-  const inb = new Uint8Array(TUN_READ);
-  const out = new Uint8Array(OUT);
-  const vec = new Uint8Array(MAXMSG * MMSG);
-  const names = new Uint8Array(MAXMSG * 16);
-  const iovs = new Uint8Array(MAXMSG * 16);
-  const ctrl = new Uint8Array(MAXMSG * CMSG);
-  const v = new DataView(vec.buffer), iv = new DataView(iovs.buffer), cv = new DataView(ctrl.buffer);
-  const ptr = (b: Uint8Array) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b)));
-  const outAddr = ptr(out);
-  const setPtr = (dv: DataView, o: number, a: number) => {
-    dv.setUint32(o, a % 4294967296, true);
-    dv.setUint32(o + 4, Math.floor(a / 4294967296), true);
-  };
-  for (let i = 0; i < MAXMSG; i++) {
-    setPtr(v, i * MMSG, ptr(names) + i * 16);
-    v.setUint32(i * MMSG + 8, 16, true);
-    setPtr(v, i * MMSG + 16, ptr(iovs) + i * 16);
-    v.setBigUint64(i * MMSG + 24, 1n, true);
-    setPtr(v, i * MMSG + 32, ptr(ctrl) + i * CMSG);
-    cv.setBigUint64(i * CMSG, 18n, true); // CMSG_LEN(2)
-    cv.setInt32(i * CMSG + 8, SOL_UDP, true);
-    cv.setInt32(i * CMSG + 12, UDP_SEGMENT, true);
-  }
-  const segs = new Uint32Array(MAXMSG); // datagrams per message
-  const lens = new Uint32Array(256);
-  let gso = init.udpGso;
-  let k = 0, pos = 0;
-  /** Queues message k: `len` bytes of `out` at `p` to `sa`, cut in `seg`-byte datagrams when seg > 0. */
-  const msg = (sa: Uint8Array, p: number, len: number, seg: number, count: number) => {
-    names.set(sa, k * 16);
-    setPtr(iv, k * 16, outAddr + p);
-    iv.setUint32(k * 16 + 8, len, true);
-    v.setUint32(k * MMSG + 40, seg ? CMSG : 0, true);
-    if (seg) cv.setUint16(k * CMSG + 16, seg, true);
-    segs[k] = count;
-    k++;
-  };
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  return (t: Table | null): number => {
-    k = 0, pos = 0;
-    let got = 0;
-    for (let reads = 0; reads < init.batch && k + 256 <= MAXMSG && pos + SPLIT_ROOM <= OUT; reads++) {
-      const n = L.read(init.tunFd, inb, TUN_READ);
-      if (n < 0) {
-        const e = errno();
-        if (e !== EAGAIN && e !== EINTR) {
-          st[READERR]++;
-          L.poll(null, 0, 50);
-        }
-        break;
-      }
-      got++;
-      const plen = n - VNET_HDR_LEN;
-      const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
-      if (!sa) continue;
-      const gsoType = inb[1] & ~GSO_ECN;
-      if (gsoType === GSO_TCPV4 || gsoType === GSO_TCPV6) {
-        const cnt = tsoSplit(inb, VNET_HDR_LEN, plen, inb[4] | (inb[5] << 8), out, pos, lens);
-        if (cnt < 0) {
-          st[MALFORMED]++;
-          continue;
-        }
-        st[SUPER]++;
-        const segLen = lens[0];
-        const per = gso ? Math.max(1, Math.min(MAX_GSO_SEGS, Math.floor(MAX_UDP_PAYLOAD / segLen))) : 1;
-        for (let i = 0; i < cnt; i += per) {
-          const c = Math.min(per, cnt - i);
-          let len = 0;
-          for (let j = i; j < i + c; j++) len += lens[j];
-          msg(sa, pos, len, c > 1 ? segLen : 0, c);
-          pos += len;
-        }
-      } else if (gsoType !== GSO_NONE) {
-        st[MALFORMED]++; // UDP fragmentation offload is never asked for
-      } else {
-        if (
-          (inb[0] & VNET_F_NEEDS_CSUM) &&
-          !completeCsum(inb, VNET_HDR_LEN, plen, inb[6] | (inb[7] << 8), inb[8] | (inb[9] << 8))
-        ) {
-          st[MALFORMED]++;
-          continue;
-        }
-        out.set(inb.subarray(VNET_HDR_LEN, n), pos);
-        msg(sa, pos, plen, 0, 1);
-        pos += plen;
-      }
+class SendQueue {
+  static readonly MAXMSG = 1024;
+  static readonly OUT = 2 << 20;
+  /** The send buffer; messages are slices of it. */
+  readonly out = new Uint8Array(SendQueue.OUT);
+  /** Messages queued. */
+  k = 0;
+  /** Bytes of `out` used. */
+  pos = 0;
+  /** UDP GSO in use (turned off for good when the kernel refuses a GSO send). */
+  gso: boolean;
+  readonly #vec = new Uint8Array(SendQueue.MAXMSG * MMSG);
+  readonly #names = new Uint8Array(SendQueue.MAXMSG * 16);
+  readonly #iovs = new Uint8Array(SendQueue.MAXMSG * 16);
+  readonly #ctrl = new Uint8Array(SendQueue.MAXMSG * CMSG);
+  readonly #v = new DataView(this.#vec.buffer);
+  readonly #iv = new DataView(this.#iovs.buffer);
+  readonly #cv = new DataView(this.#ctrl.buffer);
+  readonly #segs = new Uint32Array(SendQueue.MAXMSG); // datagrams per message
+  readonly #outAddr: number;
+  readonly #pfd = new Uint8Array(8);
+
+  constructor(gso: boolean) {
+    this.gso = gso;
+    const ptr = (b: Uint8Array) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(b)));
+    this.#outAddr = ptr(this.out);
+    const v = this.#v, cv = this.#cv;
+    for (let i = 0; i < SendQueue.MAXMSG; i++) {
+      setPtr(v, i * MMSG, ptr(this.#names) + i * 16);
+      v.setUint32(i * MMSG + 8, 16, true);
+      setPtr(v, i * MMSG + 16, ptr(this.#iovs) + i * 16);
+      v.setBigUint64(i * MMSG + 24, 1n, true);
+      setPtr(v, i * MMSG + 32, ptr(this.#ctrl) + i * CMSG);
+      cv.setBigUint64(i * CMSG, 18n, true); // CMSG_LEN(2)
+      cv.setInt32(i * CMSG + 8, SOL_UDP, true);
+      cv.setInt32(i * CMSG + 12, UDP_SEGMENT, true);
     }
+  }
+
+  /** True while another TUN read fits (a super-packet cut into small segments included). */
+  room(): boolean {
+    return this.k + 256 <= SendQueue.MAXMSG && this.pos + SPLIT_ROOM <= SendQueue.OUT;
+  }
+
+  /** Queues `len` bytes of `out` at `pos` to `sa` (pos advances), cut in `seg`-byte datagrams if seg > 0. */
+  add(sa: Uint8Array, len: number, seg: number, count: number): void {
+    const k = this.k++;
+    this.#names.set(sa, k * 16);
+    setPtr(this.#iv, k * 16, this.#outAddr + this.pos);
+    this.#iv.setUint32(k * 16 + 8, len, true);
+    this.#v.setUint32(k * MMSG + 40, seg ? CMSG : 0, true);
+    if (seg) this.#cv.setUint16(k * CMSG + 16, seg, true);
+    this.#segs[k] = count;
+    this.pos += len;
+  }
+
+  /** Sends every queued message (waiting while the socket is full), counts them, empties the queue. */
+  send(fd: number, st: Float64Array, base: number): void {
+    const L = libc();
+    const [PK, BY, , , , SENDERR, , BATCHES, , GSOSENDS] = TX_STATS.map((_, i) => base + i);
+    const k = this.k;
     let sent = 0;
     while (sent < k) {
-      const r = L.sendmmsg(init.sockFd, vec.subarray(sent * MMSG), k - sent, 0);
+      const r = L.sendmmsg(fd, this.#vec.subarray(sent * MMSG), k - sent, 0);
       if (r < 0) {
         const e = errno();
         if (e === EAGAIN) {
-          pv.setInt32(0, init.sockFd, true);
+          const pv = new DataView(this.#pfd.buffer);
+          pv.setInt32(0, fd, true);
           pv.setInt16(4, POLLOUT, true);
-          L.poll(pfd, 1, IDLE_POLL_MS);
+          L.poll(this.#pfd, 1, IDLE_POLL_MS);
           continue;
         }
         // This message failed: count it, go on with the next. A kernel or route refusing UDP GSO
         // (EIO: no checksum offload on the way; EINVAL) turns it off for good (segments go one by one).
-        if (gso && segs[sent] > 1 && (e === EIO || e === EINVAL)) gso = false;
-        st[SENDERR] += segs[sent];
+        if (this.gso && this.#segs[sent] > 1 && (e === EIO || e === EINVAL)) this.gso = false;
+        st[SENDERR] += this.#segs[sent];
         sent++;
         continue;
       }
       for (let i = sent; i < sent + r; i++) {
-        st[PK] += segs[i];
-        st[BY] += iv.getUint32(i * 16 + 8, true);
-        if (segs[i] > 1) st[GSOSENDS]++;
+        st[PK] += this.#segs[i];
+        st[BY] += this.#iv.getUint32(i * 16 + 8, true);
+        if (this.#segs[i] > 1) st[GSOSENDS]++;
       }
       sent += r;
     }
     if (k) st[BATCHES]++;
-    return got;
-  };
+    this.k = this.pos = 0;
+  }
+}
+
+/** Writes pointer value `a` (a number below 2^53) at `o` of `dv`, little-endian 64 bits. */
+function setPtr(dv: DataView, o: number, a: number): void {
+  dv.setUint32(o, a % 4294967296, true);
+  dv.setUint32(o + 4, Math.floor(a / 4294967296), true);
 }
 
 /**
- * The TUN→UDP loop on an IFF_VNET_HDR TUN (see {@link txOffloadEngine}), under the transmit lock shared
- * with the receive worker (which sends what its own TUN writes made the kernel answer at once): one
- * reader of flannel0 at a time, so the packets of a flow leave in the order they were read.
+ * The TUN→UDP loop on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
+ * often a TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one
+ * ordinary flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
+ * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; up to
+ * `batch` reads go out in one sendmmsg. Never waits for more packets than are there.
  */
 function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
-  const pump = txOffloadEngine(init, st, init.slot);
+  const base = init.slot * STAT_SLOT;
+  const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
+  const inb = new Uint8Array(TUN_READ);
+  const q = new SendQueue(init.udpGso);
+  const lens = new Uint32Array(256);
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
   pv.setInt32(0, init.tunFd, true);
@@ -471,17 +443,52 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       const nt = readTable(ctl, t);
       if (nt !== t) (t = nt), (seq = s);
     }
-    if (Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) !== 0) {
-      Atomics.wait(ctl, CTL_TX_LOCK, 1, 1); // the receive worker is sending: it is done within a batch
-      continue;
+    let idle = false;
+    for (let reads = 0; reads < init.batch && q.room(); reads++) {
+      const n = L.read(init.tunFd, inb, TUN_READ);
+      if (n < 0) {
+        const e = errno();
+        if (e === EAGAIN) idle = true;
+        else if (e !== EINTR) {
+          st[READERR]++;
+          L.poll(null, 0, 50);
+        }
+        break;
+      }
+      const plen = n - VNET_HDR_LEN;
+      const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
+      if (!sa) continue;
+      const gsoType = inb[1] & ~GSO_ECN;
+      if (gsoType === GSO_TCPV4 || gsoType === GSO_TCPV6) {
+        const cnt = tsoSplit(inb, VNET_HDR_LEN, plen, inb[4] | (inb[5] << 8), q.out, q.pos, lens);
+        if (cnt < 0) {
+          st[MALFORMED]++;
+          continue;
+        }
+        st[SUPER]++;
+        const segLen = lens[0];
+        const per = q.gso ? Math.max(1, Math.min(MAX_GSO_SEGS, Math.floor(MAX_UDP_PAYLOAD / segLen))) : 1;
+        for (let i = 0; i < cnt; i += per) {
+          const c = Math.min(per, cnt - i);
+          let len = 0;
+          for (let j = i; j < i + c; j++) len += lens[j];
+          q.add(sa, len, c > 1 ? segLen : 0, c);
+        }
+      } else if (gsoType !== GSO_NONE) {
+        st[MALFORMED]++; // UDP fragmentation offload is never asked for
+      } else if (
+        (inb[0] & VNET_F_NEEDS_CSUM) &&
+        !completeCsum(inb, VNET_HDR_LEN, plen, inb[6] | (inb[7] << 8), inb[8] | (inb[9] << 8))
+      ) {
+        st[MALFORMED]++;
+      } else {
+        q.out.set(inb.subarray(VNET_HDR_LEN, n), q.pos);
+        q.add(sa, plen, 0, 1);
+      }
     }
-    let got: number;
-    try {
-      got = pump(t);
-    } finally {
-      Atomics.store(ctl, CTL_TX_LOCK, 0);
-    }
-    if (got === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+    const queued = q.k;
+    q.send(init.sockFd, st, base);
+    if (idle && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
   }
 }
 
@@ -520,7 +527,6 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
   };
   const co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), write) : null;
-  const rxPump = init.rxSends ? txOffloadEngine({ ...init, batch: RX_SEND_BATCH }, st, RX_SEND_SLOT) : null;
   /** One datagram at `slot[off..off+n)` (VNET_HDR_LEN bytes before it are free or already written out). */
   const one = (slot: Uint8Array, off: number, n: number, src: number, t: Table | null) => {
     if (!rxAccept(t, src, slot, n, st, base, off)) return;
@@ -571,17 +577,6 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-    // What those writes made the kernel answer at once (a ping reply, TCP ACKs: generated while the
-    // write ran) is in flannel0's queue now: sent from here, it leaves without waking the transmit
-    // worker (one thread wake-up less per round trip). Skipped while the transmit worker is sending.
-    if (rxPump && Atomics.compareExchange(ctl, CTL_TX_LOCK, 0, 1) === 0) {
-      try {
-        rxPump(t);
-      } finally {
-        Atomics.store(ctl, CTL_TX_LOCK, 0);
-        Atomics.notify(ctl, CTL_TX_LOCK);
-      }
-    }
   }
 }
 
@@ -682,8 +677,11 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   const init = ev.data;
   const ctl = new Int32Array(init.ctl);
   const st = new Float64Array(init.stats);
-  libc(); // load before saying ready: a missing libc fails here, visibly
-  scope.postMessage({ ready: true });
+  const L = libc(); // load before saying ready: a missing libc fails here, visibly
+  // A higher priority for this thread only: a woken worker runs before ordinary tasks on a busy node.
+  // Without CAP_SYS_NICE it stays as it is (the data path works the same, only waits longer for a CPU).
+  const niced = init.nice === 0 || L.setpriority(PRIO_PROCESS, L.gettid(), init.nice) === 0;
+  scope.postMessage({ ready: true, niced });
   try {
     if (init.vnetHdr) (init.role === "tx" ? runTxOffload : runRxOffload)(init, ctl, st);
     else if (init.role === "tx") (init.batch > 1 ? runTxBatch : runTx)(init, ctl, st);

@@ -15,86 +15,78 @@ const n = (v: number | null) => (v === null ? "-" : String(v));
 
 /** Human-readable status. */
 export function renderStatus(s: StatusJson): string {
-  const d = s.daemon;
   const rows: [string, string][] = [
-    [
-      "daemon",
-      d.running
-        ? `up, pid ${d.pid}${d.version ? `, version ${d.version}` : ""}${
-          d.uptimeSeconds !== null ? `, uptime ${dur(d.uptimeSeconds)}` : ""
-        }`
-        : `DOWN (${d.detail})`,
-    ],
-    [
-      "store",
-      `${s.store.kind ?? "none"}: ${
-        s.store.reachable ? "reachable" : `UNREACHABLE (${s.store.error ?? "?"})`
-      }` +
-      (s.store.daemonSeesStore === null ? "" : `; daemon sees it ${s.store.daemonSeesStore ? "up" : "DOWN"}`),
-    ],
-    [
-      "lease",
-      `${s.lease.subnet ?? "-"} PublicIP ${s.lease.publicIP ?? "-"}, expires ${s.lease.expiration ?? "-"}, ` +
-      `renewals ${n(s.lease.renewals)} (errors ${n(s.lease.renewalErrors)})` +
-      (s.lease.ipv6Subnet || s.lease.publicIPv6
-        ? `; IPv6 ${s.lease.ipv6Subnet ?? "-"} PublicIPv6 ${s.lease.publicIPv6 ?? "-"}`
-        : ""),
-    ],
-    [
-      "backend",
-      `${s.backend.type ?? "-"}, device ${s.backend.device ?? "-"} ${
-        s.backend.deviceUp === null ? "" : s.backend.deviceUp ? "up" : "DOWN"
-      }, mtu ${n(s.backend.mtu)}` +
-      (s.backend.deviceV6
-        ? `; IPv6 device ${s.backend.deviceV6.name} ${s.backend.deviceV6.up ? "up" : "DOWN"}, mtu ${
-          n(s.backend.deviceV6.mtu)
-        }`
-        : ""),
-    ],
+    ["daemon", daemonLine(s.daemon)],
+    ["store", storeLine(s.store)],
+    ["lease", leaseLine(s.lease)],
+    ["backend", backendLine(s.backend)],
     [
       "peers",
-      `${s.peers.leases} leases: ${s.peers.programmed} programmed, ${s.peers.missing.length} missing` +
-      (s.peers.missing.length ? ` (${s.peers.missing.join(", ")})` : "") +
-      `, ${s.peers.stale.length} stale` + (s.peers.stale.length ? ` (${s.peers.stale.join(", ")})` : "") +
-      (s.peers.daemonPeers === null ? "" : `; daemon programs ${s.peers.daemonPeers}`),
+      peersLine(s.peers) + (s.peers.daemonPeers === null ? "" : `; daemon programs ${s.peers.daemonPeers}`),
     ],
-    ...(s.peers.v6
-      ? [[
-        "peers v6",
-        `${s.peers.v6.leases} leases: ${s.peers.v6.programmed} programmed, ${s.peers.v6.missing.length} missing` +
-        (s.peers.v6.missing.length ? ` (${s.peers.v6.missing.join(", ")})` : "") +
-        `, ${s.peers.v6.stale.length} stale` +
-        (s.peers.v6.stale.length ? ` (${s.peers.v6.stale.join(", ")})` : ""),
-      ] as [string, string]]
-      : []),
-    [
-      "reconcile",
-      s.reconcile.lastAt
-        ? `last ${s.reconcile.lastAt} took ${
-          s.reconcile.lastSeconds?.toFixed(3)
-        }s, repaired ${s.reconcile.lastRepairs}; ` +
-          `${n(s.reconcile.runs)} runs, ${n(s.reconcile.repairsTotal)} repairs, ${
-            n(s.reconcile.errors)
-          } errors`
-        : s.reconcile.runs === null
-        ? "- (daemon metrics not available)"
-        : `${s.reconcile.runs} runs`,
-    ],
-    [
-      "rules",
-      `${s.rules.ok ? "in place" : "PROBLEM"} (${s.rules.mode}); masquerade ${s.rules.masquerade}` +
-      (s.rules.masqueradeV6 ? `; IPv6 masquerade ${s.rules.masqueradeV6}` : "") +
-      `; forward ${s.rules.forward}`,
-    ],
-    [
-      "health",
-      s.health.address
-        ? `${s.health.address}: healthz ${n(s.health.healthz)}, readyz ${n(s.health.readyz)}, metrics ${
-          s.health.metrics ? "read" : "unavailable"
-        }`
-        : "-",
-    ],
+    ...(s.peers.v6 ? [["peers v6", peersLine(s.peers.v6)] as [string, string]] : []),
+    ["reconcile", reconcileLine(s.reconcile)],
+    ["rules", rulesLine(s.rules)],
+    ["health", healthLine(s.health)],
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   return `node ${s.node}\n` + rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`).join("\n") + "\n";
+}
+
+function daemonLine(d: StatusJson["daemon"]): string {
+  return d.running
+    ? `up, pid ${d.pid}${d.version ? `, version ${d.version}` : ""}${
+      d.uptimeSeconds !== null ? `, uptime ${dur(d.uptimeSeconds)}` : ""
+    }`
+    : `DOWN (${d.detail})`;
+}
+
+function storeLine(st: StatusJson["store"]): string {
+  return `${st.kind ?? "none"}: ${st.reachable ? "reachable" : `UNREACHABLE (${st.error ?? "?"})`}` +
+    (st.daemonSeesStore === null ? "" : `; daemon sees it ${st.daemonSeesStore ? "up" : "DOWN"}`);
+}
+
+function leaseLine(l: StatusJson["lease"]): string {
+  return `${l.subnet ?? "-"} PublicIP ${l.publicIP ?? "-"}, expires ${l.expiration ?? "-"}, ` +
+    `renewals ${n(l.renewals)} (errors ${n(l.renewalErrors)})` +
+    (l.ipv6Subnet || l.publicIPv6 ? `; IPv6 ${l.ipv6Subnet ?? "-"} PublicIPv6 ${l.publicIPv6 ?? "-"}` : "");
+}
+
+function backendLine(b: StatusJson["backend"]): string {
+  return `${b.type ?? "-"}, device ${b.device ?? "-"} ${
+    b.deviceUp === null ? "" : b.deviceUp ? "up" : "DOWN"
+  }, mtu ${n(b.mtu)}` +
+    (b.deviceV6
+      ? `; IPv6 device ${b.deviceV6.name} ${b.deviceV6.up ? "up" : "DOWN"}, mtu ${n(b.deviceV6.mtu)}`
+      : "");
+}
+
+/** One family's peer accounting: leases, programmed, missing and stale (each listed when there are any). */
+function peersLine(p: { leases: number; programmed: number; missing: string[]; stale: string[] }): string {
+  return `${p.leases} leases: ${p.programmed} programmed, ${p.missing.length} missing` +
+    (p.missing.length ? ` (${p.missing.join(", ")})` : "") +
+    `, ${p.stale.length} stale` + (p.stale.length ? ` (${p.stale.join(", ")})` : "");
+}
+
+function reconcileLine(r: StatusJson["reconcile"]): string {
+  return r.lastAt
+    ? `last ${r.lastAt} took ${r.lastSeconds?.toFixed(3)}s, repaired ${r.lastRepairs}; ` +
+      `${n(r.runs)} runs, ${n(r.repairsTotal)} repairs, ${n(r.errors)} errors`
+    : r.runs === null
+    ? "- (daemon metrics not available)"
+    : `${r.runs} runs`;
+}
+
+function rulesLine(r: StatusJson["rules"]): string {
+  return `${r.ok ? "in place" : "PROBLEM"} (${r.mode}); masquerade ${r.masquerade}` +
+    (r.masqueradeV6 ? `; IPv6 masquerade ${r.masqueradeV6}` : "") +
+    `; forward ${r.forward}`;
+}
+
+function healthLine(h: StatusJson["health"]): string {
+  return h.address
+    ? `${h.address}: healthz ${n(h.healthz)}, readyz ${n(h.readyz)}, metrics ${
+      h.metrics ? "read" : "unavailable"
+    }`
+    : "-";
 }

@@ -14,7 +14,13 @@ import { nftablesMode, nftRules } from "../doctor/checks/nftables.ts";
 import type { LinkInfo } from "../netlink/types.ts";
 import type { Lease } from "../store/types.ts";
 import { scanForDaemon } from "../doctor/checks/daemon.ts";
-import { daemonRunning, daemonStatePath, readDaemonState } from "../daemon_state.ts";
+import {
+  daemonRunning,
+  DaemonStateError,
+  type DaemonStateFile,
+  daemonStatePath,
+  readDaemonState,
+} from "../daemon_state.ts";
 import { IPNet } from "../ip/cidr.ts";
 
 /** The `-o json` view of `flanctl status`. */
@@ -206,14 +212,51 @@ function backendDevice(ctx: DoctorContext): LinkInfo | null {
 
 /** Builds the status of the node `ctx` was gathered for. */
 export async function nodeStatus(ctx: DoctorContext, node: string): Promise<StatusJson> {
-  // The daemon.
+  const daemon = await findDaemon(ctx);
+  const ep = await readEndpoints(ctx, daemon.health);
+  const mv = (k: string) => ep.metrics?.get(k) ?? null;
+  const rules = await rulesStatus(ctx);
+  return {
+    node,
+    daemon: daemonStatus(daemon),
+    store: {
+      kind: ctx.store.kind,
+      reachable: ctx.store.state === "ok",
+      daemonSeesStore: ep.metrics ? mv("flanctl_store_up") === 1 : null,
+      error: ctx.store.state === "ok" ? null : (ctx.store.error ?? ctx.store.hint),
+    },
+    lease: leaseStatus(ctx, mv),
+    backend: backendStatus(ctx),
+    peers: peersStatus(ctx, mv),
+    reconcile: reconcileStatus(mv),
+    rules,
+    health: { address: daemon.health, healthz: ep.healthz, readyz: ep.readyz, metrics: ep.metrics !== null },
+  };
+}
+
+/** What is known of the daemon: its state file (if readable) and whether its process runs. */
+interface DaemonFound {
+  state: DaemonStateFile | null;
+  /** The state file's process runs (null: it lives in another pid namespace and could not be told). */
+  running: boolean | null;
+  /** A daemon process found by a scan when there is no state file. */
+  scan: { pid: number; cmd: string } | null;
+  detail: string;
+  /** Its health address, when it runs and has one. */
+  health: string | null;
+}
+
+/** The daemon: its state file says whether it runs; without one, a process scan does. */
+async function findDaemon(ctx: DoctorContext): Promise<DaemonFound> {
   const path = daemonStatePath(ctx.opts.subnetFile);
-  let detail: string;
-  let state = null;
+  let state: DaemonStateFile | null = null;
+  // An unreadable or malformed state file counts as none, but the detail says what is wrong with it.
+  let noState = `no ${path}`;
   try {
     state = readDaemonState(path);
   } catch (e) {
-    detail = (e as Error).message;
+    if (!(e instanceof DaemonStateError)) throw e;
+    noState = e.message;
   }
   let running = state ? daemonRunning(state) : false;
   let elsewhere = "";
@@ -225,98 +268,116 @@ export async function nodeStatus(ctx: DoctorContext, node: string): Promise<Stat
     elsewhere = " in another pid namespace";
   }
   const scan = !state ? scanForDaemon(ctx) : null;
-  detail = state
+  const detail = state
     ? (running
       ? `running${elsewhere} (${path})`
       : `not running: pid ${state.pid}${elsewhere} from ${path} is gone (killed or crashed)`)
     : scan
-    ? `running (process scan: ${scan.cmd}; no ${path})`
-    : `not running (no ${path}, no daemon process)`;
+    ? `running (process scan: ${scan.cmd}; ${noState})`
+    : `not running (${noState}, no daemon process)`;
+  return { state, running, scan, detail, health: running ? state?.health ?? null : null };
+}
+
+/** The daemon's section of the view. */
+function daemonStatus(d: DaemonFound): StatusJson["daemon"] {
+  const { state, running, scan } = d;
   const startedAt = running && state?.startedAt ? state.startedAt : null;
+  return {
+    running: running || !!scan,
+    pid: running ? state!.pid : scan?.pid ?? null,
+    version: running ? state!.version : null,
+    startedAt,
+    uptimeSeconds: startedAt ? Math.max(0, Math.round((Date.now() - Date.parse(startedAt)) / 1000)) : null,
+    source: state ? "state-file" : scan ? "process" : "none",
+    detail: d.detail,
+  };
+}
 
-  // Its endpoints.
-  const health = running ? state?.health ?? null : null;
-  let metrics: Map<string, number> | null = null;
-  let healthz: number | null = null, readyz: number | null = null;
-  if (health) {
-    healthz = (await httpGet(ctx, `http://${health}/healthz`)).code;
-    readyz = (await httpGet(ctx, `http://${health}/readyz`)).code;
-    const m = await httpGet(ctx, `http://${health}/metrics`);
-    if (m.code === 200) metrics = parseMetrics(m.body);
-  }
-  const mv = (k: string) => metrics?.get(k) ?? null;
+/** The daemon's endpoints at `health`: /healthz and /readyz codes, /metrics parsed (null: not read). */
+async function readEndpoints(ctx: DoctorContext, health: string | null): Promise<{
+  metrics: Map<string, number> | null;
+  healthz: number | null;
+  readyz: number | null;
+}> {
+  if (!health) return { metrics: null, healthz: null, readyz: null };
+  const healthz = (await httpGet(ctx, `http://${health}/healthz`)).code;
+  const readyz = (await httpGet(ctx, `http://${health}/readyz`)).code;
+  const m = await httpGet(ctx, `http://${health}/metrics`);
+  return { metrics: m.code === 200 ? parseMetrics(m.body) : null, healthz, readyz };
+}
 
-  // Lease, backend, peers, rules.
+/** A daemon metric's value, null when it was not read. */
+type MetricValue = (name: string) => number | null;
+
+/** Our lease (both families) and the daemon's renewal counters. */
+function leaseStatus(ctx: DoctorContext, mv: MetricValue): StatusJson["lease"] {
   const own = ctx.ownLease();
+  const net6 = network6(ctx);
+  return {
+    subnet: ctx.nodeSubnet?.toString() ?? null,
+    publicIP: own?.attrs.PublicIP ?? null,
+    expiration: own ? (own.expiration?.toISOString() ?? "never") : null,
+    renewals: mv("flanctl_lease_renewals_total"),
+    renewalErrors: mv("flanctl_lease_renewal_errors_total"),
+    ipv6Subnet: net6 ? own6(ctx)?.toString() ?? null : null,
+    publicIPv6: net6 ? own?.attrs.PublicIPv6 ?? null : null,
+  };
+}
+
+/** The backend's device (vxlan's flannel.<VNI>, udp's flannel0, host-gw's underlay) and the IPv6 one. */
+function backendStatus(ctx: DoctorContext): StatusJson["backend"] {
   const dev = backendDevice(ctx);
   const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp";
-  const nft = nftablesMode(ctx);
-  // In nftables mode one check (nft-rules) covers both families' tables; in iptables mode IPv6 is its own.
-  const masq = (await (nft ? nftRules : masqRules).run(ctx))[0];
-  const fwd = (await forwardPolicy.run(ctx))[0];
-  const net6 = network6(ctx);
-  const masq6 = !nft && net6 ? (await ip6tablesMasq.run(ctx))[0] : null;
+  const v6 = network6(ctx) && ctx.backendType === "vxlan";
+  const d6 = v6 ? dev6(ctx) : null;
+  return {
+    type: ctx.backendType,
+    device: dev?.name ??
+      (ctx.backendType === "vxlan"
+        ? ctx.vxlanName
+        : ctx.backendType === "udp"
+        ? "flannel0"
+        : ctx.underlay()?.link.name ?? null),
+    deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
+    mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,
+    deviceV6: v6 ? { name: d6?.name ?? dev6Name(ctx), up: d6?.up ?? false, mtu: d6?.mtu ?? null } : null,
+  };
+}
+
+/** The peers of both families against the kernel, and the daemon's own count. */
+function peersStatus(ctx: DoctorContext, mv: MetricValue): StatusJson["peers"] {
   const { leases: _l, ...peers } = peerAccounting(ctx, v4Family(ctx));
-  const peers6 = net6 ? peerAccounting(ctx, v6Family(ctx)) : null;
-  const d6 = net6 && ctx.backendType === "vxlan" ? dev6(ctx) : null;
-  const sub6 = own6(ctx);
+  const peers6 = network6(ctx) ? peerAccounting(ctx, v6Family(ctx)) : null;
+  return { leases: ctx.peerLeases().length, ...peers, daemonPeers: mv("flanctl_peers"), v6: peers6 };
+}
+
+/** The daemon's reconcile counters (the last pass's numbers only once there was one). */
+function reconcileStatus(mv: MetricValue): StatusJson["reconcile"] {
   const lastAt = mv("flanctl_last_reconcile_timestamp_seconds");
   return {
-    node,
-    daemon: {
-      running: running || !!scan,
-      pid: running ? state!.pid : scan?.pid ?? null,
-      version: running ? state!.version : null,
-      startedAt,
-      uptimeSeconds: startedAt ? Math.max(0, Math.round((Date.now() - Date.parse(startedAt)) / 1000)) : null,
-      source: state ? "state-file" : scan ? "process" : "none",
-      detail,
-    },
-    store: {
-      kind: ctx.store.kind,
-      reachable: ctx.store.state === "ok",
-      daemonSeesStore: metrics ? mv("flanctl_store_up") === 1 : null,
-      error: ctx.store.state === "ok" ? null : (ctx.store.error ?? ctx.store.hint),
-    },
-    lease: {
-      subnet: ctx.nodeSubnet?.toString() ?? null,
-      publicIP: own?.attrs.PublicIP ?? null,
-      expiration: own ? (own.expiration?.toISOString() ?? "never") : null,
-      renewals: mv("flanctl_lease_renewals_total"),
-      renewalErrors: mv("flanctl_lease_renewal_errors_total"),
-      ipv6Subnet: net6 ? sub6?.toString() ?? null : null,
-      publicIPv6: net6 ? own?.attrs.PublicIPv6 ?? null : null,
-    },
-    backend: {
-      type: ctx.backendType,
-      device: dev?.name ??
-        (ctx.backendType === "vxlan"
-          ? ctx.vxlanName
-          : ctx.backendType === "udp"
-          ? "flannel0"
-          : ctx.underlay()?.link.name ?? null),
-      deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
-      mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,
-      deviceV6: net6 && ctx.backendType === "vxlan"
-        ? { name: d6?.name ?? dev6Name(ctx), up: d6?.up ?? false, mtu: d6?.mtu ?? null }
-        : null,
-    },
-    peers: { leases: ctx.peerLeases().length, ...peers, daemonPeers: mv("flanctl_peers"), v6: peers6 },
-    reconcile: {
-      runs: mv("flanctl_reconcile_runs_total"),
-      lastAt: lastAt ? new Date(lastAt * 1000).toISOString() : null,
-      lastSeconds: lastAt ? mv("flanctl_last_reconcile_duration_seconds") : null,
-      lastRepairs: lastAt ? mv("flanctl_last_reconcile_repairs") : null,
-      repairsTotal: mv("flanctl_reconcile_repairs_total"),
-      errors: mv("flanctl_reconcile_errors_total"),
-    },
-    rules: {
-      masquerade: `${masq.severity}: ${masq.detail}`,
-      forward: `${fwd.severity}: ${fwd.detail}`,
-      ok: masq.severity === "ok" && fwd.severity === "ok" && (!masq6 || masq6.severity === "ok"),
-      mode: nft ? "nftables" : "iptables",
-      masqueradeV6: masq6 ? `${masq6.severity}: ${masq6.detail}` : null,
-    },
-    health: { address: health, healthz, readyz, metrics: metrics !== null },
+    runs: mv("flanctl_reconcile_runs_total"),
+    lastAt: lastAt ? new Date(lastAt * 1000).toISOString() : null,
+    lastSeconds: lastAt ? mv("flanctl_last_reconcile_duration_seconds") : null,
+    lastRepairs: lastAt ? mv("flanctl_last_reconcile_repairs") : null,
+    repairsTotal: mv("flanctl_reconcile_repairs_total"),
+    errors: mv("flanctl_reconcile_errors_total"),
+  };
+}
+
+/**
+ * The rules: in nftables mode one check (nft-rules) covers both families' tables; in iptables mode IPv6
+ * is its own (ip6tables-masq).
+ */
+async function rulesStatus(ctx: DoctorContext): Promise<StatusJson["rules"]> {
+  const nft = nftablesMode(ctx);
+  const masq = (await (nft ? nftRules : masqRules).run(ctx))[0];
+  const fwd = (await forwardPolicy.run(ctx))[0];
+  const masq6 = !nft && network6(ctx) ? (await ip6tablesMasq.run(ctx))[0] : null;
+  return {
+    masquerade: `${masq.severity}: ${masq.detail}`,
+    forward: `${fwd.severity}: ${fwd.detail}`,
+    ok: masq.severity === "ok" && fwd.severity === "ok" && (!masq6 || masq6.severity === "ok"),
+    mode: nft ? "nftables" : "iptables",
+    masqueradeV6: masq6 ? `${masq6.severity}: ${masq6.detail}` : null,
   };
 }

@@ -1,16 +1,18 @@
 /**
  * The hops the IPv4 walk (trace.ts) and the IPv6 walk (trace6.ts) have in common, each written once with
- * what differs between the families passed in: the next hop's neighbour entry (ARP / NDP) and FDB entry
- * on the VXLAN device, the underlay route to the peer's public address, a peer whose state is not
- * readable, the remote node's route to cni0 and the FORWARD verdict. Each adds its hop to the
- * {@link Path} and returns whether the walk goes on.
+ * what differs between the families passed in: a node's daemon, the next hop's neighbour entry (ARP /
+ * NDP) and FDB entry on the VXLAN device, the underlay route to the peer's public address, a lab's
+ * underlay bridge, a peer whose state is not readable, the remote VXLAN device, the remote node's route
+ * to cni0 and the FORWARD verdict. Each adds its hop to the {@link Path} and returns whether the walk
+ * goes on.
  * @module
  */
-import { routeGet } from "../netlink/mod.ts";
+import { openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Finding } from "../doctor/types.ts";
+import { daemonCheck } from "../doctor/checks/daemon.ts";
 import { doctorText, lookupText, type Path, type Why } from "./path.ts";
-import type { TraceNode } from "./types.ts";
+import type { LabUnderlay, TraceNode } from "./types.ts";
 
 /** errno of a route lookup that rp_filter refused on older kernels (asm-generic/errno.h EXDEV). */
 const EXDEV = 18;
@@ -44,6 +46,25 @@ export interface PeerAddress {
   ip: string;
   /** Its name in the lease: "PublicIP" or "PublicIPv6". */
   label: "PublicIP" | "PublicIPv6";
+}
+
+/** A node's daemon: a dead one explains stale or missing entries further on. */
+export async function daemonHop(n: TraceNode, p: Path): Promise<void> {
+  const f = (await daemonCheck.run(n.ctx))[0];
+  p.add({
+    node: n.name,
+    step: "daemon",
+    ok: f.severity === "ok",
+    entry: f.detail,
+    detail: f.severity === "ok"
+      ? "the daemon keeps routes, ARP/FDB entries and rules in step with the leases"
+      : "the daemon is not running: nothing repairs or updates this node's entries, its lease is not renewed",
+  }, f.severity === "ok" ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "daemon" });
+}
+
+/** The device of node `n` holding address `ip` (where an underlay packet to `ip` arrives), or null. */
+export function deviceOf(n: TraceNode, ip: string): string | null {
+  return n.ctx.kernel?.addrs.find((a) => a.local === ip)?.ifname ?? null;
 }
 
 /** The next hop's neighbour entry on the VXLAN device ("arp" for IPv4, "ndp" for IPv6). */
@@ -131,25 +152,58 @@ export function fdbHop(
 }
 
 /**
+ * The VXLAN device's entries for the next hop: its neighbour entry (the lease's VtepMAC), then that
+ * MAC's FDB entry to the peer's public address; marks the device on the path when both are ok. Returns
+ * the address the encapsulated frame goes to, or null when an entry is broken.
+ */
+export async function vxlanEntryHops(
+  o: {
+    n: TraceNode;
+    dev: LinkInfo;
+    /** The route's gateway: the peer's VTEP address. */
+    nextHop: string;
+    /** The lease's VtepMAC. */
+    mac: string | null;
+    /** The family's neighbour protocol, and why the kernel cannot resolve the next hop itself. */
+    neigh: { proto: "ARP" | "NDP"; noResolve: string };
+    peer: PeerAddress;
+    /** Show each FDB entry's NUD state (the IPv4 walk does). */
+    withState: boolean;
+    lease: string;
+    /** The why of a broken neighbour or FDB entry (asked for just before its hop). */
+    why: (entry: "neigh" | "fdb") => Promise<Why | null>;
+  },
+  p: Path,
+): Promise<string | null> {
+  const { n, dev, mac, lease } = o;
+  const neighWhy = await o.why("neigh");
+  if (!neighHop({ n, dev, nextHop: o.nextHop, mac, ...o.neigh, lease, why: neighWhy }, p)) return null;
+  const fdbWhy = await o.why("fdb");
+  const to = fdbHop({ n, dev, mac, peer: o.peer, withState: o.withState, lease, why: fdbWhy }, p);
+  if (to !== null) p.dev(n.netns, dev.name, "tx");
+  return to;
+}
+
+/** What {@link underlayRouteHop} checks: node `n`'s route to the peer's public address. */
+export interface UnderlayRoute {
+  n: TraceNode;
+  peer: PeerAddress;
+  /** The node's overlay devices (VXLAN, TUN), null where absent. */
+  overlay: (LinkInfo | null)[];
+  /** host-gw and DirectRouting: the peer must be on-link. */
+  needDirect: boolean;
+  backend: string;
+  /** The `ip route get` of the family ("ip route get", "ip -6 route get"). */
+  routeGet: string;
+  lease: string;
+}
+
+/**
  * How node `n` reaches the peer's public address on the underlay: a unicast route that does not point
  * into an overlay device (the packet would loop), without a gateway where the backend needs the peer
  * on-link. Marks the underlay device on the path when the hop is ok.
  */
-export function underlayRouteHop(
-  o: {
-    n: TraceNode;
-    peer: PeerAddress;
-    /** The node's overlay devices (VXLAN, TUN), null where absent. */
-    overlay: (LinkInfo | null)[];
-    /** host-gw and DirectRouting: the peer must be on-link. */
-    needDirect: boolean;
-    backend: string;
-    /** The `ip route get` of the family ("ip route get", "ip -6 route get"). */
-    routeGet: string;
-    lease: string;
-  },
-  p: Path,
-): boolean {
+export function underlayRouteHop(o: UnderlayRoute, p: Path): boolean {
   const { n, peer } = o;
   const u = routeGet(n.h, { dst: peer.ip });
   const into = o.overlay.find((d) => d !== null && u.dev === d.index) ?? null;
@@ -175,6 +229,52 @@ export function underlayRouteHop(
   return ok;
 }
 
+/** A lab's underlay bridge: both nodes' ports up on it, and the bridge itself (it carries the encapsulated packet). */
+export function underlayBridgeHop(
+  u: LabUnderlay,
+  from: TraceNode,
+  to: TraceNode,
+  toIP: string,
+  p: Path,
+): void {
+  const fromPort = [...u.ports.entries()].find(([ip]) => from.ctx.localIPs().has(ip))?.[1] ?? null;
+  const toPort = u.ports.get(toIP) ?? null;
+  const h = openNetlink({ name: u.netns });
+  try {
+    const br = h.link(u.bridge);
+    const ports = [fromPort, toPort].map((n) => (n ? h.link(n) : null));
+    const bad = ports.filter((l) => !l || !l.up || l.master !== br?.index);
+    const ok = !!br && br.up && bad.length === 0;
+    p.add({
+      node: "underlay",
+      step: "underlay-bridge",
+      ok,
+      entry: `${u.bridge} ${br?.up ? "up" : "DOWN"}; ` +
+        [[fromPort, ports[0], from.name], [toPort, ports[1], to.name]].map(([n, l, who]) =>
+          `${n ?? "?"} (${who}) ${l ? (l as LinkInfo).up ? "up" : "DOWN" : "missing"}`
+        ).join(", "),
+      detail: ok
+        ? `the underlay bridge carries the encapsulated packet to ${toIP}`
+        : `the underlay does not carry the packet: ${
+          !br
+            ? `no bridge ${u.bridge}`
+            : !br.up
+            ? `${u.bridge} is down`
+            : "a node's port on it is down or missing"
+        }`,
+    }, {
+      why: "the lab's underlay (bridge and each node's veth on it) is the network between the nodes",
+      fix: [
+        `ip -n ${u.netns} link set ${u.bridge} up`,
+        ...[fromPort, toPort].filter(Boolean).map((n) => `ip -n ${u.netns} link set ${n} up`),
+      ],
+    });
+    if (ok) p.dev(u.netns, toPort, "tx");
+  } finally {
+    h.close();
+  }
+}
+
 /** The peer's node is not one whose state this trace reads: the path ends at its public address. */
 export function unreadableRemoteHop(peerIP: string, lease: string, p: Path): void {
   p.add({
@@ -186,6 +286,49 @@ export function unreadableRemoteHop(peerIP: string, lease: string, p: Path): voi
       "the remote node's state is not readable from here: run `flanctl trace` on it for the rest of the path",
     lease,
   });
+}
+
+/**
+ * The remote node's VXLAN device decapsulates the packet: it exists, is up and has the lease's VtepMAC.
+ * Returns the device when the hop is ok, else null.
+ */
+export async function remoteVxlanHop(
+  o: {
+    peer: TraceNode;
+    dev: LinkInfo | null;
+    /** The device's name when it does not exist. */
+    devName: string;
+    /** The lease's VtepMAC of the family. */
+    mac: string | null;
+    /** "IPv6 " for the IPv6 walk (its entry shows no VNI, its texts name the family). */
+    family: "" | "IPv6 ";
+    lease: string;
+    /** The hop's why, given its verdict and whether the device is missing or down. */
+    why: (ok: boolean, missingOrDown: boolean) => Promise<Why | null>;
+  },
+  p: Path,
+): Promise<LinkInfo | null> {
+  const { peer, dev, mac, family } = o;
+  const ok = !!dev && dev.up && (!mac || dev.mac?.toLowerCase() === mac);
+  p.add({
+    node: peer.name,
+    step: "remote-vxlan",
+    ok,
+    entry: dev
+      ? `${dev.name} ${dev.up ? "up" : "DOWN"} mac ${dev.mac} mtu ${dev.mtu}` +
+        (family ? "" : ` vni ${dev.vxlan?.vni ?? "?"}`)
+      : `${o.devName} does not exist`,
+    detail: !dev
+      ? `no ${family}VXLAN device: the encapsulated packet is dropped`
+      : !dev.up
+      ? `${dev.name} is down: the encapsulated packet is dropped`
+      : !ok
+      ? `device MAC ${dev.mac} disagrees with the lease's ${family}VtepMAC ${mac}` +
+        (family ? "" : ": the inner frame is not for it")
+      : `decapsulated on ${dev.name}`,
+    lease: o.lease,
+  }, await o.why(ok, !dev || !dev.up));
+  return ok ? dev : null;
 }
 
 /**

@@ -1,12 +1,22 @@
 /**
- * The building blocks every trace walk (IPv4 and IPv6) shares: the {@link Path} of hops with the why of
- * each broken one, the doctor's text for a hop, and a route lookup as `ip route get` prints it.
+ * The building blocks every trace walk (IPv4 and IPv6) shares: what each step of a walk reads (the
+ * {@link Walk}), the {@link Path} of hops with the why of each broken one, the report it ends in, the
+ * doctor's text for a hop, and a route lookup as `ip route get` prints it.
  * @module
  */
+import { IPAddr } from "../ip/cidr.ts";
 import type { RouteLookup } from "../netlink/mod.ts";
+import type { Lease } from "../store/types.ts";
 import { ALL_CHECKS } from "../doctor/mod.ts";
 import type { DoctorContext } from "../doctor/context.ts";
-import type { PathDevice, TraceHop } from "./types.ts";
+import {
+  isPod,
+  type PathDevice,
+  type TraceHop,
+  type TraceInput,
+  type TraceNode,
+  type TraceReport,
+} from "./types.ts";
 
 /** A broken hop's explanation. */
 export interface Why {
@@ -50,4 +60,63 @@ export class Path {
   get broken(): boolean {
     return this.hops.some((h) => !h.ok);
   }
+}
+
+/** The report of a walk that ends here: the first broken hop is the verdict, with its why and fix. */
+export function finish(inp: TraceInput, src: string, p: Path): TraceReport {
+  const { hops, whys } = p;
+  const i = hops.findIndex((h) => !h.ok);
+  const rep: TraceReport = { ok: i < 0, src, dst: inp.dstName, hops, devices: p.devices };
+  if (i >= 0) {
+    const w = whys.get(i)!;
+    rep.brokenAt = i;
+    rep.why = w.why;
+    rep.fix = w.fix;
+    if (w.check) rep.check = w.check;
+  }
+  return rep;
+}
+
+/** What every step of a walk reads: the packet, its source node, the lease of its destination. */
+export interface Walk {
+  inp: TraceInput;
+  p: Path;
+  /** The source node. */
+  n: TraceNode;
+  ctx: DoctorContext;
+  dst: IPAddr;
+  /** The packet's source address of the walk's family: the pod's, or the one given for a node. */
+  srcIP: string | null;
+  fromPod: boolean;
+  /** The network's backend type (vxlan when unknown). */
+  backend: string;
+  /** The lease of the family that holds the destination. */
+  lease: Lease | null;
+  /** A lease as the hops name it. */
+  text: (l: Lease) => string;
+}
+
+/** Starts a walk of `inp` with the family's source address, lease lookup and lease text. */
+export function startWalk(
+  inp: TraceInput,
+  family: {
+    srcIP: string | null;
+    lease: (ctx: DoctorContext, dst: IPAddr) => Lease | null;
+    text: (nodes: TraceNode[], l: Lease) => string;
+  },
+): Walk {
+  const n = inp.src.node;
+  const dst = IPAddr.parse(inp.dst, "DST");
+  return {
+    inp,
+    p: new Path(),
+    n,
+    ctx: n.ctx,
+    dst,
+    srcIP: family.srcIP,
+    fromPod: isPod(inp.src),
+    backend: n.ctx.backendType ?? "vxlan",
+    lease: family.lease(n.ctx, dst),
+    text: (l) => family.text(inp.nodes, l),
+  };
 }

@@ -10,9 +10,9 @@ import { loadState } from "../lab/state.ts";
 import { flanctlCommand, runCmd } from "../lab/proc.ts";
 import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
 import { probePath } from "./probe.ts";
-import { trace, type TraceInput } from "./trace.ts";
+import { trace } from "./trace.ts";
 import { trace6 } from "./trace6.ts";
-import type { PodRef, TraceReport } from "./types.ts";
+import type { PodRef, TraceInput, TraceReport } from "./types.ts";
 
 /** Options of a local trace. */
 export interface LocalTraceOptions extends StoreOptions {

@@ -1,264 +1,311 @@
 /**
- * The IPv6 walk of `flanctl trace` (dual stack and IPv6-only): the same hops as the IPv4 vxlan/host-gw
+ * The IPv6 walk of `flanctl trace` (dual stack and IPv6-only): the same steps as the IPv4 vxlan/host-gw
  * walk with the IPv6 state — the pod's IPv6 route, the node's route to the peer's IPv6 subnet via
  * flannel-v6.<VNI> (or the peer's PublicIPv6 for host-gw), the NDP entry of the next hop (instead of
  * ARP), the FDB entry to the lease's PublicIPv6, the ip6tables masquerade rules (doctor's
- * ip6tables-masq), the remote flannel-v6 device and its route to cni0. Read-only.
+ * ip6tables-masq), the remote flannel-v6 device and its route to cni0. The pod ends (pod.ts), the hops
+ * both walks share (hops.ts) and the remote node's segment (remote.ts) are the IPv4 walk's. Read-only.
  * @module
  */
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../ip/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
+import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";
 import { dev6, dev6Name, flannelV6Device, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { forwardFinding } from "../doctor/checks/iptables.ts";
 import { nftablesMode, nftFamilyFinding } from "../doctor/checks/nftables.ts";
-import {
-  daemonHop,
-  deliver,
-  finish,
-  isPod,
-  nodeOfLease,
-  podHops,
-  type TraceInput,
-  underlayHop,
-} from "./trace.ts";
 import * as hops from "./hops.ts";
-import { doctorText, lookupText, Path, type Why } from "./path.ts";
-import type { TraceNode, TraceReport } from "./types.ts";
+import { lease6For, leaseText6, nodeOf6 } from "./lease.ts";
+import { doctorText, finish, lookupText, type Path, startWalk, type Walk, type Why } from "./path.ts";
+import { deliver, podHops } from "./pod.ts";
+import { remoteNode } from "./remote.ts";
+import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */
 const V6_OVERHEAD = 70;
 
-function lease6For(ctx: DoctorContext, ip: IPAddr): Lease | null {
-  return ctx.store.leases.find((l) => l.ipv6Subnet?.contains(ip)) ?? null;
-}
-
-/** The node of a lease by its IPv6 subnet (IPv6-only leases have no IPv4 subnet). */
-function nodeOf6(nodes: TraceNode[], l: Lease): TraceNode | null {
-  return nodeOfLease(nodes, l) ?? nodes.find((n) => !!l.ipv6Subnet && own6(n.ctx)?.equals(l.ipv6Subnet)) ??
-    null;
+/** The IPv6 walk: the IPv6 source, the lease by IPv6 subnet, and the IPv6 networks. */
+interface Walk6 extends Walk {
+  /** The backend is vxlan (else host-gw). */
+  vxlan: boolean;
+  /** The IPv6 pod network and this node's IPv6 subnet. */
+  net6: IPNet | null;
+  own: IPNet | null;
 }
 
 /** Traces a packet to an IPv6 address. */
 export async function trace6(inp: TraceInput): Promise<TraceReport> {
-  const p = new Path();
-  const srcNode = inp.src.node;
-  const ctx = srcNode.ctx;
-  const dst = IPAddr.parse(inp.dst, "DST");
-  const srcName = inp.src.name;
-  const net6: IPNet | null = network6(ctx);
-  const own: IPNet | null = own6(ctx);
-  const backend = ctx.backendType ?? "vxlan";
-  const lease = own?.contains(dst) ? null : lease6For(ctx, dst);
-  const peerNode = lease ? nodeOf6(inp.nodes, lease) : null;
-  const leaseText = (l: Lease) => {
-    const mac = vtepMacOf(l.attrs.BackendV6Data);
-    const who = nodeOf6(inp.nodes, l)?.name;
-    return `${l.ipv6Subnet} → ${who ? `${who}, ` : ""}PublicIPv6 ${l.attrs.PublicIPv6 ?? "-"}` +
-      (mac ? `, VtepMAC ${mac}` : "");
-  };
-  const fromPod = isPod(inp.src);
-  const srcIP = fromPod ? (inp.src as { ipv6?: string }).ipv6 ?? null : inp.src.ip;
-  if (fromPod && !srcIP) {
-    p.add({
-      node: srcName,
-      step: "pod-address",
-      ok: false,
-      entry: `${srcName} has no IPv6 address`,
-      detail: `the pod has no IPv6 address: it cannot send to ${inp.dst}`,
-    }, { why: "IPv6 pod traffic needs an IPv6 address from the CNI result (EnableIPv6)", fix: [] });
-    return finish(inp, srcName, p);
+  const w = walk6(inp);
+  const { p, lease, n, dst } = w;
+  const end = () => finish(inp, inp.src.name, p);
+  if (w.fromPod && !w.srcIP) {
+    noAddressHop(w);
+    return end();
   }
 
   // 1. In the source pod.
   const podMtu = await podHops(inp, p);
-  if (p.broken) return finish(inp, srcName, p);
-
+  if (p.broken) return end();
   // 2. This node's daemon.
-  await daemonHop(srcNode, p);
-
+  await hops.daemonHop(n, p);
   // 3. The node's IPv6 route (the kernel's input lookup from cni0 for a pod's packet).
-  const r = routeGet(srcNode.h, fromPod ? { dst: inp.dst, src: srcIP!, iif: "cni0" } : { dst: inp.dst });
+  const route = await hostRoute6(w);
+  // 4. ip6tables FORWARD for a pod's forwarded packet, then the IPv6 masquerade rules.
+  await firewall6(w);
+  if (!w.net6 || !w.net6.contains(dst)) {
+    egressHop6(w, route.r);
+    return end();
+  }
+  if (!route.ok) return end();
+  if (w.own?.contains(dst)) {
+    await deliver(inp, n, p);
+    return end();
+  }
+  const pub6 = lease?.attrs.PublicIPv6 ?? null;
+  if (!lease || !pub6) return end();
+  // 5. The IPv6 overlay: flannel-v6 device, NDP entry of the next hop, FDB entry to the PublicIPv6.
+  const underlayDst = w.vxlan && !route.direct ? await vxlanOverlay6(w, lease, pub6, route.r, podMtu) : pub6;
+  if (underlayDst === null) return end();
+  // 6. The IPv6 underlay to the peer's PublicIPv6.
+  const underlay = {
+    n,
+    peer: { ip: underlayDst, label: "PublicIPv6" as const },
+    overlay: [dev6(w.ctx)],
+    needDirect: !w.vxlan || route.direct,
+    backend: w.backend,
+    routeGet: "ip -6 route get",
+    lease: w.text(lease),
+  };
+  if (!hops.underlayRouteHop(underlay, p)) return end();
+  // 7. The remote node.
+  await remoteNode({
+    inp,
+    src: n,
+    peer: nodeOf6(inp.nodes, lease),
+    publicIP: pub6,
+    lease: w.text(lease),
+    underlayDst,
+    ingress: (peer) => remoteIngress6(w, peer, lease, pub6, route.direct),
+  }, p);
+  return end();
+}
+
+/** The IPv6 walk's view of the packet and its source node. */
+function walk6(inp: TraceInput): Walk6 {
+  const ctx = inp.src.node.ctx;
+  const w = startWalk(inp, {
+    srcIP: isPod(inp.src) ? inp.src.ipv6 ?? null : inp.src.ip,
+    // This node's own IPv6 subnet is delivered by cni0, not explained by a lease.
+    lease: (c, dst) => own6(c)?.contains(dst) ? null : lease6For(c, dst),
+    text: leaseText6,
+  });
+  return { ...w, vxlan: w.backend === "vxlan", net6: network6(ctx), own: own6(ctx) };
+}
+
+/** A pod without an IPv6 address cannot send to one. */
+function noAddressHop(w: Walk6): void {
+  const name = w.inp.src.name;
+  w.p.add({
+    node: name,
+    step: "pod-address",
+    ok: false,
+    entry: `${name} has no IPv6 address`,
+    detail: `the pod has no IPv6 address: it cannot send to ${w.inp.dst}`,
+  }, { why: "IPv6 pod traffic needs an IPv6 address from the CNI result (EnableIPv6)", fix: [] });
+}
+
+/**
+ * The node's IPv6 route for the packet, checked against the lease. Returns the lookup, whether it
+ * follows the lease, and whether it goes straight to the peer's PublicIPv6 (DirectRouting).
+ */
+async function hostRoute6(w: Walk6): Promise<{ r: RouteLookup; ok: boolean; direct: boolean }> {
+  const { ctx, inp, lease, n } = w;
+  const r = routeGet(n.h, w.fromPod ? { dst: inp.dst, src: w.srcIP!, iif: "cni0" } : { dst: inp.dst });
   const devName = dev6Name(ctx);
   const sub = lease?.ipv6Subnet?.toString();
   const gw = lease?.ipv6Subnet?.ip.toString();
   const pub6 = lease?.attrs.PublicIPv6 ?? null;
-  const vxlan = backend === "vxlan";
-  const direct = vxlan && !!pub6 && r.gateway === pub6 && ctx.directRouting;
-  const expectText = own?.contains(dst)
-    ? `${own} dev cni0 (this node's IPv6 subnet)`
+  const local = !!w.own?.contains(w.dst);
+  const direct = w.vxlan && !!pub6 && r.gateway === pub6 && ctx.directRouting;
+  const expectText = local
+    ? `${w.own} dev cni0 (this node's IPv6 subnet)`
     : !lease
     ? `a route from a lease (no lease covers ${inp.dst})`
-    : vxlan
+    : w.vxlan
     ? `${sub} via ${gw} dev ${devName} onlink`
     : `${sub} via ${pub6}`;
-  const routeOk = r.errno === null &&
-    (own?.contains(dst) ? r.devName === "cni0" : !!lease && r.route === sub &&
-      (vxlan ? (r.gateway === gw && r.devName === devName) || direct : r.gateway === pub6));
+  const ok = r.errno === null &&
+    (local ? r.devName === "cni0" : !!lease && r.route === sub &&
+      (w.vxlan ? (r.gateway === gw && r.devName === devName) || direct : r.gateway === pub6));
   const fwd = ctx.sysctl("net.ipv6.conf.all.forwarding");
-  p.add(
+  w.p.add(
     {
-      node: srcNode.name,
+      node: n.name,
       step: "host-route",
-      ok: routeOk,
+      ok,
       entry: lookupText(r),
       detail: r.errno !== null
         ? (fwd === "0" ? `IPv6 forwarding is off (net.ipv6.conf.all.forwarding=0)` : `no route to ${inp.dst}`)
-        : routeOk
-        ? expectText + (fromPod ? " (input lookup from cni0)" : "")
+        : ok
+        ? expectText + (w.fromPod ? " (input lookup from cni0)" : "")
         : `disagrees with the lease: expected ${expectText}`,
-      lease: lease ? leaseText(lease) : undefined,
+      lease: lease ? w.text(lease) : undefined,
     },
     r.errno !== null && fwd === "0"
       ? await doctorText(ctx, "ipv6-forward")
-      : await doctorText(ctx, "peers-v6") ?? {
-        why: lease
-          ? "the node's IPv6 route for the peer subnet must follow the lease"
-          : "no lease covers the address",
-        fix: lease ? ["restart the daemon: it re-adds every peer's routes from the leases on start"] : [],
-      },
+      : await peerRoutesWhy6(ctx, lease),
   );
+  return { r, ok, direct };
+}
 
-  // 4. ip6tables FORWARD for a pod's forwarded packet (the doctor's forward-policy verdict, IPv6 table),
-  // then the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
-  if (fromPod && ctx.ip6t.text !== null) forward6(srcNode, "forward", net6, p);
-  // 4'. The IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor).
-  // In nftables mode (EnableNFTables) they are table ip6 flannel-ipv6's postrtg and forward chains.
+/** The why of an IPv6 route that disagrees with the lease: the doctor's peers-v6, else the lease's. */
+async function peerRoutesWhy6(ctx: DoctorContext, lease: Lease | null): Promise<Why> {
+  return await doctorText(ctx, "peers-v6") ?? {
+    why: lease
+      ? "the node's IPv6 route for the peer subnet must follow the lease"
+      : "no lease covers the address",
+    fix: lease ? ["restart the daemon: it re-adds every peer's routes from the leases on start"] : [],
+  };
+}
+
+/**
+ * ip6tables FORWARD for a pod's forwarded packet (the doctor's forward-policy verdict, IPv6 table), then
+ * the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor; in nftables
+ * mode (EnableNFTables) table ip6 flannel-ipv6's postrtg and forward chains).
+ */
+async function firewall6(w: Walk6): Promise<void> {
+  const { ctx, n } = w;
+  if (w.fromPod && ctx.ip6t.text !== null) forward6(n, "forward", w.net6, w.p);
   const nft = nftablesMode(ctx);
   const m = nft ? nftFamilyFinding(ctx, "ip6") : (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
-  p.add(
+  w.p.add(
     {
-      node: srcNode.name,
+      node: n.name,
       step: "masquerade",
       ok: masqOk,
       entry: m ? (nft ? `nft: ${m.detail}` : m.detail) : "ip6tables not checked",
       detail: masqOk
-        ? `pod → pod IPv6 keeps its source (${srcIP ?? "node"} → ${inp.dst})`
+        ? `pod → pod IPv6 keeps its source (${w.srcIP ?? "node"} → ${w.inp.dst})`
         : `flannel's IPv6 masquerade rules are missing${
           nft ? " (nftables mode: table ip6 flannel-ipv6)" : ""
         }`,
     },
     masqOk ? null : { why: m.why ?? m.detail, fix: m.fix ?? [], check: nft ? "nft-rules" : "ip6tables-masq" },
   );
-  if (!net6 || !net6.contains(dst)) {
-    p.add({
-      node: srcNode.name,
-      step: "egress",
-      ok: r.errno === null,
-      entry: lookupText(r),
-      detail: `${inp.dst} is outside the IPv6 pod network ${net6 ?? "?"}: leaves via ${r.devName ?? "?"}`,
-    });
-    return finish(inp, srcName, p);
-  }
-  if (!routeOk) return finish(inp, srcName, p);
-  if (own?.contains(dst)) {
-    await deliver(inp, srcNode, p);
-    return finish(inp, srcName, p);
-  }
-  if (!lease || !pub6) return finish(inp, srcName, p);
+}
 
-  // 5. The IPv6 overlay: flannel-v6 device, NDP entry of the next hop, FDB entry to the PublicIPv6.
-  let underlayDst = pub6;
-  if (vxlan && !direct) {
-    const dev = dev6(ctx);
-    const f = (await flannelV6Device.run(ctx))[0];
-    const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
-    const devOk = !!dev && dev.up && f?.severity !== "critical" && !mtuBad;
-    p.add({
-      node: srcNode.name,
-      step: "vxlan-device",
-      ok: devOk,
-      entry: dev
-        ? `${dev.name} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu} vni ${dev.vxlan?.vni ?? "?"}` +
-          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
-        : `${devName} does not exist`,
-      detail: devOk
-        ? `encapsulates into VXLAN over IPv6 (overhead ${V6_OVERHEAD}), MTU ${dev!.mtu}`
-        : mtuBad
-        ? `pod MTU ${podMtu} > ${dev!.name} MTU ${dev!.mtu}: larger packets are dropped`
-        : f?.detail ?? `${devName} is not usable`,
-    }, devOk ? null : mtuBad ? await doctorText(ctx, "mtu") : { why: f?.why ?? "", fix: f?.fix ?? [] });
-    if (!devOk) return finish(inp, srcName, p);
-    const mac = vtepMacOf(lease.attrs.BackendV6Data);
-    const why6: Why = {
-      why:
-        "flannel programs a permanent neighbour entry (NDP) and an FDB entry per IPv6 peer; without them " +
-        "the IPv6 VXLAN device does not know where to send the packet",
-      fix: ["restart the daemon: it re-adds every peer's neighbour and FDB entries on start"],
-      check: "peers-v6",
-    };
-    const l = leaseText(lease);
-    const ndp = { proto: "NDP" as const, noResolve: `${dev!.name} does not solicit` };
-    const ndpWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
-    if (
-      !hops.neighHop({ n: srcNode, dev: dev!, nextHop: r.gateway!, mac, ...ndp, lease: l, why: ndpWhy }, p)
-    ) {
-      return finish(inp, srcName, p);
-    }
-    const peer = { ip: pub6, label: "PublicIPv6" as const };
-    const fdbWhy = (await doctorText(ctx, "peers-v6")) ?? why6;
-    const to = hops.fdbHop({ n: srcNode, dev: dev!, mac, peer, withState: false, lease: l, why: fdbWhy }, p);
-    if (to === null) return finish(inp, srcName, p);
-    underlayDst = to;
-    p.dev(srcNode.netns, dev!.name, "tx");
-  }
+/** The packet leaves the IPv6 pod network: the route it leaves by ends the path. */
+function egressHop6(w: Walk6, r: RouteLookup): void {
+  w.p.add({
+    node: w.n.name,
+    step: "egress",
+    ok: r.errno === null,
+    entry: lookupText(r),
+    detail: `${w.inp.dst} is outside the IPv6 pod network ${w.net6 ?? "?"}: leaves via ${r.devName ?? "?"}`,
+  });
+}
 
-  // 6. The IPv6 underlay to the peer's PublicIPv6.
-  const underlay = {
-    n: srcNode,
-    peer: { ip: underlayDst, label: "PublicIPv6" as const },
-    overlay: [dev6(ctx)],
-    needDirect: !vxlan || direct,
-    backend,
-    routeGet: "ip -6 route get",
-    lease: leaseText(lease),
+/**
+ * The IPv6 vxlan overlay: flannel-v6.<VNI>, the NDP entry of the next hop, the FDB entry of its MAC to
+ * the lease's PublicIPv6. Returns the address the underlay carries the packet to, or null when broken.
+ */
+async function vxlanOverlay6(
+  w: Walk6,
+  lease: Lease,
+  pub6: string,
+  r: RouteLookup,
+  podMtu: number | null,
+): Promise<string | null> {
+  const { ctx, n, p } = w;
+  const dev = await vxlanDeviceHop6(w, podMtu);
+  if (!dev) return null;
+  return await hops.vxlanEntryHops({
+    n,
+    dev,
+    nextHop: r.gateway!,
+    mac: vtepMacOf(lease.attrs.BackendV6Data),
+    neigh: { proto: "NDP", noResolve: `${dev.name} does not solicit` },
+    peer: { ip: pub6, label: "PublicIPv6" },
+    withState: false,
+    lease: w.text(lease),
+    why: async () => (await doctorText(ctx, "peers-v6")) ?? peerEntriesWhy6(),
+  }, p);
+}
+
+/** Why an IPv6 peer's neighbour or FDB entry matters, when the doctor's peers-v6 finds nothing. */
+function peerEntriesWhy6(): Why {
+  return {
+    why: "flannel programs a permanent neighbour entry (NDP) and an FDB entry per IPv6 peer; without them " +
+      "the IPv6 VXLAN device does not know where to send the packet",
+    fix: ["restart the daemon: it re-adds every peer's neighbour and FDB entries on start"],
+    check: "peers-v6",
   };
-  if (!hops.underlayRouteHop(underlay, p)) return finish(inp, srcName, p);
+}
 
-  // 7. The remote node.
-  if (!peerNode) {
-    hops.unreadableRemoteHop(pub6, leaseText(lease), p);
-    return finish(inp, srcName, p);
-  }
-  if (inp.underlay) underlayHop(inp.underlay, srcNode, peerNode, underlayDst, p);
-  await daemonHop(peerNode, p);
-  const mark = p.hops.length;
-  const pc = peerNode.ctx;
+/**
+ * flannel-v6.<VNI> on the source node: the doctor's flannel-v6-device finding, plus the pod MTU fitting
+ * it. Returns the device when the hop is ok, else null.
+ */
+async function vxlanDeviceHop6(w: Walk6, podMtu: number | null): Promise<LinkInfo | null> {
+  const { ctx } = w;
+  const devName = dev6Name(ctx);
+  const dev = dev6(ctx);
+  const f = (await flannelV6Device.run(ctx))[0];
+  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
+  const devOk = !!dev && dev.up && f?.severity !== "critical" && !mtuBad;
+  w.p.add({
+    node: w.n.name,
+    step: "vxlan-device",
+    ok: devOk,
+    entry: dev
+      ? `${dev.name} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu} vni ${dev.vxlan?.vni ?? "?"}` +
+        (podMtu !== null ? `; pod mtu ${podMtu}` : "")
+      : `${devName} does not exist`,
+    detail: devOk
+      ? `encapsulates into VXLAN over IPv6 (overhead ${V6_OVERHEAD}), MTU ${dev!.mtu}`
+      : mtuBad
+      ? `pod MTU ${podMtu} > ${dev!.name} MTU ${dev!.mtu}: larger packets are dropped`
+      : f?.detail ?? `${devName} is not usable`,
+  }, devOk ? null : mtuBad ? await doctorText(ctx, "mtu") : { why: f?.why ?? "", fix: f?.fix ?? [] });
+  return devOk ? dev : null;
+}
+
+/**
+ * The remote node receives the packet: its flannel-v6 device (vxlan) or the interface holding its
+ * PublicIPv6 (host-gw, DirectRouting), its IPv6 route to cni0, its ip6tables FORWARD verdict.
+ */
+async function remoteIngress6(
+  w: Walk6,
+  peer: TraceNode,
+  lease: Lease,
+  pub6: string,
+  direct: boolean,
+): Promise<void> {
+  const { p } = w;
+  const pc = peer.ctx;
   let iif: string | null;
-  if (vxlan && !direct) {
-    const dev = dev6(pc);
-    const mac = vtepMacOf(lease.attrs.BackendV6Data);
-    const ok = !!dev && dev.up && (!mac || dev.mac?.toLowerCase() === mac);
-    p.add({
-      node: peerNode.name,
-      step: "remote-vxlan",
-      ok,
-      entry: dev
-        ? `${dev.name} ${dev.up ? "up" : "DOWN"} mac ${dev.mac} mtu ${dev.mtu}`
-        : `${dev6Name(pc)} does not exist`,
-      detail: !dev
-        ? "no IPv6 VXLAN device: the encapsulated packet is dropped"
-        : !dev.up
-        ? `${dev.name} is down: the encapsulated packet is dropped`
-        : !ok
-        ? `device MAC ${dev.mac} disagrees with the lease's IPv6 VtepMAC ${mac}`
-        : `decapsulated on ${dev.name}`,
-      lease: leaseText(lease),
-    }, ok ? null : await doctorText(pc, "flannel-v6-device"));
-    if (!ok) return finish(inp, srcName, p);
-    iif = dev!.name;
+  if (w.vxlan && !direct) {
+    const dev = await hops.remoteVxlanHop({
+      peer,
+      dev: dev6(pc),
+      devName: dev6Name(pc),
+      mac: vtepMacOf(lease.attrs.BackendV6Data),
+      family: "IPv6 ",
+      lease: w.text(lease),
+      why: async (ok) => ok ? null : await doctorText(pc, "flannel-v6-device"),
+    }, p);
+    if (!dev) return;
+    iif = dev.name;
   } else {
-    iif = pc.kernel?.addrs.find((a) => a.local === pub6)?.ifname ?? null;
+    iif = hops.deviceOf(peer, pub6);
   }
-  p.dev(peerNode.netns, iif, "rx");
-  const route = { peer: peerNode, dst: inp.dst, src: srcIP, iif, subnet: String(lease.ipv6Subnet) };
+  p.dev(peer.netns, iif, "rx");
+  const route = { peer, dst: w.inp.dst, src: w.srcIP, iif, subnet: String(lease.ipv6Subnet) };
   const rrOk = await hops.remoteRouteHop({ ...route, family: "IPv6 ", forwardCheck: "ipv6-forward" }, p);
-  if (rrOk && pc.ip6t.text !== null) forward6(peerNode, "remote-forward", network6(pc), p);
-  if (p.hops.slice(mark).every((h) => h.ok)) await deliver(inp, peerNode, p);
-  return finish(inp, srcName, p);
+  if (rrOk && pc.ip6t.text !== null) forward6(peer, "remote-forward", network6(pc), p);
 }
 
 /** ip6tables FORWARD on `n`: its policy, or flannel's accept rules for the IPv6 pod network. */

@@ -1,6 +1,7 @@
 /**
- * Shapes of `flanctl trace`: one hop of a packet's path, the report (its `-o json` view is exactly
- * {@link TraceJson}), and the nodes whose live state the trace reads.
+ * Shapes of `flanctl trace`: what to trace (and whether it starts in a pod), one hop of a packet's path,
+ * the report (its `-o json` view is exactly {@link TraceJson}), and the nodes whose live state the trace
+ * reads.
  * @module
  */
 import type { DoctorContext } from "../doctor/context.ts";
@@ -73,4 +74,32 @@ export interface PodRef {
   ipv6?: string;
   /** The node it runs on. */
   node: TraceNode;
+}
+
+/** A lab's underlay: its namespace, bridge and each node's port on it (by PublicIP and PublicIPv6). */
+export interface LabUnderlay {
+  netns: string;
+  bridge: string;
+  ports: Map<string, string>;
+}
+
+/** What to trace. */
+export interface TraceInput {
+  /** A pod, or a node (then the packet starts in the node's own stack). */
+  src: PodRef | { node: TraceNode; ip: string | null; name: string };
+  /** Destination address. */
+  dst: string;
+  /** Display name of the destination (pod/node name in a lab), or the address. */
+  dstName: string;
+  /** Every node whose state can be read (the source's node included). */
+  nodes: TraceNode[];
+  /** Pods known by name (lab); others are found behind each node's cni0. */
+  pods: PodRef[];
+  /** A lab's underlay: its namespace, bridge and each node's port on it (by PublicIP). */
+  underlay?: LabUnderlay;
+}
+
+/** Whether the packet starts in a pod (else in a node's own stack). */
+export function isPod(s: TraceInput["src"]): s is PodRef {
+  return "netns" in s;
 }
