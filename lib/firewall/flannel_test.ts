@@ -1,8 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../ip/cidr.ts";
 import { FlannelRules, iptablesRules, nftCleanupScript, nftFamilyScript } from "./flannel.ts";
-import type { NftDriver } from "./nft.ts";
-import { FirewallError } from "./types.ts";
+import { type NftDriver, NftError } from "./nft.ts";
 
 const SPEC = {
   ipMasq: true,
@@ -63,7 +62,7 @@ function fakeNft() {
       if (m) {
         const t = tables.get(`${m[1]} ${m[2]}`);
         if (t === undefined) {
-          return Promise.reject(new FirewallError("libnftables", "nft: No such file or directory"));
+          return Promise.reject(new NftError("libnftables", "No such file or directory"));
         }
         return Promise.resolve(t);
       }
@@ -99,7 +98,7 @@ Deno.test("FlannelRules (nftables): a kernel refusing fully-random gets plain ma
     via: "libnftables",
     run: (text, o) =>
       text.includes("fully-random")
-        ? Promise.reject(new FirewallError("libnftables", "nft: Error: Could not process rule"))
+        ? Promise.reject(new NftError("libnftables", "Error: Could not process rule"))
         : d.run(text, o),
   };
   const warned: string[] = [];

@@ -15,9 +15,22 @@ export interface NftDriver {
   run(text: string, opts?: NftRunOptions): Promise<string>;
 }
 
-/** ENOENT-style nft errors ("No such file or directory") for a table/chain that is not there. */
+/**
+ * A failed nft command. nft (binary and libnftables alike) reports no errno, only its text, so the driver
+ * reads that text once, here, and callers match the type and {@link NftError.notFound}.
+ */
+export class NftError extends FirewallError {
+  /** ENOENT: a table, chain or set named in the command is not there. */
+  readonly notFound: boolean;
+  constructor(tool: "libnftables" | "nft", text: string) {
+    super(tool, `nft: ${text}`);
+    this.notFound = /No such file or directory|does not exist/.test(text);
+  }
+}
+
+/** True for the driver's ENOENT error: a table/chain that is not there. */
 export function isNotFound(e: unknown): boolean {
-  return e instanceof FirewallError && /No such file or directory|does not exist/.test(e.message);
+  return e instanceof NftError && e.notFound;
 }
 
 let warned = false;
@@ -35,7 +48,7 @@ export function nftDriver(opts: { log?: FirewallLog; run?: Runner; forceBinary?:
         const r = lib.run(text, o);
         if (r.rc !== 0) {
           return Promise.reject(
-            new FirewallError("libnftables", `nft: ${r.error.trim() || `rc ${r.rc}`}`),
+            new NftError("libnftables", r.error.trim() || `rc ${r.rc}`),
           );
         }
         return Promise.resolve(r.output);
@@ -54,7 +67,7 @@ export function nftDriver(opts: { log?: FirewallLog; run?: Runner; forceBinary?:
     async run(text, o = {}) {
       const args = ["nft", ...(o.json ? ["-j"] : []), ...(o.handles ? ["-a"] : []), "-f", "-"];
       const r = await run(args, text);
-      if (r.code !== 0) throw new FirewallError("nft", `nft: ${r.stderr.trim() || `exit ${r.code}`}`);
+      if (r.code !== 0) throw new NftError("nft", r.stderr.trim() || `exit ${r.code}`);
       return r.stdout;
     },
   };
