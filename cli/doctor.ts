@@ -128,6 +128,8 @@ async function bundle(
   // Every secret this node's flannel could hold: redacted wherever it shows up (logs, configs, status).
   const secrets = [
     flags.etcdPassword ?? "",
+    // The file named by --etcd-password-file (or its env variable), and the daemon's own env variable.
+    read(flags.etcdPasswordFile).trim(),
     read(Deno.env.get("FLANNELD_ETCD_PASSWORD_FILE")).trim(),
     read("/var/run/secrets/kubernetes.io/serviceaccount/token").trim(),
     ...kubeconfigTokens(read(flags.kubeconfigFile)),

@@ -89,3 +89,27 @@ Deno.test("doctor --bundle: everything a maintainer asks for, no etcd password, 
     );
   });
 });
+
+Deno.test("doctor --bundle: the password in the file named by --etcd-password-file is redacted too", async () => {
+  await withDoctorNode(async (n) => {
+    const secret = "pw-from-a-file-7f3a9";
+    const pwFile = `${n.dir}/etcd-password`;
+    await Deno.writeTextFile(pwFile, `${secret}\n`, { mode: 0o600 });
+    const log = `${n.dir}/daemon.log`;
+    await Deno.writeTextFile(log, `connecting to etcd with password ${secret}\n`);
+    const file = `${n.dir}/bundle.tar.gz`;
+    const r = await flanctl(
+      doctorArgs(n, "--bundle", file, "--log-file", log, "--etcd-password-file", pwFile, "-o", "json"),
+    );
+    assertEquals(r.code, 0, r.stdout + r.stderr);
+    const grep = await sh("sh", "-c", `zcat ${file} | grep -c ${secret} || true`);
+    assertEquals(grep.trim(), "0", "the bundle holds the password from --etcd-password-file");
+    const out = `${n.dir}/unpacked`;
+    await Deno.mkdir(out);
+    await sh("tar", "-xzf", file, "-C", out);
+    assertStringIncludes(
+      await Deno.readTextFile(`${out}/flanctl-bundle/daemon.log`),
+      "connecting to etcd with password <redacted>",
+    );
+  });
+});
