@@ -26,18 +26,21 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import type { IPNet } from "../ip/cidr.ts";
-import type { NetlinkHandle } from "../netlink/types.ts";
+import { NetlinkError, type NetlinkHandle } from "../netlink/mod.ts";
 import {
+  bindUdp,
   closeFdQuiet,
+  EADDRINUSE,
   openTun,
   openTunOffloaded,
+  probeUdpSegment,
   setTunOffload,
   setTunPersist,
   setTxQueueLen,
-} from "../netlink/tun.ts";
-import { bindUdp, EADDRINUSE, probeUdpSegment, setUdpGro } from "../netlink/udp_socket.ts";
-import { type UdpCounters, UdpDataplane } from "../netlink/udp_dataplane.ts";
-import { NetlinkError } from "../netlink/errors.ts";
+  setUdpGro,
+  type UdpCounters,
+  UdpDataplane,
+} from "../netlink/dataplane.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { UdpOptions } from "./config.ts";
 import type { Backend, BackendLog, ExternalIface, PeerInfo } from "./types.ts";
