@@ -68,6 +68,8 @@ interface TableCheck {
   problems: string[];
   fix: string[];
   note: string;
+  /** The table or its postrtg chain is missing (pods reach nothing outside the pod network). */
+  critical: boolean;
 }
 
 /**
@@ -83,16 +85,19 @@ function checkNftTable(
 ): TableCheck | string {
   const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
   const table = nftTable(text, f, name);
-  const out: TableCheck = { problems: [], fix: [], note: "" };
+  const out: TableCheck = { problems: [], fix: [], note: "", critical: false };
   if (!table) {
     out.problems.push(`table ${f} ${name} does not exist`);
+    out.critical = true;
     return out;
   }
   if (ctx.subnetEnv?.ipMasq) {
     if (!sub) return `subnet.env has no ${f === "ip" ? "IPv4" : "IPv6"} subnet`;
     const have = nftChain(table, "postrtg");
-    if (!have) out.problems.push(`${name} has no chain postrtg (masquerade)`);
-    else {
+    if (!have) {
+      out.problems.push(`${name} has no chain postrtg (masquerade)`);
+      out.critical = true;
+    } else {
       // "masquerade fully-random" matches "masquerade" (--ip-masq-fully-random-disable or no kernel support).
       const missing = expectedNftMasq(net, sub, f).filter((w) =>
         !have.some((h) => h === w || h === `${w} fully-random`)
@@ -143,20 +148,20 @@ export const nftRules: Check = {
     const problems: string[] = [];
     const fix: string[] = [];
     const good: string[] = [];
+    let critical = false;
     for (const { f, net, sub } of families) {
       const r = checkNftTable(ctx, text, f, net, sub);
       if (typeof r === "string") return [unknown("nft-rules", r)];
       problems.push(...r.problems);
       fix.push(...r.fix);
+      critical ||= r.critical;
       const name = f === "ip" ? "flannel-ipv4" : "flannel-ipv6";
       good.push(`table ${f} ${name} has flannel's rules${sub ? ` for ${sub} in ${net}` : ""}${r.note}`);
     }
     if (!problems.length) return [ok("nft-rules", good.join("; "))];
     return [{
       id: "nft-rules",
-      severity: problems.some((p) => p.endsWith("does not exist") || p.includes("postrtg (masquerade)"))
-        ? "critical"
-        : "warning",
+      severity: critical ? "critical" : "warning",
       detail: `EnableNFTables: ${problems.join("; ")}`,
       why: "without the postrtg chain pods reach nothing outside the pod network; without the forward " +
         "accepts a FORWARD drop policy (another table's) drops pod traffic between nodes",
@@ -187,9 +192,7 @@ export function nftFamilyFinding(ctx: DoctorContext, f: "ip" | "ip6"): Finding {
   }
   return {
     id: "nft-rules",
-    severity: r.problems.some((p) => p.endsWith("does not exist") || p.includes("postrtg (masquerade)"))
-      ? "critical"
-      : "warning",
+    severity: r.critical ? "critical" : "warning",
     detail: `EnableNFTables: ${r.problems.join("; ")}`,
     why: "without the postrtg chain pods reach nothing outside the pod network; without the forward " +
       "accepts a FORWARD drop policy (another table's) drops pod traffic between nodes",
