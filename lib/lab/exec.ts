@@ -10,6 +10,7 @@
 import { FlanctlError } from "../errors.ts";
 import { flagEnv } from "../flags/goflag.ts";
 import { STORE_FLAGS } from "../store/flags.ts";
+import { runAttached } from "../proc/run.ts";
 import { labRoot, NODE_PATHS, nodeMounts } from "./paths.ts";
 import { shq } from "./proc.ts";
 import type { LabState } from "./types.ts";
@@ -127,23 +128,8 @@ export async function labExec(s: LabState, target: string, cmd: string[]): Promi
   const { netns, nodeDir } = resolveTarget(s, target);
   ensureMountPoints();
   const argv = withNodeFiles(s, netns, nodeDir, cmd);
-  const p = new Deno.Command(argv[0], {
-    args: argv.slice(1),
-    env: storeEnv(s),
-    stdin: "inherit",
-    stdout: "inherit",
-    stderr: "inherit",
-  }).spawn();
-  // Ctrl-C belongs to the command (an interactive shell, a ping): this process waits for it instead of
-  // dying first and leaving it behind.
-  const ignore = () => {};
-  Deno.addSignalListener("SIGINT", ignore);
-  let st: Deno.CommandStatus;
-  try {
-    st = await p.status;
-  } finally {
-    Deno.removeSignalListener("SIGINT", ignore);
-  }
+  // The terminal belongs to the command; Ctrl-C too (runAttached waits for it instead of dying first).
+  const st = await runAttached(argv, { env: storeEnv(s) });
   return st.signal ? 128 + signalNumber(st.signal) : st.code;
 }
 

@@ -1,8 +1,8 @@
 /**
  * The one process runner: runs a command to completion, asynchronously, with optional stdin text, extra
  * environment, working directory and a timeout. A missing binary is a typed {@link CommandNotFoundError};
- * a non-zero exit is a result, not an error. Every caller (lab, doctor, firewall, bundle, CNI delegates, benches) runs
- * processes through here.
+ * a non-zero exit is a result, not an error. Every caller (lab, doctor, firewall, bundle, CNI delegates,
+ * benches) runs processes through here; {@link runAttached} runs one with the terminal attached (`lab exec`).
  * @module
  */
 import { FlanctlError } from "../errors.ts";
@@ -101,5 +101,46 @@ async function writeStdin(stdin: WritableStream<Uint8Array>, text: string): Prom
   } catch (e) {
     if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
     await w.abort().catch(() => {/* already closed */});
+  }
+}
+
+/** How a command run by {@link runAttached} ended. */
+export interface AttachedResult {
+  code: number;
+  /** The signal that ended it, or null. */
+  signal: Deno.Signal | null;
+}
+
+/**
+ * Runs `cmd` with this process's stdin, stdout and stderr (an interactive shell, a ping) and waits for it.
+ * Ctrl-C belongs to the command: SIGINT is ignored here meanwhile, so this process waits for the command
+ * instead of dying first and leaving it behind. Throws {@link CommandNotFoundError} when `cmd[0]` does not
+ * exist.
+ */
+export async function runAttached(
+  cmd: string[],
+  opts: { env?: Record<string, string>; cwd?: string } = {},
+): Promise<AttachedResult> {
+  let p: Deno.ChildProcess;
+  try {
+    p = new Deno.Command(cmd[0], {
+      args: cmd.slice(1),
+      env: opts.env,
+      cwd: opts.cwd,
+      stdin: "inherit",
+      stdout: "inherit",
+      stderr: "inherit",
+    }).spawn();
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) throw new CommandNotFoundError(cmd[0]);
+    throw e;
+  }
+  const ignore = () => {};
+  Deno.addSignalListener("SIGINT", ignore);
+  try {
+    const st = await p.status;
+    return { code: st.code, signal: st.signal };
+  } finally {
+    Deno.removeSignalListener("SIGINT", ignore);
   }
 }

@@ -1,5 +1,5 @@
 import { assertEquals, assertRejects } from "../../tests/assert.ts";
-import { CommandNotFoundError, runProcess } from "./run.ts";
+import { CommandNotFoundError, runAttached, runProcess } from "./run.ts";
 
 Deno.test("runProcess: a tool that exits without reading its stdin gives its own exit code and stderr", async () => {
   // 4 MiB: far more than a pipe holds, so the write hits the closed pipe (EPIPE) once the tool is gone.
@@ -18,4 +18,12 @@ Deno.test("runProcess: stdin is written while the output is read (no deadlock on
 
 Deno.test("runProcess: a missing binary is a CommandNotFoundError", async () => {
   await assertRejects(() => runProcess(["/nonexistent/flanctl-tool"]), CommandNotFoundError);
+});
+
+Deno.test("runAttached: exit code, the signal that ended it, a missing binary typed", async () => {
+  assertEquals(await runAttached(["sh", "-c", "exit 3"]), { code: 3, signal: null });
+  const killed = await runAttached(["sh", "-c", "kill -TERM $$"]);
+  assertEquals(killed.signal, "SIGTERM");
+  await assertRejects(() => runAttached(["/nonexistent/flanctl-no-such-tool"]), CommandNotFoundError);
+  assertEquals((await runAttached(["sh", "-c", 'test "$X" = y'], { env: { X: "y" } })).code, 0);
 });
