@@ -3,7 +3,7 @@
  * {@link Daemon}, and stops cleanly on SIGTERM/SIGINT (kernel state, rules and the lease stay in place).
  * @module
  */
-import { openNetlink } from "../netlink/mod.ts";
+import { openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
@@ -37,7 +37,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
-  const d = new Daemon(o, { nl, store, log, notify });
+  const d = new Daemon(o, { nl, store, log, notify, releaseMemory: () => void releaseFreeMemory() });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
     if (d.stopping) return;

@@ -24,6 +24,7 @@ export { inNetns, listNamedNetns, netnsIdentity, netnsLabel, netnsPath } from ".
 export { LibraryLoadError } from "./ffi.ts";
 export { getTxChecksum, setTxChecksum } from "./ethtool.ts";
 export { sendUnixDatagram } from "./unix_dgram.ts";
+export { releaseFreeMemory } from "./malloc.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created
