@@ -112,6 +112,13 @@ function kv(r: RawKV): EtcdKV {
   };
 }
 
+/**
+ * Keys per range request when listing a prefix. One request for 5,000 leases was ~2 MB of JSON parsed at
+ * once, with its base64 strings: the daemon restarting with 5,000 peers peaked at 81.6 MiB RSS on it
+ * (bench/daemon_bench.ts "5000 restart"); pages keep that burst small.
+ */
+export const RANGE_PAGE = 500;
+
 /** Everything before the host's `@` in an http(s) URL, or null. */
 const USERINFO = /^(https?:\/\/)([^/]*)@/;
 
@@ -283,13 +290,35 @@ export class EtcdClient {
     return await r.json() as T;
   }
 
-  /** Range over [key, rangeEnd) (rangeEnd base64, or a single key). Returns kvs and the store revision. */
+  /**
+   * Range over [key, rangeEnd) (rangeEnd base64, or a single key). Returns kvs and the store revision. A
+   * range is read {@link RANGE_PAGE} keys per request, all at the revision of the first page (one consistent
+   * snapshot; a compaction in between fails the call like any etcd error).
+   */
   async range(key: string, rangeEnd?: string): Promise<{ kvs: EtcdKV[]; revision: number }> {
-    const r = await this.call<{ header?: { revision?: string }; kvs?: RawKV[] }>("/v3/kv/range", {
-      key: b64(key),
-      ...(rangeEnd ? { range_end: rangeEnd } : {}),
-    });
-    return { kvs: (r.kvs ?? []).map(kv), revision: Number(r.header?.revision ?? 0) };
+    const kvs: EtcdKV[] = [];
+    let revision = 0;
+    let start = b64(key);
+    for (;;) {
+      const r = await this.call<{ header?: { revision?: string }; kvs?: RawKV[]; more?: boolean }>(
+        "/v3/kv/range",
+        {
+          key: start,
+          ...(rangeEnd ? { range_end: rangeEnd, limit: String(RANGE_PAGE) } : {}),
+          ...(revision ? { revision: String(revision) } : {}),
+        },
+      );
+      if (!revision) revision = Number(r.header?.revision ?? 0);
+      const page = r.kvs ?? [];
+      for (const x of page) kvs.push(kv(x));
+      const last = page.at(-1)?.key;
+      if (!rangeEnd || !r.more || last === undefined) return { kvs, revision };
+      // The next key after `last` in etcd's byte order: `last` followed by a zero byte.
+      const b = Uint8Array.fromBase64(last);
+      const next = new Uint8Array(b.length + 1);
+      next.set(b);
+      start = next.toBase64();
+    }
   }
 
   /** Puts key=value (optionally attached to an etcd lease) if the compare holds; returns success. */
