@@ -43,13 +43,26 @@ export interface DaemonDeps {
   runIptables?: Runner;
   /**
    * Gives free C heap memory back to the kernel (run.ts: glibc malloc_trim through lib/netlink); called
-   * {@link TRIM_DELAY_MS} after a batch of store events or a full pass, at most once per that delay.
+   * {@link TRIM_DELAY_MS} after the last of a burst of store events or full passes.
    */
   releaseMemory?: () => void;
+  /**
+   * A full JS garbage collection (run.ts: V8's `gc`, present when the launcher passes --expose-gc), run
+   * before releaseMemory the first time (start-up's garbage) and after big bursts: {@link GC_MIN_EVENTS}
+   * store events, or a full pass over {@link GC_MIN_PEERS} peers.
+   */
+  collectGarbage?: () => void;
 }
+
+/** Store events since the last release that make it collect garbage first (DaemonDeps.collectGarbage). */
+export const GC_MIN_EVENTS = 500;
+/** Peers from which every full pass is followed by a garbage collection (DaemonDeps.collectGarbage). */
+export const GC_MIN_PEERS = 1000;
 
 /** How long after the last burst of work the daemon gives free heap memory back (DaemonDeps.releaseMemory). */
 export const TRIM_DELAY_MS = 1000;
+/** A release asked for is not put off longer than this by further work. */
+export const TRIM_MAX_WAIT_MS = 5000;
 
 function errText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -87,7 +100,13 @@ export class Daemon {
   readonly #notify: (s: string) => void;
   readonly #runIptables?: Runner;
   readonly #releaseMemory?: () => void;
+  readonly #collectGarbage?: () => void;
+  /** A full GC before the next release: true at first (start-up's garbage), then after big bursts. */
+  #gcDue = true;
+  #eventsSinceTrim = 0;
   #trimTimer: ReturnType<typeof setTimeout> | null = null;
+  /** When the pending release was first asked for (performance.now()). */
+  #trimFirst = 0;
   readonly #stop = new AbortController();
   #ext!: ExternalIface;
   #cfg!: NetConfig;
@@ -122,25 +141,36 @@ export class Daemon {
     this.#notify = deps.notify ?? (() => {});
     this.#runIptables = deps.runIptables;
     this.#releaseMemory = deps.releaseMemory;
+    this.#collectGarbage = deps.collectGarbage;
   }
 
   /**
-   * Schedules {@link DaemonDeps.releaseMemory} after a burst of work (once per {@link TRIM_DELAY_MS}, never
-   * after stop). The memory a burst freed is otherwise kept by malloc as resident pages: measured with the
+   * Schedules {@link DaemonDeps.releaseMemory} {@link TRIM_DELAY_MS} after the last of a burst of work (at
+   * most {@link TRIM_MAX_WAIT_MS} after the first; never after stop). The memory a burst freed is otherwise kept by malloc as resident pages: measured with the
    * bundled daemon on etcd (bench/daemon_bench.ts) RSS at 1,000 peers fell from ~62 to ~54 MiB with it.
    */
   #trimSoon(): void {
-    if (!this.#releaseMemory || this.#trimTimer !== null || this.#stop.signal.aborted) return;
+    if (!this.#releaseMemory || this.#stop.signal.aborted) return;
+    // Debounced (never in the middle of a burst of events), but not put off for more than TRIM_MAX_WAIT_MS.
+    const now = performance.now();
+    if (this.#trimTimer !== null) {
+      if (now - this.#trimFirst >= TRIM_MAX_WAIT_MS) return;
+      clearTimeout(this.#trimTimer);
+    } else this.#trimFirst = now;
     const t = setTimeout(() => {
       this.#trimTimer = null;
       if (this.#stop.signal.aborted) return;
       const t0 = performance.now();
+      const gc = this.#gcDue ? this.#collectGarbage : undefined;
+      this.#gcDue = false;
+      this.#eventsSinceTrim = 0;
       try {
+        gc?.();
         this.#releaseMemory!();
       } catch (e) {
         this.#log.debug("releasing free memory failed", { error: errText(e) });
       }
-      this.#log.debug("released free memory", { ms: Math.round(performance.now() - t0) });
+      this.#log.debug("released free memory", { gc: !!gc, ms: Math.round(performance.now() - t0) });
     }, TRIM_DELAY_MS);
     Deno.unrefTimer(t as unknown as number);
     this.#trimTimer = t;
@@ -546,6 +576,7 @@ export class Daemon {
       ms: Math.round(performance.now() - t0),
     };
     this.#syncBackendPeers();
+    if (this.#reconciler.size >= GC_MIN_PEERS) this.#gcDue = true;
     this.#trimSoon();
     if (r.programmed || r.removed || r.errors) this.#log.info("reconciled", fields);
     else this.#log.debug("reconciled", fields);
@@ -604,6 +635,8 @@ export class Daemon {
     this.metrics.peers = this.#reconciler.size;
     this.metrics.leases = this.#peers.size + 1;
     this.#syncBackendPeers();
+    this.#eventsSinceTrim += events.length;
+    if (this.#eventsSinceTrim >= GC_MIN_EVENTS) this.#gcDue = true;
     this.#trimSoon();
     this.#log.debug("applied store events", {
       events: events.length,

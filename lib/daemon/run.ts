@@ -37,7 +37,15 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
-  const d = new Daemon(o, { nl, store, log, notify, releaseMemory: () => void releaseFreeMemory() });
+  const d = new Daemon(o, {
+    nl,
+    store,
+    log,
+    notify,
+    releaseMemory: () => void releaseFreeMemory(),
+    // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
+    collectGarbage: (globalThis as { gc?: () => void }).gc,
+  });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
     if (d.stopping) return;
