@@ -142,12 +142,14 @@ else
       echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
       echo 'esac'
     fi
-    # The daemon runs for months with thousands of peers: DAEMON_V8_FLAGS and DAEMON_ENV (top of this file).
-    dv8="--v8-flags=$DAEMON_V8_FLAGS"
-    echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && v8=\"$DAEMON_DENO_FLAGS $dv8\""
+    # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
+    # FLANCTL_DAEMON_V8_FLAGS in the environment replaces DAEMON_V8_FLAGS (e.g. without --jitless for the
+    # udp backend, whose data path runs in JavaScript), and tells the daemon which flags it runs with.
+    setv8="FLANCTL_DAEMON_V8_FLAGS=\${FLANCTL_DAEMON_V8_FLAGS:-$DAEMON_V8_FLAGS}; export FLANCTL_DAEMON_V8_FLAGS; v8=\"$DAEMON_DENO_FLAGS --v8-flags=\$FLANCTL_DAEMON_V8_FLAGS\""
+    echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && { $setv8; }"
     if [ -n "$daemon_js" ]; then
       d="$DAEMON_ENV exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \$v8 \"$daemon_js\""
-      echo "case \"\${0##*/}\" in flanneld) v8=\"$DAEMON_DENO_FLAGS $dv8\"; $d \"\$@\" ;; esac"
+      echo "case \"\${0##*/}\" in flanneld) $setv8; $d \"\$@\" ;; esac"
       echo "[ \"\${1:-}\" = daemon ] && { shift; $d \"\$@\"; }"
     fi
     if [ -n "$DAEMON_ENV" ]; then echo "[ \"\${1:-}\" = daemon ] && export $DAEMON_ENV"; fi

@@ -52,6 +52,8 @@ export interface DaemonDeps {
    * store events, or a full pass over {@link GC_MIN_PEERS} peers.
    */
   collectGarbage?: () => void;
+  /** V8 runs with --jitless (run.ts: from FLANCTL_DAEMON_V8_FLAGS, which install.sh's launcher sets). */
+  jitless?: boolean;
 }
 
 /** Store events since the last release that make it collect garbage first (DaemonDeps.collectGarbage). */
@@ -101,6 +103,7 @@ export class Daemon {
   readonly #runIptables?: Runner;
   readonly #releaseMemory?: () => void;
   readonly #collectGarbage?: () => void;
+  readonly #jitless: boolean;
   /** A full GC before the next release: true at first (start-up's garbage), then after big bursts. */
   #gcDue = true;
   #eventsSinceTrim = 0;
@@ -142,6 +145,7 @@ export class Daemon {
     this.#runIptables = deps.runIptables;
     this.#releaseMemory = deps.releaseMemory;
     this.#collectGarbage = deps.collectGarbage;
+    this.#jitless = deps.jitless ?? false;
   }
 
   /**
@@ -304,6 +308,14 @@ export class Daemon {
       device: this.#backend.overlayDev,
       mtu: this.#backend.mtu,
     });
+    if (this.#jitless && this.#backend.type === "udp") {
+      // Measured (bench/udp_bench.ts): pod-to-pod 0.26 against 0.50 Gbit/s, ping 5.6 against 1.2 ms.
+      this.#log.warn(
+        "the udp backend's data path runs in JavaScript, and V8 runs with --jitless (the launcher's default, " +
+          "for memory): about half the throughput and ~4 ms more latency; set FLANCTL_DAEMON_V8_FLAGS=" +
+          "--max-semi-space-size=1,--expose-gc to run it with the JIT",
+      );
+    }
     this.#rules = new FlannelRules(cfg.enableNFTables ? "nftables" : "iptables", {
       run: this.#runIptables,
       log: this.#log,

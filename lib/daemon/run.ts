@@ -45,6 +45,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     releaseMemory: () => void releaseFreeMemory(),
     // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
     collectGarbage: (globalThis as { gc?: () => void }).gc,
+    jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),
   });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
