@@ -13,11 +13,27 @@
 set -euo pipefail
 
 DENO_VERSION=2.9.6
-# How the launcher runs the daemon (`flanctl daemon`, `flanneld`): V8 flags and environment variables
-# (space-separated NAME=value). bench/daemon_bench.ts reads these two lines to measure the daemon "as
-# installed". A 1 MiB young generation keeps its RSS down (measured -20 MiB at 5,000 peers,
-# bench/daemon_bench.ts) at no cost to convergence.
-DAEMON_V8_FLAGS="--max-semi-space-size=1"
+# How the launcher runs the daemon (`flanctl daemon`, `flanneld`): `deno run` flags, V8 flags and environment
+# variables (space-separated NAME=value). bench/daemon_bench.ts reads these three lines to measure the daemon
+# "as installed" (etcd store, vxlan, medians of 3 interleaved runs; RSS at 0 / 100 / 1,000 / 5,000 peers):
+# - --max-semi-space-size=1: a 1 MiB young generation (measured -20 MiB at 5,000 peers earlier).
+# - --no-code-cache: a run that writes V8's code cache for daemon.js (the first after install, and every
+#   start of a fresh container) kept ~10 MiB more for its whole life (64.1 vs 53.6 MiB at 0 peers, 71.0 vs
+#   59.3 at 100); a warm cache saves nothing measurable in RSS, and the daemon starts once.
+# - --jitless: no optimizing compilers: their code in the Deno binary is never paged in and no machine code is
+#   made (1,000 peers 62.1 -> 54.9 MiB, 5,000 77.0 -> 66.3). Cost, same runs: a full pass over 5,000 peers
+#   (every --resync-interval) 184-207 ms against 102-195 ms, 1,000 new peers programmed in 1.5 s against 1.2 s,
+#   5,000 no slower (5.1 s against 5.4 s).
+# - --expose-gc: the daemon runs a full GC before giving free memory back, at start and after big bursts
+#   (lib/daemon/daemon.ts GC_MIN_EVENTS / GC_MIN_PEERS): 5,000 peers 68.5 -> 62.7 MiB.
+# All together with the daemon's own changes (malloc_trim after bursts, paged etcd lists, libnftables
+# unloaded in iptables mode): 0 / 100 / 1,000 / 5,000 peers 50.9 / 51.9 / 53.2 / 63.0 MiB RSS, was 55.3 /
+# 60.6 / 74.9 / 86.4; restarting at 5,000 peaks at 69.8, was 97.5.
+# MALLOC_ARENA_MAX=1/2, --single-threaded(-gc), --lite-mode, --minor-ms and --bytecode-old-time were measured
+# too and gained nothing beyond the noise (~1 MiB); --optimize-for-size gained what the GC after bursts does
+# at 5,000 peers (single runs) and nothing on top of it.
+DAEMON_DENO_FLAGS="--no-code-cache"
+DAEMON_V8_FLAGS="--max-semi-space-size=1,--jitless,--expose-gc"
 DAEMON_ENV=""
 PREFIX=${FLANCTL_PREFIX:-/usr/local}
 LIBDIR=$PREFIX/lib/flanctl
@@ -86,10 +102,11 @@ mkdir -p "$DENO_DIR"
 
 # --- flanctl itself ------------------------------------------------------------------------------------
 # Try `deno compile` (honouring DENORT_BIN); where its runtime cannot be downloaded, install a launcher
-# that runs the same entry point with the pinned Deno.
+# that runs the same entry point with the pinned Deno. A compiled binary bakes one set of V8 flags for every
+# verb (CNI calls too), so it gets only the 1 MiB young generation, not the daemon-only DAEMON_* settings.
 mkdir -p "$LIBDIR"
 how=""
-if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen "--v8-flags=$DAEMON_V8_FLAGS" --include lib/netlink/udp_worker.ts -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
+if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen --v8-flags=--max-semi-space-size=1 --include lib/netlink/udp_worker.ts -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
   install -m 0755 "$LIBDIR/flanctl.bin" "$BINDIR/flanctl"
   how="compiled binary (deno compile)"
 else
@@ -125,12 +142,14 @@ else
       echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
       echo 'esac'
     fi
-    # The daemon runs for months with thousands of peers: DAEMON_V8_FLAGS and DAEMON_ENV (top of this file).
-    dv8="--v8-flags=$DAEMON_V8_FLAGS"
-    echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && v8=\"$dv8\""
+    # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
+    # FLANCTL_DAEMON_V8_FLAGS in the environment replaces DAEMON_V8_FLAGS (e.g. without --jitless for the
+    # udp backend, whose data path runs in JavaScript), and tells the daemon which flags it runs with.
+    setv8="FLANCTL_DAEMON_V8_FLAGS=\${FLANCTL_DAEMON_V8_FLAGS:-$DAEMON_V8_FLAGS}; export FLANCTL_DAEMON_V8_FLAGS; v8=\"$DAEMON_DENO_FLAGS --v8-flags=\$FLANCTL_DAEMON_V8_FLAGS\""
+    echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && { $setv8; }"
     if [ -n "$daemon_js" ]; then
       d="$DAEMON_ENV exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \$v8 \"$daemon_js\""
-      echo "case \"\${0##*/}\" in flanneld) v8=\"$dv8\"; $d \"\$@\" ;; esac"
+      echo "case \"\${0##*/}\" in flanneld) $setv8; $d \"\$@\" ;; esac"
       echo "[ \"\${1:-}\" = daemon ] && { shift; $d \"\$@\"; }"
     fi
     if [ -n "$DAEMON_ENV" ]; then echo "[ \"\${1:-}\" = daemon ] && export $DAEMON_ENV"; fi

@@ -465,7 +465,7 @@ if (only !== "memory") {
  * How install.sh's launcher runs the daemon: its DAEMON_V8_FLAGS and DAEMON_ENV lines (the launcher is
  * generated from them, so the bench cannot drift from it).
  */
-function launcherSettings(): { v8: string; env: Record<string, string> } {
+function launcherSettings(): { flags: string[]; v8: string; env: Record<string, string> } {
   const sh = Deno.readTextFileSync(`${ROOT}install.sh`);
   const line = (k: string) => {
     const m = new RegExp(`^${k}="([^"]*)"$`, "m").exec(sh);
@@ -477,25 +477,33 @@ function launcherSettings(): { v8: string; env: Record<string, string> } {
     const i = kv.indexOf("=");
     env[kv.slice(0, i)] = kv.slice(i + 1);
   }
-  return { v8: line("DAEMON_V8_FLAGS"), env };
+  return { flags: line("DAEMON_DENO_FLAGS").split(/\s+/).filter(Boolean), v8: line("DAEMON_V8_FLAGS"), env };
 }
 
 /**
  * The daemon as install.sh installs it: cli/daemon_entry.ts bundled into `dir`/daemon.js with install.sh's
  * flags, `dir`/src a link to this checkout ($FLANCTL_LIBDIR/src: the udp worker), run with the launcher's
- * `deno run` flags, V8 flags and environment; `v8`/`env` override them (DAEMON_BENCH_VARIANTS).
+ * `deno run` flags, V8 flags and environment; `o` replaces them (DAEMON_BENCH_VARIANTS, DAEMON_BENCH_REF).
  */
-function installed(dir: string, name: string, v8?: string, extraEnv: Record<string, string> = {}): Variant {
+function installed(
+  dir: string,
+  name: string,
+  o: { v8?: string; flags?: string; env?: Record<string, string>; js?: string } = {},
+): Variant {
   const l = launcherSettings();
-  const flags = v8 ?? l.v8;
+  const v8 = o.v8 ?? l.v8;
   const run = [
     ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--cached-only", "--quiet"],
-    ...["--no-prompt", ...(flags ? [`--v8-flags=${flags}`] : [])],
+    ...[
+      "--no-prompt",
+      ...(o.flags?.split(/\s+/).filter(Boolean) ?? l.flags),
+      ...(v8 ? [`--v8-flags=${v8}`] : []),
+    ],
   ];
   return {
     name,
-    cmd: [...run, `${dir}/daemon.js`],
-    env: { ...l.env, FLANCTL_LIBDIR: dir, ...extraEnv },
+    cmd: [...run, o.js ?? `${dir}/daemon.js`],
+    env: { DENO_NO_UPDATE_CHECK: "1", ...(o.env ?? l.env), FLANCTL_LIBDIR: dir },
     floor: [...run, `${dir}/empty.js`],
   };
 }
@@ -530,18 +538,49 @@ try {
       ...CONFIGS.map(fromSource),
       installed(
         bundleDir,
-        `as installed (${l.v8} ${Object.entries(l.env).map(([k, x]) => `${k}=${x}`).join(" ")})`,
+        `as installed (${[...l.flags, l.v8].join(" ")} ${
+          Object.entries(l.env).map(([k, x]) => `${k}=${x}`).join(" ")
+        })`,
       ),
     ];
     const pick = Deno.env.get("DAEMON_BENCH_CONFIGS")?.split(",").map(Number);
     memVariants.push(...all.filter((_, i) => !pick || pick.includes(i)));
-    // DAEMON_BENCH_VARIANTS='[{"name":"…","v8":"…","env":{…}}]': more as-installed variants (candidates).
+    // DAEMON_BENCH_VARIANTS='[{"name":"…","flags":"…","v8":"…","env":{…}}]': more as-installed variants.
     const extra = JSON.parse(Deno.env.get("DAEMON_BENCH_VARIANTS") ?? "[]") as {
       name: string;
+      flags?: string;
       v8?: string;
       env?: Record<string, string>;
     }[];
-    for (const x of extra) memVariants.push(installed(bundleDir, x.name, x.v8, x.env));
+    for (const x of extra) memVariants.push(installed(bundleDir, x.name, x));
+    // DAEMON_BENCH_REF=main: that revision's cli/daemon_entry.ts bundled the same way, run with
+    // DAEMON_BENCH_REF_FLAGS / DAEMON_BENCH_REF_V8 (default: main's launcher, --max-semi-space-size=1).
+    const ref = Deno.env.get("DAEMON_BENCH_REF");
+    if (ref) {
+      const refDir = `${bundleDir}/ref`;
+      await Deno.mkdir(refDir);
+      const a = await new Deno.Command("sh", {
+        args: ["-c", `git -C '${ROOT}' archive '${ref}' | tar -x -C '${refDir}'`],
+      }).output();
+      if (!a.success) throw new Error(`git archive ${ref} failed`);
+      const rb = await new Deno.Command(Deno.execPath(), {
+        args: [
+          ...["bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
+          ...["-o", `${bundleDir}/ref.js`, `${refDir}/cli/daemon_entry.ts`],
+        ],
+      }).output();
+      if (!rb.success) throw new Error(`deno bundle of ${ref}: ${new TextDecoder().decode(rb.stderr)}`);
+      const v8 = Deno.env.get("DAEMON_BENCH_REF_V8") ?? "--max-semi-space-size=1";
+      const flags = Deno.env.get("DAEMON_BENCH_REF_FLAGS") ?? "";
+      memVariants.push(
+        installed(bundleDir, `${ref} as installed (${flags} ${v8})`, {
+          v8,
+          flags,
+          env: {},
+          js: `${bundleDir}/ref.js`,
+        }),
+      );
+    }
     for (let r = 0; r < rounds; r++) {
       for (const v of memVariants) {
         const res = await memRun(v, etcdStore, windowMs);

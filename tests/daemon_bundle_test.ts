@@ -1,12 +1,21 @@
 /**
  * The installed daemon's bundle: cli/daemon_entry.ts bundled the way install.sh bundles it (one daemon.js, no
  * deno.json or lockfile) answers --version, and runs two udp nodes whose data-path workers load from
- * `$FLANCTL_LIBDIR/src` (the installed source tree; here a link to this checkout): pods ping both ways.
+ * `$FLANCTL_LIBDIR/src` (the installed source tree; here a link to this checkout): pods ping both ways. The
+ * daemons run with the launcher's flags (install.sh's DAEMON_DENO_FLAGS / DAEMON_V8_FLAGS: --jitless, FFI
+ * and the workers included), and say that the udp data path runs without the JIT.
  */
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { nsRun, ROOT, run } from "./netns.ts";
 import { VERSION } from "../lib/version.ts";
+
+/** install.sh's `NAME="…"` line. */
+function installSetting(name: string): string {
+  const m = new RegExp(`^${name}="([^"]*)"$`, "m").exec(Deno.readTextFileSync(`${ROOT}install.sh`));
+  if (!m) throw new Error(`install.sh has no ${name}="…" line`);
+  return m[1];
+}
 
 Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
@@ -27,7 +36,13 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
     ]);
     assertEquals(b.code, 0, b.stderr);
     await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
-    const daemon = [Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet", js];
+    const v8 = installSetting("DAEMON_V8_FLAGS");
+    const daemon = [
+      ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet"],
+      ...installSetting("DAEMON_DENO_FLAGS").split(" ").filter(Boolean),
+      `--v8-flags=${v8}`,
+      js,
+    ];
     const v = await run([...daemon, "--version"]);
     assertEquals([v.code, v.stdout.trim()], [0, VERSION], v.stderr);
     const bad = await run([...daemon, "--no-such-flag"]);
@@ -35,7 +50,7 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
 
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }));
     const a = await c.addNode(), n2 = await c.addNode();
-    const env = { FLANCTL_LIBDIR: libdir };
+    const env = { FLANCTL_LIBDIR: libdir, FLANCTL_DAEMON_V8_FLAGS: v8 };
     c.start(a, [], env, daemon);
     c.start(n2, [], env, daemon);
     await c.waitReady(a);
@@ -50,6 +65,9 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
         ok,
         `pod ${from.ip} → ${to.ip} over udp from daemon.js\n${a.log.join("\n")}\n${n2.log.join("\n")}`,
       );
+    }
+    if (v8.split(",").includes("--jitless")) {
+      assert(a.log.some((l) => l.includes("level=warn") && l.includes("--jitless")), a.log.join("\n"));
     }
   } finally {
     await c.close();

@@ -5,6 +5,7 @@ import { bootstrap } from "./bootstrap.ts";
 import type { NodeBase } from "./context.ts";
 import { Logger } from "./log.ts";
 import { Metrics } from "./metrics.ts";
+import { MemoryRelease } from "./memory.ts";
 import { Readiness } from "./readiness.ts";
 import type { Draft } from "./steps.ts";
 
@@ -20,6 +21,8 @@ function base(lines: string[], signal = new AbortController().signal): NodeBase 
     notify: () => {},
     metrics,
     readiness: new Readiness(metrics, log),
+    memory: new MemoryRelease({}, log),
+    jitless: false,
     signal,
   };
 }

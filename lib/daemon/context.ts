@@ -20,6 +20,7 @@ import type { FlannelRules } from "../firewall/flannel.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { FamilyPlane } from "./family.ts";
 import type { Logger } from "./log.ts";
+import type { MemoryRelease } from "./memory.ts";
 import type { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
 import type { Peers } from "./peers.ts";
@@ -34,6 +35,12 @@ export interface DaemonDeps {
   notify?: (state: string) => void;
   /** Runs iptables-save/iptables-restore (and nft, where libnftables is missing). */
   runIptables?: Runner;
+  /** Gives free C heap memory back after bursts (lib/daemon/memory.ts). */
+  releaseMemory?: () => void;
+  /** A full JS garbage collection before such a release (V8's `gc`, with --expose-gc). */
+  collectGarbage?: () => void;
+  /** V8 runs with --jitless (run.ts: from FLANCTL_DAEMON_V8_FLAGS, which install.sh's launcher sets). */
+  jitless?: boolean;
 }
 
 /** What changes while the node runs: our current lease and our subnet of the node's main family. */
@@ -53,6 +60,10 @@ export interface NodeBase {
   readonly runIptables?: Runner;
   readonly metrics: Metrics;
   readonly readiness: Readiness;
+  /** Releases memory after bursts of work (peers.ts calls it). */
+  readonly memory: MemoryRelease;
+  /** V8 runs with --jitless (the udp backend warns: its data path runs in JavaScript). */
+  readonly jitless: boolean;
   /** Aborted by `Daemon.stop()`: start-up retries and the run loop end. */
   readonly signal: AbortSignal;
 }

@@ -12,6 +12,7 @@ import type { LeaseEvent } from "../store/types.ts";
 import type { Step } from "../steps.ts";
 import { bootstrap } from "./bootstrap.ts";
 import type { DaemonDeps, NodeBase } from "./context.ts";
+import { MemoryRelease } from "./memory.ts";
 import { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
 import { Readiness } from "./readiness.ts";
@@ -27,6 +28,7 @@ export class Daemon {
   readonly #base: NodeBase;
   readonly #stop = new AbortController();
   readonly #readiness: Readiness;
+  readonly #memory: MemoryRelease;
   /** The node, once started. */
   #node: RunLoop | null = null;
 
@@ -41,6 +43,8 @@ export class Daemon {
       runIptables: deps.runIptables,
       metrics: this.metrics,
       readiness: this.#readiness,
+      memory: this.#memory = new MemoryRelease(deps, deps.log),
+      jitless: deps.jitless ?? false,
       signal: this.#stop.signal,
     };
   }
@@ -104,6 +108,7 @@ export class Daemon {
   stop(): void {
     if (this.#stop.signal.aborted) return;
     this.#stop.abort();
+    this.#memory.stop();
   }
 
   /** True once {@link stop} was called. */

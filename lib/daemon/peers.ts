@@ -11,6 +11,7 @@ import type { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { type FamilyPlane, peerView, subnetOf } from "./family.ts";
 import type { Logger } from "./log.ts";
+import type { MemoryRelease } from "./memory.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** What {@link Peers} works with. */
@@ -25,6 +26,8 @@ export interface PeersOptions {
   v6: FamilyPlane | null;
   /** Our own subnet (read at every use: a re-acquire may change it). */
   state: { readonly own: IPNet };
+  /** Told after each full pass and batch of events (gives memory back after bursts). */
+  memory?: MemoryRelease;
 }
 
 /** The peer set of the node. */
@@ -107,6 +110,7 @@ export class Peers {
       ms: Math.round(performance.now() - t0),
     };
     this.#syncBackendPeers();
+    this.#o.memory?.afterFullPass(reconciler.size);
     if (r.programmed || r.removed || r.errors) log.info("reconciled", fields);
     else log.debug("reconciled", fields);
     if (!v6) return;
@@ -166,6 +170,7 @@ export class Peers {
     metrics.peers = reconciler.size;
     metrics.leases = this.leases;
     this.#syncBackendPeers();
+    this.#o.memory?.afterEvents(events.length);
     log.debug("applied store events", {
       events: events.length,
       ms: Math.round(performance.now() - t0),

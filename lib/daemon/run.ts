@@ -3,7 +3,7 @@
  * {@link Daemon}, and stops cleanly on SIGTERM/SIGINT (kernel state, rules and the lease stay in place).
  * @module
  */
-import { openNetlink } from "../netlink/mod.ts";
+import { openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
@@ -29,7 +29,16 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
-  const d = new Daemon(o, { nl, store, log, notify });
+  const d = new Daemon(o, {
+    nl,
+    store,
+    log,
+    notify,
+    releaseMemory: () => void releaseFreeMemory(),
+    // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
+    collectGarbage: (globalThis as { gc?: () => void }).gc,
+    jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),
+  });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
     if (d.stopping) return;

@@ -248,6 +248,14 @@ async function makeBackends(d: Draft): Promise<void> {
   });
   const lines = be.metricLines?.bind(be);
   if (lines) b.metrics.sources.push(lines);
+  if (b.jitless && be.type === "udp") {
+    // Measured (bench/udp_bench.ts, before the offloads): 0.26 against 0.50 Gbit/s, ping 5.6 against 1.2 ms.
+    b.log.warn(
+      "the udp backend's data path runs in JavaScript and V8 runs with --jitless (the launcher's default, " +
+        "for memory): far less throughput and more latency; set FLANCTL_DAEMON_V8_FLAGS=" +
+        "--max-semi-space-size=1,--expose-gc to run it with the JIT",
+    );
+  }
   be.prepare();
   if (cfg.enableIPv4 && cfg.enableIPv6) {
     const b6 = createBackend(b.nl, cfg, ext, b.o.stateDir, {

@@ -37,6 +37,7 @@ export type { ConntrackFilter } from "./conntrack.ts";
 export { tunOwnerPids } from "./tun.ts";
 export { nftLibrary } from "./nftables.ts";
 export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
+export { releaseFreeMemory } from "./malloc.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

@@ -397,13 +397,15 @@ export class EtcdStore implements SubnetStore {
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
     let rev = Number(cursor) || 0;
+    // The listing's snapshot is taken over (this watch's own map from here on, updated in place): the store
+    // does not keep a second map of every lease for good, nor copy it.
     let known = this.#snapshots.get(cursor);
+    this.#snapshots.delete(cursor);
     if (!known) {
       const l = await this.#list();
       known = new Map([...l.leases].map(([k, v]) => [k, v.lease]));
       if (!rev) rev = l.revision;
     }
-    known = new Map(known);
     const backoff = new Backoff(this.#warn);
     let failing = false;
     while (!stop.aborted) {
