@@ -12,7 +12,7 @@
  * table is gone. Comparing with our own listing keeps this independent of how an nft version prints rules.
  * @module
  */
-import { releaseNftLibrary } from "../netlink/nftables.ts";
+import { releaseNftLibrary } from "../netlink/mod.ts";
 import type { IPNet } from "../ip/cidr.ts";
 import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
 import { Iptables, RuleManager } from "./iptables.ts";

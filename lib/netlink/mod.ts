@@ -35,7 +35,7 @@ export { sendUnixDatagram } from "./unix_dgram.ts";
 export { ConntrackError, deleteConntrack } from "./conntrack.ts";
 export type { ConntrackFilter } from "./conntrack.ts";
 export { tunOwnerPids } from "./tun.ts";
-export { nftLibrary } from "./nftables.ts";
+export { nftLibrary, releaseNftLibrary } from "./nftables.ts";
 export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
 export { releaseFreeMemory } from "./malloc.ts";
 
