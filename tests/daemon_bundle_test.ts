@@ -3,7 +3,7 @@
  * deno.json or lockfile) answers --version, and runs two udp nodes whose data-path workers load from
  * `$FLANCTL_LIBDIR/src` (the installed source tree; here a link to this checkout): pods ping both ways. The
  * daemons run with the launcher's flags (install.sh's DAEMON_DENO_FLAGS / DAEMON_V8_FLAGS: --jitless, FFI
- * and the workers included), and say that the udp data path runs without the JIT.
+ * and the workers included), and a udp daemon replaces itself (same pid) by one with the JIT.
  */
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
@@ -67,7 +67,15 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
       );
     }
     if (v8.split(",").includes("--jitless")) {
-      assert(a.log.some((l) => l.includes("level=warn") && l.includes("--jitless")), a.log.join("\n"));
+      // A udp daemon runs itself again with the JIT (execve: the same pid), then serves without --jitless.
+      for (const n of [a, n2]) {
+        const log = n.log.join("\n");
+        assert(n.log.some((l) => l.includes("running again with the JIT")), log);
+        assertEquals(n.log.filter((l) => l.includes("starting flanctl daemon")).length, 2, log);
+        assert(!n.log.some((l) => l.includes("level=warn") && l.includes("--jitless")), log);
+        const cmdline = Deno.readTextFileSync(`/proc/${n.proc!.pid}/cmdline`);
+        assert(cmdline.includes("--v8-flags=") && !cmdline.includes("--jitless"), cmdline);
+      }
     }
   } finally {
     await c.close();

@@ -41,6 +41,11 @@ export interface DaemonDeps {
   collectGarbage?: () => void;
   /** V8 runs with --jitless (run.ts: from FLANCTL_DAEMON_V8_FLAGS, which install.sh's launcher sets). */
   jitless?: boolean;
+  /**
+   * Replaces the process by the same daemon with the JIT (run.ts: execve, same pid); called by the backend
+   * step of a jitless udp daemon before it binds anything of its own. Returns only when it could not.
+   */
+  runWithJit?: () => void;
 }
 
 /** What changes while the node runs: our current lease and our subnet of the node's main family. */
@@ -62,8 +67,10 @@ export interface NodeBase {
   readonly readiness: Readiness;
   /** Releases memory after bursts of work (peers.ts calls it). */
   readonly memory: MemoryRelease;
-  /** V8 runs with --jitless (the udp backend warns: its data path runs in JavaScript). */
+  /** V8 runs with --jitless (the udp backend re-runs with the JIT: its data path runs in JavaScript). */
   readonly jitless: boolean;
+  /** See {@link DaemonDeps.runWithJit}. */
+  readonly runWithJit?: () => void;
   /** Aborted by `Daemon.stop()`: start-up retries and the run loop end. */
   readonly signal: AbortSignal;
 }

@@ -45,6 +45,7 @@ export class Daemon {
       readiness: this.#readiness,
       memory: this.#memory = new MemoryRelease(deps, deps.log),
       jitless: deps.jitless ?? false,
+      runWithJit: deps.runWithJit,
       signal: this.#stop.signal,
     };
   }

@@ -3,7 +3,7 @@
  * {@link Daemon}, and stops cleanly on SIGTERM/SIGINT (kernel state, rules and the lease stay in place).
  * @module
  */
-import { openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
+import { execProcess, openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
@@ -38,6 +38,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
     collectGarbage: (globalThis as { gc?: () => void }).gc,
     jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),
+    runWithJit: () => runWithJit(log),
   });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = () => {
@@ -122,5 +123,37 @@ function writeState(o: DaemonOptions, http: HealthServer | null, log: Logger): v
     writeDaemonState(path, ownDaemonState(VERSION, health, o.subnetFile));
   } catch (e) {
     log.warn("cannot write the daemon state file", { path, error: (e as Error).message });
+  }
+}
+
+/**
+ * The same daemon again with the JIT: this process replaced (execve, same pid) by the runtime with the same
+ * arguments, --jitless dropped from its `--v8-flags` and from FLANCTL_DAEMON_V8_FLAGS (so the new one does
+ * not do it again). The udp backend asks for it: its packet path runs in JavaScript, and the launcher's
+ * --jitless (for memory) costs it most of its speed. Returns only when it cannot: no `--v8-flags` argument
+ * with --jitless on the command line, or execve failed (logged; the daemon then goes on without the JIT).
+ */
+function runWithJit(log: Logger): void {
+  const drop = (flags: string) => flags.split(",").filter((f) => f && f !== "--jitless").join(",");
+  let argv: string[];
+  try {
+    argv = Deno.readTextFileSync("/proc/self/cmdline").split("\0").slice(0, -1);
+  } catch (e) {
+    log.warn("cannot re-run with the JIT: /proc/self/cmdline unreadable", { error: (e as Error).message });
+    return;
+  }
+  const i = argv.findIndex((a) => a.startsWith("--v8-flags=") && a.split(/[=,]/).includes("--jitless"));
+  if (i < 0) {
+    log.warn("cannot re-run with the JIT: --jitless is not in a --v8-flags argument of this process");
+    return;
+  }
+  argv[i] = `--v8-flags=${drop(argv[i].slice("--v8-flags=".length))}`;
+  const env = Deno.env.toObject();
+  env.FLANCTL_DAEMON_V8_FLAGS = drop(env.FLANCTL_DAEMON_V8_FLAGS ?? "");
+  log.info("udp backend: running again with the JIT (its data path runs in JavaScript)", { pid: Deno.pid });
+  try {
+    execProcess(Deno.execPath(), argv, env);
+  } catch (e) {
+    log.warn("cannot re-run with the JIT: execve failed", { error: (e as Error).message });
   }
 }

@@ -250,6 +250,8 @@ async function makeBackends(d: Draft): Promise<void> {
   if (lines) b.metrics.sources.push(lines);
   if (b.jitless && be.type === "udp") {
     // Measured (bench/udp_bench.ts, before the offloads): 0.26 against 0.50 Gbit/s, ping 5.6 against 1.2 ms.
+    // So the daemon runs itself again with the JIT, before the backend binds anything (returns on failure).
+    b.runWithJit?.();
     b.log.warn(
       "the udp backend's data path runs in JavaScript and V8 runs with --jitless (the launcher's default, " +
         "for memory): far less throughput and more latency; set FLANCTL_DAEMON_V8_FLAGS=" +

@@ -365,6 +365,8 @@ const LIBC_SYMBOLS = {
   free: { parameters: ["pointer"], result: "void" },
   // int malloc_trim(size_t pad);   (glibc: gives free heap pages back to the kernel; malloc.ts)
   malloc_trim: { parameters: ["u32"], result: "i32" },
+  // int execve(const char *path, char *const argv[], char *const envp[]);   (exec.ts)
+  execve: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
   // ---- the UDP backend's data path (tun.ts, udp_socket.ts, udp_worker.ts) ----
   // Blocking calls made from dedicated workers, never from the event loop.
   // int ioctl(int fd, unsigned long request, unsigned long arg);   (TUNSETPERSIST: an integer argument)

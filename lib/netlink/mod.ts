@@ -38,6 +38,7 @@ export { tunOwnerPids } from "./tun.ts";
 export { nftLibrary, releaseNftLibrary } from "./nftables.ts";
 export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
 export { releaseFreeMemory } from "./malloc.ts";
+export { execProcess } from "./exec.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created
