@@ -25,7 +25,7 @@ DENO_VERSION=2.9.6
 #   (every --resync-interval) 184-207 ms against 102-195 ms, 1,000 new peers programmed in 1.5 s against 1.2 s,
 #   5,000 no slower (5.1 s against 5.4 s).
 # - --expose-gc: the daemon runs a full GC before giving free memory back, at start and after big bursts
-#   (lib/daemon/daemon.ts GC_MIN_EVENTS / GC_MIN_PEERS): 5,000 peers 68.5 -> 62.7 MiB.
+#   (lib/daemon/memory.ts GC_MIN_EVENTS / GC_MIN_PEERS): 5,000 peers 68.5 -> 62.7 MiB.
 # All together with the daemon's own changes (malloc_trim after bursts, paged etcd lists, libnftables
 # unloaded in iptables mode): 0 / 100 / 1,000 / 5,000 peers 50.9 / 51.9 / 53.2 / 63.0 MiB RSS, was 55.3 /
 # 60.6 / 74.9 / 86.4; restarting at 5,000 peaks at 69.8, was 97.5.
@@ -143,8 +143,8 @@ else
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
-    # FLANCTL_DAEMON_V8_FLAGS in the environment replaces DAEMON_V8_FLAGS (e.g. without --jitless for the
-    # udp backend, whose data path runs in JavaScript), and tells the daemon which flags it runs with.
+    # FLANCTL_DAEMON_V8_FLAGS in the environment replaces DAEMON_V8_FLAGS and tells the daemon which flags
+    # it runs with (a udp daemon re-runs itself without --jitless: its data path runs in JavaScript).
     setv8="FLANCTL_DAEMON_V8_FLAGS=\${FLANCTL_DAEMON_V8_FLAGS:-$DAEMON_V8_FLAGS}; export FLANCTL_DAEMON_V8_FLAGS; v8=\"$DAEMON_DENO_FLAGS --v8-flags=\$FLANCTL_DAEMON_V8_FLAGS\""
     echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && { $setv8; }"
     if [ -n "$daemon_js" ]; then
