@@ -129,6 +129,28 @@ function readTable(ctl: Int32Array, prev: Table | null): Table | null {
 }
 
 /**
+ * A worker's view of the peer table: re-read (seqlock, {@link readTable}) only when the control thread
+ * has bumped CTL_SEQ, else the table already read.
+ */
+class TableView {
+  readonly #ctl: Int32Array;
+  #seq = -1;
+  #t: Table | null = null;
+  constructor(ctl: Int32Array) {
+    this.#ctl = ctl;
+  }
+  /** The current table (null before the first one is published). */
+  current(): Table | null {
+    const s = Atomics.load(this.#ctl, CTL_SEQ);
+    if (s !== this.#seq) {
+      const nt = readTable(this.#ctl, this.#t);
+      if (nt !== this.#t) (this.#t = nt), (this.#seq = s);
+    }
+    return this.#t;
+  }
+}
+
+/**
  * The peer address for packet `buf[o..o+n)` (TTL decremented), or null when it is dropped (counted).
  * `o` defaults to 0.
  */
@@ -207,14 +229,9 @@ function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const slots = m.slots;
   const pfd = new Uint8Array(8);
   const pv = new DataView(pfd.buffer);
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     let k = 0, idle = false;
     while (k < init.batch) {
       const n = L.read(init.tunFd, slots[k], BUF);
@@ -270,14 +287,9 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   pv.setInt32(0, init.sockFd, true);
   pv.setInt16(4, POLLIN, true);
   const nm = m.names;
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     for (let i = 0; i < init.batch; i++) m.v.setUint32(i * MMSG + 8, 16, true);
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
@@ -435,14 +447,9 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
   const pv = new DataView(pfd.buffer);
   pv.setInt32(0, init.tunFd, true);
   pv.setInt16(4, POLLIN, true);
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     let idle = false;
     for (let reads = 0; reads < init.batch && q.room(); reads++) {
       const n = L.read(init.tunFd, inb, TUN_READ);
@@ -536,14 +543,9 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       write(off === VNET_HDR_LEN ? slot : slot.subarray(off - VNET_HDR_LEN), n + VNET_HDR_LEN, 1, n);
     }
   };
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     for (let i = 0; i < init.batch; i++) {
       m.v.setUint32(i * MMSG + 8, 16, true);
       if (init.udpGro) m.v.setUint32(i * MMSG + 40, CMSG, true);
@@ -594,14 +596,9 @@ function runTx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     pv.setInt16(4, ev, true);
     L.poll(pfd, 1, ms);
   };
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     const n = L.read(init.tunFd, buf, BUF);
     if (n < 0) {
       const e = errno();
@@ -640,14 +637,9 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const pv = new DataView(pfd.buffer);
   pv.setInt32(0, init.sockFd, true);
   pv.setInt16(4, POLLIN, true);
-  let seq = -1;
-  let t: Table | null = null;
+  const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const s = Atomics.load(ctl, CTL_SEQ);
-    if (s !== seq) {
-      const nt = readTable(ctl, t);
-      if (nt !== t) (t = nt), (seq = s);
-    }
+    const t = table.current();
     fromLen[0] = 16;
     const n = L.recvfrom(init.sockFd, buf, BUF, 0, from, fromLenB);
     if (n < 0) {
