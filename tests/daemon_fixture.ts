@@ -47,20 +47,41 @@ export async function waitFor<T>(
   throw new Error(`timed out waiting for ${w}${last ? ` (last error: ${(last as Error).message})` : ""}`);
 }
 
-/** Runs `flanctl ARGS` once in `ns` to its end (a daemon that is expected to fail); exit code and stderr. */
+/**
+ * Runs `flanctl ARGS` once in `ns` to its end (a daemon that is expected to fail); exit code and stderr.
+ * A daemon that has not exited after `ms` (it started instead of failing) is killed and the call throws,
+ * so the test fails with its stderr instead of hanging until the runner's own timeout.
+ */
 export async function runDaemonOnce(
   ns: string,
   args: string[],
   env: Record<string, string> = {},
+  ms = 120_000,
 ): Promise<{ code: number; stderr: string }> {
-  const o = await new Deno.Command("ip", {
+  const p = new Deno.Command("ip", {
     args: ["netns", "exec", ns, ...flanctlCmd(...args)],
     env,
     stdin: "null",
     stdout: "null",
     stderr: "piped",
-  }).output();
-  return { code: o.code, stderr: new TextDecoder().decode(o.stderr) };
+  }).spawn();
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    try {
+      p.kill("SIGKILL");
+    } catch { /* exited meanwhile */ }
+  }, ms);
+  try {
+    const o = await p.output();
+    const stderr = new TextDecoder().decode(o.stderr);
+    if (killed) {
+      throw new Error(`flanctl ${args.join(" ")} still running after ${ms} ms (killed):\n${stderr}`);
+    }
+    return { code: o.code, stderr };
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The test cluster. */

@@ -44,12 +44,24 @@ async function transfer(
   const src = `${tmp}/${tag}-tx.bin`, dst = `${tmp}/${tag}-rx.bin`;
   await Deno.writeFile(src, data);
   const server = new Deno.Command("ip", {
-    args: ["netns", "exec", to, "sh", "-c", `nc -l -N -w 20 5001 > ${dst}`],
+    args: ["netns", "exec", to, "sh", "-c", `exec nc -l -N -w 20 5001 > ${dst}`],
   }).spawn();
-  await waitFor("listener", async () => (await nsRun(to, ["ss", "-ltn"])).stdout.includes(":5001"));
-  const cl = await nsRun(from, ["sh", "-c", `nc -N -w 20 ${toIp} 5001 < ${src}`]);
-  assertEquals(cl.code, 0, cl.stderr);
-  await server.status;
+  let ended = false;
+  try {
+    await waitFor("listener", async () => (await nsRun(to, ["ss", "-ltn"])).stdout.includes(":5001"));
+    const cl = await nsRun(from, ["sh", "-c", `nc -N -w 20 ${toIp} 5001 < ${src}`]);
+    assertEquals(cl.code, 0, cl.stderr);
+    await server.status;
+    ended = true;
+  } finally {
+    // A failed wait or send leaves the listener running in a namespace about to be deleted: end it.
+    if (!ended) {
+      try {
+        server.kill("SIGKILL");
+      } catch { /* exited */ }
+      await server.status;
+    }
+  }
   return await Deno.readFile(dst);
 }
 
