@@ -79,15 +79,19 @@ export const DUAL_NFT_NETCONF = {
 
 /**
  * Kills the lab process `what` ("daemon node2", "etcd") with SIGKILL and waits until it is gone or a
- * zombie (killed, not yet reaped by its parent). Returns its pid.
+ * zombie (killed, not yet reaped by its parent). Returns its pid; throws when it is still alive after 30 s
+ * (the caller's assertions about a dead process would fail confusingly otherwise).
  */
 export async function killLabProc(s: LabState, what: string): Promise<number> {
-  const pid = s.procs.find((p) => p.what === what)!.pid;
+  const p = s.procs.find((p) => p.what === what);
+  if (!p) throw new Error(`no lab process "${what}" in ${s.procs.map((p) => p.what).join(", ")}`);
+  const pid = p.pid;
   Deno.kill(pid, "SIGKILL");
-  for (let i = 0; i < 100; i++) {
+  const end = Date.now() + 30_000;
+  for (;;) {
     const st = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-    if (!st || st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) break;
+    if (!st || st.slice(st.lastIndexOf(")") + 2).startsWith("Z")) return pid;
+    if (Date.now() > end) throw new Error(`${what} (pid ${pid}) still alive 30 s after SIGKILL`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  return pid;
 }
