@@ -196,8 +196,8 @@ Deno.test("flanctl lease reserve: dual stack needs both subnets, written as one 
 Deno.test("flanctl lease config set -: stdin is read with the config cap (32 MiB of zeros refused, naming it)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-cli-" });
   try {
-    // A finite stream eight times the 4 MiB cap (an endless one would only cost more without the cap): refused as
-    // usage error 2 naming the limit, and no config is written.
+    // A finite stream eight times the 4 MiB cap (an endless one would only cost more without the cap):
+    // refused as usage error 2 naming the limit, and no config is written.
     const cmd = flanctlCmd("lease", "config", "set", "-", "--store-dir", dir).map((a) => `'${a}'`).join(" ");
     const r = await new Deno.Command("sh", {
       args: ["-c", `head -c 33554432 /dev/zero | timeout 60 ${cmd}`],
