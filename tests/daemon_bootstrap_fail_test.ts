@@ -83,10 +83,25 @@ Deno.test("daemon start-up failing keeps what a previous run left (device, subne
     assertStringIncludes(l1, "step=http");
     assertStringIncludes(l1, `undone="" left=""`);
     assertEquals((await c.http(n, "/readyz"))[0], 200, "the running daemon still serves");
+    // A second daemon with this subnet file and no health port, failing later (no such interface): the
+    // running daemon's state file (status and doctor find it there) is neither replaced nor removed.
+    const statePath = n.subnetFile.replace(/[^/]*$/, "flanctl.json");
+    const owner = JSON.parse(await Deno.readTextFile(statePath)).pid;
+    const second = await runDaemonOnce(
+      n.ns,
+      c.daemonArgs(n, ["--ip-masq", "--healthz-port=0", "--iface", "nosuch"]),
+    );
+    assert(second.code !== 0, second.stderr);
+    assertStringIncludes(second.stderr, "its state file is kept");
+    assertEquals(
+      JSON.parse(await Deno.readTextFile(statePath)).pid,
+      owner,
+      "the running daemon's state file",
+    );
     assertEquals(await c.stop(n), 0);
 
-    // Restarted with a subnet.env it cannot write: the device from the previous run stays (same index),
-    // and so do the previous subnet.env and the rules.
+    // Restarted with a subnet.env it cannot write (another path): the device from the previous run stays
+    // (same index), and so do the rules and the previous run's subnet.env.
     const bad = await unwritableSubnetEnv(n);
     const r = await runDaemonOnce(n.ns, [...c.daemonArgs(n, ["--ip-masq"]), ...bad]);
     assertEquals(r.code, 1, r.stderr);

@@ -12,7 +12,14 @@ import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
 import { sdNotify } from "./sdnotify.ts";
 import { type Step, StepError, undoSteps } from "../steps.ts";
-import { daemonStatePath, ownDaemonState, removeDaemonState, writeDaemonState } from "../daemon_state.ts";
+import {
+  daemonRunning,
+  daemonStatePath,
+  ownDaemonState,
+  readDaemonState,
+  removeDaemonState,
+  writeDaemonState,
+} from "../daemon_state.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {
@@ -107,7 +114,11 @@ function healthSteps(
   }, {
     name: "state-file",
     run: () => writeState(o, http, log),
-    undo: () => removeDaemonState(daemonStatePath(o.subnetFile)),
+    // Only our own: a second daemon that fails must not take the running one's state file with it.
+    undo: () => {
+      const path = daemonStatePath(o.subnetFile);
+      if (stateOwner(path) === Deno.pid) removeDaemonState(path);
+    },
   }];
   // Undone steps are idempotent: what a failed start-up released is not released twice.
   return { steps, release: async () => void await undoSteps(steps, null) };
@@ -118,11 +129,28 @@ function writeState(o: DaemonOptions, http: HealthServer | null, log: Logger): v
   const host = o.healthzIP === "0.0.0.0" ? "127.0.0.1" : o.healthzIP === "::" ? "::1" : o.healthzIP;
   const health = http ? (host.includes(":") ? `[${host}]:${http.port}` : `${host}:${http.port}`) : null;
   const path = daemonStatePath(o.subnetFile);
+  const owner = stateOwner(path);
+  if (owner !== null && owner !== Deno.pid) {
+    // Another live daemon was started with this subnet file: its state file stays (status and doctor find
+    // that one); this one goes on without.
+    log.warn("another daemon runs with this subnet file: its state file is kept", { path, pid: owner });
+    return;
+  }
   try {
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true });
     writeDaemonState(path, ownDaemonState(VERSION, health, o.subnetFile));
   } catch (e) {
     log.warn("cannot write the daemon state file", { path, error: (e as Error).message });
+  }
+}
+
+/** The pid of the live daemon that `path` (flanctl.json) names, or null (none, unreadable, gone). */
+function stateOwner(path: string): number | null {
+  try {
+    const st = readDaemonState(path);
+    return st && daemonRunning(st) === true ? st.pid : null;
+  } catch {
+    return null;
   }
 }
 
