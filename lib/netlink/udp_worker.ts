@@ -128,6 +128,15 @@ function readTable(ctl: Int32Array, prev: Table | null): Table | null {
   return Atomics.load(ctl, CTL_SEQ) === s1 ? t : prev;
 }
 
+/** A one-entry `struct pollfd` waiting for POLLIN on `fd` (for `poll(pfd, 1, ms)`). */
+function pollIn(fd: number): Uint8Array<ArrayBuffer> {
+  const pfd = new Uint8Array(8);
+  const pv = new DataView(pfd.buffer);
+  pv.setInt32(0, fd, true);
+  pv.setInt16(4, POLLIN, true);
+  return pfd;
+}
+
 /**
  * A worker's view of the peer table: re-read (seqlock, {@link readTable}) only when the control thread
  * has bumped CTL_SEQ, else the table already read.
@@ -282,10 +291,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const base = init.slot * STAT_SLOT;
   const m = mmsgVec(init.batch);
   const slots = m.slots;
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.sockFd, true);
-  pv.setInt16(4, POLLIN, true);
+  const pfd = pollIn(init.sockFd);
   const nm = m.names;
   const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
@@ -443,10 +449,7 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
   const inb = new Uint8Array(TUN_READ);
   const q = new SendQueue(init.udpGso);
   const lens = new Uint32Array(256);
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.tunFd, true);
-  pv.setInt16(4, POLLIN, true);
+  const pfd = pollIn(init.tunFd);
   const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
@@ -517,10 +520,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     const ca = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ctrl)));
     for (let i = 0; i < init.batch; i++) m.v.setBigUint64(i * MMSG + 32, ca + BigInt(i * CMSG), true);
   }
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.sockFd, true);
-  pv.setInt16(4, POLLIN, true);
+  const pfd = pollIn(init.sockFd);
   const nm = m.names;
   const write = (b: Uint8Array, len: number, segments: number, wireBytes: number) => {
     if (L.write(init.tunFd, b, len) < 0) st[WRITEERR] += segments;
@@ -633,10 +633,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const from = new Uint8Array(16);
   const fromLen = new Uint32Array(1);
   const fromLenB = new Uint8Array(fromLen.buffer);
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.sockFd, true);
-  pv.setInt16(4, POLLIN, true);
+  const pfd = pollIn(init.sockFd);
   const table = new TableView(ctl);
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
