@@ -51,15 +51,19 @@ Deno.test("file store: a FIFO or /dev/zero as config or lease file is refused wi
     Deno.removeSync(`${dir}/config`);
     Deno.writeTextFileSync(`${dir}/config`, good);
 
-    // Odd lease files: skipped with the reason; the real lease is still listed.
-    await run(["mkfifo", `${dir}/subnets/10.5.9.0-24`]);
-    Deno.symlinkSync("/dev/zero", `${dir}/subnets/10.5.10.0-24`);
+    // Odd lease files: skipped with the reason; the real lease is still listed. Their names avoid the
+    // subnet the store drew at random for the real lease (else mkfifo finds the name taken).
+    const [fifo, zero] = ["10.5.9.0-24", "10.5.10.0-24", "10.5.11.0-24"]
+      .filter((n) => n !== String(own.subnet).replace("/", "-"));
+    const made = await run(["mkfifo", `${dir}/subnets/${fifo}`]);
+    assertEquals(made.code, 0, `mkfifo: ${made.stderr}`);
+    Deno.symlinkSync("/dev/zero", `${dir}/subnets/${zero}`);
     const l = await lease("list", "--store-dir", dir, "-o", "json");
     assertEquals(l.code, 0, `lease list: exit ${l.code}: ${l.stderr}`);
     assertStringIncludes(l.stdout, String(own.subnet));
-    assertStringIncludes(l.stderr, "10.5.9.0-24");
+    assertStringIncludes(l.stderr, fifo);
     assertStringIncludes(l.stderr, "a FIFO");
-    assertStringIncludes(l.stderr, "10.5.10.0-24");
+    assertStringIncludes(l.stderr, zero);
     assertStringIncludes(l.stderr, "a character device");
   } finally {
     await Deno.remove(dir, { recursive: true });
