@@ -38,12 +38,13 @@ Deno.test("file store: acquire, re-acquire by PublicIP, previous subnet, renew, 
     assertEquals(Object.keys(file.lease), ["PublicIP", "PublicIPv6", "BackendType", "BackendData"]);
     const again = await s.acquireLease(attrs("192.0.2.1"));
     assertEquals(again.subnet!.toString(), a.subnet.toString());
-    const prev = IPNet.parse("10.5.33.0/24");
+    // The previous subnet must be free: `a` was drawn at random and may hold 10.5.33.0/24 (1 in 50).
+    const prev = IPNet.parse(["10.5.33.0/24", "10.5.34.0/24"].find((x) => x !== String(a.subnet))!);
     const b = await s.acquireLease(attrs("192.0.2.2"), { previousSubnet: prev });
-    assertEquals(b.subnet!.toString(), "10.5.33.0/24");
+    assertEquals(b.subnet!.toString(), prev.toString());
     // taken previous subnet → another one
     const c = await s.acquireLease(attrs("192.0.2.3"), { previousSubnet: prev });
-    assert(c.subnet!.toString() !== "10.5.33.0/24");
+    assert(c.subnet!.toString() !== prev.toString());
     await new Promise((r) => setTimeout(r, 5));
     const r = await s.renewLease(b);
     assert(r.expiration!.getTime() > b.expiration!.getTime(), "renewal extends expiry");
@@ -238,10 +239,12 @@ Deno.test("file store: watchers see adds, removals and expiry", async () => {
       ]);
       assertEquals((await reader.listLeases()).leases.length, 1);
       assertEquals([...Deno.readDirSync(`${dir}/subnets`)].length, 2, "expired lease file kept by readers");
-      await writer.reserve(IPNet.parse("10.5.40.0/24"), "192.0.2.40");
+      // A subnet `first` (drawn at random) does not hold: reserving its own would be a conflict (1 in 50).
+      const reserved = IPNet.parse(["10.5.40.0/24", "10.5.41.0/24"].find((x) => x !== String(first.subnet))!);
+      await writer.reserve(reserved, "192.0.2.40");
       assertEquals(
         [...Deno.readDirSync(`${dir}/subnets`)].map((e) => e.name).sort(),
-        ["10.5.40.0-24", first.subnet!.toKey()].sort(),
+        [reserved.toKey(), first.subnet!.toKey()].sort(),
         "a writer collected the expired lease file",
       );
     } finally {
