@@ -53,7 +53,7 @@ Deno.test({
       }
       assert(res.transmitted >= 50, `too few packets: ${res.output}`);
       console.log(
-        `udp restart gap at 100 pps: ${res.transmitted - res.received} of ${res.transmitted} packets lost`,
+        `udp restart gap at 100 pps: ${res.lost} of ${res.transmitted} packets lost`,
       );
       assertEquals(await actualEntries(s, node("node2")), before);
       assertEquals(await pingAllPods(s), 6);
