@@ -130,9 +130,9 @@ Deno.test({
         stdout: "piped",
         stderr: "null",
       }).spawn();
-      await new Promise((r) => setTimeout(r, 3000));
-      w.kill("SIGINT");
-      const lines = new TextDecoder().decode((await w.output()).stdout).trim().split("\n");
+      // Interrupted once two documents are out (a fixed wait was too short when start-up took long under
+      // load: one line, or none when SIGINT came before the handler was installed).
+      const lines = await linesThenInterrupt(w, 2, 60_000);
       assert(lines.length >= 2, `--watch printed ${lines.length} line(s)`);
       for (const l of lines) assertEquals((JSON.parse(l) as StatusJson).daemon.pid, st.daemon.pid);
 
@@ -263,3 +263,39 @@ Deno.test({
     );
   },
 });
+
+/**
+ * Reads `p`'s stdout until it has printed `n` complete lines (or `ms` passed), then sends SIGINT and
+ * returns every complete line it printed.
+ */
+async function linesThenInterrupt(p: Deno.ChildProcess, n: number, ms: number): Promise<string[]> {
+  const lines: string[] = [];
+  let buf = "";
+  const reader = p.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const end = Date.now() + ms;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<null>((r) => timer = setTimeout(() => r(null), ms));
+  try {
+    while (lines.length < n && Date.now() < end) {
+      const r = await Promise.race([reader.read(), timeout]);
+      if (r === null || r.done) break;
+      buf += r.value;
+      const parts = buf.split("\n");
+      buf = parts.pop()!;
+      lines.push(...parts.filter((l) => l.trim()));
+    }
+    try {
+      p.kill("SIGINT");
+    } catch { /* exited already */ }
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) break;
+      buf += r.value;
+    }
+  } finally {
+    clearTimeout(timer);
+    reader.releaseLock();
+    await p.status;
+  }
+  return [...lines, ...buf.split("\n").filter((l) => l.trim())];
+}
