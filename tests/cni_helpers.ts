@@ -173,8 +173,11 @@ export async function pool<T, R>(
   return out;
 }
 
-/** Polls `fn` until it returns true or `ms` pass (kernel netns teardown is asynchronous). */
-export async function waitFor(fn: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
+/**
+ * Polls `fn` until it returns true or `ms` pass (kernel netns teardown is asynchronous, and slow while the
+ * whole suite deletes namespaces on a loaded machine).
+ */
+export async function waitFor(fn: () => Promise<boolean>, ms = 30_000): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     if (await fn()) return true;

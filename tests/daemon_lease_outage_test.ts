@@ -33,7 +33,6 @@ Deno.test("daemon lease outage (file store, chattr +i): not ready while expired,
         const [code, body] = await c.http(a, "/readyz");
         return code === 503 && body.includes("lease");
       },
-      20_000,
     );
     const [, m] = await c.http(a, "/metrics");
     assertStringIncludes(m, "\nflanctl_ready 0\n");

@@ -40,7 +40,7 @@ Deno.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json
         stdout: "null",
         stderr: "null",
       }).spawn();
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 30_000;
       while (Date.now() < deadline) {
         if ((await httpGet(n.node, "http://127.0.0.1:18285/readyz", 1000)).status === 200) break;
         await new Promise((r) => setTimeout(r, 100));

@@ -116,7 +116,7 @@ Deno.test("lab logs: prints a node's daemon log, -f follows it, an unknown node 
     const reader = p.stdout.pipeThrough(new TextDecoderStream()).getReader();
     let out = "";
     const until = async (text: string) => {
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 30_000;
       while (!out.includes(text)) {
         assert(Date.now() < deadline, `lab logs -f printed only ${JSON.stringify(out)}`);
         const { value, done } = await reader.read();

@@ -62,8 +62,8 @@ for (const backend of ["vxlan", "host-gw"] as const) {
 
           await t.step("kernel entries equal the leases, both families", async () => {
             for (const n of s.nodes) {
-              await waitEntries6(s, n, others(s, n), 10_000);
-              if (family === "dual") await waitEntries(s, n, others(s, n), 10_000);
+              await waitEntries6(s, n, others(s, n));
+              if (family === "dual") await waitEntries(s, n, others(s, n));
             }
             if (family === "ipv6") {
               const links = await nsSh(node("node1").netns, "ip", "-br", "link");
@@ -89,7 +89,7 @@ for (const backend of ["vxlan", "host-gw"] as const) {
               const mac2 = (await nsSh(n2.netns, "cat", `/sys/class/net/${V6_DEV}/address`)).trim();
               await nsSh(n1.netns, "bridge", "fdb", "del", mac2, "dev", V6_DEV, "dst", n2.publicIPv6!);
             }
-            await waitEntries6(s, n1, others(s, n1), 25_000);
+            await waitEntries6(s, n1, others(s, n1));
             await pingAllPods6(s);
           });
 

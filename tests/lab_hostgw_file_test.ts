@@ -19,7 +19,7 @@ Deno.test({
   async fn() {
     const up = ["--nodes", "3", "--pods-per-node", "1", "--backend", "host-gw", "--lease-ttl", String(TTL_S)];
     const name = await withLab("th", up, 6, async (s) => {
-      for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n), 10_000);
+      for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n));
       // host-gw makes no VXLAN device.
       for (const n of s.nodes) {
         const r = await run(["ip", "-n", n.netns, "link", "show", "flannel.1"]);

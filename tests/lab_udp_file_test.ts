@@ -19,7 +19,7 @@ Deno.test({
   async fn() {
     await withLab("tu", ["--nodes", "3", "--pods-per-node", "1", "--backend", "udp"], 6, async (s0, name) => {
       let s = s0;
-      for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n), 10_000);
+      for (const n of s.nodes) await waitEntries(s, n, s.nodes.filter((x) => x !== n));
       for (const n of s.nodes) {
         const l = (await ipJson<{ linkinfo?: { info_kind: string }; mtu: number }[]>(
           n.netns,
@@ -46,7 +46,7 @@ Deno.test({
         await startDaemon(s, node("node2"));
         await waitDaemonReady(s, node("node2"));
         s = loadState(s.name);
-        await waitUntil("traffic flows again", async () => await ping(src, dst, 1), 10_000);
+        await waitUntil("traffic flows again", async () => await ping(src, dst, 1));
         await new Promise((r) => setTimeout(r, 1000));
       } finally {
         res = await p.stop();

@@ -271,7 +271,7 @@ export async function tcpAcross(s: LabState, from: string, to: string): Promise<
   const a = s.pods.find((p) => p.name === from)!;
   const b = s.pods.find((p) => p.name === to)!;
   const msg = `hello from ${from} ${crypto.randomUUID()}`;
-  const argv = inNs(b.netns, ["timeout", "20", "nc", "-l", "5001"]);
+  const argv = inNs(b.netns, ["timeout", "60", "nc", "-l", "5001"]);
   const server = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" }).spawn();
   try {
     await waitUntil(
@@ -280,7 +280,7 @@ export async function tcpAcross(s: LabState, from: string, to: string): Promise<
         const r = await runCmd(inNs(b.netns, ["ss", "-Htln", "sport", "= :5001"]));
         return r.stdout.includes("5001");
       },
-      10_000,
+      30_000,
       50,
     );
     await mustRun(inNs(a.netns, ["timeout", "10", "nc", "-N", "-w", "5", b.ip!, "5001"]), {

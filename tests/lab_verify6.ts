@@ -98,7 +98,7 @@ export async function tcpAcross6(s: LabState, from: string, to: string): Promise
   const a = s.pods.find((p) => p.name === from)!;
   const b = s.pods.find((p) => p.name === to)!;
   const msg = `hello6 from ${from} ${crypto.randomUUID()}`;
-  const argv = inNs(b.netns, ["timeout", "20", "nc", "-6", "-l", "5002"]);
+  const argv = inNs(b.netns, ["timeout", "60", "nc", "-6", "-l", "5002"]);
   const server = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" }).spawn();
   try {
     await waitUntil(
@@ -107,7 +107,7 @@ export async function tcpAcross6(s: LabState, from: string, to: string): Promise
         const r = await runCmd(inNs(b.netns, ["ss", "-Htln", "sport", "= :5002"]));
         return r.stdout.includes("5002");
       },
-      10_000,
+      30_000,
       50,
     );
     await mustRun(inNs(a.netns, ["timeout", "10", "nc", "-N", "-w", "5", b.ipv6!, "5002"]), {

@@ -139,7 +139,7 @@ function watchProcess(dir: string) {
   })();
   return {
     lines,
-    async until(pred: (ls: string[]) => boolean, timeoutMs = 20_000) {
+    async until(pred: (ls: string[]) => boolean, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
       while (!pred(lines)) {
         if (Date.now() > deadline) throw new Error(`watch printed only ${JSON.stringify(lines)}`);

@@ -9,7 +9,7 @@ import { LeaseKeeper, renewDelayMs } from "../lib/store/keeper.ts";
 import type { SubnetStore } from "../lib/store/types.ts";
 
 const ATTRS = { PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" };
-const until = async (what: string, fn: () => boolean, ms = 15_000) => {
+const until = async (what: string, fn: () => boolean, ms = 30_000) => {
   const end = Date.now() + ms;
   while (!fn()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);

@@ -14,10 +14,11 @@ const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 
 /**
  * The kernel adds IPv6 link-local routes and multicast neighbours on its own shortly after links come
- * up, so library and oracle are compared until they agree (deadline 5 s); the last difference fails.
+ * up, so library and oracle are compared until they agree (deadline 30 s: slower on a loaded machine); the
+ * last difference fails.
  */
 async function agree<T>(read: () => Promise<[T, T]>): Promise<T> {
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + 30_000;
   for (;;) {
     const [got, want] = await read();
     if (JSON.stringify(got) === JSON.stringify(want) || Date.now() > deadline) {

@@ -98,7 +98,7 @@ Deno.test("veth pairing: a process's anonymous namespace is named pid:PID", asyn
     const child = new Deno.Command("unshare", { args: ["-n", "sleep", "30"], stdout: "null", stderr: "null" })
       .spawn();
     try {
-      const deadline = Date.now() + 5000;
+      const deadline = Date.now() + 15_000;
       const self = Deno.statSync("/proc/self/ns/net").ino;
       while (Deno.statSync(`/proc/${child.pid}/ns/net`).ino === self) {
         if (Date.now() > deadline) throw new Error("unshare did not create a namespace");

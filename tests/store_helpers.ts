@@ -75,7 +75,7 @@ Deno.exit(0);
 export async function nextEvents(
   it: AsyncIterator<LeaseEvent[]>,
   pred: (evs: LeaseEvent[]) => boolean,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<LeaseEvent[]> {
   const got: LeaseEvent[] = [];
   const deadline = Date.now() + timeoutMs;
@@ -251,7 +251,7 @@ export class EtcdFixture {
       stdout: "null",
       stderr: "null",
     }).spawn();
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
       const o = await new Deno.Command("/usr/bin/etcdctl", {
         args: [`--endpoints=${this.url}`, ...this.#ctlTlsArgs(), "endpoint", "health"],
