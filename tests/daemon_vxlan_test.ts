@@ -259,14 +259,15 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
     await waitFor("B forgets node 3", () => noEntries(b, sub3, mac3));
     assert(await hasTriplet(a, subB, macB, b.ip), "other peers untouched");
 
-    // A node with a 3 s lease TTL renews it while running; killed, its lease expires and peers forget it.
+    // A node with a 5 s lease TTL renews it while running (half-way: a renewal may come 2.5 s late before
+    // the lease lapses); killed, its lease expires and peers forget it.
     const n4 = await c.addNode();
-    c.start(n4, [...FAST, "--lease-ttl", "3"]);
+    c.start(n4, [...FAST, "--lease-ttl", "5"]);
     await c.waitReady(n4);
     const sub4 = await c.subnetOf(n4);
     const mac4 = (await vtep(n4.ns)).address;
     await waitFor("A learns node 4", () => hasTriplet(a, sub4, mac4, n4.ip));
-    await new Promise((r) => setTimeout(r, 4000));
+    await new Promise((r) => setTimeout(r, 6000));
     assert(await hasTriplet(a, sub4, mac4, n4.ip), "a renewed lease outlives its TTL");
     assert(n4.log.some((l) => l.includes("lease renewed")), n4.log.join("\n"));
     await c.stop(n4, "SIGKILL");
