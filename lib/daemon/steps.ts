@@ -211,23 +211,28 @@ const preflight: Step<Draft> = {
  * MAC and an existing device (udp: binds its port, so a port in use fails before any kernel change). Undo:
  * the backend is closed (udp: the socket), nothing in the kernel yet.
  */
-const backend: Step<Draft> = {
-  name: "backend",
-  async run(d) {
-    try {
-      await makeBackends(d);
-    } catch (e) {
-      await closeBackends(d).catch((e2) =>
-        d.base.log.warn("undo failed", { step: "backend", error: errText(e2) })
-      );
-      throw e;
-    }
-  },
-  undo: closeBackends,
-};
+const backend: Step<Draft> = backendStep(createBackend);
+
+/** The `backend` step (see `backend`) making its backends with `make` (tests pass their own). */
+export function backendStep(make: typeof createBackend): Step<Draft> {
+  return {
+    name: "backend",
+    async run(d) {
+      try {
+        await makeBackends(d, make);
+      } catch (e) {
+        await closeBackends(d).catch((e2) =>
+          d.base.log.warn("undo failed", { step: "backend", error: errText(e2) })
+        );
+        throw e;
+      }
+    },
+    undo: closeBackends,
+  };
+}
 
 /** The backend step's work (see `backend`). */
-async function makeBackends(d: Draft): Promise<void> {
+async function makeBackends(d: Draft, make: typeof createBackend): Promise<void> {
   const b = d.base, cfg = d.need("cfg"), ext = d.need("ext");
   // kube: our own published backend-data (IPv6: backend-v6-data) keeps the VTEP MAC when the state file
   // is gone (as flanneld).
@@ -240,7 +245,7 @@ async function makeBackends(d: Draft): Promise<void> {
       )
       : Promise.resolve(null);
   const storedData = await storedOf(d.family);
-  const be = d.backend = createBackend(b.nl, cfg, ext, b.o.stateDir, {
+  const be = d.backend = make(b.nl, cfg, ext, b.o.stateDir, {
     vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
     family: d.family,
     storedBackendData: storedData,
@@ -260,12 +265,20 @@ async function makeBackends(d: Draft): Promise<void> {
   }
   be.prepare();
   if (cfg.enableIPv4 && cfg.enableIPv6) {
-    const b6 = createBackend(b.nl, cfg, ext, b.o.stateDir, {
+    const b6 = make(b.nl, cfg, ext, b.o.stateDir, {
       vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
       family: 6,
       storedBackendData: await storedOf(6),
     });
-    b6.prepare();
+    try {
+      b6.prepare();
+    } catch (e) {
+      // Not in the draft yet (the step's undo closes d.backend and d.v6's): closed here, as the IPv4 one.
+      await b6.close?.().catch((e2) =>
+        b.log.warn("undo failed", { step: "backend", family: 6, error: errText(e2) })
+      );
+      throw e;
+    }
     d.v6 = new FamilyPlane({
       nl: b.nl,
       family: 6,
