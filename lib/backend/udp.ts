@@ -71,7 +71,7 @@ function batchFromEnv(): number {
  * Nice value of the data-path worker threads unless FLANCTL_UDP_NICE says otherwise (0 = unchanged):
  * -10 was measured (`deno task bench udp`, variant "nice -10") with no clear gain, so it is not the default.
  */
-export const DEFAULT_UDP_NICE = 0;
+const DEFAULT_UDP_NICE = 0;
 
 /** FLANCTL_UDP_NICE (-20–19), the workers' nice value; the default otherwise. */
 function niceFromEnv(): number {
@@ -99,7 +99,7 @@ export interface UdpOffloadSwitches {
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
-export function offloadSwitchesFromEnv(): UdpOffloadSwitches {
+function offloadSwitchesFromEnv(): UdpOffloadSwitches {
   return {
     offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),

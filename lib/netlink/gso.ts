@@ -44,7 +44,7 @@ function viewsOf(b: Uint8Array): void {
 }
 
 /** Folds a one's-complement accumulator (any non-negative number < 2^53) to 16 bits. */
-export function fold(acc: number): number {
+function fold(acc: number): number {
   while (acc > 0xffff) acc = (acc % 65536) + Math.floor(acc / 65536);
   return acc;
 }
@@ -145,7 +145,7 @@ export function readVnetHdr(b: Uint8Array, off = 0): VnetHdr {
 }
 
 /** Writes a virtio_net_hdr at `b[off]`. */
-export function writeVnetHdr(b: Uint8Array, off: number, h: VnetHdr): void {
+function writeVnetHdr(b: Uint8Array, off: number, h: VnetHdr): void {
   b[off] = h.flags;
   b[off + 1] = h.gsoType;
   const p16 = (o: number, v: number) => {

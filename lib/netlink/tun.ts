@@ -16,9 +16,9 @@ const TUNSETIFF = 0x400454can, TUNSETPERSIST = 0x400454cbn;
 const TUNSETOFFLOAD = 0x400454d0n, TUNSETVNETHDRSZ = 0x400454d8n;
 
 /** TUNSETOFFLOAD bits: the reader takes partial checksums, TCP/IPv4 and TCP/IPv6 GSO super-packets. */
-export const TUN_F_CSUM = 0x01, TUN_F_TSO4 = 0x02, TUN_F_TSO6 = 0x04;
+const TUN_F_CSUM = 0x01, TUN_F_TSO4 = 0x02, TUN_F_TSO6 = 0x04;
 /** The offloads {@link openTunOffloaded} asks for. */
-export const TUN_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+const TUN_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
 /** Bytes of the virtio_net_hdr before each packet on an IFF_VNET_HDR descriptor. */
 export const TUN_VNET_HDR_LEN = 10;
 const IFNAMSIZ = 16;

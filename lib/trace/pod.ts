@@ -10,7 +10,7 @@ import { lookupText, type Path, type Why } from "./path.ts";
 import { isPod, type PodRef, type TraceInput, type TraceNode } from "./types.ts";
 
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
-export function nsRef(label: string): NetnsRef {
+function nsRef(label: string): NetnsRef {
   return /^pid:\d+$/.test(label) ? { pid: Number(label.slice(4)) } : { name: label };
 }
 
@@ -94,7 +94,7 @@ const PORT_STATES: Record<number, string> = {
 };
 
 /** The cni0 port of a host veth: up, enslaved to cni0, cni0 up (hairpin shown). */
-export async function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): Promise<void> {
+async function cniPort(n: TraceNode, host: LinkInfo, podName: string, p: Path): Promise<void> {
   const br = n.ctx.link("cni0");
   const enslaved = !!br && host.master === br.index;
   // The bridge's own port state (STP: disabled while the port's device is down), as sysfs shows it in
