@@ -18,11 +18,11 @@ const attrs = (i: number): LeaseAttrsWire => ({
 
 Deno.test("etcd store: acquires after the first do not list every lease; other nodes' leases are never handed out again", async () => {
   const etcd = new EtcdFixture();
-  await etcd.start();
   const prefix = "/cachetest/coreos.com/network";
   const a = new EtcdStore({ endpoints: [etcd.url], prefix });
   const b = new EtcdStore({ endpoints: [etcd.url], prefix });
   try {
+    await etcd.start();
     await a.setNetworkConfig(NETCONF);
     // Count the range requests over the whole subnets prefix that store `a` makes.
     let lists = 0;

@@ -9,9 +9,9 @@ import { EtcdClient, prefixEnd, RANGE_PAGE } from "../lib/store/etcd_client.ts";
 
 Deno.test("etcd client: a range over more than a page returns every key once, in order, at one revision", async () => {
   const etcd = new EtcdFixture();
-  await etcd.start();
   const c = new EtcdClient({ endpoints: [etcd.url] });
   try {
+    await etcd.start();
     const prefix = "/rangetest/subnets/";
     const n = 2 * RANGE_PAGE + 7;
     // Keys "k0000" … plus "k0000x" (a key that extends another: the page boundary must not skip or repeat it).

@@ -97,17 +97,63 @@ export async function nextEvents(
   return got;
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): number {
+/**
+ * Where test processes reserve the loopback ports their etcd fixtures chose: one file per port (holding the
+ * reserving pid) from the choice until cleanup(). A free port cannot be held across processes until etcd
+ * binds it, so without this two fixtures (in parallel test files) could choose the same port — or one
+ * could take the port of an etcd another test has killed and is about to restart.
+ */
+const PORT_DIR = `${Deno.env.get("TMPDIR") || "/tmp"}/flanctl-test-ports`;
+
+/** Reserves `port` for this process; false when another live process holds it. */
+function reservePort(port: number): boolean {
+  Deno.mkdirSync(PORT_DIR, { recursive: true });
+  const file = `${PORT_DIR}/${port}`;
+  for (let i = 0; i < 2; i++) {
+    try {
+      Deno.writeTextFileSync(file, `${Deno.pid}\n`, { createNew: true });
+      return true;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    }
+    // Left by a process that is gone (killed before its cleanup): taken over.
+    const pid = Number(Deno.readTextFileSync(file).trim());
+    if (pid > 0 && isAlive(pid)) return false;
+    Deno.removeSync(file);
+  }
+  return false;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Ends the reservation of `port` (when this process holds it). */
+function releasePort(port: number): void {
+  const file = `${PORT_DIR}/${port}`;
+  try {
+    if (Number(Deno.readTextFileSync(file).trim()) === Deno.pid) Deno.removeSync(file);
+  } catch { /* not reserved */ }
+}
+
+/** A free TCP port on 127.0.0.1, reserved for this process until {@link releasePort}. */
+function freePort(): number {
   // Below the kernel's ephemeral range (32768-60999): a port from port 0 is an ephemeral one, and while a
   // test has etcd killed, any outgoing connection (the store's own reconnects, other tests' clients) may
   // take it as its local port, so the restarted etcd cannot bind it.
   for (let i = 0; i < 100; i++) {
     const port = 20000 + Math.floor(Math.random() * 12000);
+    if (!reservePort(port)) continue;
     try {
       Deno.listen({ hostname: "127.0.0.1", port }).close();
       return port;
     } catch (e) {
+      releasePort(port);
       if (!(e instanceof Deno.errors.AddrInUse)) throw e;
     }
   }
@@ -199,16 +245,20 @@ export class EtcdFixture {
   readonly url: string;
   readonly #peerPort: number;
   readonly #clientPort: number;
+  /** The member name, unique: start() checks that the etcd answering on our port is this one. */
+  readonly #name = `t${crypto.randomUUID().slice(0, 8)}`;
   readonly #tls: EtcdTls | undefined;
   #dataDir = "";
   #proc: Deno.ChildProcess | null = null;
+  /** etcd's stderr, read to its end (for the error when it exits during start()). */
+  #stderr: Promise<string> = Promise.resolve("");
 
   readonly #extra: string[];
 
   /** `extraArgs` are added to etcd's command line (e.g. `--quota-backend-bytes=…`). */
   constructor(tls?: EtcdTls, extraArgs: string[] = []) {
     this.#clientPort = freePort();
-    this.#peerPort = freePort();
+    this.#peerPort = freePort(); // not the client port: that one is reserved now
     this.#tls = tls;
     this.#extra = extraArgs;
     this.url = `${tls ? "https" : "http"}://127.0.0.1:${this.#clientPort}`;
@@ -231,35 +281,53 @@ export class EtcdFixture {
     return t ? [`--cacert=${t.ca}`, `--cert=${t.clientCert}`, `--key=${t.clientKey}`] : [];
   }
 
-  /** Starts etcd (again, on the same data dir) and waits until it answers. */
+  /**
+   * Starts etcd (again, on the same data dir) and waits until it answers as this fixture's member: a port
+   * taken meanwhile (another test's etcd chose it between our check and our bind) fails at once, naming it,
+   * instead of the test talking to the other etcd. (Called before auth is enabled: `member list` then needs
+   * no credentials.)
+   */
   async start(): Promise<void> {
     if (!this.#dataDir) this.#dataDir = await Deno.makeTempDir({ prefix: "flanctl-etcd-" });
     const peer = `http://127.0.0.1:${this.#peerPort}`;
     this.#proc = new Deno.Command("/usr/bin/etcd", {
       args: [
-        "--name=t",
+        `--name=${this.#name}`,
         `--data-dir=${this.#dataDir}`,
         `--listen-client-urls=${this.url}`,
         `--advertise-client-urls=${this.url}`,
         `--listen-peer-urls=${peer}`,
         `--initial-advertise-peer-urls=${peer}`,
-        `--initial-cluster=t=${peer}`,
+        `--initial-cluster=${this.#name}=${peer}`,
         "--log-level=error",
         ...this.#tlsArgs(),
         ...this.#extra,
       ],
       stdout: "null",
-      stderr: "null",
+      stderr: "piped",
     }).spawn();
+    const proc = this.#proc;
+    const stderr = this.#stderr = new Response(proc.stderr).text();
+    const exit: { status: Deno.CommandStatus | null } = { status: null };
+    proc.status.then((st) => exit.status = st);
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
+      if (exit.status) {
+        throw new Error(
+          `etcd exited (code ${exit.status.code}) on ports ${this.#clientPort}/${this.#peerPort}: ${await stderr}`,
+        );
+      }
       const o = await new Deno.Command("/usr/bin/etcdctl", {
-        args: [`--endpoints=${this.url}`, ...this.#ctlTlsArgs(), "endpoint", "health"],
+        args: [`--endpoints=${this.url}`, ...this.#ctlTlsArgs(), "member", "list"],
         env: { ETCDCTL_API: "3" },
-        stdout: "null",
+        stdout: "piped",
         stderr: "null",
       }).output();
-      if (o.success) return;
+      if (o.success) {
+        const members = new TextDecoder().decode(o.stdout);
+        if (members.includes(`, ${this.#name}, `)) return;
+        throw new Error(`another etcd answers on ${this.url}: ${members.trim()}`);
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(`etcd did not start on ${this.url}`);
@@ -272,6 +340,7 @@ export class EtcdFixture {
       this.#proc.kill("SIGKILL");
     } catch { /* gone */ }
     await this.#proc.status;
+    await this.#stderr;
     this.#proc = null;
   }
 
@@ -288,10 +357,12 @@ export class EtcdFixture {
     return d.decode(o.stdout);
   }
 
-  /** Kills etcd and removes its data. */
+  /** Kills etcd, removes its data and ends the reservation of its ports. */
   async cleanup(): Promise<void> {
     await this.kill();
     if (this.#dataDir) await Deno.remove(this.#dataDir, { recursive: true }).catch(() => {});
+    releasePort(this.#clientPort);
+    releasePort(this.#peerPort);
   }
 }
 
