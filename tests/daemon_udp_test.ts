@@ -63,6 +63,9 @@ Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () =
     const lease = JSON.parse(await Deno.readTextFile(`${c.storeDir}/subnets/${subA.replace("/", "-")}`));
     assertEquals(lease.lease, { PublicIP: a.ip, PublicIPv6: null });
     await waitFor("route for B on A", async () => (await routes(a.ns)).some((r) => r.dst === subB));
+    // B may learn A later than A learns B (both start at once): until it does, B drops A's datagrams, and a
+    // ping that still succeeds on its second request leaves A's counters short of 4.
+    await waitFor("route for A on B", async () => (await routes(b.ns)).some((r) => r.dst === subA));
     const pa = await c.addPod(a), pb = await c.addPod(b);
     assert(await ping(pa.ns, pb.ip), `pod A → pod B over udp\n${a.log.join("\n")}`);
     assert(await ping(pb.ns, pa.ip), "pod B → pod A over udp");
