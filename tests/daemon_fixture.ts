@@ -229,9 +229,12 @@ export class DaemonCluster {
     return st.code;
   }
 
-  /** GETs `path` from `n`'s health server (inside its namespace); returns [status, body]. */
+  /**
+   * GETs `path` from `n`'s health server (inside its namespace); returns [status, body] (status 0: no
+   * answer within 10 s — a daemon busy on a loaded machine can take more than a second or two).
+   */
   async http(n: TestNode, path: string): Promise<[number, string]> {
-    const r = await httpGet(n.ns, `http://127.0.0.1:${n.port}${path}`, 2000);
+    const r = await httpGet(n.ns, `http://127.0.0.1:${n.port}${path}`, 10_000);
     return [r.status ?? 0, r.body];
   }
 
