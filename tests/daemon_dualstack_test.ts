@@ -115,7 +115,7 @@ async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
 async function tcp(aNs: string, bNs: string, bIp: string): Promise<boolean> {
   const port = String(5100 + Math.floor(Math.random() * 800));
   const ln = new Deno.Command("ip", {
-    args: ["netns", "exec", bNs, "timeout", "10", "nc", "-l", ...(bIp.includes(":") ? ["-6"] : []), port],
+    args: ["netns", "exec", bNs, "timeout", "60", "nc", "-l", ...(bIp.includes(":") ? ["-6"] : []), port],
     stdout: "piped",
     stderr: "null",
   }).spawn();
@@ -123,7 +123,6 @@ async function tcp(aNs: string, bNs: string, bIp: string): Promise<boolean> {
     await waitFor(
       "listener",
       async () => (await nsRun(bNs, ["ss", "-ltn"])).stdout.includes(`:${port}`),
-      5000,
     );
     const r = await nsRun(aNs, ["timeout", "5", "nc", "-N", "-w", "3", bIp, port], { stdin: "hello-tcp\n" });
     const out = new TextDecoder().decode((await ln.output()).stdout);

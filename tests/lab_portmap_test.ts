@@ -18,7 +18,7 @@ async function tcpThrough(netns: string, clientNs: string, ip: string, port: num
   const msg = `published ${crypto.randomUUID()}`;
   const six = ip.includes(":") ? "-6 " : "";
   const server = new Deno.Command("ip", {
-    args: ["netns", "exec", netns, "timeout", "20", "sh", "-c", `echo '${msg}' | nc ${six}-N -l 8080`],
+    args: ["netns", "exec", netns, "timeout", "60", "sh", "-c", `echo '${msg}' | nc ${six}-N -l 8080`],
     stdout: "null",
     stderr: "null",
   }).spawn();
@@ -28,7 +28,7 @@ async function tcpThrough(netns: string, clientNs: string, ip: string, port: num
       async () => {
         return (await nsRun(netns, ["ss", "-Htln", "sport", "= :8080"])).stdout.includes("8080");
       },
-      10_000,
+      30_000,
       50,
     );
     const r = await nsRun(clientNs, ["timeout", "10", "nc", "-w", "5", "-d", ip, String(port)]);
