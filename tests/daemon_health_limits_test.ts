@@ -84,7 +84,6 @@ Deno.test("daemon health port: fd flood and slowloris neither kill the daemon no
     await waitFor(
       () => `slowloris closed; events ${JSON.stringify(events)}`,
       () => events.find((e) => "slowClosedMs" in e),
-      20_000,
     );
     const slowMs = events.find((e) => "slowClosedMs" in e)!.slowClosedMs;
     assert(slowMs < 15_000, `slowloris closed after ${slowMs} ms`);
@@ -97,7 +96,6 @@ Deno.test("daemon health port: fd flood and slowloris neither kill the daemon no
     await waitFor(
       "A's /healthz after the flood",
       async () => (await c.http(a, "/healthz"))[0] === 200,
-      15_000,
     );
     assert(exited === null, `daemon A exited (${exited}); log:\n${a.log.join("\n")}`);
   } finally {
