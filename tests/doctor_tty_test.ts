@@ -22,8 +22,14 @@ Deno.test("doctor: colour on a TTY only (not in pipes, JSON, or with NO_COLOR)",
       ns,
       ...flanctlCmd("doctor", "--subnet-file", "/nonexistent/flanctl-tty/subnet.env", ...extra),
     ];
+    // NO_COLOR from the runner's environment is dropped: only the case that sets it expects no colour.
     const onTty = async (argv: string[], env: string[] = []) => {
-      const r = await run(["script", "-qec", shellQuote(["env", ...env, ...argv]), "/dev/null"]);
+      const r = await run([
+        "script",
+        "-qec",
+        shellQuote(["env", "-u", "NO_COLOR", ...env, ...argv]),
+        "/dev/null",
+      ]);
       assert(r.stdout.includes("DOCTOR") || r.stdout.includes('"checks"'), r.stdout + r.stderr);
       return r.stdout;
     };
