@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { Logger } from "./log.ts";
-import { GC_MIN_EVENTS, MemoryRelease, TRIM_DELAY_MS } from "./memory.ts";
+import { fullGarbageCollection, GC_MIN_EVENTS, MemoryRelease, TRIM_DELAY_MS } from "./memory.ts";
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -26,4 +26,12 @@ Deno.test("MemoryRelease: one release after a burst, GC first at start and after
   m.stop();
   await wait(TRIM_DELAY_MS + 300);
   assertEquals(calls.length, 5, "nothing after stop");
+});
+
+Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort major GC; none without gc", () => {
+  const seen: unknown[] = [];
+  const hook = fullGarbageCollection({ gc: (o?: unknown) => seen.push(o) });
+  hook!();
+  assertEquals(seen, [{ type: "major", execution: "sync", flavor: "last-resort" }]);
+  assertEquals(fullGarbageCollection({}), undefined);
 });
