@@ -1,10 +1,10 @@
 /**
  * Gives memory back after bursts of work: {@link MemoryRelease} runs a full JS garbage collection (when V8
- * runs with --expose-gc: the launcher passes it) and glibc's malloc_trim (lib/netlink) a moment after the
- * last of a burst of store events or full passes. The memory a burst freed is otherwise kept as resident
+ * runs with --expose-gc: the launcher passes it) and then glibc's malloc_trim (lib/netlink) a moment after
+ * the last of a burst of store events or full passes. The memory a burst freed is otherwise kept as resident
  * pages for the daemon's life. Measured with the bundled daemon on etcd (bench/daemon_bench.ts): RSS at
- * 1,000 peers 62.0 → 54.3 MiB with the trim; the GC before it, at start and after big bursts, 68.5 → 62.7
- * MiB at 5,000 peers. The collection is V8's "last-resort" flavor ({@link fullGarbageCollection}).
+ * 1,000 peers 62.0 → 54.3 MiB with the trim; a GC before it, 68.5 → 62.7 MiB at 5,000 peers. The GC is
+ * V8's "last-resort" flavor ({@link fullGarbageCollection}) before every release.
  * @module
  */
 import type { Logger } from "./log.ts";
@@ -13,16 +13,12 @@ import type { Logger } from "./log.ts";
 export const TRIM_DELAY_MS = 1000;
 /** A release asked for is not put off longer than this by further work. */
 export const TRIM_MAX_WAIT_MS = 5000;
-/** Store events since the last release that make it collect garbage first. */
-export const GC_MIN_EVENTS = 500;
-/** Peers from which every full pass is followed by a garbage collection. */
-export const GC_MIN_PEERS = 1000;
 
 /** What a {@link MemoryRelease} calls. */
 export interface MemoryHooks {
   /** Gives free C heap memory back to the kernel (run.ts: glibc malloc_trim through lib/netlink). */
   releaseMemory?: () => void;
-  /** A full JS garbage collection (V8's `gc`, present with --expose-gc). */
+  /** A full JS garbage collection (run.ts: {@link fullGarbageCollection}, present with --expose-gc). */
   collectGarbage?: () => void;
 }
 
@@ -32,7 +28,7 @@ export interface MemoryHooks {
  * generation and give its emptied and pooled pages back), not the plain `gc()`. After a burst the live data
  * is small but spread over the pages the burst grew the heap to; a plain full GC keeps those pages. Measured
  * with bench/kube_rss_bench.ts (5000 realistic Nodes, the launcher's V8 flags): JS heap reserved 33 → 13
- * MiB, RSS 91.5 → 66.3 MiB; it costs ~10 ms against ~5 ms for a plain full GC of a 12 MiB heap (--jitless).
+ * MiB, RSS 91.6 → 66.4 MiB; it costs ~10 ms against ~5 ms for a plain full GC of a 12 MiB heap (--jitless).
  */
 export function fullGarbageCollection(
   global: { gc?: (options?: unknown) => unknown } = globalThis as { gc?: (options?: unknown) => unknown },
@@ -46,9 +42,6 @@ export function fullGarbageCollection(
 export class MemoryRelease {
   readonly #hooks: MemoryHooks;
   readonly #log: Logger;
-  /** A full GC before the next release: true at first (start-up's garbage), then after big bursts. */
-  #gcDue = true;
-  #eventsSince = 0;
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** When the pending release was first asked for (performance.now()). */
   #first = 0;
@@ -60,15 +53,12 @@ export class MemoryRelease {
   }
 
   /** After a full pass over `peers` peers. */
-  afterFullPass(peers: number): void {
-    if (peers >= GC_MIN_PEERS) this.#gcDue = true;
+  afterFullPass(_peers: number): void {
     this.#soon();
   }
 
   /** After a batch of `n` store events. */
-  afterEvents(n: number): void {
-    this.#eventsSince += n;
-    if (this.#eventsSince >= GC_MIN_EVENTS) this.#gcDue = true;
+  afterEvents(_n: number): void {
     this.#soon();
   }
 
@@ -96,10 +86,9 @@ export class MemoryRelease {
     this.#timer = null;
     if (this.#stopped) return;
     const t0 = performance.now();
-    const gc = this.#gcDue ? this.#hooks.collectGarbage : undefined;
-    this.#gcDue = false;
-    this.#eventsSince = 0;
+    const gc = this.#hooks.collectGarbage;
     try {
+      // The GC first: what it frees outside the JS heap (buffers' backing stores) is then trimmed too.
       gc?.();
       this.#hooks.releaseMemory!();
     } catch (e) {
