@@ -9,7 +9,8 @@
  * `DENO_V8_FLAGS=--max-semi-space-size=1`; `KUBE_RSS_V8_FLAGS` overrides it ("" for plain `deno run`).
  * The same two Node sets are also measured "as installed": cli/daemon_entry.ts bundled as install.sh does
  * (daemon.js) and run with the launcher's `deno run` flags and V8 flags (install.sh's DAEMON_DENO_FLAGS /
- * DAEMON_V8_FLAGS lines), which is what the goal is about.
+ * DAEMON_V8_FLAGS lines), which is what the goal is about. KUBE_RSS_VERBOSE=1 prints each sample and the
+ * daemons' debug log; KUBE_RSS_SETTLE_MS (default 8000) is the time from all routes programmed to the sample.
  * @module
  */
 import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
@@ -19,6 +20,12 @@ import { realisticNode } from "../tests/kube_nodes_fixture.ts";
 import { projectNode } from "../lib/store/kube_node.ts";
 
 const PEERS = 5000;
+/**
+ * Time from all routes programmed to the sample: more than the daemon's longest wait before it gives memory
+ * back (lib/daemon/memory.ts: TRIM_MAX_WAIT_MS, 5 s, when events keep coming), so the sample is the steady
+ * state (3 s sampled some daemons before their release: JS heap used 18-45 MiB instead of 11-13).
+ */
+const SETTLE_MS = Number(Deno.env.get("KUBE_RSS_SETTLE_MS") ?? 8000);
 const P = "flannel.alpha.coreos.com/";
 const ref = Deno.env.get("KUBE_RSS_REF");
 const v8 = Deno.env.get("KUBE_RSS_V8_FLAGS") ?? "--max-semi-space-size=1";
@@ -128,6 +135,7 @@ try {
     "--kube-subnet-mgr",
     `--kubeconfig-file=${c.tmp}/kubeconfig`,
     `--net-config-path=${c.tmp}/net-conf.json`,
+    ...(Deno.env.get("KUBE_RSS_VERBOSE") ? ["--log-level", "debug"] : []),
   ]);
   const fromSource = (
     root: string,
@@ -149,7 +157,7 @@ try {
           ? { NODE_NAME: "self", FLANCTL_LIBDIR: bundleDir, FLANCTL_DAEMON_V8_FLAGS: installedV8 }
           : { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
         stdout: "null",
-        stderr: "null",
+        stderr: Deno.env.get("KUBE_RSS_VERBOSE") ? "inherit" : "null",
       }).spawn();
       try {
         await c.waitReady(n, 120_000);
@@ -157,10 +165,11 @@ try {
           const r = await nsRun(n.ns, ["ip", "-4", "route", "show", "dev", "flannel.1"]);
           return r.stdout.trim().split("\n").length >= PEERS;
         }, 120_000);
-        await new Promise((r) => setTimeout(r, 3000));
+        await new Promise((r) => setTimeout(r, SETTLE_MS));
         const metrics = (await c.http(n, "/metrics"))[1];
         const heap = Number(/^flanctl_heap_used_bytes (\d+)/m.exec(metrics)?.[1] ?? NaN) / 1024;
         res[k].push(sample(p.pid, heap)); // `ip netns exec` execs deno: same pid
+        if (Deno.env.get("KUBE_RSS_VERBOSE")) console.error(k, JSON.stringify(res[k].at(-1)));
       } finally {
         p.kill("SIGTERM");
         await p.status;

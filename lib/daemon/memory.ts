@@ -8,7 +8,7 @@
  * only at start and after ≥ 500 events or a pass over ≥ 1,000 peers): steady RSS as installed, etcd, medians
  * of 3 interleaved runs against the plain GC at those points, 100 peers 51.7 → 48.3 MiB (private 16.6 →
  * 13.5), 5,000 peers 62.7 → 55.0, after a restart with 5,000 66.8 → 55.5. A release follows every full pass
- * (--resync-interval, 10 s): a last-resort GC of the daemon's 5-11 MiB heap is ~5-10 ms under --jitless.
+ * (--resync-interval, 10 s): at 5,000 peers a release (GC and trim) took 20-65 ms, the pass itself 120-300 ms.
  * @module
  */
 import type { Logger } from "./log.ts";
@@ -32,7 +32,7 @@ export interface MemoryHooks {
  * generation and give its emptied and pooled pages back), not the plain `gc()`. After a burst the live data
  * is small but spread over the pages the burst grew the heap to; a plain full GC keeps those pages. Measured
  * with bench/kube_rss_bench.ts (5000 realistic Nodes, the launcher's V8 flags): JS heap reserved 33 → 13
- * MiB, RSS 91.6 → 66.4 MiB; it costs ~10 ms against ~5 ms for a plain full GC of a 12 MiB heap (--jitless).
+ * MiB, RSS 91.6 → 66.4 MiB; in a synthetic 12 MiB heap (--jitless) ~10 ms against ~5 ms for a plain one.
  */
 export function fullGarbageCollection(
   global: { gc?: (options?: unknown) => unknown } = globalThis as { gc?: (options?: unknown) => unknown },
