@@ -465,8 +465,8 @@ if (only !== "memory") {
  * How install.sh's launcher runs the daemon: its DAEMON_V8_FLAGS and DAEMON_ENV lines (the launcher is
  * generated from them, so the bench cannot drift from it).
  */
-function launcherSettings(): { flags: string[]; v8: string; env: Record<string, string> } {
-  const sh = Deno.readTextFileSync(`${ROOT}install.sh`);
+function launcherSettings(root = ROOT): { flags: string[]; v8: string; env: Record<string, string> } {
+  const sh = Deno.readTextFileSync(`${root}install.sh`);
   const line = (k: string) => {
     const m = new RegExp(`^${k}="([^"]*)"$`, "m").exec(sh);
     if (!m) throw new Error(`install.sh has no ${k}="…" line`);
@@ -554,7 +554,8 @@ try {
     }[];
     for (const x of extra) memVariants.push(installed(bundleDir, x.name, x));
     // DAEMON_BENCH_REF=main: that revision's cli/daemon_entry.ts bundled the same way, run with
-    // DAEMON_BENCH_REF_FLAGS / DAEMON_BENCH_REF_V8 (default: main's launcher, --max-semi-space-size=1).
+    // DAEMON_BENCH_REF_FLAGS / DAEMON_BENCH_REF_V8 (default: that revision's launcher, from its install.sh's
+    // DAEMON_* lines; --max-semi-space-size=1 for revisions without them).
     const ref = Deno.env.get("DAEMON_BENCH_REF");
     if (ref) {
       const refDir = `${bundleDir}/ref`;
@@ -570,13 +571,17 @@ try {
         ],
       }).output();
       if (!rb.success) throw new Error(`deno bundle of ${ref}: ${new TextDecoder().decode(rb.stderr)}`);
-      const v8 = Deno.env.get("DAEMON_BENCH_REF_V8") ?? "--max-semi-space-size=1";
-      const flags = Deno.env.get("DAEMON_BENCH_REF_FLAGS") ?? "";
+      let refLauncher: ReturnType<typeof launcherSettings> | null = null;
+      try {
+        refLauncher = launcherSettings(`${refDir}/`);
+      } catch { /* an older install.sh without the DAEMON_* lines */ }
+      const v8 = Deno.env.get("DAEMON_BENCH_REF_V8") ?? refLauncher?.v8 ?? "--max-semi-space-size=1";
+      const flags = Deno.env.get("DAEMON_BENCH_REF_FLAGS") ?? refLauncher?.flags.join(" ") ?? "";
       memVariants.push(
         installed(bundleDir, `${ref} as installed (${flags} ${v8})`, {
           v8,
           flags,
-          env: {},
+          env: refLauncher?.env ?? {},
           js: `${bundleDir}/ref.js`,
         }),
       );

@@ -7,6 +7,10 @@
  * `KUBE_RSS_REF=<rev>` that revision's daemon with the realistic Nodes is measured too (e.g. `main`, the
  * before). Every daemon runs as the installed service does (deploy/flanctl.service):
  * `DENO_V8_FLAGS=--max-semi-space-size=1`; `KUBE_RSS_V8_FLAGS` overrides it ("" for plain `deno run`).
+ * The same two Node sets are also measured "as installed": cli/daemon_entry.ts bundled as install.sh does
+ * (daemon.js) and run with the launcher's `deno run` flags and V8 flags (install.sh's DAEMON_DENO_FLAGS /
+ * DAEMON_V8_FLAGS lines), which is what the goal is about. KUBE_RSS_VERBOSE=1 prints each sample and the
+ * daemons' debug log; KUBE_RSS_SETTLE_MS (default 8000) is the time from all routes programmed to the sample.
  * @module
  */
 import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
@@ -16,6 +20,12 @@ import { realisticNode } from "../tests/kube_nodes_fixture.ts";
 import { projectNode } from "../lib/store/kube_node.ts";
 
 const PEERS = 5000;
+/**
+ * Time from all routes programmed to the sample: more than the daemon's longest wait before it gives memory
+ * back (lib/daemon/memory.ts: TRIM_MAX_WAIT_MS, 5 s, when events keep coming), so the sample is the steady
+ * state (3 s sampled some daemons before their release: JS heap used 18-45 MiB instead of 11-13).
+ */
+const SETTLE_MS = Number(Deno.env.get("KUBE_RSS_SETTLE_MS") ?? 8000);
 const P = "flannel.alpha.coreos.com/";
 const ref = Deno.env.get("KUBE_RSS_REF");
 const v8 = Deno.env.get("KUBE_RSS_V8_FLAGS") ?? "--max-semi-space-size=1";
@@ -75,8 +85,38 @@ function fill(api: FakeApiServer, big: boolean) {
   api.nodes.set("self", self);
 }
 
+/** install.sh's `NAME="…"` line (the launcher is generated from these). */
+function installSetting(name: string): string {
+  const m = new RegExp(`^${name}="([^"]*)"$`, "m").exec(Deno.readTextFileSync(`${ROOT}install.sh`));
+  if (!m) throw new Error(`install.sh has no ${name}="…" line`);
+  return m[1];
+}
+const bundleDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-js-" });
+{
+  const b = new Deno.Command(Deno.execPath(), {
+    args: [
+      ...["bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
+      ...["-o", `${bundleDir}/daemon.js`, `${ROOT}cli/daemon_entry.ts`],
+    ],
+    stderr: "piped",
+  }).outputSync();
+  if (!b.success) {
+    console.log(`deno bundle failed: ${new TextDecoder().decode(b.stderr).trim()}`);
+    Deno.exit(1);
+  }
+  await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
+}
+const installedV8 = installSetting("DAEMON_V8_FLAGS");
+/** The daemon as the launcher runs daemon.js (its arguments have no `daemon` verb). */
+const installedCmd = [
+  ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet", "--no-prompt"],
+  ...installSetting("DAEMON_DENO_FLAGS").split(/\s+/).filter(Boolean),
+  `--v8-flags=${installedV8}`,
+  `${bundleDir}/daemon.js`,
+];
+
 const c = new DaemonCluster("10.92");
-const res: Record<string, Sample[]> = { big: [], small: [], before: [] };
+const res: Record<string, Sample[]> = { big: [], small: [], before: [], ibig: [], ismall: [] };
 let api: FakeApiServer | null = null;
 try {
   await c.init();
@@ -95,28 +135,29 @@ try {
     "--kube-subnet-mgr",
     `--kubeconfig-file=${c.tmp}/kubeconfig`,
     `--net-config-path=${c.tmp}/net-conf.json`,
+    ...(Deno.env.get("KUBE_RSS_VERBOSE") ? ["--log-level", "debug"] : []),
   ]);
-  const variants: [string, string, boolean][] = [["big", ROOT, true], ["small", ROOT, false]];
-  if (ref) variants.push(["before", `${refDir}/`, true]);
+  const fromSource = (
+    root: string,
+  ) => [Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${root}main.ts`];
+  const variants: [string, string[], boolean][] = [
+    ["big", fromSource(ROOT), true],
+    ["small", fromSource(ROOT), false],
+    ["ibig", installedCmd, true],
+    ["ismall", installedCmd, false],
+  ];
+  if (ref) variants.push(["before", fromSource(`${refDir}/`), true]);
   for (let round = 0; round < 3; round++) {
-    for (const [k, root, big] of variants) {
+    for (const [k, cmd, big] of variants) {
       fill(api, big);
+      const installed = cmd === installedCmd;
       const p = new Deno.Command("ip", {
-        args: [
-          "netns",
-          "exec",
-          n.ns,
-          Deno.execPath(),
-          "run",
-          "-A",
-          "--no-check",
-          "--quiet",
-          `${root}main.ts`,
-          ...args,
-        ],
-        env: { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
+        args: ["netns", "exec", n.ns, ...cmd, ...(installed ? args.slice(1) : args)],
+        env: installed
+          ? { NODE_NAME: "self", FLANCTL_LIBDIR: bundleDir, FLANCTL_DAEMON_V8_FLAGS: installedV8 }
+          : { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
         stdout: "null",
-        stderr: "null",
+        stderr: Deno.env.get("KUBE_RSS_VERBOSE") ? "inherit" : "null",
       }).spawn();
       try {
         await c.waitReady(n, 120_000);
@@ -124,10 +165,11 @@ try {
           const r = await nsRun(n.ns, ["ip", "-4", "route", "show", "dev", "flannel.1"]);
           return r.stdout.trim().split("\n").length >= PEERS;
         }, 120_000);
-        await new Promise((r) => setTimeout(r, 3000));
+        await new Promise((r) => setTimeout(r, SETTLE_MS));
         const metrics = (await c.http(n, "/metrics"))[1];
         const heap = Number(/^flanctl_heap_used_bytes (\d+)/m.exec(metrics)?.[1] ?? NaN) / 1024;
         res[k].push(sample(p.pid, heap)); // `ip netns exec` execs deno: same pid
+        if (Deno.env.get("KUBE_RSS_VERBOSE")) console.error(k, JSON.stringify(res[k].at(-1)));
       } finally {
         p.kill("SIGTERM");
         await p.status;
@@ -138,6 +180,7 @@ try {
   await api?.close();
   await c.close();
   if (refDir) await Deno.remove(refDir, { recursive: true });
+  await Deno.remove(bundleDir, { recursive: true });
 }
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const mib = (k: number) => (k / 1024).toFixed(1);
@@ -155,13 +198,22 @@ const line = (label: string, s: ReturnType<typeof m>) =>
       mib(s.anon)
     }), peak RSS ${mib(s.hwm)} MiB, JS heap used ${mib(s.heap)} MiB`,
   );
+const verdict = (b: ReturnType<typeof m>, s: ReturnType<typeof m>) =>
+  console.log(
+    `  ratio: RSS ${(b.rss / s.rss).toFixed(2)}x, private ${(b.priv / s.priv).toFixed(2)}x, peak ${
+      (b.hwm / s.hwm).toFixed(2)
+    }x the reference (median of 3); goal RSS <= 64 MiB: ${b.rss <= 64 * 1024 ? "met" : "NOT met"}`,
+  );
 const [b, s] = [m(res.big), m(res.small)];
-console.log(`DENO_V8_FLAGS=${v8}`);
+console.log(`main.ts from source, DENO_V8_FLAGS=${v8}:`);
 line(`reference: ${PEERS} small Nodes`, s);
 line(`this: ${PEERS} realistic ~10 KB Nodes`, b);
 if (ref) line(`${ref}: ${PEERS} realistic Nodes`, m(res.before));
+verdict(b, s);
+const [ib, is] = [m(res.ibig), m(res.ismall)];
 console.log(
-  `ratio: RSS ${(b.rss / s.rss).toFixed(2)}x, private ${(b.priv / s.priv).toFixed(2)}x, peak ${
-    (b.hwm / s.hwm).toFixed(2)
-  }x the reference (median of 3); goal RSS <= 64 MiB: ${b.rss <= 64 * 1024 ? "met" : "NOT met"}`,
+  `as installed (daemon.js, ${installSetting("DAEMON_DENO_FLAGS")} --v8-flags=${installedV8}):`,
 );
+line(`reference: ${PEERS} small Nodes`, is);
+line(`this: ${PEERS} realistic ~10 KB Nodes`, ib);
+verdict(ib, is);

@@ -9,6 +9,7 @@ import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { nsRun, ROOT, run } from "./netns.ts";
 import { VERSION } from "../lib/version.ts";
+import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
 
 /** install.sh's `NAME="…"` line. */
 function installSetting(name: string): string {
@@ -78,6 +79,60 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
       }
     }
   } finally {
+    await c.close();
+    await Deno.remove(libdir, { recursive: true });
+  }
+});
+
+Deno.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yaml inside the bundle) gets ready", async () => {
+  const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
+  const c = new DaemonCluster("10.89");
+  let api: FakeApiServer | null = null;
+  try {
+    const js = `${libdir}/daemon.js`;
+    const b = await run([
+      ...[Deno.execPath(), "bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
+      ...["-o", js, `${ROOT}cli/daemon_entry.ts`],
+    ]);
+    assertEquals(b.code, 0, b.stderr);
+    await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
+    const v8 = installSetting("DAEMON_V8_FLAGS");
+    const daemon = [
+      ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet"],
+      ...installSetting("DAEMON_DENO_FLAGS").split(" ").filter(Boolean),
+      `--v8-flags=${v8}`,
+      js,
+    ];
+    await c.init();
+    const a = await c.addNode();
+    api = new FakeApiServer({ hostname: "10.89.0.1", netns: c.underlay });
+    api.upsert("self", { podCIDR: "10.244.7.0/24", podCIDRs: ["10.244.7.0/24"] });
+    await Deno.writeTextFile(
+      `${c.tmp}/net-conf.json`,
+      JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } }),
+    );
+    await Deno.writeTextFile(
+      `${c.tmp}/kubeconfig`,
+      `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
+        `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+    );
+    c.start(
+      a,
+      [
+        "--kube-subnet-mgr",
+        `--kubeconfig-file=${c.tmp}/kubeconfig`,
+        `--net-config-path=${c.tmp}/net-conf.json`,
+      ],
+      { FLANCTL_LIBDIR: libdir, FLANCTL_DAEMON_V8_FLAGS: v8, NODE_NAME: "self" },
+      daemon,
+    );
+    await c.waitReady(a);
+    const env = await Deno.readTextFile(a.subnetFile);
+    assert(env.includes("FLANNEL_SUBNET=10.244.7.1/24"), `${env}\n${a.log.join("\n")}`);
+    const ann = api.nodes.get("self")!.metadata.annotations;
+    assertEquals(ann["flannel.alpha.coreos.com/backend-type"], "vxlan", a.log.join("\n"));
+  } finally {
+    await api?.close();
     await c.close();
     await Deno.remove(libdir, { recursive: true });
   }

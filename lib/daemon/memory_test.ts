@@ -1,10 +1,10 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { Logger } from "./log.ts";
-import { GC_MIN_EVENTS, MemoryRelease, TRIM_DELAY_MS } from "./memory.ts";
+import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS } from "./memory.ts";
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-Deno.test("MemoryRelease: one release after a burst, GC first at start and after big bursts, none after stop", async () => {
+Deno.test("MemoryRelease: one GC then trim after each burst (debounced), none after stop", async () => {
   const calls: string[] = [];
   const log = new Logger({ sink: () => {}, time: false });
   const m = new MemoryRelease({
@@ -15,15 +15,20 @@ Deno.test("MemoryRelease: one release after a burst, GC first at start and after
   m.afterEvents(3);
   m.afterEvents(2); // debounced into the same release
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls, ["gc", "trim"], "start-up's garbage: GC before the first trim");
+  assertEquals(calls, ["gc", "trim"], "one release for the burst, the GC before the trim");
   m.afterEvents(5);
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls, ["gc", "trim", "trim"], "a small burst: trim only");
-  m.afterEvents(GC_MIN_EVENTS);
-  await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls.slice(3), ["gc", "trim"], "a big burst: GC again");
+  assertEquals(calls, ["gc", "trim", "gc", "trim"], "a small burst: the same release");
   m.afterEvents(1);
   m.stop();
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls.length, 5, "nothing after stop");
+  assertEquals(calls.length, 4, "nothing after stop");
+});
+
+Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort major GC; none without gc", () => {
+  const seen: unknown[] = [];
+  const hook = fullGarbageCollection({ gc: (o?: unknown) => seen.push(o) });
+  hook!();
+  assertEquals(seen, [{ type: "major", execution: "sync", flavor: "last-resort" }]);
+  assertEquals(fullGarbageCollection({}), undefined);
 });

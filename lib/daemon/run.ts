@@ -7,6 +7,7 @@ import { execProcess, openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
+import { fullGarbageCollection } from "./memory.ts";
 import { type HealthServer, serveHealth } from "./http.ts";
 import { Logger } from "./log.ts";
 import type { DaemonOptions } from "./options.ts";
@@ -43,7 +44,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     notify,
     releaseMemory: () => void releaseFreeMemory(),
     // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
-    collectGarbage: (globalThis as { gc?: () => void }).gc,
+    collectGarbage: fullGarbageCollection(),
     jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),
     runWithJit: () => runWithJit(log),
   });

@@ -59,9 +59,28 @@ function b64text(s: string): string {
 
 type Obj = Record<string, unknown>;
 
+/**
+ * npm:yaml's `parse`, loaded on first use. Its CommonJS build calls `require("node:process")` when it is
+ * evaluated; in install.sh's bundles (daemon.js) that call goes through the bundler's shim, which uses a
+ * global `require` and else throws `Dynamic require of "node:process" is not supported` (so the installed
+ * daemon failed with --kubeconfig-file). A `require` from node:module is put in place for that evaluation
+ * only (when none exists), and removed again.
+ */
+async function yamlParse(): Promise<(text: string) => unknown> {
+  const g = globalThis as { require?: unknown };
+  if (typeof g.require !== "undefined") return (await import("yaml")).parse;
+  const { createRequire } = await import("node:module");
+  g.require = createRequire(import.meta.url);
+  try {
+    return (await import("yaml")).parse;
+  } finally {
+    delete g.require;
+  }
+}
+
 /** Loads a kubeconfig file (YAML or JSON): the current context's cluster and user. */
 export async function loadKubeconfig(path: string): Promise<KubeConnection> {
-  const { parse } = await import("yaml");
+  const parse = await yamlParse();
   const text = readFile("--kubeconfig-file", path);
   let doc: Obj;
   try {
