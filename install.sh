@@ -120,6 +120,9 @@ else
   # The plugin names from the one list (lib/cni/names.ts), as a case pattern.
   cni_names=$("$DENO_BIN" eval --quiet --no-config \
     "import { CNI_PLUGIN_NAMES as n } from 'file://$LIBDIR/src/lib/cni/names.ts'; console.log(n.join('|'))")
+  # Its `deno run` flags, from the one list (lib/cni/launch.ts: --no-lazy makes V8's code cache whole).
+  cni_flags=$("$DENO_BIN" eval --quiet --no-config \
+    "import { CNI_DENO_RUN_FLAGS as f } from 'file://$LIBDIR/src/lib/cni/launch.ts'; console.log(f.join(' '))")
   # Minified: half the bytes for V8 to scan on every call (--keep-names keeps class names in errors).
   if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/cni.js" \
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
@@ -139,7 +142,7 @@ else
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"
-      echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \"$cni_js\" ;;"
+      echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
@@ -165,6 +168,15 @@ log "flanctl installed as $how"
 # lib/cni/names.ts, atomically, keeping a foreign plugin of the same name as <name>.flanctl-backup.
 "$BINDIR/flanctl" install-cni --cni-bin-dir "$CNI_BIN_DIR" --link "$BINDIR/flanctl" | sed 's/^/install.sh: /'
 log "CNI plugins linked in $CNI_BIN_DIR"
+# The first run of a new cni.js writes V8's code cache for it into DENO_DIR (lib/cni/launch.ts): make that
+# run here, so no pod's ADD pays for compiling the bundle.
+if [ -n "${cni_js:-}" ]; then
+  if out=$(CNI_COMMAND=VERSION "$CNI_BIN_DIR/loopback" </dev/null 2>&1) && [ "${out#*supportedVersions}" != "$out" ]; then
+    log "CNI bundle run once (V8 code cache written)"
+  else
+    log "warning: the CNI bundle did not run: $out"
+  fi
+fi
 
 # --- systemd unit (opt-in) ----------------------------------------------------------------------------------
 if [ "$SYSTEMD" = 1 ]; then

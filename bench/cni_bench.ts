@@ -9,9 +9,10 @@
  * /usr/local/lib/flanctl/cni.js without deno.json or lockfile; see install.sh). It warns when that bundle is
  * older than the sources (run ./install.sh to refresh it). A second row runs this checkout's main.ts with
  * `deno run` (FLANCTL_ARGV0 set to the plugin name), the source path. The same run also measures a bare
- * `deno run` of an empty script with the launcher's flags (the runtime's own start-up, the floor for any
- * Deno process) and prints one traced ADD and DEL of the installed plugin (FLANCTL_CNI_TRACE=1: ms since
- * process start at each step) to show where the time goes.
+ * `deno run` of an empty script with the CNI launcher's flags (lib/cni/launch.ts: the runtime's own
+ * start-up, the floor for any Deno process) and traces ADD and DEL of each bundle row (FLANCTL_CNI_TRACE=1:
+ * the wall-clock time of each step since the spawn, medians of 7; "runtime started" is Deno's time origin,
+ * "exited" when the exit was seen) to show where the time goes.
  *
  *   deno task bench cni          (or: deno run -A bench/cni_bench.ts [--pods N])
  *
@@ -24,6 +25,7 @@
 
 import { runProcess } from "../lib/proc/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
+import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni";
@@ -48,7 +50,10 @@ type Runner = {
   env: (plugin: string) => Record<string, string>;
 };
 
-const launcherFlags = ["run", "-A", "--no-check", "--no-prompt", "--quiet"];
+/** How the installed launcher runs main.ts (the source path, any verb). */
+const SOURCE_FLAGS = ["run", "-A", "--no-check", "--no-prompt", "--quiet"];
+/** The CNI launchers' `deno run` flags (lib/cni/launch.ts). */
+const launcherFlags = ["run", ...CNI_DENO_RUN_FLAGS];
 /** What install.sh installs (see the module doc). */
 const INSTALLED_DIR = Deno.env.get("CNI_BIN_DIR") ?? "/opt/cni/bin";
 const INSTALLED_BUNDLE = `${Deno.env.get("FLANCTL_PREFIX") ?? "/usr/local"}/lib/flanctl/cni.js`;
@@ -71,7 +76,7 @@ const variants: Runner[] = [
   })),
   {
     label: "flanctl source (deno run main.ts)",
-    cmd: () => [Deno.execPath(), ...launcherFlags, "--config", `${ROOT}deno.json`, `${ROOT}main.ts`],
+    cmd: () => [Deno.execPath(), ...SOURCE_FLAGS, "--config", `${ROOT}deno.json`, `${ROOT}main.ts`],
     env: (p) => ({ FLANCTL_ARGV0: p }),
   },
 ];
@@ -158,6 +163,46 @@ async function call(
     throw new Error(`${r.label} ${plugin} ${command} failed: ${new TextDecoder().decode(o.stdout)}`);
   }
   return ms;
+}
+
+/**
+ * One traced call (FLANCTL_CNI_TRACE=1): [step, ms since the spawn] for each trace line (its wall-clock
+ * `@epoch`), with "runtime started" (Deno's time origin) first and "exited" (the parent saw the exit) last.
+ */
+async function tracedCall(r: Runner, verb: string, cid: string, stdin: string): Promise<[string, number][]> {
+  const [exe, ...args] = r.cmd("bridge");
+  const wall = () => performance.timeOrigin + performance.now();
+  const t0 = wall();
+  const p = new Deno.Command(exe, {
+    args,
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      ...r.env("bridge"),
+      FLANCTL_CNI_TRACE: "1",
+      CNI_COMMAND: verb,
+      CNI_CONTAINERID: cid,
+      CNI_NETNS: `/var/run/netns/${podNs[0]}`,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: REF,
+    },
+    stdin: "piped",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const w = p.stdin.getWriter();
+  await w.write(new TextEncoder().encode(stdin));
+  await w.close();
+  const o = await p.output();
+  const out: [string, number][] = [];
+  for (const l of new TextDecoder().decode(o.stderr).split("\n")) {
+    const m = l.match(/^trace ([\d.]+) ms (.*) @([\d.]+)$/);
+    if (!m) continue;
+    if (!out.length) out.push(["runtime started", Number(m[3]) - Number(m[1]) - t0]);
+    out.push([m[2], Number(m[3]) - t0]);
+  }
+  out.push(["exited", wall() - t0]);
+  return out;
 }
 
 const median = (xs: number[]) => {
@@ -293,7 +338,7 @@ try {
   for (let i = 0; i < 15; i++) {
     const t0 = performance.now();
     await new Deno.Command(Deno.execPath(), {
-      args: [...launcherFlags, "--no-config", "--no-lock", "--cached-only", empty],
+      args: [...launcherFlags, empty],
     }).output();
     floor.push(performance.now() - t0);
   }
@@ -303,33 +348,27 @@ try {
       `two of them (ADD + DEL) alone are ${(2 * fl / refPair).toFixed(2)}x the reference ADD+DEL ` +
       `(${refPair.toFixed(1)} ms): the floor for any Deno plugin`,
   );
-  const last = 1; // the installed plugin
-  const traced: Runner = {
-    ...variants[last],
-    env: (p) => ({ ...variants[last].env(p), FLANCTL_CNI_TRACE: "1" }),
-  };
-  for (const verb of ["ADD", "DEL"]) {
-    const [exe, ...args] = traced.cmd("bridge");
-    const p = new Deno.Command(exe, {
-      args,
-      env: {
-        ...traced.env("bridge"),
-        CNI_COMMAND: verb,
-        CNI_CONTAINERID: "traced",
-        CNI_NETNS: `/var/run/netns/${podNs[0]}`,
-        CNI_IFNAME: "eth0",
-        CNI_PATH: REF,
-      },
-      stdin: "piped",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    const w = p.stdin.getWriter();
-    await w.write(new TextEncoder().encode(confFor(last)));
-    await w.close();
-    const o = await p.output();
-    const lines = new TextDecoder().decode(o.stderr).trim().split("\n").map((l) => l.replace(/^trace /, ""));
-    console.log(`${traced.label} bridge ${verb} trace: ${lines.join(" | ")}`);
+  // Traced calls (FLANCTL_CNI_TRACE=1): each step's wall-clock time since the spawn, medians of
+  // TRACE_RUNS ADD/DEL pairs per flanctl bundle row; "runtime started" is Deno's time origin.
+  const TRACE_RUNS = 7;
+  for (const [k, v] of variants.entries()) {
+    if (k === 0 || v.label.startsWith("flanctl source")) continue;
+    for (const verb of ["ADD", "DEL"]) {
+      const steps = new Map<string, number[]>();
+      for (let i = 0; i < TRACE_RUNS; i++) {
+        if (verb === "DEL") {
+          await call(v, "bridge", "ADD", `traced${i}`, `/var/run/netns/${podNs[0]}`, confFor(k));
+        }
+        for (const [label, ms] of await tracedCall(v, verb, `traced${i}`, confFor(k))) {
+          (steps.get(label) ?? steps.set(label, []).get(label)!).push(ms);
+        }
+        if (verb === "ADD") {
+          await call(v, "bridge", "DEL", `traced${i}`, `/var/run/netns/${podNs[0]}`, confFor(k));
+        }
+      }
+      const line = [...steps].map(([label, ms]) => `${median(ms).toFixed(1)} ${label}`).join(" | ");
+      console.log(`${v.label} bridge ${verb}, ms since spawn (median of ${TRACE_RUNS}): ${line}`);
+    }
   }
 } finally {
   for (const ns of podNs) await sh(["ip", "netns", "del", ns]);

@@ -25,5 +25,10 @@ export function cniMain(pluginName: string): Promise<number> {
 if (import.meta.main) {
   const name = (Deno.env.get("FLANCTL_ARGV0") ?? "").split("/").pop() ?? "";
   Deno.env.delete("FLANCTL_ARGV0");
-  Deno.exit(await cniMain(name));
+  const code = await cniMain(name);
+  // One turn of the event loop before exiting (an async op; a timer would load Deno's node:timers): the
+  // runtime stores V8's code cache of this module in that turn when it had none (lib/cni/launch.ts). The
+  // plugin's own work is synchronous, so without it Deno.exit came first and no cache was ever written.
+  await Deno.lstat("/");
+  Deno.exit(code);
 }

@@ -5,6 +5,7 @@
  */
 import { assertEquals } from "./assert.ts";
 import { flanctl, ROOT, run } from "./netns.ts";
+import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
 const VERSION_JSON = {
   cniVersion: "1.1.0",
@@ -88,11 +89,22 @@ Deno.test("cni bundled fast path: the cni.js install.sh builds answers through t
       `${ROOT}cli/cni_main.ts`,
     ]);
     assertEquals(b.code, 0, b.stderr);
+    // The launchers' own flags (lib/cni/launch.ts).
     const launcher = await linkPlugins(
       dir,
-      `export DENO_DIR="${dir}/cache"\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run -A --no-check ` +
-        `--no-config --no-lock --cached-only --quiet --no-prompt "${bundle}"`,
+      `export DENO_DIR="${dir}/cache"\nFLANCTL_ARGV0="$0" exec "${Deno.execPath()}" run ` +
+        `${CNI_DENO_RUN_FLAGS.join(" ")} "${bundle}"`,
     );
+    // The first run (linkPlugins' VERSION calls) stored V8's code cache of the bundle in DENO_DIR: the
+    // plugin turns the event loop once before exiting, so the runtime writes it (lib/cni/launch.ts).
+    const cacheFiles = [...Deno.readDirSync(`${dir}/cache`)].filter((e) =>
+      e.name.startsWith("v8_code_cache")
+    );
+    const cached = cacheFiles.some((e) => {
+      const bytes = Deno.readFileSync(`${dir}/cache/${e.name}`);
+      return new TextDecoder("latin1").decode(bytes).includes(`file://${bundle}`);
+    });
+    assertEquals(cached, true, `no V8 code cache entry for ${bundle} in ${dir}/cache`);
     const add = await hostLocal(dir, "bundlenet", "10.93.1.0/24", "bun1", "ADD");
     assertEquals(JSON.parse(add.stdout).ips, [{ address: "10.93.1.2/24", gateway: "10.93.1.1" }], add.stderr);
     // An error: the spec JSON on stdout and exit status 1.

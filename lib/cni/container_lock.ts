@@ -32,9 +32,11 @@ export async function withContainerLock<T>(
   Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = `${dir}/${containerId}`;
   for (;;) {
-    const f = await Deno.open(path, { read: true, write: true, create: true, mode: 0o600 });
+    // Synchronous open and flock (as host-local's store): a CNI process has nothing else to do while it
+    // waits, and the async variants start Deno's blocking thread pool (~1-2 ms of every flannel call).
+    const f = Deno.openSync(path, { read: true, write: true, create: true, mode: 0o600 });
     try {
-      await f.lock(true);
+      f.lockSync(true);
       let same = false;
       try {
         same = Deno.statSync(path).ino === f.statSync().ino;

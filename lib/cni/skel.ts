@@ -133,10 +133,18 @@ function writeOut(s: string): void {
 
 const TRACE = Deno.env.get("FLANCTL_CNI_TRACE") === "1";
 
-/** With FLANCTL_CNI_TRACE=1: prints `label` and the ms since process start on stderr (where time goes). */
+/**
+ * With FLANCTL_CNI_TRACE=1: prints `label`, the ms since the runtime started and the wall-clock time (epoch
+ * ms, sub-ms) on stderr, so a caller that noted when it spawned us sees where the time goes (where time goes).
+ */
 export function trace(label: string): void {
   if (TRACE) {
-    Deno.stderr.writeSync(new TextEncoder().encode(`trace ${performance.now().toFixed(1)} ms ${label}\n`));
+    const now = performance.now();
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(
+        `trace ${now.toFixed(1)} ms ${label} @${(performance.timeOrigin + now).toFixed(2)}\n`,
+      ),
+    );
   }
 }
 

@@ -15,6 +15,8 @@
 import { FlanctlError } from "../errors.ts";
 import { readCappedBytes, readCappedText } from "../capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
+import { CNI_DENO_RUN_FLAGS } from "../cni/launch.ts";
+import { runProcess } from "../proc/run.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */
 export const BACKUP_SUFFIX = ".flanctl-backup";
@@ -219,6 +221,24 @@ async function digest(path: string): Promise<string> {
 }
 
 /**
+ * Runs the new runtime's cni.js once (CNI VERSION), with the launcher's flags and DENO_DIR: that first run
+ * writes V8's code cache for the bundle (lib/cni/launch.ts), so no pod's ADD pays for compiling it. Best
+ * effort: without it the first plugin call writes the cache.
+ */
+async function warmCodeCache(dir: string): Promise<void> {
+  await runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
+    env: {
+      DENO_DIR: `${dir}/cache`,
+      DENO_NO_UPDATE_CHECK: "1",
+      FLANCTL_ARGV0: "loopback",
+      CNI_COMMAND: "VERSION",
+    },
+    discardOutput: true,
+    timeoutMs: 60_000,
+  }).catch(() => {/* best effort, see above */});
+}
+
+/**
  * Launcher mode: the runtime goes into `<binDir>/.flanctl-runtime-<hash>/` (made under a temporary name and
  * renamed, so it appears complete), then `<binDir>/flanctl` becomes, atomically, a launcher running it.
  * An older runtime directory is left in place: a plugin call may still be starting from it.
@@ -248,12 +268,12 @@ async function installRuntime(binDir: string, rt: { deno: string; cniJs: string 
       throw e;
     }
     steps.push({ path: dir, action: "installed" });
+    await warmCodeCache(dir);
   }
   const launcher =
     "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +
     `export DENO_DIR="${dir}/cache" DENO_NO_UPDATE_CHECK=1\n` +
-    `FLANCTL_ARGV0="$0" exec "${dir}/deno" run -A --no-check --no-config --no-lock --quiet --no-prompt ` +
-    `"${dir}/cni.js"\n`;
+    `FLANCTL_ARGV0="$0" exec "${dir}/deno" run ${CNI_DENO_RUN_FLAGS.join(" ")} "${dir}/cni.js"\n`;
   const final = `${binDir}/flanctl`;
   const had = lstat(final);
   let same = false;

@@ -49,7 +49,7 @@ export function dump(
 /** A NetlinkError for a kernel errno (with its extended-ack text). */
 export function kernelError(op: string, errno: number, message: string | null): NetlinkError {
   const code = errnoToNle(errno);
-  return new NetlinkError(op, code, geterror(code), errnoText(errno), { errno, message });
+  return new NetlinkError(op, code, () => geterror(code), errnoText(errno), { errno, message });
 }
 
 /**

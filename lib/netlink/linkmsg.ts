@@ -125,7 +125,7 @@ export function getLinkRaw(c: Conn, ref: number | string): LinkInfo | null {
 export function indexOfName(c: Conn, name: string, op: () => string): number {
   const l = getLinkRaw(c, name);
   if (l === null) {
-    throw new NetlinkError(op(), -NLE.NODEV, geterror(-NLE.NODEV), `Cannot find device "${name}"`);
+    throw new NetlinkError(op(), -NLE.NODEV, () => geterror(-NLE.NODEV), `Cannot find device "${name}"`);
   }
   return l.index;
 }

@@ -1,0 +1,29 @@
+/**
+ * How a launcher runs the pre-bundled CNI entry point (cli/cni_main.ts bundled as cni.js): the `deno run`
+ * flags that install.sh's launcher and `flanctl install-cni`'s launcher put before the bundle's path, and
+ * the benches use. The one list: change them here.
+ *
+ * `--v8-flags=--no-lazy` is there for V8's code cache. Deno keeps the code cache of a module in DENO_DIR
+ * (v8_code_cache_v2), made right after the module is compiled, so it holds only what V8 compiled eagerly:
+ * with lazy compilation that is the top level, and every function a CNI call runs was still parsed and
+ * compiled on every call (~9 ms of an ADD). With `--no-lazy` the whole bundle is compiled at once and the
+ * cache holds all of it (~450 KiB): a call deserializes it instead of compiling anything. V8 rejects a
+ * cache made under other flags (it checks a hash of them), so every run of the bundle must use the same
+ * flags: the cache is written by the first run after the bundle changes (install.sh and install-cni make
+ * that run themselves) and only read after that. Without a cache (DENO_DIR not writable) a call compiles
+ * the whole bundle eagerly: measured, an ADD then costs what it did with lazy compilation and a DEL ~5 ms
+ * more. Other V8 flags (--single-threaded, --jitless, --max-semi-space-size=1) measured no gain here.
+ * @module
+ */
+
+/** `deno run` flags of the CNI launchers, before the bundle path. */
+export const CNI_DENO_RUN_FLAGS: readonly string[] = [
+  "-A",
+  "--no-check",
+  "--no-config",
+  "--no-lock",
+  "--cached-only",
+  "--quiet",
+  "--no-prompt",
+  "--v8-flags=--no-lazy",
+];
