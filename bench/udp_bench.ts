@@ -5,9 +5,11 @@
  * reported with the issue's goals (udp >= 0.10x vxlan floor, >= 0.3x target; RTT added over vxlan
  * <= 0.3 ms). Also the restart gap: packets lost by a 100 pps cross-node ping while one udp daemon
  * restarts. Each data-path technique is its own lab (see VARIANTS: plain, + recvmmsg/sendmmsg, + TUN
- * offloads with UDP GSO, + receive coalescing, + UDP_GRO, + worker threads at nice -10 — not the
- * default), so each one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS,
- * BENCH_REPEATS, BENCH_UDP_ARGS (extra daemon flags for the udp labs).
+ * offloads with UDP GSO, + receive coalescing, + UDP_GRO, + the receive worker sending the replies its
+ * writes made the kernel queue (the default), + worker threads at nice -10 — not the default), so each
+ * one's gain over the one before is measured in the same rounds. Env: BENCH_SECONDS, BENCH_REPEATS,
+ * BENCH_UDP_ARGS (extra daemon flags for the udp labs), BENCH_VARIANTS (comma-separated variant names:
+ * only those, with vxlan and the default).
  * Needs root and iperf3 (`./install.sh --dev`).
  */
 import { flanctlCommand, inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";
@@ -52,16 +54,23 @@ const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 // "send offload": + flannel0 TUN offloads (TSO super-packets cut in userspace) and UDP GSO sends;
 // "coalescing": + received segments merged into GSO super-packets written to flannel0;
 // "udp gro": + UDP_GRO on the socket (a UDP GSO packet read whole: the daemon's default);
+// "rx steals": + the receive worker sends the replies its writes made the kernel queue on flannel0 (the
+// default: one thread wake-up less per round trip);
 // "nice -10": + the worker threads at nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
-const VARIANTS: [string, Record<string, string>][] = [
-  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0" }],
-  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0" }],
-  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0" }],
-  ["coalescing", { FLANCTL_UDP_GRO: "0" }],
-  ["udp gro", {}],
+const NOSTEAL = { FLANCTL_UDP_STEAL: "0" };
+const ALL_VARIANTS: [string, Record<string, string>][] = [
+  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }],
+  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }],
+  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0", ...NOSTEAL }],
+  ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL }],
+  ["udp gro", { FLANCTL_UDP_STEAL: "0" }],
+  ["rx steals", {}],
   ["nice -10", { FLANCTL_UDP_NICE: "-10" }],
 ];
-const DEFAULT = "udp gro";
+const DEFAULT = "rx steals";
+// BENCH_VARIANTS="udp gro,rx steals": only these (and vxlan, and the default for the restart gap).
+const only = (Deno.env.get("BENCH_VARIANTS") ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+const VARIANTS = ALL_VARIANTS.filter(([k]) => !only.length || only.includes(k) || k === DEFAULT);
 const udpArgs = (Deno.env.get("BENCH_UDP_ARGS") ?? "").split(" ").filter(Boolean).map((a) =>
   `--daemon-arg=${a}`
 );

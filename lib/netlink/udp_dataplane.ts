@@ -18,6 +18,8 @@ import {
   maskU32,
   RX_STATS,
   STAT_SLOT,
+  STAT_SLOTS,
+  STEAL_SLOT,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
@@ -33,7 +35,7 @@ export interface UdpPeerEntry {
 }
 
 /** The data path's counters (totals since start). */
-export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number], number>;
+export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number] | "txStolen", number>;
 
 /** Options of {@link UdpDataplane}. */
 export interface UdpDataplaneOptions {
@@ -53,6 +55,11 @@ export interface UdpDataplaneOptions {
   coalesce?: boolean;
   /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
   udpGro?: boolean;
+  /**
+   * The receive worker takes the packets its TUN writes made the kernel queue (replies) and sends them
+   * itself, when the transmit worker is not reading (see WorkerInit.steal). Off when absent.
+   */
+  steal?: boolean;
   /** Nice value of the worker threads (0 or absent: unchanged). */
   nice?: number;
   /** Called when a worker fails (it has stopped). */
@@ -86,7 +93,7 @@ export class UdpDataplane {
   readonly #o: UdpDataplaneOptions;
   readonly #ctlBuf: SharedArrayBuffer;
   readonly #ctl: Int32Array;
-  readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
+  readonly #statsBuf = new SharedArrayBuffer(STAT_SLOTS * STAT_SLOT * 8);
   readonly #stats = new Float64Array(this.#statsBuf);
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
@@ -148,6 +155,7 @@ export class UdpDataplane {
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
           udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
+          steal: this.#o.steal ?? false,
           nice: this.#o.nice ?? 0,
         };
         w.postMessage(init);
@@ -192,11 +200,16 @@ export class UdpDataplane {
     this.#peers = peers.length;
   }
 
-  /** Totals since start. */
+  /**
+   * Totals since start. The transmit counters include the packets the receive worker sent itself
+   * (`steal`); `txStolen` counts those alone.
+   */
   counters(): UdpCounters {
     const c = {} as UdpCounters;
-    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i]));
-    RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + this.#stats[STAT_SLOT + i]));
+    const s = this.#stats, own = STEAL_SLOT * STAT_SLOT;
+    TX_STATS.forEach((k, i) => (c[k] = s[i] + s[own + i]));
+    RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + s[STAT_SLOT + i]));
+    c.txStolen = s[own];
     return c;
   }
 

@@ -15,6 +15,19 @@ export const CTL_COUNT = 2;
 export const CTL_OWN_NET = 3;
 /** Control block: our subnet's mask. */
 export const CTL_OWN_MASK = 4;
+/**
+ * Control block: which thread reads the TUN device now — {@link TUN_FREE}, {@link TUN_TX} (the transmit
+ * worker, while it reads and sends a burst) or {@link TUN_RX} (the receive worker, taking the replies its
+ * write made the kernel queue on the TUN: a few packets, then it gives the token back). Only the holder
+ * reads, so packets leave in the order the TUN handed them over.
+ */
+export const CTL_TUN_READER = 5;
+/** {@link CTL_TUN_READER}: nobody reads the TUN device. */
+export const TUN_FREE = 0;
+/** {@link CTL_TUN_READER}: the transmit worker reads the TUN device. */
+export const TUN_TX = 1;
+/** {@link CTL_TUN_READER}: the receive worker reads the TUN device. */
+export const TUN_RX = 2;
 /** Index of the first peer entry. */
 export const CTL_ENTRIES = 16;
 /** Int32 words per peer entry: subnet network, subnet mask, public IP, UDP port. */
@@ -22,6 +35,11 @@ export const ENTRY_WORDS = 4;
 
 /** Float64 counters per worker. */
 export const STAT_SLOT = 16;
+/** Stat slots: 0 the transmit worker (TX_STATS), 1 the receive worker (RX_STATS), 2 the receive worker's
+ * sends of packets it took from the TUN device (TX_STATS layout). */
+export const STAT_SLOTS = 3;
+/** The stat slot of the receive worker's own sends (packets taken from the TUN right after its writes). */
+export const STEAL_SLOT = 2;
 
 /** Counters of the TUN→UDP (transmit) worker, by index in its slot. */
 export const TX_STATS = [
@@ -71,6 +89,13 @@ export interface WorkerInit {
   coalesce: boolean;
   /** rx (with vnetHdr): the socket has UDP_GRO on: a read may hold several datagrams (cmsg: their size). */
   udpGro: boolean;
+  /**
+   * rx: right after writing to the TUN device, take the packets the kernel queued on it meanwhile (an
+   * echo reply, a TCP ACK) and send them from this thread — when the transmit worker does not hold the
+   * TUN reader token ({@link CTL_TUN_READER}); tx: hold that token while reading. Saves one thread
+   * wake-up per request/response round trip.
+   */
+  steal: boolean;
   /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
   nice: number;
 }

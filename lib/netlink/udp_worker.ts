@@ -35,9 +35,14 @@ import {
   CTL_OWN_NET,
   CTL_SEQ,
   CTL_STOP,
+  CTL_TUN_READER,
   ENTRY_WORDS,
   RX_STATS,
   STAT_SLOT,
+  STEAL_SLOT,
+  TUN_FREE,
+  TUN_RX,
+  TUN_TX,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
@@ -47,6 +52,10 @@ const PRIO_PROCESS = 0;
 const POLLIN = 1, POLLOUT = 4;
 const BUF = 65536;
 const IDLE_POLL_MS = 200;
+/** Most TUN reads the receive worker makes per steal (then the token goes back to the transmit worker). */
+const STEAL_MAX = 4;
+/** How long the transmit worker sleeps at most per look at a token the receive worker holds. */
+const TOKEN_WAIT_MS = 1;
 
 /** Bytes of one `struct mmsghdr` (x86-64/arm64: msghdr 56 + msg_len 4 + padding). */
 const MMSG = 64;
@@ -230,43 +239,121 @@ function rxAccept(
   return true;
 }
 
-/** The TUN→UDP loop with sendmmsg: reads up to `batch` packets (until EAGAIN), sends them in one call. */
-function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const m = mmsgVec(init.batch);
-  const slots = m.slots;
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    let k = 0, idle = false;
-    while (k < init.batch) {
-      const n = L.read(init.tunFd, slots[k], BUF);
+/** What one {@link TxPath.burst} ended on. */
+const enum Burst {
+  /** `max` reads done (more may be waiting). */
+  FULL,
+  /** The TUN device had no more packets (EAGAIN). */
+  EMPTY,
+  /** A read failed (not EAGAIN/EINTR): the caller backs off. */
+  ERROR,
+}
+
+/**
+ * One way of taking packets from the TUN device and sending them to the peers: {@link burst} reads (never
+ * waits) and queues, {@link flush} sends what was queued. The transmit worker runs one; with `steal` the
+ * receive worker runs its own one on the same descriptors, with its own buffers and stat slot.
+ */
+interface TxPath {
+  /** Reads up to `max` packets from the TUN device (non-blocking), each routed and queued (or dropped). */
+  burst(t: Table | null, max: number): Burst;
+  /** Sends everything queued (waiting while the socket is full); returns the messages that were queued. */
+  flush(): number;
+}
+
+/** One read→sendto per packet (FLANCTL_UDP_BATCH=1: no batching, no offloads). */
+class PlainTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #buf = new Uint8Array(BUF);
+  readonly #pfd = new Uint8Array(8);
+  #sent = 0;
+  constructor(init: WorkerInit, st: Float64Array, base: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, buf = this.#buf;
+    const [PK, BY, , , , SENDERR, READERR] = TX_STATS.map((_, i) => base + i);
+    for (let reads = 0; reads < max; reads++) {
+      const n = L.read(init.tunFd, buf, BUF);
       if (n < 0) {
         const e = errno();
-        if (e === EAGAIN) idle = true;
-        else if (e !== EINTR) {
-          st[base + 6]++;
-          L.poll(null, 0, 50);
-        }
-        break;
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[READERR]++;
+        return Burst.ERROR;
       }
-      const sa = t && txRoute(t, slots[k], n, st, base);
+      const sa = t && txRoute(t, buf, n, st, base);
+      if (!sa) continue;
+      let r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
+      if (r < 0 && errno() === EAGAIN) {
+        const pv = new DataView(this.#pfd.buffer);
+        pv.setInt32(0, init.sockFd, true);
+        pv.setInt16(4, POLLOUT, true);
+        L.poll(this.#pfd, 1, IDLE_POLL_MS);
+        r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
+      }
+      this.#sent++;
+      if (r < 0) st[SENDERR]++;
+      else {
+        st[PK]++;
+        st[BY] += n;
+      }
+    }
+    return Burst.FULL;
+  }
+  flush(): number {
+    const n = this.#sent;
+    this.#sent = 0;
+    return n;
+  }
+}
+
+/** Reads until EAGAIN or a full batch, sends them in one sendmmsg (a plain TUN, no offloads). */
+class BatchTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #m: ReturnType<typeof mmsgVec>;
+  readonly #pfd = new Uint8Array(8);
+  #k = 0;
+  constructor(init: WorkerInit, st: Float64Array, base: number, slots: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+    this.#m = mmsgVec(slots);
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, m = this.#m;
+    const end = Math.min(this.#k + max, m.slots.length);
+    while (this.#k < end) {
+      const k = this.#k;
+      const n = L.read(init.tunFd, m.slots[k], BUF);
+      if (n < 0) {
+        const e = errno();
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[base + 6]++;
+        return Burst.ERROR;
+      }
+      const sa = t && txRoute(t, m.slots[k], n, st, base);
       if (!sa) continue;
       m.names.set(sa, k * 16);
       m.iv.setBigUint64(k * 16 + 8, BigInt(n), true);
-      k++;
+      this.#k++;
     }
+    return Burst.FULL;
+  }
+  flush(): number {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, m = this.#m, k = this.#k;
     let sent = 0;
     while (sent < k) {
       const r = L.sendmmsg(init.sockFd, m.vec.subarray(sent * MMSG), k - sent, 0);
       if (r < 0) {
         if (errno() === EAGAIN) {
+          const pv = new DataView(this.#pfd.buffer);
           pv.setInt32(0, init.sockFd, true);
           pv.setInt16(4, POLLOUT, true);
-          L.poll(pfd, 1, IDLE_POLL_MS);
+          L.poll(this.#pfd, 1, IDLE_POLL_MS);
           continue;
         }
         st[base + 5] += k - sent;
@@ -277,10 +364,98 @@ function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       sent += r;
     }
     if (k) st[base + 7]++;
-    if (idle && k === 0) {
-      pv.setInt32(0, init.tunFd, true);
-      pv.setInt16(4, POLLIN, true);
-      L.poll(pfd, 1, IDLE_POLL_MS);
+    this.#k = 0;
+    return k;
+  }
+}
+
+/**
+ * The TUN reader token ({@link CTL_TUN_READER}) as one worker holds it. Without `steal` nobody uses it
+ * (every call is a no-op, take succeeds): the transmit worker is the only reader.
+ */
+class TunToken {
+  readonly #ctl: Int32Array;
+  readonly #on: boolean;
+  constructor(ctl: Int32Array, on: boolean) {
+    this.#ctl = ctl, this.#on = on;
+  }
+  /**
+   * The transmit worker's take: waits while the receive worker holds the token (it gives it back after
+   * at most {@link STEAL_MAX} packets and wakes us). False when a stop was asked meanwhile.
+   */
+  take(): boolean {
+    if (!this.#on) return true;
+    const ctl = this.#ctl;
+    while (Atomics.compareExchange(ctl, CTL_TUN_READER, TUN_FREE, TUN_TX) !== TUN_FREE) {
+      if (Atomics.load(ctl, CTL_STOP) !== 0) return false;
+      Atomics.wait(ctl, CTL_TUN_READER, TUN_RX, TOKEN_WAIT_MS);
+    }
+    return true;
+  }
+  /** The receive worker's take: never waits (false when the transmit worker holds the token). */
+  tryTake(): boolean {
+    return this.#on &&
+      Atomics.compareExchange(this.#ctl, CTL_TUN_READER, TUN_FREE, TUN_RX) === TUN_FREE;
+  }
+  /** Gives the token back if this side holds it (and wakes a transmit worker waiting for it). */
+  release(mine: number): void {
+    if (!this.#on) return;
+    if (Atomics.compareExchange(this.#ctl, CTL_TUN_READER, mine, TUN_FREE) === TUN_RX) {
+      Atomics.notify(this.#ctl, CTL_TUN_READER);
+    }
+  }
+}
+
+/**
+ * The TUN→UDP loop, whichever {@link TxPath}: a burst of reads (up to `batch`) sent together, then poll()
+ * when the TUN device had nothing. With `steal` it holds the TUN reader token while it reads and sends.
+ */
+function runTxLoop(init: WorkerInit, ctl: Int32Array, path: TxPath): void {
+  const L = libc();
+  const pfd = pollIn(init.tunFd);
+  const table = new TableView(ctl);
+  const token = new TunToken(ctl, init.steal);
+  while (Atomics.load(ctl, CTL_STOP) === 0) {
+    const t = table.current();
+    if (!token.take()) break;
+    let b: Burst, queued: number;
+    try {
+      b = path.burst(t, init.batch);
+      queued = path.flush();
+    } finally {
+      token.release(TUN_TX);
+    }
+    if (b === Burst.ERROR) L.poll(null, 0, 50); // the device is gone or broken: the control thread repairs it
+    else if (b === Burst.EMPTY && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+  }
+}
+
+/**
+ * The receive worker's part with `steal`: right after its writes to the TUN device, the packets the kernel
+ * queued on it meanwhile (softirq in this thread: an echo reply, a TCP ACK) are usually there. Takes them
+ * (at most {@link STEAL_MAX}, only when the TUN reader token is free) and sends them from this thread, so
+ * the transmit worker need not wake for them.
+ */
+class Stealer {
+  readonly #token: TunToken;
+  readonly #path: TxPath;
+  constructor(init: WorkerInit, ctl: Int32Array, st: Float64Array) {
+    this.#token = new TunToken(ctl, true);
+    const base = STEAL_SLOT * STAT_SLOT;
+    this.#path = init.vnetHdr
+      ? new OffloadTx(init, st, base)
+      : init.batch > 1
+      ? new BatchTx(init, st, base, STEAL_MAX)
+      : new PlainTx(init, st, base);
+  }
+  /** Takes and sends what is waiting on the TUN device, if the token is free. */
+  run(t: Table | null): void {
+    if (!this.#token.tryTake()) return;
+    try {
+      this.#path.burst(t, STEAL_MAX);
+      this.#path.flush();
+    } finally {
+      this.#token.release(TUN_RX);
     }
   }
 }
@@ -294,6 +469,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const pfd = pollIn(init.sockFd);
   const nm = m.names;
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     for (let i = 0; i < init.batch; i++) m.v.setUint32(i * MMSG + 8, 16, true);
@@ -305,6 +481,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       continue;
     }
     st[base + 7]++;
+    let wrote = false;
     for (let i = 0; i < r; i++) {
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
@@ -314,8 +491,10 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       else {
         st[base]++;
         st[base + 1] += n;
+        wrote = true;
       }
     }
+    if (wrote) steal?.run(t);
   }
 }
 
@@ -436,34 +615,35 @@ function setPtr(dv: DataView, o: number, a: number): void {
 }
 
 /**
- * The TUN→UDP loop on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
+ * The TUN→UDP path on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
  * often a TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one
  * ordinary flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
- * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; up to
- * `batch` reads go out in one sendmmsg. Never waits for more packets than are there.
+ * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; the reads
+ * of a burst go out in one sendmmsg. Never waits for more packets than are there.
  */
-function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
-  const inb = new Uint8Array(TUN_READ);
-  const q = new SendQueue(init.udpGso);
-  const lens = new Uint32Array(256);
-  const pfd = pollIn(init.tunFd);
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    let idle = false;
-    for (let reads = 0; reads < init.batch && q.room(); reads++) {
+class OffloadTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #inb = new Uint8Array(TUN_READ);
+  readonly #q: SendQueue;
+  readonly #lens = new Uint32Array(256);
+  constructor(init: WorkerInit, st: Float64Array, base: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+    this.#q = new SendQueue(init.udpGso);
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, inb = this.#inb, q = this.#q;
+    const lens = this.#lens;
+    const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
+    for (let reads = 0; reads < max && q.room(); reads++) {
       const n = L.read(init.tunFd, inb, TUN_READ);
       if (n < 0) {
         const e = errno();
-        if (e === EAGAIN) idle = true;
-        else if (e !== EINTR) {
-          st[READERR]++;
-          L.poll(null, 0, 50);
-        }
-        break;
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[READERR]++;
+        return Burst.ERROR;
       }
       const plen = n - VNET_HDR_LEN;
       const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
@@ -496,9 +676,12 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
         q.add(sa, plen, 0, 1);
       }
     }
-    const queued = q.k;
-    q.send(init.sockFd, st, base);
-    if (idle && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+    return Burst.FULL;
+  }
+  flush(): number {
+    const queued = this.#q.k;
+    this.#q.send(this.#init.sockFd, this.#st, this.#base);
+    return queued;
   }
 }
 
@@ -522,9 +705,11 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
   }
   const pfd = pollIn(init.sockFd);
   const nm = m.names;
+  let wrote = false;
   const write = (b: Uint8Array, len: number, segments: number, wireBytes: number) => {
     if (L.write(init.tunFd, b, len) < 0) st[WRITEERR] += segments;
     else {
+      wrote = true;
       st[PK] += segments;
       st[BY] += wireBytes;
       if (segments > 1) {
@@ -544,6 +729,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
   };
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     for (let i = 0; i < init.batch; i++) {
@@ -579,48 +765,8 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-  }
-}
-
-/** The TUN→UDP loop. */
-function runTx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const [PK, BY, , , , SENDERR, READERR] = TX_STATS.map((_, i) => base + i);
-  const buf = new Uint8Array(BUF);
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.tunFd, true);
-  const wait = (fd: number, ev: number, ms: number) => {
-    pv.setInt32(0, fd, true);
-    pv.setInt16(4, ev, true);
-    L.poll(pfd, 1, ms);
-  };
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    const n = L.read(init.tunFd, buf, BUF);
-    if (n < 0) {
-      const e = errno();
-      if (e === EAGAIN) wait(init.tunFd, POLLIN, IDLE_POLL_MS);
-      else if (e !== EINTR) {
-        st[READERR]++;
-        L.poll(null, 0, 50); // the device is gone or broken: back off, the control thread repairs it
-      }
-      continue;
-    }
-    const sa = t && txRoute(t, buf, n, st, base);
-    if (!sa) continue;
-    let r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
-    if (r < 0 && errno() === EAGAIN) {
-      wait(init.sockFd, POLLOUT, IDLE_POLL_MS);
-      r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
-    }
-    if (r < 0) st[SENDERR]++;
-    else {
-      st[PK]++;
-      st[BY] += n;
-    }
+    if (wrote) steal?.run(t);
+    wrote = false;
   }
 }
 
@@ -635,6 +781,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const fromLenB = new Uint8Array(fromLen.buffer);
   const pfd = pollIn(init.sockFd);
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     fromLen[0] = 16;
@@ -651,6 +798,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     else {
       st[PK]++;
       st[BY] += n;
+      steal?.run(t);
     }
   }
 }
@@ -672,8 +820,15 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   const niced = init.nice === 0 || L.setpriority(PRIO_PROCESS, L.gettid(), init.nice) === 0;
   scope.postMessage({ ready: true, niced });
   try {
-    if (init.vnetHdr) (init.role === "tx" ? runTxOffload : runRxOffload)(init, ctl, st);
-    else if (init.role === "tx") (init.batch > 1 ? runTxBatch : runTx)(init, ctl, st);
+    if (init.role === "tx") {
+      const base = init.slot * STAT_SLOT;
+      const path = init.vnetHdr
+        ? new OffloadTx(init, st, base)
+        : init.batch > 1
+        ? new BatchTx(init, st, base, init.batch)
+        : new PlainTx(init, st, base);
+      runTxLoop(init, ctl, path);
+    } else if (init.vnetHdr) runRxOffload(init, ctl, st);
     else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
     scope.postMessage({ stopped: true });
   } catch (e) {
