@@ -23,6 +23,8 @@ import {
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
+import { openEventFd } from "./udp_socket.ts";
+import { closeFdQuiet } from "./tun.ts";
 
 /** One peer of the table. */
 export interface UdpPeerEntry {
@@ -98,6 +100,8 @@ export class UdpDataplane {
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
   #peers = 0;
+  /** With `steal`: the eventfd by which the transmit worker wakes the receive worker (else -1). */
+  #wakeFd = -1;
   #niceRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
@@ -119,6 +123,7 @@ export class UdpDataplane {
 
   /** Starts both workers; resolves once they run (rejects when one cannot start). */
   async start(): Promise<void> {
+    if (this.#o.steal && this.#wakeFd < 0) this.#wakeFd = openEventFd();
     const roles = ["tx", "rx"] as const;
     await Promise.all(roles.map((role, slot) =>
       new Promise<void>((resolve, reject) => {
@@ -155,7 +160,8 @@ export class UdpDataplane {
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
           udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
-          steal: this.#o.steal ?? false,
+          steal: this.#wakeFd >= 0,
+          wakeFd: this.#wakeFd,
           nice: this.#o.nice ?? 0,
         };
         w.postMessage(init);
@@ -225,5 +231,7 @@ export class UdpDataplane {
     ]);
     clearTimeout(timer);
     for (const w of ws) w.terminate();
+    closeFdQuiet(this.#wakeFd);
+    this.#wakeFd = -1;
   }
 }

@@ -96,6 +96,8 @@ export interface WorkerInit {
    * wake-up per request/response round trip.
    */
   steal: boolean;
+  /** With `steal`: an eventfd the transmit worker writes to wake the receive worker's poll (else -1). */
+  wakeFd: number;
   /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
   nice: number;
 }

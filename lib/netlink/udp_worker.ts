@@ -54,8 +54,11 @@ const BUF = 65536;
 const IDLE_POLL_MS = 200;
 /** Most TUN reads the receive worker makes per steal (then the token goes back to the transmit worker). */
 const STEAL_MAX = 4;
-/** How long the transmit worker sleeps at most per look at a token the receive worker holds. */
-const TOKEN_WAIT_MS = 1;
+/**
+ * How long the transmit worker keeps the TUN device after its last packet before it gives it back to the
+ * receive worker (with `steal`): longer than the gaps of a bulk transfer, shorter than an interactive one's.
+ */
+const TX_LINGER_MS = 5;
 
 /** Bytes of one `struct mmsghdr` (x86-64/arm64: msghdr 56 + msg_len 4 + padding). */
 const MMSG = 64;
@@ -370,37 +373,44 @@ class BatchTx implements TxPath {
 }
 
 /**
- * The TUN reader token ({@link CTL_TUN_READER}) as one worker holds it. Without `steal` nobody uses it
- * (every call is a no-op, take succeeds): the transmit worker is the only reader.
+ * The TUN reader token ({@link CTL_TUN_READER}) with `steal`. {@link TUN_FREE}: the receive worker watches
+ * the TUN device in its poll (with its socket) and sends what comes — light traffic needs no transmit
+ * worker wake-up at all, and the replies its own writes made the kernel queue are taken right after the
+ * write. {@link TUN_RX}: the receive worker is reading. {@link TUN_TX}: the transmit worker owns the TUN
+ * device (the receive worker found more than {@link STEAL_MAX} packets waiting and handed it over); it
+ * gives it back after {@link TX_LINGER_MS} without a packet. Only the holder reads, so packets leave in
+ * the order the TUN device handed them over.
  */
 class TunToken {
   readonly #ctl: Int32Array;
-  readonly #on: boolean;
-  constructor(ctl: Int32Array, on: boolean) {
-    this.#ctl = ctl, this.#on = on;
+  readonly #wakeFd: number;
+  readonly #one = new BigUint64Array([1n]);
+  constructor(ctl: Int32Array, wakeFd: number) {
+    this.#ctl = ctl, this.#wakeFd = wakeFd;
   }
-  /**
-   * The transmit worker's take: waits while the receive worker holds the token (it gives it back after
-   * at most {@link STEAL_MAX} packets and wakes us). False when a stop was asked meanwhile.
-   */
-  take(): boolean {
-    if (!this.#on) return true;
-    const ctl = this.#ctl;
-    while (Atomics.compareExchange(ctl, CTL_TUN_READER, TUN_FREE, TUN_TX) !== TUN_FREE) {
-      if (Atomics.load(ctl, CTL_STOP) !== 0) return false;
-      Atomics.wait(ctl, CTL_TUN_READER, TUN_RX, TOKEN_WAIT_MS);
-    }
-    return true;
+  /** Who holds the token now. */
+  get holder(): number {
+    return Atomics.load(this.#ctl, CTL_TUN_READER);
   }
-  /** The receive worker's take: never waits (false when the transmit worker holds the token). */
-  tryTake(): boolean {
-    return this.#on &&
-      Atomics.compareExchange(this.#ctl, CTL_TUN_READER, TUN_FREE, TUN_RX) === TUN_FREE;
+  /** The transmit worker: sleeps until the token is handed over (or IDLE_POLL_MS passed). */
+  waitHandoff(): void {
+    const v = Atomics.load(this.#ctl, CTL_TUN_READER);
+    if (v !== TUN_TX) Atomics.wait(this.#ctl, CTL_TUN_READER, v, IDLE_POLL_MS);
   }
-  /** Gives the token back if this side holds it (and wakes a transmit worker waiting for it). */
-  release(mine: number): void {
-    if (!this.#on) return;
-    if (Atomics.compareExchange(this.#ctl, CTL_TUN_READER, mine, TUN_FREE) === TUN_RX) {
+  /** The transmit worker gives the TUN device back to the receive worker (and wakes its poll). */
+  releaseTx(): void {
+    Atomics.store(this.#ctl, CTL_TUN_READER, TUN_FREE);
+    libc().write(this.#wakeFd, new Uint8Array(this.#one.buffer), 8);
+  }
+  /** The receive worker's take: never waits (false while the transmit worker holds the token). */
+  tryTakeRx(): boolean {
+    return Atomics.compareExchange(this.#ctl, CTL_TUN_READER, TUN_FREE, TUN_RX) === TUN_FREE;
+  }
+  /** The receive worker is done: the token is free again, or (`handOver`) the transmit worker's. */
+  releaseRx(handOver: boolean): void {
+    if (!handOver) Atomics.store(this.#ctl, CTL_TUN_READER, TUN_FREE);
+    else {
+      Atomics.store(this.#ctl, CTL_TUN_READER, TUN_TX);
       Atomics.notify(this.#ctl, CTL_TUN_READER);
     }
   }
@@ -408,55 +418,79 @@ class TunToken {
 
 /**
  * The TUN→UDP loop, whichever {@link TxPath}: a burst of reads (up to `batch`) sent together, then poll()
- * when the TUN device had nothing. With `steal` it holds the TUN reader token while it reads and sends.
+ * when the TUN device had nothing. With `steal` it reads only while it holds the TUN reader token.
  */
 function runTxLoop(init: WorkerInit, ctl: Int32Array, path: TxPath): void {
   const L = libc();
   const pfd = pollIn(init.tunFd);
   const table = new TableView(ctl);
-  const token = new TunToken(ctl, init.steal);
+  const token = init.steal ? new TunToken(ctl, init.wakeFd) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    if (!token.take()) break;
-    let b: Burst, queued: number;
-    try {
-      b = path.burst(t, init.batch);
-      queued = path.flush();
-    } finally {
-      token.release(TUN_TX);
+    if (token && token.holder !== TUN_TX) {
+      token.waitHandoff();
+      continue;
     }
+    const b = path.burst(table.current(), init.batch);
+    const queued = path.flush();
     if (b === Burst.ERROR) L.poll(null, 0, 50); // the device is gone or broken: the control thread repairs it
-    else if (b === Burst.EMPTY && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+    else if (b === Burst.EMPTY && queued === 0) {
+      // No packet for TX_LINGER_MS: light traffic again, the receive worker watches the TUN device.
+      if (L.poll(pfd, 1, token ? TX_LINGER_MS : IDLE_POLL_MS) === 0) token?.releaseTx();
+    }
   }
 }
 
 /**
- * The receive worker's part with `steal`: right after its writes to the TUN device, the packets the kernel
- * queued on it meanwhile (softirq in this thread: an echo reply, a TCP ACK) are usually there. Takes them
- * (at most {@link STEAL_MAX}, only when the TUN reader token is free) and sends them from this thread, so
- * the transmit worker need not wake for them.
+ * The receive worker's part with `steal`: it reads the TUN device while the transmit worker does not
+ * ({@link TunToken}) — right after its own writes (the kernel, in this thread's softirq, usually has
+ * queued the reply — an echo reply, a TCP ACK — on the TUN before write() returns) and while idle (the TUN
+ * device is in its poll set). At most {@link STEAL_MAX} reads each time; finding more waiting it hands the
+ * TUN device over to the transmit worker.
  */
 class Stealer {
+  readonly #init: WorkerInit;
   readonly #token: TunToken;
   readonly #path: TxPath;
+  readonly #pfd = new Uint8Array(24);
+  readonly #pv = new DataView(this.#pfd.buffer);
+  readonly #drain = new Uint8Array(8);
   constructor(init: WorkerInit, ctl: Int32Array, st: Float64Array) {
-    this.#token = new TunToken(ctl, true);
+    this.#init = init;
+    this.#token = new TunToken(ctl, init.wakeFd);
     const base = STEAL_SLOT * STAT_SLOT;
     this.#path = init.vnetHdr
       ? new OffloadTx(init, st, base)
       : init.batch > 1
       ? new BatchTx(init, st, base, STEAL_MAX)
       : new PlainTx(init, st, base);
+    const pv = this.#pv;
+    [init.sockFd, init.tunFd, init.wakeFd].forEach((fd, i) => {
+      pv.setInt32(i * 8, fd, true);
+      pv.setInt16(i * 8 + 4, POLLIN, true);
+    });
   }
   /** Takes and sends what is waiting on the TUN device, if the token is free. */
   run(t: Table | null): void {
-    if (!this.#token.tryTake()) return;
+    if (!this.#token.tryTakeRx()) return;
+    let b = Burst.EMPTY;
     try {
-      this.#path.burst(t, STEAL_MAX);
+      b = this.#path.burst(t, STEAL_MAX);
       this.#path.flush();
     } finally {
-      this.#token.release(TUN_RX);
+      this.#token.releaseRx(b === Burst.FULL);
     }
+    if (b === Burst.ERROR) libc().poll(null, 0, 50); // the device is broken: the control thread repairs it
+  }
+  /**
+   * The idle wait of the receive worker (its socket had nothing): poll() on the socket, the wake-up
+   * eventfd and — while the token is free — the TUN device, whose packets it then sends.
+   */
+  idle(t: Table | null): void {
+    const pv = this.#pv, L = libc();
+    pv.setInt32(8, this.#token.holder === TUN_FREE ? this.#init.tunFd : -1, true);
+    if (L.poll(this.#pfd, 3, IDLE_POLL_MS) <= 0) return;
+    if (pv.getInt16(22, true) !== 0) L.read(this.#init.wakeFd, this.#drain, 8);
+    if (pv.getInt16(14, true) !== 0) this.run(t);
   }
 }
 
@@ -476,8 +510,10 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle(t);
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     st[base + 7]++;
@@ -739,8 +775,10 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle(t);
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     st[BATCHES]++;
@@ -788,8 +826,10 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     const n = L.recvfrom(init.sockFd, buf, BUF, 0, from, fromLenB);
     if (n < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle(t);
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     const src = ((from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7]) >>> 0;
