@@ -49,23 +49,28 @@ async function labUp(
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 
-// The data-path variants, each its own two-node lab, measured interleaved with kernel vxlan in every round:
+// The data-path variants, each its own two-node lab, measured interleaved with kernel vxlan in every round,
+// each with the variant its gain is measured against (the one it adds a technique to):
 // "plain": one recvfrom/sendto per packet, no offloads; "mmsg": recvmmsg/sendmmsg (32 per call);
 // "send offload": + flannel0 TUN offloads (TSO super-packets cut in userspace) and UDP GSO sends;
 // "coalescing": + received segments merged into GSO super-packets written to flannel0;
-// "udp gro": + UDP_GRO on the socket (a UDP GSO packet read whole: the daemon's default);
-// "rx steals": + the receive worker sends the replies its writes made the kernel queue on flannel0 (the
-// default: one thread wake-up less per round trip);
-// "nice -10": + the worker threads at nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
+// "udp gro": + UDP_GRO on the socket (a UDP GSO packet read whole);
+// "rx steals": + the receive worker reads flannel0 while traffic is light and takes the replies its writes
+// made the kernel queue (FLANCTL_UDP_STEAL; the daemon's default: one thread wake-up less per round trip);
+// "pinned": + both workers of each daemon on CPU 0 (FLANCTL_UDP_CPU=0; not the default, see README);
+// "pinned only": "udp gro" + CPU 0 without the steal; "nice -10": "rx steals" + the worker threads at
+// nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
 const NOSTEAL = { FLANCTL_UDP_STEAL: "0" };
-const ALL_VARIANTS: [string, Record<string, string>][] = [
-  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }],
-  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }],
-  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0", ...NOSTEAL }],
-  ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL }],
-  ["udp gro", { FLANCTL_UDP_STEAL: "0" }],
-  ["rx steals", {}],
-  ["nice -10", { FLANCTL_UDP_NICE: "-10" }],
+const ALL_VARIANTS: [string, Record<string, string>, string][] = [
+  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }, ""],
+  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }, "plain"],
+  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0", ...NOSTEAL }, "mmsg"],
+  ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL }, "send offload"],
+  ["udp gro", NOSTEAL, "coalescing"],
+  ["rx steals", {}, "udp gro"],
+  ["pinned", { FLANCTL_UDP_CPU: "0" }, "rx steals"],
+  ["pinned only", { FLANCTL_UDP_CPU: "0", ...NOSTEAL }, "udp gro"],
+  ["nice -10", { FLANCTL_UDP_NICE: "-10" }, "rx steals"],
 ];
 const DEFAULT = "rx steals";
 // BENCH_VARIANTS="udp gro,rx steals": only these (and vxlan, and the default for the restart gap).
@@ -126,14 +131,18 @@ console.log(
 );
 for (const [i, k] of names.entries()) {
   const ratio = k === "vxlan" ? "" : perRound(k, "vxlan", bps).toFixed(3);
-  const gain = i < 2 ? "" : `x${perRound(k, names[i - 1], bps).toFixed(2)}`;
+  const base = VARIANTS.find((v) => v[0] === k)?.[2] ?? "";
+  const gain = names.includes(base) ? `x${perRound(k, base, bps).toFixed(2)}` : "";
   console.log(
     `  ${k.padEnd(13)} ${gbit(median(bps[k])).padStart(16)}  ${ratio.padStart(7)}  ${gain.padStart(6)}   ${
       bps[k].map(gbit).join(", ")
     }`,
   );
 }
-console.log("  (gain: median of per-round ratios to the variant above; / vxlan: median of per-round ratios)");
+console.log(
+  "  (gain: median of per-round ratios to the variant it adds to (see bench/udp_bench.ts VARIANTS); " +
+    "/ vxlan: median of per-round ratios)",
+);
 const ratio = perRound(DEFAULT, "vxlan", bps);
 console.log(
   `  udp (${DEFAULT}, the default) / vxlan = ${ratio.toFixed(3)}  (floor 0.10: ${
@@ -147,10 +156,13 @@ console.log(
 for (const k of names) {
   const add = (xs: Record<string, number[]>) =>
     k === "vxlan" ? "" : ` (+${median(xs[k].map((x, i) => x - xs.vxlan[i])).toFixed(3)})`;
+  const base = VARIANTS.find((v) => v[0] === k)?.[2] ?? "";
+  const d = names.includes(base) ? median(p50s[k].map((x, i) => x - p50s[base][i])) : NaN;
+  const vs = Number.isNaN(d) ? "" : `   p50 vs ${base}: ${d >= 0 ? "+" : ""}${d.toFixed(3)} ms`;
   console.log(
     `  ${k.padEnd(13)} avg ${median(rtts[k]).toFixed(3)} ms${add(rtts).padEnd(9)}  p50 ${
       median(p50s[k]).toFixed(3)
-    } ms${add(p50s)}`,
+    } ms${add(p50s).padEnd(9)}${vs}`,
   );
 }
 const added = median(rtts[DEFAULT].map((x, i) => x - rtts.vxlan[i]));

@@ -79,6 +79,16 @@ function niceFromEnv(): number {
   return Number.isInteger(v) && v >= -20 && v <= 19 ? v : DEFAULT_UDP_NICE;
 }
 
+/**
+ * FLANCTL_UDP_CPU (0–1023): the CPU both data-path worker threads are pinned to; unset or out of range:
+ * not pinned (the default: the scheduler places them). A tuning knob measured by `deno task bench udp`.
+ */
+function cpuFromEnv(): number {
+  const s = Deno.env.get("FLANCTL_UDP_CPU");
+  const v = Number(s);
+  return s !== undefined && s !== "" && Number.isInteger(v) && v >= 0 && v < 1024 ? v : -1;
+}
+
 /** An on/off switch from the environment (`0`, `false`, `off`, `no` = off); on when unset. */
 function switchFromEnv(name: string): boolean {
   const v = (Deno.env.get(name) ?? "").trim().toLowerCase();
@@ -261,11 +271,17 @@ export class UdpBackend implements Backend {
       udpGro: this.#udpGro,
       steal: this.#switches.steal,
       nice: niceFromEnv(),
+      cpu: cpuFromEnv(),
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
     this.#pushPeers();
     dp.start().then(() => {
+      if (dp.pinRefused) {
+        this.#log?.warn?.("UDP data path workers are not pinned (sched_setaffinity refused)", {
+          cpu: cpuFromEnv(),
+        });
+      }
       if (dp.niceRefused) {
         this.#log?.warn?.(
           "UDP data path workers keep their priority (setpriority refused: no CAP_SYS_NICE?)",

@@ -64,6 +64,9 @@ export interface UdpDataplaneOptions {
   steal?: boolean;
   /** Nice value of the worker threads (0 or absent: unchanged). */
   nice?: number;
+  /** The CPU both worker threads are pinned to (-1 or absent: not pinned). */
+  cpu?: number;
+
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -103,6 +106,7 @@ export class UdpDataplane {
   /** With `steal`: the eventfd by which the transmit worker wakes the receive worker (else -1). */
   #wakeFd = -1;
   #niceRefused = false;
+  #pinRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
     this.#o = o;
@@ -114,6 +118,11 @@ export class UdpDataplane {
   /** True when a worker could not take the asked nice value (no CAP_SYS_NICE); known after start. */
   get niceRefused(): boolean {
     return this.#niceRefused;
+  }
+
+  /** True when a worker could not be pinned to the asked CPU (no such CPU); known after start. */
+  get pinRefused(): boolean {
+    return this.#pinRefused;
   }
 
   /** Peers in the table. */
@@ -131,11 +140,14 @@ export class UdpDataplane {
         this.#workers.push(w);
         let started = false;
         w.onmessage = (
-          ev: MessageEvent<{ ready?: boolean; niced?: boolean; error?: string; stopped?: boolean }>,
+          ev: MessageEvent<
+            { ready?: boolean; niced?: boolean; pinned?: boolean; error?: string; stopped?: boolean }
+          >,
         ) => {
           if (ev.data.stopped) this.#stopped.get(w)?.();
           else if (ev.data.ready) {
             if (ev.data.niced === false) this.#niceRefused = true;
+            if (ev.data.pinned === false) this.#pinRefused = true;
             started = true;
             resolve();
           } else if (ev.data.error) {
@@ -163,6 +175,7 @@ export class UdpDataplane {
           steal: this.#wakeFd >= 0,
           wakeFd: this.#wakeFd,
           nice: this.#o.nice ?? 0,
+          cpu: this.#o.cpu ?? -1,
         };
         w.postMessage(init);
       })

@@ -98,6 +98,8 @@ export interface WorkerInit {
   steal: boolean;
   /** With `steal`: an eventfd the transmit worker writes to wake the receive worker's poll (else -1). */
   wakeFd: number;
+  /** The CPU the worker thread is pinned to (sched_setaffinity), or -1: wherever the scheduler puts it. */
+  cpu: number;
   /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
   nice: number;
 }

@@ -858,7 +858,13 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   // A higher priority for this thread only: a woken worker runs before ordinary tasks on a busy node.
   // Without CAP_SYS_NICE it stays as it is (the data path works the same, only waits longer for a CPU).
   const niced = init.nice === 0 || L.setpriority(PRIO_PROCESS, L.gettid(), init.nice) === 0;
-  scope.postMessage({ ready: true, niced });
+  let pinned = true;
+  if (init.cpu >= 0) {
+    const set = new Uint8Array(128); // cpu_set_t: 1024 CPUs
+    set[init.cpu >> 3] = 1 << (init.cpu & 7);
+    pinned = init.cpu < 1024 && L.sched_setaffinity(0, 128n, set) === 0;
+  }
+  scope.postMessage({ ready: true, niced, pinned });
   try {
     if (init.role === "tx") {
       const base = init.slot * STAT_SLOT;
