@@ -21,6 +21,8 @@ import { iperf as iperfRun } from "./lab_iperf.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? 3);
 const REPEATS = Number(Deno.env.get("BENCH_REPEATS") ?? 5);
+/** BENCH_RTT_ONLY=1: pings only (no iperf3, no restart gap) — many rounds of the RTT comparison quickly. */
+const RTT_ONLY = Deno.env.get("BENCH_RTT_ONLY") === "1";
 const tag = crypto.randomUUID().slice(0, 4);
 
 /** One iperf3 run of SECONDS (this bench's default is 3 s). */
@@ -45,6 +47,9 @@ async function labUp(
   await mustRun([...cmd, "--backend", backend, ...extra], { env });
   return loadState(name);
 }
+
+/** Thrown past the rounds with BENCH_RTT_ONLY=1 (no restart gap measured). */
+class RttOnly extends Error {}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
@@ -96,13 +101,14 @@ try {
     const order = labs.map((l) => [Math.random(), l] as const).sort((a, b) => a[0] - b[0]).map((x) => x[1]);
     for (const [k, s] of order) {
       const [p0, p1] = [s.pods[0], s.pods[1]];
-      bps[k].push(await iperf(p1.netns, p0.netns, p1.ip!));
+      if (!RTT_ONLY) bps[k].push(await iperf(p1.netns, p0.netns, p1.ip!));
       const [avg, p50] = await rtt(p0.netns, p1.ip!);
       rtts[k].push(avg);
       p50s[k].push(p50);
     }
   }
   // Restart gap: node2's daemon (default data path) restarts under a 100 pps ping from node1's pod.
+  if (RTT_ONLY) throw new RttOnly();
   const ud = labs.find(([k]) => k === DEFAULT)![1];
   const src = ud.pods[0].netns, dst = ud.pods[1].ip!;
   const p = startPing(src, dst, 0.01);
@@ -115,6 +121,8 @@ try {
   gap = `${r.transmitted - r.received} of ${r.transmitted} packets lost (~${
     (r.transmitted - r.received) * 10
   } ms)`;
+} catch (e) {
+  if (!(e instanceof RttOnly)) throw e;
 } finally {
   for (let i = 0; i <= VARIANTS.length; i++) {
     await runCmd([...flanctlCommand(), "lab", "down", "--name", labName(i)]);
@@ -123,32 +131,36 @@ try {
 
 const perRound = (a: string, b: string, xs: Record<string, number[]>) =>
   median(xs[a].map((x, i) => x / xs[b][i]));
-console.log(`iperf3 TCP pod->pod across nodes, ${SECONDS} s x ${REPEATS} interleaved rounds, one stream`);
-console.log(
-  `  ${"variant".padEnd(13)} ${"median".padStart(16)}  ${"/ vxlan".padStart(7)}  ${
-    "gain".padStart(6)
-  }   runs`,
-);
-for (const [i, k] of names.entries()) {
-  const ratio = k === "vxlan" ? "" : perRound(k, "vxlan", bps).toFixed(3);
-  const base = VARIANTS.find((v) => v[0] === k)?.[2] ?? "";
-  const gain = names.includes(base) ? `x${perRound(k, base, bps).toFixed(2)}` : "";
+if (!RTT_ONLY) printThroughput();
+
+function printThroughput() {
+  console.log(`iperf3 TCP pod->pod across nodes, ${SECONDS} s x ${REPEATS} interleaved rounds, one stream`);
   console.log(
-    `  ${k.padEnd(13)} ${gbit(median(bps[k])).padStart(16)}  ${ratio.padStart(7)}  ${gain.padStart(6)}   ${
-      bps[k].map(gbit).join(", ")
-    }`,
+    `  ${"variant".padEnd(13)} ${"median".padStart(16)}  ${"/ vxlan".padStart(7)}  ${
+      "gain".padStart(6)
+    }   runs`,
+  );
+  for (const k of names) {
+    const ratio = k === "vxlan" ? "" : perRound(k, "vxlan", bps).toFixed(3);
+    const base = VARIANTS.find((v) => v[0] === k)?.[2] ?? "";
+    const gain = names.includes(base) ? `x${perRound(k, base, bps).toFixed(2)}` : "";
+    console.log(
+      `  ${k.padEnd(13)} ${gbit(median(bps[k])).padStart(16)}  ${ratio.padStart(7)}  ${gain.padStart(6)}   ${
+        bps[k].map(gbit).join(", ")
+      }`,
+    );
+  }
+  console.log(
+    "  (gain: median of per-round ratios to the variant it adds to (see bench/udp_bench.ts VARIANTS); " +
+      "/ vxlan: median of per-round ratios)",
+  );
+  const ratio = perRound(DEFAULT, "vxlan", bps);
+  console.log(
+    `  udp (${DEFAULT}, the default) / vxlan = ${ratio.toFixed(3)}  (floor 0.10: ${
+      ratio >= 0.1 ? "met" : "NOT met"
+    }; target 0.30: ${ratio >= 0.3 ? "met" : "NOT met"})`,
   );
 }
-console.log(
-  "  (gain: median of per-round ratios to the variant it adds to (see bench/udp_bench.ts VARIANTS); " +
-    "/ vxlan: median of per-round ratios)",
-);
-const ratio = perRound(DEFAULT, "vxlan", bps);
-console.log(
-  `  udp (${DEFAULT}, the default) / vxlan = ${ratio.toFixed(3)}  (floor 0.10: ${
-    ratio >= 0.1 ? "met" : "NOT met"
-  }; target 0.30: ${ratio >= 0.3 ? "met" : "NOT met"})`,
-);
 console.log(
   "ping RTT, 50 at 20 ms per round: avg and median (p50) of the 50, median of rounds; (+added) = median " +
     "of per-round udp - vxlan:",
@@ -174,4 +186,4 @@ console.log(
     added50 <= 0.3 ? "met" : "NOT met"
   } by p50)`,
 );
-console.log(`restart gap (udp daemon on node2 restarted, 100 pps ping): ${gap}`);
+if (!RTT_ONLY) console.log(`restart gap (udp daemon on node2 restarted, 100 pps ping): ${gap}`);
