@@ -10,6 +10,15 @@
  * with UDP_GRO (several datagrams per read) and merges the TCP segments of a flow into super-packets
  * (gso.ts Coalescer).
  *
+ * With `steal` (the default) the rx worker is also flannel0's reader while traffic is light: flannel0 is
+ * in its idle poll with the socket, and after every receive batch it reads what the kernel queued on
+ * flannel0 meanwhile (the reply its writes caused: an echo reply, a TCP ACK — in this thread's softirq,
+ * usually before write() returns) and sends it itself; a request/response round trip then wakes no tx
+ * worker (3 thread wake-ups instead of 4). Finding more than {@link STEAL_MAX} packets waiting it hands
+ * flannel0 over to the tx worker, which gives it back after {@link TX_LINGER_MS} without a packet. A
+ * token in shared memory ({@link CTL_TUN_READER}) says who reads: only one thread at a time, so packets
+ * leave in the order flannel0 handed them over.
+ *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
  * request (a flag in shared memory) is seen within ~200 ms. The peer table is read from shared memory
@@ -442,9 +451,9 @@ function runTxLoop(init: WorkerInit, ctl: Int32Array, path: TxPath): void {
 
 /**
  * The receive worker's part with `steal`: it reads the TUN device while the transmit worker does not
- * ({@link TunToken}) — right after its own writes (the kernel, in this thread's softirq, usually has
- * queued the reply — an echo reply, a TCP ACK — on the TUN before write() returns) and while idle (the TUN
- * device is in its poll set). At most {@link STEAL_MAX} reads each time; finding more waiting it hands the
+ * ({@link TunToken}) — after every receive batch (the kernel, in this thread's softirq, usually has
+ * queued the reply to what it wrote — an echo reply, a TCP ACK — on the TUN before write() returns) and
+ * while idle (the TUN device is in its poll set). At most {@link STEAL_MAX} reads each time; finding more waiting it hands the
  * TUN device over to the transmit worker.
  */
 class Stealer {
@@ -517,7 +526,6 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       continue;
     }
     st[base + 7]++;
-    let wrote = false;
     for (let i = 0; i < r; i++) {
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
@@ -527,10 +535,9 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       else {
         st[base]++;
         st[base + 1] += n;
-        wrote = true;
       }
     }
-    if (wrote) steal?.run(t);
+    steal?.run(t); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -741,11 +748,9 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
   }
   const pfd = pollIn(init.sockFd);
   const nm = m.names;
-  let wrote = false;
   const write = (b: Uint8Array, len: number, segments: number, wireBytes: number) => {
     if (L.write(init.tunFd, b, len) < 0) st[WRITEERR] += segments;
     else {
-      wrote = true;
       st[PK] += segments;
       st[BY] += wireBytes;
       if (segments > 1) {
@@ -803,8 +808,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-    if (wrote) steal?.run(t);
-    wrote = false;
+    steal?.run(t); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -833,13 +837,14 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       continue;
     }
     const src = ((from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7]) >>> 0;
-    if (!rxAccept(t, src, buf, n, st, base)) continue;
-    if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
-    else {
-      st[PK]++;
-      st[BY] += n;
-      steal?.run(t);
+    if (rxAccept(t, src, buf, n, st, base)) {
+      if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
+      else {
+        st[PK]++;
+        st[BY] += n;
+      }
     }
+    steal?.run(t); // after every datagram: a flood of dropped ones must not keep flannel0 unread
   }
 }
 
