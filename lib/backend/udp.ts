@@ -11,6 +11,9 @@
  * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
  * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
  * super-packets written to flannel0 (netlink/gso.ts). The offloads are cleared when the daemon closes.
+ * While traffic is light the receive worker is flannel0's reader too (FLANCTL_UDP_STEAL, on by default):
+ * it sends the replies its own writes made the kernel queue, so a round trip wakes no transmit worker
+ * (netlink/udp_worker.ts). FLANCTL_UDP_CPU pins both workers to one CPU (off by default).
  *
  * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets

@@ -16,17 +16,17 @@ export const CTL_OWN_NET = 3;
 /** Control block: our subnet's mask. */
 export const CTL_OWN_MASK = 4;
 /**
- * Control block: which thread reads the TUN device now — {@link TUN_FREE}, {@link TUN_TX} (the transmit
- * worker, while it reads and sends a burst) or {@link TUN_RX} (the receive worker, taking the replies its
- * write made the kernel queue on the TUN: a few packets, then it gives the token back). Only the holder
- * reads, so packets leave in the order the TUN handed them over.
+ * Control block (with `steal`): which thread reads the TUN device — {@link TUN_FREE} (the receive worker
+ * watches it in its idle poll and reads a few packets after each receive batch), {@link TUN_RX} (the
+ * receive worker is reading now) or {@link TUN_TX} (handed to the transmit worker, which gives it back
+ * when idle). Only one thread reads at a time, so packets leave in the order the TUN handed them over.
  */
 export const CTL_TUN_READER = 5;
-/** {@link CTL_TUN_READER}: nobody reads the TUN device. */
+/** {@link CTL_TUN_READER}: nobody is reading; the receive worker watches the TUN device. */
 export const TUN_FREE = 0;
-/** {@link CTL_TUN_READER}: the transmit worker reads the TUN device. */
+/** {@link CTL_TUN_READER}: the transmit worker owns the TUN device. */
 export const TUN_TX = 1;
-/** {@link CTL_TUN_READER}: the receive worker reads the TUN device. */
+/** {@link CTL_TUN_READER}: the receive worker is reading the TUN device. */
 export const TUN_RX = 2;
 /** Index of the first peer entry. */
 export const CTL_ENTRIES = 16;
