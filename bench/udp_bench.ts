@@ -62,6 +62,7 @@ const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 // "udp gro": + UDP_GRO on the socket (a UDP GSO packet read whole);
 // "rx steals": + the receive worker reads flannel0 while traffic is light and takes the replies its writes
 // made the kernel queue (FLANCTL_UDP_STEAL; the daemon's default: one thread wake-up less per round trip);
+// "mmsg steals": "mmsg" + the same (the steal without TUN offloads);
 // "pinned": + both workers of each daemon on CPU 0 (FLANCTL_UDP_CPU=0; not the default, see README);
 // "pinned only": "udp gro" + CPU 0 without the steal; "nice -10": "rx steals" + the worker threads at
 // nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
@@ -73,6 +74,7 @@ const ALL_VARIANTS: [string, Record<string, string>, string][] = [
   ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL }, "send offload"],
   ["udp gro", NOSTEAL, "coalescing"],
   ["rx steals", {}, "udp gro"],
+  ["mmsg steals", { FLANCTL_UDP_OFFLOAD: "0" }, "mmsg"],
   ["pinned", { FLANCTL_UDP_CPU: "0" }, "rx steals"],
   ["pinned only", { FLANCTL_UDP_CPU: "0", ...NOSTEAL }, "udp gro"],
   ["nice -10", { FLANCTL_UDP_NICE: "-10" }, "rx steals"],
