@@ -7,7 +7,7 @@
  * path and still talks to the others.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
 import type { TestNode } from "./daemon_fixture.ts";
 
@@ -119,6 +119,35 @@ Deno.test("daemon udp steal: the receive worker carries light traffic, hands bul
     const o = await txCounts(c, off);
     assert(o.tx >= 10, JSON.stringify(o));
     assertEquals(o.stolen, 0, "no receive-worker sends with FLANCTL_UDP_STEAL=0");
+  } finally {
+    await c.close();
+  }
+});
+
+Deno.test("daemon udp steal: the first packet to a node just learned goes out (the idle receive worker reads the new table)", async () => {
+  const c = new DaemonCluster("10.87");
+  try {
+    await c.init(NETCONF);
+    const a = await c.addNode();
+    c.start(a, FAST);
+    await c.waitReady(a);
+    const pa = await c.addPod(a);
+    for (let i = 0; i < 2; i++) {
+      // A is idle: its receive worker sleeps in poll() with flannel0 in the set while the peer table
+      // changes. The packet that wakes it must be routed with the table as it is then, not as it was.
+      const d = await c.addNode();
+      c.start(d, FAST);
+      const sub = await waitFor("D's subnet", () => c.subnetOf(d));
+      await waitFor("A's route for D", async () => (await routes(a.ns)).some((r) => r.dst === sub));
+      const [, m0] = await c.http(a, "/metrics");
+      const p = sub.split("/")[0].split(".").map(Number);
+      await nsRun(pa.ns, ["ping", "-n", "-c", "1", "-W", "1", `${p[0]}.${p[1]}.${p[2]}.${p[3] + 9}`]);
+      const [, m1] = await c.http(a, "/metrics");
+      const noRoute = 'flanctl_udp_dropped_total{reason="no_route"}';
+      assertEquals(metric(m1, noRoute) - metric(m0, noRoute), 0, `round ${i}: dropped as no_route\n${m1}`);
+      const tx = 'flanctl_udp_packets_total{direction="tx"}';
+      assertEquals(metric(m1, tx) - metric(m0, tx), 1, `round ${i}: the echo request was sent to D`);
+    }
   } finally {
     await c.close();
   }

@@ -460,12 +460,14 @@ class Stealer {
   readonly #init: WorkerInit;
   readonly #token: TunToken;
   readonly #path: TxPath;
+  readonly #table: TableView;
   readonly #pfd = new Uint8Array(24);
   readonly #pv = new DataView(this.#pfd.buffer);
   readonly #drain = new Uint8Array(8);
   constructor(init: WorkerInit, ctl: Int32Array, st: Float64Array) {
     this.#init = init;
     this.#token = new TunToken(ctl, init.wakeFd);
+    this.#table = new TableView(ctl);
     const base = STEAL_SLOT * STAT_SLOT;
     this.#path = init.vnetHdr
       ? new OffloadTx(init, st, base)
@@ -479,7 +481,8 @@ class Stealer {
     });
   }
   /** Takes and sends what is waiting on the TUN device, if the token is free. */
-  run(t: Table | null): void {
+  run(): void {
+    const t = this.#table.current(); // now: the peer table may have changed while this worker slept
     if (!this.#token.tryTakeRx()) return;
     let b = Burst.EMPTY;
     try {
@@ -494,12 +497,12 @@ class Stealer {
    * The idle wait of the receive worker (its socket had nothing): poll() on the socket, the wake-up
    * eventfd and — while the token is free — the TUN device, whose packets it then sends.
    */
-  idle(t: Table | null): void {
+  idle(): void {
     const pv = this.#pv, L = libc();
     pv.setInt32(8, this.#token.holder === TUN_FREE ? this.#init.tunFd : -1, true);
     if (L.poll(this.#pfd, 3, IDLE_POLL_MS) <= 0) return;
     if (pv.getInt16(22, true) !== 0) L.read(this.#init.wakeFd, this.#drain, 8);
-    if (pv.getInt16(14, true) !== 0) this.run(t);
+    if (pv.getInt16(14, true) !== 0) this.run();
   }
 }
 
@@ -520,7 +523,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     if (r < 0) {
       const e = errno();
       if (e === EAGAIN) {
-        if (steal) steal.idle(t);
+        if (steal) steal.idle();
         else L.poll(pfd, 1, IDLE_POLL_MS);
       } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
@@ -537,7 +540,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
         st[base + 1] += n;
       }
     }
-    steal?.run(t); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
+    steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -781,7 +784,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     if (r < 0) {
       const e = errno();
       if (e === EAGAIN) {
-        if (steal) steal.idle(t);
+        if (steal) steal.idle();
         else L.poll(pfd, 1, IDLE_POLL_MS);
       } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
@@ -808,7 +811,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-    steal?.run(t); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
+    steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -831,7 +834,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     if (n < 0) {
       const e = errno();
       if (e === EAGAIN) {
-        if (steal) steal.idle(t);
+        if (steal) steal.idle();
         else L.poll(pfd, 1, IDLE_POLL_MS);
       } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
@@ -844,7 +847,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
         st[BY] += n;
       }
     }
-    steal?.run(t); // after every datagram: a flood of dropped ones must not keep flannel0 unread
+    steal?.run(); // after every datagram: a flood of dropped ones must not keep flannel0 unread
   }
 }
 
