@@ -11,6 +11,9 @@
  * transmit worker cuts into ordinary MSS-sized IP packets (the wire stays flannel's) and sends with UDP GSO;
  * the socket reads with UDP_GRO and the receive worker merges the segments of a flow back into GSO
  * super-packets written to flannel0 (netlink/gso.ts). The offloads are cleared when the daemon closes.
+ * While traffic is light the receive worker is flannel0's reader too (FLANCTL_UDP_STEAL, on by default):
+ * it sends the replies its own writes made the kernel queue, so a round trip wakes no transmit worker
+ * (netlink/udp_worker.ts). FLANCTL_UDP_CPU pins both workers to one CPU (off by default).
  *
  * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets
@@ -79,6 +82,16 @@ function niceFromEnv(): number {
   return Number.isInteger(v) && v >= -20 && v <= 19 ? v : DEFAULT_UDP_NICE;
 }
 
+/**
+ * FLANCTL_UDP_CPU (0–1023): the CPU both data-path worker threads are pinned to; unset or out of range:
+ * not pinned (the default: the scheduler places them). A tuning knob measured by `deno task bench udp`.
+ */
+function cpuFromEnv(): number {
+  const s = Deno.env.get("FLANCTL_UDP_CPU");
+  const v = Number(s);
+  return s !== undefined && s !== "" && Number.isInteger(v) && v >= 0 && v < 1024 ? v : -1;
+}
+
 /** An on/off switch from the environment (`0`, `false`, `off`, `no` = off); on when unset. */
 function switchFromEnv(name: string): boolean {
   const v = (Deno.env.get(name) ?? "").trim().toLowerCase();
@@ -96,6 +109,12 @@ export interface UdpOffloadSwitches {
   coalesce: boolean;
   /** UDP_GRO on the socket: a UDP GSO packet is read whole, not one datagram per read (needs offload). */
   gro: boolean;
+  /**
+   * The receive worker sends the packets its writes to flannel0 made the kernel queue right away (an echo
+   * reply, a TCP ACK), so the transmit worker need not wake for them (one thread wake-up less per round
+   * trip); FLANCTL_UDP_STEAL.
+   */
+  steal: boolean;
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
@@ -104,6 +123,7 @@ function offloadSwitchesFromEnv(): UdpOffloadSwitches {
     offload: switchFromEnv("FLANCTL_UDP_OFFLOAD"),
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
     gro: switchFromEnv("FLANCTL_UDP_GRO"),
+    steal: switchFromEnv("FLANCTL_UDP_STEAL"),
   };
 }
 
@@ -252,12 +272,19 @@ export class UdpBackend implements Backend {
       udpGso: this.#udpGso,
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
+      steal: this.#switches.steal,
       nice: niceFromEnv(),
+      cpu: cpuFromEnv(),
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
     this.#pushPeers();
     dp.start().then(() => {
+      if (dp.pinRefused) {
+        this.#log?.warn?.("UDP data path workers are not pinned (sched_setaffinity refused)", {
+          cpu: cpuFromEnv(),
+        });
+      }
       if (dp.niceRefused) {
         this.#log?.warn?.(
           "UDP data path workers keep their priority (setpriority refused: no CAP_SYS_NICE?)",
@@ -406,6 +433,13 @@ export class UdpBackend implements Backend {
       "counter",
       "Reads of the UDP socket (UDP_GRO) that carried several datagrams at once.",
       [["", c.rxGroReads]],
+    );
+    fam(
+      "flanctl_udp_tx_stolen_total",
+      "counter",
+      "Packets read from flannel0 and sent by the receive worker right after its own write (the kernel's " +
+        'immediate replies; included in flanctl_udp_packets_total{direction="tx"}).',
+      [["", c.txStolen]],
     );
     fam("flanctl_udp_errors_total", "counter", "Failed data-path syscalls.", [
       ['{op="send"}', c.sendErrors],

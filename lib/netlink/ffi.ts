@@ -389,6 +389,10 @@ const LIBC_SYMBOLS = {
   recvmmsg: { parameters: ["i32", "buffer", "u32", "i32", "buffer"], result: "i32" },
   // int poll(struct pollfd *fds, nfds_t nfds, int timeout);
   poll: { parameters: ["buffer", "u32", "i32"], result: "i32" },
+  // int eventfd(unsigned int initval, int flags);   (the TX worker wakes the RX worker's poll: udp_worker.ts)
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  // int sched_setaffinity(pid_t pid, size_t cpusetsize, const cpu_set_t *mask);   (pid 0: the calling thread)
+  sched_setaffinity: { parameters: ["i32", "usize", "buffer"], result: "i32" },
   // pid_t gettid(void);   (glibc ≥ 2.30)
   gettid: { parameters: [], result: "i32" },
   // int setpriority(int which, id_t who, int prio);   (PRIO_PROCESS with a thread id: that thread's nice)

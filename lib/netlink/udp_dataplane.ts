@@ -18,9 +18,13 @@ import {
   maskU32,
   RX_STATS,
   STAT_SLOT,
+  STAT_SLOTS,
+  STEAL_SLOT,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
+import { openEventFd } from "./udp_socket.ts";
+import { closeFdQuiet } from "./tun.ts";
 
 /** One peer of the table. */
 export interface UdpPeerEntry {
@@ -33,7 +37,7 @@ export interface UdpPeerEntry {
 }
 
 /** The data path's counters (totals since start). */
-export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number], number>;
+export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number] | "txStolen", number>;
 
 /** Options of {@link UdpDataplane}. */
 export interface UdpDataplaneOptions {
@@ -53,8 +57,16 @@ export interface UdpDataplaneOptions {
   coalesce?: boolean;
   /** `sockFd` has UDP_GRO on (udp_socket.ts setUdpGro said yes; needs vnetHdr). */
   udpGro?: boolean;
+  /**
+   * The receive worker takes the packets its TUN writes made the kernel queue (replies) and sends them
+   * itself, when the transmit worker is not reading (see WorkerInit.steal). Off when absent.
+   */
+  steal?: boolean;
   /** Nice value of the worker threads (0 or absent: unchanged). */
   nice?: number;
+  /** The CPU both worker threads are pinned to (-1 or absent: not pinned). */
+  cpu?: number;
+
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -86,12 +98,15 @@ export class UdpDataplane {
   readonly #o: UdpDataplaneOptions;
   readonly #ctlBuf: SharedArrayBuffer;
   readonly #ctl: Int32Array;
-  readonly #statsBuf = new SharedArrayBuffer(2 * STAT_SLOT * 8);
+  readonly #statsBuf = new SharedArrayBuffer(STAT_SLOTS * STAT_SLOT * 8);
   readonly #stats = new Float64Array(this.#statsBuf);
   readonly #workers: Worker[] = [];
   readonly #stopped = new Map<Worker, () => void>();
   #peers = 0;
+  /** With `steal`: the eventfd by which the transmit worker wakes the receive worker (else -1). */
+  #wakeFd = -1;
   #niceRefused = false;
+  #pinRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
     this.#o = o;
@@ -105,6 +120,11 @@ export class UdpDataplane {
     return this.#niceRefused;
   }
 
+  /** True when a worker could not be pinned to the asked CPU (no such CPU); known after start. */
+  get pinRefused(): boolean {
+    return this.#pinRefused;
+  }
+
   /** Peers in the table. */
   get size(): number {
     return this.#peers;
@@ -112,6 +132,7 @@ export class UdpDataplane {
 
   /** Starts both workers; resolves once they run (rejects when one cannot start). */
   async start(): Promise<void> {
+    if (this.#o.steal && this.#wakeFd < 0) this.#wakeFd = openEventFd();
     const roles = ["tx", "rx"] as const;
     await Promise.all(roles.map((role, slot) =>
       new Promise<void>((resolve, reject) => {
@@ -119,11 +140,14 @@ export class UdpDataplane {
         this.#workers.push(w);
         let started = false;
         w.onmessage = (
-          ev: MessageEvent<{ ready?: boolean; niced?: boolean; error?: string; stopped?: boolean }>,
+          ev: MessageEvent<
+            { ready?: boolean; niced?: boolean; pinned?: boolean; error?: string; stopped?: boolean }
+          >,
         ) => {
           if (ev.data.stopped) this.#stopped.get(w)?.();
           else if (ev.data.ready) {
             if (ev.data.niced === false) this.#niceRefused = true;
+            if (ev.data.pinned === false) this.#pinRefused = true;
             started = true;
             resolve();
           } else if (ev.data.error) {
@@ -148,7 +172,10 @@ export class UdpDataplane {
           udpGso: (this.#o.vnetHdr ?? false) && (this.#o.udpGso ?? false),
           coalesce: (this.#o.vnetHdr ?? false) && (this.#o.coalesce ?? false),
           udpGro: (this.#o.vnetHdr ?? false) && (this.#o.udpGro ?? false),
+          steal: this.#wakeFd >= 0,
+          wakeFd: this.#wakeFd,
           nice: this.#o.nice ?? 0,
+          cpu: this.#o.cpu ?? -1,
         };
         w.postMessage(init);
       })
@@ -192,11 +219,16 @@ export class UdpDataplane {
     this.#peers = peers.length;
   }
 
-  /** Totals since start. */
+  /**
+   * Totals since start. The transmit counters include the packets the receive worker sent itself
+   * (`steal`); `txStolen` counts those alone.
+   */
   counters(): UdpCounters {
     const c = {} as UdpCounters;
-    TX_STATS.forEach((k, i) => (c[k] = this.#stats[i]));
-    RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + this.#stats[STAT_SLOT + i]));
+    const s = this.#stats, own = STEAL_SLOT * STAT_SLOT;
+    TX_STATS.forEach((k, i) => (c[k] = s[i] + s[own + i]));
+    RX_STATS.forEach((k, i) => (c[k] = (c[k] ?? 0) + s[STAT_SLOT + i]));
+    c.txStolen = s[own];
     return c;
   }
 
@@ -212,5 +244,7 @@ export class UdpDataplane {
     ]);
     clearTimeout(timer);
     for (const w of ws) w.terminate();
+    closeFdQuiet(this.#wakeFd);
+    this.#wakeFd = -1;
   }
 }

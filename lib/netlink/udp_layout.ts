@@ -15,6 +15,19 @@ export const CTL_COUNT = 2;
 export const CTL_OWN_NET = 3;
 /** Control block: our subnet's mask. */
 export const CTL_OWN_MASK = 4;
+/**
+ * Control block (with `steal`): which thread reads the TUN device — {@link TUN_FREE} (the receive worker
+ * watches it in its idle poll and reads a few packets after each receive batch), {@link TUN_RX} (the
+ * receive worker is reading now) or {@link TUN_TX} (handed to the transmit worker, which gives it back
+ * when idle). Only one thread reads at a time, so packets leave in the order the TUN handed them over.
+ */
+export const CTL_TUN_READER = 5;
+/** {@link CTL_TUN_READER}: nobody is reading; the receive worker watches the TUN device. */
+export const TUN_FREE = 0;
+/** {@link CTL_TUN_READER}: the transmit worker owns the TUN device. */
+export const TUN_TX = 1;
+/** {@link CTL_TUN_READER}: the receive worker is reading the TUN device. */
+export const TUN_RX = 2;
 /** Index of the first peer entry. */
 export const CTL_ENTRIES = 16;
 /** Int32 words per peer entry: subnet network, subnet mask, public IP, UDP port. */
@@ -22,6 +35,11 @@ export const ENTRY_WORDS = 4;
 
 /** Float64 counters per worker. */
 export const STAT_SLOT = 16;
+/** Stat slots: 0 the transmit worker (TX_STATS), 1 the receive worker (RX_STATS), 2 the receive worker's
+ * sends of packets it took from the TUN device (TX_STATS layout). */
+export const STAT_SLOTS = 3;
+/** The stat slot of the receive worker's own sends (packets taken from the TUN right after its writes). */
+export const STEAL_SLOT = 2;
 
 /** Counters of the TUN→UDP (transmit) worker, by index in its slot. */
 export const TX_STATS = [
@@ -71,6 +89,17 @@ export interface WorkerInit {
   coalesce: boolean;
   /** rx (with vnetHdr): the socket has UDP_GRO on: a read may hold several datagrams (cmsg: their size). */
   udpGro: boolean;
+  /**
+   * rx: right after writing to the TUN device, take the packets the kernel queued on it meanwhile (an
+   * echo reply, a TCP ACK) and send them from this thread — when the transmit worker does not hold the
+   * TUN reader token ({@link CTL_TUN_READER}); tx: hold that token while reading. Saves one thread
+   * wake-up per request/response round trip.
+   */
+  steal: boolean;
+  /** With `steal`: an eventfd the transmit worker writes to wake the receive worker's poll (else -1). */
+  wakeFd: number;
+  /** The CPU the worker thread is pinned to (sched_setaffinity), or -1: wherever the scheduler puts it. */
+  cpu: number;
   /** The worker thread's nice value (setpriority on its thread id); 0 leaves it as it is. */
   nice: number;
 }

@@ -72,3 +72,15 @@ export function bindUdp(ip: string, port: number, bufBytes = 4 << 20): number {
   }
   return fd;
 }
+
+const EFD_NONBLOCK = 0o4000, EFD_CLOEXEC = 0o2000000;
+
+/** A non-blocking eventfd (one worker wakes another's poll by writing 8 bytes to it). */
+export function openEventFd(): number {
+  const fd = libc().eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) {
+    const e = errno();
+    throw new NetlinkError("eventfd", errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+  }
+  return fd;
+}

@@ -10,6 +10,15 @@
  * with UDP_GRO (several datagrams per read) and merges the TCP segments of a flow into super-packets
  * (gso.ts Coalescer).
  *
+ * With `steal` (the default) the rx worker is also flannel0's reader while traffic is light: flannel0 is
+ * in its idle poll with the socket, and after every receive batch it reads what the kernel queued on
+ * flannel0 meanwhile (the reply its writes caused: an echo reply, a TCP ACK — in this thread's softirq,
+ * usually before write() returns) and sends it itself; a request/response round trip then wakes no tx
+ * worker (3 thread wake-ups instead of 4). Finding more than {@link STEAL_MAX} packets waiting it hands
+ * flannel0 over to the tx worker, which gives it back after {@link TX_LINGER_MS} without a packet. A
+ * token in shared memory ({@link CTL_TUN_READER}) says who reads: only one thread at a time, so packets
+ * leave in the order flannel0 handed them over.
+ *
  * Every syscall is a blocking FFI call on this worker's own thread: the event loop never sees a packet.
  * Both descriptors are non-blocking; an idle worker waits in poll() with a short timeout so that a stop
  * request (a flag in shared memory) is seen within ~200 ms. The peer table is read from shared memory
@@ -35,9 +44,14 @@ import {
   CTL_OWN_NET,
   CTL_SEQ,
   CTL_STOP,
+  CTL_TUN_READER,
   ENTRY_WORDS,
   RX_STATS,
   STAT_SLOT,
+  STEAL_SLOT,
+  TUN_FREE,
+  TUN_RX,
+  TUN_TX,
   TX_STATS,
   type WorkerInit,
 } from "./udp_layout.ts";
@@ -47,6 +61,13 @@ const PRIO_PROCESS = 0;
 const POLLIN = 1, POLLOUT = 4;
 const BUF = 65536;
 const IDLE_POLL_MS = 200;
+/** Most TUN reads the receive worker makes per steal (then the token goes back to the transmit worker). */
+const STEAL_MAX = 4;
+/**
+ * How long the transmit worker keeps the TUN device after its last packet before it gives it back to the
+ * receive worker (with `steal`): longer than the gaps of a bulk transfer, shorter than an interactive one's.
+ */
+const TX_LINGER_MS = 5;
 
 /** Bytes of one `struct mmsghdr` (x86-64/arm64: msghdr 56 + msg_len 4 + padding). */
 const MMSG = 64;
@@ -230,43 +251,121 @@ function rxAccept(
   return true;
 }
 
-/** The TUN→UDP loop with sendmmsg: reads up to `batch` packets (until EAGAIN), sends them in one call. */
-function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const m = mmsgVec(init.batch);
-  const slots = m.slots;
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    let k = 0, idle = false;
-    while (k < init.batch) {
-      const n = L.read(init.tunFd, slots[k], BUF);
+/** What one {@link TxPath.burst} ended on. */
+const enum Burst {
+  /** `max` reads done (more may be waiting). */
+  FULL,
+  /** The TUN device had no more packets (EAGAIN). */
+  EMPTY,
+  /** A read failed (not EAGAIN/EINTR): the caller backs off. */
+  ERROR,
+}
+
+/**
+ * One way of taking packets from the TUN device and sending them to the peers: {@link burst} reads (never
+ * waits) and queues, {@link flush} sends what was queued. The transmit worker runs one; with `steal` the
+ * receive worker runs its own one on the same descriptors, with its own buffers and stat slot.
+ */
+interface TxPath {
+  /** Reads up to `max` packets from the TUN device (non-blocking), each routed and queued (or dropped). */
+  burst(t: Table | null, max: number): Burst;
+  /** Sends everything queued (waiting while the socket is full); returns the messages that were queued. */
+  flush(): number;
+}
+
+/** One read→sendto per packet (FLANCTL_UDP_BATCH=1: no batching, no offloads). */
+class PlainTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #buf = new Uint8Array(BUF);
+  readonly #pfd = new Uint8Array(8);
+  #sent = 0;
+  constructor(init: WorkerInit, st: Float64Array, base: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, buf = this.#buf;
+    const [PK, BY, , , , SENDERR, READERR] = TX_STATS.map((_, i) => base + i);
+    for (let reads = 0; reads < max; reads++) {
+      const n = L.read(init.tunFd, buf, BUF);
       if (n < 0) {
         const e = errno();
-        if (e === EAGAIN) idle = true;
-        else if (e !== EINTR) {
-          st[base + 6]++;
-          L.poll(null, 0, 50);
-        }
-        break;
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[READERR]++;
+        return Burst.ERROR;
       }
-      const sa = t && txRoute(t, slots[k], n, st, base);
+      const sa = t && txRoute(t, buf, n, st, base);
+      if (!sa) continue;
+      let r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
+      if (r < 0 && errno() === EAGAIN) {
+        const pv = new DataView(this.#pfd.buffer);
+        pv.setInt32(0, init.sockFd, true);
+        pv.setInt16(4, POLLOUT, true);
+        L.poll(this.#pfd, 1, IDLE_POLL_MS);
+        r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
+      }
+      this.#sent++;
+      if (r < 0) st[SENDERR]++;
+      else {
+        st[PK]++;
+        st[BY] += n;
+      }
+    }
+    return Burst.FULL;
+  }
+  flush(): number {
+    const n = this.#sent;
+    this.#sent = 0;
+    return n;
+  }
+}
+
+/** Reads until EAGAIN or a full batch, sends them in one sendmmsg (a plain TUN, no offloads). */
+class BatchTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #m: ReturnType<typeof mmsgVec>;
+  readonly #pfd = new Uint8Array(8);
+  #k = 0;
+  constructor(init: WorkerInit, st: Float64Array, base: number, slots: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+    this.#m = mmsgVec(slots);
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, m = this.#m;
+    const end = Math.min(this.#k + max, m.slots.length);
+    while (this.#k < end) {
+      const k = this.#k;
+      const n = L.read(init.tunFd, m.slots[k], BUF);
+      if (n < 0) {
+        const e = errno();
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[base + 6]++;
+        return Burst.ERROR;
+      }
+      const sa = t && txRoute(t, m.slots[k], n, st, base);
       if (!sa) continue;
       m.names.set(sa, k * 16);
       m.iv.setBigUint64(k * 16 + 8, BigInt(n), true);
-      k++;
+      this.#k++;
     }
+    return Burst.FULL;
+  }
+  flush(): number {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, m = this.#m, k = this.#k;
     let sent = 0;
     while (sent < k) {
       const r = L.sendmmsg(init.sockFd, m.vec.subarray(sent * MMSG), k - sent, 0);
       if (r < 0) {
         if (errno() === EAGAIN) {
+          const pv = new DataView(this.#pfd.buffer);
           pv.setInt32(0, init.sockFd, true);
           pv.setInt16(4, POLLOUT, true);
-          L.poll(pfd, 1, IDLE_POLL_MS);
+          L.poll(this.#pfd, 1, IDLE_POLL_MS);
           continue;
         }
         st[base + 5] += k - sent;
@@ -277,11 +376,133 @@ function runTxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       sent += r;
     }
     if (k) st[base + 7]++;
-    if (idle && k === 0) {
-      pv.setInt32(0, init.tunFd, true);
-      pv.setInt16(4, POLLIN, true);
-      L.poll(pfd, 1, IDLE_POLL_MS);
+    this.#k = 0;
+    return k;
+  }
+}
+
+/**
+ * The TUN reader token ({@link CTL_TUN_READER}) with `steal`. {@link TUN_FREE}: the receive worker watches
+ * the TUN device in its poll (with its socket) and sends what comes — light traffic needs no transmit
+ * worker wake-up at all, and the replies its own writes made the kernel queue are taken right after the
+ * write. {@link TUN_RX}: the receive worker is reading. {@link TUN_TX}: the transmit worker owns the TUN
+ * device (the receive worker found more than {@link STEAL_MAX} packets waiting and handed it over); it
+ * gives it back after {@link TX_LINGER_MS} without a packet. Only the holder reads, so packets leave in
+ * the order the TUN device handed them over.
+ */
+class TunToken {
+  readonly #ctl: Int32Array;
+  readonly #wakeFd: number;
+  readonly #one = new BigUint64Array([1n]);
+  constructor(ctl: Int32Array, wakeFd: number) {
+    this.#ctl = ctl, this.#wakeFd = wakeFd;
+  }
+  /** Who holds the token now. */
+  get holder(): number {
+    return Atomics.load(this.#ctl, CTL_TUN_READER);
+  }
+  /** The transmit worker: sleeps until the token is handed over (or IDLE_POLL_MS passed). */
+  waitHandoff(): void {
+    const v = Atomics.load(this.#ctl, CTL_TUN_READER);
+    if (v !== TUN_TX) Atomics.wait(this.#ctl, CTL_TUN_READER, v, IDLE_POLL_MS);
+  }
+  /** The transmit worker gives the TUN device back to the receive worker (and wakes its poll). */
+  releaseTx(): void {
+    Atomics.store(this.#ctl, CTL_TUN_READER, TUN_FREE);
+    libc().write(this.#wakeFd, new Uint8Array(this.#one.buffer), 8);
+  }
+  /** The receive worker's take: never waits (false while the transmit worker holds the token). */
+  tryTakeRx(): boolean {
+    return Atomics.compareExchange(this.#ctl, CTL_TUN_READER, TUN_FREE, TUN_RX) === TUN_FREE;
+  }
+  /** The receive worker is done: the token is free again, or (`handOver`) the transmit worker's. */
+  releaseRx(handOver: boolean): void {
+    if (!handOver) Atomics.store(this.#ctl, CTL_TUN_READER, TUN_FREE);
+    else {
+      Atomics.store(this.#ctl, CTL_TUN_READER, TUN_TX);
+      Atomics.notify(this.#ctl, CTL_TUN_READER);
     }
+  }
+}
+
+/**
+ * The TUN→UDP loop, whichever {@link TxPath}: a burst of reads (up to `batch`) sent together, then poll()
+ * when the TUN device had nothing. With `steal` it reads only while it holds the TUN reader token.
+ */
+function runTxLoop(init: WorkerInit, ctl: Int32Array, path: TxPath): void {
+  const L = libc();
+  const pfd = pollIn(init.tunFd);
+  const table = new TableView(ctl);
+  const token = init.steal ? new TunToken(ctl, init.wakeFd) : null;
+  while (Atomics.load(ctl, CTL_STOP) === 0) {
+    if (token && token.holder !== TUN_TX) {
+      token.waitHandoff();
+      continue;
+    }
+    const b = path.burst(table.current(), init.batch);
+    const queued = path.flush();
+    if (b === Burst.ERROR) L.poll(null, 0, 50); // the device is gone or broken: the control thread repairs it
+    else if (b === Burst.EMPTY && queued === 0) {
+      // No packet for TX_LINGER_MS: light traffic again, the receive worker watches the TUN device.
+      if (L.poll(pfd, 1, token ? TX_LINGER_MS : IDLE_POLL_MS) === 0) token?.releaseTx();
+    }
+  }
+}
+
+/**
+ * The receive worker's part with `steal`: it reads the TUN device while the transmit worker does not
+ * ({@link TunToken}) — after every receive batch (the kernel, in this thread's softirq, usually has
+ * queued the reply to what it wrote — an echo reply, a TCP ACK — on the TUN before write() returns) and
+ * while idle (the TUN device is in its poll set). At most {@link STEAL_MAX} reads each time; finding more waiting it hands the
+ * TUN device over to the transmit worker.
+ */
+class Stealer {
+  readonly #init: WorkerInit;
+  readonly #token: TunToken;
+  readonly #path: TxPath;
+  readonly #table: TableView;
+  readonly #pfd = new Uint8Array(24);
+  readonly #pv = new DataView(this.#pfd.buffer);
+  readonly #drain = new Uint8Array(8);
+  constructor(init: WorkerInit, ctl: Int32Array, st: Float64Array) {
+    this.#init = init;
+    this.#token = new TunToken(ctl, init.wakeFd);
+    this.#table = new TableView(ctl);
+    const base = STEAL_SLOT * STAT_SLOT;
+    this.#path = init.vnetHdr
+      ? new OffloadTx(init, st, base)
+      : init.batch > 1
+      ? new BatchTx(init, st, base, STEAL_MAX)
+      : new PlainTx(init, st, base);
+    const pv = this.#pv;
+    [init.sockFd, init.tunFd, init.wakeFd].forEach((fd, i) => {
+      pv.setInt32(i * 8, fd, true);
+      pv.setInt16(i * 8 + 4, POLLIN, true);
+    });
+  }
+  /** Takes and sends what is waiting on the TUN device, if the token is free. */
+  run(): void {
+    const t = this.#table.current(); // now: the peer table may have changed while this worker slept
+    if (!this.#token.tryTakeRx()) return;
+    let b = Burst.EMPTY;
+    try {
+      b = this.#path.burst(t, STEAL_MAX);
+      this.#path.flush();
+    } finally {
+      this.#token.releaseRx(b === Burst.FULL);
+    }
+    if (b === Burst.ERROR) libc().poll(null, 0, 50); // the device is broken: the control thread repairs it
+  }
+  /**
+   * The idle wait of the receive worker (its socket had nothing): poll() on the socket, the wake-up
+   * eventfd and — while the token is free — the TUN device, whose packets it then sends.
+   */
+  idle(): void {
+    const pv = this.#pv, L = libc();
+    pv.setInt32(8, this.#token.holder === TUN_FREE ? this.#init.tunFd : -1, true);
+    if (L.poll(this.#pfd, 3, IDLE_POLL_MS) <= 0) return;
+    if (pv.getInt16(22, true) !== 0) L.read(this.#init.wakeFd, this.#drain, 8);
+    if (pv.getInt16(14, true) !== 0) this.run();
   }
 }
 
@@ -294,14 +515,17 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const pfd = pollIn(init.sockFd);
   const nm = m.names;
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     for (let i = 0; i < init.batch; i++) m.v.setUint32(i * MMSG + 8, 16, true);
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle();
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     st[base + 7]++;
@@ -316,6 +540,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
         st[base + 1] += n;
       }
     }
+    steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -436,34 +661,35 @@ function setPtr(dv: DataView, o: number, a: number): void {
 }
 
 /**
- * The TUN→UDP loop on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
+ * The TUN→UDP path on an IFF_VNET_HDR TUN with TSO offloads: each read is a virtio_net_hdr and a packet,
  * often a TCP GSO super-packet of up to 64 KiB, cut here into MSS-sized IP packets (gso.ts) — each one
  * ordinary flannel UDP payload. The segments of a super-packet leave in one UDP GSO message per ≤ 64 KiB
- * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; up to
- * `batch` reads go out in one sendmmsg. Never waits for more packets than are there.
+ * (`udpGso`: a UDP_SEGMENT control message, the kernel cuts the datagrams) or one datagram each; the reads
+ * of a burst go out in one sendmmsg. Never waits for more packets than are there.
  */
-function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
-  const inb = new Uint8Array(TUN_READ);
-  const q = new SendQueue(init.udpGso);
-  const lens = new Uint32Array(256);
-  const pfd = pollIn(init.tunFd);
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    let idle = false;
-    for (let reads = 0; reads < init.batch && q.room(); reads++) {
+class OffloadTx implements TxPath {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #inb = new Uint8Array(TUN_READ);
+  readonly #q: SendQueue;
+  readonly #lens = new Uint32Array(256);
+  constructor(init: WorkerInit, st: Float64Array, base: number) {
+    this.#init = init, this.#st = st, this.#base = base;
+    this.#q = new SendQueue(init.udpGso);
+  }
+  burst(t: Table | null, max: number): Burst {
+    const L = libc(), init = this.#init, st = this.#st, base = this.#base, inb = this.#inb, q = this.#q;
+    const lens = this.#lens;
+    const [, , , MALFORMED, , , READERR, , SUPER] = TX_STATS.map((_, i) => base + i);
+    for (let reads = 0; reads < max && q.room(); reads++) {
       const n = L.read(init.tunFd, inb, TUN_READ);
       if (n < 0) {
         const e = errno();
-        if (e === EAGAIN) idle = true;
-        else if (e !== EINTR) {
-          st[READERR]++;
-          L.poll(null, 0, 50);
-        }
-        break;
+        if (e === EAGAIN) return Burst.EMPTY;
+        if (e === EINTR) continue;
+        st[READERR]++;
+        return Burst.ERROR;
       }
       const plen = n - VNET_HDR_LEN;
       const sa = t && txRoute(t, inb, plen, st, base, VNET_HDR_LEN);
@@ -496,9 +722,12 @@ function runTxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
         q.add(sa, plen, 0, 1);
       }
     }
-    const queued = q.k;
-    q.send(init.sockFd, st, base);
-    if (idle && queued === 0) L.poll(pfd, 1, IDLE_POLL_MS);
+    return Burst.FULL;
+  }
+  flush(): number {
+    const queued = this.#q.k;
+    this.#q.send(this.#init.sockFd, this.#st, this.#base);
+    return queued;
   }
 }
 
@@ -544,6 +773,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
   };
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     for (let i = 0; i < init.batch; i++) {
@@ -553,8 +783,10 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle();
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     st[BATCHES]++;
@@ -579,48 +811,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
       }
     }
     co?.flush();
-  }
-}
-
-/** The TUN→UDP loop. */
-function runTx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const [PK, BY, , , , SENDERR, READERR] = TX_STATS.map((_, i) => base + i);
-  const buf = new Uint8Array(BUF);
-  const pfd = new Uint8Array(8);
-  const pv = new DataView(pfd.buffer);
-  pv.setInt32(0, init.tunFd, true);
-  const wait = (fd: number, ev: number, ms: number) => {
-    pv.setInt32(0, fd, true);
-    pv.setInt16(4, ev, true);
-    L.poll(pfd, 1, ms);
-  };
-  const table = new TableView(ctl);
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
-    const n = L.read(init.tunFd, buf, BUF);
-    if (n < 0) {
-      const e = errno();
-      if (e === EAGAIN) wait(init.tunFd, POLLIN, IDLE_POLL_MS);
-      else if (e !== EINTR) {
-        st[READERR]++;
-        L.poll(null, 0, 50); // the device is gone or broken: back off, the control thread repairs it
-      }
-      continue;
-    }
-    const sa = t && txRoute(t, buf, n, st, base);
-    if (!sa) continue;
-    let r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
-    if (r < 0 && errno() === EAGAIN) {
-      wait(init.sockFd, POLLOUT, IDLE_POLL_MS);
-      r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
-    }
-    if (r < 0) st[SENDERR]++;
-    else {
-      st[PK]++;
-      st[BY] += n;
-    }
+    steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -635,23 +826,28 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const fromLenB = new Uint8Array(fromLen.buffer);
   const pfd = pollIn(init.sockFd);
   const table = new TableView(ctl);
+  const steal = init.steal ? new Stealer(init, ctl, st) : null;
   while (Atomics.load(ctl, CTL_STOP) === 0) {
     const t = table.current();
     fromLen[0] = 16;
     const n = L.recvfrom(init.sockFd, buf, BUF, 0, from, fromLenB);
     if (n < 0) {
       const e = errno();
-      if (e === EAGAIN) L.poll(pfd, 1, IDLE_POLL_MS);
-      else if (e !== EINTR) L.poll(null, 0, 50);
+      if (e === EAGAIN) {
+        if (steal) steal.idle();
+        else L.poll(pfd, 1, IDLE_POLL_MS);
+      } else if (e !== EINTR) L.poll(null, 0, 50);
       continue;
     }
     const src = ((from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7]) >>> 0;
-    if (!rxAccept(t, src, buf, n, st, base)) continue;
-    if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
-    else {
-      st[PK]++;
-      st[BY] += n;
+    if (rxAccept(t, src, buf, n, st, base)) {
+      if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
+      else {
+        st[PK]++;
+        st[BY] += n;
+      }
     }
+    steal?.run(); // after every datagram: a flood of dropped ones must not keep flannel0 unread
   }
 }
 
@@ -670,10 +866,23 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   // A higher priority for this thread only: a woken worker runs before ordinary tasks on a busy node.
   // Without CAP_SYS_NICE it stays as it is (the data path works the same, only waits longer for a CPU).
   const niced = init.nice === 0 || L.setpriority(PRIO_PROCESS, L.gettid(), init.nice) === 0;
-  scope.postMessage({ ready: true, niced });
+  let pinned = true;
+  if (init.cpu >= 0) {
+    const set = new Uint8Array(128); // cpu_set_t: 1024 CPUs
+    set[init.cpu >> 3] = 1 << (init.cpu & 7);
+    pinned = init.cpu < 1024 && L.sched_setaffinity(0, 128n, set) === 0;
+  }
+  scope.postMessage({ ready: true, niced, pinned });
   try {
-    if (init.vnetHdr) (init.role === "tx" ? runTxOffload : runRxOffload)(init, ctl, st);
-    else if (init.role === "tx") (init.batch > 1 ? runTxBatch : runTx)(init, ctl, st);
+    if (init.role === "tx") {
+      const base = init.slot * STAT_SLOT;
+      const path = init.vnetHdr
+        ? new OffloadTx(init, st, base)
+        : init.batch > 1
+        ? new BatchTx(init, st, base, init.batch)
+        : new PlainTx(init, st, base);
+      runTxLoop(init, ctl, path);
+    } else if (init.vnetHdr) runRxOffload(init, ctl, st);
     else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
     scope.postMessage({ stopped: true });
   } catch (e) {
