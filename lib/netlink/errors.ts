@@ -95,6 +95,14 @@ export function errnoToNle(errno: number): number {
   return -(ERRNO[Math.abs(errno)]?.[1] ?? NLE.FAILURE);
 }
 
+/**
+ * The error of a failed libc call outside libnl (a socket, an ioctl, execve): errno `e` as NetlinkError's
+ * `errno`, libnl's code for it as nl_syserr2nlerr() maps it, and `message` (default: strerror's text).
+ */
+export function syscallError(op: string, e: number, message?: string): NetlinkError {
+  return new NetlinkError(op, errnoToNle(e), errnoText(e), message ?? errnoText(e), { errno: e });
+}
+
 /** The errno-like text iproute2 would print for libnl code `code` (negative or positive). */
 export function nleText(code: number, libnlMessage: string): string {
   return ERRNO_TEXT[Math.abs(code)] ?? libnlMessage;

@@ -13,7 +13,7 @@
  * @module
  */
 import { errno, libc } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+import { errnoText, errnoToNle, NetlinkError, syscallError } from "./errors.ts";
 import { closeFd, inNetns } from "./netns.ts";
 import type { NetnsRef } from "./types.ts";
 
@@ -23,7 +23,7 @@ const ETHTOOL_GTXCSUM = 0x16, ETHTOOL_STXCSUM = 0x17;
 const IFNAMSIZ = 16;
 
 function fail(op: string, e: number): never {
-  throw new NetlinkError(op, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+  throw syscallError(op, e);
 }
 
 /**

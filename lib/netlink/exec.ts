@@ -7,7 +7,7 @@
  * @module
  */
 import { cstr, errno, libc } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+import { syscallError } from "./errors.ts";
 
 /** A NULL-terminated `char *[]` of `items`; `keep` holds the strings alive until the call. */
 function cArray(items: string[], keep: Uint8Array[]): Uint8Array<ArrayBuffer> {
@@ -33,5 +33,5 @@ export function execProcess(path: string, argv: string[], env: Record<string, st
   libc().execve(file, av, ev);
   const e = errno();
   keep.length = 0;
-  throw new NetlinkError(`execve ${path}`, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+  throw syscallError(`execve ${path}`, e);
 }

@@ -8,7 +8,7 @@
  * @module
  */
 import { cstr, errno, libc } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+import { errnoText, NetlinkError, syscallError } from "./errors.ts";
 
 const O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000000;
 const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100, IFF_VNET_HDR = 0x4000;
@@ -35,7 +35,7 @@ export interface TunOptions {
 }
 
 function fail(op: string, e: number, message?: string): never {
-  throw new NetlinkError(op, errnoToNle(e), errnoText(e), message ?? errnoText(e), { errno: e });
+  throw syscallError(op, e, message);
 }
 
 /**

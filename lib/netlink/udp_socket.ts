@@ -5,7 +5,7 @@
  * @module
  */
 import { errno, libc } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+import { errnoText, errnoToNle, NetlinkError, syscallError } from "./errors.ts";
 
 const AF_INET = 2, SOCK_DGRAM = 2, SOCK_NONBLOCK = 0o4000, SOCK_CLOEXEC = 0o2000000;
 const SOL_SOCKET = 1, SO_SNDBUFFORCE = 32, SO_RCVBUFFORCE = 33;
@@ -60,7 +60,7 @@ export function bindUdp(ip: string, port: number, bufBytes = 4 << 20): number {
   const fd = libc().socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     const e = errno();
-    throw new NetlinkError(op, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+    throw syscallError(op, e);
   }
   const v = new Int32Array([bufBytes]);
   libc().setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, new Uint8Array(v.buffer), 4);
@@ -68,7 +68,7 @@ export function bindUdp(ip: string, port: number, bufBytes = 4 << 20): number {
   if (libc().bind(fd, sa, 16) < 0) {
     const e = errno();
     libc().close(fd);
-    throw new NetlinkError(op, errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+    throw syscallError(op, e);
   }
   return fd;
 }
@@ -80,7 +80,7 @@ export function openEventFd(): number {
   const fd = libc().eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) {
     const e = errno();
-    throw new NetlinkError("eventfd", errnoToNle(e), errnoText(e), errnoText(e), { errno: e });
+    throw syscallError("eventfd", e);
   }
   return fd;
 }

@@ -7,14 +7,14 @@
  * @module
  */
 import { errno, libc } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError } from "./errors.ts";
+import { syscallError } from "./errors.ts";
 
 const AF_UNIX = 1, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000, MSG_NOSIGNAL = 0x4000;
 const SUN_PATH_MAX = 108;
 const EINVAL = 22;
 
 function fail(op: string, e: number, message?: string): never {
-  throw new NetlinkError(op, errnoToNle(e), errnoText(e), message ?? errnoText(e), { errno: e });
+  throw syscallError(op, e, message);
 }
 
 /**
