@@ -262,6 +262,7 @@ export class UdpBackend implements Backend {
 
   #startDataplane(own: IPNet): void {
     const cap = 2 ** Math.min(16, Math.max(0, own.prefix - this.#network.prefix));
+    const cpu = cpuFromEnv();
     const dp = new UdpDataplane({
       tunFd: this.#tun,
       sockFd: this.#sock,
@@ -274,16 +275,14 @@ export class UdpBackend implements Backend {
       udpGro: this.#udpGro,
       steal: this.#switches.steal,
       nice: niceFromEnv(),
-      cpu: cpuFromEnv(),
+      cpu,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),
     });
     this.#dp = dp;
     this.#pushPeers();
     dp.start().then(() => {
       if (dp.pinRefused) {
-        this.#log?.warn?.("UDP data path workers are not pinned (sched_setaffinity refused)", {
-          cpu: cpuFromEnv(),
-        });
+        this.#log?.warn?.("UDP data path workers are not pinned (sched_setaffinity refused)", { cpu });
       }
       if (dp.niceRefused) {
         this.#log?.warn?.(

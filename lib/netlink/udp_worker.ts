@@ -158,6 +158,14 @@ function pollIn(fd: number): Uint8Array<ArrayBuffer> {
   return pfd;
 }
 
+/** Waits (poll, at most IDLE_POLL_MS) until the socket `fd` takes data again; `pfd` is an 8-byte pollfd. */
+function waitWritable(pfd: Uint8Array<ArrayBuffer>, fd: number): void {
+  const pv = new DataView(pfd.buffer);
+  pv.setInt32(0, fd, true);
+  pv.setInt16(4, POLLOUT, true);
+  libc().poll(pfd, 1, IDLE_POLL_MS);
+}
+
 /**
  * A worker's view of the peer table: re-read (seqlock, {@link readTable}) only when the control thread
  * has bumped CTL_SEQ, else the table already read.
@@ -300,10 +308,7 @@ class PlainTx implements TxPath {
       if (!sa) continue;
       let r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
       if (r < 0 && errno() === EAGAIN) {
-        const pv = new DataView(this.#pfd.buffer);
-        pv.setInt32(0, init.sockFd, true);
-        pv.setInt16(4, POLLOUT, true);
-        L.poll(this.#pfd, 1, IDLE_POLL_MS);
+        waitWritable(this.#pfd, init.sockFd);
         r = L.sendto(init.sockFd, buf, n, 0, sa, 16);
       }
       this.#sent++;
@@ -362,10 +367,7 @@ class BatchTx implements TxPath {
       const r = L.sendmmsg(init.sockFd, m.vec.subarray(sent * MMSG), k - sent, 0);
       if (r < 0) {
         if (errno() === EAGAIN) {
-          const pv = new DataView(this.#pfd.buffer);
-          pv.setInt32(0, init.sockFd, true);
-          pv.setInt16(4, POLLOUT, true);
-          L.poll(this.#pfd, 1, IDLE_POLL_MS);
+          waitWritable(this.#pfd, init.sockFd);
           continue;
         }
         st[base + 5] += k - sent;
@@ -379,6 +381,15 @@ class BatchTx implements TxPath {
     this.#k = 0;
     return k;
   }
+}
+
+/**
+ * The {@link TxPath} for this data path (offloads, batches, or one syscall per packet), counting in the
+ * stat slot at `base`; a batch holds up to `slots` packets.
+ */
+function txPath(init: WorkerInit, st: Float64Array, base: number, slots: number): TxPath {
+  if (init.vnetHdr) return new OffloadTx(init, st, base);
+  return init.batch > 1 ? new BatchTx(init, st, base, slots) : new PlainTx(init, st, base);
 }
 
 /**
@@ -469,11 +480,7 @@ class Stealer {
     this.#token = new TunToken(ctl, init.wakeFd);
     this.#table = new TableView(ctl);
     const base = STEAL_SLOT * STAT_SLOT;
-    this.#path = init.vnetHdr
-      ? new OffloadTx(init, st, base)
-      : init.batch > 1
-      ? new BatchTx(init, st, base, STEAL_MAX)
-      : new PlainTx(init, st, base);
+    this.#path = txPath(init, st, base, STEAL_MAX);
     const pv = this.#pv;
     [init.sockFd, init.tunFd, init.wakeFd].forEach((fd, i) => {
       pv.setInt32(i * 8, fd, true);
@@ -629,10 +636,7 @@ class SendQueue {
       if (r < 0) {
         const e = errno();
         if (e === EAGAIN) {
-          const pv = new DataView(this.#pfd.buffer);
-          pv.setInt32(0, fd, true);
-          pv.setInt16(4, POLLOUT, true);
-          L.poll(this.#pfd, 1, IDLE_POLL_MS);
+          waitWritable(this.#pfd, fd);
           continue;
         }
         // This message failed: count it, go on with the next. A kernel or route refusing UDP GSO
@@ -875,13 +879,7 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   scope.postMessage({ ready: true, niced, pinned });
   try {
     if (init.role === "tx") {
-      const base = init.slot * STAT_SLOT;
-      const path = init.vnetHdr
-        ? new OffloadTx(init, st, base)
-        : init.batch > 1
-        ? new BatchTx(init, st, base, init.batch)
-        : new PlainTx(init, st, base);
-      runTxLoop(init, ctl, path);
+      runTxLoop(init, ctl, txPath(init, st, init.slot * STAT_SLOT, init.batch));
     } else if (init.vnetHdr) runRxOffload(init, ctl, st);
     else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
     scope.postMessage({ stopped: true });
