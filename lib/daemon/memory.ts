@@ -56,24 +56,8 @@ export class MemoryRelease {
     this.#log = log;
   }
 
-  /** After a full pass over `peers` peers. */
-  afterFullPass(_peers: number): void {
-    this.#soon();
-  }
-
-  /** After a batch of `n` store events. */
-  afterEvents(_n: number): void {
-    this.#soon();
-  }
-
-  /** No release after this (a pending one is cancelled). */
-  stop(): void {
-    this.#stopped = true;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-  }
-
-  #soon(): void {
+  /** After a burst of work (a full pass, a batch of store events): a release once the daemon is idle. */
+  afterBurst(): void {
     if (!this.#hooks.releaseMemory || this.#stopped) return;
     // Debounced (never in the middle of a burst of events), but not put off for more than TRIM_MAX_WAIT_MS.
     const now = performance.now();
@@ -84,6 +68,13 @@ export class MemoryRelease {
     const t = setTimeout(() => this.#release(), TRIM_DELAY_MS);
     Deno.unrefTimer(t as unknown as number);
     this.#timer = t;
+  }
+
+  /** No release after this (a pending one is cancelled). */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
   }
 
   #release(): void {

@@ -11,15 +11,15 @@ Deno.test("MemoryRelease: one GC then trim after each burst (debounced), none af
     releaseMemory: () => calls.push("trim"),
     collectGarbage: () => calls.push("gc"),
   }, log);
-  m.afterFullPass(10);
-  m.afterEvents(3);
-  m.afterEvents(2); // debounced into the same release
+  m.afterBurst();
+  m.afterBurst();
+  m.afterBurst(); // debounced into the same release
   await wait(TRIM_DELAY_MS + 300);
   assertEquals(calls, ["gc", "trim"], "one release for the burst, the GC before the trim");
-  m.afterEvents(5);
+  m.afterBurst();
   await wait(TRIM_DELAY_MS + 300);
   assertEquals(calls, ["gc", "trim", "gc", "trim"], "a small burst: the same release");
-  m.afterEvents(1);
+  m.afterBurst();
   m.stop();
   await wait(TRIM_DELAY_MS + 300);
   assertEquals(calls.length, 4, "nothing after stop");

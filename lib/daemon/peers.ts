@@ -110,7 +110,7 @@ export class Peers {
       ms: Math.round(performance.now() - t0),
     };
     this.#syncBackendPeers();
-    this.#o.memory?.afterFullPass(reconciler.size);
+    this.#o.memory?.afterBurst();
     if (r.programmed || r.removed || r.errors) log.info("reconciled", fields);
     else log.debug("reconciled", fields);
     if (!v6) return;
@@ -170,7 +170,7 @@ export class Peers {
     metrics.peers = reconciler.size;
     metrics.leases = this.leases;
     this.#syncBackendPeers();
-    this.#o.memory?.afterEvents(events.length);
+    this.#o.memory?.afterBurst();
     log.debug("applied store events", {
       events: events.length,
       ms: Math.round(performance.now() - t0),
