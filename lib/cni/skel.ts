@@ -135,7 +135,7 @@ const TRACE = Deno.env.get("FLANCTL_CNI_TRACE") === "1";
 
 /**
  * With FLANCTL_CNI_TRACE=1: prints `label`, the ms since the runtime started and the wall-clock time (epoch
- * ms, sub-ms) on stderr, so a caller that noted when it spawned us sees where the time goes (where time goes).
+ * ms, sub-ms) on stderr, so a caller that noted when it spawned us sees where the time goes.
  */
 export function trace(label: string): void {
   if (TRACE) {
