@@ -3,29 +3,8 @@ import type { Step } from "../steps.ts";
 import { StepError } from "../steps.ts";
 import { bootstrap } from "./bootstrap.ts";
 import type { NodeBase } from "./context.ts";
-import { Logger } from "./log.ts";
-import { Metrics } from "./metrics.ts";
-import { MemoryRelease } from "./memory.ts";
-import { Readiness } from "./readiness.ts";
 import type { Draft } from "./steps.ts";
-
-/** A base whose kernel and store are never touched (the steps below are the test's own). */
-function base(lines: string[], signal = new AbortController().signal): NodeBase {
-  const log = new Logger({ sink: (l) => lines.push(l), time: false });
-  const metrics = new Metrics();
-  return {
-    o: {} as NodeBase["o"],
-    nl: {} as NodeBase["nl"],
-    store: {} as NodeBase["store"],
-    log,
-    notify: () => {},
-    metrics,
-    readiness: new Readiness(metrics, log),
-    memory: new MemoryRelease({}, log),
-    jitless: false,
-    signal,
-  };
-}
+import { fakeNodeBase } from "../../tests/node_base_fixture.ts";
 
 /** A step that records its run and undo in `trace`; `fail` makes run (or undo) throw. */
 function step(name: string, trace: string[], o: { undo?: boolean; fail?: "run" | "undo" } = {}): Step<Draft> {
@@ -63,7 +42,7 @@ Deno.test("bootstrap: a failed step undoes the steps done in reverse order, not 
     step("c", trace),
     step("d", trace, { fail: "run" }),
     step("e", trace),
-  ], base(lines));
+  ], fakeNodeBase(lines));
   assertEquals(trace, ["run a", "run b", "run c", "run d", "undo c", "undo a"]);
   assertEquals(e.step, "d");
   assertEquals([...e.undone], ["c", "a"]);
@@ -75,7 +54,7 @@ Deno.test("bootstrap: a failed step undoes the steps done in reverse order, not 
 });
 
 Deno.test("bootstrap: the error names the step and carries the step's own error (class and message)", async () => {
-  const e = await failing([step("preflight", []), step("lease", [], { fail: "run" })], base([]));
+  const e = await failing([step("preflight", []), step("lease", [], { fail: "run" })], fakeNodeBase([]));
   assertEquals(e.step, "lease");
   assert(e.cause instanceof RangeError);
   assertEquals((e.cause as Error).message, "lease broke");
@@ -89,7 +68,7 @@ Deno.test("bootstrap: an undo that fails is reported and its step counted as lef
     step("b", trace, { fail: "undo" }),
     step("c", trace),
     step("d", trace, { fail: "run" }),
-  ], base(lines));
+  ], fakeNodeBase(lines));
   assertEquals(trace, ["run a", "run b", "run c", "run d", "undo c", "undo b", "undo a"]);
   assertEquals([...e.undone], ["c", "a"]);
   assertEquals([...e.left], ["b"]);
@@ -108,13 +87,13 @@ Deno.test("bootstrap: a start-up stopped by the signal is logged as stopped, not
       throw new Error("interrupted");
     },
   };
-  const e = await failing([step("a", []), stopper], base(lines, stop.signal));
+  const e = await failing([step("a", []), stopper], fakeNodeBase(lines, {}, stop.signal));
   assertEquals(e.step, "lease");
   assertEquals(lines, [
     `level=info msg="daemon start-up stopped" step=lease undone=a left="" error=interrupted`,
   ]);
   // A step list that completes but leaves the context unfinished is a bug, reported as such.
   let err: unknown = null;
-  await bootstrap(base([]), [], [step("a", [])]).catch((x) => (err = x));
+  await bootstrap(fakeNodeBase([]), [], [step("a", [])]).catch((x) => (err = x));
   assertStringIncludes(String(err), "is not set by an earlier step");
 });

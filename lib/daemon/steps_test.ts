@@ -1,30 +1,8 @@
 import { assertEquals, assertRejects } from "../../tests/assert.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import type { Backend } from "../backend/types.ts";
-import type { NodeBase } from "./context.ts";
-import { Logger } from "./log.ts";
-import { Metrics } from "./metrics.ts";
-import { MemoryRelease } from "./memory.ts";
-import { Readiness } from "./readiness.ts";
 import { backendStep, Draft } from "./steps.ts";
-
-/** A base whose kernel and store are never touched (the backends are the test's own). */
-function base(lines: string[]): NodeBase {
-  const log = new Logger({ sink: (l) => lines.push(l), time: false });
-  const metrics = new Metrics();
-  return {
-    o: { stateDir: "/nonexistent" } as NodeBase["o"],
-    nl: {} as NodeBase["nl"],
-    store: {} as NodeBase["store"],
-    log,
-    notify: () => {},
-    metrics,
-    readiness: new Readiness(metrics, log),
-    memory: new MemoryRelease({}, log),
-    jitless: false,
-    signal: new AbortController().signal,
-  };
-}
+import { fakeNodeBase } from "../../tests/node_base_fixture.ts";
 
 Deno.test("backend step: a dual-stack IPv6 backend whose prepare throws is closed, as the IPv4 one", async () => {
   const closed: number[] = [], lines: string[] = [];
@@ -47,7 +25,7 @@ Deno.test("backend step: a dual-stack IPv6 backend whose prepare throws is close
     };
     return be;
   };
-  const d = new Draft(base(lines));
+  const d = new Draft(fakeNodeBase(lines, { stateDir: "/nonexistent" }));
   d.cfg = parseNetConfig(JSON.stringify({
     Network: "10.244.0.0/16",
     EnableIPv6: true,
