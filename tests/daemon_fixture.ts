@@ -319,6 +319,12 @@ export interface BridgeFdb {
   state?: string;
 }
 
+/** One series' value from a Prometheus text body (`/metrics`), 0 when absent. */
+export function metric(body: string, series: string): number {
+  const line = body.split("\n").find((l) => l.startsWith(series + " "));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
+
 /** Routes of node `ns`. */
 export function routes(ns: string): Promise<IpRoute[]> {
   return ipJson<IpRoute[]>(ns, "route", "show");

@@ -10,16 +10,11 @@
  * should, and flannel0 loses its offloads when A stops.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, metric, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh, ROOT } from "./netns.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } });
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
-
-function metric(body: string, series: string): number {
-  const line = body.split("\n").find((l) => l.startsWith(series + " "));
-  return line ? Number(line.slice(series.length + 1)) : 0;
-}
 
 /** `ethtool -k DEV` feature → on/off, in namespace `ns`. */
 async function features(ns: string, dev: string): Promise<Record<string, string>> {

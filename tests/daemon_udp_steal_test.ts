@@ -7,18 +7,12 @@
  * path and still talks to the others.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, metric, routes, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
 import type { TestNode } from "./daemon_fixture.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } });
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
-
-/** One metric value from a Prometheus text body (0 when absent). */
-function metric(body: string, series: string): number {
-  const line = body.split("\n").find((l) => l.startsWith(series + " "));
-  return line ? Number(line.slice(series.length + 1)) : 0;
-}
 
 /** tx packets, of them sent by the receive worker, on node `n`. */
 async function txCounts(c: DaemonCluster, n: TestNode): Promise<{ tx: number; stolen: number }> {

@@ -5,7 +5,7 @@
  * datagrams from addresses holding no lease dropped and counted, and bad input refused with nothing made.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, metric, routes, waitFor } from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, sh } from "./netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
@@ -16,12 +16,6 @@ const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
 async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
   const r = await nsRun(fromNs, ["ping", "-c", String(count), "-W", "1", "-i", "0.2", ip]);
   return r.code === 0;
-}
-
-/** One metric value from a Prometheus text body (0 when absent). */
-function metric(body: string, series: string): number {
-  const line = body.split("\n").find((l) => l.startsWith(series + " "));
-  return line ? Number(line.slice(series.length + 1)) : 0;
 }
 
 Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () => {
