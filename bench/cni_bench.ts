@@ -128,6 +128,44 @@ function confFor(k: number): string {
   });
 }
 
+/**
+ * Runs `r`'s plugin `plugin` once as a container runtime does: a clean environment with the CNI variables
+ * for `command` on container `cid` in `netns` (plus `extraEnv`), `stdin` as its config; resolves to its output.
+ */
+async function spawnPlugin(
+  r: Runner,
+  plugin: string,
+  command: string,
+  cid: string,
+  netns: string,
+  stdin: string,
+  extraEnv: Record<string, string> = {},
+  stdout: "piped" | "null" = "piped",
+): Promise<Deno.CommandOutput> {
+  const [exe, ...args] = r.cmd(plugin);
+  const p = new Deno.Command(exe, {
+    args,
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      ...r.env(plugin),
+      ...extraEnv,
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: cid,
+      CNI_NETNS: netns,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: REF,
+    },
+    stdin: "piped",
+    stdout,
+    stderr: "piped",
+  }).spawn();
+  const w = p.stdin.getWriter();
+  await w.write(new TextEncoder().encode(stdin));
+  await w.close();
+  return await p.output();
+}
+
 async function call(
   r: Runner,
   plugin: string,
@@ -136,28 +174,8 @@ async function call(
   netns: string,
   stdin: string,
 ): Promise<number> {
-  const [exe, ...args] = r.cmd(plugin);
   const t0 = performance.now();
-  const p = new Deno.Command(exe, {
-    args,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
-      ...r.env(plugin),
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: cid,
-      CNI_NETNS: netns,
-      CNI_IFNAME: "eth0",
-      CNI_PATH: REF,
-    },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const o = await p.output();
+  const o = await spawnPlugin(r, plugin, command, cid, netns, stdin);
   const ms = performance.now() - t0;
   if (o.code !== 0) {
     throw new Error(`${r.label} ${plugin} ${command} failed: ${new TextDecoder().decode(o.stdout)}`);
@@ -170,30 +188,11 @@ async function call(
  * `@epoch`), with "runtime started" (Deno's time origin) first and "exited" (the parent saw the exit) last.
  */
 async function tracedCall(r: Runner, verb: string, cid: string, stdin: string): Promise<[string, number][]> {
-  const [exe, ...args] = r.cmd("bridge");
   const wall = () => performance.timeOrigin + performance.now();
   const t0 = wall();
-  const p = new Deno.Command(exe, {
-    args,
-    clearEnv: true,
-    env: {
-      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
-      ...r.env("bridge"),
-      FLANCTL_CNI_TRACE: "1",
-      CNI_COMMAND: verb,
-      CNI_CONTAINERID: cid,
-      CNI_NETNS: `/var/run/netns/${podNs[0]}`,
-      CNI_IFNAME: "eth0",
-      CNI_PATH: REF,
-    },
-    stdin: "piped",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const w = p.stdin.getWriter();
-  await w.write(new TextEncoder().encode(stdin));
-  await w.close();
-  const o = await p.output();
+  const o = await spawnPlugin(r, "bridge", verb, cid, `/var/run/netns/${podNs[0]}`, stdin, {
+    FLANCTL_CNI_TRACE: "1",
+  }, "null");
   const out: [string, number][] = [];
   for (const l of new TextDecoder().decode(o.stderr).split("\n")) {
     const m = l.match(/^trace ([\d.]+) ms (.*) @([\d.]+)$/);
