@@ -8,7 +8,7 @@
  */
 import { assertEquals } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, type TestNode, waitFor } from "./daemon_fixture.ts";
-import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
+import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { ipJson, nsSh, sh } from "./netns.ts";
 
 const P = "flannel.alpha.coreos.com/";
@@ -47,8 +47,7 @@ Deno.test("daemon kube dual stack: both families published, peer programmed in b
     );
     await Deno.writeTextFile(
       `${c.tmp}/kubeconfig`,
-      `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
-        `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+      kubeconfigYaml(api.url),
     );
     const args = [
       "--ip-masq",
@@ -150,8 +149,7 @@ Deno.test("daemon kube IPv6-only vxlan: flanneld's annotations (no backend-data/
     );
     await Deno.writeTextFile(
       `${c.tmp}/kubeconfig`,
-      `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
-        `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+      kubeconfigYaml(api.url),
     );
     const args = (node: string) => [
       "--kube-subnet-mgr",

@@ -10,7 +10,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
-import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
+import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { nsRun, sh } from "./netns.ts";
 
 // --kube-annotation-prefix (A from FLANNELD_KUBE_ANNOTATION_PREFIX, B from the flag), normalised as flanneld
@@ -45,8 +45,7 @@ Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailab
     );
     await Deno.writeTextFile(
       `${c.tmp}/kubeconfig`,
-      `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
-        `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+      kubeconfigYaml(api.url),
     );
     // kube-flannel.yml: args [--ip-masq, --kube-subnet-mgr]; env POD_NAME, POD_NAMESPACE, EVENT_QUEUE_DEPTH,
     // CONT_WHEN_CACHE_NOT_READY. Here plus the paths a test needs (kubeconfig instead of the service account).

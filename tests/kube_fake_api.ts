@@ -21,6 +21,12 @@ export interface Node {
 /** The token the server accepts at first. */
 export const TOKEN = "s3cret-token";
 
+/** A kubeconfig (YAML) whose current context reaches the fake API server at `url` with {@link TOKEN}. */
+export function kubeconfigYaml(url: string): string {
+  return `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${url}"}\n` +
+    `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`;
+}
+
 /** The fake API server. */
 export class FakeApiServer {
   nodes = new Map<string, Node>();
