@@ -31,6 +31,12 @@ import { DaemonCluster, spawnEtcd, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, ROOT, sh } from "../tests/netns.ts";
 import { FileStore } from "../lib/store/file.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
+import {
+  bundleDaemon,
+  installedDaemonCmd,
+  type LauncherSettings,
+  launcherSettings,
+} from "../tests/installed_daemon.ts";
 
 const NETWORK = "10.0.0.0/8"; // room for 65,536 /24 subnets; the underlay is 172.31.0.0/24
 const JOINS = 100;
@@ -462,25 +468,6 @@ if (only !== "memory") {
 }
 
 /**
- * How install.sh's launcher runs the daemon: its DAEMON_V8_FLAGS and DAEMON_ENV lines (the launcher is
- * generated from them, so the bench cannot drift from it).
- */
-function launcherSettings(root = ROOT): { flags: string[]; v8: string; env: Record<string, string> } {
-  const sh = Deno.readTextFileSync(`${root}install.sh`);
-  const line = (k: string) => {
-    const m = new RegExp(`^${k}="([^"]*)"$`, "m").exec(sh);
-    if (!m) throw new Error(`install.sh has no ${k}="…" line`);
-    return m[1];
-  };
-  const env: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1" };
-  for (const kv of line("DAEMON_ENV").split(/\s+/).filter(Boolean)) {
-    const i = kv.indexOf("=");
-    env[kv.slice(0, i)] = kv.slice(i + 1);
-  }
-  return { flags: line("DAEMON_DENO_FLAGS").split(/\s+/).filter(Boolean), v8: line("DAEMON_V8_FLAGS"), env };
-}
-
-/**
  * The daemon as install.sh installs it: cli/daemon_entry.ts bundled into `dir`/daemon.js with install.sh's
  * flags, `dir`/src a link to this checkout ($FLANCTL_LIBDIR/src: the udp worker), run with the launcher's
  * `deno run` flags, V8 flags and environment; `o` replaces them (DAEMON_BENCH_VARIANTS, DAEMON_BENCH_REF).
@@ -491,20 +478,12 @@ function installed(
   o: { v8?: string; flags?: string; env?: Record<string, string>; js?: string } = {},
 ): Variant {
   const l = launcherSettings();
-  const v8 = o.v8 ?? l.v8;
-  const run = [
-    ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--cached-only", "--quiet"],
-    ...[
-      "--no-prompt",
-      ...(o.flags?.split(/\s+/).filter(Boolean) ?? l.flags),
-      ...(v8 ? [`--v8-flags=${v8}`] : []),
-    ],
-  ];
+  const run = { flags: o.flags?.split(/\s+/).filter(Boolean) ?? l.flags, v8: o.v8 ?? l.v8 };
   return {
     name,
-    cmd: [...run, o.js ?? `${dir}/daemon.js`],
+    cmd: installedDaemonCmd(o.js ?? `${dir}/daemon.js`, run),
     env: { DENO_NO_UPDATE_CHECK: "1", ...(o.env ?? l.env), FLANCTL_LIBDIR: dir },
-    floor: [...run, `${dir}/empty.js`],
+    floor: installedDaemonCmd(`${dir}/empty.js`, run),
   };
 }
 
@@ -518,13 +497,7 @@ const mems = new Map<string, { points: Record<PointName, Point>; passes: number[
 try {
   if (only !== "speed") {
     bundleDir = await Deno.makeTempDir({ prefix: "flanctl-daemon-bench-" });
-    const b = await new Deno.Command(Deno.execPath(), {
-      args: [
-        ...["bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
-        ...["-o", `${bundleDir}/daemon.js`, `${ROOT}cli/daemon_entry.ts`],
-      ],
-    }).output();
-    if (!b.success) throw new Error(`deno bundle: ${new TextDecoder().decode(b.stderr)}`);
+    await bundleDaemon(`${bundleDir}/daemon.js`);
     await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
     await Deno.writeTextFile(`${bundleDir}/empty.js`, "setTimeout(() => {}, 600_000);\n");
     const fromSource = ([name, env]: [string, Record<string, string>]): Variant => ({
@@ -564,14 +537,8 @@ try {
         args: ["-c", `git -C '${ROOT}' archive '${ref}' | tar -x -C '${refDir}'`],
       }).output();
       if (!a.success) throw new Error(`git archive ${ref} failed`);
-      const rb = await new Deno.Command(Deno.execPath(), {
-        args: [
-          ...["bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
-          ...["-o", `${bundleDir}/ref.js`, `${refDir}/cli/daemon_entry.ts`],
-        ],
-      }).output();
-      if (!rb.success) throw new Error(`deno bundle of ${ref}: ${new TextDecoder().decode(rb.stderr)}`);
-      let refLauncher: ReturnType<typeof launcherSettings> | null = null;
+      await bundleDaemon(`${bundleDir}/ref.js`, `${refDir}/`);
+      let refLauncher: LauncherSettings | null = null;
       try {
         refLauncher = launcherSettings(`${refDir}/`);
       } catch { /* an older install.sh without the DAEMON_* lines */ }

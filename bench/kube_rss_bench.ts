@@ -15,9 +15,10 @@
  */
 import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, ROOT } from "../tests/netns.ts";
-import { FakeApiServer, type Node, TOKEN } from "../tests/kube_fake_api.ts";
+import { FakeApiServer, kubeconfigYaml, type Node } from "../tests/kube_fake_api.ts";
 import { realisticNode } from "../tests/kube_nodes_fixture.ts";
 import { projectNode } from "../lib/store/kube_node.ts";
+import { bundleDaemon, installedDaemonCmd, installSetting } from "../tests/installed_daemon.ts";
 
 const PEERS = 5000;
 /**
@@ -85,35 +86,12 @@ function fill(api: FakeApiServer, big: boolean) {
   api.nodes.set("self", self);
 }
 
-/** install.sh's `NAME="…"` line (the launcher is generated from these). */
-function installSetting(name: string): string {
-  const m = new RegExp(`^${name}="([^"]*)"$`, "m").exec(Deno.readTextFileSync(`${ROOT}install.sh`));
-  if (!m) throw new Error(`install.sh has no ${name}="…" line`);
-  return m[1];
-}
 const bundleDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-js-" });
-{
-  const b = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...["bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
-      ...["-o", `${bundleDir}/daemon.js`, `${ROOT}cli/daemon_entry.ts`],
-    ],
-    stderr: "piped",
-  }).outputSync();
-  if (!b.success) {
-    console.log(`deno bundle failed: ${new TextDecoder().decode(b.stderr).trim()}`);
-    Deno.exit(1);
-  }
-  await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
-}
+await bundleDaemon(`${bundleDir}/daemon.js`);
+await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
 const installedV8 = installSetting("DAEMON_V8_FLAGS");
 /** The daemon as the launcher runs daemon.js (its arguments have no `daemon` verb). */
-const installedCmd = [
-  ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet", "--no-prompt"],
-  ...installSetting("DAEMON_DENO_FLAGS").split(/\s+/).filter(Boolean),
-  `--v8-flags=${installedV8}`,
-  `${bundleDir}/daemon.js`,
-];
+const installedCmd = installedDaemonCmd(`${bundleDir}/daemon.js`);
 
 const c = new DaemonCluster("10.92");
 const res: Record<string, Sample[]> = { big: [], small: [], before: [], ibig: [], ismall: [] };
@@ -128,8 +106,7 @@ try {
   );
   await Deno.writeTextFile(
     `${c.tmp}/kubeconfig`,
-    `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
-      `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+    kubeconfigYaml(api.url),
   );
   const args = c.daemonArgs(n, [
     "--kube-subnet-mgr",

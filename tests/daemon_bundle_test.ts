@@ -9,41 +9,18 @@ import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { nsRun, ROOT, run } from "./netns.ts";
 import { VERSION } from "../lib/version.ts";
-import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
-
-/** install.sh's `NAME="…"` line. */
-function installSetting(name: string): string {
-  const m = new RegExp(`^${name}="([^"]*)"$`, "m").exec(Deno.readTextFileSync(`${ROOT}install.sh`));
-  if (!m) throw new Error(`install.sh has no ${name}="…" line`);
-  return m[1];
-}
+import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
+import { bundleDaemon, installedDaemonCmd, installSetting } from "./installed_daemon.ts";
 
 Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
   const c = new DaemonCluster("10.94");
   try {
     const js = `${libdir}/daemon.js`;
-    const b = await run([
-      Deno.execPath(),
-      "bundle",
-      "--quiet",
-      "--platform",
-      "deno",
-      "--minify",
-      "--keep-names",
-      "-o",
-      js,
-      `${ROOT}cli/daemon_entry.ts`,
-    ]);
-    assertEquals(b.code, 0, b.stderr);
+    await bundleDaemon(js);
     await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
     const v8 = installSetting("DAEMON_V8_FLAGS");
-    const daemon = [
-      ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet"],
-      ...installSetting("DAEMON_DENO_FLAGS").split(" ").filter(Boolean),
-      `--v8-flags=${v8}`,
-      js,
-    ];
+    const daemon = installedDaemonCmd(js);
     const v = await run([...daemon, "--version"]);
     assertEquals([v.code, v.stdout.trim()], [0, VERSION], v.stderr);
     const bad = await run([...daemon, "--no-such-flag"]);
@@ -90,19 +67,10 @@ Deno.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yam
   let api: FakeApiServer | null = null;
   try {
     const js = `${libdir}/daemon.js`;
-    const b = await run([
-      ...[Deno.execPath(), "bundle", "--quiet", "--platform", "deno", "--minify", "--keep-names"],
-      ...["-o", js, `${ROOT}cli/daemon_entry.ts`],
-    ]);
-    assertEquals(b.code, 0, b.stderr);
+    await bundleDaemon(js);
     await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
     const v8 = installSetting("DAEMON_V8_FLAGS");
-    const daemon = [
-      ...[Deno.execPath(), "run", "-A", "--no-check", "--no-config", "--no-lock", "--quiet"],
-      ...installSetting("DAEMON_DENO_FLAGS").split(" ").filter(Boolean),
-      `--v8-flags=${v8}`,
-      js,
-    ];
+    const daemon = installedDaemonCmd(js);
     await c.init();
     const a = await c.addNode();
     api = new FakeApiServer({ hostname: "10.89.0.1", netns: c.underlay });
@@ -113,8 +81,7 @@ Deno.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yam
     );
     await Deno.writeTextFile(
       `${c.tmp}/kubeconfig`,
-      `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: "${api.url}"}\n` +
-        `contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: ${TOKEN}}\n`,
+      kubeconfigYaml(api.url),
     );
     c.start(
       a,
