@@ -33,6 +33,7 @@ import { FileStore } from "../lib/store/file.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
 import {
   bundleDaemon,
+  installDaemonInto,
   installedDaemonCmd,
   type LauncherSettings,
   launcherSettings,
@@ -497,8 +498,7 @@ const mems = new Map<string, { points: Record<PointName, Point>; passes: number[
 try {
   if (only !== "speed") {
     bundleDir = await Deno.makeTempDir({ prefix: "flanctl-daemon-bench-" });
-    await bundleDaemon(`${bundleDir}/daemon.js`);
-    await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
+    await installDaemonInto(bundleDir);
     await Deno.writeTextFile(`${bundleDir}/empty.js`, "setTimeout(() => {}, 600_000);\n");
     const fromSource = ([name, env]: [string, Record<string, string>]): Variant => ({
       name: `${name}, main.ts`,

@@ -18,7 +18,7 @@ import { nsRun, ROOT } from "../tests/netns.ts";
 import { FakeApiServer, kubeconfigYaml, type Node } from "../tests/kube_fake_api.ts";
 import { realisticNode } from "../tests/kube_nodes_fixture.ts";
 import { projectNode } from "../lib/store/kube_node.ts";
-import { bundleDaemon, installedDaemonCmd, installSetting } from "../tests/installed_daemon.ts";
+import { installDaemonInto, installSetting } from "../tests/installed_daemon.ts";
 
 const PEERS = 5000;
 /**
@@ -87,11 +87,8 @@ function fill(api: FakeApiServer, big: boolean) {
 }
 
 const bundleDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-js-" });
-await bundleDaemon(`${bundleDir}/daemon.js`);
-await Deno.symlink(ROOT.replace(/\/$/, ""), `${bundleDir}/src`);
-const installedV8 = installSetting("DAEMON_V8_FLAGS");
 /** The daemon as the launcher runs daemon.js (its arguments have no `daemon` verb). */
-const installedCmd = installedDaemonCmd(`${bundleDir}/daemon.js`);
+const { cmd: installedCmd, v8: installedV8 } = await installDaemonInto(bundleDir);
 
 const c = new DaemonCluster("10.92");
 const res: Record<string, Sample[]> = { big: [], small: [], before: [], ibig: [], ismall: [] };

@@ -7,20 +7,16 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
-import { nsRun, ROOT, run } from "./netns.ts";
+import { nsRun, run } from "./netns.ts";
 import { VERSION } from "../lib/version.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { bundleDaemon, installedDaemonCmd, installSetting } from "./installed_daemon.ts";
+import { installDaemonInto } from "./installed_daemon.ts";
 
 Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
   const c = new DaemonCluster("10.94");
   try {
-    const js = `${libdir}/daemon.js`;
-    await bundleDaemon(js);
-    await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
-    const v8 = installSetting("DAEMON_V8_FLAGS");
-    const daemon = installedDaemonCmd(js);
+    const { cmd: daemon, v8 } = await installDaemonInto(libdir);
     const v = await run([...daemon, "--version"]);
     assertEquals([v.code, v.stdout.trim()], [0, VERSION], v.stderr);
     const bad = await run([...daemon, "--no-such-flag"]);
@@ -66,11 +62,7 @@ Deno.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yam
   const c = new DaemonCluster("10.89");
   let api: FakeApiServer | null = null;
   try {
-    const js = `${libdir}/daemon.js`;
-    await bundleDaemon(js);
-    await Deno.symlink(ROOT.replace(/\/$/, ""), `${libdir}/src`);
-    const v8 = installSetting("DAEMON_V8_FLAGS");
-    const daemon = installedDaemonCmd(js);
+    const { cmd: daemon, v8 } = await installDaemonInto(libdir);
     await c.init();
     const a = await c.addNode();
     api = new FakeApiServer({ hostname: "10.89.0.1", netns: c.underlay });

@@ -61,6 +61,18 @@ export async function bundleDaemon(out: string, root = ROOT): Promise<void> {
 }
 
 /**
+ * install.sh's daemon in `dir`: daemon.js bundled there and `dir`/src a link to this checkout (the
+ * launcher's FLANCTL_LIBDIR: udp data-path workers load from its src/), with the launcher's command for it
+ * and this checkout's DAEMON_V8_FLAGS.
+ */
+export async function installDaemonInto(dir: string): Promise<{ js: string; cmd: string[]; v8: string }> {
+  const js = `${dir}/daemon.js`;
+  await bundleDaemon(js);
+  await Deno.symlink(ROOT.replace(/\/$/, ""), `${dir}/src`);
+  return { js, cmd: installedDaemonCmd(js), v8: installSetting("DAEMON_V8_FLAGS") };
+}
+
+/**
  * The launcher's command for the bundle `js`: `deno run` with its fixed flags, then `flags` and `v8` (default:
  * this checkout's DAEMON_DENO_FLAGS and DAEMON_V8_FLAGS; an empty `v8` passes no --v8-flags).
  */
