@@ -226,9 +226,9 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
 
     // Pods reach each other over both families, ping and TCP.
     const pa = await addPod(c, a, "dual"), pb = await addPod(c, b, "dual");
-    await waitFor("v4 ping", () => ping(pa.ns, pb.ip4!));
-    await waitFor("v6 ping a→b", () => ping(pa.ns, pb.ip6));
-    await waitFor("v6 ping b→a", () => ping(pb.ns, pa.ip6));
+    await waitFor(c.explain("v4 ping"), () => ping(pa.ns, pb.ip4!));
+    await waitFor(c.explain("v6 ping a→b"), () => ping(pa.ns, pb.ip6));
+    await waitFor(c.explain("v6 ping b→a"), () => ping(pb.ns, pa.ip6));
     assert(await tcp(pa.ns, pb.ns, pb.ip6), "TCP over IPv6");
     assert(await tcp(pb.ns, pa.ns, pa.ip4!), "TCP over IPv4");
 
@@ -274,7 +274,7 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
     // The IPv6 device deleted under the daemon is recreated.
     await sh("ip", "-n", a.ns, "link", "del", "flannel-v6.1");
     await waitFor("flannel-v6.1 recreated", () => hasV6Triplet(a, lb));
-    await waitFor("v6 ping after repair", () => ping(pa.ns, pb.ip6));
+    await waitFor(c.explain("v6 ping after repair"), () => ping(pa.ns, pb.ip6));
 
     // Restart node A's daemon under a 100 pps ping6: nothing is lost (kernel state stays in place).
     const flood = new Deno.Command("ip", {
@@ -338,7 +338,7 @@ Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet,
     // Pod traffic over IPv6, and to the underlay: it has no route to the pod network, so a reply comes
     // back only when flannel-ipv6 masqueraded the request.
     const pa = await addPod(c, a, "dual"), pb = await addPod(c, b, "dual");
-    await waitFor("v6 ping a→b", () => ping(pa.ns, pb.ip6));
+    await waitFor(c.explain("v6 ping a→b"), () => ping(pa.ns, pb.ip6));
     assert(await ping(pa.ns, `${V6BASE}::1`), "pod A → IPv6 underlay, masqueraded");
 
     // Repair: the IPv6 table deleted by hand comes back as it was.
@@ -399,7 +399,7 @@ Deno.test("daemon IPv6-only vxlan: flanneld's IPv6-only lease and subnet.env, no
     );
     assertStringIncludes(await nsSh(a.ns, "ip6tables-save", "-t", "nat"), "! -d ff00::/8");
     const pa = await addPod(c, a, "ipv6"), pb = await addPod(c, b, "ipv6");
-    await waitFor("v6 ping", () => ping(pa.ns, pb.ip6));
+    await waitFor(c.explain("v6 ping"), () => ping(pa.ns, pb.ip6));
     assert(await tcp(pa.ns, pb.ns, pb.ip6), "TCP over IPv6");
   } finally {
     await c.close();
@@ -427,8 +427,8 @@ Deno.test("daemon dual stack host-gw: v4 and v6 routes via the peer's public add
     });
     assertEquals((await c.subnetEnv(a)).FLANNEL_MTU, "1500");
     const pa = await addPod(c, a, "dual"), pb = await addPod(c, b, "dual");
-    await waitFor("v4 ping", () => ping(pa.ns, pb.ip4!));
-    await waitFor("v6 ping", () => ping(pa.ns, pb.ip6));
+    await waitFor(c.explain("v4 ping"), () => ping(pa.ns, pb.ip4!));
+    await waitFor(c.explain("v6 ping"), () => ping(pa.ns, pb.ip6));
     assert(await tcp(pa.ns, pb.ns, pb.ip6), "TCP over IPv6");
     // A hand-deleted v6 route comes back.
     await sh("ip", "-n", a.ns, "-6", "route", "del", String(lb.ipv6Subnet));

@@ -28,7 +28,7 @@ export interface TestNode {
  * that is quick alone can take long under the full suite), then throws with `what`.
  */
 export async function waitFor<T>(
-  what: string | (() => string),
+  what: string | (() => string | Promise<string>),
   fn: () => Promise<T> | T,
   ms = 30_000,
 ): Promise<NonNullable<T>> {
@@ -43,7 +43,9 @@ export async function waitFor<T>(
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const w = typeof what === "string" ? what : what();
+  const w = typeof what === "string"
+    ? what
+    : await Promise.resolve().then(what).catch((e) => `(describing failed: ${e})`);
   throw new Error(`timed out waiting for ${w}${last ? ` (last error: ${(last as Error).message})` : ""}`);
 }
 
@@ -284,6 +286,39 @@ export class DaemonCluster {
     await sh("ip", "-n", ns, "route", "add", `${gw}/32`, "dev", "eth0");
     await sh("ip", "-n", ns, "route", "add", "default", "via", gw, "dev", "eth0");
     return { ns, ip };
+  }
+
+  /**
+   * What a failed wait needs to be explained: every node's daemon log and its kernel state (addresses,
+   * IPv4/IPv6 routes and neighbours, the VXLAN FDB, the nftables ruleset) and every pod namespace's.
+   */
+  async state(): Promise<string> {
+    const views = [
+      ["ip", "-br", "link"],
+      ["ip", "-br", "addr"],
+      ["ip", "route"],
+      ["ip", "-6", "route"],
+      ["ip", "neigh"],
+      ["ip", "-6", "neigh"],
+      ["bridge", "fdb", "show"],
+      ["nft", "list", "ruleset"],
+    ];
+    const out: string[] = [];
+    for (const n of this.nodes) {
+      out.push(`=== ${n.name} (${n.ns}) daemon log`, ...n.log);
+    }
+    for (const ns of this.fx.names) {
+      for (const v of views) {
+        const r = await nsRun(ns, v);
+        out.push(`--- ${ns}: ${v.join(" ")}`, (r.stdout || r.stderr).trimEnd());
+      }
+    }
+    return out.join("\n");
+  }
+
+  /** A description for {@link waitFor} that, when the wait fails, carries {@link state} after `what`. */
+  explain(what: string): () => Promise<string> {
+    return async () => `${what}\n${await this.state()}`;
   }
 
   /** Kills daemons, removes namespaces and the temp dir. Never throws. */

@@ -27,7 +27,7 @@ Deno.test("daemon host-gw: routes via peer public IPs, pods ping, off-segment pe
     const links = (await nsRun(a.ns, ["ip", "-j", "link"])).stdout;
     assert(!links.includes("flannel."), "host-gw creates no device");
     const pa = await c.addPod(a), pb = await c.addPod(b);
-    await waitFor("pod A → pod B over host-gw", () => ping(pa.ns, pb.ip));
+    await waitFor(c.explain("pod A → pod B over host-gw"), () => ping(pa.ns, pb.ip));
     // The peer behind the router is skipped with a clear reason, and nothing is installed for it.
     await waitFor(
       () => `refusal logged; log:\n${a.log.join("\n")}`,
@@ -80,8 +80,8 @@ Deno.test("daemon vxlan DirectRouting: direct route on the same segment, vxlan a
       "no ARP for a direct peer",
     );
     const pa = await c.addPod(a), pb = await c.addPod(b), pf = await c.addPod(far);
-    await waitFor("pod A → pod B (direct)", () => ping(pa.ns, pb.ip));
-    await waitFor("pod A → far pod (vxlan)", () => ping(pa.ns, pf.ip));
+    await waitFor(c.explain("pod A → pod B (direct)"), () => ping(pa.ns, pb.ip));
+    await waitFor(c.explain("pod A → far pod (vxlan)"), () => ping(pa.ns, pf.ip));
   } finally {
     await c.close();
   }

@@ -67,7 +67,7 @@ Deno.test("daemon nftables: flannel's tables, no iptables rules, traffic, masque
     assert(a.log.some((l) => l.includes("removed the other mode's flannel rules")), a.log.join("\n"));
 
     const pa = await c.addPod(a), pb = await c.addPod(b);
-    await waitFor("pod A → pod B", () => ping(pa.ns, pb.ip, 1));
+    await waitFor(c.explain("pod A → pod B"), () => ping(pa.ns, pb.ip, 1));
     assert(await ping(pb.ns, pa.ip), "pod B → pod A");
     // The underlay has no route to the pod network: a reply reaches the pod only when it was masqueraded.
     const gw = `${c.base}.0.1`;

@@ -100,7 +100,7 @@ Deno.test("daemon udp: 1 MB TCP byte for byte, node joins and is revoked under t
     await c.waitReady(a);
     await c.waitReady(b);
     const pa = await c.addPod(a), pb = await c.addPod(b);
-    await waitFor("A reaches B", () => ping(pa.ns, pb.ip, 1));
+    await waitFor(c.explain("A reaches B"), () => ping(pa.ns, pb.ip, 1));
 
     // 1 MB over TCP, compared byte for byte.
     const data = new Uint8Array(1 << 20);
@@ -128,7 +128,7 @@ Deno.test("daemon udp: 1 MB TCP byte for byte, node joins and is revoked under t
     await c.waitReady(cn);
     const subC = await c.subnetOf(cn);
     const pc = await c.addPod(cn);
-    await waitFor("A reaches the new node's pod", () => ping(pa.ns, pc.ip, 1));
+    await waitFor(c.explain("A reaches the new node's pod"), () => ping(pa.ns, pc.ip, 1));
     assert(await ping(pc.ns, pb.ip), "C's pod reaches B's pod");
     await c.stop(cn);
     await new FileStore({ dir: c.storeDir }).revokeLease(IPNet.parse(subC));

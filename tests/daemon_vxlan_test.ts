@@ -237,7 +237,7 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
     await waitFor("device recreated with entries", () => hasTriplet(a, subB, macB, b.ip));
     assertEquals((await vtep(a.ns)).address, macA, "the VTEP MAC survives recreation");
     const pa = await c.addPod(a), pb = await c.addPod(b);
-    await waitFor("pods ping after repair", () => ping(pa.ns, pb.ip, 1));
+    await waitFor(c.explain("pods ping after repair"), () => ping(pa.ns, pb.ip, 1));
     assert(a.log.some((l) => l.includes("repaired peer entries")), a.log.join("\n"));
 
     // A new node joins: the others learn it.
@@ -284,7 +284,7 @@ Deno.test("daemon vxlan: restart keeps entries and loses no packets; own lease r
     const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
     const macA = (await vtep(a.ns)).address, macB = (await vtep(b.ns)).address;
     const pa = await c.addPod(a), pb = await c.addPod(b);
-    await waitFor("pods ping", () => ping(pa.ns, pb.ip, 1));
+    await waitFor(c.explain("pods ping"), () => ping(pa.ns, pb.ip, 1));
 
     // 100 pps across a restart of A's daemon.
     const pinger = new Deno.Command("ip", {
