@@ -123,6 +123,9 @@ else
   # Its `deno run` flags, from the one list (lib/cni/launch.ts: --no-lazy makes V8's code cache whole).
   cni_flags=$("$DENO_BIN" eval --quiet --no-config \
     "import { CNI_DENO_RUN_FLAGS as f } from 'file://$LIBDIR/src/lib/cni/launch.ts'; console.log(f.join(' '))")
+  # The daemon bundle's, from the same module (the flags every bundle runs with).
+  bundle_flags=$("$DENO_BIN" eval --quiet --no-config \
+    "import { BUNDLE_DENO_RUN_FLAGS as f } from 'file://$LIBDIR/src/lib/cni/launch.ts'; console.log(f.join(' '))")
   # Minified: half the bytes for V8 to scan on every call (--keep-names keeps class names in errors).
   if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/cni.js" \
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
@@ -151,7 +154,7 @@ else
     setv8="FLANCTL_DAEMON_V8_FLAGS=\${FLANCTL_DAEMON_V8_FLAGS:-$DAEMON_V8_FLAGS}; export FLANCTL_DAEMON_V8_FLAGS; v8=\"$DAEMON_DENO_FLAGS --v8-flags=\$FLANCTL_DAEMON_V8_FLAGS\""
     echo "v8=\"\"; [ \"\${1:-}\" = daemon ] && { $setv8; }"
     if [ -n "$daemon_js" ]; then
-      d="$DAEMON_ENV exec \"$DENO_BIN\" run -A --no-check --no-config --no-lock --cached-only --quiet --no-prompt \$v8 \"$daemon_js\""
+      d="$DAEMON_ENV exec \"$DENO_BIN\" run $bundle_flags \$v8 \"$daemon_js\""
       echo "case \"\${0##*/}\" in flanneld) $setv8; $d \"\$@\" ;; esac"
       echo "[ \"\${1:-}\" = daemon ] && { shift; $d \"\$@\"; }"
     fi

@@ -5,17 +5,7 @@
  * @module
  */
 import { ROOT } from "./netns.ts";
-
-/** The fixed `deno run` flags of install.sh's daemon launcher (before DAEMON_DENO_FLAGS and --v8-flags). */
-const LAUNCHER_RUN_FLAGS = [
-  "-A",
-  "--no-check",
-  "--no-config",
-  "--no-lock",
-  "--cached-only",
-  "--quiet",
-  "--no-prompt",
-];
+import { BUNDLE_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
 /** install.sh's `NAME="…"` line in the checkout at `root` (the launcher is generated from these). */
 export function installSetting(name: string, root = ROOT): string {
@@ -82,7 +72,7 @@ export function installedDaemonCmd(js: string, o: { flags?: string[]; v8?: strin
   return [
     Deno.execPath(),
     "run",
-    ...LAUNCHER_RUN_FLAGS,
+    ...BUNDLE_DENO_RUN_FLAGS,
     ...(o.flags ?? l!.flags),
     ...(v8 ? [`--v8-flags=${v8}`] : []),
     js,

@@ -1,7 +1,7 @@
 /**
- * How a launcher runs the pre-bundled CNI entry point (cli/cni_main.ts bundled as cni.js): the `deno run`
- * flags that install.sh's launcher and `flanctl install-cni`'s launcher put before the bundle's path, and
- * the benches use. The one list: change them here.
+ * How launchers run the pre-bundled entry points (cli/cni_main.ts as cni.js, cli/daemon_entry.ts as
+ * daemon.js): the `deno run` flags that install.sh's launcher and `flanctl install-cni`'s launcher put
+ * before a bundle's path, and the tests and benches use. The one list: change them here.
  *
  * `--v8-flags=--no-lazy` is there for V8's code cache. Deno keeps the code cache of a module in DENO_DIR
  * (v8_code_cache_v2), made right after the module is compiled, so it holds only what V8 compiled eagerly:
@@ -16,8 +16,12 @@
  * @module
  */
 
-/** `deno run` flags of the CNI launchers, before the bundle path. */
-export const CNI_DENO_RUN_FLAGS: readonly string[] = [
+/**
+ * `deno run` flags of every pre-bundled entry point a launcher runs (cni.js, and install.sh's daemon.js
+ * before its DAEMON_DENO_FLAGS and --v8-flags): no type check, config, lockfile or download — a bundle
+ * resolves nothing — and no prompt.
+ */
+export const BUNDLE_DENO_RUN_FLAGS: readonly string[] = [
   "-A",
   "--no-check",
   "--no-config",
@@ -25,5 +29,7 @@ export const CNI_DENO_RUN_FLAGS: readonly string[] = [
   "--cached-only",
   "--quiet",
   "--no-prompt",
-  "--v8-flags=--no-lazy",
 ];
+
+/** `deno run` flags of the CNI launchers, before the bundle path. */
+export const CNI_DENO_RUN_FLAGS: readonly string[] = [...BUNDLE_DENO_RUN_FLAGS, "--v8-flags=--no-lazy"];
