@@ -9,10 +9,10 @@
  * answers are read before the next is sent, so the receive buffer never holds more than one chunk's errors.
  * @module
  */
-import { libc, nl } from "./ffi.ts";
+import { nl } from "./ffi.ts";
 import { NetlinkError, NLE } from "./errors.ts";
 import { NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
-import { extackOf, kernelError } from "./io.ts";
+import { extackOf, kernelError, recvDatagram } from "./io.ts";
 import { NLM_F_ACK } from "./msg.ts";
 import { MsgWriter } from "./msg.ts";
 import type { Conn } from "./conn.ts";
@@ -60,22 +60,9 @@ function collect(
   failed: (seq: number, errno: number, msg: string | null) => void,
   each?: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
 ): void {
-  const sk = c.live();
-  const addr = new Uint8Array(12);
-  const out = c.out;
   for (;;) {
-    out.reset();
-    const n = nl().nl_recv(sk, addr, out.buf, null);
-    if (n < 0) c.check(n, op);
-    const p = out.value;
-    if (p === null) continue;
-    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    const n = recvDatagram(c, op);
     const b = c.rx;
-    try {
-      Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
-    } finally {
-      libc().free(p);
-    }
     const dv = new DataView(b.buffer, 0, n);
     let done = false;
     for (let off = 0; off + 16 <= n;) {

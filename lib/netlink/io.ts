@@ -241,21 +241,9 @@ export function scan(
     if (strict) libc().setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ZERO, 4);
   }
   c.check(sent, () => op);
-  const addr = new Uint8Array(12);
-  const out = c.out;
   for (;;) {
-    out.reset();
-    const n = nl().nl_recv(sk, addr, out.buf, null);
-    if (n < 0) c.check(n, () => op);
-    const p = out.value;
-    if (p === null) continue;
-    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    const n = recvDatagram(c, () => op);
     const b = c.rx;
-    try {
-      Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
-    } finally {
-      libc().free(p);
-    }
     const dv = new DataView(b.buffer, 0, n);
     for (let off = 0; off + 16 <= n;) {
       const len = dv.getUint32(off, true), t = dv.getUint16(off + 4, true);
@@ -276,6 +264,32 @@ export function scan(
       if (t === type - 2) each(b, dv, off + 16, len - 16); // RTM_GETx → RTM_NEWx answers
       off += (len + 3) & ~3;
     }
+  }
+}
+
+/** Where nl_recv writes the sender's sockaddr_nl (always the kernel here; not read). */
+const RECV_ADDR = new Uint8Array(12);
+
+/**
+ * Receives one netlink datagram on `c` into `c.rx` (grown as needed) and returns its length; throws the
+ * socket's error named by `op`. libnl allocates each datagram: it is copied into `c.rx` and freed here.
+ */
+export function recvDatagram(c: Conn, op: () => string): number {
+  const sk = c.live();
+  const out = c.out;
+  for (;;) {
+    out.reset();
+    const n = nl().nl_recv(sk, RECV_ADDR, out.buf, null);
+    if (n < 0) c.check(n, op);
+    const p = out.value;
+    if (p === null) continue;
+    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    try {
+      Deno.UnsafePointerView.copyInto(p, c.rx.subarray(0, n));
+    } finally {
+      libc().free(p);
+    }
+    return n;
   }
 }
 
