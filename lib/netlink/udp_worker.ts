@@ -513,6 +513,19 @@ class Stealer {
   }
 }
 
+/**
+ * After a failed receive call of an RX loop: on EAGAIN waits for the socket (the stealer's poll, which
+ * also serves flannel0 while it holds it, or a plain poll of `pfd`); on another error but EINTR backs off
+ * 50 ms.
+ */
+function rxWait(steal: Stealer | null, pfd: Uint8Array<ArrayBuffer>): void {
+  const e = errno();
+  if (e === EAGAIN) {
+    if (steal) steal.idle();
+    else libc().poll(pfd, 1, IDLE_POLL_MS);
+  } else if (e !== EINTR) libc().poll(null, 0, 50);
+}
+
 /** The UDP→TUN loop with recvmmsg: up to `batch` datagrams per call, each written to the TUN device. */
 function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
@@ -528,11 +541,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     for (let i = 0; i < init.batch; i++) m.v.setUint32(i * MMSG + 8, 16, true);
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
-      const e = errno();
-      if (e === EAGAIN) {
-        if (steal) steal.idle();
-        else L.poll(pfd, 1, IDLE_POLL_MS);
-      } else if (e !== EINTR) L.poll(null, 0, 50);
+      rxWait(steal, pfd);
       continue;
     }
     st[base + 7]++;
@@ -786,11 +795,7 @@ function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void
     }
     const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
-      const e = errno();
-      if (e === EAGAIN) {
-        if (steal) steal.idle();
-        else L.poll(pfd, 1, IDLE_POLL_MS);
-      } else if (e !== EINTR) L.poll(null, 0, 50);
+      rxWait(steal, pfd);
       continue;
     }
     st[BATCHES]++;
@@ -836,11 +841,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     fromLen[0] = 16;
     const n = L.recvfrom(init.sockFd, buf, BUF, 0, from, fromLenB);
     if (n < 0) {
-      const e = errno();
-      if (e === EAGAIN) {
-        if (steal) steal.idle();
-        else L.poll(pfd, 1, IDLE_POLL_MS);
-      } else if (e !== EINTR) L.poll(null, 0, 50);
+      rxWait(steal, pfd);
       continue;
     }
     const src = ((from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7]) >>> 0;
