@@ -7,7 +7,7 @@ import { FileStore } from "../lib/store/file.ts";
 import { IPNet } from "../lib/ip/cidr.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreDirNotFoundError } from "../lib/store/errors.ts";
-import { FileStoreReader } from "../lib/store/file_reader.ts";
+import { encodeLeaseFile, FileStoreReader } from "../lib/store/file_reader.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
 import { acquireInProcesses, NET50, nextEvents } from "./store_helpers.ts";
 
@@ -197,6 +197,44 @@ Deno.test("file store: a watch starts from the listing's snapshot without re-rea
         "added",
         String(second.subnet),
       ]]);
+    } finally {
+      ac.abort();
+      await it.return?.();
+    }
+  });
+});
+
+Deno.test("file store: a lease a writer has put in place but not yet counted when a watch starts is reported", async () => {
+  await withDir(async (dir) => {
+    const writer = new FileStore({ dir });
+    await writer.setNetworkConfig(NET50);
+    await writer.acquireLease(attrs("192.0.2.1"));
+    const reader = new FileStore({ dir });
+    const { cursor } = await reader.listLeases();
+    // Another writer between its two writes, as the store makes them under the exclusive lock: the lease
+    // file renamed into place, the change counter not bumped yet. A watch starting now sees no event for
+    // the file (it is already there) and, reading the counter too early, no reason to look.
+    const lock = await Deno.open(`${dir}/.lock`, { read: true, write: true });
+    await lock.lock(true);
+    const seq = Number((await Deno.readTextFile(`${dir}/seq`)).trim()) + 1;
+    const late = { ...attrs("192.0.2.7"), BackendData: { VNI: 1, VtepMAC: "aa:bb:cc:dd:ee:07" } };
+    await Deno.writeTextFile(`${dir}/tmp/late`, encodeLeaseFile(late, new Date(Date.now() + 3_600_000), seq));
+    await Deno.rename(`${dir}/tmp/late`, `${dir}/subnets/10.5.77.0-24`);
+    const ac = new AbortController();
+    const it = reader.watchLeases(cursor, ac.signal)[Symbol.asyncIterator]();
+    try {
+      const pendingNext = it.next();
+      await new Promise((r) => setTimeout(r, 300)); // the watch is being set up
+      await Deno.writeTextFile(`${dir}/seq`, `${seq}\n`);
+      lock.close(); // releases the flock: the writer is done
+      let timer = 0;
+      const got = await Promise.race([
+        pendingNext,
+        new Promise<null>((r) => timer = setTimeout(() => r(null), 5000)),
+      ]);
+      clearTimeout(timer);
+      assert(got && !got.done, "the watch never reported the lease written while it started");
+      assertEquals(got.value.map((e) => [e.type, String(e.lease.subnet)]), [["added", "10.5.77.0/24"]]);
     } finally {
       ac.abort();
       await it.return?.();

@@ -124,6 +124,35 @@ export class FileStore implements SubnetStore {
     return this.#reader.readSeq();
   }
 
+  /**
+   * The change counter once no writer is between its two writes. A writer renames its lease file into
+   * place and then bumps `seq`, both under the exclusive lock: read under a shared lock of `.lock`, `seq`
+   * counts every lease file already in place, so a watch that reads it after inotify started misses none
+   * (read without the lock, a file renamed just before the watch started and counted just after it was
+   * never seen: tests/store_file_test.ts). Only read access: reading never writes. No `.lock` (no writer
+   * ever ran), no right to open it, or not a regular file (a FIFO would block the open): the counter as
+   * it is.
+   */
+  async #settledSeq(): Promise<number> {
+    const path = `${this.dir}/.lock`;
+    let f: Deno.FsFile;
+    try {
+      if (!(await Deno.lstat(path)).isFile) return this.#readSeq();
+      f = await Deno.open(path, { read: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.PermissionDenied) {
+        return this.#readSeq();
+      }
+      throw e;
+    }
+    try {
+      await f.lock(false);
+      return await this.#readSeq();
+    } finally {
+      f.close(); // closing releases the flock
+    }
+  }
+
   async #bumpSeq(): Promise<number> {
     const n = (await this.#readSeq()) + 1;
     await this.#write(`${this.dir}/seq`, `${n}\n`);
@@ -335,7 +364,7 @@ export class FileStore implements SubnetStore {
       throw new StoreError(`cannot watch ${this.#subnets}: no such directory (no lease was ever written)`);
     }
     // A change between the baseline and the start of the watch: one full re-read, else none.
-    let rescan = (await this.#readSeq()) !== base;
+    let rescan = (await this.#settledSeq()) !== base;
     const onAbort = () => {
       try {
         fsw.close();
