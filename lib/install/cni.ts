@@ -220,6 +220,11 @@ async function digest(path: string): Promise<string> {
   return Array.from(h.slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** The environment the launcher of runtime directory `dir` runs cni.js in: its own DENO_DIR (the code cache), no update check. */
+function launcherEnv(dir: string): Record<string, string> {
+  return { DENO_DIR: `${dir}/cache`, DENO_NO_UPDATE_CHECK: "1" };
+}
+
 /**
  * Runs the new runtime's cni.js once (CNI VERSION), with the launcher's flags and DENO_DIR: that first run
  * writes V8's code cache for the bundle (lib/cni/launch.ts), so no pod's ADD pays for compiling it. Best
@@ -228,8 +233,7 @@ async function digest(path: string): Promise<string> {
 async function warmCodeCache(dir: string): Promise<void> {
   await runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
     env: {
-      DENO_DIR: `${dir}/cache`,
-      DENO_NO_UPDATE_CHECK: "1",
+      ...launcherEnv(dir),
       FLANCTL_ARGV0: "loopback",
       CNI_COMMAND: "VERSION",
     },
@@ -272,7 +276,7 @@ async function installRuntime(binDir: string, rt: { deno: string; cniJs: string 
   }
   const launcher =
     "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +
-    `export DENO_DIR="${dir}/cache" DENO_NO_UPDATE_CHECK=1\n` +
+    `export ${Object.entries(launcherEnv(dir)).map(([k, v]) => `${k}="${v}"`).join(" ")}\n` +
     `FLANCTL_ARGV0="$0" exec "${dir}/deno" run ${CNI_DENO_RUN_FLAGS.join(" ")} "${dir}/cni.js"\n`;
   const final = `${binDir}/flanctl`;
   const had = lstat(final);
