@@ -220,7 +220,10 @@ async function digest(path: string): Promise<string> {
   return Array.from(h.slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The environment the launcher of runtime directory `dir` runs cni.js in: its own DENO_DIR (the code cache), no update check. */
+/**
+ * The environment the launcher of runtime directory `dir` runs cni.js in: its own DENO_DIR (where V8's
+ * code cache of the bundle lives), no update check.
+ */
 function launcherEnv(dir: string): Record<string, string> {
   return { DENO_DIR: `${dir}/cache`, DENO_NO_UPDATE_CHECK: "1" };
 }
