@@ -117,6 +117,10 @@ else
   # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
   # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
   cni_js=""
+  # The CNI calls' own DENO_DIR, holding only cni.js's code cache: commands run through main.ts (which
+  # share $LIBDIR/cache) never grow the databases every plugin call opens (lib/install/code_cache.ts).
+  CNI_DENO_DIR=$LIBDIR/cni-cache
+  mkdir -p "$CNI_DENO_DIR"
   # The plugin names from the one list (lib/cni/names.ts), as a case pattern.
   cni_names=$("$DENO_BIN" eval --quiet --no-config \
     "import { CNI_PLUGIN_NAMES as n } from 'file://$LIBDIR/src/lib/cni/names.ts'; console.log(n.join('|'))")
@@ -142,7 +146,7 @@ else
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"
-      echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
+      echo "    DENO_DIR=$CNI_DENO_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
@@ -173,6 +177,13 @@ log "CNI plugins linked in $CNI_BIN_DIR"
 if [ -n "${cni_js:-}" ]; then
   if out=$(CNI_COMMAND=VERSION "$CNI_BIN_DIR/loopback" </dev/null 2>&1) && [ "${out#*supportedVersions}" != "$out" ]; then
     log "CNI bundle run once (V8 code cache written)"
+    # The cache is in SQLite's write-ahead log until checkpointed: every call would read all of it.
+    if "$DENO_BIN" eval --quiet --no-config \
+      "import { checkpointDenoCaches as c } from 'file://$LIBDIR/src/lib/install/code_cache.ts'; c('$CNI_DENO_DIR')"; then
+      log "CNI code cache checkpointed ($CNI_DENO_DIR)"
+    else
+      log "warning: could not checkpoint the CNI code cache in $CNI_DENO_DIR"
+    fi
   else
     log "warning: the CNI bundle did not run: $out"
   fi

@@ -17,6 +17,7 @@ import { readCappedBytes, readCappedText } from "../capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { CNI_DENO_RUN_FLAGS } from "../cni/launch.ts";
 import { runProcess } from "../proc/run.ts";
+import { checkpointDenoCaches } from "./code_cache.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */
 export const BACKUP_SUFFIX = ".flanctl-backup";
@@ -222,8 +223,9 @@ async function digest(path: string): Promise<string> {
 
 /**
  * Runs the new runtime's cni.js once (CNI VERSION), with the launcher's flags and DENO_DIR: that first run
- * writes V8's code cache for the bundle (lib/cni/launch.ts), so no pod's ADD pays for compiling it. Best
- * effort: without it the first plugin call writes the cache.
+ * writes V8's code cache for the bundle (lib/cni/launch.ts), so no pod's ADD pays for compiling it; then
+ * the cache is checkpointed out of SQLite's write-ahead log (lib/install/code_cache.ts), so no call reads
+ * the whole log. Best effort: without it the first plugin call writes the cache.
  */
 async function warmCodeCache(dir: string): Promise<void> {
   await runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
@@ -236,6 +238,9 @@ async function warmCodeCache(dir: string): Promise<void> {
     discardOutput: true,
     timeoutMs: 60_000,
   }).catch(() => {/* best effort, see above */});
+  try {
+    checkpointDenoCaches(`${dir}/cache`);
+  } catch { /* best effort: a call then reads the log, as before */ }
 }
 
 /**
