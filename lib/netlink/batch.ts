@@ -1,6 +1,6 @@
 /**
- * Sending request bytes ({@link MsgWriter}) through libnl's `nl_sendto`: one request with its ack, or a
- * pipelined batch.
+ * Sending request bytes ({@link MsgWriter}) on the handle's socket through libc's send/recv (no libnl call,
+ * no malloc'd receive buffer): one request with its ack, or a pipelined batch.
  *
  * A batch goes out in chunks of up to {@link CHUNK} messages, each chunk ONE datagram (the kernel runs
  * every message of a datagram in order). Only the chunk's last message asks for an ack (NLM_F_ACK); the
@@ -9,9 +9,9 @@
  * answers are read before the next is sent, so the receive buffer never holds more than one chunk's errors.
  * @module
  */
-import { libc, nl } from "./ffi.ts";
-import { NetlinkError, NLE } from "./errors.ts";
-import { NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
+import { errno, libc } from "./ffi.ts";
+import { NetlinkError, NLE, syscallError } from "./errors.ts";
+import { EINTR, MSG_PEEK, MSG_TRUNC, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
 import { extackOf, kernelError } from "./io.ts";
 import { NLM_F_ACK } from "./msg.ts";
 import { MsgWriter } from "./msg.ts";
@@ -42,10 +42,38 @@ export function seq(): number {
 
 const scratch = new MsgWriter(512);
 
-/** Sends the bytes `bytes` as one datagram; throws on a socket error. */
+/** Sends the bytes `bytes` as one datagram to the kernel; throws on a socket error. */
 function sendto(c: Conn, bytes: Uint8Array<ArrayBuffer>, op: () => string): void {
-  const n = nl().nl_sendto(c.live(), bytes, BigInt(bytes.length));
-  c.check(n, op);
+  const fd = c.fd();
+  for (;;) {
+    if (libc().send(fd, bytes, bytes.length, 0) >= 0) return;
+    const e = errno();
+    if (e !== EINTR) throw syscallError(op(), e);
+  }
+}
+
+/**
+ * Reads the next datagram into `c.rx` (grown to fit: it is peeked at first, so nothing is cut off) and
+ * returns its length.
+ */
+function recvInto(c: Conn, op: () => string): number {
+  const fd = c.fd();
+  for (;;) {
+    const n = libc().recv(fd, c.rx, c.rx.length, MSG_PEEK | MSG_TRUNC);
+    if (n < 0) {
+      const e = errno();
+      if (e === EINTR) continue;
+      throw syscallError(op(), e);
+    }
+    if (n > c.rx.length) {
+      c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+      continue;
+    }
+    const got = libc().recv(fd, c.rx, c.rx.length, 0);
+    if (got >= 0) return got;
+    const e = errno();
+    if (e !== EINTR) throw syscallError(op(), e);
+  }
 }
 
 /**
@@ -60,22 +88,9 @@ function collect(
   failed: (seq: number, errno: number, msg: string | null) => void,
   each?: (b: Uint8Array, dv: DataView, off: number, len: number, type: number) => void,
 ): void {
-  const sk = c.live();
-  const addr = new Uint8Array(12);
-  const out = c.out;
   for (;;) {
-    out.reset();
-    const n = nl().nl_recv(sk, addr, out.buf, null);
-    if (n < 0) c.check(n, op);
-    const p = out.value;
-    if (p === null) continue;
-    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+    const n = recvInto(c, op);
     const b = c.rx;
-    try {
-      Deno.UnsafePointerView.copyInto(p, b.subarray(0, n));
-    } finally {
-      libc().free(p);
-    }
     const dv = new DataView(b.buffer, 0, n);
     let done = false;
     for (let off = 0; off + 16 <= n;) {
