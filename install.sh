@@ -172,17 +172,20 @@ log "flanctl installed as $how"
 # lib/cni/names.ts, atomically, keeping a foreign plugin of the same name as <name>.flanctl-backup.
 "$BINDIR/flanctl" install-cni --cni-bin-dir "$CNI_BIN_DIR" --link "$BINDIR/flanctl" | sed 's/^/install.sh: /'
 log "CNI plugins linked in $CNI_BIN_DIR"
-# The first run of a new cni.js writes V8's code cache for it into DENO_DIR (lib/cni/launch.ts): make that
-# run here, so no pod's ADD pays for compiling the bundle.
+# A run of a new cni.js writes V8's code cache for it into its DENO_DIR (lib/cni/launch.ts): make that run
+# here, again until the cache is there (the runtime writes it from a background thread that a quick exit
+# can cut short), then checkpoint it out of SQLite's write-ahead log (lib/install/code_cache.ts): no pod's
+# ADD pays for compiling the bundle, and no call reads the log.
 if [ -n "${cni_js:-}" ]; then
   if out=$(CNI_COMMAND=VERSION "$CNI_BIN_DIR/loopback" </dev/null 2>&1) && [ "${out#*supportedVersions}" != "$out" ]; then
-    log "CNI bundle run once (V8 code cache written)"
-    # The cache is in SQLite's write-ahead log until checkpointed: every call would read all of it.
-    if "$DENO_BIN" eval --quiet --no-config \
-      "import { checkpointDenoCaches as c } from 'file://$LIBDIR/src/lib/install/code_cache.ts'; c('$CNI_DENO_DIR')"; then
-      log "CNI code cache checkpointed ($CNI_DENO_DIR)"
+    if "$DENO_BIN" eval --quiet --no-config "
+      import { warmCodeCache } from 'file://$LIBDIR/src/lib/install/code_cache.ts';
+      const run = () => new Deno.Command('$CNI_BIN_DIR/loopback', {
+        env: { CNI_COMMAND: 'VERSION' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
+      Deno.exit(await warmCodeCache('$CNI_DENO_DIR', new URL('file://$cni_js').href, run) ? 0 : 1);"; then
+      log "CNI bundle run (V8 code cache written and checkpointed in $CNI_DENO_DIR)"
     else
-      log "warning: could not checkpoint the CNI code cache in $CNI_DENO_DIR"
+      log "warning: the CNI bundle ran but left no V8 code cache in $CNI_DENO_DIR"
     fi
   else
     log "warning: the CNI bundle did not run: $out"
