@@ -117,6 +117,10 @@ else
   # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
   # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
   cni_js=""
+  # The CNI calls' own DENO_DIR, holding only cni.js's code cache: commands run through main.ts (which
+  # share $LIBDIR/cache) never grow the databases every plugin call opens (lib/install/code_cache.ts).
+  CNI_DENO_DIR=$LIBDIR/cni-cache
+  mkdir -p "$CNI_DENO_DIR"
   # The plugin names from the one list (lib/cni/names.ts), as a case pattern.
   cni_names=$("$DENO_BIN" eval --quiet --no-config \
     "import { CNI_PLUGIN_NAMES as n } from 'file://$LIBDIR/src/lib/cni/names.ts'; console.log(n.join('|'))")
@@ -145,7 +149,7 @@ else
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"
-      echo "    FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
+      echo "    DENO_DIR=$CNI_DENO_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
@@ -171,11 +175,21 @@ log "flanctl installed as $how"
 # lib/cni/names.ts, atomically, keeping a foreign plugin of the same name as <name>.flanctl-backup.
 "$BINDIR/flanctl" install-cni --cni-bin-dir "$CNI_BIN_DIR" --link "$BINDIR/flanctl" | sed 's/^/install.sh: /'
 log "CNI plugins linked in $CNI_BIN_DIR"
-# The first run of a new cni.js writes V8's code cache for it into DENO_DIR (lib/cni/launch.ts): make that
-# run here, so no pod's ADD pays for compiling the bundle.
+# A run of a new cni.js writes V8's code cache for it into its DENO_DIR (lib/cni/launch.ts): make that run
+# here, again until the cache is there (the runtime writes it from a background thread that a quick exit
+# can cut short), then checkpoint it out of SQLite's write-ahead log (lib/install/code_cache.ts): no pod's
+# ADD pays for compiling the bundle, and no call reads the log.
 if [ -n "${cni_js:-}" ]; then
   if out=$(CNI_COMMAND=VERSION "$CNI_BIN_DIR/loopback" </dev/null 2>&1) && [ "${out#*supportedVersions}" != "$out" ]; then
-    log "CNI bundle run once (V8 code cache written)"
+    if "$DENO_BIN" eval --quiet --no-config "
+      import { warmCodeCache } from 'file://$LIBDIR/src/lib/install/code_cache.ts';
+      const run = () => new Deno.Command('$CNI_BIN_DIR/loopback', {
+        env: { CNI_COMMAND: 'VERSION' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
+      Deno.exit(await warmCodeCache('$CNI_DENO_DIR', new URL('file://$cni_js').href, run) ? 0 : 1);"; then
+      log "CNI bundle run (V8 code cache written and checkpointed in $CNI_DENO_DIR)"
+    else
+      log "warning: the CNI bundle ran but left no V8 code cache in $CNI_DENO_DIR"
+    fi
   else
     log "warning: the CNI bundle did not run: $out"
   fi

@@ -201,6 +201,14 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     assertEquals(rt.length, 1);
     assertEquals(Deno.statSync(`${bin}/${rt[0].name}/deno`).mode! & 0o777, 0o755);
     assertEquals(Deno.statSync(`${bin}/flanctl`).mode! & 0o777, 0o755);
+    // The warm run's code cache is in the database, not in SQLite's write-ahead log every call would read.
+    const cache = `${bin}/${rt[0].name}/cache`;
+    assert(Deno.statSync(`${cache}/v8_code_cache_v2`).size > 100_000, "no V8 code cache in the database");
+    let wal = 0;
+    try {
+      wal = Deno.statSync(`${cache}/v8_code_cache_v2-wal`).size;
+    } catch { /* no log at all */ }
+    assertEquals(wal, 0, "the code cache was left in the write-ahead log");
     // kubelet's view: a plugin name runs the CNI entry point with no checkout and no config.
     const p = new Deno.Command(`${bin}/loopback`, {
       env: { CNI_COMMAND: "VERSION" },

@@ -10,7 +10,8 @@
  * cache holds all of it (~450 KiB): a call deserializes it instead of compiling anything. V8 rejects a
  * cache made under other flags (it checks a hash of them), so every run of the bundle must use the same
  * flags: the cache is written by the first run after the bundle changes (install.sh and install-cni make
- * that run themselves) and only read after that. Without a cache (DENO_DIR not writable) a call compiles
+ * that run themselves, again until the cache is there, then checkpoint the cache database:
+ * lib/install/code_cache.ts) and only read after that. Without a cache (DENO_DIR not writable) a call compiles
  * the whole bundle eagerly: measured, an ADD then costs what it did with lazy compilation and a DEL ~5 ms
  * more. Other V8 flags (--single-threaded, --jitless, --max-semi-space-size=1) measured no gain here.
  * @module

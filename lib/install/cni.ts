@@ -17,6 +17,7 @@ import { readCappedBytes, readCappedText } from "../capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { CNI_DENO_RUN_FLAGS } from "../cni/launch.ts";
 import { runProcess } from "../proc/run.ts";
+import { warmCodeCache } from "./code_cache.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */
 export const BACKUP_SUFFIX = ".flanctl-backup";
@@ -229,20 +230,21 @@ function launcherEnv(dir: string): Record<string, string> {
 }
 
 /**
- * Runs the new runtime's cni.js once (CNI VERSION), with the launcher's flags and DENO_DIR: that first run
- * writes V8's code cache for the bundle (lib/cni/launch.ts), so no pod's ADD pays for compiling it. Best
- * effort: without it the first plugin call writes the cache.
+ * Runs the new runtime's cni.js (CNI VERSION), with the launcher's flags and DENO_DIR, until V8's code cache
+ * of the bundle is written (lib/cni/launch.ts), so no pod's ADD pays for compiling it, then checkpoints it
+ * out of SQLite's write-ahead log, so no call reads the whole log (lib/install/code_cache.ts). Best effort:
+ * without it the first plugin call writes the cache.
  */
-async function warmCodeCache(dir: string): Promise<void> {
-  await runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
-    env: {
-      ...launcherEnv(dir),
-      FLANCTL_ARGV0: "loopback",
-      CNI_COMMAND: "VERSION",
-    },
-    discardOutput: true,
-    timeoutMs: 60_000,
-  }).catch(() => {/* best effort, see above */});
+async function warmRuntimeCache(dir: string): Promise<void> {
+  const run = () =>
+    runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
+      env: { ...launcherEnv(dir), FLANCTL_ARGV0: "loopback", CNI_COMMAND: "VERSION" },
+      discardOutput: true,
+      timeoutMs: 60_000,
+    }).catch(() => {/* best effort, see above */});
+  try {
+    await warmCodeCache(`${dir}/cache`, new URL(`file://${dir}/cni.js`).href, run);
+  } catch { /* best effort, see above */ }
 }
 
 /**
@@ -275,7 +277,7 @@ async function installRuntime(binDir: string, rt: { deno: string; cniJs: string 
       throw e;
     }
     steps.push({ path: dir, action: "installed" });
-    await warmCodeCache(dir);
+    await warmRuntimeCache(dir);
   }
   const launcher =
     "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +

@@ -1,6 +1,6 @@
 /**
- * Sending request bytes ({@link MsgWriter}) through libnl's `nl_sendto`: one request with its ack, or a
- * pipelined batch.
+ * Sending request bytes ({@link MsgWriter}) on the handle's socket through libc's send/recv (no libnl call,
+ * no malloc'd receive buffer): one request with its ack, or a pipelined batch.
  *
  * A batch goes out in chunks of up to {@link CHUNK} messages, each chunk ONE datagram (the kernel runs
  * every message of a datagram in order). Only the chunk's last message asks for an ack (NLM_F_ACK); the
@@ -9,9 +9,9 @@
  * answers are read before the next is sent, so the receive buffer never holds more than one chunk's errors.
  * @module
  */
-import { nl } from "./ffi.ts";
-import { NetlinkError, NLE } from "./errors.ts";
-import { NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
+import { errno, libc } from "./ffi.ts";
+import { NetlinkError, NLE, syscallError } from "./errors.ts";
+import { EINTR, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
 import { extackOf, kernelError, recvDatagram } from "./io.ts";
 import { NLM_F_ACK } from "./msg.ts";
 import { MsgWriter } from "./msg.ts";
@@ -42,10 +42,14 @@ export function seq(): number {
 
 const scratch = new MsgWriter(512);
 
-/** Sends the bytes `bytes` as one datagram; throws on a socket error. */
+/** Sends the bytes `bytes` as one datagram to the kernel; throws on a socket error. */
 function sendto(c: Conn, bytes: Uint8Array<ArrayBuffer>, op: () => string): void {
-  const n = nl().nl_sendto(c.live(), bytes, BigInt(bytes.length));
-  c.check(n, op);
+  const fd = c.fd();
+  for (;;) {
+    if (libc().send(fd, bytes, bytes.length, 0) >= 0) return;
+    const e = errno();
+    if (e !== EINTR) throw syscallError(op(), e);
+  }
 }
 
 /**

@@ -18,10 +18,18 @@ export type Ptr = Deno.PointerValue;
  * Internal to lib/netlink (pointers never leave it); made by the handle, one per socket.
  */
 export interface Conn {
-  /** The socket without the closed check (callers already passed {@link Conn.live}). */
+  /**
+   * libnl's nl_sock over the handle's socket (made on first use), without the closed check (callers
+   * already passed {@link Conn.live}).
+   */
   sock(): Ptr;
-  /** The socket; throws when the handle was closed. */
+  /** libnl's nl_sock over the handle's socket (made on first use); throws when the handle was closed. */
   live(): Ptr;
+  /**
+   * The socket's file descriptor, for requests sent and answers read through libc (batch.ts), which need
+   * no nl_sock and none of libnl's symbols; throws when the handle was closed.
+   */
+  fd(): number;
   /** Throws a NetlinkError for a negative libnl code; `op` names the operation (iproute2 style). */
   check(err: number, op: () => string): void;
   /** Runs `fn` once more with a fresh name cache when it failed with "No such device". */

@@ -8,6 +8,12 @@
 export const AF_UNSPEC = 0, AF_INET = 2, AF_BRIDGE = 7, AF_INET6 = 10, AF_LLC = 26;
 /** The rtnetlink protocol (linux/netlink.h). */
 export const NETLINK_ROUTE = 0;
+/** socket(2) arguments for a netlink socket (linux/socket.h, linux/net.h). */
+export const AF_NETLINK = 16, SOCK_RAW = 3, SOCK_CLOEXEC = 0o2000000;
+/** Socket buffer options (asm-generic/socket.h) and recv(2) flags. */
+export const SOL_SOCKET = 1, SO_SNDBUF = 7, SO_RCVBUF = 8, MSG_PEEK = 0x2, MSG_TRUNC = 0x20;
+/** An interrupted system call (asm-generic/errno-base.h). */
+export const EINTR = 4;
 /** nlmsghdr flags (linux/netlink.h). */
 export const NLM_F_REQUEST = 0x1,
   NLM_F_DUMP = 0x300,

@@ -53,6 +53,8 @@ const NL_SYMBOLS = {
   nlmsg_alloc_simple: { parameters: ["i32", "i32"], result: "pointer" },
   // struct nlmsghdr *nlmsg_hdr(struct nl_msg *n);
   nlmsg_hdr: { parameters: ["pointer"], result: "pointer" },
+  // int nl_socket_set_fd(struct nl_sock *sk, int protocol, int fd);
+  nl_socket_set_fd: { parameters: ["pointer", "i32", "i32"], result: "i32" },
   // int nl_socket_get_fd(const struct nl_sock *sk);
   nl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
   // void nlmsg_free(struct nl_msg *msg);

@@ -1,7 +1,10 @@
 /**
  * The libnl implementation of {@link NetlinkHandle}: one NETLINK_ROUTE socket, created inside the target
- * network namespace, read through libnl caches and written through libnl objects (raw messages where libnl
- * has no setter). Every libnl object allocated or referenced here is released before the method returns.
+ * network namespace with libc's socket(2). Requests built in JavaScript (msg.ts) go out and their answers
+ * come back through libc's send/recv on its descriptor (batch.ts); libnl's nl_sock is put over the same
+ * descriptor only when a libnl cache, object or libnl-built message is first used (nl_socket_set_fd), so a
+ * CNI call, which sends raw requests only, neither loads libnl nor binds any of its symbols. Every libnl
+ * object allocated or referenced here is released before the method returns.
  *
  * This module keeps the socket's life cycle, its error checks and the name → ifindex cache; the work on
  * each kernel object lives in its own module (link.ts, addr.ts, route.ts, neigh.ts, nsid.ts), reached
@@ -9,11 +12,22 @@
  * @module
  */
 import { FlanctlError, ParseError } from "../errors.ts";
-import { libc, nl, OutPtr } from "./ffi.ts";
-import { NetlinkError, NLE } from "./errors.ts";
+import { errno, libc, nl, OutPtr } from "./ffi.ts";
+import { NetlinkError, NLE, syscallError } from "./errors.ts";
 import { inNetns } from "./netns.ts";
 import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
-import { NETLINK_CAP_ACK, NETLINK_EXT_ACK, NETLINK_ROUTE, SOL_NETLINK } from "./consts.ts";
+import {
+  AF_NETLINK,
+  NETLINK_CAP_ACK,
+  NETLINK_EXT_ACK,
+  NETLINK_ROUTE,
+  SO_RCVBUF,
+  SO_SNDBUF,
+  SOCK_CLOEXEC,
+  SOCK_RAW,
+  SOL_NETLINK,
+  SOL_SOCKET,
+} from "./consts.ts";
 import { type Conn, geterror, type Ptr } from "./conn.ts";
 import * as link from "./link.ts";
 import * as addr from "./addr.ts";
@@ -48,22 +62,42 @@ export function openLibnl(ns: NetnsRef | null): NetlinkHandle {
   return new LibnlHandle(ns);
 }
 
-// A handle that is garbage-collected without close() still frees its socket.
-const finalizer = new FinalizationRegistry<bigint>((addr) => {
-  const p = Deno.UnsafePointer.create(addr);
-  if (p) nl().nl_socket_free(p);
-});
+/** A handle's socket: its descriptor and, once made, the nl_sock over it (which then owns the descriptor). */
+interface Sock {
+  fd: number;
+  sk: Ptr;
+}
+
+/** Closes `s`: libnl's nl_sock frees itself and closes the descriptor; a bare descriptor is closed. */
+function closeSock(s: Sock): void {
+  if (s.sk !== null) nl().nl_socket_free(s.sk);
+  else if (s.fd >= 0) libc().close(s.fd);
+  s.sk = null;
+  s.fd = -1;
+}
+
+// A handle that is garbage-collected without close() still closes its socket.
+const finalizer = new FinalizationRegistry<Sock>(closeSock);
+
+/** int as a setsockopt value. */
+function int32(v: number): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(new Int32Array([v]).buffer);
+}
+
+/** sockaddr_nl with port 0: bind(2) lets the kernel pick the port. */
+const ANY_PORT = new Uint8Array(new Uint16Array([AF_NETLINK, 0, 0, 0, 0, 0]).buffer);
 
 class LibnlHandle implements NetlinkHandle {
   readonly netns: NetnsRef | null;
-  #sk: Ptr;
+  readonly #s: Sock;
   #closed = false;
   /** name → ifindex; cleared on link changes and retried once on "No such device". */
   readonly #ifindex = new Map<string, number>();
   /** What the per-object modules work on: this socket, its checks, the name cache, scratch buffers. */
   readonly #c: Conn = {
-    sock: () => this.#sk,
+    sock: () => this.#nlSock(),
     live: () => this.#live(),
+    fd: () => this.#fd(),
     check: (err, op) => this.#check(err, op),
     retry: (fn) => this.#retry(fn),
     index: (ref, op) => this.#index(ref, op),
@@ -81,44 +115,61 @@ class LibnlHandle implements NetlinkHandle {
 
   constructor(ns: NetnsRef | null) {
     this.netns = ns;
-    const sk = inNetns(ns, () => {
-      const s = nl().nl_socket_alloc();
-      if (s === null) throw new NetlinkError("socket alloc", -NLE.NOMEM, geterror(-NLE.NOMEM));
-      const err = nl().nl_connect(s, NETLINK_ROUTE);
-      if (err < 0) {
-        nl().nl_socket_free(s);
-        throw new NetlinkError("netlink connect", err, geterror(err));
-      }
-      return s;
+    const fd = inNetns(ns, () => {
+      const f = libc().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+      if (f < 0) throw syscallError("netlink socket", errno());
+      return f;
     });
-    // Large dumps (10k routes) in fewer recv() calls.
-    nl().nl_socket_set_buffer_size(sk, 1 << 20, 1 << 18);
-    // Raw dumps and RTM_GETNSID read their answers themselves (nl_recv), which libnl's expected-sequence
-    // counter does not see; requests and answers on this socket are strictly one at a time, in order.
-    nl().nl_socket_disable_seq_check(sk);
+    this.#s = { fd, sk: null };
+    // Large dumps (10k routes) in fewer recv() calls (what nl_socket_set_buffer_size(1 MiB, 256 KiB) did).
+    libc().setsockopt(fd, SOL_SOCKET, SO_SNDBUF, int32(1 << 18), 4);
+    libc().setsockopt(fd, SOL_SOCKET, SO_RCVBUF, int32(1 << 20), 4);
     // Kernel error texts (extended ack, what iproute2 prints as "Error: ..."), and acks without the echoed
     // request. Best effort: older kernels just ignore them.
-    const fd = nl().nl_socket_get_fd(sk);
-    const one = new Uint8Array(new Int32Array([1]).buffer);
+    const one = int32(1);
     libc().setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, one, 4);
     libc().setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, one, 4);
-    this.#sk = sk;
-    finalizer.register(this, Deno.UnsafePointer.value(sk) as bigint, this);
+    finalizer.register(this, this.#s, this);
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     finalizer.unregister(this);
-    nl().nl_socket_free(this.#sk);
-    this.#sk = null;
+    closeSock(this.#s);
   }
 
   // ---------------------------------------------------------------- helpers
 
   #live(): Ptr {
     if (this.#closed) throw new FlanctlError("netlink handle used after close()");
-    return this.#sk;
+    return this.#nlSock();
+  }
+
+  #fd(): number {
+    if (this.#closed) throw new FlanctlError("netlink handle used after close()");
+    return this.#s.fd;
+  }
+
+  /** libnl's nl_sock over our descriptor, made on first use (it then owns the descriptor). */
+  #nlSock(): Ptr {
+    const s = this.#s;
+    if (s.sk !== null || s.fd < 0) return s.sk;
+    const sk = nl().nl_socket_alloc();
+    if (sk === null) throw new NetlinkError("socket alloc", -NLE.NOMEM, geterror(-NLE.NOMEM));
+    // nl_socket_set_fd wants a bound socket; one that already sent a request was bound by the kernel then
+    // (bind answers EINVAL, and the port stays).
+    libc().bind(s.fd, ANY_PORT, ANY_PORT.length);
+    const err = nl().nl_socket_set_fd(sk, NETLINK_ROUTE, s.fd);
+    if (err < 0) {
+      nl().nl_socket_free(sk); // not connected: leaves our descriptor open
+      throw new NetlinkError("netlink connect", err, geterror(err));
+    }
+    // Raw dumps and RTM_GETNSID read their answers themselves (nl_recv), which libnl's expected-sequence
+    // counter does not see; requests and answers on this socket are strictly one at a time, in order.
+    nl().nl_socket_disable_seq_check(sk);
+    s.sk = sk;
+    return sk;
   }
 
   #check(err: number, op: () => string): void {
@@ -149,7 +200,7 @@ class LibnlHandle implements NetlinkHandle {
     }
     const hit = this.#ifindex.get(ref);
     if (hit !== undefined) return hit;
-    this.#live();
+    this.#fd();
     const idx = indexOfName(this.#c, ref, op);
     this.#ifindex.set(ref, idx);
     return idx;
@@ -292,12 +343,12 @@ class LibnlHandle implements NetlinkHandle {
   // ---------------------------------------------------------------- ethtool
 
   txChecksum(name: string): boolean {
-    this.#live();
+    this.#fd();
     return getTxChecksum(this.netns, name);
   }
 
   setTxChecksum(name: string, on: boolean): void {
-    this.#live();
+    this.#fd();
     setTxChecksum(this.netns, name, on);
   }
 

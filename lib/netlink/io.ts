@@ -3,11 +3,14 @@
  * (with the kernel's extended-ack error text).
  * @module
  */
-import { libc, nl } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError, NLE } from "./errors.ts";
+import { errno, libc, nl } from "./ffi.ts";
+import { errnoText, errnoToNle, NetlinkError, NLE, syscallError } from "./errors.ts";
 import {
+  EINTR,
   EINVAL,
   EOPNOTSUPP,
+  MSG_PEEK,
+  MSG_TRUNC,
   NETLINK_GET_STRICT_CHK,
   NLM_F_ACK_TLVS,
   NLM_F_CAPPED,
@@ -267,29 +270,28 @@ export function scan(
   }
 }
 
-/** Where nl_recv writes the sender's sockaddr_nl (always the kernel here; not read). */
-const RECV_ADDR = new Uint8Array(12);
-
 /**
- * Receives one netlink datagram on `c` into `c.rx` (grown as needed) and returns its length; throws the
- * socket's error named by `op`. libnl allocates each datagram: it is copied into `c.rx` and freed here.
+ * Reads the next datagram on `c`'s socket into `c.rx` (grown to fit: it is peeked at first, so nothing is
+ * cut off) with libc's recv, and returns its length; throws the socket's error named by `op`. The
+ * pipelined writer's acks and the dumps read their answers through it.
  */
 export function recvDatagram(c: Conn, op: () => string): number {
-  const sk = c.live();
-  const out = c.out;
+  const fd = c.fd();
   for (;;) {
-    out.reset();
-    const n = nl().nl_recv(sk, RECV_ADDR, out.buf, null);
-    if (n < 0) c.check(n, op);
-    const p = out.value;
-    if (p === null) continue;
-    if (c.rx.length < n) c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
-    try {
-      Deno.UnsafePointerView.copyInto(p, c.rx.subarray(0, n));
-    } finally {
-      libc().free(p);
+    const n = libc().recv(fd, c.rx, c.rx.length, MSG_PEEK | MSG_TRUNC);
+    if (n < 0) {
+      const e = errno();
+      if (e === EINTR) continue;
+      throw syscallError(op(), e);
     }
-    return n;
+    if (n > c.rx.length) {
+      c.rx = new Uint8Array(Math.max(n, c.rx.length * 2));
+      continue;
+    }
+    const got = libc().recv(fd, c.rx, c.rx.length, 0);
+    if (got >= 0) return got;
+    const e = errno();
+    if (e !== EINTR) throw syscallError(op(), e);
   }
 }
 
