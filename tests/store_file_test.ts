@@ -227,7 +227,7 @@ Deno.test("file store: a lease a writer has put in place but not yet counted whe
       await new Promise((r) => setTimeout(r, 300)); // the watch is being set up
       await Deno.writeTextFile(`${dir}/seq`, `${seq}\n`);
       lock.close(); // releases the flock: the writer is done
-      let timer = 0;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const got = await Promise.race([
         pendingNext,
         new Promise<null>((r) => timer = setTimeout(() => r(null), 5000)),
