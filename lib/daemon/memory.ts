@@ -84,6 +84,14 @@ export class MemoryRelease {
     this.#release();
   }
 
+  /**
+   * Runs a pending release now (none pending: nothing): before a full pass in the middle of a burst, so the
+   * pass's own transient heap comes on top of the settled one, not on top of the burst's garbage as well.
+   */
+  releasePending(): void {
+    if (this.#timer !== null) this.now();
+  }
+
   /** No release after this (a pending one is cancelled). */
   stop(): void {
     this.#stopped = true;

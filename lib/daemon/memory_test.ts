@@ -62,3 +62,17 @@ Deno.test("MemoryRelease: a long burst is released at least every TRIM_MAX_WAIT_
   m.stop();
   assertEquals(calls.length >= 1, true, "released during the burst");
 });
+
+Deno.test("MemoryRelease.releasePending: a pending release runs now; none pending, nothing", () => {
+  const calls: string[] = [];
+  const log = new Logger({ sink: () => {}, time: false });
+  const m = new MemoryRelease({ releaseMemory: () => calls.push("trim") }, log);
+  m.releasePending();
+  assertEquals(calls, [], "nothing pending");
+  m.afterBurst();
+  m.releasePending();
+  assertEquals(calls, ["trim"]);
+  m.releasePending();
+  assertEquals(calls, ["trim"], "not twice");
+  m.stop();
+});

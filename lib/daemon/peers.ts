@@ -91,6 +91,7 @@ export class Peers {
   /** One full reconcile of both families against the peers known. */
   fullPass(): void {
     const { reconciler, metrics, log, v6 } = this.#o;
+    this.#o.memory?.releasePending();
     const t0 = performance.now();
     const r = reconciler.fullPass(() => {
       const m = new Map<string, DesiredPeer>();
