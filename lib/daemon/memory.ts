@@ -9,6 +9,15 @@
  * of 3 interleaved runs against the plain GC at those points, 100 peers 51.7 → 48.3 MiB (private 16.6 →
  * 13.5), 5,000 peers 62.7 → 55.0, after a restart with 5,000 66.8 → 55.5. A release follows every full pass
  * (--resync-interval, 10 s): at 5,000 peers a release (GC and trim) took 20-65 ms, the pass itself 120-300 ms.
+ *
+ * Peaks (VmHWM; a pod's memory limit counts these): start-up releases at once ({@link MemoryRelease.now})
+ * before the acquire lists every lease, before the peers' list and before the first full pass, so each
+ * grows from a settled heap (most of start-up's transient memory is C heap — compiling the bundle — not JS
+ * heap: 62 → 49 MiB at 0 peers with a JS heap of 8 MiB); a long burst of events is released every ~2 s
+ * ({@link TRIM_MAX_WAIT_MS}) and a release still pending runs before a full pass. With the reconciler's
+ * leaner pass (lib/reconcile/reconciler.ts), as installed, etcd, medians of 3 interleaved runs: adding
+ * 4,000 peers to 1,000 peaked at 66.1 → 60.6 MiB, a restart with 5,000 leases at 69.8 → 60.4; steady RSS,
+ * programming times and the full pass (101 → 82 ms) not worse.
  * @module
  */
 import type { Logger } from "./log.ts";
