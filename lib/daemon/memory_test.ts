@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { Logger } from "./log.ts";
-import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS } from "./memory.ts";
+import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS, TRIM_MAX_WAIT_MS } from "./memory.ts";
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,4 +31,48 @@ Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort ma
   hook!();
   assertEquals(seen, [{ type: "major", execution: "sync", flavor: "last-resort" }]);
   assertEquals(fullGarbageCollection({}), undefined);
+});
+
+Deno.test("MemoryRelease.now: releases at once, folds a pending release into it; nothing after stop", async () => {
+  const calls: string[] = [];
+  const log = new Logger({ sink: () => {}, time: false });
+  const m = new MemoryRelease({
+    releaseMemory: () => calls.push("trim"),
+    collectGarbage: () => calls.push("gc"),
+  }, log);
+  m.afterBurst();
+  m.now();
+  assertEquals(calls, ["gc", "trim"], "synchronous");
+  await wait(TRIM_DELAY_MS + 300);
+  assertEquals(calls, ["gc", "trim"], "the pending release was folded into it");
+  m.stop();
+  m.now();
+  assertEquals(calls.length, 2, "nothing after stop");
+});
+
+Deno.test("MemoryRelease: a long burst is released at least every TRIM_MAX_WAIT_MS + TRIM_DELAY_MS", async () => {
+  const calls: string[] = [];
+  const log = new Logger({ sink: () => {}, time: false });
+  const m = new MemoryRelease({ releaseMemory: () => calls.push("trim") }, log);
+  const t0 = performance.now();
+  while (performance.now() - t0 < TRIM_MAX_WAIT_MS + TRIM_DELAY_MS + 500) {
+    m.afterBurst();
+    await wait(50);
+  }
+  m.stop();
+  assertEquals(calls.length >= 1, true, "released during the burst");
+});
+
+Deno.test("MemoryRelease.releasePending: a pending release runs now; none pending, nothing", () => {
+  const calls: string[] = [];
+  const log = new Logger({ sink: () => {}, time: false });
+  const m = new MemoryRelease({ releaseMemory: () => calls.push("trim") }, log);
+  m.releasePending();
+  assertEquals(calls, [], "nothing pending");
+  m.afterBurst();
+  m.releasePending();
+  assertEquals(calls, ["trim"]);
+  m.releasePending();
+  assertEquals(calls, ["trim"], "not twice");
+  m.stop();
 });

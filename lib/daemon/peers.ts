@@ -91,12 +91,17 @@ export class Peers {
   /** One full reconcile of both families against the peers known. */
   fullPass(): void {
     const { reconciler, metrics, log, v6 } = this.#o;
+    this.#o.memory?.releasePending();
     const t0 = performance.now();
     const r = reconciler.fullPass(() => {
       const m = new Map<string, DesiredPeer>();
       for (const [k, p] of this.#peers) {
         const d = this.#desired(k, p);
-        if (d) m.set(k, d);
+        if (!d) continue;
+        // The entry already desired when unchanged: the new one dies young instead of being promoted with
+        // the map (a fresh copy of every peer per pass grew the old generation by ~2 MiB at 5,000 peers).
+        const old = reconciler.desired(k);
+        m.set(k, old && samePeer(old, d) ? old : d);
       }
       return m;
     });

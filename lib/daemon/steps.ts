@@ -375,6 +375,9 @@ const lease: Step<Draft> = {
       if (env.ipv6Subnet && cfg.ipv6Network?.contains(env.ipv6Subnet.net)) previous6 = env.ipv6Subnet.net;
     } catch { /* no previous subnet.env: fine */ }
     const attrs = d.attrs = leaseAttrs(cfg, ext, be, d.v6, d.family);
+    // Start-up's transient memory (compiling the bundle, the backend's set-up) given back before the
+    // acquire lists every lease (bench/daemon_bench.ts "5000 restart": the peak was this list on top of it).
+    b.memory.now();
     const l: Lease = await retryStore(
       b,
       "acquiring a lease",
@@ -507,8 +510,12 @@ const peers: Step<Draft> = {
     });
     reconciler.setOwnSubnet(n.state.own);
     const p = d.peers = new Peers({ ...n, reconciler });
+    // Each of the acquire's list, this list and the first full pass grows from a settled heap, not on top
+    // of the one before (the first two each list every lease).
+    b.memory.now();
     const { leases, cursor } = await retryStore(b, "listing leases", () => b.store.listLeases());
     p.reset(leases);
+    b.memory.now();
     p.fullPass();
     d.watchCursor = cursor;
   },

@@ -127,6 +127,16 @@ function routeKey(gateway: string | null, devName: string | null, onlink: boolea
   return `${gateway ?? ""}|${devName ?? ""}|${onlink ? 1 : 0}`;
 }
 
+/** A dumped route of ours by dst: {@link CANONICAL}, one route key, or several (see `#dumpRoutes`). */
+type RouteKeys = typeof CANONICAL | string | string[];
+/** The vxlan route form: via the dst's network address, onlink, on the overlay device. */
+const CANONICAL = 1;
+
+/** True when `ip` is the network address written in `cidr` ("10.244.2.0" of "10.244.2.0/24"). */
+function isNetOf(ip: string, cidr: string): boolean {
+  return cidr.length > ip.length && cidr.charCodeAt(ip.length) === 47 && cidr.startsWith(ip);
+}
+
 function parseRouteKey(k: string): { gateway: string | null; devName: string | null } {
   const [g, d] = k.split("|");
   return { gateway: g || null, devName: d || null };
@@ -362,67 +372,78 @@ export class Reconciler {
     }
   }
 
-  /** Dumps routes once: refreshes the underlay view and returns our routes as dst → route keys. */
-  #dumpRoutes(): Map<string, string[]> {
+  /**
+   * Dumps routes once: refreshes the underlay view and returns our routes by dst: {@link CANONICAL} for the
+   * one vxlan form (via the dst's network address, onlink, on the overlay device: no string kept per route),
+   * else the route key, or the keys when there are several. The dst text is the desired entry's own string
+   * where there is one (the dump's copy dies young): at 5,000 peers the map was ~1.4 MiB of a pass's peak.
+   */
+  #dumpRoutes(): Map<string, RouteKeys> {
     const underlay: UnderlayRoute[] = [];
-    const out = new Map<string, string[]>();
+    const out = new Map<string, RouteKeys>();
+    const ov = this.#overlay;
     this.#eachRoute((r) => {
       if (!this.#isOurs(r)) {
         const u = this.#underlayOf(r);
         if (u) underlay.push(u);
         return;
       }
-      const k = routeKey(r.gateway, r.devName, r.onlink);
-      const l = out.get(r.dst);
-      if (l) l.push(k);
-      else out.set(r.dst, [k]);
+      const dst = this.#desired.get(r.dst)?.route.dst ?? r.dst;
+      const k: RouteKeys =
+        ov !== null && r.onlink && r.devName === ov && r.gateway !== null && isNetOf(r.gateway, dst)
+          ? CANONICAL
+          : routeKey(r.gateway, r.devName, r.onlink);
+      const l = out.get(dst);
+      if (l === undefined) out.set(dst, k);
+      else out.set(dst, [...this.#routeKeys(dst, l), ...this.#routeKeys(dst, k)]);
     });
     this.#underlay = underlay;
     return out;
   }
 
-  /** Permanent neighbours on the overlay device: IP → MAC. */
-  #dumpNeigh(ov: string): Map<string, string | null> {
-    const out = new Map<string, string | null>();
+  /** The route keys of a {@link #dumpRoutes} entry. */
+  #routeKeys(dst: string, v: RouteKeys | undefined): string[] {
+    if (v === undefined) return [];
+    if (v === CANONICAL) return [routeKey(dst.slice(0, dst.indexOf("/")), this.#overlay, true)];
+    return typeof v === "string" ? [v] : v;
+  }
+
+  /**
+   * Permanent neighbours on the overlay device, each handed to `each` (IP, MAC) as the dump delivers it: the
+   * compact scan where the handle has one (a failed scan calls `restart` and falls back to the full dump).
+   */
+  #eachNeigh(ov: string, each: (ip: string, mac: string | null) => void, restart: () => void): void {
     if (this.#nl.scanNeighbours) {
       try {
         this.#nl.scanNeighbours({ family: this.#family, dev: ov }, (n) => {
-          if (n.state & NUD_PERMANENT) out.set(n.dst, n.lladdr);
+          if (n.state & NUD_PERMANENT) each(n.dst, n.lladdr);
         });
-        return out;
+        return;
       } catch {
-        out.clear(); // e.g. the device is gone: the full dump below says "no entries" as before
+        restart(); // e.g. the device is gone: the full dump below says "no entries" as before
       }
     }
     for (const n of this.#nl.neighbours(this.#family)) {
-      if (n.ifname === ov && n.state.includes("PERMANENT")) out.set(n.dst, n.lladdr?.toLowerCase() ?? null);
+      if (n.ifname === ov && n.state.includes("PERMANENT")) each(n.dst, n.lladdr?.toLowerCase() ?? null);
     }
-    return out;
   }
 
-  /** FDB entries with a remote on the overlay device: MAC → remote IPs. */
-  #dumpFdb(ov: string): Map<string, string[]> {
-    const out = new Map<string, string[]>();
-    const add = (mac: string, dst: string) => {
-      const l = out.get(mac);
-      if (l) l.push(dst);
-      else out.set(mac, [dst]);
-    };
+  /** FDB entries with a remote on the overlay device, each handed to `each` (MAC, remote IP); as {@link #eachNeigh}. */
+  #eachFdb(ov: string, each: (mac: string, dst: string) => void, restart: () => void): void {
     if (this.#nl.scanFdb) {
       try {
         this.#nl.scanFdb(ov, (f) => {
-          if (f.dst !== null) add(f.mac, f.dst);
+          if (f.dst !== null) each(f.mac, f.dst);
         });
-        return out;
+        return;
       } catch {
-        out.clear();
+        restart();
       }
     }
     for (const f of this.#nl.fdb()) {
       if (f.ifname !== ov || f.dst === null) continue;
-      add(f.mac.toLowerCase(), f.dst);
+      each(f.mac.toLowerCase(), f.dst);
     }
-    return out;
   }
 
   /** One write through the one-at-a-time methods. */
@@ -580,21 +601,26 @@ export class Reconciler {
   fullPass(compute?: () => Map<string, DesiredPeer>): PassResult {
     const t0 = performance.now();
     const res: PassResult = { programmed: 0, removed: 0, errors: 0 };
-    // Each dump is reduced to compact strings in its own method, so the (large) dump arrays become garbage
-    // before the next dump starts: the peak heap of a pass stays near one dump, not three.
+    // The route dump is reduced to compact strings (it is taken before `compute`, which needs its underlay
+    // routes); neighbours and FDB entries are compared against the desired state while they are dumped.
     const actualRoutes = this.#dumpRoutes();
     if (compute) this.#setDesired(compute());
     const ov = this.#overlay;
-    const actualNeigh = ov ? this.#dumpNeigh(ov) : new Map<string, string | null>();
-    const actualFdb = ov ? this.#dumpFdb(ov) : new Map<string, string[]>();
     const routes = this.#routeDiff(actualRoutes);
-    const neigh = this.#neighDiff(ov, actualNeigh);
-    const fdb = this.#fdbDiff(ov, actualFdb);
+    const neigh = this.#neighDiff(ov);
+    const fdb = this.#fdbDiff(ov);
     const repairs: Repair[] = [];
     for (const [key, d] of this.#desired) {
       const neighOk = neigh.ok(d), fdbOk = fdb.ok(d), routeOk = routes.ok(d);
       if (neighOk && fdbOk && routeOk) continue;
-      repairs.push({ key, d, neighOk, fdbOk, routeOk, ar: actualRoutes.get(d.route.dst) });
+      repairs.push({
+        key,
+        d,
+        neighOk,
+        fdbOk,
+        routeOk,
+        ar: this.#routeKeys(d.route.dst, actualRoutes.get(d.route.dst)),
+      });
     }
     this.#applyPass(repairs, [...routes.stale, ...neigh.stale, ...fdb.stale], res);
     this.#stats.reconcileRuns++;
@@ -615,11 +641,11 @@ export class Reconciler {
   }
 
   /** Routes: a desired peer's route is right when it is our only route to its dst; others are stale. */
-  #routeDiff(actual: Map<string, string[]>): KindDiff {
+  #routeDiff(actual: Map<string, RouteKeys>): KindDiff {
     const stale: Stale[] = [];
     for (const [dst, rs] of actual) {
       if (this.#desired.has(dst)) continue;
-      for (const r of rs.map(parseRouteKey)) {
+      for (const r of this.#routeKeys(dst, rs).map(parseRouteKey)) {
         stale.push({
           write: {
             op: "deleteRoute",
@@ -633,51 +659,91 @@ export class Reconciler {
     }
     const ok = (d: DesiredPeer) => {
       const ar = actual.get(d.route.dst);
-      return ar?.length === 1 && (ar[0] === routeKey(d.route.via, d.route.dev, true) ||
-        (!d.route.onlink && ar[0] === routeKey(d.route.via, d.route.dev, false)));
+      // The canonical form is the key routeKey(network address of dst, overlay, onlink).
+      if (ar === CANONICAL) return d.route.dev === this.#overlay && isNetOf(d.route.via, d.route.dst);
+      return typeof ar === "string" && (ar === routeKey(d.route.via, d.route.dev, true) ||
+        (!d.route.onlink && ar === routeKey(d.route.via, d.route.dev, false)));
     };
     return { ok, stale };
   }
 
-  /** Permanent neighbours on the overlay device (none without one): IP → MAC as desired, others stale. */
-  #neighDiff(ov: string | null, actual: Map<string, string | null>): KindDiff {
+  /**
+   * Permanent neighbours on the overlay device (none without one): IP → MAC as desired, others stale.
+   * Compared while the dump runs, against the desired entries by IP: no map of every kernel entry is built
+   * (its strings were promoted with it: ~1 MiB of a pass's peak at 5,000 peers); only what differs is kept.
+   */
+  #neighDiff(ov: string | null): KindDiff {
     const stale: Stale[] = [];
-    if (ov) {
-      const want = new Set<string>();
-      for (const d of this.#desired.values()) if (d.neigh) want.add(d.neigh.ip);
-      for (const [ip] of actual) {
-        if (want.has(ip)) continue;
+    if (!ov) return { ok: () => true, stale };
+    const want = new Map<string, DesiredPeer>();
+    for (const d of this.#desired.values()) if (d.neigh) want.set(d.neigh.ip, d);
+    /** Desired entries the kernel holds as desired. */
+    const right = new Set<DesiredPeer>();
+    /** The kernel's MAC for a desired IP where it is not the desired one. */
+    const other = new Map<string, string | null>();
+    const staleIps = new Set<string>();
+    this.#eachNeigh(ov, (ip, mac) => {
+      const d = want.get(ip);
+      if (!d) staleIps.add(ip);
+      else if (mac === d.neigh!.mac) right.add(d), other.delete(ip);
+      else right.delete(d), other.set(ip, mac);
+    }, () => (right.clear(), other.clear(), staleIps.clear()));
+    for (const ip of staleIps) {
+      stale.push({
+        write: { op: "deleteNeigh", neigh: { dev: ov, dst: ip } },
+        what: "stale ARP entry",
+        key: ip,
+        fields: { ip, dev: ov },
+      });
+    }
+    const ok = (d: DesiredPeer) => {
+      if (!d.neigh) return true;
+      const w = want.get(d.neigh.ip)!;
+      return right.has(w) ? w.neigh!.mac === d.neigh.mac : other.get(d.neigh.ip) === d.neigh.mac;
+    };
+    return { ok, stale };
+  }
+
+  /**
+   * FDB entries on the overlay device (none without one): MAC → the desired remote, others stale. Compared
+   * while the dump runs, as {@link #neighDiff}.
+   */
+  #fdbDiff(ov: string | null): KindDiff {
+    const stale: Stale[] = [];
+    if (!ov) return { ok: () => true, stale };
+    const want = new Map<string, DesiredPeer>();
+    for (const d of this.#desired.values()) if (d.fdb) want.set(d.fdb.mac, d);
+    /** Desired MACs (by their desired peer) whose desired remote the kernel holds. */
+    const right = new Set<DesiredPeer>();
+    /** Other remotes the kernel holds per MAC (stale: removed below). */
+    const other = new Map<string, string[]>();
+    const add = (mac: string, dst: string) => {
+      const l = other.get(mac);
+      if (l) l.push(dst);
+      else other.set(mac, [dst]);
+    };
+    this.#eachFdb(ov, (mac, dst) => {
+      const d = want.get(mac);
+      if (d && dst === d.fdb!.dst) right.add(d);
+      else add(mac, dst);
+    }, () => (right.clear(), other.clear()));
+    for (const [mac, dsts] of other) {
+      for (const dst of dsts) {
         stale.push({
-          write: { op: "deleteNeigh", neigh: { dev: ov, dst: ip } },
-          what: "stale ARP entry",
-          key: ip,
-          fields: { ip, dev: ov },
+          write: { op: "deleteFdb", fdb: { dev: ov, mac, dst } },
+          what: "stale FDB entry",
+          key: mac,
+          fields: { mac, dst, dev: ov },
         });
       }
     }
-    return { ok: (d) => !d.neigh || !ov || actual.get(d.neigh.ip) === d.neigh.mac, stale };
-  }
-
-  /** FDB entries on the overlay device (none without one): MAC → the desired remote, others stale. */
-  #fdbDiff(ov: string | null, actual: Map<string, string[]>): KindDiff {
-    const stale: Stale[] = [];
-    if (ov) {
-      const want = new Map<string, string>();
-      for (const d of this.#desired.values()) if (d.fdb) want.set(d.fdb.mac, d.fdb.dst);
-      for (const [mac, dsts] of actual) {
-        const w = want.get(mac);
-        for (const dst of dsts) {
-          if (dst === w) continue;
-          stale.push({
-            write: { op: "deleteFdb", fdb: { dev: ov, mac, dst: dst ?? undefined } },
-            what: "stale FDB entry",
-            key: mac,
-            fields: { mac, dst, dev: ov },
-          });
-        }
-      }
-    }
-    return { ok: (d) => !d.fdb || !ov || (actual.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false), stale };
+    const ok = (d: DesiredPeer) => {
+      if (!d.fdb) return true;
+      const w = want.get(d.fdb.mac)!;
+      return (right.has(w) && w.fdb!.dst === d.fdb.dst) ||
+        (other.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false);
+    };
+    return { ok, stale };
   }
 
   /** Applies a pass's repairs and removals: batched when the handle can, else one write at a time. */

@@ -167,6 +167,43 @@ for (const scans of [false, true]) {
   });
 }
 
+for (const scans of [false, true]) {
+  Deno.test(`reconciler: an ARP entry with another MAC is replaced; a desired MAC's other FDB remote is removed (${scans ? "compact scans" : "full dumps"})`, () => {
+    const { nl, r } = setup(scans);
+    const peers = new Map([
+      ["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")],
+      ["10.244.3.0/24", vx("10.244.3.0/24", "02:aa:00:00:00:03", "192.0.2.13")],
+    ]);
+    r.fullPass(() => peers);
+    // The kernel's ARP entry for 10.244.2.0 now names another MAC; 02:aa:…:03 gains a second remote.
+    const n = nl.neighList.find((x) => x.dst === "10.244.2.0")!;
+    n.lladdr = "02:cc:00:00:00:02";
+    nl.fdbList.push({
+      index: 11,
+      ifname: "flannel.1",
+      mac: "02:aa:00:00:00:03",
+      dst: "192.0.2.77",
+      master: null,
+      flags: ["self"],
+      state: ["PERMANENT"],
+      vlan: null,
+    });
+    nl.ops = [];
+    const res = r.fullPass(() => peers);
+    assertEquals(res, { programmed: 1, removed: 1, errors: 0 });
+    assertEquals(nl.ops.sort(), ["deleteFdb 02:aa:00:00:00:03", "replaceNeigh 10.244.2.0"]);
+    assertEquals(nl.neighList.find((x) => x.dst === "10.244.2.0")?.lladdr, "02:aa:00:00:00:02");
+    assertEquals(
+      nl.fdbList.filter((f) => f.mac === "02:aa:00:00:00:03").map((f) => f.dst),
+      ["192.0.2.13"],
+      "the desired remote stays",
+    );
+    nl.ops = [];
+    assertEquals(r.fullPass(() => peers), { programmed: 0, removed: 0, errors: 0 });
+    assertEquals(nl.ops, []);
+  });
+}
+
 Deno.test("lookupRoute: longest prefix, then metric", () => {
   const routes = [
     { net: IPNet.parse("0.0.0.0/0"), gateway: "192.0.2.1", devName: "eth0", metric: 0 },
