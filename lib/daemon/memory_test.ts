@@ -4,13 +4,19 @@ import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS, TRIM_MAX_WAIT_MS }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-Deno.test("MemoryRelease: one GC then trim after each burst (debounced), none after stop", async () => {
+/** A MemoryRelease whose GC and trim hooks record their calls, in order. */
+function recorded(): { calls: string[]; m: MemoryRelease } {
   const calls: string[] = [];
   const log = new Logger({ sink: () => {}, time: false });
   const m = new MemoryRelease({
     releaseMemory: () => calls.push("trim"),
     collectGarbage: () => calls.push("gc"),
   }, log);
+  return { calls, m };
+}
+
+Deno.test("MemoryRelease: one GC then trim after each burst (debounced), none after stop", async () => {
+  const { calls, m } = recorded();
   m.afterBurst();
   m.afterBurst();
   m.afterBurst(); // debounced into the same release
@@ -34,12 +40,7 @@ Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort ma
 });
 
 Deno.test("MemoryRelease.now: releases at once, folds a pending release into it; nothing after stop", async () => {
-  const calls: string[] = [];
-  const log = new Logger({ sink: () => {}, time: false });
-  const m = new MemoryRelease({
-    releaseMemory: () => calls.push("trim"),
-    collectGarbage: () => calls.push("gc"),
-  }, log);
+  const { calls, m } = recorded();
   m.afterBurst();
   m.now();
   assertEquals(calls, ["gc", "trim"], "synchronous");
