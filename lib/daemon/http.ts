@@ -45,9 +45,6 @@ export function handleRequest(
       return why === null ? text("ok\n") : text(`not ready: ${why}\n`, 503);
     }
     case "/metrics":
-      // flanctl_ready from the same answer as /readyz at scrape time: a lease that expired since the last
-      // event must not read as ready here while /readyz already says 503.
-      metrics.ready = notReady() === null ? 1 : 0;
       return text(metrics.render(), 200, "text/plain; version=0.0.4; charset=utf-8");
     default:
       return text("not found (try /healthz, /readyz, /metrics)\n", 404);

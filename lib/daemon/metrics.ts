@@ -24,8 +24,12 @@ export class Metrics implements ReconcileStats {
   ruleChecks = 0;
   /** 1 while the store answers, else 0. */
   storeUp = 0;
-  /** 1 once ready (rules in place, subnet.env written). */
-  ready = 0;
+  /**
+   * Where flanctl_ready comes from (1 ready, 0 not), read when the metrics are rendered: the daemon's
+   * Readiness, the same answer /readyz gives at that moment (a lease expires with no event to update a
+   * stored value).
+   */
+  readySource: () => number = () => 0;
   leaseRenewals = 0;
   leaseRenewalErrors = 0;
   /** Store events applied. */
@@ -126,7 +130,7 @@ const AFTER_HISTOGRAM: Series<Metrics>[] = [
   ["flanctl_rule_resyncs_total", "Times the iptables rules were (re)applied.", (m) => m.ruleResyncs],
   ["flanctl_rule_checks_total", "Times the iptables rules were checked.", (m) => m.ruleChecks],
   ["flanctl_store_up", "1 when the lease store answers.", (m) => m.storeUp],
-  ["flanctl_ready", "1 once rules are in place and subnet.env is written.", (m) => m.ready],
+  ["flanctl_ready", "1 once rules are in place and subnet.env is written.", (m) => m.readySource()],
   ["flanctl_lease_renewals_total", "Successful renewals of our own lease.", (m) => m.leaseRenewals],
   ["flanctl_lease_renewal_errors_total", "Failed renewals of our own lease.", (m) => m.leaseRenewalErrors],
   ["flanctl_store_events_total", "Lease events applied from the store watch.", (m) => m.events],

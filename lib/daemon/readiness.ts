@@ -7,7 +7,7 @@
 import type { Logger } from "./log.ts";
 import type { Metrics } from "./metrics.ts";
 
-/** The daemon's readiness, kept current in `metrics.ready` and `metrics.storeUp`. */
+/** The daemon's readiness: the source of `flanctl_ready` (read at render time) and kept in `metrics.storeUp`. */
 export class Readiness {
   readonly #metrics: Metrics;
   readonly #log: Logger;
@@ -22,6 +22,7 @@ export class Readiness {
   constructor(metrics: Metrics, log: Logger) {
     this.#metrics = metrics;
     this.#log = log;
+    metrics.readySource = () => (this.notReady() === null ? 1 : 0);
   }
 
   /** Why /readyz fails, or null when ready. */
@@ -30,11 +31,6 @@ export class Readiness {
     if (!this.#rulesInPlace) return `${this.#rulesMode} rules not in place yet`;
     if (!this.#storeOk) return "the lease store is unreachable";
     return this.#leaseInvalid();
-  }
-
-  /** Recomputes `metrics.ready`. */
-  update(): void {
-    this.#metrics.ready = this.notReady() === null ? 1 : 0;
   }
 
   /** subnet.env is written. */
@@ -65,6 +61,5 @@ export class Readiness {
     }
     this.#storeOk = up;
     this.#metrics.storeUp = up ? 1 : 0;
-    this.update();
   }
 }

@@ -44,7 +44,6 @@ export class RunLoop {
   /** The renewal policy (lib/store/keeper.ts); its callbacks keep metrics, logs and readiness current. */
   #newKeeper(): LeaseKeeper {
     const { store, state, attrs, signal, o, metrics, log, readiness } = this.ctx;
-    const ready = () => readiness.update();
     return new LeaseKeeper(store, state.lease, attrs, {
       signal,
       renewMarginMs: o.subnetLeaseRenewMargin * 60_000,
@@ -61,7 +60,6 @@ export class RunLoop {
           subnet: state.own.toString(),
           reason: why,
         });
-        ready();
       },
       onAcquired: (l) => this.#onReacquired(l),
       onError: (what, e) => {
@@ -75,7 +73,6 @@ export class RunLoop {
       onValidity: (valid) => {
         if (!valid) log.warn("no valid lease: not ready", { reason: this.#keeper?.whyInvalid() });
         else log.info("lease valid again", { subnet: state.own.toString() });
-        ready();
       },
     });
   }
@@ -120,7 +117,7 @@ export class RunLoop {
 
   /** Applies a lease acquired again after it was lost (the same subnet, or a new one if it was taken). */
   async #onReacquired(lease: Lease): Promise<void> {
-    const { state, family, v6, log, reconciler, peers, readiness } = this.ctx;
+    const { state, family, v6, log, reconciler, peers } = this.ctx;
     state.lease = lease;
     const s = subnetOf(lease, family);
     if (!s) throw new ConfigError("Network", `the store returned a lease without an IPv${family} subnet`);
@@ -145,7 +142,6 @@ export class RunLoop {
     } else {
       log.info("lease re-acquired", { subnet: s.toString() });
     }
-    readiness.update();
   }
 
   async #watchLoop(): Promise<void> {

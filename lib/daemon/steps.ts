@@ -526,7 +526,6 @@ const ready: Step<Draft> = {
   name: "ready",
   run(d) {
     const b = d.base, own = d.need("state").own, size = d.need("reconciler").size;
-    b.readiness.update();
     b.log.info("ready", { subnet: own.toString(), peers: size });
     b.notify(`READY=1\nSTATUS=serving ${own} with ${size} peers`);
   },
