@@ -71,12 +71,17 @@ export function hasCodeCache(denoDir: string, specifier: string): boolean {
  * Runs `run` (one call of the bundle, e.g. CNI VERSION with the launcher's flags) until `denoDir` holds the
  * code cache of `specifier`, at most `tries` times, then checkpoints the databases. Returns whether the
  * cache is there. `run`'s own failures are the caller's to report (it is called again regardless).
+ *
+ * Deno stores the cache from a background thread that the bundle's exit often beats: measured, a run into a
+ * fresh DENO_DIR wrote it in 8 of 30 (idle machine), and 20 fresh directories needed 1–5 runs each (median
+ * 1.5). With 5 tries that left the cache missing for a few installs in a hundred (a CI run of
+ * tests/install_cni_test.ts hit it); 30 tries (≤ ~2 s, once per install) make a miss about one in 10^9.
  */
 export async function warmCodeCache(
   denoDir: string,
   specifier: string,
   run: () => Promise<unknown>,
-  tries = 5,
+  tries = 30,
 ): Promise<boolean> {
   let ok = hasCodeCache(denoDir, specifier);
   for (let i = 0; !ok && i < tries; i++) {
