@@ -27,8 +27,9 @@ if (import.meta.main) {
   Deno.env.delete("FLANCTL_ARGV0");
   const code = await cniMain(name);
   // One turn of the event loop before exiting (an async op; a timer would load Deno's node:timers): the
-  // runtime stores V8's code cache of this module in that turn when it had none (lib/cni/launch.ts). The
-  // plugin's own work is synchronous, so without it Deno.exit came first and no cache was ever written.
+  // runtime stores V8's code cache of this module in that turn when it had none (lib/cni/launch.ts) — often,
+  // not always: 8 of 30 fresh runs measured, so install repeats its warm-up run (lib/install/code_cache.ts).
+  // The plugin's own work is synchronous, so without it Deno.exit came first and no cache was ever written.
   await Deno.lstat("/");
   Deno.exit(code);
 }
