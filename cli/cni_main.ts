@@ -10,9 +10,14 @@
  */
 import { runExecutable } from "../lib/cni/skel.ts";
 import { ourPlugin, PLUGINS } from "../lib/cni/plugins.ts";
+import { markShortLived } from "../lib/process_kind.ts";
 
-/** Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. */
+/**
+ * Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. Marks the process
+ * short-lived first (lib/process_kind.ts: FFI symbols bound without fast-call trampolines).
+ */
 export function cniMain(pluginName: string): Promise<number> {
+  markShortLived();
   const load = ourPlugin(pluginName);
   if (!load) {
     const msg = `unknown CNI plugin '${pluginName}' (known: ${Object.keys(PLUGINS).join(", ")})`;

@@ -1,0 +1,50 @@
+import { assert, assertEquals } from "../../tests/assert.ts";
+
+// Each case runs in a fresh Deno process: being short-lived is a property of the whole process
+// (lib/process_kind.ts), and the symbol table is bound once per process.
+const FFI = new URL("./ffi.ts", import.meta.url).href;
+const KIND = new URL("../process_kind.ts", import.meta.url).href;
+
+/** Runs `short` or `long` in a fresh process: int-returning libc calls and what they returned. */
+async function probe(kind: "short" | "long") {
+  const code = `
+    import { errno, libc } from ${JSON.stringify(FFI)};
+    import { markShortLived } from ${JSON.stringify(KIND)};
+    if (${kind === "short"}) markShortLived();
+    const c = libc();
+    const bad = c.close(-1), badErrno = errno();
+    const fd = c.open(new TextEncoder().encode("/dev/null\\0"), 0);
+    // socket(AF_INET, SOCK_DGRAM, 0): a descriptor above the one just opened.
+    const s = c.socket(2, 2, 0);
+    c.close(s);
+    const closed = c.close(fd);
+    const trim = c.malloc_trim(0);
+    const types = [bad, fd, closed, trim, s].map((v) => typeof v);
+    console.log(JSON.stringify({ bad, badErrno, fd, closed, trim, s, types, native: String(c.close).includes("[native code]") }));
+  `;
+  const o = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", code],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const err = new TextDecoder().decode(o.stderr);
+  assertEquals(o.code, 0, err);
+  return JSON.parse(new TextDecoder().decode(o.stdout));
+}
+
+Deno.test("ffi: a short-lived process gets int results as numbers, signed, from struct-result bindings", async () => {
+  const [short, long] = await Promise.all([probe("short"), probe("long")]);
+  // The long-lived process (the daemon) keeps Deno's own bindings (fast calls); the CNI call gets wrappers.
+  assert(long.native, JSON.stringify(long));
+  assert(!short.native, JSON.stringify(short));
+  for (const r of [short, long]) {
+    assertEquals(r.types, ["number", "number", "number", "number", "number"], JSON.stringify(r));
+    assertEquals(r.bad, -1); // sign-extended, not 0xffffffff
+    assertEquals(r.badErrno, 9); // EBADF
+    assert(r.fd >= 0 && r.s > r.fd, JSON.stringify(r));
+    assertEquals(r.closed, 0);
+    assert(r.trim === 0 || r.trim === 1, JSON.stringify(r));
+  }
+  // Same descriptors in both: the same calls were made.
+  assertEquals([short.fd, short.s], [long.fd, long.s]);
+});
