@@ -432,39 +432,52 @@ export class LibraryLoadError extends FlanctlError {
 
 /**
  * Binds symbol `name` of `soname` as it is declared in `syms`, except in a short-lived process
- * (lib/process_kind.ts: a CNI call) for a symbol returning an `int`: there it is declared with a one-int32
- * struct result, which Deno never makes a V8 fast call of, so it generates no fast-call trampoline when
- * binding it, and a wrapper returns the number. A struct of one int32 comes back in the same register as
- * an int (x86-64 and arm64 calling conventions), so the C call is the same. Measured: a CNI ADD or DEL
- * binds 7 libc symbols (open, setns, close, socket, setsockopt, send, recv), all returning int; binding
- * them in a fresh `--jitless` process took 1.54–1.78 ms, 0.62–0.75 ms this way (six runs each), and an
- * installed ADD got 0.7–1.0 ms faster, a DEL 0.3–1.8 ms (median paired differences, three runs of 300
- * rounds alternating two installs). The wrapper costs an array per call, nothing against a process that
- * makes a few dozen calls; the daemon's hot loops keep the fast calls.
+ * (lib/process_kind.ts: a CNI call) for a symbol returning an `int` or a pointer: there it is declared with
+ * a struct result of that one member, which Deno never makes a V8 fast call of, so it generates no
+ * fast-call trampoline when binding it, and a wrapper returns the number or pointer. A struct of one int32
+ * or one pointer comes back in the same register as the int or pointer (x86-64 and arm64 calling
+ * conventions), so the C call is the same. Measured: a CNI ADD or DEL binds 7 libc symbols (open, setns,
+ * close, socket, setsockopt, send, recv), all returning int; binding them in a fresh `--jitless` process
+ * took 1.54–1.78 ms, 0.62–0.75 ms this way (six runs each), and an installed ADD got 0.7–1.0 ms faster, a
+ * DEL 0.3–1.8 ms (median paired differences, three runs of 300 rounds alternating two installs).
+ * `__errno_location` (a pointer, bound with every libc table: {@link libc}) 0.31–0.38 ms, 0.06 this way.
+ * The wrapper costs an array per call, nothing against a process that makes a few dozen calls; the
+ * daemon's hot loops keep the fast calls.
  */
 function bind<S extends Deno.ForeignLibraryInterface>(soname: string, syms: S, name: keyof S & string) {
   const def = syms[name] as Deno.ForeignFunction;
-  if (!isShortLived() || def.result !== "i32") {
+  const member = def.result === "i32" || def.result === "pointer" ? def.result : null;
+  if (!isShortLived() || !member) {
     return Deno.dlopen(soname, { [name]: def } as Pick<S, typeof name>).symbols[name];
   }
-  const sym = { [name]: { ...def, result: { struct: ["i32"] } } } as const;
+  const sym = { [name]: { ...def, result: { struct: [member] } } } as const;
   const raw = Deno.dlopen(soname, sym).symbols[name] as unknown as (...a: unknown[]) => Uint8Array;
-  // The 4 bytes of the int, little-endian (the product's targets, x86-64 and arm64 Linux, are).
-  const wrapped = (...a: unknown[]) => {
-    const r = raw(...a);
-    return r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24;
-  };
+  // The member's bytes, little-endian (the product's targets, x86-64 and arm64 Linux, are).
+  const wrapped = member === "i32"
+    ? (...a: unknown[]) => {
+      const r = raw(...a);
+      return r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24;
+    }
+    : (...a: unknown[]) => {
+      const r = raw(...a);
+      return Deno.UnsafePointer.create(new DataView(r.buffer, r.byteOffset, 8).getBigUint64(0, true));
+    };
   return wrapped as unknown as Deno.DynamicLibrary<S>["symbols"][typeof name];
 }
 
 /**
- * Opens `soname` and returns its symbol table with each symbol bound on first use ({@link bind}). Binding
- * a symbol costs ~0.08 ms (Deno generates a call stub per symbol), and a CNI call needs a fraction of the
- * ~150 symbols: binding them all up front was ~25 ms of every plugin start. After the first call a symbol
- * is a plain data property, so hot loops pay nothing extra. dlopen() of an already loaded library only
- * bumps its reference count.
+ * Opens `soname` and returns its symbol table with each symbol bound on first use ({@link bind}), those of
+ * `eager` at once. Binding a symbol costs ~0.08 ms (Deno generates a call stub per symbol), and a CNI call
+ * needs a fraction of the ~150 symbols: binding them all up front was ~25 ms of every plugin start. After
+ * the first call a symbol is a plain data property, so hot loops pay nothing extra. dlopen() of an already
+ * loaded library only bumps its reference count.
  */
-function load<S extends Deno.ForeignLibraryInterface>(soname: string, pkg: string, syms: S) {
+function load<S extends Deno.ForeignLibraryInterface>(
+  soname: string,
+  pkg: string,
+  syms: S,
+  eager: readonly (keyof S & string)[] = [],
+) {
   try {
     Deno.dlopen(soname, {}); // fail here, with the package name, when the library is missing
   } catch (e) {
@@ -482,6 +495,7 @@ function load<S extends Deno.ForeignLibraryInterface>(soname: string, pkg: strin
       },
     });
   }
+  for (const name of eager) Object.defineProperty(table, name, { value: bind(soname, syms, name) });
   return table;
 }
 
@@ -499,9 +513,13 @@ export function rt(): RouteLib {
   return routeLib;
 }
 
-/** libc symbols, loaded on first call. */
+/**
+ * libc symbols, loaded on first call. `__errno_location` is bound with the table, before any other libc
+ * symbol can be called: {@link errno} runs right after a failing call, and binding a symbol there (dlopen,
+ * dlsym, a stub mapped) could change errno before it is read (once seen: EAGAIN read for an EBADF).
+ */
 export function libc(): LibcLib {
-  return libcLib ??= load("libc.so.6", "libc6", LIBC_SYMBOLS);
+  return libcLib ??= load("libc.so.6", "libc6", LIBC_SYMBOLS, ["__errno_location"]);
 }
 
 const enc = new TextEncoder();

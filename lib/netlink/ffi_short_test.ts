@@ -8,7 +8,7 @@ const KIND = new URL("../process_kind.ts", import.meta.url).href;
 /** Runs `short` or `long` in a fresh process: int-returning libc calls and what they returned. */
 async function probe(kind: "short" | "long") {
   const code = `
-    import { errno, libc } from ${JSON.stringify(FFI)};
+    import { errno, libc, readCString, rt } from ${JSON.stringify(FFI)};
     import { markShortLived } from ${JSON.stringify(KIND)};
     if (${kind === "short"}) markShortLived();
     const c = libc();
@@ -20,7 +20,14 @@ async function probe(kind: "short" | "long") {
     const closed = c.close(fd);
     const trim = c.malloc_trim(0);
     const types = [bad, fd, closed, trim, s].map((v) => typeof v);
-    console.log(JSON.stringify({ bad, badErrno, fd, closed, trim, s, types, native: String(c.close).includes("[native code]") }));
+    // Pointer results: a libnl link's name is NULL until set.
+    const link = rt().rtnl_link_alloc();
+    const unnamed = readCString(rt().rtnl_link_get_name(link));
+    rt().rtnl_link_set_name(link, new TextEncoder().encode("cbx0\\0"));
+    const named = readCString(rt().rtnl_link_get_name(link));
+    rt().rtnl_link_put(link);
+    const native = String(c.close).includes("[native code]") && String(rt().rtnl_link_get_name).includes("[native code]");
+    console.log(JSON.stringify({ bad, badErrno, fd, closed, trim, s, types, unnamed, named, native }));
   `;
   const o = await new Deno.Command(Deno.execPath(), {
     args: ["eval", "--no-check", code],
@@ -32,7 +39,7 @@ async function probe(kind: "short" | "long") {
   return JSON.parse(new TextDecoder().decode(o.stdout));
 }
 
-Deno.test("ffi: a short-lived process gets int results as numbers, signed, from struct-result bindings", async () => {
+Deno.test("ffi: a short-lived process gets int and pointer results (signed, NULL) from struct-result bindings", async () => {
   const [short, long] = await Promise.all([probe("short"), probe("long")]);
   // The long-lived process (the daemon) keeps Deno's own bindings (fast calls); the CNI call gets wrappers.
   assert(long.native, JSON.stringify(long));
@@ -44,6 +51,7 @@ Deno.test("ffi: a short-lived process gets int results as numbers, signed, from 
     assert(r.fd >= 0 && r.s > r.fd, JSON.stringify(r));
     assertEquals(r.closed, 0);
     assert(r.trim === 0 || r.trim === 1, JSON.stringify(r));
+    assertEquals([r.unnamed, r.named], [null, "cbx0"]);
   }
   // Same descriptors in both: the same calls were made.
   assertEquals([short.fd, short.s], [long.fd, long.s]);

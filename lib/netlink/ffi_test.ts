@@ -12,6 +12,8 @@ Deno.test("ffi: libc's table binds each symbol on its first use, so a caller pay
   }
   // ...and loading it binds none of them.
   assertEquals(["recvmmsg", "send", "recv", "sendto"].filter((n) => bound(c, n)), []);
+  // Except __errno_location: errno() must not bind it after the failing call (binding can change errno).
+  assert(bound(c, "__errno_location"), "__errno_location is bound with the table");
   assertEquals(c.close(-1), -1);
   assertEquals(errno(), 9); // EBADF, read through the same table
   assert(bound(c, "close") && bound(c, "__errno_location"));
