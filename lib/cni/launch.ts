@@ -17,8 +17,8 @@
  *
  * `--jitless` (no Sparkplug, Maglev or TurboFan, no executable code pages) measured no gain before the
  * code cache was whole; with it, a CNI call runs only cached bytecode once, so the compilers' set-up is
- * pure cost: measured −1.2 ms per ADD and −0.7 ms per DEL (medians of paired differences, 300 rounds
- * alternating two installs, twice; 25.7 vs 27.0 ms per ADD). It is in the flag hash the code cache is
+ * pure cost: measured −1.2 ms per ADD and −0.7 ms per DEL (bench/cni_pair.ts: medians of paired differences,
+ * 300 rounds alternating two installs, twice; 25.7 vs 27.0 ms per ADD). It is in the flag hash the code cache is
  * checked against, so install makes the cache under this same list. Other V8 flags (--single-threaded,
  * --single-threaded-gc, --no-lazy-feedback-allocation, --max-semi-space-size=1) measured no gain here.
  * @module

@@ -439,7 +439,7 @@ export class LibraryLoadError extends FlanctlError {
  * conventions), so the C call is the same. Measured: a CNI ADD or DEL binds 7 libc symbols (open, setns,
  * close, socket, setsockopt, send, recv), all returning int; binding them in a fresh `--jitless` process
  * took 1.54–1.78 ms, 0.62–0.75 ms this way (six runs each), and an installed ADD got 0.7–1.0 ms faster, a
- * DEL 0.3–1.8 ms (median paired differences, three runs of 300 rounds alternating two installs).
+ * DEL 0.3–1.8 ms (bench/cni_pair.ts: median paired differences, three runs of 300 rounds).
  * `__errno_location` (a pointer, bound with every libc table: {@link libc}) 0.31–0.38 ms, 0.06 this way.
  * The wrapper costs an array per call, nothing against a process that makes a few dozen calls; the
  * daemon's hot loops keep the fast calls.
