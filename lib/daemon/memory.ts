@@ -17,7 +17,10 @@
  * ({@link TRIM_MAX_WAIT_MS}) and a release still pending runs before a full pass. With the reconciler's
  * leaner pass (lib/reconcile/reconciler.ts), as installed, etcd, medians of 3 interleaved runs: adding
  * 4,000 peers to 1,000 peaked at 66.1 → 60.6 MiB, a restart with 5,000 leases at 69.8 → 60.4; steady RSS,
- * programming times and the full pass (101 → 82 ms) not worse.
+ * programming times and the full pass (101 → 82 ms) not worse. Start-up's releases also drop the Deno
+ * binary's resident read-only pages (lib/netlink unmapBinaryPages; numbers there): 100 peers steady 48.9 →
+ * 37.5 MiB, peak 52.8 → 38.9; kube mode, 5,000 realistic Nodes (bench/kube_rss_bench.ts) 57.6 → 42.6, peak
+ * 68.4 → 57.5.
  * @module
  */
 import type { Logger } from "./log.ts";
