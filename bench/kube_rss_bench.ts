@@ -5,7 +5,8 @@
  * (VmHWM). Realistic ~10 KB Nodes (labels, images, conditions, addresses) against the reference of the same
  * daemon with 5000 small Nodes (only the fields the store reads), median of 3 interleaved runs. With
  * `KUBE_RSS_REF=<rev>` that revision's daemon with the realistic Nodes is measured too (e.g. `main`, the
- * before). Every daemon runs as the installed service does (deploy/flanctl.service):
+ * before), from source and as installed (its cli/daemon_entry.ts bundled, run with its install.sh's
+ * launcher flags). Every daemon runs as the installed service does (deploy/flanctl.service):
  * `DENO_V8_FLAGS=--max-semi-space-size=1`; `KUBE_RSS_V8_FLAGS` overrides it ("" for plain `deno run`).
  * The same two Node sets are also measured "as installed": cli/daemon_entry.ts bundled as install.sh does
  * (daemon.js) and run with the launcher's `deno run` flags and V8 flags (install.sh's DAEMON_DENO_FLAGS /
@@ -18,7 +19,14 @@ import { nsRun, ROOT } from "../tests/netns.ts";
 import { FakeApiServer, kubeconfigYaml, type Node } from "../tests/kube_fake_api.ts";
 import { realisticNode } from "../tests/kube_nodes_fixture.ts";
 import { projectNode } from "../lib/store/kube_node.ts";
-import { installDaemonInto, installSetting } from "../tests/installed_daemon.ts";
+import {
+  bundleDaemon,
+  installDaemonInto,
+  installedDaemonCmd,
+  installSetting,
+  type LauncherSettings,
+  launcherSettings,
+} from "../tests/installed_daemon.ts";
 
 const PEERS = 5000;
 /**
@@ -89,9 +97,32 @@ function fill(api: FakeApiServer, big: boolean) {
 const bundleDir = await Deno.makeTempDir({ prefix: "flanctl-kube-rss-js-" });
 /** The daemon as the launcher runs daemon.js (its arguments have no `daemon` verb). */
 const { cmd: installedCmd, v8: installedV8 } = await installDaemonInto(bundleDir);
+/** How an installed daemon runs: its FLANCTL_LIBDIR (daemon.js and src/) and V8 flags. */
+interface Installed {
+  libdir: string;
+  v8: string;
+}
+const installed = new Map<string[], Installed>([[installedCmd, { libdir: bundleDir, v8: installedV8 }]]);
+/** KUBE_RSS_REF's daemon as installed: its bundle, its launcher's flags (--max-semi-space-size=1 without). */
+let refInstalledCmd: string[] | null = null;
+let refInstalledLabel = "";
+if (ref) {
+  const libdir = `${bundleDir}/ref`;
+  await Deno.mkdir(libdir);
+  await bundleDaemon(`${libdir}/daemon.js`, `${refDir}/`);
+  await Deno.symlink(refDir, `${libdir}/src`);
+  let l: LauncherSettings | null = null;
+  try {
+    l = launcherSettings(`${refDir}/`);
+  } catch { /* an older install.sh without the DAEMON_* lines */ }
+  const refV8 = l?.v8 ?? "--max-semi-space-size=1";
+  refInstalledCmd = installedDaemonCmd(`${libdir}/daemon.js`, { flags: l?.flags ?? [], v8: refV8 });
+  refInstalledLabel = `${(l?.flags ?? []).join(" ")} --v8-flags=${refV8}`;
+  installed.set(refInstalledCmd, { libdir, v8: refV8 });
+}
 
 const c = new DaemonCluster("10.92");
-const res: Record<string, Sample[]> = { big: [], small: [], before: [], ibig: [], ismall: [] };
+const res: Record<string, Sample[]> = { big: [], small: [], before: [], ibig: [], ismall: [], ibefore: [] };
 let api: FakeApiServer | null = null;
 try {
   await c.init();
@@ -120,15 +151,15 @@ try {
     ["ibig", installedCmd, true],
     ["ismall", installedCmd, false],
   ];
-  if (ref) variants.push(["before", fromSource(`${refDir}/`), true]);
+  if (ref) variants.push(["before", fromSource(`${refDir}/`), true], ["ibefore", refInstalledCmd!, true]);
   for (let round = 0; round < 3; round++) {
     for (const [k, cmd, big] of variants) {
       fill(api, big);
-      const installed = cmd === installedCmd;
+      const inst = installed.get(cmd);
       const p = new Deno.Command("ip", {
-        args: ["netns", "exec", n.ns, ...cmd, ...(installed ? args.slice(1) : args)],
-        env: installed
-          ? { NODE_NAME: "self", FLANCTL_LIBDIR: bundleDir, FLANCTL_DAEMON_V8_FLAGS: installedV8 }
+        args: ["netns", "exec", n.ns, ...cmd, ...(inst ? args.slice(1) : args)],
+        env: inst
+          ? { NODE_NAME: "self", FLANCTL_LIBDIR: inst.libdir, FLANCTL_DAEMON_V8_FLAGS: inst.v8 }
           : { NODE_NAME: "self", DENO_V8_FLAGS: v8 },
         stdout: "null",
         stderr: Deno.env.get("KUBE_RSS_VERBOSE") ? "inherit" : "null",
@@ -190,4 +221,5 @@ console.log(
 );
 line(`reference: ${PEERS} small Nodes`, is);
 line(`this: ${PEERS} realistic ~10 KB Nodes`, ib);
+if (ref) line(`${ref} (${refInstalledLabel}): ${PEERS} realistic Nodes`, m(res.ibefore));
 verdict(ib, is);

@@ -17,7 +17,10 @@
  * ({@link TRIM_MAX_WAIT_MS}) and a release still pending runs before a full pass. With the reconciler's
  * leaner pass (lib/reconcile/reconciler.ts), as installed, etcd, medians of 3 interleaved runs: adding
  * 4,000 peers to 1,000 peaked at 66.1 → 60.6 MiB, a restart with 5,000 leases at 69.8 → 60.4; steady RSS,
- * programming times and the full pass (101 → 82 ms) not worse.
+ * programming times and the full pass (101 → 82 ms) not worse. Start-up's releases also drop the Deno
+ * binary's resident read-only pages (lib/netlink unmapBinaryPages; numbers there): 100 peers steady 48.9 →
+ * 37.5 MiB, peak 52.8 → 38.9; kube mode, 5,000 realistic Nodes (bench/kube_rss_bench.ts) 57.6 → 42.6, peak
+ * 68.4 → 57.5.
  * @module
  */
 import type { Logger } from "./log.ts";
@@ -36,6 +39,11 @@ export interface MemoryHooks {
   releaseMemory?: () => void;
   /** A full JS garbage collection (run.ts: {@link fullGarbageCollection}, present with --expose-gc). */
   collectGarbage?: () => void;
+  /**
+   * Drops the resident pages of the Deno binary's read-only mappings (run.ts: lib/netlink's
+   * unmapBinaryPages); start-up's releases ({@link MemoryRelease.now}) only.
+   */
+  releaseBinaryPages?: () => void;
 }
 
 /**
@@ -85,12 +93,13 @@ export class MemoryRelease {
   /**
    * Releases at once (synchronously; a pending release is folded into it): before start-up lists every
    * lease, so the list and the first full pass grow from the settled heap, not on top of start-up's
-   * transient memory (module compilation, the acquire's list).
+   * transient memory (module compilation, the acquire's list). Start-up's only: it also drops the Deno
+   * binary's resident read-only pages (`releaseBinaryPages`), most of them touched by start-up alone.
    */
   now(): void {
     if (!this.#hooks.releaseMemory || this.#stopped) return;
     if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#release();
+    this.#release(true);
   }
 
   /**
@@ -98,7 +107,9 @@ export class MemoryRelease {
    * pass's own transient heap comes on top of the settled one, not on top of the burst's garbage as well.
    */
   releasePending(): void {
-    if (this.#timer !== null) this.now();
+    if (this.#timer === null) return;
+    clearTimeout(this.#timer);
+    this.#release(false);
   }
 
   /** No release after this (a pending one is cancelled). */
@@ -108,7 +119,7 @@ export class MemoryRelease {
     this.#timer = null;
   }
 
-  #release(): void {
+  #release(binary = false): void {
     this.#timer = null;
     if (this.#stopped) return;
     const t0 = performance.now();
@@ -117,6 +128,7 @@ export class MemoryRelease {
       // The GC first: what it frees outside the JS heap (buffers' backing stores) is then trimmed too.
       gc?.();
       this.#hooks.releaseMemory!();
+      if (binary) this.#hooks.releaseBinaryPages?.();
     } catch (e) {
       this.#log.debug("releasing free memory failed", { error: e instanceof Error ? e.message : String(e) });
     }

@@ -4,13 +4,14 @@ import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS, TRIM_MAX_WAIT_MS }
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A MemoryRelease whose GC and trim hooks record their calls, in order. */
+/** A MemoryRelease whose GC, trim and binary-pages hooks record their calls, in order. */
 function recorded(): { calls: string[]; m: MemoryRelease } {
   const calls: string[] = [];
   const log = new Logger({ sink: () => {}, time: false });
   const m = new MemoryRelease({
     releaseMemory: () => calls.push("trim"),
     collectGarbage: () => calls.push("gc"),
+    releaseBinaryPages: () => calls.push("binary"),
   }, log);
   return { calls, m };
 }
@@ -39,16 +40,26 @@ Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort ma
   assertEquals(fullGarbageCollection({}), undefined);
 });
 
-Deno.test("MemoryRelease.now: releases at once, folds a pending release into it; nothing after stop", async () => {
+Deno.test("MemoryRelease.now: releases at once with the binary's pages, folds a pending release into it; nothing after stop", async () => {
   const { calls, m } = recorded();
   m.afterBurst();
   m.now();
-  assertEquals(calls, ["gc", "trim"], "synchronous");
+  assertEquals(calls, ["gc", "trim", "binary"], "synchronous");
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls, ["gc", "trim"], "the pending release was folded into it");
+  assertEquals(calls, ["gc", "trim", "binary"], "the pending release was folded into it");
   m.stop();
   m.now();
-  assertEquals(calls.length, 2, "nothing after stop");
+  assertEquals(calls.length, 3, "nothing after stop");
+});
+
+Deno.test("MemoryRelease: the binary's pages only at start-up's releases (now), not after bursts or before passes", async () => {
+  const { calls, m } = recorded();
+  m.afterBurst();
+  await wait(TRIM_DELAY_MS + 300);
+  m.afterBurst();
+  m.releasePending();
+  assertEquals(calls, ["gc", "trim", "gc", "trim"]);
+  m.stop();
 });
 
 Deno.test("MemoryRelease: a long burst is released at least every TRIM_MAX_WAIT_MS + TRIM_DELAY_MS", async () => {

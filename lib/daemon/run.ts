@@ -3,7 +3,7 @@
  * {@link Daemon}, and stops cleanly on SIGTERM/SIGINT (kernel state, rules and the lease stay in place).
  * @module
  */
-import { execProcess, openNetlink, releaseFreeMemory } from "../netlink/mod.ts";
+import { execProcess, openNetlink, releaseFreeMemory, unmapBinaryPages } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { VERSION } from "../version.ts";
 import { Daemon } from "./daemon.ts";
@@ -43,6 +43,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     log,
     notify,
     releaseMemory: () => void releaseFreeMemory(),
+    releaseBinaryPages: () => void unmapBinaryPages(),
     // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
     collectGarbage: fullGarbageCollection(),
     jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),

@@ -368,6 +368,8 @@ const LIBC_SYMBOLS = {
   free: { parameters: ["pointer"], result: "void" },
   // int malloc_trim(size_t pad);   (glibc: gives free heap pages back to the kernel; malloc.ts)
   malloc_trim: { parameters: ["u32"], result: "i32" },
+  // int madvise(void *addr, size_t length, int advice);   (malloc.ts: MADV_DONTNEED on the binary's pages)
+  madvise: { parameters: ["pointer", "u32", "i32"], result: "i32" },
   // int execve(const char *path, char *const argv[], char *const envp[]);   (exec.ts)
   execve: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
   // ---- the UDP backend's data path (tun.ts, udp_socket.ts, udp_worker.ts) ----

@@ -37,7 +37,7 @@ export type { ConntrackFilter } from "./conntrack.ts";
 export { tunOwnerPids } from "./tun.ts";
 export { nftLibrary, releaseNftLibrary } from "./nftables.ts";
 export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
-export { releaseFreeMemory } from "./malloc.ts";
+export { releaseFreeMemory, unmapBinaryPages } from "./malloc.ts";
 export { execProcess } from "./exec.ts";
 
 /**

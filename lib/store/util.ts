@@ -99,6 +99,9 @@ export function errMsg(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/** The size of the one buffer {@link jsonLines} reads a byte stream into: fetch's own chunk size. */
+export const JSON_LINES_CHUNK = 64 * 1024;
+
 /**
  * Yields each non-blank line of a streamed HTTP body (etcd's and the Kubernetes API's watch streams: one
  * JSON object per line) parsed as JSON. Cancels the body when the consumer stops, and when `signal` aborts:
@@ -106,27 +109,50 @@ export function errMsg(e: unknown): string {
  * leases, aborting the fetch's signal no longer ended a pending read of its body, and the daemon hung on
  * SIGTERM for good (at 1,000 it stopped in ms); the stream's dependent abort signal inside fetch seems to be
  * collected by then (cf. denoland/deno#29075). Cancelling the reader here ends the read at once.
+ *
+ * A byte stream (fetch's bodies are) is read with a BYOB reader into one reused {@link JSON_LINES_CHUNK}
+ * buffer and decoded with a streaming TextDecoder: the default reader (a TextDecoderStream on it before)
+ * has fetch allocate a fresh 64 KiB chunk for every read, garbage that piles up in a burst of events
+ * until the next GC. Any other stream is read with its default reader.
  */
 export async function* jsonLines<T>(
   body: ReadableStream<Uint8Array>,
   signal?: AbortSignal,
 ): AsyncGenerator<T> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let byob: ReadableStreamBYOBReader | null = null;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch { /* not a byte stream: the default reader below */ }
+  const plain = byob ? null : body.getReader();
+  const reader: { cancel(): Promise<void> } = byob ?? plain!;
   const onAbort = () => void reader.cancel().catch(() => {});
   if (signal?.aborted) onAbort();
   signal?.addEventListener("abort", onAbort, { once: true });
+  const decoder = new TextDecoder();
+  // A BYOB read hands the buffer over to the stream and back (a new ArrayBuffer object, same memory).
+  let chunk = new Uint8Array(byob ? JSON_LINES_CHUNK : 0);
   let buf = "";
   try {
     while (true) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buf += value;
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
+      let bytes: Uint8Array | undefined;
+      if (byob) {
+        const r = await byob.read(chunk);
+        if (r.done) return;
+        bytes = r.value;
+        chunk = new Uint8Array(r.value.buffer);
+      } else {
+        const r = await plain!.read();
+        if (r.done) return;
+        bytes = r.value;
+      }
+      buf += decoder.decode(bytes, { stream: true });
+      let from = 0, nl: number;
+      while ((nl = buf.indexOf("\n", from)) >= 0) {
+        const line = buf.slice(from, nl).trim();
+        from = nl + 1;
         if (line) yield JSON.parse(line) as T;
       }
+      if (from) buf = buf.slice(from);
     }
   } finally {
     signal?.removeEventListener("abort", onAbort);
