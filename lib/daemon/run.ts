@@ -40,7 +40,10 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   try {
     releaseFreeMemory();
     unmapBinaryPages();
-  } catch { /* not glibc, or no /proc: the releases below still run */ }
+  } catch (e) {
+    // Not glibc, or no /proc: logged as MemoryRelease logs its failures; the later releases still run.
+    log.debug("releasing start-up memory failed", { error: e instanceof Error ? e.message : String(e) });
+  }
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
   const nl = openNetlink();
