@@ -26,6 +26,7 @@
 import { runProcess } from "../lib/proc/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
+import { bridgeBenchConf } from "./cni_conf.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const REF = "/usr/lib/cni";
@@ -108,24 +109,9 @@ function checkInstalled(): void {
   }
 }
 
-/** Variant `k` gets its own bridge, subnet and data dir, so variants never share state. */
+/** Variant `k`'s config (bench/cni_conf.ts). */
 function confFor(k: number): string {
-  return JSON.stringify({
-    cniVersion: "0.3.1",
-    name: "benchnet",
-    type: "bridge",
-    bridge: `cnib${k}`,
-    isGateway: true,
-    ipMasq: false,
-    hairpinMode: true,
-    mtu: 1450,
-    ipam: {
-      type: "host-local",
-      dataDir: `${tmp}/v${k}`,
-      ranges: [[{ subnet: `10.96.${k}.0/24` }]],
-      routes: [{ dst: "10.96.0.0/16" }],
-    },
-  });
+  return bridgeBenchConf("benchnet", "cnib", 96, k, tmp);
 }
 
 /**

@@ -14,6 +14,7 @@
  */
 import { runProcess } from "../lib/proc/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
+import { bridgeBenchConf } from "./cni_conf.ts";
 
 await runInOwnNetns("FLANCTL_CNI_PAIR_NODE", "fpnode", import.meta.url);
 
@@ -27,24 +28,9 @@ const REF = "/usr/lib/cni";
 const tmp = Deno.makeTempDirSync({ prefix: "flanctl-cni-pair-" });
 const pod = `fppod${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5)}`;
 
-/** Install `k` gets its own bridge, subnet and data dir. */
+/** Variant `k`'s config (bench/cni_conf.ts). */
 function conf(k: number): string {
-  return JSON.stringify({
-    cniVersion: "0.3.1",
-    name: "pairnet",
-    type: "bridge",
-    bridge: `cnip${k}`,
-    isGateway: true,
-    ipMasq: false,
-    hairpinMode: true,
-    mtu: 1450,
-    ipam: {
-      type: "host-local",
-      dataDir: `${tmp}/v${k}`,
-      ranges: [[{ subnet: `10.97.${k}.0/24` }]],
-      routes: [{ dst: "10.97.0.0/16" }],
-    },
-  });
+  return bridgeBenchConf("pairnet", "cnip", 97, k, tmp);
 }
 
 /** One plugin call as a runtime makes it; resolves to its wall time in ms. */
