@@ -124,7 +124,9 @@ export async function* jsonLines<T>(
   let byob: ReadableStreamBYOBReader | null = null;
   try {
     byob = body.getReader({ mode: "byob" });
-  } catch { /* not a byte stream: the default reader below */ }
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e; // TypeError: not a byte stream, the default reader below
+  }
   const plain = byob ? null : body.getReader();
   const reader: { cancel(): Promise<void> } = byob ?? plain!;
   const onAbort = () => void reader.cancel().catch(() => {});
