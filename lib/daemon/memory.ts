@@ -20,7 +20,8 @@
  * programming times and the full pass (101 → 82 ms) not worse. Start-up's releases also drop the Deno
  * binary's resident read-only pages (lib/netlink unmapBinaryPages; numbers there): 100 peers steady 48.9 →
  * 37.5 MiB, peak 52.8 → 38.9; kube mode, 5,000 realistic Nodes (bench/kube_rss_bench.ts) 57.6 → 42.6, peak
- * 68.4 → 57.5.
+ * 68.4 → 57.5; with the release at the very start of runDaemon (lib/daemon/run.ts) that peak is 49.6 (57.3
+ * without, same run).
  * @module
  */
 import type { Logger } from "./log.ts";
