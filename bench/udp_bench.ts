@@ -63,23 +63,27 @@ const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 // "rx steals": + the receive worker reads flannel0 while traffic is light and takes the replies its writes
 // made the kernel queue (FLANCTL_UDP_STEAL; the daemon's default: one thread wake-up less per round trip);
 // "mmsg steals": "mmsg" + the same (the steal without TUN offloads);
+// "warm-up": + the receive worker warmed up on loopback stand-ins before it serves (FLANCTL_UDP_WARMUP,
+// lib/netlink/udp_warmup.ts; the daemon's default; every variant before it runs without);
 // "pinned": + both workers of each daemon on CPU 0 (FLANCTL_UDP_CPU=0; not the default, see README);
-// "pinned only": "udp gro" + CPU 0 without the steal; "nice -10": "rx steals" + the worker threads at
+// "pinned only": "udp gro" + CPU 0 without the steal; "nice -10": "warm-up" + the worker threads at
 // nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
 const NOSTEAL = { FLANCTL_UDP_STEAL: "0" };
+const COLD = { FLANCTL_UDP_WARMUP: "0" };
 const ALL_VARIANTS: [string, Record<string, string>, string][] = [
-  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }, ""],
-  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL }, "plain"],
-  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0", ...NOSTEAL }, "mmsg"],
-  ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL }, "send offload"],
-  ["udp gro", NOSTEAL, "coalescing"],
-  ["rx steals", {}, "udp gro"],
-  ["mmsg steals", { FLANCTL_UDP_OFFLOAD: "0" }, "mmsg"],
-  ["pinned", { FLANCTL_UDP_CPU: "0" }, "rx steals"],
-  ["pinned only", { FLANCTL_UDP_CPU: "0", ...NOSTEAL }, "udp gro"],
-  ["nice -10", { FLANCTL_UDP_NICE: "-10" }, "rx steals"],
+  ["plain", { FLANCTL_UDP_BATCH: "1", FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL, ...COLD }, ""],
+  ["mmsg", { FLANCTL_UDP_OFFLOAD: "0", ...NOSTEAL, ...COLD }, "plain"],
+  ["send offload", { FLANCTL_UDP_COALESCE: "0", FLANCTL_UDP_GRO: "0", ...NOSTEAL, ...COLD }, "mmsg"],
+  ["coalescing", { FLANCTL_UDP_GRO: "0", ...NOSTEAL, ...COLD }, "send offload"],
+  ["udp gro", { ...NOSTEAL, ...COLD }, "coalescing"],
+  ["rx steals", COLD, "udp gro"],
+  ["mmsg steals", { FLANCTL_UDP_OFFLOAD: "0", ...COLD }, "mmsg"],
+  ["warm-up", {}, "rx steals"],
+  ["pinned", { FLANCTL_UDP_CPU: "0" }, "warm-up"],
+  ["pinned only", { FLANCTL_UDP_CPU: "0", ...NOSTEAL, ...COLD }, "udp gro"],
+  ["nice -10", { FLANCTL_UDP_NICE: "-10" }, "warm-up"],
 ];
-const DEFAULT = "rx steals";
+const DEFAULT = "warm-up";
 // BENCH_VARIANTS="udp gro,rx steals": only these (and vxlan, and the default for the restart gap).
 const only = (Deno.env.get("BENCH_VARIANTS") ?? "").split(",").map((x) => x.trim()).filter(Boolean);
 const VARIANTS = ALL_VARIANTS.filter(([k]) => !only.length || only.includes(k) || k === DEFAULT);

@@ -72,6 +72,47 @@ Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () =
   }
 });
 
+Deno.test("daemon udp: the receive worker warms up on loopback, counts none of it, keeps nothing of it", async () => {
+  const c = new DaemonCluster("10.97");
+  try {
+    await c.init(NETCONF);
+    const a = await c.addNode(), b = await c.addNode();
+    // B's namespace without a usable loopback: its warm-up cannot run, B must serve all the same. Its
+    // health server on 127.0.0.1 cannot be reached either, so B's readiness is read from its log.
+    await sh("ip", "-n", b.ns, "link", "set", "lo", "down");
+    c.start(a, FAST);
+    c.start(b, FAST);
+    await c.waitReady(a);
+    await waitFor("B ready (its log)", () => b.log.some((l) => l.includes(" msg=ready ")));
+    const warmed = await waitFor(
+      "A's warm-up logged",
+      () => a.log.find((l) => l.includes("UDP data path warmed up")),
+    );
+    const laps = Number(/laps=(\d+)/.exec(warmed)?.[1]);
+    assert(laps >= 4000, warmed);
+    const short = await waitFor(
+      "B's warm-up reported",
+      () => b.log.find((l) => l.includes("warm-up ended short")),
+    );
+    assertStringIncludes(short, "level=warn", short);
+    // Thousands of packets went round A's warm-up; none of them is in A's counters.
+    const [, m] = await c.http(a, "/metrics");
+    assertEquals(metric(m, 'flanctl_udp_packets_total{direction="rx"}'), 0, m);
+    assertEquals(metric(m, 'flanctl_udp_packets_total{direction="tx"}'), 0, m);
+    // Its stand-ins are closed: no UDP socket on the loopback is left in A's namespace.
+    const ss = await nsRun(a.ns, ["ss", "-H", "-uan"]);
+    assert(!ss.stdout.includes("127.0.0.1:"), ss.stdout);
+    const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
+    await waitFor("route for B on A", async () => (await routes(a.ns)).some((r) => r.dst === subB));
+    await waitFor("route for A on B", async () => (await routes(b.ns)).some((r) => r.dst === subA));
+    const pa = await c.addPod(a), pb = await c.addPod(b);
+    assert(await ping(pa.ns, pb.ip), `pod A → pod B after the warm-up\n${a.log.join("\n")}`);
+    assert(await ping(pb.ns, pa.ip), `pod B (not warmed up) → pod A\n${b.log.join("\n")}`);
+  } finally {
+    await c.close();
+  }
+});
+
 /** An IPv4/ICMP echo request from `src` to `dst` (checksums valid), as a UDP payload would carry it. */
 function icmpEcho(src: string, dst: string): Uint8Array {
   const b = new Uint8Array(28);

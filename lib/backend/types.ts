@@ -39,6 +39,7 @@ export interface ExternalIface {
 export interface BackendLog {
   error(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
   warn?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
+  info?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
 }
 
 /** A backend. */

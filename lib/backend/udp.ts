@@ -13,7 +13,9 @@
  * super-packets written to flannel0 (netlink/gso.ts). The offloads are cleared when the daemon closes.
  * While traffic is light the receive worker is flannel0's reader too (FLANCTL_UDP_STEAL, on by default):
  * it sends the replies its own writes made the kernel queue, so a round trip wakes no transmit worker
- * (netlink/udp_worker.ts). FLANCTL_UDP_CPU pins both workers to one CPU (off by default).
+ * (netlink/udp_worker.ts). Before it serves, the receive worker is warmed up on loopback stand-ins so that
+ * V8 has compiled its loop for a round trip's paths (netlink/udp_warmup.ts; FLANCTL_UDP_WARMUP, on by
+ * default). FLANCTL_UDP_CPU pins both workers to one CPU (off by default).
  *
  * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets
@@ -115,6 +117,8 @@ export interface UdpOffloadSwitches {
    * trip); FLANCTL_UDP_STEAL.
    */
   steal: boolean;
+  /** The receive worker warmed up on loopback stand-ins before it serves (FLANCTL_UDP_WARMUP). */
+  warmup: boolean;
 }
 
 /** The switches as the environment sets them (all on unless set to 0). */
@@ -124,6 +128,7 @@ function offloadSwitchesFromEnv(): UdpOffloadSwitches {
     coalesce: switchFromEnv("FLANCTL_UDP_COALESCE"),
     gro: switchFromEnv("FLANCTL_UDP_GRO"),
     steal: switchFromEnv("FLANCTL_UDP_STEAL"),
+    warmup: switchFromEnv("FLANCTL_UDP_WARMUP"),
   };
 }
 
@@ -274,6 +279,12 @@ export class UdpBackend implements Backend {
       coalesce: this.#vnet && this.#switches.coalesce,
       udpGro: this.#udpGro,
       steal: this.#switches.steal,
+      warmup: this.#switches.warmup,
+      onWarm: (r) => {
+        const fields = { laps: r.laps, ms: r.ms, ...(r.reason ? { reason: r.reason } : {}) };
+        if (r.reason) this.#log?.warn?.("UDP data path warm-up ended short", fields);
+        else this.#log?.info?.("UDP data path warmed up", fields);
+      },
       nice: niceFromEnv(),
       cpu,
       onError: (role, message) => this.#log?.error("UDP data path worker failed", { role, error: message }),

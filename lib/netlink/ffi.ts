@@ -384,6 +384,8 @@ const LIBC_SYMBOLS = {
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
   // int getsockname(int sockfd, struct sockaddr *addr, socklen_t *addrlen);
   getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  // int connect(int sockfd, const struct sockaddr *addr, socklen_t addrlen);   (udp_warmup.ts: an echo socket)
+  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
   // ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to, socklen_t tolen);
   sendto: { parameters: ["i32", "buffer", "u32", "i32", "buffer", "u32"], result: "i32" },
   // ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from, socklen_t *fromlen);

@@ -238,18 +238,24 @@ export function tsoSplit(
   return n;
 }
 
+/** Where a {@link Coalescer} puts its packets (an object with a method: one call target for V8). */
+export interface PacketSink {
+  /** `buf[0..len)` is a virtio_net_hdr and a packet holding `segments` packets of `wireBytes` as they came. */
+  emit(buf: Uint8Array, len: number, segments: number, wireBytes: number): void;
+}
+
 /**
  * Merges consecutive TCP/IPv4 segments of one flow into GSO super-packets (see the module doc). Feed the
  * packets of one receive batch in order with {@link add}, then {@link flush}; every packet comes out
- * exactly once through `emit`, in order, either as it was or merged, always preceded by a virtio_net_hdr:
- * `emit(buf, len, segments, wireBytes)` gets a buffer whose first `len` bytes are the header and the
+ * exactly once through the sink's `emit`, in order, either as it was or merged, always preceded by a
+ * virtio_net_hdr: `emit(buf, len, segments, wireBytes)` gets a buffer whose first `len` bytes are the header and the
  * packet, the number of packets it holds and their bytes as they came.
  * Packets handed to `add` must have {@link VNET_HDR_LEN} bytes of headroom before them (written here).
  * Never waits for more packets: a run ends at the batch's end.
  */
 export class Coalescer {
   readonly #out: Uint8Array;
-  readonly #emit: (buf: Uint8Array, len: number, segments: number, wireBytes: number) => void;
+  readonly #sink: PacketSink;
   /** The held packet's buffer (a caller's slot) and offset, while only one segment is held. */
   #first: Uint8Array | null = null;
   #firstOff = 0;
@@ -265,12 +271,9 @@ export class Coalescer {
   readonly #max: number;
 
   /** `out`: scratch for merged packets, at least VNET_HDR_LEN + 65535 bytes. */
-  constructor(
-    out: Uint8Array,
-    emit: (buf: Uint8Array, len: number, segments: number, wireBytes: number) => void,
-  ) {
+  constructor(out: Uint8Array, sink: PacketSink) {
     this.#out = out;
-    this.#emit = emit;
+    this.#sink = sink;
     this.#max = Math.min(65535, out.length - VNET_HDR_LEN);
   }
 
@@ -324,7 +327,7 @@ export class Coalescer {
     this.flush();
     if (plen <= 0) {
       p.fill(0, off - VNET_HDR_LEN, off);
-      this.#emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), len + VNET_HDR_LEN, 1, len);
+      this.#sink.emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), len + VNET_HDR_LEN, 1, len);
       return;
     }
     this.#first = p;
@@ -349,7 +352,7 @@ export class Coalescer {
       const p = this.#first, off = this.#firstOff;
       this.#first = null;
       p.fill(0, off - VNET_HDR_LEN, off);
-      this.#emit(
+      this.#sink.emit(
         off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN),
         this.#len + VNET_HDR_LEN,
         1,
@@ -370,6 +373,6 @@ export class Coalescer {
       csumStart: 20,
       csumOffset: 16,
     });
-    this.#emit(b, len + VNET_HDR_LEN, segs, this.#wire);
+    this.#sink.emit(b, len + VNET_HDR_LEN, segs, this.#wire);
   }
 }

@@ -182,9 +182,11 @@ interface Emitted {
 function run(pkts: Uint8Array[]): Emitted[] {
   const got: Emitted[] = [];
   let wire = 0;
-  const c = new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), (b, len, segs, bytes) => {
-    got.push({ frame: b.slice(0, len), segs });
-    wire += bytes;
+  const c = new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), {
+    emit(b, len, segs, bytes) {
+      got.push({ frame: b.slice(0, len), segs });
+      wire += bytes;
+    },
   });
   for (const p of pkts) c.add(p, VNET_HDR_LEN, p.length - VNET_HDR_LEN);
   c.flush();

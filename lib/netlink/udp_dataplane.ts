@@ -7,34 +7,21 @@
  * @module
  */
 import {
-  CTL_COUNT,
-  CTL_ENTRIES,
-  CTL_OWN_MASK,
-  CTL_OWN_NET,
-  CTL_SEQ,
   CTL_STOP,
-  ENTRY_WORDS,
-  ip4ToU32,
-  maskU32,
   RX_STATS,
   STAT_SLOT,
   STAT_SLOTS,
   STEAL_SLOT,
   TX_STATS,
   type WorkerInit,
+  type WorkerStart,
 } from "./udp_layout.ts";
+import { ctlBytes, type UdpPeerEntry, writeOwn, writePeers } from "./udp_table.ts";
 import { openEventFd } from "./udp_socket.ts";
 import { closeFdQuiet } from "./tun.ts";
+import { UdpWarmup, type WarmupReport } from "./udp_warmup.ts";
 
-/** One peer of the table. */
-export interface UdpPeerEntry {
-  /** The peer's subnet, "10.244.2.0/24". */
-  subnet: string;
-  /** Where its packets go: the peer's PublicIP. */
-  publicIP: string;
-  /** The peer's UDP port. */
-  port: number;
-}
+export type { UdpPeerEntry } from "./udp_table.ts";
 
 /** The data path's counters (totals since start). */
 export type UdpCounters = Record<typeof TX_STATS[number] | typeof RX_STATS[number] | "txStolen", number>;
@@ -67,6 +54,14 @@ export interface UdpDataplaneOptions {
   /** The CPU both worker threads are pinned to (-1 or absent: not pinned). */
   cpu?: number;
 
+  /**
+   * Warm the receive worker up before it serves (udp_warmup.ts: its loop run on loopback stand-ins until
+   * V8 compiled it for a round trip's paths). Off when absent.
+   */
+  warmup?: boolean;
+  /** Called once the warm-up ended (or could not run: `laps` 0 and the reason). */
+  onWarm?: (report: WarmupReport) => void;
+
   /** Called when a worker fails (it has stopped). */
   onError?: (role: string, message: string) => void;
 }
@@ -86,13 +81,6 @@ function workerModule(): string {
 /** Thrown by {@link UdpDataplane.setPeers} when the table is full. */
 export class PeerTableFullError extends Error {}
 
-function splitCidr(c: string): [number, number] {
-  const [ip, p] = c.split("/");
-  const prefix = p === undefined ? 32 : Number(p);
-  const mask = maskU32(prefix);
-  return [(ip4ToU32(ip) & mask) >>> 0, mask];
-}
-
 /** The running data path. */
 export class UdpDataplane {
   readonly #o: UdpDataplaneOptions;
@@ -105,12 +93,14 @@ export class UdpDataplane {
   #peers = 0;
   /** With `steal`: the eventfd by which the transmit worker wakes the receive worker (else -1). */
   #wakeFd = -1;
+  /** The receive worker's warm-up while it runs (closed once the worker is out of it, or gone). */
+  #warm: UdpWarmup | null = null;
   #niceRefused = false;
   #pinRefused = false;
 
   constructor(o: UdpDataplaneOptions) {
     this.#o = o;
-    this.#ctlBuf = new SharedArrayBuffer((CTL_ENTRIES + o.capacity * ENTRY_WORDS) * 4);
+    this.#ctlBuf = new SharedArrayBuffer(ctlBytes(o.capacity));
     this.#ctl = new Int32Array(this.#ctlBuf);
     this.setOwn(o.own);
   }
@@ -139,16 +129,28 @@ export class UdpDataplane {
         const w = new Worker(workerModule(), { type: "module" });
         this.#workers.push(w);
         let started = false;
+        // The warm-up is the offload receive loop's (the default data path; udp_warmup.ts).
+        const warm = role === "rx" && this.#o.warmup && this.#o.vnetHdr ? this.#openWarmup() : null;
+        let warmed: Promise<WarmupReport> | null = null;
         w.onmessage = (
           ev: MessageEvent<
-            { ready?: boolean; niced?: boolean; pinned?: boolean; error?: string; stopped?: boolean }
+            {
+              ready?: boolean;
+              niced?: boolean;
+              pinned?: boolean;
+              error?: string;
+              stopped?: boolean;
+              warmed?: boolean;
+            }
           >,
         ) => {
           if (ev.data.stopped) this.#stopped.get(w)?.();
+          else if (ev.data.warmed) this.#warmedUp(warm, warmed);
           else if (ev.data.ready) {
             if (ev.data.niced === false) this.#niceRefused = true;
             if (ev.data.pinned === false) this.#pinRefused = true;
             started = true;
+            if (warm) warmed = warm.drive();
             resolve();
           } else if (ev.data.error) {
             if (!started) reject(new Error(`${role} worker: ${ev.data.error}`));
@@ -177,7 +179,8 @@ export class UdpDataplane {
           nice: this.#o.nice ?? 0,
           cpu: this.#o.cpu ?? -1,
         };
-        w.postMessage(init);
+        const start: WorkerStart = { init, warmup: warm?.init ?? null };
+        w.postMessage(start);
       })
     )).catch(async (e) => {
       await this.stop();
@@ -185,22 +188,27 @@ export class UdpDataplane {
     });
   }
 
-  #write(fn: () => void): void {
-    Atomics.add(this.#ctl, CTL_SEQ, 1); // odd: the workers keep their current table
+  /** The receive worker's warm-up stand-ins, or null (reported) when they cannot be made. */
+  #openWarmup(): UdpWarmup | null {
     try {
-      fn();
-    } finally {
-      Atomics.add(this.#ctl, CTL_SEQ, 1);
+      return this.#warm = UdpWarmup.open(this.#o.udpGro ?? false);
+    } catch (e) {
+      this.#o.onWarm?.({ laps: 0, ms: 0, reason: e instanceof Error ? e.message : String(e) });
+      return null;
     }
+  }
+
+  /** The receive worker left its warm-up loop: its stand-ins are closed, the report handed on. */
+  #warmedUp(warm: UdpWarmup | null, report: Promise<WarmupReport> | null): void {
+    if (!warm) return;
+    warm.close();
+    if (this.#warm === warm) this.#warm = null;
+    report?.then((r) => this.#o.onWarm?.(r));
   }
 
   /** Our subnet (after a subnet change). */
   setOwn(own: string): void {
-    const [net, mask] = splitCidr(own);
-    this.#write(() => {
-      this.#ctl[CTL_OWN_NET] = net | 0;
-      this.#ctl[CTL_OWN_MASK] = mask | 0;
-    });
+    writeOwn(this.#ctl, own);
   }
 
   /** Replaces the whole peer table. Throws {@link PeerTableFullError} past the capacity (table unchanged). */
@@ -208,14 +216,7 @@ export class UdpDataplane {
     if (peers.length > this.#o.capacity) {
       throw new PeerTableFullError(`${peers.length} peers exceed the table's ${this.#o.capacity}`);
     }
-    const words = peers.map((p) => {
-      const [net, mask] = splitCidr(p.subnet);
-      return [net | 0, mask | 0, ip4ToU32(p.publicIP) | 0, p.port];
-    });
-    this.#write(() => {
-      words.forEach((w, i) => this.#ctl.set(w, CTL_ENTRIES + i * ENTRY_WORDS));
-      Atomics.store(this.#ctl, CTL_COUNT, words.length);
-    });
+    writePeers(this.#ctl, peers);
     this.#peers = peers.length;
   }
 
@@ -235,6 +236,7 @@ export class UdpDataplane {
   /** Stops the workers (within ~200 ms: their poll timeout) and waits for them. Descriptors stay open. */
   async stop(): Promise<void> {
     Atomics.store(this.#ctl, CTL_STOP, 1);
+    this.#warm?.stop();
     const ws = this.#workers.splice(0);
     // A busy worker sees the flag at its next packet, an idle one within its poll timeout (200 ms).
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -244,6 +246,8 @@ export class UdpDataplane {
     ]);
     clearTimeout(timer);
     for (const w of ws) w.terminate();
+    this.#warm?.close(); // the worker is gone: nothing uses the stand-ins any more
+    this.#warm = null;
     closeFdQuiet(this.#wakeFd);
     this.#wakeFd = -1;
   }

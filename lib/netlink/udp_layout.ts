@@ -104,6 +104,25 @@ export interface WorkerInit {
   nice: number;
 }
 
+/**
+ * The receive worker's warm-up (udp_warmup.ts): before it serves, it runs its own loop on these stand-ins
+ * — a loopback UDP socket connected to itself as the TUN device (a packet written comes back to be read,
+ * as a reply the kernel queues during the write) and a loopback UDP socket its peer table sends to — with
+ * a control block and counters of their own, until that control block's stop flag is set.
+ */
+export interface WarmupInit {
+  tunFd: number;
+  sockFd: number;
+  ctl: SharedArrayBuffer;
+  stats: SharedArrayBuffer;
+}
+
+/** The one message a worker gets: its init, and (the receive worker) a warm-up to run first, or null. */
+export interface WorkerStart {
+  init: WorkerInit;
+  warmup: WarmupInit | null;
+}
+
 /** IPv4 text to uint32. */
 export function ip4ToU32(ip: string): number {
   const p = ip.split(".");

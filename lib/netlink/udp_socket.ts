@@ -73,6 +73,25 @@ export function bindUdp(ip: string, port: number, bufBytes = 4 << 20): number {
   return fd;
 }
 
+/** The port socket `fd` is bound to (getsockname; after a bind to port 0, the one the kernel chose). */
+export function boundPort(fd: number): number {
+  const sa = new Uint8Array(16);
+  const len = new Uint32Array([16]);
+  if (libc().getsockname(fd, sa, new Uint8Array(len.buffer)) < 0) {
+    const e = errno();
+    throw syscallError("getsockname", e);
+  }
+  return (sa[2] << 8) | sa[3];
+}
+
+/** Connects UDP socket `fd` to `ip:port` (its default destination for write, its only source for read). */
+export function connectUdp(fd: number, ip: string, port: number): void {
+  if (libc().connect(fd, sockaddrIn(ip, port), 16) < 0) {
+    const e = errno();
+    throw syscallError(`connect UDP ${ip}:${port}`, e);
+  }
+}
+
 const EFD_NONBLOCK = 0o4000, EFD_CLOEXEC = 0o2000000;
 
 /** A non-blocking eventfd (one worker wakes another's poll by writing 8 bytes to it). */

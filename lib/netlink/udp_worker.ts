@@ -33,6 +33,7 @@ import {
   GSO_NONE,
   GSO_TCPV4,
   GSO_TCPV6,
+  type PacketSink,
   tsoSplit,
   VNET_F_NEEDS_CSUM,
   VNET_HDR_LEN,
@@ -53,7 +54,9 @@ import {
   TUN_RX,
   TUN_TX,
   TX_STATS,
+  type WarmupInit,
   type WorkerInit,
+  type WorkerStart,
 } from "./udp_layout.ts";
 
 const EAGAIN = 11, EINTR = 4;
@@ -98,6 +101,12 @@ function mmsgVec(n: number, headroom = 0) {
   return { vec, v, names, iovs, iv, data, slots };
 }
 
+/**
+ * A worker's peer table. Every address, network and mask in it is an int32 (the control block's words as
+ * they are, and packet addresses as `<<`/`|` make them), never a uint32: one number kind for every
+ * address, so the compiled lookups stay valid whichever half of the address space a peer is in (127.0.0.1
+ * in the warm-up, 192.168.x.y on the underlay: as uint32, the second would throw that code away).
+ */
 interface Table {
   /** Distinct masks, longest first. */
   masks: number[];
@@ -118,7 +127,7 @@ function readTable(ctl: Int32Array, prev: Table | null): Table | null {
   const bySrc = new Map<number, number[]>();
   for (let i = 0; i < n; i++) {
     const o = CTL_ENTRIES + i * ENTRY_WORDS;
-    const net = ctl[o] >>> 0, mask = ctl[o + 1] >>> 0, ip = ctl[o + 2] >>> 0, port = ctl[o + 3];
+    const net = ctl[o], mask = ctl[o + 1], ip = ctl[o + 2], port = ctl[o + 3];
     let mi = masks.indexOf(mask);
     if (mi < 0) {
       masks.push(mask);
@@ -139,11 +148,11 @@ function readTable(ctl: Int32Array, prev: Table | null): Table | null {
     masks,
     byNet,
     bySrc,
-    ownNet: ctl[CTL_OWN_NET] >>> 0,
-    ownMask: ctl[CTL_OWN_MASK] >>> 0,
+    ownNet: ctl[CTL_OWN_NET],
+    ownMask: ctl[CTL_OWN_MASK],
   };
   // Longest mask first, so the most specific subnet wins (as a route lookup would).
-  const order = masks.map((m, i) => [m, i] as const).sort((a, b) => b[0] - a[0]);
+  const order = masks.map((m, i) => [m, i] as const).sort((a, b) => (b[0] >>> 0) - (a[0] >>> 0));
   t.masks = order.map((x) => x[0]);
   t.byNet = order.map((x) => byNet[x[1]]);
   return Atomics.load(ctl, CTL_SEQ) === s1 ? t : prev;
@@ -204,9 +213,9 @@ function txRoute(
     st[base + 3]++;
     return null;
   }
-  const dst = ((buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19]) >>> 0;
+  const dst = (buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19];
   let sa: Uint8Array<ArrayBuffer> | undefined;
-  for (let i = 0; i < t.masks.length && !sa; i++) sa = t.byNet[i].get((dst & t.masks[i]) >>> 0);
+  for (let i = 0; i < t.masks.length && !sa; i++) sa = t.byNet[i].get(dst & t.masks[i]);
   if (!sa) {
     st[base + 2]++;
     return null;
@@ -244,15 +253,15 @@ function rxAccept(
     st[base + 3]++;
     return false;
   }
-  const isrc = ((buf[o + 12] << 24) | (buf[o + 13] << 16) | (buf[o + 14] << 8) | buf[o + 15]) >>> 0;
+  const isrc = (buf[o + 12] << 24) | (buf[o + 13] << 16) | (buf[o + 14] << 8) | buf[o + 15];
   let ok = false;
-  for (let i = 0; i < subs.length && !ok; i += 2) ok = ((isrc & subs[i + 1]) >>> 0) === subs[i];
+  for (let i = 0; i < subs.length && !ok; i += 2) ok = (isrc & subs[i + 1]) === subs[i];
   if (!ok) {
     st[base + 4]++;
     return false;
   }
-  const idst = ((buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19]) >>> 0;
-  if (((idst & t!.ownMask) >>> 0) !== t!.ownNet) {
+  const idst = (buf[o + 16] << 24) | (buf[o + 17] << 16) | (buf[o + 18] << 8) | buf[o + 19];
+  if ((idst & t!.ownMask) !== t!.ownNet) {
     st[base + 5]++;
     return false;
   }
@@ -548,7 +557,7 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     for (let i = 0; i < r; i++) {
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
-      const src = ((nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7]) >>> 0;
+      const src = (nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7];
       if (!rxAccept(t, src, slots[i], n, st, base)) continue;
       if (L.write(init.tunFd, slots[i], n) < 0) st[base + 6]++;
       else {
@@ -559,6 +568,12 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
+
+/** Indexes in a receive stat slot (RX_STATS). */
+const [RX_PK, RX_BY, , , , , RX_WRITEERR, RX_BATCHES, RX_COALESCED, RX_CSEGS, RX_GROREADS] = RX_STATS.map((
+  _,
+  i,
+) => i);
 
 /** Bytes of one UDP_SEGMENT control message (CMSG_SPACE(2)): cmsghdr 16 + u16 + padding. */
 const CMSG = 24;
@@ -750,77 +765,102 @@ class OffloadTx implements TxPath {
  * written as one GSO super-packet), else each is written with a zero header. Flushed at every batch end.
  */
 function runRxOffload(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
-  const L = libc();
-  const base = init.slot * STAT_SLOT;
-  const [PK, BY, , , , , WRITEERR, BATCHES, COALESCED, CSEGS, GROREADS] = RX_STATS.map((_, i) => base + i);
-  const m = mmsgVec(init.batch, VNET_HDR_LEN);
-  const slots = m.slots;
-  // UDP_GRO: one control message per slot, the kernel says there how big each datagram of the read is.
-  const ctrl = new Uint8Array(init.batch * CMSG);
-  const cv = new DataView(ctrl.buffer);
-  if (init.udpGro) {
-    const ca = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ctrl)));
-    for (let i = 0; i < init.batch; i++) m.v.setBigUint64(i * MMSG + 32, ca + BigInt(i * CMSG), true);
+  turnUntilStopped(new RxOffloadLoop(init, ctl, st), ctl);
+}
+
+/**
+ * The state and one turn of {@link runRxOffload}'s loop. A class, not closures in the loop function: V8
+ * compiles {@link turn} (and the methods it calls) as functions shared by every instance, so what the
+ * warm-up's instance made hot is the code the serving instance runs from its first packet (a closure made
+ * per call, or a loop compiled on-stack in one call, would start cold again).
+ */
+class RxOffloadLoop implements PacketSink {
+  readonly #init: WorkerInit;
+  readonly #st: Float64Array;
+  readonly #base: number;
+  readonly #m: ReturnType<typeof mmsgVec>;
+  readonly #cv: DataView;
+  readonly #pfd: Uint8Array<ArrayBuffer>;
+  readonly #co: Coalescer | null;
+  readonly #table: TableView;
+  readonly #steal: Stealer | null;
+
+  constructor(init: WorkerInit, ctl: Int32Array, st: Float64Array) {
+    this.#init = init, this.#st = st, this.#base = init.slot * STAT_SLOT;
+    const m = this.#m = mmsgVec(init.batch, VNET_HDR_LEN);
+    // UDP_GRO: one control message per slot, the kernel says there how big each datagram of the read is.
+    const ctrl = new Uint8Array(init.batch * CMSG);
+    this.#cv = new DataView(ctrl.buffer);
+    if (init.udpGro) {
+      const ca = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(ctrl)));
+      for (let i = 0; i < init.batch; i++) m.v.setBigUint64(i * MMSG + 32, ca + BigInt(i * CMSG), true);
+    }
+    this.#pfd = pollIn(init.sockFd);
+    this.#co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), this) : null;
+    this.#table = new TableView(ctl);
+    this.#steal = init.steal ? new Stealer(init, ctl, st) : null;
   }
-  const pfd = pollIn(init.sockFd);
-  const nm = m.names;
-  const write = (b: Uint8Array, len: number, segments: number, wireBytes: number) => {
-    if (L.write(init.tunFd, b, len) < 0) st[WRITEERR] += segments;
+
+  /** Writes a packet (`b[0..len)`: virtio_net_hdr and packet) to the TUN device, counted. */
+  emit(b: Uint8Array, len: number, segments: number, wireBytes: number): void {
+    const st = this.#st, base = this.#base;
+    if (libc().write(this.#init.tunFd, b, len) < 0) st[base + RX_WRITEERR] += segments;
     else {
-      st[PK] += segments;
-      st[BY] += wireBytes;
+      st[base + RX_PK] += segments;
+      st[base + RX_BY] += wireBytes;
       if (segments > 1) {
-        st[COALESCED]++;
-        st[CSEGS] += segments;
+        st[base + RX_COALESCED]++;
+        st[base + RX_CSEGS] += segments;
       }
     }
-  };
-  const co = init.coalesce ? new Coalescer(new Uint8Array(VNET_HDR_LEN + 65535), write) : null;
+  }
+
   /** One datagram at `slot[off..off+n)` (VNET_HDR_LEN bytes before it are free or already written out). */
-  const one = (slot: Uint8Array, off: number, n: number, src: number, t: Table | null) => {
-    if (!rxAccept(t, src, slot, n, st, base, off)) return;
-    if (co) co.add(slot, off, n);
+  #one(slot: Uint8Array, off: number, n: number, src: number, t: Table | null): void {
+    if (!rxAccept(t, src, slot, n, this.#st, this.#base, off)) return;
+    if (this.#co) this.#co.add(slot, off, n);
     else {
       slot.fill(0, off - VNET_HDR_LEN, off);
-      write(off === VNET_HDR_LEN ? slot : slot.subarray(off - VNET_HDR_LEN), n + VNET_HDR_LEN, 1, n);
+      this.emit(off === VNET_HDR_LEN ? slot : slot.subarray(off - VNET_HDR_LEN), n + VNET_HDR_LEN, 1, n);
     }
-  };
-  const table = new TableView(ctl);
-  const steal = init.steal ? new Stealer(init, ctl, st) : null;
-  while (Atomics.load(ctl, CTL_STOP) === 0) {
-    const t = table.current();
+  }
+
+  /** One receive batch written out (then the steal), or the wait when the socket had nothing. */
+  turn(): void {
+    const init = this.#init, m = this.#m, cv = this.#cv, nm = m.names, slots = m.slots;
+    const t = this.#table.current();
     for (let i = 0; i < init.batch; i++) {
       m.v.setUint32(i * MMSG + 8, 16, true);
       if (init.udpGro) m.v.setUint32(i * MMSG + 40, CMSG, true);
     }
-    const r = L.recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
+    const r = libc().recvmmsg(init.sockFd, m.vec, init.batch, 0, null);
     if (r < 0) {
-      rxWait(steal, pfd);
-      continue;
+      rxWait(this.#steal, this.#pfd);
+      return;
     }
-    st[BATCHES]++;
+    this.#st[this.#base + RX_BATCHES]++;
     for (let i = 0; i < r; i++) {
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
-      const src = ((nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7]) >>> 0;
+      const src = (nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7];
       let size = 0;
       if (
         init.udpGro && m.v.getUint32(i * MMSG + 40, true) >= 20 &&
         cv.getInt32(i * CMSG + 8, true) === SOL_UDP &&
         cv.getInt32(i * CMSG + 12, true) === UDP_GRO
       ) size = cv.getInt32(i * CMSG + 16, true);
-      if (size <= 0 || size >= n) one(slots[i], VNET_HDR_LEN, n, src, t);
+      if (size <= 0 || size >= n) this.#one(slots[i], VNET_HDR_LEN, n, src, t);
       else {
         // Several datagrams back to back, each `size` bytes but the last: one inner packet each. The
         // 10 bytes before each one are the tail of the one before, already written out or copied.
-        st[GROREADS]++;
+        this.#st[this.#base + RX_GROREADS]++;
         for (let off = 0; off < n; off += size) {
-          one(slots[i], VNET_HDR_LEN + off, Math.min(size, n - off), src, t);
+          this.#one(slots[i], VNET_HDR_LEN + off, Math.min(size, n - off), src, t);
         }
       }
     }
-    co?.flush();
-    steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
+    this.#co?.flush();
+    this.#steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
 
@@ -844,7 +884,7 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       rxWait(steal, pfd);
       continue;
     }
-    const src = ((from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7]) >>> 0;
+    const src = (from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7];
     if (rxAccept(t, src, buf, n, st, base)) {
       if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
       else {
@@ -858,13 +898,48 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
 
 /** The worker's global scope (typed here: the project is checked with the window lib). */
 const scope = globalThis as unknown as {
-  onmessage: ((ev: MessageEvent<WorkerInit>) => void) | null;
+  onmessage: ((ev: MessageEvent<WorkerStart>) => void) | null;
   postMessage(m: unknown): void;
   close(): void;
 };
 
-scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
-  const init = ev.data;
+/** The loop of this worker's role (returns when `ctl`'s stop flag is set). */
+function runRole(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
+  if (init.role === "tx") {
+    runTxLoop(init, ctl, txPath(init, st, init.slot * STAT_SLOT, init.batch));
+  } else if (init.vnetHdr) runRxOffload(init, ctl, st);
+  else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
+}
+
+/** Turns `loop` until `ctl`'s stop flag is set. */
+function turnUntilStopped(loop: RxOffloadLoop, ctl: Int32Array): void {
+  while (Atomics.load(ctl, CTL_STOP) === 0) loop.turn();
+}
+
+/**
+ * The receive worker (offload loop) with a warm-up first (udp_warmup.ts): the serving loop is made, then
+ * the warm-up's own one on the stand-in descriptors, control block and counters, turned until the control
+ * thread stops it, then the serving one. Both are made before either turns, and `init` itself is pointed
+ * at the stand-ins meanwhile (not a copy): every object the serving loop touches then has the shape — and
+ * every field the state — it had while V8 compiled the warm-up's turns, so that code stays valid for it
+ * (made after the warm-up, its fields' second values would have invalidated it).
+ */
+function runRxWarmedUp(init: WorkerInit, ctl: Int32Array, st: Float64Array, w: WarmupInit): void {
+  const serving = new RxOffloadLoop(init, ctl, st);
+  const { tunFd, sockFd, wakeFd } = init;
+  const wctl = new Int32Array(w.ctl);
+  init.tunFd = w.tunFd, init.sockFd = w.sockFd, init.wakeFd = -1;
+  try {
+    turnUntilStopped(new RxOffloadLoop(init, wctl, new Float64Array(w.stats)), wctl);
+  } finally {
+    init.tunFd = tunFd, init.sockFd = sockFd, init.wakeFd = wakeFd;
+  }
+  scope.postMessage({ warmed: true });
+  turnUntilStopped(serving, ctl);
+}
+
+scope.onmessage = (ev: MessageEvent<WorkerStart>) => {
+  const { init, warmup } = ev.data;
   const ctl = new Int32Array(init.ctl);
   const st = new Float64Array(init.stats);
   const L = libc(); // load before saying ready: a missing libc fails here, visibly
@@ -879,10 +954,8 @@ scope.onmessage = (ev: MessageEvent<WorkerInit>) => {
   }
   scope.postMessage({ ready: true, niced, pinned });
   try {
-    if (init.role === "tx") {
-      runTxLoop(init, ctl, txPath(init, st, init.slot * STAT_SLOT, init.batch));
-    } else if (init.vnetHdr) runRxOffload(init, ctl, st);
-    else (init.batch > 1 ? runRxBatch : runRx)(init, ctl, st);
+    if (warmup && init.role === "rx" && init.vnetHdr) runRxWarmedUp(init, ctl, st, warmup);
+    else runRole(init, ctl, st);
     scope.postMessage({ stopped: true });
   } catch (e) {
     scope.postMessage({ error: e instanceof Error ? e.message : String(e) });
