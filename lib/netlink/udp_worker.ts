@@ -535,6 +535,12 @@ function rxWait(steal: Stealer | null, pfd: Uint8Array<ArrayBuffer>): void {
   } else if (e !== EINTR) libc().poll(null, 0, 50);
 }
 
+/** Indexes in a receive stat slot (RX_STATS), for the three receive loops. */
+const [RX_PK, RX_BY, , , , , RX_WRITEERR, RX_BATCHES, RX_COALESCED, RX_CSEGS, RX_GROREADS] = RX_STATS.map((
+  _,
+  i,
+) => i);
+
 /** The UDP→TUN loop with recvmmsg: up to `batch` datagrams per call, each written to the TUN device. */
 function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
@@ -553,27 +559,21 @@ function runRxBatch(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
       rxWait(steal, pfd);
       continue;
     }
-    st[base + 7]++;
+    st[base + RX_BATCHES]++;
     for (let i = 0; i < r; i++) {
       const n = m.v.getUint32(i * MMSG + 56, true);
       const o = i * 16;
       const src = (nm[o + 4] << 24) | (nm[o + 5] << 16) | (nm[o + 6] << 8) | nm[o + 7];
       if (!rxAccept(t, src, slots[i], n, st, base)) continue;
-      if (L.write(init.tunFd, slots[i], n) < 0) st[base + 6]++;
+      if (L.write(init.tunFd, slots[i], n) < 0) st[base + RX_WRITEERR]++;
       else {
-        st[base]++;
-        st[base + 1] += n;
+        st[base + RX_PK]++;
+        st[base + RX_BY] += n;
       }
     }
     steal?.run(); // after every batch: a flood of dropped datagrams must not keep flannel0 unread
   }
 }
-
-/** Indexes in a receive stat slot (RX_STATS). */
-const [RX_PK, RX_BY, , , , , RX_WRITEERR, RX_BATCHES, RX_COALESCED, RX_CSEGS, RX_GROREADS] = RX_STATS.map((
-  _,
-  i,
-) => i);
 
 /** Bytes of one UDP_SEGMENT control message (CMSG_SPACE(2)): cmsghdr 16 + u16 + padding. */
 const CMSG = 24;
@@ -868,7 +868,6 @@ class RxOffloadLoop implements PacketSink {
 function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
   const L = libc();
   const base = init.slot * STAT_SLOT;
-  const [PK, BY, , , , , WRITEERR] = RX_STATS.map((_, i) => base + i);
   const buf = new Uint8Array(BUF);
   const from = new Uint8Array(16);
   const fromLen = new Uint32Array(1);
@@ -886,10 +885,10 @@ function runRx(init: WorkerInit, ctl: Int32Array, st: Float64Array): void {
     }
     const src = (from[4] << 24) | (from[5] << 16) | (from[6] << 8) | from[7];
     if (rxAccept(t, src, buf, n, st, base)) {
-      if (L.write(init.tunFd, buf, n) < 0) st[WRITEERR]++;
+      if (L.write(init.tunFd, buf, n) < 0) st[base + RX_WRITEERR]++;
       else {
-        st[PK]++;
-        st[BY] += n;
+        st[base + RX_PK]++;
+        st[base + RX_BY] += n;
       }
     }
     steal?.run(); // after every datagram: a flood of dropped ones must not keep flannel0 unread
