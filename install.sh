@@ -106,7 +106,7 @@ mkdir -p "$DENO_DIR"
 # verb (CNI calls too), so it gets only the 1 MiB young generation, not the daemon-only DAEMON_* settings.
 mkdir -p "$LIBDIR"
 how=""
-if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen --v8-flags=--max-semi-space-size=1 --include lib/netlink/udp_worker.ts -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
+if (cd "$HERE" && timeout 120 "$DENO_BIN" compile --quiet -A --no-check --frozen --v8-flags=--max-semi-space-size=1 --include lib/backend/udp/udp_worker.ts -o "$LIBDIR/flanctl.bin" main.ts) >/dev/null 2>"$LIBDIR/compile.log"; then
   install -m 0755 "$LIBDIR/flanctl.bin" "$BINDIR/flanctl"
   how="compiled binary (deno compile)"
 else

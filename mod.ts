@@ -6,9 +6,9 @@
  * ```
  * @module
  */
-export * from "./lib/errors.ts";
-export * from "./lib/ip/cidr.ts";
-export * from "./lib/subnet_env.ts";
+export * from "./lib/base/errors.ts";
+export * from "./lib/base/cidr.ts";
+export * from "./lib/node/subnet_env.ts";
 export type * from "./lib/netlink/types.ts";
 export type * from "./lib/config/types.ts";
 export type * from "./lib/store/types.ts";
@@ -47,8 +47,8 @@ export {
 } from "./lib/store/errors.ts";
 export { addStoreOptions, DEFAULT_ETCD_PREFIX, openStore, storeChoice, storeKind } from "./lib/store/open.ts";
 export type { StoreOptions } from "./lib/store/open.ts";
-export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file.ts";
-export { FileStoreReader, leaseExpired, parseLeaseFile } from "./lib/store/file_reader.ts";
+export { DEFAULT_STORE_DIR, FileStore } from "./lib/store/file/file.ts";
+export { FileStoreReader, leaseExpired, parseLeaseFile } from "./lib/store/file/file_reader.ts";
 export { DEFAULT_LEASE_TTL_MS } from "./lib/store/util.ts";
 export {
   DEFAULT_RENEW_MARGIN_MS,
@@ -91,7 +91,7 @@ export {
   parseDaemonArgs,
   toDaemonOptions,
 } from "./lib/daemon/options.ts";
-export { type FlagSpec, parseGoFlags } from "./lib/flags/goflag.ts";
+export { type FlagSpec, parseGoFlags } from "./lib/base/goflag.ts";
 export type { DaemonOptions } from "./lib/daemon/options.ts";
 export { IfaceError, selectIface } from "./lib/daemon/iface.ts";
 export { Metrics as DaemonMetrics } from "./lib/daemon/metrics.ts";
@@ -100,7 +100,7 @@ export { createBackend, HostGwBackend, VxlanBackend } from "./lib/backend/mod.ts
 export type { Backend, ExternalIface, PeerInfo } from "./lib/backend/mod.ts";
 export { Reconciler } from "./lib/reconcile/reconciler.ts";
 export type { DesiredPeer } from "./lib/reconcile/types.ts";
-export { forwardRules, masqRules } from "./lib/masq/rules.ts";
+export { forwardRules, masqRules } from "./lib/firewall/masq_rules.ts";
 export { Iptables, RuleManager } from "./lib/firewall/iptables.ts";
 export { FlannelRules } from "./lib/firewall/flannel.ts";
 export { nftDriver } from "./lib/firewall/nft.ts";

@@ -23,7 +23,7 @@
  * @module
  */
 
-import { runProcess } from "../lib/proc/run.ts";
+import { runProcess } from "../lib/base/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 import { bridgeBenchConf } from "./cni_conf.ts";

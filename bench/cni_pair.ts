@@ -12,7 +12,7 @@
  * `FLANCTL_PREFIX=/tmp/x CNI_BIN_DIR=/tmp/x/cni ./install.sh` (run from a copy of that tree).
  * @module
  */
-import { runProcess } from "../lib/proc/run.ts";
+import { runProcess } from "../lib/base/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { bridgeBenchConf } from "./cni_conf.ts";
 

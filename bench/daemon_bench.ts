@@ -29,7 +29,7 @@
  */
 import { DaemonCluster, spawnEtcd, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, ROOT, sh } from "../tests/netns.ts";
-import { FileStore } from "../lib/store/file.ts";
+import { FileStore } from "../lib/store/file/file.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
 import {
   bundleDaemon,

@@ -1,5 +1,5 @@
 /**
- * Per-packet cost profile of the UDP backend's data path (lib/netlink/udp_worker.ts), without perf: timing
+ * Per-packet cost profile of the UDP backend's data path (lib/backend/udp/udp_worker.ts), without perf: timing
  * loops of the JS work a worker does per packet (route lookup with TTL/checksum patch, iovec length write
  * as BigInt or as a 32-bit word, a subarray per partial sendmmsg) against the reference measured in the same
  * run, the cost of one blocking-style FFI syscall (read/poll/recvmmsg on an empty non-blocking socket that
@@ -7,7 +7,7 @@
  * Env: COST_OPS (iterations per row, default 200000).
  * @module
  */
-import { libc } from "../lib/netlink/ffi.ts";
+import { libc } from "../lib/sys/ffi.ts";
 
 const N = Number(Deno.env.get("COST_OPS") ?? 200000);
 const L = libc();

@@ -6,7 +6,7 @@
  *   deno run -A bench/etcd_fill.ts URL FROM N
  * @module
  */
-import { EtcdClient } from "../lib/store/etcd_client.ts";
+import { EtcdClient } from "../lib/store/etcd/etcd_client.ts";
 import { encodeLeaseAttrs } from "../lib/lease/wire.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
 

@@ -14,13 +14,13 @@
  *   deno task bench firewall      (or: deno run -A bench/firewall_bench.ts [--pods N] [--rounds N])
  * @module
  */
-import { runProcess } from "../lib/proc/run.ts";
+import { runProcess } from "../lib/base/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { Iptables } from "../lib/firewall/iptables.ts";
 import { nftDriver } from "../lib/firewall/nft.ts";
 import { iptablesAdd, iptablesDel, nftAdd, nftDel, type PortMapSpec } from "../lib/firewall/portmap.ts";
 import { FlannelRules, iptablesRules } from "../lib/firewall/flannel.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { pluginCmd } from "../tests/cni_helpers.ts";
 
 const REF = "/usr/lib/cni/portmap";

@@ -18,7 +18,7 @@ import { DaemonCluster, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, ROOT } from "../tests/netns.ts";
 import { FakeApiServer, kubeconfigYaml, type Node } from "../tests/kube_fake_api.ts";
 import { realisticNode } from "../tests/kube_nodes_fixture.ts";
-import { projectNode } from "../lib/store/kube_node.ts";
+import { projectNode } from "../lib/store/kube/kube_node.ts";
 import {
   bundleDaemon,
   installDaemonInto,

@@ -6,10 +6,10 @@
  * `deno task bench store` (or `deno run -A bench/store_bench.ts [--quick] [--sizes 1000,5000] [--acquires N]`).
  * @module
  */
-import { FileStore } from "../lib/store/file.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
 import { encodeLeaseAttrs, leaseKey } from "../lib/lease/wire.ts";
-import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
+import { IPAddr, IPNet } from "../lib/base/cidr.ts";
 import type { LeaseAttrsWire, SubnetStore } from "../lib/store/types.ts";
 import { EtcdFixture } from "../tests/store_helpers.ts";
 

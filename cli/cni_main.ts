@@ -10,11 +10,11 @@
  */
 import { runExecutable } from "../lib/cni/skel.ts";
 import { ourPlugin, PLUGINS } from "../lib/cni/plugins.ts";
-import { markShortLived } from "../lib/process_kind.ts";
+import { markShortLived } from "../lib/base/process_kind.ts";
 
 /**
  * Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. Marks the process
- * short-lived first (lib/process_kind.ts: FFI symbols bound without fast-call trampolines).
+ * short-lived first (lib/base/process_kind.ts: FFI symbols bound without fast-call trampolines).
  */
 export function cniMain(pluginName: string): Promise<number> {
   markShortLived();

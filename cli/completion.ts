@@ -6,7 +6,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import { isSharedOption } from "./store_flags.ts";
 
 /** The shells a script can be generated for. */

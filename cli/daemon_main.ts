@@ -4,9 +4,9 @@
  * time or memory. Flags are flanneld's, in Go flag syntax (lib/daemon/options.ts).
  * @module
  */
-import { FlanctlError } from "../lib/errors.ts";
+import { FlanctlError } from "../lib/base/errors.ts";
 import { daemonHelp, parseDaemonArgs } from "../lib/daemon/options.ts";
-import { VERSION } from "../lib/version.ts";
+import { VERSION } from "../lib/base/version.ts";
 
 function write(fd: { writeSync(p: Uint8Array): number }, s: string): void {
   const b = new TextEncoder().encode(s);

@@ -3,11 +3,11 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
-import { parseOutput } from "../lib/ui/output.ts";
+import { parseOutput } from "../lib/base/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
@@ -116,7 +116,7 @@ async function bundle(
 ): Promise<void> {
   const { gatherContext } = await import("../lib/doctor/context.ts");
   const { writeBundle, kubeconfigTokens } = await import("../lib/bundle/bundle.ts");
-  const { readCappedText } = await import("../lib/capped_read.ts");
+  const { readCappedText } = await import("../lib/base/capped_read.ts");
   const read = (p: string | undefined) => {
     if (!p) return "";
     try {

@@ -5,9 +5,9 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import type { NetnsRef } from "../lib/netlink/types.ts";
-import { parseOutput } from "../lib/ui/output.ts";
+import { parseOutput } from "../lib/base/ui/output.ts";
 import {
   addrsTable,
   allTables,

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 
 interface Flags {
   cniBinDir: string;

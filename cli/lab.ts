@@ -4,10 +4,10 @@
  * @module
  */
 import { type Command, Option } from "commander";
-import { FlanctlError, UsageError } from "../lib/errors.ts";
+import { FlanctlError, UsageError } from "../lib/base/errors.ts";
 import { registerLabTrace } from "./trace.ts";
 import { exitWith } from "./exit.ts";
-import { parseOutput } from "../lib/ui/output.ts";
+import { parseOutput } from "../lib/base/ui/output.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
@@ -206,7 +206,7 @@ function registerList(lab: Command): void {
     .action(async (o: { output: string }) => {
       const fmt = parseOutput(o.output);
       const m = await import("../lib/lab/mod.ts");
-      const { renderTable } = await import("../lib/ui/table.ts");
+      const { renderTable } = await import("../lib/base/ui/table.ts");
       const { labs, errors } = m.listLabs();
       for (const e of errors) console.error(`flanctl: warning: ${e}`);
       if (fmt === "json") return say(JSON.stringify(labs, null, 2));

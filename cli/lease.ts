@@ -5,16 +5,16 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
-import { IPAddr, IPNet } from "../lib/ip/cidr.ts";
+import { UsageError } from "../lib/base/errors.ts";
+import { IPAddr, IPNet } from "../lib/base/cidr.ts";
 import { openStore, storeChoice, StoreOpenError, type StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
 import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
-import { readCappedStream, readCappedTextAsync } from "../lib/capped_read.ts";
-import { parseOutput as output } from "../lib/ui/output.ts";
-import { renderTable } from "../lib/ui/table.ts";
+import { readCappedStream, readCappedTextAsync } from "../lib/base/capped_read.ts";
+import { parseOutput as output } from "../lib/base/ui/output.ts";
+import { renderTable } from "../lib/base/ui/table.ts";
 
 /** Flags of `lease reserve`. */
 interface ReserveFlags {

@@ -4,8 +4,8 @@
  * @module
  */
 import { Command, CommanderError } from "commander";
-import { FlanctlError } from "../lib/errors.ts";
-import { VERSION } from "../lib/version.ts";
+import { FlanctlError } from "../lib/base/errors.ts";
+import { VERSION } from "../lib/base/version.ts";
 import { ExitStatus } from "./exit.ts";
 import { captureUsageErrors, usageMessage } from "./usage.ts";
 import { register as registerInspect } from "./inspect.ts";

@@ -4,13 +4,13 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
-import { parseOutput } from "../lib/ui/output.ts";
-import { sleep } from "../lib/sleep.ts";
+import { parseOutput } from "../lib/base/ui/output.ts";
+import { sleep } from "../lib/base/sleep.ts";
 
 interface StatusFlags extends StoreOptions {
   netns?: string;

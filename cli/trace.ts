@@ -5,12 +5,12 @@
  * @module
  */
 import { type Command, Option } from "commander";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
-import { parseOutput } from "../lib/ui/output.ts";
+import { parseOutput } from "../lib/base/ui/output.ts";
 
 interface TraceFlags extends StoreOptions {
   from?: string;

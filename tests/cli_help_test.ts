@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl } from "./netns.ts";
 import { STORE_FLAGS as STORE_FLAG_SPECS } from "../lib/store/flags.ts";
-import { flagEnv } from "../lib/flags/goflag.ts";
+import { flagEnv } from "../lib/base/goflag.ts";
 
 const STORE_FLAGS = [
   "--store-dir",

@@ -7,7 +7,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
-import { inNetns } from "../lib/netlink/netns.ts";
+import { inNetns } from "../lib/sys/netns.ts";
 import { deleteConntrack } from "../lib/netlink/conntrack.ts";
 
 const PREV4 = {

@@ -8,7 +8,7 @@
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { nsRun, run } from "./netns.ts";
-import { VERSION } from "../lib/version.ts";
+import { VERSION } from "../lib/base/version.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { installDaemonInto } from "./installed_daemon.ts";
 import { BUNDLE_DENO_RUN_FLAGS, CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";

@@ -16,8 +16,8 @@ import {
   waitFor,
 } from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import type { Lease } from "../lib/store/types.ts";
 
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];

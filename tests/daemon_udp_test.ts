@@ -7,8 +7,8 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, metric, routes, waitFor } from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, sh } from "./netns.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } });
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];

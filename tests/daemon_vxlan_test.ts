@@ -6,8 +6,8 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { ipJson, nsRun, sh } from "./netns.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } });
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];

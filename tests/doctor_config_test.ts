@@ -16,8 +16,8 @@ import {
   runDoctorJson,
   withDoctorNode,
 } from "./doctor_fixture.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 /** The tails of flannel's FORWARD and POSTROUTING jump rules (the comments keep their spaces). */
 const FWD_JUMP = ["-m", "comment", "--comment", "flanneld forward", "-j", "FLANNEL-FWD"];

@@ -5,9 +5,9 @@
  * subnet.env and temp CNI dirs. Tests break one thing at a time and run `flanctl doctor` on N.
  * @module
  */
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
-import { daemonStatePath, ownDaemonState, procStartTicks } from "../lib/daemon_state.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
+import { daemonStatePath, ownDaemonState, procStartTicks } from "../lib/node/daemon_state.ts";
 import { flanctl, type NetnsFixture, nsSh, sh, TEST_PREFIX, withNetns } from "./netns.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 

@@ -8,7 +8,7 @@ import { nsSh, withNetns } from "./netns.ts";
 import { NsExec } from "../lib/doctor/exec.ts";
 import { IpCliReader } from "../lib/doctor/kernel_ip.ts";
 import { openKernel } from "../lib/doctor/kernel.ts";
-import { CommandNotFoundError, runProcess } from "../lib/proc/run.ts";
+import { CommandNotFoundError, runProcess } from "../lib/base/run.ts";
 import { httpGet } from "../lib/doctor/http_get.ts";
 
 Deno.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {

@@ -11,7 +11,7 @@ import { flanctlCmd, nsSh, run } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };

@@ -7,11 +7,11 @@
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsRun, nsSh } from "./netns.ts";
 import { expectFinding, runDoctorJson, withDoctorNode } from "./doctor_fixture.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { inNetns } from "../lib/netlink/netns.ts";
-import { nftLibrary } from "../lib/netlink/nftables.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { inNetns } from "../lib/sys/netns.ts";
+import { nftLibrary } from "../lib/sys/nftables.ts";
 import { nftFamilyScript } from "../lib/firewall/flannel.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 const SPEC = {
   ipMasq: true,

@@ -3,8 +3,8 @@
  * parse), and used as the etcd username/password when they are right.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
-import { splitCredentials } from "../lib/store/etcd_client.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
+import { splitCredentials } from "../lib/store/etcd/etcd_client.ts";
 import { EtcdFixture, leaseCli } from "./store_helpers.ts";
 
 const SECRET = "s3cr3tPW";

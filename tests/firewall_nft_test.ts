@@ -6,11 +6,11 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsRun, withNetns } from "./netns.ts";
-import { inNetns } from "../lib/netlink/netns.ts";
-import { nftLibrary } from "../lib/netlink/nftables.ts";
+import { inNetns } from "../lib/sys/netns.ts";
+import { nftLibrary } from "../lib/sys/nftables.ts";
 import { type NftDriver, nftDriver } from "../lib/firewall/nft.ts";
 import { FlannelRules, nftFamilyScript } from "../lib/firewall/flannel.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { FirewallError } from "../lib/firewall/types.ts";
 
 const SPEC = {

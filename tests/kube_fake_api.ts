@@ -7,7 +7,7 @@
  * listens inside that (test-made) namespace, so daemons in the test's namespaces reach it.
  * @module
  */
-import { inNetns } from "../lib/netlink/netns.ts";
+import { inNetns } from "../lib/sys/netns.ts";
 
 /** A JSON object. */
 export type Json = Record<string, unknown>;

@@ -12,7 +12,7 @@ import type { LabState, LabStatusJson, NodeState } from "../lib/lab/types.ts";
 import { pingAllPods, restartUnderPing, tcpAcross, waitEntries } from "./lab_verify.ts";
 import { actualEntries6, pingAllPods6, tcpAcross6, V6_DEV, waitEntries6 } from "./lab_verify6.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 
 const others = (s: LabState, n: NodeState) => s.nodes.filter((x) => x !== n);
 

@@ -6,7 +6,7 @@
  * @module
  */
 import { assert, assertEquals } from "./assert.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 import { listNetns } from "../lib/lab/down.ts";
 import { inNs, mustRun, runCmd, sleep } from "../lib/lab/proc.ts";

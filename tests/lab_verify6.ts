@@ -4,7 +4,7 @@
  * with the kernel's (`ip -6 -j` / `bridge -j`), pings to every pod's IPv6, and TCP over IPv6.
  * @module
  */
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { LAB_IPV6_NETWORK } from "../lib/lab/family.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { inNs, mustRun, runCmd } from "../lib/lab/proc.ts";

@@ -2,7 +2,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { leaseCli, leaseCliCommand } from "./store_helpers.ts";
 import { flanctlCmd } from "./netns.ts";
-import { FileStore } from "../lib/store/file.ts";
+import { FileStore } from "../lib/store/file/file.ts";
 
 const CONF = JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan", VNI: 1 } });
 
@@ -23,7 +23,7 @@ Deno.test("flanctl lease: config set/get, reserve, list, show, revoke", async ()
       BackendType: "vxlan",
       BackendData: { VNI: 1 },
     }, {
-      previousSubnet: (await import("../lib/ip/cidr.ts")).IPNet.parse("10.5.9.0/24"),
+      previousSubnet: (await import("../lib/base/cidr.ts")).IPNet.parse("10.5.9.0/24"),
     });
     r = await leaseCli(["list", "-o", "json", ...sd]);
     assertEquals(r.code, 0, r.stderr);

@@ -5,7 +5,7 @@
  * writes again.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
 import { LeaseKeeper } from "../lib/store/keeper.ts";
 import { EtcdFixture } from "./store_helpers.ts";
 

@@ -4,7 +4,7 @@
  * reported once, validity false while the lease is expired, the same subnet re-acquired afterwards.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { FileStore } from "../lib/store/file.ts";
+import { FileStore } from "../lib/store/file/file.ts";
 import { LeaseKeeper, renewDelayMs } from "../lib/store/keeper.ts";
 import type { SubnetStore } from "../lib/store/types.ts";
 

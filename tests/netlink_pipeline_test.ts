@@ -6,10 +6,10 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
 import { NetlinkError, type NetlinkWrite, openNetlink } from "../lib/netlink/mod.ts";
-import { ParseError } from "../lib/errors.ts";
+import { ParseError } from "../lib/base/errors.ts";
 import { Reconciler } from "../lib/reconcile/reconciler.ts";
 import type { DesiredPeer } from "../lib/reconcile/types.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { Metrics } from "../lib/daemon/metrics.ts";
 
 // deno-lint-ignore no-explicit-any

@@ -6,7 +6,7 @@
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
 import { inNetns, NetlinkError, netnsPath, openNetlink } from "../lib/netlink/mod.ts";
-import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/errors.ts";
+import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/base/errors.ts";
 
 // deno-lint-ignore no-explicit-any
 type J = any;

@@ -5,7 +5,7 @@
  * @module
  */
 import type { NodeBase } from "../lib/daemon/context.ts";
-import { Logger } from "../lib/daemon/log.ts";
+import { Logger } from "../lib/base/log.ts";
 import { Metrics } from "../lib/daemon/metrics.ts";
 import { MemoryRelease } from "../lib/daemon/memory.ts";
 import { Readiness } from "../lib/daemon/readiness.ts";

@@ -4,10 +4,10 @@
  * v6 entries skipped, and an overlapping v6 reservation refused. etcd is started by the test (loopback).
  */
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { ParseError } from "../lib/errors.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { ParseError } from "../lib/base/errors.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { SubnetConflictError } from "../lib/store/errors.ts";
 import type { LeaseAttrsWire, SubnetStore } from "../lib/store/types.ts";
 import { EtcdFixture } from "./store_helpers.ts";

@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { EtcdFixture } from "./store_helpers.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
 import type { LeaseAttrsWire } from "../lib/store/types.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.0.0.0/16", SubnetLen: 24, Backend: { Type: "vxlan" } });

@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { EtcdFixture } from "./store_helpers.ts";
-import { EtcdClient, prefixEnd, RANGE_PAGE } from "../lib/store/etcd_client.ts";
+import { EtcdClient, prefixEnd, RANGE_PAGE } from "../lib/store/etcd/etcd_client.ts";
 
 Deno.test("etcd client: a range over more than a page returns every key once, in order, at one revision", async () => {
   const etcd = new EtcdFixture();

@@ -3,8 +3,8 @@
  * with a temp data dir, killed in `finally`.
  */
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";

@@ -1,12 +1,12 @@
 /**
- * The file store's files are read with a cap and a type check (lib/capped_read.ts): a FIFO or
+ * The file store's files are read with a cap and a type check (lib/base/capped_read.ts): a FIFO or
  * /dev/zero as `<dir>/config` is a clear error from `flanctl lease config get` (never a hang, never a
  * read without end), and a FIFO or /dev/zero among the lease files is a skipped malformed lease while the
  * other leases are listed. Everything lives in a temp directory; nothing touches the network. Commands
  * run under `timeout`, so a regression fails instead of hanging.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { FileStore } from "../lib/store/file.ts";
+import { FileStore } from "../lib/store/file/file.ts";
 import { flanctlCmd, run } from "./netns.ts";
 import { NET50 } from "./store_helpers.ts";
 

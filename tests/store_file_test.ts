@@ -3,11 +3,11 @@
  * Everything lives in a temp directory; nothing touches the network.
  */
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { FileStore } from "../lib/store/file.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { FileStore } from "../lib/store/file/file.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreDirNotFoundError } from "../lib/store/errors.ts";
-import { encodeLeaseFile, FileStoreReader } from "../lib/store/file_reader.ts";
+import { encodeLeaseFile, FileStoreReader } from "../lib/store/file/file_reader.ts";
 import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
 import { acquireInProcesses, NET50, nextEvents } from "./store_helpers.ts";
 
@@ -98,7 +98,7 @@ Deno.test("file store: malformed lease file is skipped with a warning", async ()
 
 /**
  * Runs `fn` with everything it writes to stderr captured — console.error and Deno.stderr's writes (how
- * lib/warn.ts prints) — and returns what was written.
+ * lib/base/warn.ts prints) — and returns what was written.
  */
 async function capturingStderr(fn: () => Promise<void>): Promise<string[]> {
   const lines: string[] = [];

@@ -3,8 +3,8 @@
  * the list is paginated (`limit`/`continue`) with every node listed exactly once.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { LIST_PAGE_SIZE, listNodesPaged, projectNode } from "../lib/store/kube_node.ts";
-import { KubeClient } from "../lib/store/kube_client.ts";
+import { LIST_PAGE_SIZE, listNodesPaged, projectNode } from "../lib/store/kube/kube_node.ts";
+import { KubeClient } from "../lib/store/kube/kube_client.ts";
 import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
 import { fillRealistic, realisticNode } from "./kube_nodes_fixture.ts";
 

@@ -3,7 +3,7 @@
  */
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
 import { ROOT, run } from "./netns.ts";
-import { type KubeStoreOptions, openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube.ts";
+import { type KubeStoreOptions, openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube/kube.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { leaseCli, nextEvents } from "./store_helpers.ts";
 import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
@@ -438,7 +438,7 @@ Deno.test("kube store: the token file is re-read when it changes (rotated servic
 });
 
 Deno.test("kube store: in-cluster config as client-go (KUBERNETES_SERVICE_HOST/PORT, SA token and CA)", async () => {
-  const { inClusterConnection } = await import("../lib/store/kube_client.ts");
+  const { inClusterConnection } = await import("../lib/store/kube/kube_client.ts");
   const sa = await Deno.makeTempDir({ prefix: "flanctl-sa-" });
   try {
     await Deno.writeTextFile(`${sa}/token`, "tok\n");
@@ -479,7 +479,7 @@ Deno.test("kube store: a token file swapped for a FIFO keeps the last token, nev
     await Deno.writeTextFile(`${t.dir}/token`, `${TOKEN}\n`);
     // In a child process under timeout: a token read blocking on the FIFO would stop its event loop.
     const script = `
-      import { KubeClient } from ${JSON.stringify(`${ROOT}lib/store/kube_client.ts`)};
+      import { KubeClient } from ${JSON.stringify(`${ROOT}lib/store/kube/kube_client.ts`)};
       const tokenFile = ${JSON.stringify(`${t.dir}/token`)};
       const c = new KubeClient({ server: ${JSON.stringify(t.api.url)}, tokenFile, source: "test" });
       await c.request("GET", "/api/v1/nodes/n1");

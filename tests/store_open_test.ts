@@ -10,7 +10,7 @@ import {
   StoreOpenError,
   type StoreOptions,
 } from "../lib/store/open.ts";
-import { UsageError } from "../lib/errors.ts";
+import { UsageError } from "../lib/base/errors.ts";
 import { flanctlCmd, run } from "./netns.ts";
 
 function parse(args: string[], env: Record<string, string> = {}): StoreOptions {

@@ -5,11 +5,11 @@
  * stores and accepted as peers by our udp backend; our own udp lease is written byte for byte the same.
  */
 import { assertEquals } from "./assert.ts";
-import { EtcdStore } from "../lib/store/etcd.ts";
-import { leaseFromNode } from "../lib/store/kube.ts";
+import { EtcdStore } from "../lib/store/etcd/etcd.ts";
+import { leaseFromNode } from "../lib/store/kube/kube.ts";
 import { encodeLeaseAttrs } from "../lib/lease/wire.ts";
-import { UdpBackend } from "../lib/backend/udp.ts";
-import { IPNet } from "../lib/ip/cidr.ts";
+import { UdpBackend } from "../lib/backend/udp/backend.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import type { NetlinkHandle } from "../lib/netlink/types.ts";
 import { EtcdFixture, NET50 } from "./store_helpers.ts";
 

@@ -3,14 +3,16 @@
  * (main.ts, mod.ts, cli/, lib/; unit tests left out) crosses one of the project's two code boundaries,
  * printing each place as `file:line: what; rule`:
  *
- * - FFI stays in the kernel layer: `Deno.dlopen` and the `Deno.Unsafe*` pointer APIs only in lib/netlink
- *   (one symbol table per library, lib/netlink/ffi.ts; pointers never leave that directory), and the rest
- *   of the product reaches lib/netlink through its public faces only — mod.ts, and dataplane.ts for the
- *   udp data path — an `import type` of lib/netlink/types.ts (the layer's declared types, which mod.ts
- *   re-exports) aside; {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
+ * - FFI stays in the OS layer: `Deno.dlopen` and the `Deno.Unsafe*` pointer APIs only in lib/sys (the
+ *   libc/libnl symbol tables, lib/sys/ffi.ts, and the syscalls on them), lib/netlink (the kernel objects
+ *   it reads and writes over those tables) and the udp data path's worker (lib/backend/udp/udp_worker.ts:
+ *   the addresses of its own packet buffers); pointers never leave them. lib/sys is imported only by
+ *   lib/netlink and lib/backend/udp; the rest of the product reaches both through lib/netlink/mod.ts
+ *   (an `import type` of lib/netlink/types.ts, the layer's declared types, aside);
+ *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
  * - Library code never prints: no `console.*`, `Deno.stdout` or `Deno.stderr` in lib/ outside the output
- *   layers: the daemon's Logger (lib/daemon/log.ts), the warning sinks of command-line callers
- *   (lib/warn.ts), the terminal renderers (lib/ui/) and the CNI executable's protocol I/O (lib/cni/skel.ts:
+ *   layers: the daemon's Logger (lib/base/log.ts), the warning sinks of command-line callers
+ *   (lib/base/warn.ts), the terminal renderers (lib/base/ui/) and the CNI executable's protocol I/O (lib/cni/skel.ts:
  *   the result on stdout, as the CNI spec says). Everything else takes the Logger or a `warn` callback.
  *
  * Reads the code with the TypeScript parser, so a name in a comment or a string does not count. Tests,
@@ -38,26 +40,30 @@ const FFI_APIS = new Set([
   "UnsafeFnPointer",
   "UnsafeCallback",
 ]);
-const FFI_RULE = "FFI only in lib/netlink (its mod.ts exports what others need, without pointers)";
+const FFI_RULE =
+  "FFI only in lib/sys and lib/netlink (lib/netlink/mod.ts exports what others need, without pointers)";
 const NETLINK_RULE = "lib/netlink is reached through its mod.ts (export what is needed there)";
 
-/**
- * Modules still importing lib/netlink internals directly (an open item of issue 15, not a licence): the
- * udp backend's userspace data plane (tun, udp_socket, udp_dataplane, errors).
- */
+/** Modules still importing lib/netlink internals directly (none now; an entry is an open item, not a licence). */
 export const NETLINK_INTERNAL_ALLOWED = new Set<string>([]);
-/** The kernel layer's public faces: mod.ts, and dataplane.ts (the udp data path, kept off the CNI bundle). */
-const NETLINK_FACES = ["lib/netlink/mod.ts", "lib/netlink/dataplane.ts"];
-const PRINT_RULE = "library code never prints: take the Logger or a warn callback (lib/warn.ts)";
+/** The kernel layer's public face. */
+const NETLINK_FACES = ["lib/netlink/mod.ts"];
+const SYS_RULE = "lib/sys is imported by lib/netlink and lib/backend/udp only (others: lib/netlink/mod.ts)";
+/** The layers that may import lib/sys directly. */
+const SYS_USERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/"];
+const PRINT_RULE = "library code never prints: take the Logger or a warn callback (lib/base/warn.ts)";
 
 /** Modules of lib/ allowed to write to the terminal (see the module doc). */
-const PRINT_LAYERS = ["lib/daemon/log.ts", "lib/warn.ts", "lib/ui/", "lib/cni/skel.ts"];
+const PRINT_LAYERS = ["lib/base/log.ts", "lib/base/warn.ts", "lib/base/ui/", "lib/cni/skel.ts"];
 
-const ffiAllowed = (file: string) => file.startsWith("lib/netlink/");
+/** Where FFI may be used: the OS layer, the kernel layer, and the udp worker's own buffer addresses. */
+const FFI_LAYERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/udp_worker.ts"];
+const ffiAllowed = (file: string) =>
+  FFI_LAYERS.some((p) => p.endsWith("/") ? file.startsWith(p) : file === p);
 const printAllowed = (file: string) =>
   !file.startsWith("lib/") || PRINT_LAYERS.some((p) => p.endsWith("/") ? file.startsWith(p) : file === p);
 
-/** `spec` imported from `file` as a project path (`lib/netlink/tun.ts`), or null when it is not relative. */
+/** `spec` imported from `file` as a project path (`lib/sys/tun.ts`), or null when it is not relative. */
 function resolveImport(file: string, spec: string): string | null {
   if (!spec.startsWith(".")) return null;
   const parts = file.split("/").slice(0, -1);
@@ -73,6 +79,11 @@ function netlinkInternal(file: string, target: string | null, typeOnly: boolean)
   if (!target?.startsWith("lib/netlink/") || file.startsWith("lib/netlink/")) return false;
   if (NETLINK_INTERNAL_ALLOWED.has(file) || NETLINK_FACES.includes(target)) return false;
   return !(typeOnly && target === "lib/netlink/types.ts");
+}
+
+/** Whether an import of `target` from `file` reaches into lib/sys from outside its users. */
+function sysInternal(file: string, target: string | null): boolean {
+  return !!target?.startsWith("lib/sys/") && !SYS_USERS.some((p) => file.startsWith(p));
 }
 
 /** The boundary crossings of one source text (`file` relative to the project root). */
@@ -92,6 +103,7 @@ export function violations(file: string, text: string): Violation[] {
         : node.isTypeOnly;
       const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
       if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
+      if (sysInternal(file, resolveImport(file, spec))) add(node, what, SYS_RULE);
     }
     if (
       ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword &&
@@ -99,6 +111,7 @@ export function violations(file: string, text: string): Violation[] {
     ) {
       const spec = node.arguments[0].text;
       if (netlinkInternal(file, resolveImport(file, spec), false)) add(node, `import(${spec})`, NETLINK_RULE);
+      if (sysInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, SYS_RULE);
     }
     if (ts.isPropertyAccessExpression(node) && ts.isIdentifier(node.expression)) {
       const obj = node.expression.text, prop = node.name.text;

@@ -13,7 +13,7 @@ const src = [
 
 const whats = (file: string) => violations(file, src).map((v) => `${v.line} ${v.what}`);
 
-Deno.test("boundaries: FFI outside lib/netlink and printing in library code are found, by line", () => {
+Deno.test("boundaries: FFI outside lib/sys and lib/netlink and printing in library code are found, by line", () => {
   assertEquals(whats("lib/daemon/x.ts"), [
     "3 Deno.dlopen",
     "4 Deno.UnsafePointer",
@@ -23,13 +23,16 @@ Deno.test("boundaries: FFI outside lib/netlink and printing in library code are 
   ]);
 });
 
-Deno.test("boundaries: lib/netlink may use FFI; the output layers and cli/ may print", () => {
-  assertEquals(whats("lib/netlink/ffi.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
-  assertEquals(whats("lib/daemon/log.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
-  assertEquals(whats("lib/warn.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
-  assertEquals(whats("lib/ui/table.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
+Deno.test("boundaries: lib/sys, lib/netlink and the udp worker may use FFI; the output layers and cli/ may print", () => {
+  assertEquals(whats("lib/sys/ffi.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
+  assertEquals(whats("lib/netlink/io.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
+  assertEquals(whats("lib/backend/udp/udp_worker.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
+  assertEquals(whats("lib/backend/udp/udp_dataplane.ts").length, 5, "only the worker, not its folder");
+  assertEquals(whats("lib/base/log.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
+  assertEquals(whats("lib/base/warn.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
+  assertEquals(whats("lib/base/ui/table.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
   assertEquals(whats("cli/lease.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
-  assertEquals(whats("lib/uix.ts").length, 5, "lib/ui/ is a directory, not a prefix of names");
+  assertEquals(whats("lib/base/uix.ts").length, 5, "lib/base/ui/ is a directory, not a prefix of names");
 });
 
 Deno.test("boundaries: lib/netlink is reached through its mod.ts; import type of its types.ts aside", () => {
@@ -51,5 +54,15 @@ Deno.test("boundaries: lib/netlink is reached through its mod.ts; import type of
     "7 export from ../netlink/ethtool.ts",
   ]);
   assertEquals(found("lib/netlink/handle.ts"), [], "inside lib/netlink every module is reachable");
-  assertEquals(violations("mod.ts", 'export { x } from "./lib/netlink/ethtool.ts";').length, 1);
+  assertEquals(violations("mod.ts", 'export { x } from "./lib/sys/ethtool.ts";').length, 1);
+});
+
+Deno.test("boundaries: lib/sys is imported by lib/netlink and lib/backend/udp only", () => {
+  const imports = 'import { libc } from "../sys/ffi.ts";\nimport { inNetns } from "../../sys/netns.ts";';
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
+  assertEquals(found("lib/doctor/x.ts"), ["1 lib/sys"]);
+  assertEquals(found("lib/doctor/checks/x.ts"), ["2 lib/sys"]);
+  assertEquals(found("lib/netlink/x.ts"), []);
+  assertEquals(found("lib/backend/udp/x.ts"), []);
+  assertEquals(found("lib/backend/vxlan.ts"), ["1 lib/sys"]);
 });

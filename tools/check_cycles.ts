@@ -8,7 +8,7 @@
  * imports test-only code (tests/). Run: `deno task cycles`.
  * @module
  */
-import { runProcess } from "../lib/proc/run.ts";
+import { runProcess } from "../lib/base/run.ts";
 
 const ROOT_DIRS = ["cli", "lib", "tests", "bench", "tools"];
 const ROOT_FILES = ["main.ts", "mod.ts"];
@@ -115,7 +115,7 @@ export function cycles(graph: Graph): string[][] {
 
 /**
  * The layer of a module: a directory of lib/ (`lib/store`), a top-level lib module on its own
- * (`lib/errors.ts`), `tests` for every test file, else the top directory (`cli`, `tests`, `bench`, `tools`) or the root file.
+ * (`lib/base/errors.ts`), `tests` for every test file, else the top directory (`cli`, `tests`, `bench`, `tools`) or the root file.
  */
 export function layerOf(path: string): string {
   if (path.endsWith("_test.ts")) return "tests"; // unit tests beside their module are consumers, not layer

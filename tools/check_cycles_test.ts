@@ -22,12 +22,13 @@ Deno.test("cycles: a two-module and a three-module cycle, and a self-import", ()
 });
 
 Deno.test("cycles: layers of lib/ directories, tests apart", () => {
-  assertEquals(layerOf("lib/store/file.ts"), "lib/store");
-  assertEquals(layerOf("lib/errors.ts"), "lib/errors.ts");
+  assertEquals(layerOf("lib/store/file/file.ts"), "lib/store");
+  assertEquals(layerOf("lib/base/errors.ts"), "lib/base");
+  assertEquals(layerOf("lib/loose.ts"), "lib/loose.ts");
   assertEquals(layerOf("lib/store/file_test.ts"), "tests");
   assertEquals(layerOf("cli/root.ts"), "cli");
   const graph = g({
-    "lib/store/file.ts": ["lib/lease/wire.ts"],
+    "lib/store/file/file.ts": ["lib/lease/wire.ts"],
     "lib/lease/wire.ts": [],
     "lib/lease/allocator.ts": ["lib/store/types.ts"],
     "lib/store/types.ts": [],

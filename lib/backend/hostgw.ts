@@ -5,7 +5,7 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 

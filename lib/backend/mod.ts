@@ -8,13 +8,13 @@ import type { NetlinkHandle } from "../netlink/types.ts";
 import { checkSupported, parseUdpOptions, parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
 import type { Backend, BackendLog, ExternalIface } from "./types.ts";
-import { UdpBackend } from "./udp.ts";
+import { UdpBackend } from "./udp/backend.ts";
 import { procSysctl, VxlanBackend } from "./vxlan.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
-export { UdpBackend } from "./udp.ts";
+export { UdpBackend } from "./udp/backend.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.

@@ -4,7 +4,7 @@
  * kernel entries the reconciler programs.
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { UnderlayRoute } from "../reconcile/reconciler.ts";
 

@@ -3,7 +3,7 @@
  * directory so peers' ARP/FDB entries stay valid when the device has to be recreated.
  * @module
  */
-import { readCappedText } from "../capped_read.ts";
+import { readCappedText } from "../base/capped_read.ts";
 
 /** A random unicast, locally administered MAC ("x2:xx:xx:xx:xx:xx"). */
 export function randomLocalMac(): string {

@@ -6,7 +6,7 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import { IPAddr, type IPNet } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";

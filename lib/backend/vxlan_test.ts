@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { ConfigError } from "../config/netconf.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
 import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
 import { parseVxlanOptions } from "./config.ts";

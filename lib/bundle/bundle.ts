@@ -25,11 +25,11 @@ import {
   sortNeigh,
   vethView,
 } from "../inspect/views.ts";
-import { daemonStatePath } from "../daemon_state.ts";
-import { VERSION } from "../version.ts";
-import { FlanctlError } from "../errors.ts";
-import { runProcess } from "../proc/run.ts";
-import { readCappedText } from "../capped_read.ts";
+import { daemonStatePath } from "../node/daemon_state.ts";
+import { VERSION } from "../base/version.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { runProcess } from "../base/run.ts";
+import { readCappedText } from "../base/capped_read.ts";
 
 /** What goes into the bundle besides the gathered context. */
 export interface BundleOptions {

@@ -6,7 +6,7 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
 import {
@@ -19,8 +19,8 @@ import {
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
-import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
-import { runSteps, type Step, StepError } from "../steps.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
+import { runSteps, type Step, StepError } from "../base/steps.ts";
 
 /** Parsed bridge config. */
 export interface BridgeConf {

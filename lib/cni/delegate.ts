@@ -5,7 +5,7 @@
  */
 import type { Plugin } from "./skel.ts";
 import { type CmdArgs, type CniCommand, CniError, ErrCode } from "./spec.ts";
-import { runProcess } from "../proc/run.ts";
+import { runProcess } from "../base/run.ts";
 
 /** Plugins that run in-process, by type name (the table is lib/cni/plugins.ts). */
 export type PluginTable = Record<string, () => Promise<Plugin>>;

@@ -7,14 +7,14 @@
  * an attachment list does nothing; STATUS fails only while subnet.env is missing (the daemon is not up).
  * @module
  */
-import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../subnet_env.ts";
+import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../node/subnet_env.ts";
 import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
 import { deleteOrphanVeth } from "./orphan.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
-import { CappedReadError, checkNsFile, readCappedText } from "../capped_read.ts";
+import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 
 /** Default directory of saved delegate configs, as flannel. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/flannel";

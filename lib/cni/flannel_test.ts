@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { parseSubnetEnv } from "../subnet_env.ts";
+import { parseSubnetEnv } from "../node/subnet_env.ts";
 import { buildDelegate, loadFlannelConf } from "./flannel.ts";
 import { CniError } from "./spec.ts";
 

@@ -6,12 +6,12 @@
  * allocated IPs (no directory scan per ADD; see host_local_store.ts).
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { CniError, compareVersions, ErrCode, parseCniArgs } from "./spec.ts";
-import { readCappedText } from "../capped_read.ts";
+import { readCappedText } from "../base/capped_read.ts";
 
 /** Default data directory, as the reference. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";

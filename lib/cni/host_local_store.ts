@@ -11,8 +11,8 @@
  * index at all, e.g. the reference made the allocation) we fall back to the scan, so nothing is missed.
  * @module
  */
-import { IPAddr } from "../ip/cidr.ts";
-import { readCappedText } from "../capped_read.ts";
+import { IPAddr } from "../base/cidr.ts";
+import { readCappedText } from "../base/capped_read.ts";
 
 /** The reference's line break between container ID and ifname. */
 export const LINE_BREAK = "\r\n";

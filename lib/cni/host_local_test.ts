@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { IPAddr } from "../ip/cidr.ts";
+import { IPAddr } from "../base/cidr.ts";
 import {
   allocate,
   canonicalizeRange,

@@ -7,7 +7,7 @@
  * netns nor the IPs (the reference leaks these rules when DEL comes without a netns, plugins #810).
  * @module
  */
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import { Iptables, removeChainLines, restoreText, splitSave } from "../firewall/iptables.ts";
 import { FirewallError } from "../firewall/types.ts";
 import { CniError, ErrCode } from "./spec.ts";

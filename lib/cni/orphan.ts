@@ -7,7 +7,7 @@
  * @module
  */
 import type { NetlinkHandle } from "../netlink/types.ts";
-import { checkNsFile } from "../capped_read.ts";
+import { checkNsFile } from "../base/capped_read.ts";
 
 /** Removes `ifname` in `netns` when it is a veth whose host end is a port of `bridge`. True if removed. */
 export async function deleteOrphanVeth(netns: string, ifname: string, bridge: string): Promise<boolean> {

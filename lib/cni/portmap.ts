@@ -14,7 +14,7 @@
  * the containers recorded in the network's chain, see lib/firewall/portmap.ts).
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import { Iptables, splitSave, tools } from "../firewall/iptables.ts";
 import { type NftDriver, nftDriver } from "../firewall/nft.ts";
 import {
@@ -35,7 +35,7 @@ import { type Family, FirewallError, type FirewallLog } from "../firewall/types.
 import { type CniResult, parseResult } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
 import { CniError, ErrCode } from "./spec.ts";
-import { runProcess } from "../proc/run.ts";
+import { runProcess } from "../base/run.ts";
 
 /** The parsed, validated config. */
 export interface PortMapConf {

@@ -19,7 +19,7 @@ import {
   versionInfo,
 } from "./spec.ts";
 import { type CniResult, formatResult } from "./result.ts";
-import { CappedReadError, readCappedStream } from "../capped_read.ts";
+import { CappedReadError, readCappedStream } from "../base/capped_read.ts";
 
 /** What a verb handler gets. */
 export interface PluginCall {

@@ -5,7 +5,7 @@
  * stays small and dependency-free.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 
 /** The newest spec version we speak. */
 export const CURRENT_VERSION = "1.1.0";

@@ -5,9 +5,9 @@
  * {@link ConfigError}s naming the field and the fix.
  * @module
  */
-import { plainWarn, warnOnce } from "../warn.ts";
-import { FlanctlError } from "../errors.ts";
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { plainWarn, warnOnce } from "../base/warn.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { BackendConfig, NetConfig } from "./types.ts";
 
 /** A network config that is malformed or inconsistent. `field` names the offending field. */

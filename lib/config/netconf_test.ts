@@ -1,7 +1,7 @@
 /** net-conf parsing: flannel's defaults and every error it produces, plus garbage input. */
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { ConfigError, parseNetConfig } from "./netconf.ts";
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 
 const quiet = { warn: () => {} };
 const parse = (o: unknown) => parseNetConfig(typeof o === "string" ? o : JSON.stringify(o), quiet);

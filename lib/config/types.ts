@@ -3,7 +3,7 @@
  * flannel reads (field names matched case-insensitively); `lib/config/netconf.ts` parses it into this.
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 
 /** Backend section: `Type` plus backend options kept as given (VNI, Port, DirectRouting, …). */
 export interface BackendConfig {

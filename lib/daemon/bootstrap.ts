@@ -6,7 +6,7 @@
  * before the {@link StepError} (its `cause` the step's own error) is thrown.
  * @module
  */
-import { runSteps, type Step, StepError } from "../steps.ts";
+import { runSteps, type Step, StepError } from "../base/steps.ts";
 import { errText, type NodeBase, type NodeContext } from "./context.ts";
 import { Draft, NODE_STEPS } from "./steps.ts";
 

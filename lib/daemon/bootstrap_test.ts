@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
-import type { Step } from "../steps.ts";
-import { StepError } from "../steps.ts";
+import type { Step } from "../base/steps.ts";
+import { StepError } from "../base/steps.ts";
 import { bootstrap } from "./bootstrap.ts";
 import type { NodeBase } from "./context.ts";
 import type { Draft } from "./steps.ts";

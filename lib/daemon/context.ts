@@ -8,10 +8,10 @@
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
-import { RetryDelay, withTimeout as raceTimeout } from "../sleep.ts";
+import { RetryDelay, withTimeout as raceTimeout } from "../base/sleep.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
@@ -19,7 +19,7 @@ import type { Reconciler } from "../reconcile/reconciler.ts";
 import type { FlannelRules } from "../firewall/flannel.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { FamilyPlane } from "./family.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 import type { MemoryRelease } from "./memory.ts";
 import type { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";

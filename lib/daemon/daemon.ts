@@ -7,9 +7,9 @@
  * @module
  */
 import type { ExternalIface } from "../backend/types.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { LeaseEvent } from "../store/types.ts";
-import type { Step } from "../steps.ts";
+import type { Step } from "../base/steps.ts";
 import { bootstrap } from "./bootstrap.ts";
 import type { DaemonDeps, NodeBase } from "./context.ts";
 import { MemoryRelease } from "./memory.ts";
@@ -70,7 +70,7 @@ export class Daemon {
 
   /**
    * Start-up, up to readiness: `first` (the caller's steps, e.g. the health server), then the node's steps.
-   * Throws a StepError (lib/steps.ts; its `cause` the ConfigError, IfaceError, FirewallError, … of the step)
+   * Throws a StepError (lib/base/steps.ts; its `cause` the ConfigError, IfaceError, FirewallError, … of the step)
    * on a fatal problem, after undoing what start-up must not leave behind.
    */
   async start(first: readonly Step<Draft>[] = []): Promise<void> {

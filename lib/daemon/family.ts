@@ -6,7 +6,7 @@
  * reconciler (IPv6 routes/NDP/FDB only) and its peers, fed from the same store events as the IPv4 half.
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import type { Backend, PeerInfo } from "../backend/types.ts";

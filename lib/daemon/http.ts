@@ -13,7 +13,7 @@
  * does can throw out of it, so it can neither end the daemon nor hold the event loop the reconciler runs on.
  * @module
  */
-import { readCappedText } from "../capped_read.ts";
+import { readCappedText } from "../base/capped_read.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** Why the daemon is not ready, or null when it is. */

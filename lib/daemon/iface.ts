@@ -9,8 +9,8 @@
  * Read-only: nothing is changed.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
 import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";

@@ -6,7 +6,7 @@
  * Read-only: nothing is changed.
  * @module
  */
-import { IPAddr } from "../ip/cidr.ts";
+import { IPAddr } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
 import { lookupRoute } from "../reconcile/reconciler.ts";

@@ -24,7 +24,7 @@
  * without, same run).
  * @module
  */
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 
 /** How long after the last burst of work memory is given back. */
 export const TRIM_DELAY_MS = 1000;

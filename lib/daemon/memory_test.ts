@@ -1,5 +1,5 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../base/log.ts";
 import { fullGarbageCollection, MemoryRelease, TRIM_DELAY_MS, TRIM_MAX_WAIT_MS } from "./memory.ts";
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,20 +1,20 @@
 /**
  * The daemon's flags as one declarative table ({@link DAEMON_FLAGS}, with the store flags of
  * lib/store/flags.ts): every flag of current flanneld (main.go) with its default, glog's `-v`, `--vmodule`
- * and `--log_backtrace_at`, and flanctl's own. Parsed with Go flag syntax (lib/flags/goflag.ts); every
+ * and `--log_backtrace_at`, and flanctl's own. Parsed with Go flag syntax (lib/base/goflag.ts); every
  * flag not on the command line is read from `FLANNELD_<FLAG>` (e.g. `--iface-can-reach` ↔
  * `FLANNELD_IFACE_CAN_REACH`), taken verbatim as flanneld's flagutil does (no comma splitting). This module
  * does not import commander: the daemon path never loads it.
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { flagEnv, type FlagSpec, goBool, parseGoFlags, renderFlagHelp, wrapText } from "../flags/goflag.ts";
-import { IPAddr } from "../ip/cidr.ts";
+import { UsageError } from "../base/errors.ts";
+import { flagEnv, type FlagSpec, goBool, parseGoFlags, renderFlagHelp, wrapText } from "../base/goflag.ts";
+import { IPAddr } from "../base/cidr.ts";
 import { STORE_FLAGS } from "../store/flags.ts";
 import type { StoreOptions } from "../store/open.ts";
-import { DEFAULT_SUBNET_FILE } from "../subnet_env.ts";
+import { DEFAULT_SUBNET_FILE } from "../node/subnet_env.ts";
 import type { IfaceSelectionV6 } from "./iface6.ts";
-import type { LogLevel } from "./log.ts";
+import type { LogLevel } from "../base/log.ts";
 
 /** Default directory for the persisted VTEP MAC. */
 export const DEFAULT_STATE_DIR = "/var/lib/flanctl/state";

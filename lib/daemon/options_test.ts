@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "../../tests/assert.ts";
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../base/errors.ts";
 import { ALL_DAEMON_FLAGS, daemonHelp, envName, parseDaemonArgs, toDaemonOptions } from "./options.ts";
-import { flagEnv } from "../flags/goflag.ts";
+import { flagEnv } from "../base/goflag.ts";
 
 const parse = (args: string[], env: Record<string, string> = {}) => parseDaemonArgs(args, env).daemon;
 const store = (args: string[], env: Record<string, string> = {}) => parseDaemonArgs(args, env).store;

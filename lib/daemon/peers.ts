@@ -4,13 +4,13 @@
  * IPv6 half of a dual-stack node fed from the same leases and events.
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import type { Reconciler } from "../reconcile/reconciler.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
 import { type FamilyPlane, peerView, subnetOf } from "./family.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 import type { MemoryRelease } from "./memory.ts";
 import type { Metrics } from "./metrics.ts";
 

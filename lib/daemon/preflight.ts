@@ -6,7 +6,7 @@
  * @module
  */
 import type { NetConfig } from "../config/types.ts";
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 
 /** The br_netfilter module is not loaded. */
 export class BrNetfilterError extends FlanctlError {

@@ -4,7 +4,7 @@
  * health server asks {@link Readiness.notReady}.
  * @module
  */
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** The daemon's readiness: the source of `flanctl_ready` (read at render time) and kept in `metrics.storeUp`. */

@@ -1,5 +1,5 @@
 import { assertEquals, assertStringIncludes } from "../../tests/assert.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../base/log.ts";
 import { Metrics } from "./metrics.ts";
 import { Readiness } from "./readiness.ts";
 

@@ -5,14 +5,14 @@
  */
 import { execProcess, openNetlink, releaseFreeMemory, unmapBinaryPages } from "../netlink/mod.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
-import { VERSION } from "../version.ts";
+import { VERSION } from "../base/version.ts";
 import { Daemon } from "./daemon.ts";
 import { fullGarbageCollection } from "./memory.ts";
 import { type HealthServer, serveHealth } from "./http.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../base/log.ts";
 import type { DaemonOptions } from "./options.ts";
 import { sdNotify } from "./sdnotify.ts";
-import { type Step, StepError, undoSteps } from "../steps.ts";
+import { type Step, StepError, undoSteps } from "../base/steps.ts";
 import {
   daemonRunning,
   daemonStatePath,
@@ -20,7 +20,7 @@ import {
   readDaemonState,
   removeDaemonState,
   writeDaemonState,
-} from "../daemon_state.ts";
+} from "../node/daemon_state.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {

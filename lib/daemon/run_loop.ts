@@ -12,7 +12,7 @@ import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import { subnetOf } from "./family.ts";
 import { errText, type NodeContext, withTimeout } from "./context.ts";
-import { sleep } from "../sleep.ts";
+import { sleep } from "../base/sleep.ts";
 import { ensureDevice, ensureRules, ruleSpec, writeNodeSubnetEnv } from "./steps.ts";
 
 /** Exit code of a daemon whose own lease was revoked in the store. */

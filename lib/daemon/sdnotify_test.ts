@@ -1,6 +1,6 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
 import { NetlinkError } from "../netlink/mod.ts";
-import { sockaddrUn } from "../netlink/unix_dgram.ts";
+import { sockaddrUn } from "../sys/unix_dgram.ts";
 import { sdNotify } from "./sdnotify.ts";
 
 Deno.test("sdnotify: sockaddr_un for paths and abstract names", () => {

@@ -7,20 +7,20 @@
  * existed before this start, subnet.env, the firewall rules and the peers' routes. What is taken back: a
  * device created by this start (nothing ran over it yet) and the backend's userspace parts (udp: its socket
  * and workers). Each step's doc says which of the two it is. A step that fails halfway cleans up its own
- * part before it throws (lib/steps.ts never undoes the failed step).
+ * part before it throws (lib/base/steps.ts never undoes the failed step).
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseAttrsWire } from "../store/types.ts";
-import { readSubnetEnv, writeSubnetEnv } from "../subnet_env.ts";
+import { readSubnetEnv, writeSubnetEnv } from "../node/subnet_env.ts";
 import { createBackend } from "../backend/mod.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
 import { Reconciler } from "../reconcile/reconciler.ts";
 import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
 import { supportsRandomFully } from "../firewall/iptables.ts";
-import type { Step } from "../steps.ts";
+import type { Step } from "../base/steps.ts";
 import { errText, type NodeBase, type NodeContext, type NodeState, retryStore } from "./context.ts";
 import { selectExternal } from "./iface6.ts";
 import { FamilyPlane, subnetOf } from "./family.ts";

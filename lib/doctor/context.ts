@@ -8,17 +8,17 @@
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
 import type { Lease, SubnetStore } from "../store/types.ts";
 import type { NetConfig } from "../config/types.ts";
-import { readSubnetEnv, type SubnetEnv } from "../subnet_env.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import { readSubnetEnv, type SubnetEnv } from "../node/subnet_env.ts";
+import type { IPNet } from "../base/cidr.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
 import { inNetns, nftLibrary, openNetlink } from "../netlink/mod.ts";
-import { withTimeout as raceTimeout } from "../sleep.ts";
+import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "../kernel/veths.ts";
-import { FileStoreReader } from "../store/file_reader.ts";
-import { CappedReadError, readCappedText } from "../capped_read.ts";
+import { FileStoreReader } from "../store/file/file_reader.ts";
+import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one doctor run (paths default to the standard node locations). */

@@ -1,13 +1,13 @@
 /**
- * Runs read-only commands (iptables-save, ethtool, ip, ping) through lib/proc/run.ts in the checked namespace, and reads
+ * Runs read-only commands (iptables-save, ethtool, ip, ping) through lib/base/run.ts in the checked namespace, and reads
  * files from the checked namespace's view of /proc/sys. With `--netns` commands go through
  * `ip netns exec NAME` and files are read with the thread switched into the namespace (`inNetns`);
  * without it both happen here.
  * @module
  */
 import { inNetns } from "../netlink/mod.ts";
-import { readCappedText } from "../capped_read.ts";
-import { runProcess } from "../proc/run.ts";
+import { readCappedText } from "../base/capped_read.ts";
+import { runProcess } from "../base/run.ts";
 
 /** Output of a finished command. `code` is null when the binary was not found. */
 export interface ExecResult {

@@ -6,9 +6,9 @@
  */
 import type { DoctorOptions } from "./context.ts";
 import { DEFAULT_PATHS } from "./paths.ts";
-import { FileStoreReader } from "../store/file_reader.ts";
+import { FileStoreReader } from "../store/file/file_reader.ts";
 import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
-import { DEFAULT_STORE_DIR } from "../store/file.ts";
+import { DEFAULT_STORE_DIR } from "../store/file/file.ts";
 
 function isDir(p: string): boolean {
   try {

@@ -6,8 +6,8 @@
  */
 import type { SubnetStore } from "../store/types.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
-import { DEFAULT_STORE_DIR } from "../store/file.ts";
-import { FileStoreReader } from "../store/file_reader.ts";
+import { DEFAULT_STORE_DIR } from "../store/file/file.ts";
+import { FileStoreReader } from "../store/file/file_reader.ts";
 
 /** How the doctor opens its store: `open` null = no store to read; `explicit` = a store flag chose it. */
 export interface DoctorStore {

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
 import { doctorStore } from "./store_select.ts";
-import { FileStoreReader } from "../store/file_reader.ts";
+import { FileStoreReader } from "../store/file/file_reader.ts";
 
 Deno.test("doctorStore: file store read-only when it exists, an error when an explicit one is missing", async () => {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-doctor-store-" });

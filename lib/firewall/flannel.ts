@@ -1,6 +1,6 @@
 /**
  * flannel's own rules in either mode, kept in place by the daemon. iptables mode: chains FLANNEL-POSTRTG
- * (nat) and FLANNEL-FWD (filter), lines as flanneld's iptables mode makes them (lib/masq/rules.ts).
+ * (nat) and FLANNEL-FWD (filter), lines as flanneld's iptables mode makes them (lib/firewall/masq_rules.ts).
  * nftables mode: tables `ip flannel-ipv4` and `ip6 flannel-ipv6` (both created, as flanneld does), chain
  * `postrtg` (nat, postrouting, srcnat) with the masquerade rules and chain `forward` (filter, forward,
  * filter) with the accepts — the same tables, chains, comments and rules as flanneld's
@@ -13,8 +13,8 @@
  * @module
  */
 import { releaseNftLibrary } from "../netlink/mod.ts";
-import type { IPNet } from "../ip/cidr.ts";
-import { forwardRules, masqRules, type TableRules } from "../masq/rules.ts";
+import type { IPNet } from "../base/cidr.ts";
+import { forwardRules, masqRules, type TableRules } from "./masq_rules.ts";
 import { Iptables, RuleManager } from "./iptables.ts";
 import { isNotFound, type NftDriver, nftDriver } from "./nft.ts";
 import {

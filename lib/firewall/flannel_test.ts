@@ -1,5 +1,5 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import { FlannelRules, iptablesRules, nftCleanupScript, nftFamilyScript } from "./flannel.ts";
 import { type NftDriver, NftError } from "./nft.ts";
 

@@ -1,6 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { IPNet } from "../ip/cidr.ts";
-import { forwardRules, masqRules } from "../masq/rules.ts";
+import { IPNet } from "../base/cidr.ts";
+import { forwardRules, masqRules } from "./masq_rules.ts";
 import {
   chainInput,
   chainOk,

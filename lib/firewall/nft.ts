@@ -1,6 +1,6 @@
 /**
  * The nftables driver: nft command text, one buffer per change (libnftables commits a buffer as one
- * kernel transaction). Runs through libnftables by FFI (lib/netlink/nftables.ts), so no process is spawned
+ * kernel transaction). Runs through libnftables by FFI (lib/sys/nftables.ts), so no process is spawned
  * per change; where the library is missing it falls back to the `nft` binary (`nft -f -`) and logs that
  * once.
  * @module

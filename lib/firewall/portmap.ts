@@ -26,7 +26,7 @@
  * CHECK work on our rules and ours on its rules; its DEL leaves our record, which GC then removes.
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { Iptables } from "./iptables.ts";
 import { restoreText, splitSave } from "./iptables.ts";
 import { isNotFound, type NftDriver, nftQuote } from "./nft.ts";

@@ -3,8 +3,8 @@
  * error every driver throws, and the small logger interface the layer reports through (it never prints).
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { CommandNotFoundError, runProcess } from "../proc/run.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { CommandNotFoundError, runProcess } from "../base/run.ts";
 
 /** An IP family. */
 export type Family = 4 | 6;
@@ -40,7 +40,7 @@ export interface FirewallLog {
 /** A logger that drops everything. */
 export const quietLog: FirewallLog = { info() {}, warn() {} };
 
-/** The default runner (lib/proc/run.ts). */
+/** The default runner (lib/base/run.ts). */
 export const denoRunner: Runner = async (cmd, stdin) => {
   try {
     const { code, stdout, stderr } = await runProcess(cmd, { stdin });

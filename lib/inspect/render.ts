@@ -1,10 +1,10 @@
 /**
  * Text rendering of `flanctl inspect`: the views of lib/inspect/views.ts (links, veth pairs, addresses,
- * routes, neighbours, FDB entries) as aligned tables through the one table renderer (lib/ui/table.ts);
+ * routes, neighbours, FDB entries) as aligned tables through the one table renderer (lib/base/ui/table.ts);
  * flannel.* neighbours and FDB entries show the subnet they serve. Pure functions; no kernel access.
  * @module
  */
-import { cell as dash, renderTable as table } from "../ui/table.ts";
+import { cell as dash, renderTable as table } from "../base/ui/table.ts";
 import type { AddrView, FdbView, InspectView, LinkView, NeighView, RouteView, VethView } from "./views.ts";
 
 export { fdbSubnet, neighSubnet } from "./views.ts";

@@ -7,7 +7,7 @@
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
 import type { VethPair } from "../kernel/veths.ts";
-import { IPAddr } from "../ip/cidr.ts";
+import { IPAddr } from "../base/cidr.ts";
 
 /** A link. `master`/`parent`/`vxlan.dev` are names (null when unknown), their ifindexes beside them. */
 export interface LinkView {

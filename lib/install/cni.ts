@@ -12,11 +12,11 @@
  * missing) and reported. Nothing that is already right is rewritten.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { readCappedBytes, readCappedText } from "../capped_read.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { readCappedBytes, readCappedText } from "../base/capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { CNI_DENO_RUN_FLAGS } from "../cni/launch.ts";
-import { runProcess } from "../proc/run.ts";
+import { runProcess } from "../base/run.ts";
 import { warmCodeCache } from "./code_cache.ts";
 
 /** Suffix of the copy kept of a foreign plugin that was replaced. */

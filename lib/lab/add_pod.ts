@@ -4,7 +4,7 @@
  * mappings as `runtimeConfig.portMappings`), as a kubelet would with hostPort.
  * @module
  */
-import { FlanctlError, UsageError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../base/errors.ts";
 import { buildPod, type Progress } from "./build.ts";
 import { podDel } from "./conflist.ts";
 import { saveState } from "./state.ts";

@@ -5,9 +5,9 @@
  * file before it is made; any failure or abort leaves a state that `lab down` fully undoes.
  * @module
  */
-import { FlanctlError, UsageError } from "../errors.ts";
-import { readCappedText } from "../capped_read.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { FlanctlError, UsageError } from "../base/errors.ts";
+import { readCappedText } from "../base/capped_read.ts";
+import { IPNet } from "../base/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { attachPod, writeCniBin } from "./pods.ts";

@@ -7,7 +7,7 @@
  * Plugins run as `flanctl cni <type>` in the node's namespace with the node's files at the default paths.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { flanctlCommand, runCmd } from "./proc.ts";
 import type { LabState, NodeState, PodPort, PodState } from "./types.ts";

@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../base/errors.ts";
 import { parsePublish } from "./add_pod.ts";
 import {
   type Conflist,

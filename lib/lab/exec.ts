@@ -7,10 +7,10 @@
  * created there when missing (recorded, and removed by the last `lab down`).
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { flagEnv } from "../flags/goflag.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { flagEnv } from "../base/goflag.ts";
 import { STORE_FLAGS } from "../store/flags.ts";
-import { runAttached } from "../proc/run.ts";
+import { runAttached } from "../base/run.ts";
 import { labRoot, NODE_PATHS, nodeMounts } from "./paths.ts";
 import { shq } from "./proc.ts";
 import type { LabState } from "./types.ts";

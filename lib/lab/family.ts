@@ -5,12 +5,12 @@
  * stays in every mode (etcd listens on it); in `ipv6` the overlay, the leases and the pods are IPv6-only.
  * @module
  */
-import { UsageError } from "../errors.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { UsageError } from "../base/errors.ts";
+import { IPNet } from "../base/cidr.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { underlayOctet } from "./paths.ts";
 import { inNs, mustRun, runCmd } from "./proc.ts";
-import { sleep } from "../sleep.ts";
+import { sleep } from "../base/sleep.ts";
 import type { LabState, NodeState } from "./types.ts";
 
 /** `--ip-family`. */

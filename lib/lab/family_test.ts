@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../base/errors.ts";
 import { labNetConfFor, labNetworks, subnet6FromEnv, underlayAddrs6, validateIpFamily } from "./family.ts";
 import { underlayOctet } from "./paths.ts";
 import { readLabNetConf, validateUpOptions } from "./build.ts";

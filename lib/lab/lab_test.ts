@@ -9,7 +9,7 @@ import {
 } from "./paths.ts";
 import { fileStoreDir, resolveTarget, storeEnv, withNodeFiles } from "./exec.ts";
 import { flanctlCommand, shq } from "./proc.ts";
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../base/errors.ts";
 import type { LabState } from "./types.ts";
 
 function state(store: "file" | "etcd"): LabState {

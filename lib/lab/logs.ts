@@ -3,9 +3,9 @@
  * it grows (`-f`, until the signal aborts). Read-only; the caller prints.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import type { LabState } from "./types.ts";
-import { sleep } from "../sleep.ts";
+import { sleep } from "../base/sleep.ts";
 
 /** A node name that is not in the lab. */
 export class LabNodeNotFoundError extends FlanctlError {

@@ -5,7 +5,7 @@
  * a node's own files over /var/lib/flanctl, and the lab's paths must stay visible under that mount.
  * @module
  */
-import { UsageError } from "../errors.ts";
+import { UsageError } from "../base/errors.ts";
 
 /** Root of every lab's directory (override with FLANCTL_LAB_ROOT). */
 export function labRoot(): string {

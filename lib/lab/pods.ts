@@ -3,7 +3,7 @@
  * run in the node namespace with the node's files at the default paths, exactly as a kubelet would.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import { PLUGINS } from "../cni/plugins.ts";
 import { flanctlCommand } from "./proc.ts";
 import { podAdd } from "./conflist.ts";

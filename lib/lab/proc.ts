@@ -3,9 +3,9 @@
  * `lab up`, and the one place that decides how to run flanctl itself.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { runProcess as run } from "../proc/run.ts";
-import { sleep } from "../sleep.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { runProcess as run } from "../base/run.ts";
+import { sleep } from "../base/sleep.ts";
 
 /** A command the lab ran that failed. Names the command and carries its stderr. */
 export class LabCommandError extends FlanctlError {
@@ -23,7 +23,7 @@ export interface CmdResult {
 
 /**
  * Runs a command to completion with the caller's environment plus `opts.env`; never throws on a non-zero
- * exit (a missing binary throws CommandNotFoundError). lib/proc/run.ts's runner; the tests' `run` helper.
+ * exit (a missing binary throws CommandNotFoundError). lib/base/run.ts's runner; the tests' `run` helper.
  */
 export async function runProcess(
   cmd: string[],
@@ -154,5 +154,5 @@ export async function stopProcess(pid: number, marker: string, graceMs = 5000): 
   while (Date.now() < end2 && procCmdline(pid) !== null) await sleep(20);
 }
 
-/** The one sleep (lib/sleep.ts), here for the lab's callers. */
+/** The one sleep (lib/base/sleep.ts), here for the lab's callers. */
 export { sleep };

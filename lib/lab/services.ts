@@ -5,7 +5,7 @@
  * @module
  */
 import { httpGet } from "../doctor/http_get.ts";
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { flanctlCommand, inNs, isOurProcess, runCmd, sleep, spawnDetached, stopProcess } from "./proc.ts";
 import { saveState } from "./state.ts";

@@ -4,7 +4,7 @@
  * Ctrl-C at any point.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import { labDir, statePath } from "./paths.ts";
 import type { LabState } from "./types.ts";
 

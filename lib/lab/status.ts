@@ -3,8 +3,8 @@
  * the pod namespace), as a table or as JSON.
  * @module
  */
-import { parseSubnetEnv } from "../subnet_env.ts";
-import { renderTable as table } from "../ui/table.ts";
+import { parseSubnetEnv } from "../node/subnet_env.ts";
+import { renderTable as table } from "../base/ui/table.ts";
 import { isOurProcess, runCmd } from "./proc.ts";
 import type { LabDaemonJson, LabState, LabStatusJson, NodeState } from "./types.ts";
 import { hasV6, labNetworks, podIPv6, subnet6FromEnv } from "./family.ts";

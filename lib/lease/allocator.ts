@@ -5,8 +5,8 @@
  * "Free" means overlapping no lease or reservation of any size (an existing /23 blocks both /24s in it).
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import { FlanctlError } from "../base/errors.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire } from "./types.ts";
 import { subnetFitsConfig } from "../config/netconf.ts";

@@ -1,6 +1,6 @@
 /** The shared allocator: acquire order, range limits, dual stack, out of subnets. */
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { allocate, OutOfSubnetsError } from "./allocator.ts";
 import type { Lease } from "../store/types.ts";

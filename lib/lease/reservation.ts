@@ -5,8 +5,8 @@
  * every new flanneld node "out of subnets". The IPv6-only form is for IPv6-only networks.
  * @module
  */
-import { ParseError } from "../errors.ts";
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import { ParseError } from "../base/errors.ts";
+import { IPAddr, type IPNet } from "../base/cidr.ts";
 import type { LeaseAttrsWire } from "./types.ts";
 import type { NetConfig } from "../config/types.ts";
 import { leaseKey } from "./wire.ts";

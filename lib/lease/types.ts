@@ -4,7 +4,7 @@
  * lib/store depends on lib/lease and never the other way round (flannel's pkg/lease ← pkg/subnet).
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 
 /** Lease attributes exactly as flannel serialises them in etcd (key order kept). */
 export interface LeaseAttrsWire {

@@ -4,9 +4,9 @@
  * empty fields omitted as flannel's `omitempty` does), plus the `flanctl lease list -o json` shape.
  * @module
  */
-import { plainWarn, type Warn } from "../warn.ts";
-import { FlanctlError } from "../errors.ts";
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { plainWarn, type Warn } from "../base/warn.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
 /** A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. */

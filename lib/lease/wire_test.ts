@@ -1,6 +1,6 @@
 /** flannel's lease key and value format, and the `lease list -o json` shape. */
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import {
   decodeLeaseAttrs,
   encodeLeaseAttrs,

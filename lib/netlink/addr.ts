@@ -2,8 +2,8 @@
  * Addresses: dump, add and delete.
  * @module
  */
-import { parsePrefix, scopeValue } from "./format.ts";
-import { IFA_F_NOPREFIXROUTE } from "./consts.ts";
+import { parsePrefix, scopeValue } from "./codec/format.ts";
+import { IFA_F_NOPREFIXROUTE } from "./codec/consts.ts";
 import type { Conn } from "./conn.ts";
 import { addrRaw, addrsRaw } from "./linkmsg.ts";
 import { linkNames } from "./link.ts";

@@ -9,12 +9,12 @@
  * answers are read before the next is sent, so the receive buffer never holds more than one chunk's errors.
  * @module
  */
-import { errno, libc } from "./ffi.ts";
-import { NetlinkError, NLE, syscallError } from "./errors.ts";
-import { EINTR, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./consts.ts";
+import { errno, libc } from "../sys/ffi.ts";
+import { NetlinkError, NLE, syscallError } from "../sys/errors.ts";
+import { EINTR, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./codec/consts.ts";
 import { extackOf, kernelError, recvDatagram } from "./io.ts";
-import { NLM_F_ACK } from "./msg.ts";
-import { MsgWriter } from "./msg.ts";
+import { NLM_F_ACK } from "./codec/msg.ts";
+import { MsgWriter } from "./codec/msg.ts";
 import type { Conn } from "./conn.ts";
 import type { NetlinkWrite } from "./types.ts";
 import {
@@ -26,8 +26,8 @@ import {
   putReplaceNeigh,
   putRoute,
   routeOp,
-} from "./encode.ts";
-import type { IndexOf } from "./encode.ts";
+} from "./codec/encode.ts";
+import type { IndexOf } from "./codec/encode.ts";
 
 /** Messages per datagram of a batch (their error answers fit the 2 MiB receive buffer many times over). */
 export const CHUNK = 256;

@@ -3,10 +3,10 @@
  * texts and nl_addr helpers.
  * @module
  */
-import { nl, type OutPtr, readCString } from "./ffi.ts";
-import { NetlinkError, NLE } from "./errors.ts";
-import { formatIP, formatMac, parseIPBytes } from "./format.ts";
-import { AF_INET, AF_INET6 } from "./consts.ts";
+import { nl, type OutPtr, readCString } from "../sys/ffi.ts";
+import { NetlinkError, NLE } from "../sys/errors.ts";
+import { formatIP, formatMac, parseIPBytes } from "./codec/format.ts";
+import { AF_INET, AF_INET6 } from "./codec/consts.ts";
 import type { LinkRef } from "./types.ts";
 
 /** A native pointer (libnl object, message or socket). */

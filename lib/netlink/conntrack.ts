@@ -9,8 +9,8 @@
  * API through FFI for the same few messages. Pointers never leave this file.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
-import { errno, libc } from "./ffi.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { errno, libc } from "../sys/ffi.ts";
 
 const AF_NETLINK = 16, SOCK_RAW = 3, SOCK_CLOEXEC = 0o2000000, NETLINK_NETFILTER = 12;
 const NFNL_SUBSYS_CTNETLINK = 1, IPCTNL_MSG_CT_GET = 1, IPCTNL_MSG_CT_DELETE = 2;

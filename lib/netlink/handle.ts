@@ -11,11 +11,11 @@
  * through the handle's {@link Conn}.
  * @module
  */
-import { FlanctlError, ParseError } from "../errors.ts";
-import { errno, libc, nl, OutPtr } from "./ffi.ts";
-import { NetlinkError, NLE, syscallError } from "./errors.ts";
-import { inNetns } from "./netns.ts";
-import { getTxChecksum, setTxChecksum } from "./ethtool.ts";
+import { FlanctlError, ParseError } from "../base/errors.ts";
+import { errno, libc, nl, OutPtr } from "../sys/ffi.ts";
+import { NetlinkError, NLE, syscallError } from "../sys/errors.ts";
+import { inNetns } from "../sys/netns.ts";
+import { getTxChecksum, setTxChecksum } from "../sys/ethtool.ts";
 import {
   AF_NETLINK,
   NETLINK_CAP_ACK,
@@ -27,7 +27,7 @@ import {
   SOCK_RAW,
   SOL_NETLINK,
   SOL_SOCKET,
-} from "./consts.ts";
+} from "./codec/consts.ts";
 import { type Conn, geterror, type Ptr } from "./conn.ts";
 import * as link from "./link.ts";
 import * as addr from "./addr.ts";

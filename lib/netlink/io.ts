@@ -3,8 +3,8 @@
  * (with the kernel's extended-ack error text).
  * @module
  */
-import { errno, libc, nl } from "./ffi.ts";
-import { errnoText, errnoToNle, NetlinkError, NLE, syscallError } from "./errors.ts";
+import { errno, libc, nl } from "../sys/ffi.ts";
+import { errnoText, errnoToNle, NetlinkError, NLE, syscallError } from "../sys/errors.ts";
 import {
   EINTR,
   EINVAL,
@@ -25,7 +25,7 @@ import {
   RTM_SETLINK,
   SOL_NETLINK,
   ZERO,
-} from "./consts.ts";
+} from "./codec/consts.ts";
 import { geterror } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 

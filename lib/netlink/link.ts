@@ -3,11 +3,11 @@
  * changes (up, mtu, mac, master, hairpin, namespace) and deletion.
  * @module
  */
-import { ParseError } from "../errors.ts";
-import { cstr, nl, readCString, rt } from "./ffi.ts";
-import { NetlinkError, NLE } from "./errors.ts";
-import { linkFlagNames, operstateName, parseMac } from "./format.ts";
-import { closeFd, netnsLabel, openNetnsFd } from "./netns.ts";
+import { ParseError } from "../base/errors.ts";
+import { cstr, nl, readCString, rt } from "../sys/ffi.ts";
+import { NetlinkError, NLE } from "../sys/errors.ts";
+import { linkFlagNames, operstateName, parseMac } from "./codec/format.ts";
+import { closeFd, netnsLabel, openNetnsFd } from "../sys/netns.ts";
 import {
   AF_BRIDGE,
   AF_LLC,
@@ -22,7 +22,7 @@ import {
   RTM_SETLINK,
   RTNL_BRIDGE_HAIRPIN_MODE,
   RTNL_LINK_VXLAN_F_GBP,
-} from "./consts.ts";
+} from "./codec/consts.ts";
 import { buildAddr, buildIpAddr, geterror, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { dump, transact } from "./io.ts";

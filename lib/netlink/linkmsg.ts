@@ -6,14 +6,14 @@
  * first call (~0.3 ms each; an ADD bound 59 of them), these need none beyond sending and receiving.
  * @module
  */
-import { NetlinkError, NLE } from "./errors.ts";
-import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./format.ts";
-import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./consts.ts";
+import { NetlinkError, NLE } from "../sys/errors.ts";
+import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./codec/format.ts";
+import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./codec/consts.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
 import { queryOne, requestOne } from "./batch.ts";
 import { scan } from "./io.ts";
-import type { MsgWriter } from "./msg.ts";
+import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
 
 export const RTM_NEWLINK = 16, RTM_DELLINK = 17, RTM_GETLINK = 18, RTM_SETLINK = 19;

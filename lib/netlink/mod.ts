@@ -19,7 +19,7 @@ export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 
 export type * from "./types.ts";
-export { NetlinkError } from "./errors.ts";
+export { NetlinkError } from "../sys/errors.ts";
 export {
   closeFd,
   inNetns,
@@ -28,17 +28,17 @@ export {
   netnsLabel,
   netnsPath,
   openNetnsFd,
-} from "./netns.ts";
-export { LibraryLoadError } from "./ffi.ts";
-export { getTxChecksum, setTxChecksum } from "./ethtool.ts";
-export { sendUnixDatagram } from "./unix_dgram.ts";
+} from "../sys/netns.ts";
+export { LibraryLoadError } from "../sys/ffi.ts";
+export { getTxChecksum, setTxChecksum } from "../sys/ethtool.ts";
+export { sendUnixDatagram } from "../sys/unix_dgram.ts";
 export { ConntrackError, deleteConntrack } from "./conntrack.ts";
 export type { ConntrackFilter } from "./conntrack.ts";
-export { tunOwnerPids } from "./tun.ts";
-export { nftLibrary, releaseNftLibrary } from "./nftables.ts";
-export type { NftLibrary, NftRunOptions, NftRunResult } from "./nftables.ts";
-export { releaseFreeMemory, unmapBinaryPages } from "./malloc.ts";
-export { execProcess } from "./exec.ts";
+export { tunOwnerPids } from "../sys/tun.ts";
+export { nftLibrary, releaseNftLibrary } from "../sys/nftables.ts";
+export type { NftLibrary, NftRunOptions, NftRunResult } from "../sys/nftables.ts";
+export { releaseFreeMemory, unmapBinaryPages } from "../sys/malloc.ts";
+export { execProcess } from "../sys/exec.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

@@ -2,8 +2,8 @@
  * Neighbours and bridge FDB entries: dumps, compact scans, replace and delete.
  * @module
  */
-import { rt } from "./ffi.ts";
-import { formatMac, ntfNames, nudNames } from "./format.ts";
+import { rt } from "../sys/ffi.ts";
+import { formatMac, ntfNames, nudNames } from "./codec/format.ts";
 import {
   AF_BRIDGE,
   AF_INET,
@@ -15,12 +15,19 @@ import {
   NDA_LLADDR,
   RTM_GETNEIGH,
   RTM_NEWNEIGH,
-} from "./consts.ts";
+} from "./codec/consts.ts";
 import { ip4or6, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { rawDump, scan } from "./io.ts";
 import { requestOne } from "./batch.ts";
-import { fdbOp, neighOp, putDeleteFdb, putDeleteNeigh, putReplaceFdb, putReplaceNeigh } from "./encode.ts";
+import {
+  fdbOp,
+  neighOp,
+  putDeleteFdb,
+  putDeleteNeigh,
+  putReplaceFdb,
+  putReplaceNeigh,
+} from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
 import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry, NeighSpec } from "./types.ts";
 

@@ -2,8 +2,8 @@
  * RTM_GETNSID: the id a namespace uses for another one (veth pairing needs it).
  * @module
  */
-import { nl } from "./ffi.ts";
-import { NETNSA_FD, NETNSA_NSID, RTM_GETNSID, RTM_NEWNSID } from "./consts.ts";
+import { nl } from "../sys/ffi.ts";
+import { NETNSA_FD, NETNSA_NSID, RTM_GETNSID, RTM_NEWNSID } from "./codec/consts.ts";
 import type { Conn } from "./conn.ts";
 import { kernelError, rawRequest, readAck } from "./io.ts";
 

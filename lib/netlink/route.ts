@@ -10,7 +10,7 @@ import {
   protocolName,
   routeScopeName,
   routeTypeName,
-} from "./format.ts";
+} from "./codec/format.ts";
 import {
   AF_INET,
   AF_INET6,
@@ -26,12 +26,12 @@ import {
   RTA_TABLE,
   RTM_GETROUTE,
   RTNH_F_ONLINK,
-} from "./consts.ts";
+} from "./codec/consts.ts";
 import { ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
 import { scan } from "./io.ts";
 import { requestOne } from "./batch.ts";
-import { putRoute, routeOp } from "./encode.ts";
+import { putRoute, routeOp } from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
 import type { LinkRef, RouteInfo, RouteScanEntry, RouteSpec } from "./types.ts";
 

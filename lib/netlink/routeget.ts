@@ -4,13 +4,13 @@
  * is the matched FIB entry: its prefix, table, next hop and output device.
  * @module
  */
-import { nl } from "./ffi.ts";
-import { AF_INET, AF_INET6, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE } from "./consts.ts";
-import { nexthopFlagNames, parseIPBytes, routeScopeName, routeTypeName } from "./format.ts";
+import { nl } from "../sys/ffi.ts";
+import { AF_INET, AF_INET6, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE } from "./codec/consts.ts";
+import { nexthopFlagNames, parseIPBytes, routeScopeName, routeTypeName } from "./codec/format.ts";
 import { type Conn, ip4or6 } from "./conn.ts";
 import { rawRequest, readAck } from "./io.ts";
-import { errnoText } from "./errors.ts";
-import { ParseError } from "../errors.ts";
+import { errnoText } from "../sys/errors.ts";
+import { ParseError } from "../base/errors.ts";
 
 const RTA_SRC = 2, RTA_IIF = 3, RTA_PREFSRC = 7;
 /** rtm_flags of the request: answer with the table id / with the matched FIB entry (linux/rtnetlink.h). */

@@ -5,11 +5,8 @@
  * @module
  */
 
-/** Which network namespace to operate in. */
-export type NetnsRef =
-  | { name: string } // /var/run/netns/NAME
-  | { path: string } // any nsfs file, e.g. /proc/123/ns/net
-  | { pid: number }; // /proc/PID/ns/net
+import type { NetnsRef } from "../sys/netns.ts";
+export type { NetnsRef };
 
 /** Parameters of a VXLAN device. */
 export interface VxlanInfo {

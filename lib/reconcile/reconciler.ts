@@ -13,7 +13,7 @@
  * @module
  */
 import type { NetlinkHandle, NetlinkWrite } from "../netlink/types.ts";
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
 import { samePeer } from "./types.ts";
 

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { IPNet } from "../ip/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
 import { lookupRoute, Reconciler, v4Cidr } from "./reconciler.ts";
 import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";

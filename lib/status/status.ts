@@ -20,8 +20,8 @@ import {
   type DaemonStateFile,
   daemonStatePath,
   readDaemonState,
-} from "../daemon_state.ts";
-import { IPNet } from "../ip/cidr.ts";
+} from "../node/daemon_state.ts";
+import { IPNet } from "../base/cidr.ts";
 
 /** The `-o json` view of `flanctl status`. */
 export interface StatusJson {

@@ -3,7 +3,7 @@
  * lost lease, retry while the store is unreachable) without knowing which store it is.
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 
 /** The store (etcd, API server, directory) cannot be reached. Retrying later may succeed. */
 export class StoreUnavailableError extends FlanctlError {
@@ -53,7 +53,7 @@ export class StoreDirNotFoundError extends StoreError {
   }
 }
 
-/** A write asked of a read-only store view (the doctor's, lib/store/file_reader.ts's). */
+/** A write asked of a read-only store view (the doctor's, lib/store/file/file_reader.ts's). */
 export class ReadOnlyStoreError extends StoreError {
   constructor(op: string) {
     super(`the store is opened read-only (${op} refused)`);

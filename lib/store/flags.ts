@@ -1,11 +1,11 @@
 /**
  * The store flags as one declarative table: flanneld's names, defaults and `FLANNELD_<FLAG>` environment
  * variables, plus flanctl's additions (`--store`, `--store-dir`, `--node-name`, `--etcd-password-file`).
- * The daemon parses them with Go flag syntax (lib/flags/goflag.ts); `flanctl lease` and the doctor turn the
+ * The daemon parses them with Go flag syntax (lib/base/goflag.ts); `flanctl lease` and the doctor turn the
  * same table into commander options ({@link addStoreOptions} in open.ts). No commander import here.
  * @module
  */
-import type { FlagSpec } from "../flags/goflag.ts";
+import type { FlagSpec } from "../base/goflag.ts";
 
 /** Default etcd key prefix (flannel's). */
 export const DEFAULT_ETCD_PREFIX = "/coreos.com/network";

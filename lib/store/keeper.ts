@@ -15,7 +15,7 @@
 import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
-import { RetryDelay, sleep, withTimeout as raceTimeout } from "../sleep.ts";
+import { RetryDelay, sleep, withTimeout as raceTimeout } from "../base/sleep.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;

@@ -8,12 +8,12 @@
  * @module
  */
 import type { Command } from "commander";
-import { CappedReadError, readCappedText } from "../capped_read.ts";
-import { FlanctlError, UsageError } from "../errors.ts";
-import { flagEnv, flagKey, goBool } from "../flags/goflag.ts";
+import { CappedReadError, readCappedText } from "../base/capped_read.ts";
+import { FlanctlError, UsageError } from "../base/errors.ts";
+import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
-import type { Warn } from "../warn.ts";
-import { DEFAULT_STORE_DIR, FileStore } from "./file.ts";
+import type { Warn } from "../base/warn.ts";
+import { DEFAULT_STORE_DIR, FileStore } from "./file/file.ts";
 import {
   DEFAULT_ETCD_ENDPOINTS,
   DEFAULT_ETCD_PREFIX,
@@ -190,7 +190,7 @@ export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): 
   try {
     switch (choice.kind) {
       case "kube": {
-        const { openKubeStore } = await import("./kube.ts");
+        const { openKubeStore } = await import("./kube/kube.ts");
         return await openKubeStore({
           apiUrl: opts.kubeApiUrl,
           kubeconfigFile: opts.kubeconfigFile,
@@ -201,7 +201,7 @@ export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): 
         });
       }
       case "etcd": {
-        const { openEtcdStore } = await import("./etcd.ts");
+        const { openEtcdStore } = await import("./etcd/etcd.ts");
         return await openEtcdStore({
           endpoints: (opts.etcdEndpoints || DEFAULT_ETCD_ENDPOINTS).split(",").map((s) => s.trim())
             .filter(Boolean),

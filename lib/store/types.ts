@@ -5,7 +5,7 @@
  * @module
  */
 import type { ReservationV6 } from "../lease/reservation.ts";
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import type { NetConfig } from "../config/types.ts";
 
 export type {

@@ -4,8 +4,8 @@
  * two lease snapshots.
  * @module
  */
-import { stderrLine, type Warn } from "../warn.ts";
-import { RetryDelay } from "../sleep.ts";
+import { stderrLine, type Warn } from "../base/warn.ts";
+import { RetryDelay } from "../base/sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 
 /** flannel's lease TTL: 24 hours. */

@@ -5,7 +5,7 @@
  * BackendV6Data).
  * @module
  */
-import type { IPAddr } from "../ip/cidr.ts";
+import type { IPAddr } from "../base/cidr.ts";
 import type { Lease } from "../store/types.ts";
 import type { DoctorContext } from "../doctor/context.ts";
 import { vtepMacOf } from "../doctor/checks/vxlan.ts";

@@ -4,7 +4,7 @@
  * `-d`, their negations, `-o`); a rule with any other match is skipped as not matching, and reported.
  * @module
  */
-import { IPAddr, IPNet } from "../ip/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 
 /** The decision and the rule that made it. */
 export interface MasqDecision {

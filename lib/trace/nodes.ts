@@ -5,10 +5,10 @@
  * @module
  */
 import { type DoctorOptions, gatherContext } from "../doctor/context.ts";
-import { FileStoreReader } from "../store/file_reader.ts";
+import { FileStoreReader } from "../store/file/file_reader.ts";
 import { openStore } from "../store/open.ts";
 import { openNetlink } from "../netlink/mod.ts";
-import { FlanctlError, UsageError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../base/errors.ts";
 import type { LabState } from "../lab/types.ts";
 import type { PodRef, TraceNode } from "./types.ts";
 

@@ -4,7 +4,7 @@
  * doctor's text for a hop, and a route lookup as `ip route get` prints it.
  * @module
  */
-import { IPAddr } from "../ip/cidr.ts";
+import { IPAddr } from "../base/cidr.ts";
 import type { RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import { ALL_CHECKS } from "../doctor/mod.ts";

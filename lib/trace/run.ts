@@ -3,7 +3,7 @@
  * optionally probe, release everything.
  * @module
  */
-import { FlanctlError, UsageError } from "../errors.ts";
+import { FlanctlError, UsageError } from "../base/errors.ts";
 import { localDoctorOptions } from "../doctor/local_options.ts";
 import type { StoreOptions } from "../store/open.ts";
 import { loadState } from "../lab/state.ts";
@@ -25,7 +25,7 @@ export interface LocalTraceOptions extends StoreOptions {
 
 async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Promise<TraceReport> {
   if (!probe) return rep;
-  const { IPAddr } = await import("../ip/cidr.ts");
+  const { IPAddr } = await import("../base/cidr.ts");
   const dst = IPAddr.parse(inp.dst);
   // The pod network of the destination's family (an IPv6 probe checks against the IPv6 network).
   const net = dst.family === 6

@@ -12,7 +12,7 @@
  * share are hops.ts.
  * @module
  */
-import { IPAddr, type IPNet } from "../ip/cidr.ts";
+import { IPAddr, type IPNet } from "../base/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";

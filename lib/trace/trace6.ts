@@ -7,7 +7,7 @@
  * both walks share (hops.ts) and the remote node's segment (remote.ts) are the IPv4 walk's. Read-only.
  * @module
  */
-import type { IPNet } from "../ip/cidr.ts";
+import type { IPNet } from "../base/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";

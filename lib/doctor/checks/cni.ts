@@ -6,7 +6,7 @@
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
-import { CappedReadError, readCappedText } from "../../capped_read.ts";
+import { CappedReadError, readCappedText } from "../../base/capped_read.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
 export const SUPPORTED_CNI_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];

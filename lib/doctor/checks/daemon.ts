@@ -8,7 +8,7 @@ import { httpGet } from "../http_get.ts";
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
-import { daemonRunning, daemonStatePath, readDaemonState } from "../../daemon_state.ts";
+import { daemonRunning, daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 
 /** Ids of findings a dead daemon explains (their why then names it). */
 export const DAEMON_DEPENDENT = new Set([

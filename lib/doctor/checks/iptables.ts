@@ -6,8 +6,8 @@
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
-import { IPNet } from "../../ip/cidr.ts";
-import { masqRules as flannelMasq } from "../../masq/rules.ts";
+import { IPNet } from "../../base/cidr.ts";
+import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
 
 /** Rule lines (`-A CHAIN ...`) of a chain in a table text. */
 export function chainRules(table: string, chain: string): string[] {

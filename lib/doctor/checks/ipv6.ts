@@ -9,10 +9,10 @@
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
-import type { IPNet } from "../../ip/cidr.ts";
+import type { IPNet } from "../../base/cidr.ts";
 import type { LinkInfo } from "../../netlink/types.ts";
 import type { Lease } from "../../store/types.ts";
-import { masqRules } from "../../masq/rules.ts";
+import { masqRules } from "../../firewall/masq_rules.ts";
 import { vtepMacOf } from "./vxlan.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
 

@@ -6,7 +6,7 @@
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
-import { IPNet } from "../../ip/cidr.ts";
+import { IPNet } from "../../base/cidr.ts";
 
 function noStore(ctx: DoctorContext, id: string): Finding | null {
   if (ctx.store.state === "ok") return null;

@@ -9,7 +9,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { chainRules } from "./iptables.ts";
-import { IPAddr } from "../../ip/cidr.ts";
+import { IPAddr } from "../../base/cidr.ts";
 import { capList } from "./pods.ts";
 import { network6, own6 } from "./ipv6.ts";
 

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Check, Finding } from "../types.ts";
-import { IPNet } from "../../ip/cidr.ts";
+import { IPNet } from "../../base/cidr.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext, KernelSnapshot } from "../context.ts";
 import type { Lease } from "../../store/types.ts";

@@ -14,8 +14,8 @@ import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { cniConf } from "./cni.ts";
-import { IPAddr } from "../../ip/cidr.ts";
-import { readCappedText } from "../../capped_read.ts";
+import { IPAddr } from "../../base/cidr.ts";
+import { readCappedText } from "../../base/capped_read.ts";
 
 /** One host-local IP file. */
 export interface IpFile {

@@ -8,7 +8,7 @@ import { ok, unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import { chainPolicy, chainRules } from "./iptables.ts";
 import { getTxChecksum } from "../../netlink/mod.ts";
-import { readCappedText } from "../../capped_read.ts";
+import { readCappedText } from "../../base/capped_read.ts";
 
 /** Lease BackendData.VtepMAC, or null. */
 export function vtepMacOf(data: unknown): string | null {
