@@ -66,6 +66,14 @@ Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale
       await sh("ip", "-n", N, "link", "set", "vethghost0", "master", "cni0", "mtu", "1450", "up");
       await sh("ip", "-n", ghost, "link", "set", "eth0", "mtu", "1450", "up");
       holder = new Deno.Command("ip", { args: ["netns", "exec", ghost, "sleep", "300"] }).spawn();
+      // The name is deleted below only once the holder is inside the namespace (under load `ip netns exec`
+      // may not have entered it yet, and the namespace would then go with its name).
+      const ghostIno = (await Deno.stat(`/run/netns/${ghost}`)).ino;
+      for (let i = 0; i < 500; i++) {
+        const ino = await Deno.stat(`/proc/${holder.pid}/ns/net`).then((s) => s.ino, () => undefined);
+        if (ino === ghostIno) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
       await sh("bridge", "-n", N, "link", "set", "dev", "vethghost0", "hairpin", "on");
       await sh("ip", "netns", "del", ghost);
       // ~95 % of gc_thresh3 dynamic neighbour entries on a spare (bridge) device.
