@@ -65,7 +65,7 @@ const gbit = (bps: number) => `${(bps / 1e9).toFixed(3)} Gbit/s`;
 // "mmsg steals": "mmsg" + the same (the steal without TUN offloads);
 // "warm-up": + the receive worker warmed up on loopback stand-ins before it serves (FLANCTL_UDP_WARMUP,
 // lib/backend/udp/udp_warmup.ts; the daemon's default; every variant before it runs without);
-// "pinned": + both workers of each daemon on CPU 0 (FLANCTL_UDP_CPU=0; not the default, see README);
+// "pinned": + both workers of each daemon on CPU 0 (FLANCTL_UDP_CPU=0; not the default, see docs/performance.md);
 // "pinned only": "udp gro" + CPU 0 without the steal; "nice -10": "warm-up" + the worker threads at
 // nice -10 (FLANCTL_UDP_NICE=-10; not the default: no clear gain).
 const NOSTEAL = { FLANCTL_UDP_STEAL: "0" };

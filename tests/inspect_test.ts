@@ -36,7 +36,7 @@ async function json<T>(args: string[]): Promise<T> {
   return JSON.parse(r.stdout) as T;
 }
 
-/** The JSON contract of `inspect`: the exact keys of every view, in order (README documents them). */
+/** The JSON contract of `inspect`: the exact keys of every view, in order (docs/inspect.md documents them). */
 const SHAPES = {
   link: [
     "name",

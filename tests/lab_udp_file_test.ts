@@ -1,7 +1,7 @@
 /**
  * End to end in the lab, UDP backend with the file store (3 nodes x 1 pod): every pod reaches every pod
  * on the other nodes (ping, TCP), every node holds flannel0 (a TUN) and a route per peer via it, and a
- * daemon restart under a 100 pps cross-node ping costs only the packets of the gap (printed: README's
+ * daemon restart under a 100 pps cross-node ping costs only the packets of the gap (printed: docs/udp.md's
  * number), after which traffic flows again with the same kernel state.
  */
 import { assert, assertEquals } from "./assert.ts";

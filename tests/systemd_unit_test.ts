@@ -1,6 +1,6 @@
 /**
  * deploy/flanctl.service stays hardened: `systemd-analyze security --offline=yes` on the unit as shipped
- * scores an overall exposure of at most 4.1 (README: "4.1 OK, was 9.6 UNSAFE"), and the sandbox keeps the
+ * scores an overall exposure of at most 4.1 (docs/deploy.md: "4.1 OK, was 9.6 UNSAFE"), and the sandbox keeps the
  * capability bounding set to what the daemon needs. Needs systemd-analyze (systemd >= 252, Debian 12);
  * without it the test is ignored with its reason in the name.
  */

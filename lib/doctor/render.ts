@@ -74,7 +74,7 @@ export function renderTable(r: DoctorReport, o: RenderOptions = {}): string {
   return out.join("\n") + "\n";
 }
 
-/** `flanctl doctor -o json`: the contract (README "flanctl doctor", pinned by lib/doctor/render_test.ts). */
+/** `flanctl doctor -o json`: the contract (docs/doctor.md, pinned by lib/doctor/render_test.ts). */
 export interface DoctorJson {
   /** These keys of the report's summary, in this order. */
   summary: Pick<

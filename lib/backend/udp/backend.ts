@@ -17,7 +17,7 @@
  * V8 has compiled its loop for a round trip's paths (udp_warmup.ts; FLANCTL_UDP_WARMUP, on by
  * default). FLANCTL_UDP_CPU pins both workers to one CPU (off by default).
  *
- * Deliberate differences from flanneld, each documented in README.md: the data path runs in two workers
+ * Deliberate differences from flanneld, each documented in docs/udp.md: the data path runs in two workers
  * with blocking syscalls (not a single poll loop); datagrams from addresses holding no lease, packets
  * whose inner source is outside the sender's subnets or whose destination is not our subnet are dropped
  * and counted (flannel forwards them); the device is persistent (IFF_PERSIST) so its address and routes

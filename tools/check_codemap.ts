@@ -1,0 +1,73 @@
+/**
+ * The code-map gate of `deno task gate` (`deno task codemap`): fails (exit 1) when a folder of lib/ has no
+ * line in the code map of docs/architecture.md (a table under `## Code map` whose first cell is the folder,
+ * e.g. `` | `lib/store/etcd/` | … ``), or when the map names a folder that no longer exists. A new folder
+ * is documented in the same commit that makes it: what it owns and who may import it.
+ * @module
+ */
+import { ROOT } from "./ts_files.ts";
+
+/** The map's document, relative to the project root. */
+export const MAP_FILE = "docs/architecture.md";
+
+/** The folders named by the code map's table rows (`lib/x/` or `lib/x/y/`), in order. */
+export function mapFolders(markdown: string): string[] {
+  const start = markdown.search(/^## Code map\s*$/m);
+  if (start < 0) return [];
+  const rest = markdown.slice(start).split("\n").slice(1);
+  const end = rest.findIndex((l) => l.startsWith("## "));
+  const section = end < 0 ? rest : rest.slice(0, end);
+  const out: string[] = [];
+  for (const line of section) {
+    const m = /^\|\s*`(lib\/[^`]*?)\/?`\s*\|/.exec(line);
+    if (m) out.push(m[1]);
+  }
+  return out;
+}
+
+/**
+ * Every directory below lib/ that holds a file at any depth (relative, without a trailing slash), sorted. An
+ * empty directory (left behind by a move: git keeps none) is not a folder of the code.
+ */
+export function libFolders(root: string): string[] {
+  const out: string[] = [];
+  const walk = (rel: string): boolean => {
+    let files = false;
+    for (const e of Deno.readDirSync(`${root}/${rel}`)) {
+      if (e.isFile) files = true;
+      else if (e.isDirectory && walk(`${rel}/${e.name}`)) {
+        out.push(`${rel}/${e.name}`);
+        files = true;
+      }
+    }
+    return files;
+  };
+  walk("lib");
+  return out.sort();
+}
+
+/** What is wrong with the map: folders it misses and folders it names that do not exist. */
+export function codemapProblems(folders: readonly string[], markdown: string): string[] {
+  const named = mapFolders(markdown);
+  const have = new Set(folders);
+  const inMap = new Set(named);
+  return [
+    ...folders.filter((f) => !inMap.has(f)).map((f) => `${f}/ has no line in the code map of ${MAP_FILE}`),
+    ...named.filter((f) => !have.has(f)).map((f) =>
+      `${f}/ is in the code map of ${MAP_FILE} but does not exist`
+    ),
+  ];
+}
+
+if (import.meta.main) {
+  const folders = libFolders(ROOT);
+  const problems = codemapProblems(folders, Deno.readTextFileSync(`${ROOT}/${MAP_FILE}`));
+  for (const p of problems) console.error(`codemap: ${p}`);
+  if (problems.length) {
+    console.error(
+      `codemap: ${problems.length} problem(s): add one table row per folder (what it owns, who may use it)`,
+    );
+    Deno.exit(1);
+  }
+  console.log(`codemap: every lib folder mapped (${folders.length})`);
+}

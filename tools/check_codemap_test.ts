@@ -1,0 +1,36 @@
+import { assertEquals } from "../tests/assert.ts";
+import { codemapProblems, libFolders, MAP_FILE, mapFolders } from "./check_codemap.ts";
+import { ROOT } from "./ts_files.ts";
+
+const doc = [
+  "# Architecture",
+  "| `lib/mentioned/` | not in the map: before the section |",
+  "## Code map",
+  "| folder | owns | used by |",
+  "| --- | --- | --- |",
+  "| `lib/base/` | basics | everyone |",
+  "| `lib/store/etcd/` | etcd | store |",
+  "| `lib/gone` | removed | nobody |",
+  "text with `lib/daemon/` in it is not a row",
+  "## Flows",
+  "| `lib/after/` | not in the map: after the section |",
+].join("\n");
+
+Deno.test("codemap: the rows of the Code map section name folders, nothing else", () => {
+  assertEquals(mapFolders(doc), ["lib/base", "lib/store/etcd", "lib/gone"]);
+  assertEquals(mapFolders("# no map here"), []);
+});
+
+Deno.test("codemap: a folder missing from the map and a mapped folder that is gone are both problems", () => {
+  assertEquals(codemapProblems(["lib/base", "lib/daemon", "lib/store/etcd"], doc), [
+    `lib/daemon/ has no line in the code map of ${MAP_FILE}`,
+    `lib/gone/ is in the code map of ${MAP_FILE} but does not exist`,
+  ]);
+  assertEquals(codemapProblems(["lib/base", "lib/gone", "lib/store/etcd"], doc), []);
+});
+
+Deno.test("codemap: this checkout's map covers every lib folder", () => {
+  const folders = libFolders(ROOT);
+  assertEquals(folders.includes("lib/backend/udp"), true);
+  assertEquals(codemapProblems(folders, Deno.readTextFileSync(`${ROOT}/${MAP_FILE}`)), []);
+});
