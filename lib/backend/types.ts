@@ -6,7 +6,7 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
-import type { UnderlayRoute } from "../reconcile/reconciler.ts";
+import type { UnderlayRoute } from "../base/route_lookup.ts";
 
 /** What the daemon knows about a peer, from its lease. Strings only: kept for every peer. */
 export interface PeerInfo {

@@ -13,7 +13,7 @@ import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
-import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
+import { lookupRoute, type UnderlayRoute } from "../base/route_lookup.ts";
 
 /** No usable interface / address was found. */
 export class IfaceError extends FlanctlError {

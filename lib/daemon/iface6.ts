@@ -9,7 +9,7 @@
 import { IPAddr } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
-import { lookupRoute } from "../reconcile/reconciler.ts";
+import { lookupRoute } from "../base/route_lookup.ts";
 import {
   compileRegex,
   IfaceError,
