@@ -35,13 +35,6 @@ export interface ExternalIface {
   publicIPv6?: string | null;
 }
 
-/** The logger shape a backend with a data path of its own reports failures to. */
-export interface BackendLog {
-  error(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  warn?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  info?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-}
-
 /** A backend. */
 export interface Backend {
   /** The backend's name: "vxlan", "host-gw" or "udp". */

@@ -17,6 +17,7 @@ import { IPNet } from "../base/cidr.ts";
 import { lookupRoute, type UnderlayRoute, v4Cidr } from "../base/route_lookup.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
 import { samePeer } from "./types.ts";
+import type { Log } from "../base/log.ts";
 
 /** Counters the reconciler bumps (the daemon's metrics object satisfies this). */
 export interface ReconcileStats {
@@ -27,13 +28,6 @@ export interface ReconcileStats {
   observeReconcile(seconds: number): void;
 }
 
-/** Minimal logger shape. */
-export interface ReconcileLog {
-  info(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  warn(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  debug(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-}
-
 /** Options of {@link Reconciler}. */
 export interface ReconcilerOptions {
   nl: NetlinkHandle;
@@ -41,7 +35,7 @@ export interface ReconcilerOptions {
   network: IPNet;
   /** The overlay device name (vxlan) or null (host-gw). */
   overlayDev: string | null;
-  log: ReconcileLog;
+  log: Pick<Log, "info" | "warn" | "debug">;
   stats: ReconcileStats;
 }
 
@@ -127,7 +121,7 @@ export class Reconciler {
   readonly #nl: NetlinkHandle;
   readonly #network: IPNet;
   #overlay: string | null;
-  readonly #log: ReconcileLog;
+  readonly #log: Pick<Log, "info" | "warn" | "debug">;
   readonly #stats: ReconcileStats;
   /** Desired state by peer subnet ("10.244.2.0/24"). */
   readonly #desired = new Map<string, DesiredPeer>();
