@@ -18,6 +18,7 @@ import { lookupRoute, type UnderlayRoute, v4Cidr } from "../base/route_lookup.ts
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
 import { samePeer } from "./types.ts";
 import type { Log } from "../base/log.ts";
+import { errText } from "../base/errors.ts";
 
 /** Counters the reconciler bumps (the daemon's metrics object satisfies this). */
 export interface ReconcileStats {
@@ -110,10 +111,6 @@ function parseRouteKey(k: string): { gateway: string | null; devName: string | n
 
 function maskOf(prefix: number): number {
   return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
-}
-
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** Keeps the kernel's per-peer entries equal to the desired state. */

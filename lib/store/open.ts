@@ -9,7 +9,7 @@
  */
 import type { Command } from "commander";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
-import { FlanctlError, UsageError } from "../base/errors.ts";
+import { errText, FlanctlError, UsageError } from "../base/errors.ts";
 import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
 import type { Warn } from "../base/warn.ts";
@@ -159,7 +159,7 @@ export class StoreOpenError extends FlanctlError {
   constructor(choice: StoreChoice, cause: unknown) {
     const code = cause instanceof FlanctlError ? cause.exitCode : 1;
     super(
-      `${choice.kind} store (${choice.why}): ${cause instanceof Error ? cause.message : String(cause)}`,
+      `${choice.kind} store (${choice.why}): ${errText(cause)}`,
       code,
       { cause },
     );

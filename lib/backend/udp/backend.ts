@@ -50,6 +50,7 @@ import type { DesiredPeer } from "../../reconcile/types.ts";
 import type { UdpOptions } from "../config.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../types.ts";
 import type { Log } from "../../base/log.ts";
+import { errText } from "../../base/errors.ts";
 
 /** Encapsulation overhead: outer IPv4 header 20 + UDP header 8. */
 export const UDP_OVERHEAD = 28;
@@ -304,9 +305,7 @@ export class UdpBackend implements Backend {
           },
         );
       }
-    }).catch((e) =>
-      this.#log?.error("UDP data path failed to start", { error: e instanceof Error ? e.message : String(e) })
-    );
+    }).catch((e) => this.#log?.error("UDP data path failed to start", { error: errText(e) }));
   }
 
   #stopDataplane(): void {
@@ -379,7 +378,7 @@ export class UdpBackend implements Backend {
         port: this.port,
       })));
     } catch (e) {
-      this.#log?.error("UDP peer table not updated", { error: e instanceof Error ? e.message : String(e) });
+      this.#log?.error("UDP peer table not updated", { error: errText(e) });
     }
   }
 
