@@ -30,7 +30,7 @@ import {
   loadKubeconfig,
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
-import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
+import { errText, UsageError } from "../../base/errors.ts";
 import { readCappedTextAsync } from "../../base/capped_read.ts";
 import { type KubeNode, listNodesPaged, projectNode } from "./kube_node.ts";
 
@@ -79,12 +79,11 @@ export interface KubeStoreOptions {
 }
 
 /** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
-export class PodCidrNotAssignedError extends FlanctlError {
+export class PodCidrNotAssignedError extends StoreError {
   constructor(node: string) {
     super(
       `node "${node}" pod cidr not assigned: start kube-controller-manager with --allocate-node-cidrs ` +
         `and --cluster-cidr, or set spec.podCIDR on the node`,
-      1,
     );
   }
 }
