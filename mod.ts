@@ -14,8 +14,8 @@ export type * from "./lib/config/types.ts";
 export type * from "./lib/store/types.ts";
 export type * from "./lib/inspect/views.ts";
 export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
-export { listHostNetns, listVethPairs } from "./lib/kernel/veths.ts";
-export type { HostNetns, VethEnd, VethPair } from "./lib/kernel/veths.ts";
+export { listHostNetns, listVethPairs } from "./lib/observe/veths.ts";
+export type { HostNetns, VethEnd, VethPair } from "./lib/observe/veths.ts";
 export { labAddNode, labDown, labExec, labStatus, labUp, loadState as loadLabState } from "./lib/lab/mod.ts";
 export type { LabState, LabStatusJson, LabUpOptions } from "./lib/lab/mod.ts";
 export {
@@ -66,10 +66,10 @@ export {
   runDoctor,
 } from "./lib/doctor/mod.ts";
 export type {
-  DoctorOptions,
   DoctorReport,
   Finding as DoctorFinding,
   Severity as DoctorSeverity,
+  SnapshotOptions,
 } from "./lib/doctor/mod.ts";
 export {
   CniError,

@@ -8,7 +8,7 @@ import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
-import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
 interface DoctorFlags extends StoreOptions {
@@ -66,7 +66,7 @@ export function register(program: Command): void {
     const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
       "../lib/doctor/mod.ts"
     );
-    const { doctorStore } = await import("../lib/doctor/store_select.ts");
+    const { doctorStore } = await import("../lib/observe/store_select.ts");
     parseOutput(flags.output);
     // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
     const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
@@ -111,10 +111,10 @@ export function register(program: Command): void {
 /** Writes `--bundle` (a second, identical gathering of the node for status and inspect). */
 async function bundle(
   flags: DoctorFlags,
-  opts: import("../lib/doctor/context.ts").DoctorOptions,
+  opts: import("../lib/observe/snapshot.ts").SnapshotOptions,
   report: import("../lib/doctor/types.ts").DoctorReport,
 ): Promise<void> {
-  const { gatherContext } = await import("../lib/doctor/context.ts");
+  const { gatherSnapshot } = await import("../lib/observe/snapshot.ts");
   const { writeBundle, kubeconfigTokens } = await import("../lib/bundle/bundle.ts");
   const { readCappedText } = await import("../lib/base/capped_read.ts");
   const read = (p: string | undefined) => {
@@ -144,7 +144,7 @@ async function bundle(
       }
     }
   } catch { /* no CNI dir: nothing to learn */ }
-  const ctx = await gatherContext(opts);
+  const ctx = await gatherSnapshot(opts);
   const files = await writeBundle(ctx, report, {
     file: flags.bundle!,
     logFile: flags.logFile ?? null,

@@ -103,7 +103,7 @@ export async function runInspect(what: string | undefined, opts: InspectOptions)
   const ref = opts.netns !== undefined ? parseNetnsArg(opts.netns) : null;
   const { openNetlink } = await import("../lib/netlink/mod.ts");
   const veths = async () => {
-    const { listVethPairs } = await import("../lib/kernel/veths.ts");
+    const { listVethPairs } = await import("../lib/observe/veths.ts");
     const label = ref === null
       ? undefined
       : "name" in ref

@@ -4,7 +4,7 @@
  * @module
  */
 import { type Command, Option } from "commander";
-import { FlanctlError, UsageError } from "../lib/base/errors.ts";
+import { errText, FlanctlError, UsageError } from "../lib/base/errors.ts";
 import { registerLabTrace } from "./trace.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
@@ -36,7 +36,7 @@ async function guarded<T>(
     return await fn(ac.signal);
   } catch (e) {
     if (undo.value) {
-      console.error(`flanctl: lab ${name}: ${e instanceof Error ? e.message : String(e)}`);
+      console.error(`flanctl: lab ${name}: ${errText(e)}`);
       console.error(`flanctl: removing what lab ${name} made so far`);
       await labDown(name, (l) => console.error(l));
     }

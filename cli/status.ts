@@ -8,7 +8,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
-import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
 import { sleep } from "../lib/base/sleep.ts";
 
@@ -40,13 +40,13 @@ export function register(program: Command): void {
     if (!Number.isFinite(every) || every < 0 || (flags.watch !== undefined && every < 0.5)) {
       throw new UsageError(`--watch: '${flags.watch}' is not a number of seconds >= 0.5`);
     }
-    const { gatherContext } = await import("../lib/doctor/context.ts");
-    const { localDoctorOptions } = await import("../lib/doctor/local_options.ts");
+    const { gatherSnapshot } = await import("../lib/observe/snapshot.ts");
+    const { localSnapshotOptions } = await import("../lib/observe/local_options.ts");
     const { nodeStatus } = await import("../lib/status/status.ts");
     const { renderStatus } = await import("../lib/status/render.ts");
     let code = 0;
     const once = async () => {
-      const ctx = await gatherContext(localDoctorOptions(flags.netns ?? null, flags.subnetFile, flags));
+      const ctx = await gatherSnapshot(localSnapshotOptions(flags.netns ?? null, flags.subnetFile, flags));
       if (ctx.fatal.length) throw new UsageError(`--netns: ${ctx.fatal.join("; ")}`);
       const st = await nodeStatus(ctx, flags.netns ?? Deno.hostname());
       code = st.daemon.running ? 0 : 1;

@@ -9,7 +9,7 @@ import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
-import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
 
 interface TraceFlags extends StoreOptions {

@@ -5,7 +5,7 @@
  * `close()` (also on failure). Nothing touches the root namespace.
  * @module
  */
-import { httpGet } from "../lib/doctor/http_get.ts";
+import { httpGet } from "../lib/observe/http_get.ts";
 import { flanctlCmd, ipJson, NetnsFixture, nsRun, nsSh, sh } from "./netns.ts";
 
 /** One node of the test cluster. */

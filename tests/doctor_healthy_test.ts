@@ -3,7 +3,7 @@
  * shape, `--probe` and `--readyz-url` against live namespaces.
  * @module
  */
-import { httpGet } from "../lib/doctor/http_get.ts";
+import { httpGet } from "../lib/observe/http_get.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun } from "./netns.ts";
 import {

@@ -5,11 +5,11 @@
  */
 import { assert, assertEquals, assertRejects } from "./assert.ts";
 import { nsSh, withNetns } from "./netns.ts";
-import { NsExec } from "../lib/doctor/exec.ts";
-import { IpCliReader } from "../lib/doctor/kernel_ip.ts";
-import { openKernel } from "../lib/doctor/kernel.ts";
+import { NsExec } from "../lib/observe/exec.ts";
+import { IpCliReader } from "../lib/observe/kernel_ip.ts";
+import { openKernel } from "../lib/observe/kernel.ts";
 import { CommandNotFoundError, runProcess } from "../lib/base/run.ts";
-import { httpGet } from "../lib/doctor/http_get.ts";
+import { httpGet } from "../lib/observe/http_get.ts";
 
 Deno.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {
   await withNetns(async (fx) => {

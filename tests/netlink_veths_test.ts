@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals } from "./assert.ts";
 import { flanctl, sh, withNetns } from "./netns.ts";
-import { listHostNetns, listVethPairs, type VethPair } from "../lib/kernel/veths.ts";
+import { listHostNetns, listVethPairs, type VethPair } from "../lib/observe/veths.ts";
 
 const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 

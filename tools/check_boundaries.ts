@@ -10,6 +10,9 @@
  *   lib/netlink and lib/backend/udp; the rest of the product reaches both through lib/netlink/mod.ts
  *   (an `import type` of lib/netlink/types.ts, the layer's declared types, aside);
  *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
+ * - lib/doctor/checks is the doctor's own: nothing outside lib/doctor imports it. What a node looks like is
+ *   read from lib/observe (the snapshot and its probes); a check's finding is reached through
+ *   lib/doctor/mod.ts.
  * - Library code never prints: no `console.*`, `Deno.stdout` or `Deno.stderr` in lib/ outside the output
  *   layers: the daemon's Logger (lib/base/log.ts), the warning sinks of command-line callers
  *   (lib/base/warn.ts), the terminal renderers (lib/base/ui/) and the CNI executable's protocol I/O (lib/cni/skel.ts:
@@ -49,6 +52,8 @@ export const NETLINK_INTERNAL_ALLOWED = new Set<string>([]);
 /** The kernel layer's public face. */
 const NETLINK_FACES = ["lib/netlink/mod.ts"];
 const SYS_RULE = "lib/sys is imported by lib/netlink and lib/backend/udp only (others: lib/netlink/mod.ts)";
+const CHECKS_RULE =
+  "nothing outside lib/doctor imports lib/doctor/checks (read lib/observe; findings via lib/doctor/mod.ts)";
 /** The layers that may import lib/sys directly. */
 const SYS_USERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/"];
 const PRINT_RULE = "library code never prints: take the Logger or a warn callback (lib/base/warn.ts)";
@@ -81,6 +86,11 @@ function netlinkInternal(file: string, target: string | null, typeOnly: boolean)
   return !(typeOnly && target === "lib/netlink/types.ts");
 }
 
+/** Whether an import of `target` from `file` reaches into the doctor's checks from outside lib/doctor. */
+function doctorChecksInternal(file: string, target: string | null): boolean {
+  return !!target?.startsWith("lib/doctor/checks/") && !file.startsWith("lib/doctor/");
+}
+
 /** Whether an import of `target` from `file` reaches into lib/sys from outside its users. */
 function sysInternal(file: string, target: string | null): boolean {
   return !!target?.startsWith("lib/sys/") && !SYS_USERS.some((p) => file.startsWith(p));
@@ -104,6 +114,7 @@ export function violations(file: string, text: string): Violation[] {
       const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
       if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, what, SYS_RULE);
+      if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, what, CHECKS_RULE);
     }
     if (
       ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword &&
@@ -112,6 +123,7 @@ export function violations(file: string, text: string): Violation[] {
       const spec = node.arguments[0].text;
       if (netlinkInternal(file, resolveImport(file, spec), false)) add(node, `import(${spec})`, NETLINK_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, SYS_RULE);
+      if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, CHECKS_RULE);
     }
     if (ts.isPropertyAccessExpression(node) && ts.isIdentifier(node.expression)) {
       const obj = node.expression.text, prop = node.name.text;

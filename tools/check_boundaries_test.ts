@@ -66,3 +66,20 @@ Deno.test("boundaries: lib/sys is imported by lib/netlink and lib/backend/udp on
   assertEquals(found("lib/backend/udp/x.ts"), []);
   assertEquals(found("lib/backend/vxlan.ts"), ["1 lib/sys"]);
 });
+
+Deno.test("boundaries: nothing outside lib/doctor imports lib/doctor/checks", () => {
+  const imports = [
+    'import { udpDevice } from "../doctor/checks/udp.ts";',
+    'import { udpDevice as u } from "../doctor/mod.ts";',
+    'import { UDP_DEVICE } from "../observe/probes.ts";',
+    'const m = await import("../doctor/checks/ipv6.ts");',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.what}`);
+  assertEquals(found("lib/trace/x.ts"), [
+    "1 import from ../doctor/checks/udp.ts",
+    "4 import(../doctor/checks/ipv6.ts)",
+  ]);
+  assertEquals(found("lib/status/x.ts").length, 2);
+  assertEquals(found("lib/doctor/mod.ts"), [], "inside lib/doctor the checks are reachable");
+  assertEquals(violations("lib/doctor/checks/vxlan.ts", 'import { x } from "./udp.ts";'), []);
+});

@@ -7,9 +7,10 @@ import type { NetConfig } from "../config/types.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { checkSupported, parseUdpOptions, parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
-import type { Backend, BackendLog, ExternalIface } from "./types.ts";
+import type { Backend, ExternalIface } from "./types.ts";
 import { UdpBackend } from "./udp/backend.ts";
 import { procSysctl, VxlanBackend } from "./vxlan.ts";
+import type { Log } from "../base/log.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
@@ -34,7 +35,7 @@ export function createBackend(
     vxlanTxChecksumOffload?: boolean | "auto";
     family?: 4 | 6;
     storedBackendData?: unknown;
-    log?: BackendLog;
+    log?: Log;
   } = {},
 ): Backend {
   checkSupported(cfg.backend);

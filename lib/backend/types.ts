@@ -6,7 +6,7 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
-import type { UnderlayRoute } from "../reconcile/reconciler.ts";
+import type { UnderlayRoute } from "../base/route_lookup.ts";
 
 /** What the daemon knows about a peer, from its lease. Strings only: kept for every peer. */
 export interface PeerInfo {
@@ -33,13 +33,6 @@ export interface ExternalIface {
   ifaceIPv6?: string | null;
   /** The public IPv6 announced in the lease (--public-ipv6, else ifaceIPv6), else null/absent. */
   publicIPv6?: string | null;
-}
-
-/** The logger shape a backend with a data path of its own reports failures to. */
-export interface BackendLog {
-  error(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  warn?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  info?(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
 }
 
 /** A backend. */

@@ -7,6 +7,7 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import { IPAddr, type IPNet } from "../base/cidr.ts";
+import { errText } from "../base/errors.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
@@ -212,7 +213,7 @@ export class VxlanBackend implements Backend {
         }
       } catch (e) {
         // Not fatal: the overlay works on most kernels with offload on; say so on every resync.
-        changes.push(`tx checksum offload could not be switched off (${e instanceof Error ? e.message : e})`);
+        changes.push(`tx checksum offload could not be switched off (${errText(e)})`);
       }
     }
     if (!this.#saved) {
@@ -259,7 +260,7 @@ export function noRouterAdvertisements(io: SysctlIO, dev: string): string[] {
     io.write(key, "0");
     return ["accept_ra 0"];
   } catch (e) {
-    return [`accept_ra could not be set to 0 (${e instanceof Error ? e.message : e})`];
+    return [`accept_ra could not be set to 0 (${errText(e)})`];
   }
 }
 

@@ -41,3 +41,8 @@ export class NetnsNotFoundError extends FlanctlError {
     this.netns = netns;
   }
 }
+
+/** The text of a thrown value: an Error's message, anything else as a string. The one error-to-text helper. */
+export function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -29,8 +29,23 @@ export function formatLine(level: LogLevel, msg: string, fields: LogFields = {},
   return parts.join(" ");
 }
 
+/**
+ * The one logger shape library code takes: a method per level, each a message and logfmt fields. The
+ * daemon's {@link Logger} is one; a caller that must not log passes {@link quietLog}. A module that needs
+ * only some levels takes `Pick<Log, ...>`, so a test can hand it a small fake.
+ */
+export interface Log {
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
+}
+
+/** A {@link Log} that drops everything. */
+export const quietLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
+
 /** A leveled logfmt logger writing to stderr (or a supplied sink). */
-export class Logger {
+export class Logger implements Log {
   #min: number;
   #sink: (line: string) => void;
   #withTime: boolean;

@@ -8,6 +8,7 @@
  * before it throws (e.g. a device it created), so `undo` only ever sees a step that completed.
  * @module
  */
+import { errText } from "./errors.ts";
 
 /** One step of a sequence, run against a context `C` that the steps share. */
 export interface Step<C> {
@@ -26,10 +27,6 @@ export interface Step<C> {
 export interface UndoFailure {
   step: string;
   error: unknown;
-}
-
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** A step failed; the steps done before it were undone where they can be. `cause` is the step's error. */

@@ -7,12 +7,12 @@
  * The archive is written by the system `tar` (as iptables-save is run): no archive code of our own.
  * @module
  */
-import type { DoctorContext } from "../doctor/context.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { DoctorReport } from "../doctor/types.ts";
 import { renderJson } from "../doctor/render.ts";
 import { nodeStatus } from "../status/status.ts";
 import { openNetlink } from "../netlink/mod.ts";
-import { listVethPairs } from "../kernel/veths.ts";
+import { listVethPairs } from "../observe/veths.ts";
 import { allTables } from "../inspect/render.ts";
 import {
   addrView,
@@ -123,7 +123,7 @@ function isKeyFile(name: string, text: string | null): boolean {
 
 /** Writes the bundle; returns the list of files it holds. */
 export async function writeBundle(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   report: DoctorReport,
   o: BundleOptions,
 ): Promise<string[]> {
@@ -174,7 +174,7 @@ export async function writeBundle(
   }
 }
 
-async function inspectAll(ctx: DoctorContext): Promise<string> {
+async function inspectAll(ctx: NodeSnapshot): Promise<string> {
   try {
     const h = openNetlink(ctx.opts.netns ? { name: ctx.opts.netns } : null);
     try {
@@ -221,7 +221,7 @@ function cniConfigs(dir: string, rel: string, put: (name: string, text: string |
   }
 }
 
-async function daemonLog(ctx: DoctorContext, logFile: string | null): Promise<string> {
+async function daemonLog(ctx: NodeSnapshot, logFile: string | null): Promise<string> {
   if (logFile) return tail(logFile, 500) ?? `# ${logFile}: not readable\n`;
   const r = await ctx.exec.run(["journalctl", "-u", "flanctl", "-n", "500", "--no-pager"]);
   return r.code === 0
@@ -229,7 +229,7 @@ async function daemonLog(ctx: DoctorContext, logFile: string | null): Promise<st
     : `# journalctl -u flanctl: ${r.stderr.trim() || "not available"} (use --log-file)\n`;
 }
 
-async function versions(ctx: DoctorContext): Promise<string> {
+async function versions(ctx: NodeSnapshot): Promise<string> {
   const line = async (argv: string[]) => {
     const r = await ctx.exec.run(argv);
     return `${argv.join(" ")}: ${

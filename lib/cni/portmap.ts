@@ -31,11 +31,12 @@ import {
   type PortMapping,
   type PortMapSpec,
 } from "../firewall/portmap.ts";
-import { type Family, FirewallError, type FirewallLog } from "../firewall/types.ts";
+import { type Family, FirewallError } from "../firewall/types.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
 import { CniError, ErrCode } from "./spec.ts";
 import { runProcess } from "../base/run.ts";
+import type { Log } from "../base/log.ts";
 
 /** The parsed, validated config. */
 export interface PortMapConf {
@@ -224,7 +225,7 @@ export function specs(
   return out;
 }
 
-const pluginLog: FirewallLog = {
+const pluginLog: Pick<Log, "info" | "warn"> = {
   info: (m) => log("portmap", m),
   warn: (m) => log("portmap", m),
 };

@@ -7,8 +7,9 @@
  * @module
  */
 import { runSteps, type Step, StepError } from "../base/steps.ts";
-import { errText, type NodeBase, type NodeContext } from "./context.ts";
+import type { NodeBase, NodeContext } from "./context.ts";
 import { Draft, NODE_STEPS } from "./steps.ts";
+import { errText } from "../base/errors.ts";
 
 /**
  * Runs `first` (the caller's own steps, e.g. the health server) and then the node's steps against `base`;

@@ -25,6 +25,7 @@ import type { Metrics } from "./metrics.ts";
 import type { DaemonOptions } from "./options.ts";
 import type { Peers } from "./peers.ts";
 import type { Readiness } from "./readiness.ts";
+import { errText } from "../base/errors.ts";
 
 /** What the daemon runs against (injected so tests and benchmarks can substitute parts). */
 export interface DaemonDeps {
@@ -98,11 +99,6 @@ export interface NodeContext extends NodeBase {
   /** Where the store's watch starts (the listing's revision). */
   readonly watchCursor: string;
   readonly state: NodeState;
-}
-
-/** An error's message. */
-export function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** `p`, or a {@link StoreUnavailableError} naming `what` after `ms`. */

@@ -10,13 +10,9 @@ import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import type { Backend, PeerInfo } from "../backend/types.ts";
-import {
-  type PassResult,
-  type ReconcileLog,
-  Reconciler,
-  type ReconcileStats,
-} from "../reconcile/reconciler.ts";
+import { type PassResult, Reconciler, type ReconcileStats } from "../reconcile/reconciler.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
+import type { Log } from "../base/log.ts";
 
 /** The lease's subnet of `family` (null when the lease has none). */
 export function subnetOf(l: Pick<Lease, "subnet" | "ipv6Subnet">, family: 4 | 6): IPNet | null {
@@ -51,7 +47,7 @@ export interface FamilyPlaneOptions {
   backend: Backend;
   /** Our public address of this family (a lease with it is a stale one of ours, never a peer). */
   ownPublicIP: string;
-  log: ReconcileLog;
+  log: Pick<Log, "info" | "warn" | "debug">;
   stats: ReconcileStats;
 }
 
@@ -62,7 +58,7 @@ export class FamilyPlane {
   readonly backend: Backend;
   readonly reconciler: Reconciler;
   readonly #ownPublicIP: string;
-  readonly #log: ReconcileLog;
+  readonly #log: Pick<Log, "info" | "warn" | "debug">;
   /** Peers by subnet text. */
   readonly #peers = new Map<string, PeerInfo>();
   /** Why a peer is skipped (logged once per reason). */

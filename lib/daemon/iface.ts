@@ -13,7 +13,8 @@ import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
-import { lookupRoute, type UnderlayRoute } from "../reconcile/reconciler.ts";
+import { lookupRoute, type UnderlayRoute } from "../base/route_lookup.ts";
+import type { Log } from "../base/log.ts";
 
 /** No usable interface / address was found. */
 export class IfaceError extends FlanctlError {
@@ -28,11 +29,6 @@ export interface IfaceSelection {
   ifaceRegex: string[];
   ifaceCanReach: string | null;
   publicIP: string | null;
-}
-
-/** Where {@link selectIface} reports candidates that did not match (flanneld logs them at info). */
-export interface IfaceLog {
-  info(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** A candidate that failed, with the reason (falls through to the next). */
@@ -88,7 +84,7 @@ export function mainRoutes(nl: NetlinkHandle, family: 4 | 6): MainRoute[] {
 }
 
 /** Picks the external interface and public IP. Throws {@link IfaceError} naming the flags to fix. */
-export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: IfaceLog): ExternalIface {
+export function selectIface(nl: NetlinkHandle, sel: IfaceSelection, log?: Pick<Log, "info">): ExternalIface {
   const links = nl.links();
   const addrs = nl.addrs(4);
   const byIndex = (i: number) => links.find((l) => l.index === i) ?? null;

@@ -9,15 +9,9 @@
 import { IPAddr } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { ExternalIface } from "../backend/types.ts";
-import { lookupRoute } from "../reconcile/reconciler.ts";
-import {
-  compileRegex,
-  IfaceError,
-  type IfaceLog,
-  type IfaceSelection,
-  mainRoutes,
-  selectIface,
-} from "./iface.ts";
+import { lookupRoute } from "../base/route_lookup.ts";
+import { compileRegex, IfaceError, type IfaceSelection, mainRoutes, selectIface } from "./iface.ts";
+import type { Log } from "../base/log.ts";
 
 /** The flags the IPv6 selection reads on top of {@link IfaceSelection}. */
 export interface IfaceSelectionV6 extends IfaceSelection {
@@ -81,7 +75,7 @@ function pickV6Link(
   links: LinkInfo[],
   addrs: AddrInfo[],
   pub6: string | null,
-  log?: IfaceLog,
+  log?: Pick<Log, "info">,
 ): { link: LinkInfo; ip: string | null } {
   if (sel.iface.length) {
     for (const want of sel.iface) {
@@ -150,7 +144,7 @@ export function selectExternal(
   nl: NetlinkHandle,
   sel: IfaceSelectionV6,
   fam: Families,
-  log?: IfaceLog,
+  log?: Pick<Log, "info">,
 ): ExternalIface {
   if (!fam.v6) return selectIface(nl, sel, log);
   const links = nl.links();

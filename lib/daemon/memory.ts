@@ -25,6 +25,7 @@
  * @module
  */
 import type { Logger } from "../base/log.ts";
+import { errText } from "../base/errors.ts";
 
 /** How long after the last burst of work memory is given back. */
 export const TRIM_DELAY_MS = 1000;
@@ -131,7 +132,7 @@ export class MemoryRelease {
       this.#hooks.releaseMemory!();
       if (binary) this.#hooks.releaseBinaryPages?.();
     } catch (e) {
-      this.#log.debug("releasing free memory failed", { error: e instanceof Error ? e.message : String(e) });
+      this.#log.debug("releasing free memory failed", { error: errText(e) });
     }
     this.#log.debug("released free memory", { gc: !!gc, ms: Math.round(performance.now() - t0) });
   }

@@ -21,6 +21,7 @@ import {
   removeDaemonState,
   writeDaemonState,
 } from "../node/daemon_state.ts";
+import { errText } from "../base/errors.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {
@@ -42,7 +43,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     unmapBinaryPages();
   } catch (e) {
     // Not glibc, or no /proc: logged as MemoryRelease logs its failures; the later releases still run.
-    log.debug("releasing start-up memory failed", { error: e instanceof Error ? e.message : String(e) });
+    log.debug("releasing start-up memory failed", { error: errText(e) });
   }
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });

@@ -11,9 +11,10 @@ import { StoreUnavailableError } from "../store/errors.ts";
 import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import { subnetOf } from "./family.ts";
-import { errText, type NodeContext, withTimeout } from "./context.ts";
+import { type NodeContext, withTimeout } from "./context.ts";
 import { sleep } from "../base/sleep.ts";
 import { ensureDevice, ensureRules, ruleSpec, writeNodeSubnetEnv } from "./steps.ts";
+import { errText } from "../base/errors.ts";
 
 /** Exit code of a daemon whose own lease was revoked in the store. */
 export const REVOKED_EXIT_CODE = 3;

@@ -21,11 +21,12 @@ import { Reconciler } from "../reconcile/reconciler.ts";
 import { FlannelRules, type FlannelRuleSpec } from "../firewall/flannel.ts";
 import { supportsRandomFully } from "../firewall/iptables.ts";
 import type { Step } from "../base/steps.ts";
-import { errText, type NodeBase, type NodeContext, type NodeState, retryStore } from "./context.ts";
+import { type NodeBase, type NodeContext, type NodeState, retryStore } from "./context.ts";
 import { selectExternal } from "./iface6.ts";
 import { FamilyPlane, subnetOf } from "./family.ts";
 import { Peers } from "./peers.ts";
 import { checkBrNetfilter } from "./preflight.ts";
+import { errText } from "../base/errors.ts";
 
 /** What start-up has built so far: each step sets the fields it makes (read back with {@link Draft.need}). */
 export class Draft {

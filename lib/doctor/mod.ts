@@ -5,7 +5,7 @@
  */
 import type { Check, DoctorReport, Finding, Summary } from "./types.ts";
 import { SEVERITY_ORDER } from "./types.ts";
-import { type DoctorOptions, gatherContext } from "./context.ts";
+import { gatherSnapshot, type SnapshotOptions } from "../observe/snapshot.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { NFTABLES_CHECKS } from "./checks/nftables.ts";
@@ -22,8 +22,17 @@ import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
 import { IPV6_CHECKS } from "./checks/ipv6.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
-export { DEFAULT_PATHS, type DoctorOptions } from "./context.ts";
+export { DEFAULT_PATHS, type SnapshotOptions } from "../observe/snapshot.ts";
 export { renderJson, renderTable } from "./render.ts";
+/**
+ * The checks `flanctl trace` and `flanctl status` judge a hop or a line with: the doctor's own findings,
+ * reached through this module (nothing outside lib/doctor imports lib/doctor/checks).
+ */
+export { daemonCheck } from "./checks/daemon.ts";
+export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
+export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
+export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
+export { udpDevice, udpPortCheck } from "./checks/udp.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [
@@ -70,8 +79,8 @@ export function canonicalId(id: string): string {
 export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
 
 /** Runs the doctor. Never throws for node problems: they become findings or a fatal (exit 3) summary. */
-export async function runDoctor(opts: DoctorOptions): Promise<DoctorReport> {
-  const ctx = await gatherContext(opts);
+export async function runDoctor(opts: SnapshotOptions): Promise<DoctorReport> {
+  const ctx = await gatherSnapshot(opts);
   if (Deno.uid() !== 0) {
     ctx.fatal.unshift("not running as root: kernel state, iptables and /var/lib/cni are not fully readable");
   }

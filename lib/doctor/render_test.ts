@@ -1,7 +1,8 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { renderJson, renderTable, summaryLine } from "./render.ts";
 import type { DoctorReport } from "./types.ts";
-import { chainPolicy, chainRules, expectedMasq } from "./checks/iptables.ts";
+import { expectedMasq } from "./checks/iptables.ts";
+import { chainPolicy, chainRules } from "../observe/probes.ts";
 
 const report: DoctorReport = {
   summary: {

@@ -2,7 +2,7 @@
  * Shapes shared by every doctor check: severities, findings, the check interface and the report.
  * @module
  */
-import type { DoctorContext } from "./context.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 
 /** How bad a finding is. `unknown` means the check could not run (the reason is in `detail`). */
 export type Severity = "ok" | "warning" | "critical" | "unknown";
@@ -32,7 +32,7 @@ export interface Check {
   /** One-line title for listings. */
   title: string;
   /** Runs against the gathered state; never changes anything. */
-  run(ctx: DoctorContext): Finding[] | Promise<Finding[]>;
+  run(ctx: NodeSnapshot): Finding[] | Promise<Finding[]>;
 }
 
 /** Counts per severity. */

@@ -17,14 +17,8 @@ import type { IPNet } from "../base/cidr.ts";
 import { forwardRules, masqRules, type TableRules } from "./masq_rules.ts";
 import { Iptables, RuleManager } from "./iptables.ts";
 import { isNotFound, type NftDriver, nftDriver } from "./nft.ts";
-import {
-  type Family,
-  FirewallError,
-  type FirewallLog,
-  type FirewallMode,
-  quietLog,
-  type Runner,
-} from "./types.ts";
+import { type Family, FirewallError, type FirewallMode, type Runner } from "./types.ts";
+import { type Log, quietLog } from "../base/log.ts";
 
 /** flanneld's nft table names. */
 export const NFT_TABLES: Record<Family, { family: "ip" | "ip6"; name: string }> = {
@@ -105,12 +99,15 @@ export class FlannelRules {
   #spec: FlannelRuleSpec | null = null;
   readonly #ipt: RuleManager;
   readonly #run?: Runner;
-  readonly #log: FirewallLog;
+  readonly #log: Pick<Log, "info" | "warn">;
   #nft: NftDriver | null;
   /** Last listing of each nft table after we applied it. */
   readonly #seen = new Map<Family, string>();
 
-  constructor(mode: FirewallMode, opts: { run?: Runner; log?: FirewallLog; nft?: NftDriver } = {}) {
+  constructor(
+    mode: FirewallMode,
+    opts: { run?: Runner; log?: Pick<Log, "info" | "warn">; nft?: NftDriver } = {},
+  ) {
     this.mode = mode;
     this.#run = opts.run;
     this.#log = opts.log ?? quietLog;

@@ -6,7 +6,8 @@
  * @module
  */
 import { nftLibrary, type NftRunOptions } from "../netlink/mod.ts";
-import { denoRunner, FirewallError, type FirewallLog, quietLog, type Runner } from "./types.ts";
+import { denoRunner, FirewallError, type Runner } from "./types.ts";
+import { type Log, quietLog } from "../base/log.ts";
 
 /** Runs nft command text: returns the output; throws FirewallError with nft's error text. */
 export interface NftDriver {
@@ -39,7 +40,9 @@ let warned = false;
  * The driver: libnftables when it loads, else the `nft` binary (logged once per process, since each change
  * then costs a process start).
  */
-export function nftDriver(opts: { log?: FirewallLog; run?: Runner; forceBinary?: boolean } = {}): NftDriver {
+export function nftDriver(
+  opts: { log?: Pick<Log, "info" | "warn">; run?: Runner; forceBinary?: boolean } = {},
+): NftDriver {
   const lib = opts.forceBinary ? null : nftLibrary();
   if (lib) {
     return {

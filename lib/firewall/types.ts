@@ -31,15 +31,6 @@ export type Runner = (
   stdin?: string,
 ) => Promise<{ code: number; stdout: string; stderr: string }>;
 
-/** Where the layer reports (a subset of the daemon's Logger). */
-export interface FirewallLog {
-  info(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
-  warn(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
-}
-
-/** A logger that drops everything. */
-export const quietLog: FirewallLog = { info() {}, warn() {} };
-
 /** The default runner (lib/base/run.ts). */
 export const denoRunner: Runner = async (cmd, stdin) => {
   try {

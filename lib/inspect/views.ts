@@ -6,7 +6,7 @@
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
-import type { VethPair } from "../kernel/veths.ts";
+import type { VethPair } from "../observe/veths.ts";
 import { IPAddr } from "../base/cidr.ts";
 
 /** A link. `master`/`parent`/`vxlan.dev` are names (null when unknown), their ifindexes beside them. */

@@ -7,6 +7,7 @@ import { labRoot } from "./paths.ts";
 import { readState } from "./state.ts";
 import { daemonStatus } from "./status.ts";
 import { familyOf, type LabIpFamily } from "./family.ts";
+import { errText } from "../base/errors.ts";
 
 /** One row of `flanctl lab list -o json` (the contract; camelCase). */
 export interface LabListJson {
@@ -39,7 +40,7 @@ export function listLabs(): { labs: LabListJson[]; errors: string[] } {
     try {
       s = readState(name);
     } catch (e) {
-      errors.push(e instanceof Error ? e.message : String(e));
+      errors.push(errText(e));
       continue;
     }
     if (!s) continue;

@@ -4,7 +4,7 @@
  * node's files mounted at the default paths). Each is recorded in the state before it starts.
  * @module
  */
-import { httpGet } from "../doctor/http_get.ts";
+import { httpGet } from "../observe/http_get.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { flanctlCommand, inNs, isOurProcess, runCmd, sleep, spawnDetached, stopProcess } from "./proc.ts";

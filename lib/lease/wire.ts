@@ -5,7 +5,7 @@
  * @module
  */
 import { plainWarn, type Warn } from "../base/warn.ts";
-import { FlanctlError } from "../base/errors.ts";
+import { errText, FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
@@ -134,6 +134,6 @@ export function leaseToJson(l: Lease): LeaseJson {
 
 /** Reports a skipped entry to `warn` (default: a plain warning on stderr); never throws. */
 export function warnMalformed(e: unknown, where: string, warn: Warn = plainWarn): void {
-  const msg = e instanceof Error ? e.message : String(e);
+  const msg = errText(e);
   warn(`${where}: skipping ${msg}`);
 }

@@ -13,9 +13,12 @@
  * @module
  */
 import type { NetlinkHandle, NetlinkWrite } from "../netlink/types.ts";
-import { IPAddr, IPNet } from "../base/cidr.ts";
+import { IPNet } from "../base/cidr.ts";
+import { lookupRoute, type UnderlayRoute, v4Cidr } from "../base/route_lookup.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
 import { samePeer } from "./types.ts";
+import type { Log } from "../base/log.ts";
+import { errText } from "../base/errors.ts";
 
 /** Counters the reconciler bumps (the daemon's metrics object satisfies this). */
 export interface ReconcileStats {
@@ -26,13 +29,6 @@ export interface ReconcileStats {
   observeReconcile(seconds: number): void;
 }
 
-/** Minimal logger shape. */
-export interface ReconcileLog {
-  info(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  warn(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-  debug(msg: string, f?: Record<string, string | number | boolean | null | undefined>): void;
-}
-
 /** Options of {@link Reconciler}. */
 export interface ReconcilerOptions {
   nl: NetlinkHandle;
@@ -40,7 +36,7 @@ export interface ReconcilerOptions {
   network: IPNet;
   /** The overlay device name (vxlan) or null (host-gw). */
   overlayDev: string | null;
-  log: ReconcileLog;
+  log: Pick<Log, "info" | "warn" | "debug">;
   stats: ReconcileStats;
 }
 
@@ -52,35 +48,6 @@ export interface PassResult {
   removed: number;
   /** Operations that failed. */
   errors: number;
-}
-
-/** A route used to decide whether a public IP is directly reachable. */
-export interface UnderlayRoute {
-  net: IPNet;
-  gateway: string | null;
-  devName: string | null;
-  metric: number;
-}
-
-/** Parses "a.b.c.d" or "a.b.c.d/p" into [uint32, prefix] without allocating bigints (hot path: every route
- * of every pass). Returns null for anything else (IPv6, "default", garbage). */
-export function v4Cidr(s: string): [number, number] | null {
-  const slash = s.indexOf("/");
-  const ip = slash < 0 ? s : s.slice(0, slash);
-  const prefix = slash < 0 ? 32 : Number(s.slice(slash + 1));
-  if (!(prefix >= 0 && prefix <= 32)) return null;
-  let v = 0, parts = 0, cur = -1;
-  for (let i = 0; i <= ip.length; i++) {
-    const c = i < ip.length ? ip.charCodeAt(i) : 46;
-    if (c === 46) {
-      if (cur < 0 || cur > 255) return null;
-      v = v * 256 + cur;
-      parts++;
-      cur = -1;
-    } else if (c >= 48 && c <= 57) cur = (cur < 0 ? 0 : cur * 10) + (c - 48);
-    else return null;
-  }
-  return parts === 4 ? [v, prefix] : null;
 }
 
 /** One route as the reconciler looks at it (a single object reused for every route of a dump). */
@@ -146,32 +113,12 @@ function maskOf(prefix: number): number {
   return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
 }
 
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** Finds the route the kernel would use for `ip` among `routes` (longest prefix, then lowest metric). */
-export function lookupRoute(routes: readonly UnderlayRoute[], ip: string): UnderlayRoute | null {
-  const a = IPAddr.tryParse(ip);
-  if (!a) return null;
-  let best: UnderlayRoute | null = null;
-  for (const r of routes) {
-    if (!r.net.contains(a)) continue;
-    if (
-      !best || r.net.prefix > best.net.prefix || (r.net.prefix === best.net.prefix && r.metric < best.metric)
-    ) {
-      best = r;
-    }
-  }
-  return best;
-}
-
 /** Keeps the kernel's per-peer entries equal to the desired state. */
 export class Reconciler {
   readonly #nl: NetlinkHandle;
   readonly #network: IPNet;
   #overlay: string | null;
-  readonly #log: ReconcileLog;
+  readonly #log: Pick<Log, "info" | "warn" | "debug">;
   readonly #stats: ReconcileStats;
   /** Desired state by peer subnet ("10.244.2.0/24"). */
   readonly #desired = new Map<string, DesiredPeer>();

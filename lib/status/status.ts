@@ -5,15 +5,10 @@
  * / missing / stale, rules). Read-only.
  * @module
  */
-import { httpGet as get } from "../doctor/http_get.ts";
-import type { DoctorContext } from "../doctor/context.ts";
-import { vtepMacOf } from "../doctor/checks/vxlan.ts";
-import { forwardPolicy, masqRules } from "../doctor/checks/iptables.ts";
-import { dev6, dev6Name, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
-import { nftablesMode, nftRules } from "../doctor/checks/nftables.ts";
+import { httpGet as get } from "../observe/http_get.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { LinkInfo } from "../netlink/types.ts";
 import type { Lease } from "../store/types.ts";
-import { scanForDaemon } from "../doctor/checks/daemon.ts";
 import {
   daemonRunning,
   DaemonStateError,
@@ -22,6 +17,8 @@ import {
   readDaemonState,
 } from "../node/daemon_state.ts";
 import { IPNet } from "../base/cidr.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon, vtepMacOf } from "../observe/probes.ts";
+import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod.ts";
 
 /** The `-o json` view of `flanctl status`. */
 export interface StatusJson {
@@ -113,7 +110,7 @@ export function parseMetrics(text: string): Map<string, number> {
 }
 
 /** GET `url` from inside the checked namespace: status code (null: no answer) and body. */
-async function httpGet(ctx: DoctorContext, url: string): Promise<{ code: number | null; body: string }> {
+async function httpGet(ctx: NodeSnapshot, url: string): Promise<{ code: number | null; body: string }> {
   const r = await get(ctx.opts.netns, url);
   return { code: r.status, body: r.body };
 }
@@ -132,7 +129,7 @@ interface Family {
   own: IPNet | null;
 }
 
-function v4Family(ctx: DoctorContext): Family {
+function v4Family(ctx: NodeSnapshot): Family {
   // udp leases carry no BackendType (as flannel's): every peer counts there.
   const udp = ctx.backendType === "udp";
   return {
@@ -149,7 +146,7 @@ function v4Family(ctx: DoctorContext): Family {
   };
 }
 
-function v6Family(ctx: DoctorContext): Family {
+function v6Family(ctx: NodeSnapshot): Family {
   const own = ctx.ownLease(), sub = own6(ctx);
   return {
     family: 6,
@@ -169,7 +166,7 @@ function v6Family(ctx: DoctorContext): Family {
 
 /** Peers of one family: programmed (route, and for vxlan neighbour + FDB), missing, stale routes. */
 function peerAccounting(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   f: Family,
 ): { leases: number; programmed: number; missing: string[]; stale: string[] } {
   const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === 254);
@@ -203,7 +200,7 @@ function peerAccounting(
 }
 
 /** The backend device: vxlan's flannel.<VNI>, udp's flannel0 TUN, else (host-gw) the underlay. */
-function backendDevice(ctx: DoctorContext): LinkInfo | null {
+function backendDevice(ctx: NodeSnapshot): LinkInfo | null {
   const t = ctx.backendType;
   if (t === "vxlan" || t === null) return ctx.vxlanDevice();
   if (t === "udp") return ctx.link("flannel0");
@@ -211,7 +208,7 @@ function backendDevice(ctx: DoctorContext): LinkInfo | null {
 }
 
 /** Builds the status of the node `ctx` was gathered for. */
-export async function nodeStatus(ctx: DoctorContext, node: string): Promise<StatusJson> {
+export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<StatusJson> {
   const daemon = await findDaemon(ctx);
   const ep = await readEndpoints(ctx, daemon.health);
   const mv = (k: string) => ep.metrics?.get(k) ?? null;
@@ -247,7 +244,7 @@ interface DaemonFound {
 }
 
 /** The daemon: its state file says whether it runs; without one, a process scan does. */
-async function findDaemon(ctx: DoctorContext): Promise<DaemonFound> {
+async function findDaemon(ctx: NodeSnapshot): Promise<DaemonFound> {
   const path = daemonStatePath(ctx.opts.subnetFile);
   let state: DaemonStateFile | null = null;
   // An unreadable or malformed state file counts as none, but the detail says what is wrong with it.
@@ -294,7 +291,7 @@ function daemonStatus(d: DaemonFound): StatusJson["daemon"] {
 }
 
 /** The daemon's endpoints at `health`: /healthz and /readyz codes, /metrics parsed (null: not read). */
-async function readEndpoints(ctx: DoctorContext, health: string | null): Promise<{
+async function readEndpoints(ctx: NodeSnapshot, health: string | null): Promise<{
   metrics: Map<string, number> | null;
   healthz: number | null;
   readyz: number | null;
@@ -310,7 +307,7 @@ async function readEndpoints(ctx: DoctorContext, health: string | null): Promise
 type MetricValue = (name: string) => number | null;
 
 /** Our lease (both families) and the daemon's renewal counters. */
-function leaseStatus(ctx: DoctorContext, mv: MetricValue): StatusJson["lease"] {
+function leaseStatus(ctx: NodeSnapshot, mv: MetricValue): StatusJson["lease"] {
   const own = ctx.ownLease();
   const net6 = network6(ctx);
   return {
@@ -325,7 +322,7 @@ function leaseStatus(ctx: DoctorContext, mv: MetricValue): StatusJson["lease"] {
 }
 
 /** The backend's device (vxlan's flannel.<VNI>, udp's flannel0, host-gw's underlay) and the IPv6 one. */
-function backendStatus(ctx: DoctorContext): StatusJson["backend"] {
+function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
   const dev = backendDevice(ctx);
   const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp";
   const v6 = network6(ctx) && ctx.backendType === "vxlan";
@@ -345,7 +342,7 @@ function backendStatus(ctx: DoctorContext): StatusJson["backend"] {
 }
 
 /** The peers of both families against the kernel, and the daemon's own count. */
-function peersStatus(ctx: DoctorContext, mv: MetricValue): StatusJson["peers"] {
+function peersStatus(ctx: NodeSnapshot, mv: MetricValue): StatusJson["peers"] {
   const { leases: _l, ...peers } = peerAccounting(ctx, v4Family(ctx));
   const peers6 = network6(ctx) ? peerAccounting(ctx, v6Family(ctx)) : null;
   return { leases: ctx.peerLeases().length, ...peers, daemonPeers: mv("flanctl_peers"), v6: peers6 };
@@ -368,7 +365,7 @@ function reconcileStatus(mv: MetricValue): StatusJson["reconcile"] {
  * The rules: in nftables mode one check (nft-rules) covers both families' tables; in iptables mode IPv6
  * is its own (ip6tables-masq).
  */
-async function rulesStatus(ctx: DoctorContext): Promise<StatusJson["rules"]> {
+async function rulesStatus(ctx: NodeSnapshot): Promise<StatusJson["rules"]> {
   const nft = nftablesMode(ctx);
   const masq = (await (nft ? nftRules : masqRules).run(ctx))[0];
   const fwd = (await forwardPolicy.run(ctx))[0];

@@ -7,6 +7,7 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, StoreUnavailableError } from "./errors.ts";
+import { errText } from "../base/errors.ts";
 
 /** The kind of a store failure. */
 export type StoreErrorKind =
@@ -40,7 +41,7 @@ export function storeErrorKind(e: unknown): StoreErrorKind {
 
 /** `<kind>: <message>` for one failure, e.g. `permission: Operation not permitted (os error 1): …`. */
 export function storeErrorCause(e: unknown): string {
-  return `${storeErrorKind(e)}: ${e instanceof Error ? e.message : String(e)}`;
+  return `${storeErrorKind(e)}: ${errText(e)}`;
 }
 
 /**

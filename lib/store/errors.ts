@@ -5,38 +5,42 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 
+/**
+ * The parent of every store error, so a caller can tell a store failure from any other with one
+ * `instanceof`. Thrown as itself: the store refused the operation (HTTP error, auth, unsupported
+ * operation); the subclasses below name the failures callers react to. Exit code 1 unless given.
+ */
+export class StoreError extends FlanctlError {
+  constructor(message: string, options?: ErrorOptions, exitCode = 1) {
+    super(message, exitCode, options);
+  }
+}
+
 /** The store (etcd, API server, directory) cannot be reached. Retrying later may succeed. */
-export class StoreUnavailableError extends FlanctlError {
+export class StoreUnavailableError extends StoreError {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, 1, options);
+    super(message, options);
   }
 }
 
 /** A lease asked for (renew, revoke, show) does not exist (expired, revoked or taken over). */
-export class LeaseNotFoundError extends FlanctlError {
+export class LeaseNotFoundError extends StoreError {
   constructor(message: string) {
-    super(message, 1);
+    super(message);
   }
 }
 
 /** The store holds no network config yet. The message says how to write one. */
-export class NoNetworkConfigError extends FlanctlError {
+export class NoNetworkConfigError extends StoreError {
   constructor(message: string) {
-    super(message, 1);
+    super(message);
   }
 }
 
 /** A subnet asked for (reserve) is held by another node. */
-export class SubnetConflictError extends FlanctlError {
+export class SubnetConflictError extends StoreError {
   constructor(message: string) {
-    super(message, 1);
-  }
-}
-
-/** The store refused the operation (HTTP error, auth, unsupported operation). */
-export class StoreError extends FlanctlError {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, 1, options);
+    super(message);
   }
 }
 

@@ -16,6 +16,7 @@ import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
 import { RetryDelay, sleep, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { errText } from "../base/errors.ts";
 
 /** flannel's default renew margin: 60 minutes. */
 export const DEFAULT_RENEW_MARGIN_MS = 60 * 60 * 1000;
@@ -66,10 +67,6 @@ export interface LeaseKeeperOptions {
 /** Rejects with a timeout error when `p` takes longer than `ms`. */
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return raceTimeout(p, ms, () => new Error(`${what} timed out after ${ms / 1000}s`));
-}
-
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** Keeps one lease; {@link run} until the signal aborts. */

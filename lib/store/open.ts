@@ -9,9 +9,10 @@
  */
 import type { Command } from "commander";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
-import { FlanctlError, UsageError } from "../base/errors.ts";
+import { errText, FlanctlError, UsageError } from "../base/errors.ts";
 import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
+import { StoreError } from "./errors.ts";
 import type { Warn } from "../base/warn.ts";
 import { DEFAULT_STORE_DIR, FileStore } from "./file/file.ts";
 import {
@@ -153,16 +154,12 @@ export function storeKind(opts: StoreOptions): "kube" | "etcd" | "file" {
 }
 
 /** Opening the chosen store failed; the message says which store was chosen and why. */
-export class StoreOpenError extends FlanctlError {
+export class StoreOpenError extends StoreError {
   /** The choice that failed. */
   readonly choice: StoreChoice;
   constructor(choice: StoreChoice, cause: unknown) {
     const code = cause instanceof FlanctlError ? cause.exitCode : 1;
-    super(
-      `${choice.kind} store (${choice.why}): ${cause instanceof Error ? cause.message : String(cause)}`,
-      code,
-      { cause },
-    );
+    super(`${choice.kind} store (${choice.why}): ${errText(cause)}`, { cause }, code);
     this.choice = choice;
   }
 }

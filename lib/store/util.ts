@@ -94,11 +94,6 @@ export class Backoff {
   }
 }
 
-/** The message of an unknown thrown value. */
-export function errMsg(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 /** The size of the one buffer {@link jsonLines} reads a byte stream into: fetch's own chunk size. */
 export const JSON_LINES_CHUNK = 64 * 1024;
 

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { FlanctlError } from "../base/errors.ts";
+import { errText, FlanctlError } from "../base/errors.ts";
 import { isShortLived } from "../base/process_kind.ts";
 
 /** libnl-3.so.200: sockets, messages, attributes, addresses, caches. */
@@ -424,9 +424,7 @@ let libcLib: LibcLib | null = null;
 export class LibraryLoadError extends FlanctlError {
   constructor(soname: string, pkg: string, cause: unknown) {
     super(
-      `cannot load ${soname} (${
-        cause instanceof Error ? cause.message : cause
-      }); install the Debian package ${pkg}` +
+      `cannot load ${soname} (${errText(cause)}); install the Debian package ${pkg}` +
         " (./install.sh does)",
       1,
       { cause },

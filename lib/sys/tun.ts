@@ -9,6 +9,7 @@
  */
 import { cstr, errno, libc } from "./ffi.ts";
 import { errnoText, NetlinkError, syscallError } from "./errors.ts";
+import { errText } from "../base/errors.ts";
 
 const O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000000;
 const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100, IFF_VNET_HDR = 0x4000;
@@ -104,7 +105,7 @@ export function openTunOffloaded(name: string, o: TunOptions = {}): OffloadedTun
     try {
       setTunOffload(plain, 0);
     } catch { /* a kernel without TUNSETOFFLOAD has no offloads to clear */ }
-    return { fd: plain, offload: false, reason: e instanceof Error ? e.message : String(e) };
+    return { fd: plain, offload: false, reason: errText(e) };
   }
 }
 

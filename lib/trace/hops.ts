@@ -10,9 +10,9 @@
 import { openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Finding } from "../doctor/types.ts";
-import { daemonCheck } from "../doctor/checks/daemon.ts";
 import { doctorText, lookupText, type Path, type Why } from "./path.ts";
 import type { LabUnderlay, TraceNode } from "./types.ts";
+import { daemonCheck } from "../doctor/mod.ts";
 
 /** errno of a route lookup that rp_filter refused on older kernels (asm-generic/errno.h EXDEV). */
 const EXDEV = 18;

@@ -7,18 +7,17 @@
  */
 import type { IPAddr } from "../base/cidr.ts";
 import type { Lease } from "../store/types.ts";
-import type { DoctorContext } from "../doctor/context.ts";
-import { vtepMacOf } from "../doctor/checks/vxlan.ts";
-import { own6 } from "../doctor/checks/ipv6.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { TraceNode } from "./types.ts";
+import { own6, vtepMacOf } from "../observe/probes.ts";
 
 /** The lease whose subnet holds `ip`, or null. */
-export function leaseFor(ctx: DoctorContext, ip: IPAddr): Lease | null {
+export function leaseFor(ctx: NodeSnapshot, ip: IPAddr): Lease | null {
   return ctx.store.leases.find((l) => l.subnet?.contains(ip)) ?? null;
 }
 
 /** The lease whose IPv6 subnet holds `ip`, or null. */
-export function lease6For(ctx: DoctorContext, ip: IPAddr): Lease | null {
+export function lease6For(ctx: NodeSnapshot, ip: IPAddr): Lease | null {
   return ctx.store.leases.find((l) => l.ipv6Subnet?.contains(ip)) ?? null;
 }
 

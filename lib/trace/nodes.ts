@@ -4,7 +4,7 @@
  * by name. Read-only; `closeNodes` releases the netlink handles.
  * @module
  */
-import { type DoctorOptions, gatherContext } from "../doctor/context.ts";
+import { gatherSnapshot, type SnapshotOptions } from "../observe/snapshot.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { openStore } from "../store/open.ts";
 import { openNetlink } from "../netlink/mod.ts";
@@ -13,8 +13,8 @@ import type { LabState } from "../lab/types.ts";
 import type { PodRef, TraceNode } from "./types.ts";
 
 /** Gathers one node. */
-export async function openNode(name: string, opts: DoctorOptions): Promise<TraceNode> {
-  const ctx = await gatherContext(opts);
+export async function openNode(name: string, opts: SnapshotOptions): Promise<TraceNode> {
+  const ctx = await gatherSnapshot(opts);
   if (ctx.fatal.length) throw new TraceNodeError(name, ctx.fatal.join("; "));
   const h = openNetlink(opts.netns ? { name: opts.netns } : null);
   return { name, netns: opts.netns, ctx, h };
@@ -33,7 +33,7 @@ export class TraceNodeError extends FlanctlError {
 }
 
 /** The doctor options of lab node `node`: its namespace and its files in the lab directory. */
-export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): DoctorOptions {
+export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): SnapshotOptions {
   const d = node.dir;
   const storeDir = s.store === "file" ? `${s.dir}/store` : null;
   return {

@@ -8,7 +8,7 @@ import { IPAddr } from "../base/cidr.ts";
 import type { RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import { ALL_CHECKS } from "../doctor/mod.ts";
-import type { DoctorContext } from "../doctor/context.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import {
   isPod,
   type PathDevice,
@@ -26,7 +26,7 @@ export interface Why {
 }
 
 /** The why/fix of doctor check `id` on a node, when that check finds a problem there. */
-export async function doctorText(ctx: DoctorContext, id: string): Promise<Why | null> {
+export async function doctorText(ctx: NodeSnapshot, id: string): Promise<Why | null> {
   const c = ALL_CHECKS.find((c) => c.id === id);
   if (!c) return null;
   const f = (await c.run(ctx)).find((f) => f.severity === "critical" || f.severity === "warning");
@@ -83,7 +83,7 @@ export interface Walk {
   p: Path;
   /** The source node. */
   n: TraceNode;
-  ctx: DoctorContext;
+  ctx: NodeSnapshot;
   dst: IPAddr;
   /** The packet's source address of the walk's family: the pod's, or the one given for a node. */
   srcIP: string | null;
@@ -101,7 +101,7 @@ export function startWalk(
   inp: TraceInput,
   family: {
     srcIP: string | null;
-    lease: (ctx: DoctorContext, dst: IPAddr) => Lease | null;
+    lease: (ctx: NodeSnapshot, dst: IPAddr) => Lease | null;
     text: (nodes: TraceNode[], l: Lease) => string;
   },
 ): Walk {

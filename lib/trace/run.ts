@@ -4,7 +4,7 @@
  * @module
  */
 import { FlanctlError, UsageError } from "../base/errors.ts";
-import { localDoctorOptions } from "../doctor/local_options.ts";
+import { localSnapshotOptions } from "../observe/local_options.ts";
 import type { StoreOptions } from "../store/open.ts";
 import { loadState } from "../lab/state.ts";
 import { flanctlCommand, runCmd } from "../lab/proc.ts";
@@ -29,7 +29,7 @@ async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Pro
   const dst = IPAddr.parse(inp.dst);
   // The pod network of the destination's family (an IPv6 probe checks against the IPv6 network).
   const net = dst.family === 6
-    ? (await import("../doctor/checks/ipv6.ts")).network6(inp.src.node.ctx)
+    ? (await import("../observe/probes.ts")).network6(inp.src.node.ctx)
     : inp.src.node.ctx.network;
   if (!net || !net.contains(dst)) {
     rep.probe = `not sent: ${inp.dst} is outside the pod network ${net ?? "?"} (probes stay on the path)`;
@@ -42,7 +42,7 @@ async function withProbe(inp: TraceInput, rep: TraceReport, probe: boolean): Pro
 
 /** `flanctl trace DST [--from SRC] [--netns NODE]` on this node. */
 export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
-  const opts = localDoctorOptions(o.netns ?? null, o.subnetFile, o);
+  const opts = localSnapshotOptions(o.netns ?? null, o.subnetFile, o);
   const node = await openNode(o.netns ?? Deno.hostname(), opts);
   try {
     let src: TraceInput["src"] = { node, ip: null, name: node.name };

@@ -16,11 +16,8 @@ import { IPAddr, type IPNet } from "../base/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
-import { ALL_CHECKS } from "../doctor/mod.ts";
-import { vtepMacOf } from "../doctor/checks/vxlan.ts";
-import { forwardPolicy } from "../doctor/checks/iptables.ts";
-import { UDP_DEVICE } from "../doctor/checks/udp.ts";
-import type { DoctorContext } from "../doctor/context.ts";
+import { ALL_CHECKS, forwardPolicy } from "../doctor/mod.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import { masqDecision } from "./masq.ts";
 import * as hops from "./hops.ts";
 import { leaseFor, leaseText, nodeOfLease } from "./lease.ts";
@@ -29,6 +26,7 @@ import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
+import { UDP_DEVICE, vtepMacOf } from "../observe/probes.ts";
 
 /** Errnos a route lookup answers with (asm-generic/errno.h). */
 const EHOSTUNREACH = 113;
@@ -169,7 +167,7 @@ async function deviceDown(w: Walk, r: RouteLookup, podMtu: number | null): Promi
 
 /** The route the lease says the node must have for `dst`, as a test of a lookup and as text. */
 function expectedRoute(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   dst: IPAddr,
   lease: Lease | null,
   backend: string,

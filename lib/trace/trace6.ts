@@ -11,17 +11,15 @@ import type { IPNet } from "../base/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
-import { vtepMacOf } from "../doctor/checks/vxlan.ts";
-import { dev6, dev6Name, flannelV6Device, ip6tablesMasq, network6, own6 } from "../doctor/checks/ipv6.ts";
-import type { DoctorContext } from "../doctor/context.ts";
-import { forwardFinding } from "../doctor/checks/iptables.ts";
-import { nftablesMode, nftFamilyFinding } from "../doctor/checks/nftables.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import * as hops from "./hops.ts";
 import { lease6For, leaseText6, nodeOf6 } from "./lease.ts";
 import { doctorText, finish, lookupText, type Path, startWalk, type Walk, type Why } from "./path.ts";
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6, vtepMacOf } from "../observe/probes.ts";
+import { flannelV6Device, forwardFinding, ip6tablesMasq, nftFamilyFinding } from "../doctor/mod.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */
 const V6_OVERHEAD = 70;
@@ -161,7 +159,7 @@ async function hostRoute6(w: Walk6): Promise<{ r: RouteLookup; ok: boolean; dire
 }
 
 /** The why of an IPv6 route that disagrees with the lease: the doctor's peers-v6, else the lease's. */
-async function peerRoutesWhy6(ctx: DoctorContext, lease: Lease | null): Promise<Why> {
+async function peerRoutesWhy6(ctx: NodeSnapshot, lease: Lease | null): Promise<Why> {
   return await doctorText(ctx, "peers-v6") ?? {
     why: lease
       ? "the node's IPv6 route for the peer subnet must follow the lease"

@@ -4,7 +4,7 @@
  * reads.
  * @module
  */
-import type { DoctorContext } from "../doctor/context.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 
 /** One hop: where the packet is, the kernel entry that decided where it goes next, and the verdict. */
@@ -60,7 +60,7 @@ export interface TraceNode {
   name: string;
   /** Its network namespace (null: the one flanctl runs in). */
   netns: string | null;
-  ctx: DoctorContext;
+  ctx: NodeSnapshot;
   h: NetlinkHandle;
 }
 

@@ -6,10 +6,11 @@
  * @module
  */
 import type { Lease } from "../store/types.ts";
-import { UDP_DEVICE, udpDevice, udpPort, udpPortCheck } from "../doctor/checks/udp.ts";
 import { deviceOf } from "./hops.ts";
 import { doctorText, type Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
+import { UDP_DEVICE, udpPort } from "../observe/probes.ts";
+import { udpDevice, udpPortCheck } from "../doctor/mod.ts";
 
 /**
  * flannel0 on `n`: the doctor's udp-device finding (TUN, up, /32 address, MTU = underlay − 28, held open

@@ -48,7 +48,9 @@ import {
 } from "./dataplane.ts";
 import type { DesiredPeer } from "../../reconcile/types.ts";
 import type { UdpOptions } from "../config.ts";
-import type { Backend, BackendLog, ExternalIface, PeerInfo } from "../types.ts";
+import type { Backend, ExternalIface, PeerInfo } from "../types.ts";
+import type { Log } from "../../base/log.ts";
+import { errText } from "../../base/errors.ts";
 
 /** Encapsulation overhead: outer IPv4 header 20 + UDP header 8. */
 export const UDP_OVERHEAD = 28;
@@ -143,7 +145,7 @@ export class UdpBackend implements Backend {
   readonly #nl: NetlinkHandle;
   readonly #ext: ExternalIface;
   readonly #network: IPNet;
-  readonly #log: BackendLog | undefined;
+  readonly #log: Log | undefined;
   #sock = -1;
   #tun = -1;
   #dp: UdpDataplane | null = null;
@@ -156,7 +158,7 @@ export class UdpBackend implements Backend {
   #udpGro = false;
   #warned = false;
 
-  constructor(nl: NetlinkHandle, o: UdpOptions, ext: ExternalIface, network: IPNet, log?: BackendLog) {
+  constructor(nl: NetlinkHandle, o: UdpOptions, ext: ExternalIface, network: IPNet, log?: Log) {
     this.#nl = nl;
     this.#ext = ext;
     this.#network = network;
@@ -246,7 +248,7 @@ export class UdpBackend implements Backend {
     this.#vnet = t.offload;
     if (!t.offload && !this.#warned) {
       this.#warned = true;
-      this.#log?.warn?.("flannel0 TUN offloads refused by the kernel: the UDP data path runs without them", {
+      this.#log?.warn("flannel0 TUN offloads refused by the kernel: the UDP data path runs without them", {
         error: t.reason,
       });
     }
@@ -282,8 +284,8 @@ export class UdpBackend implements Backend {
       warmup: this.#switches.warmup,
       onWarm: (r) => {
         const fields = { laps: r.laps, ms: r.ms, ...(r.reason ? { reason: r.reason } : {}) };
-        if (r.reason) this.#log?.warn?.("UDP data path warm-up ended short", fields);
-        else this.#log?.info?.("UDP data path warmed up", fields);
+        if (r.reason) this.#log?.warn("UDP data path warm-up ended short", fields);
+        else this.#log?.info("UDP data path warmed up", fields);
       },
       nice: niceFromEnv(),
       cpu,
@@ -293,19 +295,17 @@ export class UdpBackend implements Backend {
     this.#pushPeers();
     dp.start().then(() => {
       if (dp.pinRefused) {
-        this.#log?.warn?.("UDP data path workers are not pinned (sched_setaffinity refused)", { cpu });
+        this.#log?.warn("UDP data path workers are not pinned (sched_setaffinity refused)", { cpu });
       }
       if (dp.niceRefused) {
-        this.#log?.warn?.(
+        this.#log?.warn(
           "UDP data path workers keep their priority (setpriority refused: no CAP_SYS_NICE?)",
           {
             nice: niceFromEnv(),
           },
         );
       }
-    }).catch((e) =>
-      this.#log?.error("UDP data path failed to start", { error: e instanceof Error ? e.message : String(e) })
-    );
+    }).catch((e) => this.#log?.error("UDP data path failed to start", { error: errText(e) }));
   }
 
   #stopDataplane(): void {
@@ -378,7 +378,7 @@ export class UdpBackend implements Backend {
         port: this.port,
       })));
     } catch (e) {
-      this.#log?.error("UDP peer table not updated", { error: e instanceof Error ? e.message : String(e) });
+      this.#log?.error("UDP peer table not updated", { error: errText(e) });
     }
   }
 

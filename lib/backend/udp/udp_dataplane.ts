@@ -20,6 +20,7 @@ import { ctlBytes, type UdpPeerEntry, writeOwn, writePeers } from "./udp_table.t
 import { openEventFd } from "./udp_socket.ts";
 import { closeFdQuiet } from "../../sys/tun.ts";
 import { UdpWarmup, type WarmupReport } from "./udp_warmup.ts";
+import { errText } from "../../base/errors.ts";
 
 export type { UdpPeerEntry } from "./udp_table.ts";
 
@@ -193,7 +194,7 @@ export class UdpDataplane {
     try {
       return this.#warm = UdpWarmup.open(this.#o.udpGro ?? false);
     } catch (e) {
-      this.#o.onWarm?.({ laps: 0, ms: 0, reason: e instanceof Error ? e.message : String(e) });
+      this.#o.onWarm?.({ laps: 0, ms: 0, reason: errText(e) });
       return null;
     }
   }

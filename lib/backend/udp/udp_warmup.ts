@@ -36,6 +36,7 @@ import {
 import { ctlBytes, writeOwn, writePeers } from "./udp_table.ts";
 import { bindUdp, boundPort, connectUdp, setUdpGro, sockaddrIn } from "./udp_socket.ts";
 import { closeFdQuiet } from "../../sys/tun.ts";
+import { errText } from "../../base/errors.ts";
 
 /** Round trips (packets the receive loop took) a warm-up aims at. */
 export const WARMUP_LAPS = 4000;
@@ -187,7 +188,7 @@ export class UdpWarmup {
         await sleep(1);
       }
     } catch (e) {
-      reason = e instanceof Error ? e.message : String(e);
+      reason = errText(e);
     } finally {
       this.stop();
     }

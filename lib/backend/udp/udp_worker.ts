@@ -58,6 +58,7 @@ import {
   type WorkerInit,
   type WorkerStart,
 } from "./udp_layout.ts";
+import { errText } from "../../base/errors.ts";
 
 const EAGAIN = 11, EINTR = 4;
 const PRIO_PROCESS = 0;
@@ -957,7 +958,7 @@ scope.onmessage = (ev: MessageEvent<WorkerStart>) => {
     else runRole(init, ctl, st);
     scope.postMessage({ stopped: true });
   } catch (e) {
-    scope.postMessage({ error: e instanceof Error ? e.message : String(e) });
+    scope.postMessage({ error: errText(e) });
   }
   scope.close();
 };

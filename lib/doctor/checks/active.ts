@@ -5,7 +5,7 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import { httpGet } from "../http_get.ts";
+import { httpGet } from "../../observe/http_get.ts";
 import { runProcess } from "../../base/run.ts";
 
 /** readyz: the daemon's /readyz answers 200. */

@@ -5,7 +5,7 @@
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { CappedReadError, readCappedText } from "../../base/capped_read.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
@@ -28,10 +28,10 @@ export interface CniConfView {
   flannel: Record<string, unknown> | null;
 }
 
-const cache = new WeakMap<DoctorContext, CniConfView>();
+const cache = new WeakMap<NodeSnapshot, CniConfView>();
 
 /** Reads the conf dir once per run. */
-export function cniConf(ctx: DoctorContext): CniConfView {
+export function cniConf(ctx: NodeSnapshot): CniConfView {
   const hit = cache.get(ctx);
   if (hit) return hit;
   const dir = ctx.opts.cniConfDir;

@@ -4,11 +4,12 @@
  * is the root cause of most other findings, so it is reported first and the others point to it.
  * @module
  */
-import { httpGet } from "../http_get.ts";
+import { httpGet } from "../../observe/http_get.ts";
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
+import { scanForDaemon } from "../../observe/probes.ts";
 
 /** Ids of findings a dead daemon explains (their why then names it). */
 export const DAEMON_DEPENDENT = new Set([
@@ -31,41 +32,7 @@ export const DAEMON_DEPENDENT = new Set([
   "cni0-address",
 ]);
 
-/** Inode of the network namespace the doctor checks ("net:[4026…]"), or null. */
-function checkedNetns(ctx: DoctorContext): string | null {
-  try {
-    if (ctx.opts.netns === null) return Deno.readLinkSync("/proc/self/ns/net");
-    const st = Deno.statSync(`/var/run/netns/${ctx.opts.netns}`);
-    return `net:[${st.ino}]`;
-  } catch {
-    return null;
-  }
-}
-
-/** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
-export function scanForDaemon(ctx: DoctorContext): { pid: number; cmd: string } | null {
-  const want = checkedNetns(ctx);
-  if (!want) return null;
-  let entries: Deno.DirEntry[];
-  try {
-    entries = [...Deno.readDirSync("/proc")];
-  } catch {
-    return null;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
-    try {
-      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
-      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
-        (argv.some((a) => /flanctl/.test(a)) && argv.includes("daemon"));
-      if (!daemon || Deno.readLinkSync(`/proc/${e.name}/ns/net`) !== want) continue;
-      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
-    } catch { /* gone or not ours to read */ }
-  }
-  return null;
-}
-
-function dead(ctx: DoctorContext, detail: string): Finding {
+function dead(ctx: NodeSnapshot, detail: string): Finding {
   return {
     id: "daemon",
     severity: "critical",
@@ -84,7 +51,7 @@ function dead(ctx: DoctorContext, detail: string): Finding {
 }
 
 /** The HTTP status `url` answers with from inside the checked namespace ("000": none). */
-export async function healthz(ctx: DoctorContext, url: string): Promise<string> {
+export async function healthz(ctx: NodeSnapshot, url: string): Promise<string> {
   const r = await httpGet(ctx.opts.netns, url);
   return r.status === null ? "000" : String(r.status);
 }

@@ -5,20 +5,10 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
-
-/** Rule lines (`-A CHAIN ...`) of a chain in a table text. */
-export function chainRules(table: string, chain: string): string[] {
-  return table.split("\n").filter((l) => l.startsWith(`-A ${chain} `));
-}
-
-/** Policy of a built-in chain (`:FORWARD DROP [0:0]`), or null when the table is not loaded. */
-export function chainPolicy(table: string, chain: string): string | null {
-  const m = new RegExp(`^:${chain} (\\S+)`, "m").exec(table);
-  return m ? m[1] : null;
-}
+import { chainPolicy, chainRules } from "../../observe/probes.ts";
 
 /** True when the chain exists (declared) in the table. */
 function chainExists(table: string, chain: string): boolean {
@@ -30,7 +20,7 @@ export function expectedMasq(network: string, subnet: string): string[] {
   return flannelMasq(IPNet.parse(network), IPNet.parse(subnet)).rules;
 }
 
-function noIptables(ctx: DoctorContext, id: string): Finding | null {
+function noIptables(ctx: NodeSnapshot, id: string): Finding | null {
   // In nftables mode the FORWARD policy still matters (a drop in any base chain drops the packet, whatever
   // flannel's nft forward chain accepts), so forward-policy reads iptables in both modes.
   if (ctx.store.config?.enableNFTables && id !== "forward-policy") {
@@ -61,7 +51,7 @@ export const forwardPolicy: Check = {
  * IPv6 walk of `flanctl trace`.
  */
 export function forwardFinding(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   filter: string,
   net: string | undefined,
   tool: "iptables" | "ip6tables",

@@ -8,34 +8,11 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
-import type { IPNet } from "../../base/cidr.ts";
-import type { LinkInfo } from "../../netlink/types.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import { masqRules } from "../../firewall/masq_rules.ts";
-import { vtepMacOf } from "./vxlan.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
-
-/** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
-export function network6(ctx: DoctorContext): IPNet | null {
-  if (ctx.store.config && !ctx.store.config.enableIPv6) return null;
-  return ctx.store.config?.ipv6Network ?? ctx.subnetEnv?.ipv6Network ?? null;
-}
-
-/** Our IPv6 subnet: subnet.env, else our lease. */
-export function own6(ctx: DoctorContext): IPNet | null {
-  return ctx.subnetEnv?.ipv6Subnet?.net ?? ctx.ownLease()?.ipv6Subnet ?? null;
-}
-
-/** Name of the IPv6 VXLAN device. */
-export function dev6Name(ctx: DoctorContext): string {
-  return `flannel-v6.${ctx.vni}`;
-}
-
-/** The IPv6 VXLAN device, or null. */
-export function dev6(ctx: DoctorContext): LinkInfo | null {
-  return ctx.link(dev6Name(ctx));
-}
+import { dev6, dev6Name, network6, own6, vtepMacOf } from "../../observe/probes.ts";
 
 /** sysctl key of a per-interface IPv6 setting (slash form: device names hold dots). */
 function key6(iface: string, k: string): string {
@@ -177,7 +154,7 @@ export const flannelV6Device: Check = {
 };
 
 /** The peers' leases with an IPv6 subnet (not ours, not reservations). */
-function peers6(ctx: DoctorContext): Lease[] {
+function peers6(ctx: NodeSnapshot): Lease[] {
   const own = ctx.ownLease();
   const sub = own6(ctx);
   return ctx.store.leases.filter((l) =>

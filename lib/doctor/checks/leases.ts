@@ -5,10 +5,10 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPNet } from "../../base/cidr.ts";
 
-function noStore(ctx: DoctorContext, id: string): Finding | null {
+function noStore(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.store.state === "ok") return null;
   return unknown(id, `leases not readable: ${ctx.store.hint ?? ctx.store.error}`);
 }

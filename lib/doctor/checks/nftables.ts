@@ -7,23 +7,10 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
-import { chainRules } from "./iptables.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr } from "../../base/cidr.ts";
 import { capList } from "./pods.ts";
-import { network6, own6 } from "./ipv6.ts";
-
-/** The lines (trimmed) of `table FAMILY NAME { … }` in `nft list ruleset` text, or null when absent. */
-export function nftTable(text: string, family: string, name: string): string[] | null {
-  const lines = text.split("\n");
-  const start = lines.findIndex((l) => l === `table ${family} ${name} {`);
-  if (start < 0) return null;
-  const out: string[] = [];
-  for (let i = start + 1; i < lines.length && lines[i] !== "}"; i++) {
-    if (lines[i].trim()) out.push(lines[i].trim());
-  }
-  return out;
-}
+import { chainRules, network6, nftablesMode, nftMode, nftTable, own6 } from "../../observe/probes.ts";
 
 /** The rule lines of `chain NAME { … }` within a table's lines (type/policy/comment lines left out). */
 export function nftChain(table: string[], chain: string): string[] | null {
@@ -49,20 +36,6 @@ export function expectedNftMasq(network: string, subnet: string, f: "ip" | "ip6"
   ];
 }
 
-function nftMode(ctx: DoctorContext): boolean | null {
-  const cfg = ctx.store.config;
-  if (cfg) return cfg.enableNFTables;
-  return null;
-}
-
-/** True in nftables mode: EnableNFTables in the config, else (no config) table ip flannel-ipv4 exists. */
-export function nftablesMode(ctx: DoctorContext): boolean {
-  const mode = nftMode(ctx);
-  if (mode !== null) return mode;
-  const text = ctx.nftRuleset.text;
-  return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
-}
-
 /** What one family's flannel table lacks: problems, the nft commands adding it back, a note. */
 interface TableCheck {
   problems: string[];
@@ -77,7 +50,7 @@ interface TableCheck {
  * subnet (when FLANNEL_IPMASQ=true) and forward with the accepts. Null `sub` with masquerading on: unknown.
  */
 function checkNftTable(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   text: string,
   f: "ip" | "ip6",
   net: string,
@@ -175,7 +148,7 @@ export const nftRules: Check = {
  * One family's table as a finding (`nft-rules`), for trace's walk: ok, or critical when the table or its
  * postrtg chain is missing, warning for missing rules; unknown when the ruleset or subnet is unreadable.
  */
-export function nftFamilyFinding(ctx: DoctorContext, f: "ip" | "ip6"): Finding {
+export function nftFamilyFinding(ctx: NodeSnapshot, f: "ip" | "ip6"): Finding {
   const text = ctx.nftRuleset.text;
   if (text === null) return unknown("nft-rules", `cannot list the nftables ruleset: ${ctx.nftRuleset.error}`);
   const net = f === "ip6" ? network6(ctx)?.toString() : (ctx.subnetEnv?.network ?? ctx.network)?.toString();
@@ -270,7 +243,7 @@ interface HostPortRule {
   containerId: string | null;
 }
 
-function hostPortRules(ctx: DoctorContext): HostPortRule[] {
+function hostPortRules(ctx: NodeSnapshot): HostPortRule[] {
   const out: HostPortRule[] = [];
   const nat = ctx.iptTable("nat");
   const ids = new Map<string, string>();

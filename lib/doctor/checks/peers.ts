@@ -8,10 +8,10 @@
 import type { Check, Finding } from "../types.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext, KernelSnapshot } from "../context.ts";
+import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
-import { vtepMacOf } from "./vxlan.ts";
+import { vtepMacOf } from "../../observe/probes.ts";
 
 /** What the kernel has for one peer lease. */
 interface PeerState {
@@ -28,11 +28,11 @@ interface PeerState {
 
 const ZERO_MAC = "00:00:00:00:00:00";
 
-function mainRoutes4(ctx: DoctorContext): RouteInfo[] {
+function mainRoutes4(ctx: NodeSnapshot): RouteInfo[] {
   return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === 254);
 }
 
-function peerStates(ctx: DoctorContext): PeerState[] {
+function peerStates(ctx: NodeSnapshot): PeerState[] {
   const dev = ctx.vxlanDevice();
   const routes = mainRoutes4(ctx);
   // Reservations not yet taken by a node carry no backend type: nothing is installed for them.
@@ -58,7 +58,7 @@ function isVxlanLease(l: Lease): boolean {
 }
 
 /** Common guard: kernel snapshot present; returns the reason a lease-based check cannot run. */
-function leaseGuard(ctx: DoctorContext): string | null {
+function leaseGuard(ctx: NodeSnapshot): string | null {
   if (!ctx.kernel) return `no kernel snapshot: ${ctx.kernelError}`;
   if (ctx.store.state !== "ok") return `leases not readable: ${ctx.store.hint ?? ctx.store.error}`;
   return null;
@@ -70,7 +70,7 @@ function leaseGuard(ctx: DoctorContext): string | null {
  * {@link leaseGuard}'s reason (null when the leases can be used).
  */
 function vxlanPeerSetup(
-  ctx: DoctorContext,
+  ctx: NodeSnapshot,
   id: string,
 ): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
   const b = ctx.backendType;

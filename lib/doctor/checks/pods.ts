@@ -3,7 +3,7 @@
  * pointing at live containers, leaked pod namespaces, stale CNI caches, and hairpin mode.
  *
  * Pairing: a host veth's IFLA_LINK_NETNSID names the peer's namespace as seen from the checked one;
- * lib/kernel/veths.ts resolves it against every namespace on the host (named ones under /var/run/netns,
+ * lib/observe/veths.ts resolves it against every namespace on the host (named ones under /var/run/netns,
  * where containerd/CRI-O and the lab keep pod namespaces, then /proc/PID/ns/net), with
  * `ip netns list-id` as the fallback. Liveness of a host-local IP: the IP is configured inside a namespace that is the peer
  * of a veth on cni0. So a leaked IP is one no running pod carries, whatever runtime made it, and the
@@ -12,7 +12,7 @@
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { cniConf } from "./cni.ts";
 import { IPAddr } from "../../base/cidr.ts";
 import { readCappedText } from "../../base/capped_read.ts";
@@ -58,7 +58,7 @@ export function readIpFiles(dir: string): { files: IpFile[]; error: string | nul
   return { files, error: null };
 }
 
-function liveIPs(ctx: DoctorContext): Set<string> {
+function liveIPs(ctx: NodeSnapshot): Set<string> {
   return new Set([...ctx.pods.values()].flatMap((p) => p.ips));
 }
 
@@ -172,7 +172,7 @@ export const hostlocalLeak: Check = {
 };
 
 /** Container IDs that are alive: IP files whose IP a live pod carries. */
-function liveContainers(ctx: DoctorContext): Set<string> {
+function liveContainers(ctx: NodeSnapshot): Set<string> {
   const live = liveIPs(ctx);
   return new Set(
     readIpFiles(ctx.opts.hostLocalDir).files.filter((f) => live.has(f.ip)).map((f) => f.containerId),

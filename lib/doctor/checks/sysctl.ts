@@ -4,10 +4,10 @@
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 
 /** The interfaces pod traffic crosses: flannel's VXLAN device, cni0 and the underlay. */
-function pathIfaces(ctx: DoctorContext): string[] {
+function pathIfaces(ctx: NodeSnapshot): string[] {
   const names = [ctx.vxlanDevice()?.name, ctx.link("cni0")?.name, ctx.underlay()?.link.name];
   return [...new Set(names.filter((n): n is string => !!n))];
 }

@@ -7,28 +7,19 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
-import { type DoctorContext, pickCI } from "../context.ts";
-import { chainPolicy, chainRules } from "./iptables.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../netlink/mod.ts";
+import { chainPolicy, chainRules, UDP_DEVICE, udpPort } from "../../observe/probes.ts";
 
-const DEV = "flannel0";
-/** The UDP backend's TUN device name. */
-export const UDP_DEVICE = DEV;
+const DEV = UDP_DEVICE;
 const OVERHEAD = 28;
 
-function isUdp(ctx: DoctorContext): boolean {
+function isUdp(ctx: NodeSnapshot): boolean {
   return ctx.backendType === "udp";
 }
 
-/** The configured UDP port (Backend.Port, default 8285). */
-export function udpPort(ctx: DoctorContext): number {
-  const raw = ctx.store.config?.backend.raw;
-  const v = raw ? pickCI(raw, "Port") : undefined;
-  return typeof v === "number" && v > 0 ? v : 8285;
-}
-
 /** The network namespace inode of the checked namespace (for matching TUN owners). */
-function netInode(ctx: DoctorContext): number | undefined {
+function netInode(ctx: NodeSnapshot): number | undefined {
   try {
     return Deno.statSync(ctx.opts.netns ? `/var/run/netns/${ctx.opts.netns}` : "/proc/self/ns/net").ino ??
       undefined;

@@ -5,20 +5,12 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
-import { chainPolicy, chainRules } from "./iptables.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { getTxChecksum } from "../../netlink/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
+import { chainPolicy, chainRules, vtepMacOf } from "../../observe/probes.ts";
 
-/** Lease BackendData.VtepMAC, or null. */
-export function vtepMacOf(data: unknown): string | null {
-  if (typeof data !== "object" || data === null) return null;
-  const o = data as Record<string, unknown>;
-  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
-  return typeof v === "string" ? v.toLowerCase() : null;
-}
-
-function notVxlan(ctx: DoctorContext, id: string): Finding | null {
+function notVxlan(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.ipv4Disabled) return ok(id, `IPv4 disabled: no ${ctx.vxlanName} (IPv6: see flannel-v6-device)`);
   const b = ctx.backendType;
   if (b === "vxlan") return null;

@@ -24,8 +24,9 @@ import {
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "../errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
-import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "../util.ts";
+import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
 import { type Warn, warnOnce } from "../../base/warn.ts";
+import { errText } from "../../base/errors.ts";
 
 /** How long the acquire list cache outlives the last acquire. */
 const CACHE_IDLE_MS = 30_000;
@@ -441,7 +442,7 @@ export class EtcdStore implements SubnetStore {
       } catch (e) {
         if (stop.aborted) break;
         failing = true;
-        await backoff.wait(`etcd watch on ${this.client.endpoint} failed (${errMsg(e)})`, stop);
+        await backoff.wait(`etcd watch on ${this.client.endpoint} failed (${errText(e)})`, stop);
         relist = true; // we may have missed a compaction while away; a re-list is cheap and exact
       }
       if (stop.aborted) break;
@@ -455,7 +456,7 @@ export class EtcdStore implements SubnetStore {
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          await backoff.wait(`etcd re-list failed: ${errMsg(e)}`, stop);
+          await backoff.wait(`etcd re-list failed: ${errText(e)}`, stop);
         }
       }
     }

@@ -8,8 +8,8 @@
  * @module
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
-import { UsageError } from "../../base/errors.ts";
-import { errMsg, jsonLines } from "../util.ts";
+import { errText, UsageError } from "../../base/errors.ts";
+import { jsonLines } from "../util.ts";
 import { readCappedText } from "../../base/capped_read.ts";
 
 /** Connection options. */
@@ -196,7 +196,7 @@ export class EtcdClient {
         try {
           return readCappedText(p);
         } catch (e) {
-          throw new StoreError(`${flag}: cannot read ${p}: ${errMsg(e)}`);
+          throw new StoreError(`${flag}: cannot read ${p}: ${errText(e)}`);
         }
       };
       if (!!opts.certFile !== !!opts.keyFile) {
@@ -278,7 +278,7 @@ export class EtcdClient {
       }
     }
     throw new StoreUnavailableError(
-      `etcd unreachable at ${this.endpoints.join(",")}: ${errMsg(lastErr)} ` +
+      `etcd unreachable at ${this.endpoints.join(",")}: ${errText(lastErr)} ` +
         `(is etcd running? check --etcd-endpoints and TLS flags)`,
       { cause: lastErr },
     );

@@ -36,7 +36,8 @@ import {
   SubnetConflictError,
 } from "../errors.ts";
 import { encodeLeaseFile, type FileLeaseEntry, FileStoreReader, leaseExpired } from "./file_reader.ts";
-import { DEFAULT_LEASE_TTL_MS, errMsg, Mutex, Wakeup } from "../util.ts";
+import { DEFAULT_LEASE_TTL_MS, Mutex, Wakeup } from "../util.ts";
+import { errText } from "../../base/errors.ts";
 
 /** Options of {@link FileStore}. */
 export interface FileStoreOptions {
@@ -96,7 +97,7 @@ export class FileStore implements SubnetStore {
       await Deno.mkdir(`${this.dir}/tmp`, { recursive: true });
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) throw new StoreDirNotFoundError(this.dir);
-      throw new StoreError(`cannot create store directory ${this.dir}: ${errMsg(e)} (check --store-dir)`);
+      throw new StoreError(`cannot create store directory ${this.dir}: ${errText(e)} (check --store-dir)`);
     }
   }
 
@@ -384,7 +385,7 @@ export class FileStore implements SubnetStore {
         }
       } catch (e) {
         if (!stop.aborted) {
-          this.#warn(`watching ${this.#subnets} failed (${errMsg(e)}); rescanning`);
+          this.#warn(`watching ${this.#subnets} failed (${errText(e)}); rescanning`);
           rescan = true;
           wake.notify();
         }

@@ -20,6 +20,7 @@ import {
 } from "../../lease/wire.ts";
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
 import { NoNetworkConfigError, ReadOnlyStoreError, StoreDirNotFoundError, StoreError } from "../errors.ts";
+import { errText } from "../../base/errors.ts";
 
 /** One lease file: its sequence number (the store's counter when it was written) and the lease. */
 export interface FileLeaseEntry {
@@ -41,7 +42,7 @@ export function parseLeaseFile(name: string, text: string): FileLeaseEntry {
     return { seq, lease: { ...k, attrs, expiration: exp, revision: String(seq) } };
   } catch (e) {
     if (e instanceof MalformedLeaseError) throw e;
-    throw new MalformedLeaseError(name, e instanceof Error ? e.message : String(e));
+    throw new MalformedLeaseError(name, errText(e));
   }
 }
 
@@ -97,7 +98,9 @@ export class FileStoreReader implements SubnetStore {
     try {
       if ((await Deno.stat(this.dir)).isDirectory) return;
     } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw new StoreError(`cannot read ${this.dir}: ${msg(e)}`);
+      if (!(e instanceof Deno.errors.NotFound)) {
+        throw new StoreError(`cannot read ${this.dir}: ${errText(e)}`);
+      }
     }
     throw new StoreDirNotFoundError(this.dir);
   }
@@ -120,7 +123,7 @@ export class FileStoreReader implements SubnetStore {
       text = await readCappedTextAsync(path, LEASE_MAX_BYTES);
     } catch (e) {
       if (e instanceof Deno.errors.NotFound) return null;
-      this.#malformed(new MalformedLeaseError(key, `cannot read: ${msg(e)}`), path, key);
+      this.#malformed(new MalformedLeaseError(key, `cannot read: ${errText(e)}`), path, key);
       return null;
     }
     try {
@@ -152,7 +155,7 @@ export class FileStoreReader implements SubnetStore {
       }
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) {
-        throw new StoreError(`cannot read ${this.subnetsDir}: ${msg(e)}`);
+        throw new StoreError(`cannot read ${this.subnetsDir}: ${errText(e)}`);
       }
       await this.requireDir();
       return out;
@@ -183,7 +186,7 @@ export class FileStoreReader implements SubnetStore {
             `'flanctl lease config set net-conf.json --store-dir ${this.dir}'`,
         );
       }
-      throw new StoreError(`cannot read ${this.dir}/config: ${msg(e)}`);
+      throw new StoreError(`cannot read ${this.dir}/config: ${errText(e)}`);
     }
     return parseNetConfig(text, this.#opts.warnConfig ? { warn: this.#opts.warnConfig } : {});
   }
@@ -223,8 +226,4 @@ export class FileStoreReader implements SubnetStore {
   close(): Promise<void> {
     return Promise.resolve();
   }
-}
-
-function msg(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

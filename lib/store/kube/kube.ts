@@ -29,8 +29,8 @@ import {
   type KubeConnection,
   loadKubeconfig,
 } from "./kube_client.ts";
-import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases, errMsg } from "../util.ts";
-import { FlanctlError, UsageError } from "../../base/errors.ts";
+import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
+import { errText, UsageError } from "../../base/errors.ts";
 import { readCappedTextAsync } from "../../base/capped_read.ts";
 import { type KubeNode, listNodesPaged, projectNode } from "./kube_node.ts";
 
@@ -79,12 +79,11 @@ export interface KubeStoreOptions {
 }
 
 /** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
-export class PodCidrNotAssignedError extends FlanctlError {
+export class PodCidrNotAssignedError extends StoreError {
   constructor(node: string) {
     super(
       `node "${node}" pod cidr not assigned: start kube-controller-manager with --allocate-node-cidrs ` +
         `and --cluster-cidr, or set spec.podCIDR on the node`,
-      1,
     );
   }
 }
@@ -217,7 +216,7 @@ export class KubeStore implements SubnetStore {
       throw new ConfigError(
         "net-config-path",
         `--net-config-path: cannot read ${this.#opts.netConfigPath}: ${
-          errMsg(e)
+          errText(e)
         } (mount the kube-flannel ConfigMap there)`,
       );
     }
@@ -488,7 +487,7 @@ export class KubeStore implements SubnetStore {
         if (stop.aborted) break;
         if (e instanceof KubeApiError && e.status === 410) relist = true;
         else {
-          await backoff.wait(`Kubernetes watch failed (${errMsg(e)})`, stop);
+          await backoff.wait(`Kubernetes watch failed (${errText(e)})`, stop);
         }
       }
       if (stop.aborted) break;
@@ -501,7 +500,7 @@ export class KubeStore implements SubnetStore {
           if (events.length) yield events;
         } catch (e) {
           if (stop.aborted) break;
-          await backoff.wait(`Kubernetes re-list failed (${errMsg(e)})`, stop);
+          await backoff.wait(`Kubernetes re-list failed (${errText(e)})`, stop);
         }
       }
     }

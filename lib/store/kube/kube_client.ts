@@ -7,8 +7,9 @@
  * @module
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
-import { errMsg, jsonLines } from "../util.ts";
+import { jsonLines } from "../util.ts";
 import { readCappedText } from "../../base/capped_read.ts";
+import { errText } from "../../base/errors.ts";
 
 /** How to reach the API server. */
 export interface KubeConnection {
@@ -48,7 +49,7 @@ function readFile(what: string, path: string): string {
   try {
     return readCappedText(path);
   } catch (e) {
-    throw new StoreError(`${what}: cannot read ${path}: ${errMsg(e)}`);
+    throw new StoreError(`${what}: cannot read ${path}: ${errText(e)}`);
   }
 }
 
@@ -86,7 +87,7 @@ export async function loadKubeconfig(path: string): Promise<KubeConnection> {
   try {
     doc = parse(text) as Obj;
   } catch (e) {
-    throw new StoreError(`--kubeconfig-file: ${path} is not valid YAML: ${errMsg(e)}`);
+    throw new StoreError(`--kubeconfig-file: ${path} is not valid YAML: ${errText(e)}`);
   }
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
   const rel = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
@@ -213,7 +214,7 @@ export class KubeClient {
       if (signal?.aborted) throw e;
       throw new StoreUnavailableError(
         `Kubernetes API ${this.conn.server} unreachable: ${
-          errMsg(e)
+          errText(e)
         } (check --kube-api-url / ${this.conn.source})`,
         { cause: e },
       );

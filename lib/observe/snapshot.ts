@@ -1,8 +1,10 @@
 /**
- * Everything the checks look at, gathered ONCE per run: the kernel snapshot (links, addresses, routes,
- * neighbours, FDB) through the netlink layer, the sysctls of the checked namespace, iptables-save
+ * The node snapshot: what a node looks like now, gathered ONCE per run and read by `flanctl doctor` (its
+ * checks), `flanctl trace`, `flanctl status` and the doctor's bundle — the kernel objects (links, addresses,
+ * routes, neighbours, FDB) through the netlink layer, the sysctls of the checked namespace, iptables-save
  * output, ethtool features of the VXLAN device, subnet.env, CNI files, pod namespaces, and the leases
- * and network config from the store when one is reachable. Checks only read from here.
+ * and network config from the store when one is reachable. Readers only read from here (lib/observe/probes.ts
+ * holds the reads they share).
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
@@ -16,13 +18,13 @@ import { openKernel } from "./kernel.ts";
 import { inNetns, nftLibrary, openNetlink } from "../netlink/mod.ts";
 import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
-import { listVethPairs } from "../kernel/veths.ts";
+import { listVethPairs } from "./veths.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
-/** Options of one doctor run (paths default to the standard node locations). */
-export interface DoctorOptions {
+/** Options of one snapshot (paths default to the standard node locations). */
+export interface SnapshotOptions {
   /** Namespace to check (`--netns`), null for the current one. */
   netns: string | null;
   /** subnet.env path. */
@@ -117,10 +119,10 @@ const FIXED_SYSCTLS = [
   "/proc/sys/net/ipv6/neigh/default/gc_thresh3",
 ];
 
-/** Gathered node state. Construct with {@link gatherContext}. */
-export class DoctorContext {
+/** Gathered node state. Construct with {@link gatherSnapshot}. */
+export class NodeSnapshot {
   /** Run options. */
-  readonly opts: DoctorOptions;
+  readonly opts: SnapshotOptions;
   /** Command runner in the checked namespace. */
   readonly exec: NsExec;
   /** Kernel snapshot, or null with `kernelError`. */
@@ -175,7 +177,7 @@ export class DoctorContext {
   /** Fatal problems that make the whole run "could not check" (exit 3). */
   fatal: string[] = [];
 
-  constructor(opts: DoctorOptions) {
+  constructor(opts: SnapshotOptions) {
     this.opts = opts;
     this.exec = new NsExec(opts.netns);
   }
@@ -347,8 +349,8 @@ export function pickCI(o: Record<string, unknown>, key: string): unknown {
 }
 
 /** Gathers the whole context. Never throws for node problems; records them for the checks. */
-export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext> {
-  const ctx = new DoctorContext(opts);
+export async function gatherSnapshot(opts: SnapshotOptions): Promise<NodeSnapshot> {
+  const ctx = new NodeSnapshot(opts);
   if (opts.netns !== null) {
     try {
       Deno.statSync(`/var/run/netns/${opts.netns}`);
@@ -367,7 +369,7 @@ export async function gatherContext(opts: DoctorOptions): Promise<DoctorContext>
   return ctx;
 }
 
-async function gatherKernel(ctx: DoctorContext): Promise<void> {
+async function gatherKernel(ctx: NodeSnapshot): Promise<void> {
   const read = (reader: KernelReader, source: string): KernelSnapshot => {
     try {
       return {
@@ -401,7 +403,7 @@ async function gatherKernel(ctx: DoctorContext): Promise<void> {
   }
 }
 
-async function gatherSysctls(ctx: DoctorContext): Promise<void> {
+async function gatherSysctls(ctx: NodeSnapshot): Promise<void> {
   const paths = [...FIXED_SYSCTLS];
   for (const l of ctx.kernel?.links ?? []) {
     for (const k of ["forwarding", "rp_filter"]) paths.push(`/proc/sys/net/ipv4/conf/${l.name}/${k}`);
@@ -420,7 +422,7 @@ async function gatherSysctls(ctx: DoctorContext): Promise<void> {
   }
 }
 
-function gatherSubnetEnv(ctx: DoctorContext): void {
+function gatherSubnetEnv(ctx: NodeSnapshot): void {
   try {
     Deno.statSync(ctx.opts.subnetFile);
   } catch {
@@ -434,7 +436,7 @@ function gatherSubnetEnv(ctx: DoctorContext): void {
   }
 }
 
-async function gatherIptables(ctx: DoctorContext): Promise<void> {
+async function gatherIptables(ctx: NodeSnapshot): Promise<void> {
   for (const d of [ctx.ipt.main, ctx.ipt.legacy, ctx.ipt.nft]) {
     const r = await ctx.exec.run([d.cmd]);
     if (r.code === 0) d.text = r.stdout;
@@ -455,7 +457,7 @@ async function gatherIptables(ctx: DoctorContext): Promise<void> {
  * ruleset as JSON, and as text flannel's own tables only. (Text listing of iptables-nft's tables makes
  * libnftables print `XT target MASQUERADE not found` on our stderr for every xt rule; JSON does not.)
  */
-async function gatherNft(ctx: DoctorContext): Promise<void> {
+async function gatherNft(ctx: NodeSnapshot): Promise<void> {
   const lib = nftLibrary();
   const read = async (cmd: string, json: boolean): Promise<{ out: string | null; err: string | null }> => {
     if (lib) {
@@ -488,7 +490,7 @@ async function gatherNft(ctx: DoctorContext): Promise<void> {
   } catch { /* text is enough for most checks */ }
 }
 
-async function gatherPods(ctx: DoctorContext): Promise<void> {
+async function gatherPods(ctx: NodeSnapshot): Promise<void> {
   try {
     ctx.namedNetns = [...Deno.readDirSync("/var/run/netns")].map((e) => e.name).sort();
   } catch { /* none */ }
@@ -545,7 +547,7 @@ async function gatherPods(ctx: DoctorContext): Promise<void> {
   }
 }
 
-async function gatherStore(ctx: DoctorContext): Promise<void> {
+async function gatherStore(ctx: NodeSnapshot): Promise<void> {
   if (!ctx.opts.openStore) {
     ctx.store.hint = "no store flags given and the default file store (/var/lib/flanctl) does not exist; " +
       "pass --store-dir DIR or --etcd-endpoints URL to check leases";

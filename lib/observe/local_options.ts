@@ -1,10 +1,10 @@
 /**
- * Doctor options for "this node" as `flanctl trace` and `flanctl status` read it: the default paths, a
+ * Snapshot options for "this node" as `flanctl trace` and `flanctl status` read it: the default paths, a
  * `--netns`, and the store from the store flags (a default file store that does not exist is "no store";
  * the file store is opened read-only).
  * @module
  */
-import type { DoctorOptions } from "./context.ts";
+import type { SnapshotOptions } from "./snapshot.ts";
 import { DEFAULT_PATHS } from "./paths.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
@@ -19,11 +19,11 @@ function isDir(p: string): boolean {
 }
 
 /** Options for reading this node (or `netns`) with the store named by `store`. */
-export function localDoctorOptions(
+export function localSnapshotOptions(
   netns: string | null,
   subnetFile: string,
   store: StoreOptions,
-): DoctorOptions {
+): SnapshotOptions {
   const kind = storeKind(store);
   const dir = store.storeDir ?? DEFAULT_STORE_DIR;
   return {

@@ -1,0 +1,121 @@
+/**
+ * Probes: what the node's state says, read from one {@link NodeSnapshot} — the node's own subnets and
+ * devices, the lease fields, the firewall tables as text, the daemon process. Pure reads over the snapshot
+ * (or a process scan), shared by `flanctl doctor` (its checks judge them), `flanctl trace` and `flanctl
+ * status`; a finding (ok/warning/critical, why, fix) is the doctor's, not a probe's.
+ * @module
+ */
+import type { IPNet } from "../base/cidr.ts";
+import type { LinkInfo } from "../netlink/types.ts";
+import { type NodeSnapshot, pickCI } from "./snapshot.ts";
+
+/** The UDP backend's TUN device name. */
+export const UDP_DEVICE = "flannel0";
+
+/** The configured UDP port (Backend.Port, default 8285). */
+export function udpPort(ctx: NodeSnapshot): number {
+  const raw = ctx.store.config?.backend.raw;
+  const v = raw ? pickCI(raw, "Port") : undefined;
+  return typeof v === "number" && v > 0 ? v : 8285;
+}
+
+/** Lease BackendData.VtepMAC, or null. */
+export function vtepMacOf(data: unknown): string | null {
+  if (typeof data !== "object" || data === null) return null;
+  const o = data as Record<string, unknown>;
+  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
+  return typeof v === "string" ? v.toLowerCase() : null;
+}
+
+/** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
+export function network6(ctx: NodeSnapshot): IPNet | null {
+  if (ctx.store.config && !ctx.store.config.enableIPv6) return null;
+  return ctx.store.config?.ipv6Network ?? ctx.subnetEnv?.ipv6Network ?? null;
+}
+
+/** Our IPv6 subnet: subnet.env, else our lease. */
+export function own6(ctx: NodeSnapshot): IPNet | null {
+  return ctx.subnetEnv?.ipv6Subnet?.net ?? ctx.ownLease()?.ipv6Subnet ?? null;
+}
+
+/** Name of the IPv6 VXLAN device. */
+export function dev6Name(ctx: NodeSnapshot): string {
+  return `flannel-v6.${ctx.vni}`;
+}
+
+/** The IPv6 VXLAN device, or null. */
+export function dev6(ctx: NodeSnapshot): LinkInfo | null {
+  return ctx.link(dev6Name(ctx));
+}
+
+/** Rule lines (`-A CHAIN ...`) of a chain in a table text. */
+export function chainRules(table: string, chain: string): string[] {
+  return table.split("\n").filter((l) => l.startsWith(`-A ${chain} `));
+}
+
+/** Policy of a built-in chain (`:FORWARD DROP [0:0]`), or null when the table is not loaded. */
+export function chainPolicy(table: string, chain: string): string | null {
+  const m = new RegExp(`^:${chain} (\\S+)`, "m").exec(table);
+  return m ? m[1] : null;
+}
+
+/** The lines (trimmed) of `table FAMILY NAME { … }` in `nft list ruleset` text, or null when absent. */
+export function nftTable(text: string, family: string, name: string): string[] | null {
+  const lines = text.split("\n");
+  const start = lines.findIndex((l) => l === `table ${family} ${name} {`);
+  if (start < 0) return null;
+  const out: string[] = [];
+  for (let i = start + 1; i < lines.length && lines[i] !== "}"; i++) {
+    if (lines[i].trim()) out.push(lines[i].trim());
+  }
+  return out;
+}
+
+/** The firewall mode the network config says (EnableNFTables), or null without a config. */
+export function nftMode(ctx: NodeSnapshot): boolean | null {
+  const cfg = ctx.store.config;
+  if (cfg) return cfg.enableNFTables;
+  return null;
+}
+
+/** True in nftables mode: EnableNFTables in the config, else (no config) table ip flannel-ipv4 exists. */
+export function nftablesMode(ctx: NodeSnapshot): boolean {
+  const mode = nftMode(ctx);
+  if (mode !== null) return mode;
+  const text = ctx.nftRuleset.text;
+  return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
+}
+
+/** Inode of the network namespace the doctor checks ("net:[4026…]"), or null. */
+function checkedNetns(ctx: NodeSnapshot): string | null {
+  try {
+    if (ctx.opts.netns === null) return Deno.readLinkSync("/proc/self/ns/net");
+    const st = Deno.statSync(`/var/run/netns/${ctx.opts.netns}`);
+    return `net:[${st.ino}]`;
+  } catch {
+    return null;
+  }
+}
+
+/** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
+export function scanForDaemon(ctx: NodeSnapshot): { pid: number; cmd: string } | null {
+  const want = checkedNetns(ctx);
+  if (!want) return null;
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync("/proc")];
+  } catch {
+    return null;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
+    try {
+      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
+      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
+        (argv.some((a) => /flanctl/.test(a)) && argv.includes("daemon"));
+      if (!daemon || Deno.readLinkSync(`/proc/${e.name}/ns/net`) !== want) continue;
+      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
+    } catch { /* gone or not ours to read */ }
+  }
+  return null;
+}
