@@ -16,11 +16,11 @@
  */
 import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
 import { tunOwnerPids } from "../netlink/mod.ts";
-import { readSubnetEnv } from "../subnet_env.ts";
-import type { IPNet } from "../ip/cidr.ts";
-import { IPNet as Net } from "../ip/cidr.ts";
-import { FlanctlError } from "../errors.ts";
-import { daemonRunning, daemonStatePath, readDaemonState } from "../daemon_state.ts";
+import { readSubnetEnv } from "../node/subnet_env.ts";
+import type { IPNet } from "../base/cidr.ts";
+import { IPNet as Net } from "../base/cidr.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
 import type { FirewallLog, Runner } from "../firewall/types.ts";
 
