@@ -4,13 +4,18 @@
 #   ./install.sh         product: Deno (pinned), libnl, iproute2, iptables, nftables; flanctl on PATH;
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
-#                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool.
+#                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool, containerd,
+#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static; and the real peers built
+#                        with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
+#                        kube-controller-manager, kubelet, kubectl, flanneld, crictl), cached by version in
+#                        FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev); FLANCTL_DEV_PEERS=0 skips them.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
 #   Environment: FLANCTL_PREFIX (default /usr/local), CNI_BIN_DIR (default /opt/cni/bin): a second install
 #   beside the system one (benches of a checkout); FLANCTL_DENO_BIN: an already installed deno of the pinned
 #   version to use instead of fetching one.
 set -euo pipefail
+START=$(date +%s)
 
 DENO_VERSION=2.9.6
 # How the launcher runs the daemon (`flanctl daemon`, `flanneld`): `deno run` flags, V8 flags and environment
@@ -46,7 +51,7 @@ for a in "$@"; do
   case "$a" in
     --dev) DEV=1 ;;
     --systemd) SYSTEMD=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option '$a' (use --dev, --systemd or --help)" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +64,10 @@ if [ "$(id -u)" != 0 ]; then echo "install.sh: run as root" >&2; exit 1; fi
 pkgs=(libnl-3-200 libnl-route-3-200 iproute2 iptables nftables libnftables1 kmod procps ca-certificates iputils-ping)
 if [ "$DEV" = 1 ]; then
   pkgs+=(etcd-server etcd-client containernetworking-plugins iperf3 ethtool iputils-ping netcat-openbsd openssl conntrack)
+  # Real peers: a container runtime (tests start their own containerd inside lab nodes), image tools (the
+  # OCI image and local sandbox images, no registry), and what building the Go peers needs (cgo for
+  # flanneld's udp backend; curl and unzip fetch a Go toolchain from the module proxy when there is none).
+  pkgs+=(containerd runc mmdebstrap umoci skopeo buildah busybox-static gcc libc6-dev curl unzip)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -69,9 +78,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # Debian starts etcd as a service on install; flanctl's tests start their own on loopback ports.
+  # Debian starts etcd and containerd as services on install; flanctl's tests start their own inside
+  # namespaces (etcd on loopback ports, one containerd per lab node with its own socket).
   if [ "$DEV" = 1 ] && command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now etcd >/dev/null 2>&1 || true
+    systemctl disable --now containerd >/dev/null 2>&1 || true
   fi
 else
   log "Debian packages present"
@@ -203,4 +214,12 @@ if [ "$SYSTEMD" = 1 ]; then
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
   log "installed /etc/systemd/system/flanctl.service (configure /etc/default/flanctl, then: systemctl enable --now flanctl)"
 fi
-log "done"
+# --- real peers (--dev) -------------------------------------------------------------------------------------
+# Built with the ordinary `go` client through the Go module proxy, cached by version outside the checkout
+# (a cached version is not rebuilt); a Go toolchain is fetched when the machine has none or an old one.
+if [ "$DEV" = 1 ] && [ "${FLANCTL_DEV_PEERS:-1}" != 0 ]; then
+  peers_start=$(date +%s)
+  "$HERE/tools/peers/build.sh" 2>&1 | sed 's/^/install.sh: /'
+  log "real peers ready in $(($(date +%s) - peers_start)) s (${FLANCTL_DEV_CACHE:-/var/cache/flanctl-dev})"
+fi
+log "done in $(($(date +%s) - START)) s"

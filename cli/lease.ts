@@ -32,15 +32,29 @@ export function parseSubnetArg(s: string, name = "SUBNET"): IPNet {
   return n;
 }
 
-function formatTable(rows: LeaseJson[]): string {
+/**
+ * The table of `lease list`/`show`: a NODE column when the leases are kube nodes (whose leases never
+ * expire: they live as long as the Node), both public IPs and both backends' data in dual stack.
+ */
+export function formatTable(rows: LeaseJson[]): string {
+  const kube = rows.some((r) => r.node !== null);
+  const pub = (r: LeaseJson) =>
+    r.publicIPv6 && r.publicIPv6 !== r.publicIP ? `${r.publicIP},${r.publicIPv6}` : r.publicIP;
+  const data = (r: LeaseJson) => {
+    const v4 = r.backendData === null ? null : JSON.stringify(r.backendData);
+    const v6 = r.backendV6Data === null || r.subnet.indexOf(",") < 0 ? null : JSON.stringify(r.backendV6Data);
+    return v4 && v6 ? `${v4} v6:${v6}` : v4 ?? (v6 ? `v6:${v6}` : "-");
+  };
   return renderTable(
-    ["SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"],
+    [...(kube ? ["NODE"] : []), "SUBNET", "PUBLIC-IP", "BACKEND", "EXPIRES", "BACKEND-DATA"],
     rows.map((r) => [
+      // deno-lint-ignore no-control-regex
+      ...(kube ? [(r.node ?? "-").replace(/[\x00-\x1f\x7f]/g, "?")] : []),
       r.subnet,
-      r.publicIP,
+      pub(r),
       r.backendType || "-",
-      r.expiration ?? "never (reserved)",
-      r.backendData === null ? "-" : JSON.stringify(r.backendData),
+      r.expiration ?? (r.node !== null ? "never (kube node)" : "never (reserved)"),
+      data(r),
     ]),
   );
 }

@@ -19,6 +19,7 @@ import { register as registerStatus } from "./status.ts";
 import { register as registerCompletion } from "./completion.ts";
 import { INSPECT_KINDS } from "./inspect.ts";
 import { register as registerInstallCni } from "./install_cni.ts";
+import { register as registerReset } from "./reset.ts";
 
 /** Builds the command tree (exported for tests). */
 export function buildProgram(): Command {
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerLab(program);
   registerTrace(program);
   registerStatus(program);
+  registerReset(program);
   registerCompletion(program, {
     args: { "flanctl inspect": INSPECT_KINDS, "flanctl completion": ["bash", "zsh", "fish"] },
     options: { "--output": ["table", "json"] },

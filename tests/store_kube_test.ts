@@ -185,7 +185,30 @@ Deno.test("kube store: peers by list+watch, malformed annotations skipped, re-li
       backendType: "vxlan",
       backendData: { VNI: 1, VtepMAC: "0e:00:00:00:00:04" },
       expiration: null,
+      publicIPv6: null,
+      backendV6Data: null,
+      node: "n4",
     }]);
+    // The table: a NODE column, and no etcd words ("reserved") for a Node's lease.
+    const table = await leaseCli([
+      "list",
+      "--kube-subnet-mgr",
+      "--kubeconfig-file",
+      `${t.dir}/kubeconfig`,
+      "--net-config-path",
+      `${t.dir}/net-conf.json`,
+    ]);
+    assertEquals(table.stdout.split("\n")[0].split(/\s+/), [
+      "NODE",
+      "SUBNET",
+      "PUBLIC-IP",
+      "BACKEND",
+      "EXPIRES",
+      "BACKEND-DATA",
+    ]);
+    assertStringIncludes(table.stdout, "n4  ");
+    assertStringIncludes(table.stdout, "never (kube node)");
+    assert(!table.stdout.includes("reserved"), table.stdout);
     assertStringIncludes(cli.stderr, "node bad");
   } finally {
     ac.abort();

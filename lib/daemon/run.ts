@@ -4,7 +4,8 @@
  * @module
  */
 import { execProcess, openNetlink, releaseFreeMemory, unmapBinaryPages } from "../netlink/mod.ts";
-import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
+import { openStore, storeChoice, type StoreOptions, storeRecord } from "../store/open.ts";
+import type { SubnetStore } from "../store/types.ts";
 import { VERSION } from "../base/version.ts";
 import { Daemon } from "./daemon.ts";
 import { fullGarbageCollection } from "./memory.ts";
@@ -68,7 +69,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     d.stop();
   };
   for (const s of signals) Deno.addSignalListener(s, onSignal);
-  const served = healthSteps(o, d, log);
+  const served = healthSteps(o, d, log, storeOpts);
   try {
     try {
       await d.start(served.steps);
@@ -77,6 +78,9 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       // The step's own error (its message and exit code) is what the operator sees; the step is logged.
       throw e instanceof StepError ? e.cause : e;
     }
+    // Kube mode: the node's name is known now (env NODE_NAME, the pod's spec.nodeName or --node-name).
+    const node = await resolvedNodeName(store);
+    if (node) served.recordNode(node);
     await d.run();
     log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
     return d.exitCode;
@@ -108,8 +112,15 @@ function healthSteps(
   o: DaemonOptions,
   d: Daemon,
   log: Logger,
-): { steps: Step<unknown>[]; release: () => Promise<void> } {
+  storeOpts: StoreOptions,
+): { steps: Step<unknown>[]; release: () => Promise<void>; recordNode: (name: string) => void } {
   let http: HealthServer | null = null;
+  // Kube mode's node name (the other stores have none: status shows the host's or --netns's name). Until
+  // the store resolves it: NODE_NAME (what the store tries first) or --node-name.
+  let node = storeChoice(storeOpts).kind === "kube"
+    ? Deno.env.get("NODE_NAME") || storeOpts.nodeName || null
+    : null;
+  const write = () => writeState(o, http, log, node, storeOpts);
   const steps: Step<unknown>[] = [{
     name: "http",
     run() {
@@ -126,7 +137,7 @@ function healthSteps(
     },
   }, {
     name: "state-file",
-    run: () => writeState(o, http, log),
+    run: write,
     // Only our own: a second daemon that fails must not take the running one's state file with it.
     undo: () => {
       const path = daemonStatePath(o.subnetFile);
@@ -134,11 +145,39 @@ function healthSteps(
     },
   }];
   // Undone steps are idempotent: what a failed start-up released is not released twice.
-  return { steps, release: async () => void await undoSteps(steps, null) };
+  return {
+    steps,
+    release: async () => void await undoSteps(steps, null),
+    recordNode(name: string) {
+      if (name === node) return;
+      node = name;
+      if (stateOwner(daemonStatePath(o.subnetFile)) === Deno.pid) write();
+    },
+  };
 }
 
-/** Writes flanctl.json next to subnet.env (doctor and status find the daemon through it). Best effort. */
-function writeState(o: DaemonOptions, http: HealthServer | null, log: Logger): void {
+/** The node name a kube store resolved at start-up (null for the other stores). */
+async function resolvedNodeName(store: SubnetStore): Promise<string | null> {
+  const s = store as SubnetStore & { nodeName?: () => Promise<string> };
+  if (store.kind !== "kube" || typeof s.nodeName !== "function") return null;
+  try {
+    return await s.nodeName();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Writes flanctl.json next to subnet.env (doctor and status find the daemon through it, and with no store
+ * flag open the store it records). Best effort.
+ */
+function writeState(
+  o: DaemonOptions,
+  http: HealthServer | null,
+  log: Logger,
+  node: string | null,
+  storeOpts: StoreOptions,
+): void {
   const host = o.healthzIP === "0.0.0.0" ? "127.0.0.1" : o.healthzIP === "::" ? "::1" : o.healthzIP;
   const health = http ? (host.includes(":") ? `[${host}]:${http.port}` : `${host}:${http.port}`) : null;
   const path = daemonStatePath(o.subnetFile);
@@ -151,7 +190,8 @@ function writeState(o: DaemonOptions, http: HealthServer | null, log: Logger): v
   }
   try {
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true });
-    writeDaemonState(path, ownDaemonState(VERSION, health, o.subnetFile));
+    const rec = storeRecord(storeOpts, node);
+    writeDaemonState(path, ownDaemonState(VERSION, health, o.subnetFile, node, rec));
   } catch (e) {
     log.warn("cannot write the daemon state file", { path, error: (e as Error).message });
   }

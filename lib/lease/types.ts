@@ -26,6 +26,8 @@ export interface Lease {
   expiration: Date | null;
   /** Store-specific revision/version of this lease (etcd mod revision, k8s resourceVersion, file seq). */
   revision?: string;
+  /** The Kubernetes Node a kube lease is read from (kube store only). */
+  node?: string;
 }
 
 /** A change seen by a watcher. */
@@ -35,11 +37,21 @@ export type LeaseEvent =
 
 /** The `-o json` shape of `flanctl lease list`. */
 export interface LeaseJson {
+  /** The IPv4 subnet, the IPv6 one, or both comma-separated (dual stack). */
   subnet: string;
+  /** PublicIP (PublicIPv6 in an IPv6-only network). */
   publicIP: string;
   backendType: string;
+  /** BackendData (the IPv4 backend's; BackendV6Data in an IPv6-only network). */
   backendData: unknown;
+  /** Null: no expiry (an etcd/file reservation, or any kube lease: it lives as long as its Node). */
   expiration: string | null;
+  /** PublicIPv6, or null. */
+  publicIPv6: string | null;
+  /** BackendV6Data (dual stack and IPv6-only: the IPv6 backend's data), or null. */
+  backendV6Data: unknown;
+  /** The Kubernetes Node of a kube lease, else null. */
+  node: string | null;
 }
 
 /** One line of `flanctl lease watch -o json`: the change and the lease as `lease list` shows it. */

@@ -127,8 +127,11 @@ export function leaseToJson(l: Lease): LeaseJson {
     subnet,
     publicIP,
     backendType: l.attrs.BackendType,
-    backendData: l.attrs.BackendData ?? null,
+    backendData: l.attrs.BackendData ?? (l.subnet ? null : l.attrs.BackendV6Data ?? null),
     expiration: l.expiration ? l.expiration.toISOString() : null,
+    publicIPv6: l.attrs.PublicIPv6 ?? null,
+    backendV6Data: l.attrs.BackendV6Data ?? null,
+    node: l.node ?? null,
   };
 }
 

@@ -1,12 +1,15 @@
 /**
  * The daemon's state file, `flanctl.json` next to subnet.env (default /run/flannel/flanctl.json): pid,
- * start time, version and health address, written at start-up and removed at a clean exit. `flanctl
- * doctor` and `flanctl status` read it to find the daemon and tell a running one from a dead one (a file
- * left by a killed daemon names a pid that is gone or belongs to another process).
+ * start time, version, health address, node name and store (kind and how to reach it, never a secret),
+ * written at start-up and removed at a clean exit. `flanctl doctor` and `flanctl status` read it to find
+ * the daemon and tell a running one from a dead one (a file left by a killed daemon names a pid that is
+ * gone or belongs to another process); with no store flag, `doctor`, `status`, `trace` and `lease` open
+ * the store it records.
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";
 import { readCappedText } from "../base/capped_read.ts";
+import { parseStoreRecord, type StoreRecord } from "../store/open.ts";
 
 /** The file's contents. */
 export interface DaemonStateFile {
@@ -26,6 +29,10 @@ export interface DaemonStateFile {
    * hostPID) writes a pid that means nothing in the host's namespace.
    */
   pidNs: string | null;
+  /** The Kubernetes node name in kube mode (once known), else null. */
+  nodeName: string | null;
+  /** The store the daemon uses (null in a file written by an older daemon). */
+  store: StoreRecord | null;
 }
 
 /** The state file is unreadable or malformed. */
@@ -104,7 +111,25 @@ export function readDaemonState(path: string): DaemonStateFile | null {
     health: typeof o.health === "string" ? o.health : null,
     subnetFile: typeof o.subnetFile === "string" ? o.subnetFile : "",
     pidNs: typeof o.pidNs === "string" ? o.pidNs : null,
+    nodeName: typeof o.nodeName === "string" && /^[A-Za-z0-9._:-]{1,253}$/.test(o.nodeName)
+      ? o.nodeName
+      : null,
+    store: parseStoreRecord(o.store),
   };
+}
+
+/**
+ * The store recorded in the state file next to `subnetFile`, with that file's path; null when there is no
+ * readable state file or it records no store (a command then falls back to its flags' defaults).
+ */
+export function recordedStore(subnetFile: string): { record: StoreRecord; path: string } | null {
+  const path = daemonStatePath(subnetFile);
+  try {
+    const s = readDaemonState(path);
+    return s?.store ? { record: s.store, path } : null;
+  } catch {
+    return null;
+  }
 }
 
 /** This process's pid namespace, or null. */
@@ -136,7 +161,13 @@ export function daemonRunning(s: DaemonStateFile): boolean | null {
 }
 
 /** The state this process writes at start-up. */
-export function ownDaemonState(version: string, health: string | null, subnetFile: string): DaemonStateFile {
+export function ownDaemonState(
+  version: string,
+  health: string | null,
+  subnetFile: string,
+  nodeName: string | null = null,
+  store: StoreRecord | null = null,
+): DaemonStateFile {
   return {
     pid: Deno.pid,
     procStart: procStartTicks(Deno.pid),
@@ -145,5 +176,7 @@ export function ownDaemonState(version: string, health: string | null, subnetFil
     health,
     subnetFile,
     pidNs: ownPidNs(),
+    nodeName,
+    store,
   };
 }

@@ -1,7 +1,8 @@
 /**
- * Which store `flanctl doctor` reads, and how it opens it. With no store flag the doctor looks at the
- * default file store only if it exists (never at flanneld's default etcd, which the daemon would use: a
- * doctor run must not hang on an absent etcd). The file store is opened read-only.
+ * Which store `flanctl doctor` reads, and how it opens it. With no store flag the doctor reads the store
+ * the daemon records in its state file (cli/store_flags.ts); without that, the default file store only if
+ * it exists (never at flanneld's default etcd, which the daemon would use: a doctor run must not hang on
+ * an absent etcd). The file store is opened read-only.
  * @module
  */
 import type { SubnetStore } from "../store/types.ts";
@@ -33,14 +34,20 @@ function isDir(p: string): boolean {
 export function doctorStore(flags: StoreOptions, storeDirGiven: boolean): DoctorStore {
   const choice = storeChoice(flags);
   const kind = choice.implicit ? "file" : choice.kind;
-  const explicit = kind !== "file" || storeDirGiven;
+  // The store the daemon records (no flag given): checked like a flag's, but one it cannot reach from
+  // here (a pod's in-cluster account, on the host) makes its checks "unknown", not the whole run.
+  const explicit = !flags.recordedIn && (kind !== "file" || storeDirGiven);
+  const recordedDir = !!flags.recordedIn && kind === "file";
   const dir = flags.storeDir ?? DEFAULT_STORE_DIR;
-  const missingDir = () => Promise.reject(new Error(`--store-dir ${flags.storeDir}: no such directory`));
+  const what = flags.recordedIn
+    ? `the daemon's store directory ${dir} (${flags.recordedIn})`
+    : `--store-dir ${dir}`;
+  const missingDir = () => Promise.reject(new Error(`${what}: no such directory`));
   const open = kind !== "file"
     ? () => openStore(flags)
     : isDir(dir)
     ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
-    : explicit
+    : explicit || recordedDir
     ? missingDir
     : null;
   return { open, explicit };

@@ -70,6 +70,11 @@ interface Repair {
   routeOk: boolean;
   /** Our routes to the peer's dst in the dump (route keys). */
   ar: string[] | undefined;
+  /**
+   * The peer is new to this pass (not desired before it: the first pass after start, or a re-list): its
+   * entries are programmed for the first time, not repaired.
+   */
+  first: boolean;
 }
 
 /** An entry we own that no lease wants any more. */
@@ -454,6 +459,11 @@ export class Reconciler {
   }
 
   #logRepaired(r: Repair): void {
+    // A new peer's first programming is counted in the pass's "reconciled" line, not logged as a repair.
+    if (r.first) {
+      this.#log.debug("programmed peer", { subnet: r.key });
+      return;
+    }
     this.#log.info("repaired peer entries", {
       subnet: r.key,
       arp: !r.neighOk || undefined,
@@ -551,7 +561,13 @@ export class Reconciler {
     // The route dump is reduced to compact strings (it is taken before `compute`, which needs its underlay
     // routes); neighbours and FDB entries are compared against the desired state while they are dumped.
     const actualRoutes = this.#dumpRoutes();
-    if (compute) this.#setDesired(compute());
+    // Peers not desired before this pass: their entries are programmed for the first time, not repaired.
+    let fresh: Set<string> | null = null;
+    if (compute) {
+      const next = compute();
+      for (const k of next.keys()) if (!this.#desired.has(k)) (fresh ??= new Set()).add(k);
+      this.#setDesired(next);
+    }
     const ov = this.#overlay;
     const routes = this.#routeDiff(actualRoutes);
     const neigh = this.#neighDiff(ov);
@@ -567,6 +583,7 @@ export class Reconciler {
         fdbOk,
         routeOk,
         ar: this.#routeKeys(d.route.dst, actualRoutes.get(d.route.dst)),
+        first: fresh?.has(key) ?? false,
       });
     }
     this.#applyPass(repairs, [...routes.stale, ...neigh.stale, ...fdb.stale], res);

@@ -203,3 +203,40 @@ for (const scans of [false, true]) {
     assertEquals(nl.ops, []);
   });
 }
+
+Deno.test("reconciler: a peer's first programming is not logged as a repair; a later fix is", () => {
+  const { nl } = setup();
+  const lines: string[] = [];
+  const log = {
+    info: (m: string) => lines.push(`info ${m}`),
+    warn: (m: string) => lines.push(`warn ${m}`),
+    debug: (m: string) => lines.push(`debug ${m}`),
+  };
+  const r2 = new Reconciler({
+    nl,
+    network: IPNet.parse("10.244.0.0/16"),
+    overlayDev: "flannel.1",
+    log,
+    stats: new Metrics(),
+  });
+  r2.setOwnSubnet(IPNet.parse("10.244.1.0/24"));
+
+  const peers = new Map([
+    ["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")],
+    ["10.244.3.0/24", vx("10.244.3.0/24", "02:aa:00:00:00:03", "192.0.2.13")],
+  ]);
+  // Start: every peer is new, its entries programmed for the first time.
+  assertEquals(r2.fullPass(() => peers).programmed, 6);
+  assertEquals(lines.filter((l) => l.startsWith("info")), []);
+  assertEquals(lines.filter((l) => l === "debug programmed peer").length, 2);
+  // A re-list brings one more peer: only that one is new.
+  lines.length = 0;
+  const more = new Map([...peers, ["10.244.4.0/24", vx("10.244.4.0/24", "02:aa:00:00:00:04", "192.0.2.14")]]);
+  assertEquals(r2.fullPass(() => more).programmed, 3);
+  assertEquals(lines, ["debug programmed peer"]);
+  // Someone deletes a known peer's route: that is a repair.
+  lines.length = 0;
+  nl.routeList = nl.routeList.filter((x) => x.dst !== "10.244.2.0/24");
+  assertEquals(r2.fullPass(() => more).programmed, 1);
+  assertEquals(lines, ["info repaired peer entries"]);
+});

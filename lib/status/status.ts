@@ -22,7 +22,8 @@ import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod
 
 /** The `-o json` view of `flanctl status`. */
 export interface StatusJson {
-  /** The node (host name, or the --netns name). */
+  /** The node: the name the daemon records (the Kubernetes node name in kube mode), else the host name or
+   * the --netns name. */
   node: string;
   daemon: {
     running: boolean;
@@ -214,10 +215,11 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
   const mv = (k: string) => ep.metrics?.get(k) ?? null;
   const rules = await rulesStatus(ctx);
   return {
-    node,
+    // The name the daemon runs under (in kube mode the Node's name), else the host's or --netns's.
+    node: daemon.state?.nodeName ?? node,
     daemon: daemonStatus(daemon),
     store: {
-      kind: ctx.store.kind,
+      kind: ctx.store.kind ?? daemon.state?.store?.kind ?? null,
       reachable: ctx.store.state === "ok",
       daemonSeesStore: ep.metrics ? mv("flanctl_store_up") === 1 : null,
       error: ctx.store.state === "ok" ? null : (ctx.store.error ?? ctx.store.hint),

@@ -60,6 +60,11 @@ export interface StoreOptions {
   netConfigPath?: string;
   /** Lease TTL in seconds (default 86400, flannel's 24 h); for tests and labs. */
   leaseTtl?: string | number;
+  /**
+   * Set when the store comes from a daemon's state file, not from flags: that file's path (said in
+   * {@link storeChoice}'s `why`, so an error names where the choice came from).
+   */
+  recordedIn?: string;
 }
 
 /**
@@ -121,6 +126,13 @@ export interface StoreChoice {
 
 /** Chooses the store: `--store`, else kube (`--kube-subnet-mgr`), etcd (`--etcd-endpoints`), file (`--store-dir`), else etcd at flanneld's default endpoints. */
 export function storeChoice(opts: StoreOptions): StoreChoice {
+  if (opts.recordedIn && (opts.store === "etcd" || opts.store === "kube" || opts.store === "file")) {
+    return {
+      kind: opts.store,
+      why: `the daemon's store, as its state file ${opts.recordedIn} records`,
+      implicit: false,
+    };
+  }
   const given = [
     opts.kubeSubnetMgr ? "--kube-subnet-mgr" : null,
     opts.etcdEndpoints ? "--etcd-endpoints" : null,
@@ -219,4 +231,155 @@ export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): 
     if (e instanceof UsageError) throw e;
     throw new StoreOpenError(choice, e);
   }
+}
+
+/**
+ * The store a daemon uses, as its state file records it (lib/node/daemon_state.ts): what `doctor`, `status`,
+ * `trace` and `lease` need to open the same store when no store flag is given. Never a password or a
+ * token: credentials embedded in an etcd endpoint URL are left out, a password file is recorded by path.
+ * Paths are absolute.
+ */
+export interface StoreRecord {
+  kind: "kube" | "etcd" | "file";
+  /** etcd: the endpoints (comma-separated, without userinfo), key prefix, TLS files and user name. */
+  etcdEndpoints?: string;
+  etcdPrefix?: string;
+  etcdCafile?: string;
+  etcdCertfile?: string;
+  etcdKeyfile?: string;
+  etcdUsername?: string;
+  etcdPasswordFile?: string;
+  /** file: the store directory. */
+  storeDir?: string;
+  /** kube: the kubeconfig (absent: in-cluster service account), API URL, node name, annotation prefix. */
+  kubeconfigFile?: string;
+  kubeApiUrl?: string;
+  nodeName?: string;
+  kubeAnnotationPrefix?: string;
+  netConfigPath?: string;
+}
+
+/** The string fields of {@link StoreRecord}, which are also {@link StoreOptions} fields of the same name. */
+const RECORD_FIELDS = [
+  "etcdEndpoints",
+  "etcdPrefix",
+  "etcdCafile",
+  "etcdCertfile",
+  "etcdKeyfile",
+  "etcdUsername",
+  "etcdPasswordFile",
+  "storeDir",
+  "kubeconfigFile",
+  "kubeApiUrl",
+  "nodeName",
+  "kubeAnnotationPrefix",
+  "netConfigPath",
+] as const;
+const PATH_FIELDS = new Set<string>([
+  "etcdCafile",
+  "etcdCertfile",
+  "etcdKeyfile",
+  "etcdPasswordFile",
+  "storeDir",
+  "kubeconfigFile",
+  "netConfigPath",
+]);
+/** Longest field value read back from a state file. */
+const RECORD_FIELD_MAX = 4096;
+
+function absolute(p: string, cwd: string): string {
+  return p.startsWith("/") ? p : `${cwd.replace(/\/$/, "")}/${p}`;
+}
+
+/**
+ * What a daemon with these store options records; `nodeName` is the node name it resolved (kube mode).
+ * Only the chosen store's fields are kept.
+ */
+export function storeRecord(opts: StoreOptions, nodeName?: string | null, cwd = Deno.cwd()): StoreRecord {
+  const { kind } = storeChoice(opts);
+  const r: StoreRecord = { kind };
+  const set = (k: typeof RECORD_FIELDS[number], v: string | undefined) => {
+    if (v === undefined || v === "") return;
+    r[k] = PATH_FIELDS.has(k) ? absolute(v, cwd) : v;
+  };
+  if (kind === "etcd") {
+    let user = opts.etcdUsername;
+    const urls = (opts.etcdEndpoints || DEFAULT_ETCD_ENDPOINTS).split(",").map((u) => u.trim()).filter(
+      Boolean,
+    )
+      .map((u) => {
+        const m = /^(https?:\/\/)([^/]*)@/.exec(u);
+        if (!m) return u;
+        // user[:password]@ — the user name is kept (as --etcd-username would be), never the password.
+        user ??= decodeURIComponentSafe(m[2].split(":")[0]);
+        return m[1] + u.slice(m[0].length);
+      });
+    set("etcdEndpoints", urls.join(","));
+    set("etcdPrefix", opts.etcdPrefix ?? DEFAULT_ETCD_PREFIX);
+    set("etcdCafile", opts.etcdCafile);
+    set("etcdCertfile", opts.etcdCertfile);
+    set("etcdKeyfile", opts.etcdKeyfile);
+    set("etcdUsername", user);
+    set("etcdPasswordFile", opts.etcdPasswordFile);
+  } else if (kind === "file") {
+    set("storeDir", opts.storeDir || DEFAULT_STORE_DIR);
+  } else {
+    set("kubeconfigFile", opts.kubeconfigFile);
+    set("kubeApiUrl", opts.kubeApiUrl);
+    set("nodeName", nodeName ?? opts.nodeName);
+    set("kubeAnnotationPrefix", opts.kubeAnnotationPrefix);
+    set("netConfigPath", opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH);
+  }
+  return r;
+}
+
+function decodeURIComponentSafe(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+/**
+ * A {@link StoreRecord} read back from a state file (untrusted): null when absent or not an object with a
+ * known kind; fields that are not short printable strings are dropped.
+ */
+export function parseStoreRecord(o: unknown): StoreRecord | null {
+  if (typeof o !== "object" || o === null) return null;
+  const x = o as Record<string, unknown>;
+  if (x.kind !== "kube" && x.kind !== "etcd" && x.kind !== "file") return null;
+  const r: StoreRecord = { kind: x.kind };
+  for (const k of RECORD_FIELDS) {
+    const v = x[k];
+    // deno-lint-ignore no-control-regex
+    if (typeof v === "string" && v && v.length <= RECORD_FIELD_MAX && !/[\x00-\x1f\x7f]/.test(v)) r[k] = v;
+  }
+  return r;
+}
+
+/** Whether `given` (the store flags given on the command line or in the environment) chooses a store. */
+export function choosesStore(given: StoreOptions): boolean {
+  return !!(given.store || given.storeDir || given.etcdEndpoints || given.kubeSubnetMgr);
+}
+
+/**
+ * The store options of a command run on a node (`doctor`, `status`, `trace`, `lease`): when no flag
+ * chooses a store and the daemon recorded one (`record`, read from `recordPath`), that store — with any
+ * other store flag given (`given`, e.g. `--kubeconfig-file` on the host) on top; else `all`, the flags
+ * with their defaults, as before.
+ */
+export function withRecordedStore(
+  all: StoreOptions,
+  given: StoreOptions,
+  record: StoreRecord | null,
+  recordPath: string,
+): StoreOptions {
+  if (choosesStore(given) || !record) return all;
+  const o: StoreOptions = { store: record.kind, recordedIn: recordPath };
+  for (const k of RECORD_FIELDS) if (record[k] !== undefined) o[k] = record[k];
+  for (const [k, v] of Object.entries(given)) {
+    if (v !== undefined) (o as Record<string, unknown>)[k] = v;
+  }
+  return o;
 }

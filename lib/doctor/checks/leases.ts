@@ -125,7 +125,13 @@ export const leaseExpiry: Check = {
     if (ns) return [ns];
     const own = ctx.ownLease() ?? ctx.ownExpiredLease();
     if (!own) return [unknown("lease-expiry", "no lease for this node (see lease-own)")];
-    if (!own.expiration) return [ok("lease-expiry", `lease ${own.subnet} is a reservation (no expiry)`)];
+    if (!own.expiration) {
+      // A kube lease is the Node's podCIDR and annotations: it lives as long as the Node object.
+      const what = own.node !== undefined || ctx.store.kind === "kube"
+        ? `is node ${own.node ?? "?"}'s podCIDR (kube leases do not expire: they live as long as the Node)`
+        : "is a reservation (no expiry)";
+      return [ok("lease-expiry", `lease ${own.subnet ?? own.ipv6Subnet} ${what}`)];
+    }
     const left = own.expiration.getTime() - Date.now();
     const mins = Math.round(left / 60000);
     const detail = `lease ${own.subnet} expires ${own.expiration.toISOString()} (${mins} min from now)`;

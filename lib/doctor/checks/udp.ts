@@ -139,5 +139,49 @@ export const udpPortCheck: Check = {
   },
 };
 
-/** The UDP backend's checks. */
-export const UDP_CHECKS: Check[] = [udpDevice, udpPortCheck];
+/**
+ * udp-leftover: a `flannel<N>` TUN that no process holds open, beside the backend's own. flanctl's udp
+ * device is persistent: after a rollback to flanneld without `flanctl reset`, flanneld opens `flannel%d` and
+ * gets flannel1 while the ownerless flannel0 keeps the Network route, and every pair into or out of the node
+ * fails. (flannel0 alone without an owner, in udp mode, is the udp-device check's "daemon not running".)
+ */
+export const udpLeftover: Check = {
+  id: "udp-leftover",
+  title: "No flannel TUN left behind that no process holds",
+  run(ctx): Finding[] {
+    const ino = netInode(ctx);
+    const tuns = (ctx.kernel?.links ?? []).filter((l) => l.kind === "tun" && /^flannel\d+$/.test(l.name));
+    if (!tuns.length) return [];
+    const owned = new Map(tuns.map((t) => [t.name, tunOwnerPids(t.name, ino)]));
+    const orphans = tuns.filter((t) => !owned.get(t.name)!.length);
+    const held = tuns.filter((t) => owned.get(t.name)!.length);
+    if (!orphans.length) return [ok("udp-leftover", "no flannel TUN without an owner")];
+    if (isUdp(ctx) && !held.length && orphans.length === 1 && orphans[0].name === DEV) return [];
+    const names = orphans.map((t) => t.name);
+    const routes = (ctx.kernel?.routes ?? []).filter((r) => r.devName !== null && names.includes(r.devName));
+    const heldBy = held.map((t) => `${t.name} (pid ${owned.get(t.name)!.join(",")})`);
+    return [{
+      id: "udp-leftover",
+      severity: routes.length ? "critical" : "warning",
+      detail: `${names.join(", ")}: TUN device${names.length > 1 ? "s" : ""} no process holds open` +
+        (heldBy.length ? `, while ${heldBy.join(", ")} serves the udp backend` : "") +
+        (routes.length
+          ? `; ${routes.map((r) => `${r.dst} dev ${r.devName}`).join(", ")} send${
+            routes.length > 1 ? "" : "s"
+          } traffic into it, where it is dropped`
+          : ""),
+      why:
+        "flanctl's udp device is persistent (it survives a restart); after a rollback to flanneld it stays " +
+        "behind: flanneld opens flannel%d and gets the next name, and the leftover keeps the Network route, so " +
+        "pods on this node cannot reach other nodes",
+      fix: [
+        "stop the daemon, then: flanctl reset (removes every device, route, rule and file flanctl made)",
+        ...names.map((n) => ctx.cmd(`ip link del ${n}`)),
+        "then restart flanneld (it opens flannel0 again)",
+      ],
+    }];
+  },
+};
+
+/** The udp backend's checks. */
+export const UDP_CHECKS: Check[] = [udpDevice, udpPortCheck, udpLeftover];

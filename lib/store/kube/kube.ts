@@ -142,6 +142,7 @@ export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | 
     attrs,
     expiration: null,
     revision: n.metadata.resourceVersion,
+    node: n.metadata.name,
   };
 }
 

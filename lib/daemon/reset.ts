@@ -1,0 +1,188 @@
+/**
+ * `flanctl reset`: removes what the daemon made on this node — for a rollback to flanneld (or a clean
+ * uninstall) once the daemon is stopped. The daemon leaves all of it in place on purpose when it stops (so a
+ * restart loses nothing); flanneld would trip over some of it: our persistent udp TUN `flannel0` keeps the
+ * Network route while flanneld opens `flannel%d` and gets flannel1.
+ *
+ * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`; with them every
+ * route, ARP and FDB entry on them), the other routes into the pod network with a gateway (host-gw peers via
+ * the underlay) or of type blackhole (--ip-blackhole-route), flannel's rules in both modes and families (iptables/ip6tables
+ * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps; nftables tables flannel-ipv4 and flannel-ipv6), and the
+ * files: subnet.env, the state file (flanctl.json) and the saved VTEP MACs in --state-dir.
+ * Kept: cni0 and the pods (flanneld takes over the same subnet: etcd finds the lease by PublicIP, kube mode
+ * has it on the Node), the lease in the store, the CNI plugins' files. Refuses while a flanctl daemon or
+ * flanneld runs in this network namespace (its devices would be pulled from under it) unless forced.
+ * @module
+ */
+import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
+import { tunOwnerPids } from "../netlink/mod.ts";
+import { readSubnetEnv } from "../node/subnet_env.ts";
+import type { IPNet } from "../base/cidr.ts";
+import { IPNet as Net } from "../base/cidr.ts";
+import { FlanctlError } from "../base/errors.ts";
+import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
+import { FlannelRules } from "../firewall/flannel.ts";
+import type { FirewallLog, Runner } from "../firewall/types.ts";
+
+/** Options of a reset. */
+export interface ResetOptions {
+  /** subnet.env of the daemon (its state file is next to it). */
+  subnetFile: string;
+  /** The daemon's --state-dir (saved VTEP MACs). */
+  stateDir: string;
+  /** Reset even though a daemon process runs in this namespace. */
+  force: boolean;
+}
+
+/** What a reset did: each item as `kind name`, e.g. `device flannel.1`, `route 10.244.2.0/24 via …`. */
+export interface ResetReport {
+  removed: string[];
+  /** What could not be removed, with the reason. */
+  failed: string[];
+}
+
+/** A daemon still runs: resetting would pull its devices and rules from under it. */
+export class DaemonRunningError extends FlanctlError {
+  constructor(what: string) {
+    super(`${what}: stop it first (e.g. systemctl stop flanctl), or pass --force`, 1);
+  }
+}
+
+/** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
+export function isOverlayDevice(name: string, kind: string | null): boolean {
+  if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
+  return kind === "tun" && name === "flannel0";
+}
+
+/** A flanctl daemon or flanneld process in the network namespace `netInode`, or null. */
+function daemonProcess(netInode: number | undefined): { pid: number; cmd: string } | null {
+  if (netInode === undefined) return null;
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync("/proc")];
+  } catch {
+    return null;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
+    try {
+      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
+      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
+        (argv.some((a) => /flanctl|main\.ts$|daemon\.js$/.test(a)) && argv.includes("daemon"));
+      if (!daemon || Deno.statSync(`/proc/${e.name}/ns/net`).ino !== netInode) continue;
+      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
+    } catch { /* gone, or not ours to read */ }
+  }
+  return null;
+}
+
+function ownNetInode(): number | undefined {
+  try {
+    return Deno.statSync("/proc/thread-self/ns/net").ino ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function routeText(r: RouteInfo): string {
+  if (r.type === "blackhole") return `route blackhole ${r.dst}`;
+  return `route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""}${r.devName ? ` dev ${r.devName}` : ""}`;
+}
+
+/** Runs the reset in the current network namespace. Throws {@link DaemonRunningError} unless forced. */
+export async function resetNode(
+  o: ResetOptions,
+  deps: { nl: NetlinkHandle; run?: Runner; log?: FirewallLog },
+): Promise<ResetReport> {
+  const rep: ResetReport = { removed: [], failed: [] };
+  const statePath = daemonStatePath(o.subnetFile);
+  if (!o.force) {
+    let st = null;
+    try {
+      st = readDaemonState(statePath);
+    } catch { /* unreadable: the process scan decides */ }
+    if (st && daemonRunning(st) === true) {
+      throw new DaemonRunningError(`the flanctl daemon (pid ${st.pid}, ${statePath}) is running`);
+    }
+    const p = daemonProcess(ownNetInode());
+    if (p) throw new DaemonRunningError(`a daemon runs in this network namespace (pid ${p.pid}: ${p.cmd})`);
+  }
+  const nl = deps.nl;
+  const attempt = (what: string, fn: () => void) => {
+    try {
+      fn();
+      rep.removed.push(what);
+    } catch (e) {
+      rep.failed.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+
+  // The pod networks, from subnet.env (before it goes).
+  const nets: IPNet[] = [];
+  try {
+    const env = readSubnetEnv(o.subnetFile);
+    if (env.network) nets.push(env.network);
+    if (env.ipv6Network) nets.push(env.ipv6Network);
+  } catch { /* no subnet.env: the routes on our devices still go with them */ }
+
+  // Devices (their routes, ARP and FDB entries go with them). A udp TUN some process still holds open is
+  // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
+  const ino = ownNetInode();
+  const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
+  for (const l of devs) {
+    if (l.kind === "tun" && tunOwnerPids(l.name, ino).length) {
+      rep.failed.push(`device ${l.name}: held open by pid ${tunOwnerPids(l.name, ino).join(",")}`);
+      continue;
+    }
+    attempt(`device ${l.name}`, () => nl.deleteLink(l.name));
+  }
+
+  // Routes into the pod network the daemon made on other devices: host-gw peers (via a gateway on the
+  // underlay) and the blackhole route of our subnet. Routes to pods (a device, no gateway: cni0's, a
+  // runtime's veths) are not the daemon's.
+  for (const fam of [4, 6] as const) {
+    for (const r of nl.routes({ family: fam, table: 254 })) {
+      if (r.dst === "default" || (r.type !== "blackhole" && r.gateway === null)) continue;
+      const dst = Net.tryParse(r.dst);
+      if (!dst || !nets.some((n) => n.family === dst.family && n.contains(dst))) continue;
+      attempt(
+        routeText(r),
+        () =>
+          nl.deleteRoute(
+            r.type === "blackhole"
+              ? { dst: r.dst, type: "blackhole" }
+              : { dst: r.dst, via: r.gateway ?? undefined, dev: r.dev ?? undefined },
+          ),
+      );
+    }
+  }
+
+  // flannel's rules, both modes (each mode's "other mode" cleanup is the one that removes the rest).
+  for (const mode of ["nftables", "iptables"] as const) {
+    try {
+      const rules = new FlannelRules(mode, { run: deps.run, log: deps.log });
+      for (const x of await rules.cleanupOtherMode()) rep.removed.push(`rules ${x}`);
+    } catch (e) {
+      rep.failed.push(`${mode === "nftables" ? "iptables" : "nftables"} rules: ${(e as Error).message}`);
+    }
+  }
+
+  // Files: subnet.env, the state file, the saved VTEP MACs (and the state dir when that leaves it empty).
+  const rm = (path: string, what: string) => {
+    try {
+      Deno.removeSync(path);
+      rep.removed.push(`${what} ${path}`);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) rep.failed.push(`${what} ${path}: ${(e as Error).message}`);
+    }
+  };
+  rm(o.subnetFile, "file");
+  rm(statePath, "file");
+  try {
+    for (const e of Deno.readDirSync(o.stateDir)) {
+      if (e.isFile && /^flannel(-v6)?\.\d+\.mac$/.test(e.name)) rm(`${o.stateDir}/${e.name}`, "file");
+    }
+    if (![...Deno.readDirSync(o.stateDir)].length) rm(o.stateDir, "directory");
+  } catch { /* no state dir */ }
+  return rep;
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# tools/peers/build.sh — build the real peers the tests run beside flanctl, with the ordinary `go` client
+# through the Go module proxy, cached by version OUTSIDE the checkout (install.sh --dev calls this).
+#
+#   kubernetes  kube-apiserver, kube-controller-manager, kubelet, kubectl from the module k8s.io/kubernetes
+#               through a generated wrapper module (one `replace` per staging module: k8s.io/kubernetes's own
+#               go.mod replaces them with ./staging/..., which `go install mod@version` refuses)
+#   flanneld    from the module github.com/flannel-io/flannel, without the tencentcloud VPC backend (the proxy
+#               refuses its SDK: the blank import of pkg/backend/tencentvpc is removed from a copy of main.go)
+#   crictl      from the module sigs.k8s.io/cri-tools/cmd/crictl
+#
+# Layout: $FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev)/<name>-<version>/bin/<binary>, a `stamp` file
+# written last (a build cut short is redone), the generated wrapper module in <name>-<version>/src. Go's own
+# module and build caches live in $FLANCTL_DEV_CACHE/go{mod,cache}, so a fresh clone on this machine reuses
+# everything. Nothing of the peers' code is ever written into the checkout.
+#
+# Usage: tools/peers/build.sh [kubernetes|flanneld|crictl|go]...   (no argument: all of them)
+# Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (a go binary).
+set -euo pipefail
+
+K8S_VERSION=v1.37.2
+FLANNEL_VERSION=v0.28.10
+CRICTL_VERSION=v1.37.0
+# The toolchain installed when the machine has no go, or one older than a module needs (golang.org/toolchain
+# on the module proxy: the same zip `GOTOOLCHAIN=goX.Y.Z` makes a go >= 1.21 fetch).
+GO_TOOLCHAIN_VERSION=1.26.8
+# Bumped when a recipe below changes, so that a cached build made by an older recipe is redone.
+RECIPE=1
+
+CACHE=${FLANCTL_DEV_CACHE:-/var/cache/flanctl-dev}
+JOBS=${FLANCTL_BUILD_JOBS:-2}
+export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOFLAGS=-buildvcs=false GOTELEMETRY=off
+export GOPROXY=${GOPROXY:-https://proxy.golang.org} GOSUMDB=${GOSUMDB:-sum.golang.org} GOTOOLCHAIN=local
+mkdir -p "$CACHE"
+
+log() { printf 'peers: %s\n' "$*" >&2; }
+die() { printf 'peers: error: %s\n' "$*" >&2; exit 1; }
+now() { date +%s; }
+
+# ver_ge A B: is Go version A >= B (1.26.8, 1.25, 1.25.0 ...)
+ver_ge() {
+  local IFS=.
+  # shellcheck disable=SC2206
+  local a=($1) b=($2) i
+  for i in 0 1 2; do
+    local x=${a[i]:-0} y=${b[i]:-0}
+    ((10#$x > 10#$y)) && return 0
+    ((10#$x < 10#$y)) && return 1
+  done
+  return 0
+}
+
+# --- Go ------------------------------------------------------------------------------------------------
+GO=""
+go_version() { "$1" env GOVERSION 2>/dev/null | sed -n 's/^go\([0-9][0-9.]*\).*/\1/p'; }
+
+# The toolchain module's zip from the proxy, unpacked in the cache (used when no go >= 1.21 is at hand).
+fetch_toolchain() {
+  local v=$1 dir=$CACHE/go-$1
+  if [ -x "$dir/bin/go" ]; then echo "$dir/bin/go"; return; fi
+  local arch
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "no Go toolchain for $(uname -m)" ;; esac
+  local mod="v0.0.1-go$v.linux-$arch" tmp
+  tmp=$(mktemp -d "$CACHE/.go-XXXXXX")
+  log "fetching the Go toolchain go$v (golang.org/toolchain@$mod) from $GOPROXY"
+  curl -fsSL --retry 3 -o "$tmp/t.zip" "${GOPROXY%%,*}/golang.org/toolchain/@v/$mod.zip" ||
+    die "could not fetch golang.org/toolchain@$mod from ${GOPROXY%%,*}"
+  (cd "$tmp" && unzip -q t.zip)
+  local root="$tmp/golang.org/toolchain@$mod"
+  [ -x "$root/bin/go" ] || die "golang.org/toolchain@$mod has no bin/go"
+  rm -rf "$dir"
+  mv "$root" "$dir"
+  rm -rf "$tmp"
+  echo "$dir/bin/go"
+}
+
+# need_go MIN: set GO to a go >= MIN (the machine's if it is new enough, else a toolchain from the proxy).
+need_go() {
+  local min=$1 cand v
+  if [ -z "$GO" ]; then
+    for cand in "${FLANCTL_GO:-}" "$(command -v go || true)" /usr/local/go/bin/go; do
+      [ -n "$cand" ] && [ -x "$cand" ] && { GO=$cand; break; }
+    done
+  fi
+  if [ -n "$GO" ] && v=$(go_version "$GO") && [ -n "$v" ] && ver_ge "$v" "$min"; then return; fi
+  local want=$GO_TOOLCHAIN_VERSION
+  ver_ge "$want" "$min" || want=$min
+  log "go ${v:-absent} is older than $min: installing go$want"
+  GO=$(fetch_toolchain "$want")
+  v=$(go_version "$GO")
+  ver_ge "$v" "$min" || die "the toolchain go$v is older than $min"
+}
+
+# The `go` line of a go.mod file.
+gomod_go() { sed -n 's/^go \([0-9.]*\).*/\1/p' "$1" | head -1; }
+
+stamp_ok() { [ -f "$1/stamp" ] && [ "$(cat "$1/stamp")" = "$2" ]; }
+
+# with_lock DIR CMD...: one build of a directory at a time (CI and a developer on the same machine).
+with_lock() {
+  local d=$1; shift
+  mkdir -p "$d"
+  exec {lockfd}>"$d.lock"
+  flock "$lockfd"
+  "$@"
+  local rc=$?
+  exec {lockfd}>&-
+  return $rc
+}
+
+# --- Kubernetes ----------------------------------------------------------------------------------------
+build_kubernetes() {
+  local dir=$CACHE/kubernetes-$K8S_VERSION want="kubernetes $K8S_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "kubernetes $K8S_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local info gomod
+  info=$("$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION") || die "go mod download k8s.io/kubernetes@$K8S_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$gomod" ] || die "no go.mod for k8s.io/kubernetes@$K8S_VERSION"
+  local gov; gov=$(gomod_go "$gomod")
+  need_go "$gov"
+  log "kubernetes $K8S_VERSION: go $gov wanted, using $("$GO" env GOVERSION)"
+  # The staging modules k8s.io/kubernetes replaces with ./staging/src/k8s.io/<m>: each becomes <m> v0.Y.Z.
+  local staging="v0.${K8S_VERSION#v1.}"
+  local src=$dir/src
+  rm -rf "$src" "$dir/bin" "$dir/stamp"
+  mkdir -p "$src"
+  {
+    echo "// Generated by flanctl's tools/peers/build.sh: a wrapper that builds k8s.io/kubernetes $K8S_VERSION"
+    echo "// through the module proxy (its staging modules replaced by their published $staging)."
+    echo "module kbwrap"
+    echo
+    echo "go $gov"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    sed -n 's|^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/src/k8s.io/.*$|replace \1 => \1 '"$staging"'|p' "$gomod"
+  } >"$src/go.mod"
+  local n; n=$(grep -c '^replace ' "$src/go.mod" || true)
+  [ "$n" -gt 0 ] || die "found no staging replaces in k8s.io/kubernetes@$K8S_VERSION's go.mod"
+  log "kubernetes $K8S_VERSION: wrapper module with $n staging replaces ($src/go.mod)"
+  cat >"$src/tools.go" <<'EOF'
+//go:build tools
+
+// Generated by flanctl's tools/peers/build.sh: pins the commands built from k8s.io/kubernetes.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+EOF
+  (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the kubernetes wrapper failed"
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  mkdir -p "$dir/bin.tmp"
+  log "kubernetes $K8S_VERSION: building kube-apiserver kube-controller-manager kubelet kubectl (go build -p $JOBS)"
+  (cd "$src" && CGO_ENABLED=0 "$GO" build -p "$JOBS" -trimpath -ldflags "$ld" -o "$dir/bin.tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl) || die "building kubernetes $K8S_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "kubernetes $K8S_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/kube-apiserver" --version)"
+}
+
+# --- flanneld -----------------------------------------------------------------------------------------
+build_flanneld() {
+  local dir=$CACHE/flanneld-$FLANNEL_VERSION want="flanneld $FLANNEL_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "flanneld $FLANNEL_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local info mdir
+  # Only the module's own zip: its dependency tencentcloud-sdk-go/tencentcloud/vpc is refused by the proxy.
+  info=$("$GO" mod download -json "github.com/flannel-io/flannel@$FLANNEL_VERSION") ||
+    die "go mod download github.com/flannel-io/flannel@$FLANNEL_VERSION failed"
+  mdir=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$mdir/main.go" ] || die "no main.go in github.com/flannel-io/flannel@$FLANNEL_VERSION"
+  need_go "$(gomod_go "$mdir/go.mod")"
+  local src=$dir/src
+  rm -rf "$src" "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir"
+  cp -r "$mdir" "$src"
+  chmod -R u+w "$src"
+  grep -q '"github.com/flannel-io/flannel/pkg/backend/tencentvpc"' "$src/main.go" ||
+    die "flanneld $FLANNEL_VERSION: main.go no longer imports pkg/backend/tencentvpc: review this recipe"
+  sed -i '\|_ "github.com/flannel-io/flannel/pkg/backend/tencentvpc"|d' "$src/main.go"
+  rm -rf "$src/pkg/backend/tencentvpc"
+  log "flanneld $FLANNEL_VERSION: building without the tencentvpc backend (its SDK is refused by the module proxy)"
+  (cd "$src" && "$GO" mod tidy) || die "go mod tidy of flannel $FLANNEL_VERSION (without tencentvpc) failed"
+  mkdir -p "$dir/bin.tmp"
+  (cd "$src" && CGO_ENABLED=1 "$GO" build -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" \
+    -o "$dir/bin.tmp/flanneld" .) || die "building flanneld $FLANNEL_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "flanneld $FLANNEL_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/flanneld" --version 2>&1 | head -1)"
+}
+
+# --- crictl -------------------------------------------------------------------------------------------
+build_crictl() {
+  local dir=$CACHE/crictl-$CRICTL_VERSION want="crictl $CRICTL_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "crictl $CRICTL_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local info gomod
+  info=$("$GO" mod download -json "sigs.k8s.io/cri-tools@$CRICTL_VERSION") || die "go mod download sigs.k8s.io/cri-tools@$CRICTL_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  need_go "$(gomod_go "$gomod")"
+  rm -rf "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir/bin.tmp"
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 GOTOOLCHAIN=local "$GO" install -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" || die "go install crictl $CRICTL_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "crictl $CRICTL_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/crictl" --version 2>&1 | head -1)"
+}
+
+main() {
+  local what=("$@") w t0
+  [ ${#what[@]} -gt 0 ] || what=(crictl flanneld kubernetes)
+  t0=$(now)
+  for w in "${what[@]}"; do
+    case "$w" in
+      kubernetes) with_lock "$CACHE/kubernetes-$K8S_VERSION" build_kubernetes ;;
+      flanneld) with_lock "$CACHE/flanneld-$FLANNEL_VERSION" build_flanneld ;;
+      crictl) with_lock "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
+      go) need_go "$GO_TOOLCHAIN_VERSION"; log "go: $GO ($("$GO" env GOVERSION))" ;;
+      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cache=$CACHE" ;;
+      *) die "unknown peer '$w' (kubernetes, flanneld, crictl, go, versions)" ;;
+    esac
+  done
+  log "done in $(($(now) - t0)) s (cache $CACHE)"
+}
+
+main "$@"
