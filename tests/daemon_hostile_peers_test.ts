@@ -20,7 +20,7 @@ import {
   waitFor,
 } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { nsRun } from "./netns.ts";
+import { flanctl, nsRun } from "./netns.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -244,6 +244,23 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
       a.log.some((l) => l.includes("level=error") && l.includes("our lease was overwritten")),
       a.log.join("\n"),
     );
+    // doctor names the claimant (from the daemon's /metrics).
+    const doc = await flanctl([
+      "doctor",
+      "--subnet-file",
+      a.subnetFile,
+      "--etcd-endpoints",
+      url,
+      "-o",
+      "json",
+    ], {
+      ns: a.ns,
+    });
+    const own = (JSON.parse(doc.stdout) as { checks: { id: string; severity: string; detail: string }[] })
+      .checks
+      .find((f) => f.id === "lease-own");
+    assertEquals(own?.severity, "warning", doc.stdout);
+    assert(own!.detail.includes("PublicIP 10.94.0.177 claimed this subnet"), own!.detail);
     assertEquals(subB, await c.subnetOf(b));
   } finally {
     try {
