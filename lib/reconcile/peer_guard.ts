@@ -69,7 +69,10 @@ const V6_V4MAPPED = IPNet.parse("::ffff:0:0/96");
 /** Why `ip` cannot be a peer's underlay address of `family`, or null when it can (see the module doc). */
 export function badPublicIP(ip: string, family: 4 | 6, linkLocalUnderlay: boolean): string | null {
   const a = IPAddr.tryParse(ip);
-  if (!a) return "is not an IP address";
+  return a ? badAddr(a, family, linkLocalUnderlay) : "is not an IP address";
+}
+
+function badAddr(a: IPAddr, family: 4 | 6, linkLocalUnderlay: boolean): string | null {
   if (a.family !== family) return `is not an IPv${family} address`;
   const ll = family === 4 ? V4_LINK_LOCAL : V6_LINK_LOCAL;
   if (ll.contains(a)) return linkLocalUnderlay ? null : "is link-local (our underlay address is not)";
@@ -107,6 +110,22 @@ export function linkLocalUnderlay(ownIPs: readonly string[]): boolean {
   });
 }
 
+/** What {@link checkPeer} derives from the rules once (a listing checks thousands of peers). */
+interface Derived {
+  linkLocal: boolean;
+  own: IPAddr[];
+}
+const derived = new WeakMap<GuardRules, Derived>();
+
+function derive(r: GuardRules): Derived {
+  let d = derived.get(r);
+  if (!d) {
+    const own = r.ownIPs.map((ip) => IPAddr.tryParse(ip)).filter((a): a is IPAddr => a !== null);
+    derived.set(r, d = { linkLocal: linkLocalUnderlay(r.ownIPs), own });
+  }
+  return d;
+}
+
 /** The reasons a peer is refused on its own (before conflicts with other peers), or null when it passes. */
 export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
   const fam = r.network.family;
@@ -127,10 +146,11 @@ export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
     const what = fam === 6 ? "no PublicIPv6: the node does not run IPv6" : "no PublicIP";
     return { reason: "public_ip", detail: `its lease has ${what}` };
   }
-  const why = badPublicIP(p.publicIP, fam, linkLocalUnderlay(r.ownIPs));
-  if (why) return { reason: "public_ip", detail: `PublicIP ${JSON.stringify(p.publicIP)} ${why}` };
-  const pub = IPAddr.parse(p.publicIP);
-  if (r.ownIPs.some((ip) => IPAddr.tryParse(ip)?.equals(pub))) {
+  const d = derive(r);
+  const pub = IPAddr.tryParse(p.publicIP);
+  const why = pub ? badAddr(pub, fam, d.linkLocal) : "is not an IP address";
+  if (why || !pub) return { reason: "public_ip", detail: `PublicIP ${JSON.stringify(p.publicIP)} ${why}` };
+  if (d.own.some((a) => a.equals(pub))) {
     return {
       reason: "own_public_ip",
       detail: `PublicIP ${p.publicIP} is ours (a stale lease of this node?)`,
