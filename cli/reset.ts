@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import { exitWith } from "./exit.ts";
-import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
 import { DEFAULT_STATE_DIR } from "../lib/daemon/options.ts";
 

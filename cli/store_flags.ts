@@ -11,7 +11,7 @@ import { addStoreOptions, type StoreOptions, withRecordedStore } from "../lib/st
 import { STORE_FLAGS } from "../lib/store/flags.ts";
 import { flagKey } from "../lib/base/goflag.ts";
 import { recordedStore } from "../lib/node/daemon_state.ts";
-import { DEFAULT_PATHS } from "../lib/doctor/paths.ts";
+import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 
 /** Marks an option as one of a group listed elsewhere (hidden in the command's help, still completed). */
 export const SHARED_GROUP = Symbol("flanctl shared option group");

@@ -13,7 +13,12 @@ import { inNetns } from "../lib/sys/netns.ts";
 export type Json = Record<string, unknown>;
 /** A Node object as the fake server keeps it. */
 export interface Node {
-  metadata: { name: string; resourceVersion: string; annotations: Record<string, string> };
+  metadata: {
+    name: string;
+    resourceVersion: string;
+    creationTimestamp?: string;
+    annotations: Record<string, string>;
+  };
   spec: { podCIDR?: string; podCIDRs?: string[] };
   status: { conditions: Json[] };
 }
@@ -74,10 +79,12 @@ export class FakeApiServer {
     }
   }
 
-  upsert(name: string, spec: Node["spec"], annotations: Record<string, string> = {}) {
-    const existed = this.nodes.has(name);
+  /** Creates or replaces a Node; a new one is created now (`created`: another creationTimestamp). */
+  upsert(name: string, spec: Node["spec"], annotations: Record<string, string> = {}, created?: string) {
+    const existed = this.nodes.get(name);
+    const creationTimestamp = created ?? existed?.metadata.creationTimestamp ?? new Date().toISOString();
     const n: Node = {
-      metadata: { name, resourceVersion: String(++this.rv), annotations },
+      metadata: { name, resourceVersion: String(++this.rv), creationTimestamp, annotations },
       spec,
       status: { conditions: [] },
     };

@@ -10,10 +10,16 @@ import { fillRealistic, realisticNode } from "./kube_nodes_fixture.ts";
 
 const PREFIX = "flannel.alpha.coreos.com/";
 
-Deno.test("kube node projection keeps name, resourceVersion, podCIDRs and prefixed annotations only", () => {
+Deno.test("kube node projection keeps name, resourceVersion, creationTimestamp, podCIDRs and prefixed annotations only", () => {
   const p = projectNode(realisticNode(7, PREFIX, "42"), PREFIX);
   assertEquals(Object.keys(p).sort(), ["metadata", "spec"]);
-  assertEquals(Object.keys(p.metadata).sort(), ["annotations", "name", "resourceVersion"]);
+  assertEquals(Object.keys(p.metadata).sort(), [
+    "annotations",
+    "creationTimestamp",
+    "name",
+    "resourceVersion",
+  ]);
+  assertEquals(p.metadata.creationTimestamp, "2026-12-01T08:00:00Z");
   assertEquals(p.metadata.name, "node-00007");
   assertEquals(p.metadata.resourceVersion, "42");
   assertEquals(Object.keys(p.metadata.annotations!).every((k) => k.startsWith(PREFIX)), true);

@@ -373,6 +373,7 @@ Deno.test("kube store: --kube-annotation-prefix for every annotation read and wr
       "example.com/flannel-public-ip": "192.0.2.2",
       "example.com/flannel-backend-type": "vxlan",
       "example.com/flannel-backend-data": JSON.stringify({ VNI: 1, VtepMAC: "0e:00:00:00:00:02" }),
+      "example.com/flannel-kube-subnet-manager": "true",
       // The default prefix is someone else's now: not read.
       "flannel.alpha.coreos.com/public-ip": "192.0.2.99",
     });
@@ -421,6 +422,7 @@ Deno.test("kube store: own public-ip-overwrite published as public-ip; node-publ
     t.api.upsert("n2", { podCIDR: "10.244.2.0/24" }, {
       [`${P}public-ip`]: "192.0.2.2",
       [`${P}public-ip-overwrite`]: "203.0.113.2",
+      [`${P}kube-subnet-manager`]: "true",
       [`${P}backend-type`]: "vxlan",
       [`${P}backend-data`]: JSON.stringify({ VNI: 1, VtepMAC: "0e:00:00:00:00:02" }),
     });

@@ -10,33 +10,13 @@ import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import type { Backend, PeerInfo } from "../backend/types.ts";
+import type { RejectionReporter } from "../reconcile/peer_guard.ts";
+import { PeerGate } from "./peer_gate.ts";
 import { type PassResult, Reconciler, type ReconcileStats } from "../reconcile/reconciler.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { Log } from "../base/log.ts";
 
-/** The lease's subnet of `family` (null when the lease has none). */
-export function subnetOf(l: Pick<Lease, "subnet" | "ipv6Subnet">, family: 4 | 6): IPNet | null {
-  return family === 4 ? l.subnet : l.ipv6Subnet;
-}
-
-/** The one-family view of a peer's lease, or null when the lease has no subnet of that family. */
-export function peerView(l: Lease, family: 4 | 6): PeerInfo | null {
-  const subnet = subnetOf(l, family);
-  if (!subnet) return null;
-  return family === 4
-    ? {
-      subnet,
-      publicIP: l.attrs.PublicIP,
-      backendType: l.attrs.BackendType,
-      backendData: l.attrs.BackendData,
-    }
-    : {
-      subnet,
-      publicIP: l.attrs.PublicIPv6 ?? "",
-      backendType: l.attrs.BackendType,
-      backendData: l.attrs.BackendV6Data,
-    };
-}
+export { peerView, subnetOf } from "./peer_gate.ts";
 
 /** Options of {@link FamilyPlane}. */
 export interface FamilyPlaneOptions {
@@ -44,11 +24,17 @@ export interface FamilyPlaneOptions {
   family: 4 | 6;
   /** The family's cluster network (Network or IPv6Network). */
   network: IPNet;
+  /** The family's node subnet length (IPv6SubnetLen), or null: that of our own subnet (kube). */
+  subnetLen: number | null;
   backend: Backend;
-  /** Our public address of this family (a lease with it is a stale one of ours, never a peer). */
-  ownPublicIP: string;
+  /** Our addresses of this family (public and interface address: a lease with one is never a peer). */
+  ownIPs: readonly string[];
   log: Pick<Log, "info" | "warn" | "debug">;
   stats: ReconcileStats;
+  /** Counts and reports refused peers (shared with the main family). */
+  reporter: RejectionReporter;
+  /** Told of another lease claiming our subnet of this family. */
+  onOwnSubnetClaimed?: (p: PeerInfo, id: string) => void;
 }
 
 /** The kernel state of one address family: device, peers, reconciler. */
@@ -57,19 +43,17 @@ export class FamilyPlane {
   readonly network: IPNet;
   readonly backend: Backend;
   readonly reconciler: Reconciler;
-  readonly #ownPublicIP: string;
+  readonly #o: FamilyPlaneOptions;
   readonly #log: Pick<Log, "info" | "warn" | "debug">;
-  /** Peers by subnet text. */
-  readonly #peers = new Map<string, PeerInfo>();
-  /** Why a peer is skipped (logged once per reason). */
-  readonly #skipped = new Map<string, string>();
+  /** The peer leases, checked (created with our subnet, in {@link setOwn}). */
+  #gate: PeerGate | null = null;
   #own: IPNet | null = null;
 
   constructor(o: FamilyPlaneOptions) {
+    this.#o = o;
     this.family = o.family;
     this.network = o.network;
     this.backend = o.backend;
-    this.#ownPublicIP = o.ownPublicIP;
     this.#log = o.log;
     this.reconciler = new Reconciler({
       nl: o.nl,
@@ -91,11 +75,29 @@ export class FamilyPlane {
     return this.reconciler.size;
   }
 
-  /** Sets (or changes) our subnet; a peer entry for it is dropped. */
+  /** Sets (or changes) our subnet; a peer entry for it is dropped and every lease is checked again. */
   setOwn(s: IPNet): void {
     this.#own = s;
     this.reconciler.setOwnSubnet(s);
-    if (this.#peers.delete(s.toString())) this.reconciler.setPeer(s.toString(), null);
+    if (this.#gate) this.#gate.setOwn(s);
+    else {
+      const o = this.#o;
+      this.#gate = new PeerGate({
+        family: o.family,
+        network: o.network,
+        subnetLen: o.subnetLen,
+        ownIPs: o.ownIPs,
+        backend: o.backend,
+        reporter: o.reporter,
+        onOwnSubnetClaimed: o.onOwnSubnetClaimed,
+      }, s);
+    }
+    this.reconciler.setPeer(s.toString(), null);
+  }
+
+  #need(): PeerGate {
+    if (!this.#gate) throw new Error(`no IPv${this.family} subnet set`);
+    return this.#gate;
   }
 
   /** Creates or repairs the device; returns what changed. */
@@ -103,72 +105,36 @@ export class FamilyPlane {
     return this.backend.ensure(this.own);
   }
 
-  /** Replaces the peer set with the leases of a full listing. */
-  reset(leases: Lease[]): void {
-    this.#peers.clear();
-    for (const l of leases) this.#remember(l);
+  /** Replaces the peer set with the leases of a full listing (`isOwn`: our own lease record). */
+  reset(leases: Lease[], isOwn: (l: Lease) => boolean = () => false): void {
+    this.#need().reset(leases, isOwn);
   }
 
-  #remember(l: Lease): string | null {
-    const p = peerView(l, this.family);
-    if (!p || (this.#own && p.subnet.equals(this.#own))) return null;
-    const key = p.subnet.toString();
-    this.#peers.set(key, p);
-    return key;
-  }
-
-  #desired(key: string, p: PeerInfo): DesiredPeer | null {
-    let d: DesiredPeer | string;
-    if (!this.network.contains(p.subnet)) {
-      d = `its subnet is outside the IPv${this.family} network ${this.network}`;
-    } else if (p.publicIP === this.#ownPublicIP) d = "it has our own public IP (a stale lease of this node?)";
-    else d = this.backend.peer(p, this.reconciler.reach);
-    if (typeof d === "string") {
-      if (this.#skipped.get(key) !== d) {
-        this.#skipped.set(key, d);
-        this.#log.warn("skipping peer", {
-          family: `ipv${this.family}`,
-          subnet: key,
-          public_ip: p.publicIP,
-          reason: d,
-        });
-      }
-      return null;
-    }
-    this.#skipped.delete(key);
-    return d;
-  }
-
-  /** One full reconcile of this family's entries against the peers known. */
+  /** One full reconcile of this family's entries against the peers accepted. */
   fullPass(): PassResult {
+    const g = this.#need();
     return this.reconciler.fullPass(() => {
       const m = new Map<string, DesiredPeer>();
-      for (const [k, p] of this.#peers) {
-        const d = this.#desired(k, p);
+      for (const [k, p] of g.entries()) {
+        const d = g.desired(k, p, this.reconciler.reach);
         if (d) m.set(k, d);
       }
       return m;
     });
   }
 
-  /** Applies one store event at once (add/change/remove a peer). */
+  /** Applies one store event of another node's lease at once (add/change/remove a peer). */
   apply(ev: LeaseEvent): void {
-    const p = peerView(ev.lease, this.family);
-    if (!p || (this.#own && p.subnet.equals(this.#own))) return;
-    const key = p.subnet.toString();
-    if (ev.type === "added") {
-      const isNew = !this.#peers.has(key);
-      this.#remember(ev.lease);
-      const d = this.#desired(key, p);
+    const g = this.#need();
+    for (const key of g.apply(ev)) {
+      const before = this.reconciler.desired(key);
+      const p = g.accepted(key);
+      const d = p ? g.desired(key, p, this.reconciler.reach) : null;
+      if (!p) g.dropSkip(key);
       const ok = this.reconciler.setPeer(key, d);
-      if (isNew && d) {
-        this.#log.info("peer added", { family: `ipv${this.family}`, subnet: key, public_ip: p.publicIP, ok });
-      }
-    } else {
-      if (!this.#peers.delete(key)) return;
-      this.#skipped.delete(key);
-      this.reconciler.setPeer(key, null);
-      this.#log.info("peer removed", { family: `ipv${this.family}`, subnet: key, public_ip: p.publicIP });
+      const family = `ipv${this.family}`;
+      if (d && !before) this.#log.info("peer added", { family, subnet: key, public_ip: p!.publicIP, ok });
+      else if (!d && before && !p) this.#log.info("peer removed", { family, subnet: key });
     }
   }
 }

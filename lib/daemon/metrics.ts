@@ -4,6 +4,7 @@
  * @module
  */
 import type { ReconcileStats } from "../reconcile/reconciler.ts";
+import { REJECT_REASONS, type RejectReason } from "../reconcile/peer_guard.ts";
 
 /** Upper bounds (seconds) of the reconcile-duration histogram buckets. */
 export const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -34,6 +35,14 @@ export class Metrics implements ReconcileStats {
   leaseRenewalErrors = 0;
   /** Store events applied. */
   events = 0;
+  /** Peer leases refused before anything was programmed (lib/reconcile/peer_guard.ts), by reason. */
+  readonly rejectedPeers: Map<RejectReason, number> = new Map();
+  /** Leases seen claiming our own subnet with attributes that are not ours. */
+  ownSubnetClaims = 0;
+  /** Times our lease was written back over another writer's claim. */
+  ownLeaseRewrites = 0;
+  /** The PublicIP of the last claim of our subnet and when it was seen (ms since the epoch). */
+  lastClaim: { publicIP: string; at: number } | null = null;
   /** When the last full reconcile pass ended (ms since the epoch), 0 before the first. */
   lastReconcileAt = 0;
   /** Duration of the last full pass, seconds. */
@@ -69,8 +78,36 @@ export class Metrics implements ReconcileStats {
       ...exposition(AFTER_HISTOGRAM, this),
       ...exposition(MEMORY, Deno.memoryUsage()),
     ];
+    out.push(...this.#trustLines());
     for (const src of this.sources) out.push(...src());
     return out.join("\n") + "\n";
+  }
+
+  /** Counts one refused peer lease. */
+  rejectPeer(reason: RejectReason): void {
+    this.rejectedPeers.set(reason, (this.rejectedPeers.get(reason) ?? 0) + 1);
+  }
+
+  /** Refused peers by reason (every reason, 0 included), claims of our subnet and the last claimant. */
+  #trustLines(): string[] {
+    const out = [
+      "# HELP flanctl_rejected_peers_total Peer leases refused before anything was programmed, by reason.",
+      "# TYPE flanctl_rejected_peers_total counter",
+      ...REJECT_REASONS.map((r) =>
+        `flanctl_rejected_peers_total{reason="${r}"} ${this.rejectedPeers.get(r) ?? 0}`
+      ),
+      ...exposition(CLAIMS, this),
+    ];
+    if (this.lastClaim) {
+      out.push(
+        "# HELP flanctl_own_subnet_last_claim_timestamp_seconds When a lease last claimed our subnet, by claimant.",
+        "# TYPE flanctl_own_subnet_last_claim_timestamp_seconds gauge",
+        `flanctl_own_subnet_last_claim_timestamp_seconds{public_ip="${this.lastClaim.publicIP}"} ${
+          this.lastClaim.at / 1000
+        }`,
+      );
+    }
+    return out;
   }
 
   /** The reconcile-duration histogram: a bucket per bound, +Inf, sum and count. */
@@ -134,6 +171,20 @@ const AFTER_HISTOGRAM: Series<Metrics>[] = [
   ["flanctl_lease_renewals_total", "Successful renewals of our own lease.", (m) => m.leaseRenewals],
   ["flanctl_lease_renewal_errors_total", "Failed renewals of our own lease.", (m) => m.leaseRenewalErrors],
   ["flanctl_store_events_total", "Lease events applied from the store watch.", (m) => m.events],
+];
+
+/** Claims of our own subnet. */
+const CLAIMS: Series<Metrics>[] = [
+  [
+    "flanctl_own_subnet_claims_total",
+    "Leases seen claiming our own subnet with another PublicIP or VtepMAC.",
+    (m) => m.ownSubnetClaims,
+  ],
+  [
+    "flanctl_own_lease_rewrites_total",
+    "Times our lease was written back over another writer's claim.",
+    (m) => m.ownLeaseRewrites,
+  ],
 ];
 
 /** The process's memory, from `Deno.memoryUsage()`. */

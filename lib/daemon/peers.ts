@@ -1,15 +1,19 @@
 /**
- * The peers of the node's main family: the leases of other nodes, what the backend makes of each
- * ({@link Peers.fullPass} reconciles the whole set, {@link Peers.apply} one batch of store events), and the
- * IPv6 half of a dual-stack node fed from the same leases and events.
+ * The peers of the node's main family: the leases of other nodes, checked by a {@link PeerGate} (nothing a
+ * refused lease says is programmed), what the backend makes of each accepted one ({@link Peers.fullPass}
+ * reconciles the whole set, {@link Peers.apply} one batch of store events), and the IPv6 half of a
+ * dual-stack node fed from the same leases and events. Our own lease record, seen with attributes that are
+ * not ours (another writer claims our subnet), goes to {@link Peers.onOwnClaimed}.
  * @module
  */
-import type { IPNet } from "../base/cidr.ts";
+import { IPAddr, type IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import type { Reconciler } from "../reconcile/reconciler.ts";
+import type { RejectionReporter } from "../reconcile/peer_guard.ts";
 import { type DesiredPeer, samePeer } from "../reconcile/types.ts";
-import { type FamilyPlane, peerView, subnetOf } from "./family.ts";
+import type { FamilyPlane } from "./family.ts";
+import { leaseId, PeerGate } from "./peer_gate.ts";
 import type { Logger } from "../base/log.ts";
 import type { MemoryRelease } from "./memory.ts";
 import type { Metrics } from "./metrics.ts";
@@ -20,83 +24,139 @@ export interface PeersOptions {
   metrics: Metrics;
   family: 4 | 6;
   network: IPNet;
+  /** The node subnet prefix length of the family, or null: that of our own subnet (kube: the podCIDR's). */
+  subnetLen: number | null;
   ext: ExternalIface;
   backend: Backend;
   reconciler: Reconciler;
   v6: FamilyPlane | null;
-  /** Our own subnet (read at every use: a re-acquire may change it). */
-  state: { readonly own: IPNet };
+  /** Counts and reports refused peers (shared with the IPv6 half). */
+  reporter: RejectionReporter;
+  /** Our lease and subnet (read at every use: a renewal or re-acquire replaces them). */
+  state: { readonly own: IPNet; readonly lease: Lease };
   /** Told after each full pass and batch of events (gives memory back after bursts). */
   memory?: MemoryRelease;
+}
+
+/** Our addresses of `family` on the underlay (the public IP and the interface's own). */
+export function ownIPs(ext: ExternalIface, family: 4 | 6): string[] {
+  const l = family === 4 ? [ext.publicIP, ext.ifaceIP] : [ext.publicIPv6, ext.ifaceIPv6];
+  return l.filter((x): x is string => !!x);
+}
+
+/** The VtepMAC in a lease's backend data, if it has one. */
+function vtepMac(d: unknown): string | null {
+  const m = d !== null && typeof d === "object" ? (d as { VtepMAC?: unknown }).VtepMAC : undefined;
+  return typeof m === "string" ? m.toLowerCase() : null;
+}
+
+/**
+ * How `seen` (our own lease record as the store has it now) differs from `ours` in what steers traffic to
+ * us: the PublicIP and VtepMAC of each family we run. Null when it does not.
+ */
+export function claimOf(
+  seen: Lease,
+  ours: Lease,
+  families: { v4: boolean; v6: boolean },
+): { publicIP: string; what: string } | null {
+  const a = seen.attrs, b = ours.attrs;
+  if (families.v4 && a.PublicIP !== b.PublicIP) return { publicIP: a.PublicIP, what: "PublicIP" };
+  if (families.v6 && (a.PublicIPv6 ?? "") !== (b.PublicIPv6 ?? "")) {
+    return { publicIP: a.PublicIPv6 ?? "", what: "PublicIPv6" };
+  }
+  const mac = (x: unknown, y: unknown) =>
+    vtepMac(x) !== null && vtepMac(y) !== null && vtepMac(x) !== vtepMac(y);
+  if (families.v4 && mac(a.BackendData, b.BackendData)) return { publicIP: a.PublicIP, what: "VtepMAC" };
+  if (families.v6 && mac(a.BackendV6Data, b.BackendV6Data)) {
+    return { publicIP: a.PublicIPv6 ?? "", what: "IPv6 VtepMAC" };
+  }
+  return null;
 }
 
 /** The peer set of the node. */
 export class Peers {
   readonly #o: PeersOptions;
-  /** Peers by subnet text. */
-  readonly #peers = new Map<string, PeerInfo>();
-  /** Why a peer is skipped (logged once per reason). */
-  readonly #skipped = new Map<string, string>();
+  readonly #gate: PeerGate;
+  /** Told when our own lease record shows another writer's attributes (the run loop writes ours back). */
+  onOwnClaimed: ((seen: Lease) => void) | null = null;
 
   constructor(o: PeersOptions) {
     this.#o = o;
+    this.#gate = new PeerGate({
+      family: o.family,
+      network: o.network,
+      subnetLen: o.subnetLen,
+      ownIPs: ownIPs(o.ext, o.family),
+      backend: o.backend,
+      reporter: o.reporter,
+      onOwnSubnetClaimed: (p, id) => this.ownSubnetClaimed(p, id),
+    }, o.state.own);
   }
 
   /** Number of leases known, ours included. */
   get leases(): number {
-    return this.#peers.size + 1;
+    return this.#gate.leases + 1;
+  }
+
+  /** True for our own lease record (the same etcd key / lease file, or our Node). */
+  #isOwn = (l: Lease): boolean => leaseId(l) === leaseId(this.#o.state.lease);
+
+  /**
+   * Another lease claims our subnet (a different record: refused as a peer; ours is intact): said loudly
+   * and counted, with the claimant for doctor (flanctl_own_subnet_last_claim_timestamp_seconds).
+   */
+  ownSubnetClaimed(p: PeerInfo, id: string): void {
+    const { log, metrics } = this.#o;
+    metrics.ownSubnetClaims++;
+    const ip = IPAddr.tryParse(p.publicIP);
+    if (ip) metrics.lastClaim = { publicIP: ip.toString(), at: Date.now() };
+    log.error("another lease claims our subnet: refused as a peer", {
+      subnet: p.subnet.toString(),
+      lease: id,
+      claimant_public_ip: p.publicIP,
+    });
+  }
+
+  /** Our own record as listed or watched: another writer's attributes in it are a claim. */
+  #checkOwn(l: Lease): void {
+    const { state, metrics, log, v6, family } = this.#o;
+    const c = claimOf(l, state.lease, { v4: family === 4, v6: family === 6 || v6 !== null });
+    if (!c) return;
+    metrics.ownSubnetClaims++;
+    const ip = IPAddr.tryParse(c.publicIP);
+    if (ip) metrics.lastClaim = { publicIP: ip.toString(), at: Date.now() };
+    log.error("our lease was overwritten: another writer claims our subnet; writing ours back", {
+      subnet: state.own.toString(),
+      changed: c.what,
+      claimant_public_ip: c.publicIP,
+    });
+    this.onOwnClaimed?.(l);
   }
 
   /** Replaces the peer set (both families) with the leases of a full listing. */
   reset(leases: readonly Lease[]): void {
-    this.#peers.clear();
-    for (const l of leases) this.#remember(l);
-    this.#o.v6?.reset([...leases]);
+    this.#gate.reset(leases, this.#isOwn);
+    this.#o.v6?.reset([...leases], this.#isOwn);
+    const own = leases.find(this.#isOwn);
+    if (own) this.#checkOwn(own);
   }
 
-  /** Forgets a peer entry for `s` (our new subnet after a re-acquire). */
+  /** Our subnet changed (a re-acquire gave `s`): its peer entry goes, every lease is checked again. */
   forget(s: IPNet): void {
-    this.#peers.delete(s.toString());
+    this.#gate.setOwn(s);
     this.#o.reconciler.setPeer(s.toString(), null);
   }
 
-  /** Records a lease from the store; returns the peer key when it is a peer. */
-  #remember(l: Lease): string | null {
-    const p = peerView(l, this.#o.family);
-    if (!p) return null;
-    const key = p.subnet.toString();
-    if (p.subnet.equals(this.#o.state.own)) return null;
-    this.#peers.set(key, p);
-    return key;
-  }
-
-  #desired(key: string, p: PeerInfo): DesiredPeer | null {
-    const { network, family, ext, backend, reconciler, log } = this.#o;
-    let d: DesiredPeer | string;
-    if (!network.contains(p.subnet)) d = `its subnet is outside the Network ${network}`;
-    else if (p.publicIP === (family === 4 ? ext.publicIP : ext.publicIPv6)) {
-      d = "it has our own public IP (a stale lease of this node?)";
-    } else d = backend.peer(p, reconciler.reach);
-    if (typeof d === "string") {
-      if (this.#skipped.get(key) !== d) {
-        this.#skipped.set(key, d);
-        log.warn("skipping peer", { subnet: key, public_ip: p.publicIP, reason: d });
-      }
-      return null;
-    }
-    this.#skipped.delete(key);
-    return d;
-  }
-
-  /** One full reconcile of both families against the peers known. */
+  /** One full reconcile of both families against the peers accepted. */
   fullPass(): void {
-    const { reconciler, metrics, log, v6 } = this.#o;
+    const { reconciler, metrics, log, v6, reporter } = this.#o;
     this.#o.memory?.releasePending();
+    reporter.flush();
     const t0 = performance.now();
     const r = reconciler.fullPass(() => {
       const m = new Map<string, DesiredPeer>();
-      for (const [k, p] of this.#peers) {
-        const d = this.#desired(k, p);
+      for (const [k, p] of this.#gate.entries()) {
+        const d = this.#gate.desired(k, p, reconciler.reach);
         if (!d) continue;
         // The entry already desired when unchanged: the new one dies young instead of being promoted with
         // the map (a fresh copy of every peer per pass grew the old generation by ~2 MiB at 5,000 peers).
@@ -136,41 +196,40 @@ export class Peers {
     const { backend, reconciler } = this.#o;
     if (!backend.syncPeers) return;
     const accepted: PeerInfo[] = [];
-    for (const [k, p] of this.#peers) if (reconciler.desired(k)) accepted.push(p);
+    for (const [k, p] of this.#gate.entries()) if (reconciler.desired(k)) accepted.push(p);
     backend.syncPeers(accepted);
+  }
+
+  /** Programs (or removes) the accepted peer of subnet `key` after an event. */
+  #sync(key: string): void {
+    const { reconciler, log } = this.#o;
+    const before = reconciler.desired(key);
+    const p = this.#gate.accepted(key);
+    if (!p) this.#gate.dropSkip(key);
+    const d = p ? this.#gate.desired(key, p, reconciler.reach) : null;
+    const ok = reconciler.setPeer(key, d);
+    if (d && !before) log.info("peer added", { subnet: key, public_ip: p!.publicIP, ok });
+    else if (d && before && !samePeer(before, d)) {
+      log.info("peer changed", { subnet: key, public_ip: p!.publicIP, ok });
+    } else if (!d && before && !p) {
+      log.info("peer removed", { subnet: key, public_ip: before.fdb?.dst ?? before.route.via });
+    }
   }
 
   /** Applies one batch of store events; `onOwnRemoved` gets a `removed` event of our own lease. */
   apply(events: readonly LeaseEvent[], onOwnRemoved: (l: Lease) => void): void {
-    const { reconciler, metrics, log, v6, family } = this.#o;
+    const { metrics, log, v6, reconciler } = this.#o;
     const t0 = performance.now();
     for (const ev of events) {
       metrics.events++;
       const l = ev.lease;
-      v6?.apply(ev); // the IPv6 half of a dual-stack node (skips our own IPv6 subnet itself)
-      const sn = subnetOf(l, family);
-      if (!sn) continue;
-      const key = sn.toString();
-      if (sn.equals(this.#o.state.own)) {
+      if (this.#isOwn(l)) {
         if (ev.type === "removed") onOwnRemoved(l);
+        else this.#checkOwn(l);
         continue;
       }
-      if (ev.type === "added") {
-        const isNew = !this.#peers.has(key);
-        const before = reconciler.desired(key);
-        this.#remember(l);
-        const d = this.#desired(key, this.#peers.get(key)!);
-        const ok = reconciler.setPeer(key, d);
-        if (isNew && d) log.info("peer added", { subnet: key, public_ip: l.attrs.PublicIP, ok });
-        else if (!isNew && d && before && !samePeer(before, d)) {
-          log.info("peer changed", { subnet: key, public_ip: l.attrs.PublicIP, ok });
-        }
-      } else {
-        if (!this.#peers.delete(key)) continue;
-        this.#skipped.delete(key);
-        reconciler.setPeer(key, null);
-        log.info("peer removed", { subnet: key, public_ip: l.attrs.PublicIP });
-      }
+      v6?.apply(ev); // the IPv6 half of a dual-stack node
+      for (const key of this.#gate.apply(ev)) this.#sync(key);
     }
     metrics.peers = reconciler.size;
     metrics.leases = this.leases;

@@ -22,7 +22,8 @@ import { IPNet as Net } from "../base/cidr.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
-import type { FirewallLog, Runner } from "../firewall/types.ts";
+import type { Runner } from "../firewall/types.ts";
+import type { Log } from "../base/log.ts";
 
 /** Options of a reset. */
 export interface ResetOptions {
@@ -92,7 +93,7 @@ function routeText(r: RouteInfo): string {
 /** Runs the reset in the current network namespace. Throws {@link DaemonRunningError} unless forced. */
 export async function resetNode(
   o: ResetOptions,
-  deps: { nl: NetlinkHandle; run?: Runner; log?: FirewallLog },
+  deps: { nl: NetlinkHandle; run?: Runner; log?: Pick<Log, "info" | "warn" | "debug"> },
 ): Promise<ResetReport> {
   const rep: ResetReport = { removed: [], failed: [] };
   const statePath = daemonStatePath(o.subnetFile);

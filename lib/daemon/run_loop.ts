@@ -11,6 +11,7 @@ import { StoreUnavailableError } from "../store/errors.ts";
 import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import { subnetOf } from "./family.ts";
+import { leaseId } from "./peer_gate.ts";
 import { type NodeContext, withTimeout } from "./context.ts";
 import { sleep } from "../base/sleep.ts";
 import { ensureDevice, ensureRules, ruleSpec, writeNodeSubnetEnv } from "./steps.ts";
@@ -35,6 +36,44 @@ export class RunLoop {
     this.#cfgSource = ctx.cfg.source;
     this.#keeper = this.#newKeeper();
     ctx.readiness.leaseInvalid = () => this.#keeper.whyInvalid();
+    ctx.peers.onOwnClaimed = () => this.#reclaim();
+  }
+
+  /** A write-back of our lease is running (claims seen meanwhile start one more after it). */
+  #reclaiming: Promise<void> | null = null;
+  #reclaimAgain = false;
+
+  /**
+   * Another writer overwrote our lease record (Peers said so loudly): writes ours back at once, as a
+   * compare-and-swap against the record as it is (lib/store's reclaimLease). One write at a time; a claim
+   * seen during it triggers one more.
+   */
+  #reclaim(): void {
+    if (this.#reclaiming) {
+      this.#reclaimAgain = true;
+      return;
+    }
+    const { store, state, log, metrics, signal } = this.ctx;
+    if (!store.reclaimLease || signal.aborted) return;
+    this.#reclaiming = (async () => {
+      do {
+        this.#reclaimAgain = false;
+        try {
+          const l = await withTimeout(store.reclaimLease!(state.lease), 10_000, "writing our lease back");
+          state.lease = { ...state.lease, expiration: l.expiration ?? state.lease.expiration };
+          metrics.ownLeaseRewrites++;
+          log.warn("our lease is written back", {
+            subnet: state.own.toString(),
+            public_ip: state.lease.attrs.PublicIP,
+          });
+        } catch (e) {
+          log.error("writing our lease back failed; the next claim or renewal retries", {
+            subnet: state.own.toString(),
+            error: errText(e),
+          });
+        }
+      } while (this.#reclaimAgain && !signal.aborted);
+    })().finally(() => this.#reclaiming = null);
   }
 
   /** 0, or {@link REVOKED_EXIT_CODE} once our lease was deleted in the store. */
@@ -146,7 +185,7 @@ export class RunLoop {
   }
 
   async #watchLoop(): Promise<void> {
-    const { signal, store, readiness, peers, family, state } = this.ctx;
+    const { signal, store, readiness, peers, state } = this.ctx;
     let cursor = this.ctx.watchCursor;
     while (!signal.aborted) {
       try {
@@ -164,7 +203,8 @@ export class RunLoop {
           const { leases, cursor: c } = await withTimeout(store.listLeases(), 10_000, "listing leases");
           cursor = c;
           peers.reset(leases);
-          if (!leases.some((l) => subnetOf(l, family)?.equals(state.own))) this.#onOwnLeaseGone();
+          const ours = leaseId(state.lease);
+          if (!leases.some((l) => leaseId(l) === ours)) this.#onOwnLeaseGone();
           readiness.setStoreUp(true);
           peers.fullPass();
         } catch (e2) {

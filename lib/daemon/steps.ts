@@ -24,7 +24,8 @@ import type { Step } from "../base/steps.ts";
 import { type NodeBase, type NodeContext, type NodeState, retryStore } from "./context.ts";
 import { selectExternal } from "./iface6.ts";
 import { FamilyPlane, subnetOf } from "./family.ts";
-import { Peers } from "./peers.ts";
+import { RejectionReporter } from "../reconcile/peer_guard.ts";
+import { ownIPs, Peers } from "./peers.ts";
 import { checkBrNetfilter } from "./preflight.ts";
 import { errText } from "../base/errors.ts";
 
@@ -48,9 +49,12 @@ export class Draft {
   watchCursor?: string;
   /** Overlay devices this start created (the device step's undo removes them). */
   created: string[] = [];
+  /** Counts and reports refused peer leases (both families). */
+  readonly reporter: RejectionReporter;
 
   constructor(base: NodeBase) {
     this.base = base;
+    this.reporter = new RejectionReporter({ log: base.log, count: (r) => base.metrics.rejectPeer(r) });
   }
 
   /** A field a previous step set; throws when the steps ran out of order (a bug). */
@@ -284,10 +288,13 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
       nl: b.nl,
       family: 6,
       network: cfg.ipv6Network!,
+      subnetLen: b.store.kind === "kube" ? null : cfg.ipv6SubnetLen,
       backend: b6,
-      ownPublicIP: ext.publicIPv6 ?? "",
+      ownIPs: ownIPs(ext, 6),
       log: b.log,
       stats: b.metrics,
+      reporter: d.reporter,
+      onOwnSubnetClaimed: (p, id) => d.peers?.ownSubnetClaimed(p, id),
     });
   }
   b.log.info("network config", {
@@ -510,7 +517,10 @@ const peers: Step<Draft> = {
       stats: b.metrics,
     });
     reconciler.setOwnSubnet(n.state.own);
-    const p = d.peers = new Peers({ ...n, reconciler });
+    // In kube mode the node subnets are the podCIDRs kube-controller-manager gives with one mask
+    // (--node-cidr-mask-size), which need not be SubnetLen (net-conf.json rarely sets it): ours says it.
+    const subnetLen = b.store.kind === "kube" ? null : n.family === 4 ? n.cfg.subnetLen : n.cfg.ipv6SubnetLen;
+    const p = d.peers = new Peers({ ...n, reconciler, subnetLen, reporter: d.reporter });
     // Each of the acquire's list, this list and the first full pass grows from a settled heap, not on top
     // of the one before (the first two each list every lease).
     b.memory.now();

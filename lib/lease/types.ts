@@ -26,7 +26,13 @@ export interface Lease {
   expiration: Date | null;
   /** Store-specific revision/version of this lease (etcd mod revision, k8s resourceVersion, file seq). */
   revision?: string;
-  /** The Kubernetes Node a kube lease is read from (kube store only). */
+  /**
+   * When the lease was first written, in the store's own order (etcd: the key's create revision; kube: the
+   * Node's creationTimestamp in ms; file store: the sequence number of the lease file's first write). Of two
+   * leases claiming one subnet the older is the peer (lib/reconcile/peer_guard.ts).
+   */
+  created?: number;
+  /** kube only: the Node that publishes the lease (its identity; other stores' leases are their key). */
   node?: string;
 }
 

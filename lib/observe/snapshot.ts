@@ -12,6 +12,8 @@ import type { Lease, SubnetStore } from "../store/types.ts";
 import type { NetConfig } from "../config/types.ts";
 import { readSubnetEnv, type SubnetEnv } from "../node/subnet_env.ts";
 import type { IPNet } from "../base/cidr.ts";
+import { PeerGuard, type PeerLike } from "../reconcile/peer_guard.ts";
+import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
@@ -288,11 +290,38 @@ export class NodeSnapshot {
       this.store.expired.find((l) => local.has(l.attrs.PublicIP)) ?? null;
   }
 
-  /** Leases of the other nodes (IPv4). */
+  #peers: Lease[] | null = null;
+
+  /**
+   * Leases of the other nodes (IPv4) that the daemon accepts as peers: those its peer checks
+   * (lib/reconcile/peer_guard.ts) refuse get no kernel entries, so none are expected for them (a lease
+   * overlapping another is reported by lease-unique).
+   */
   peerLeases(): Lease[] {
+    if (this.#peers) return this.#peers;
     const own = this.ownLease();
     const sub = this.nodeSubnet;
-    return this.store.leases.filter((l) => l !== own && l.subnet && !(sub && l.subnet.equals(sub)));
+    const all = this.store.leases.filter((l) => l !== own && l.subnet && !(sub && l.subnet.equals(sub)));
+    const net = this.network;
+    if (!net || !sub || net.family !== 4) return this.#peers = all;
+    const subnetLen = this.store.kind === "kube" ? sub.prefix : this.store.config?.subnetLen ?? sub.prefix;
+    const guard = new PeerGuard<PeerLike & { lease: Lease }>(
+      { network: net, subnetLen, own: sub, ownIPs: [...this.localIPs()].filter((ip) => !ip.includes(":")) },
+      () => {},
+    );
+    guard.reset(all.map((l) => ({
+      id: l.node !== undefined ? `node ${l.node}` : keyOf(l),
+      created: l.created,
+      peer: {
+        subnet: l.subnet!,
+        publicIP: l.attrs.PublicIP,
+        backendType: l.attrs.BackendType,
+        backendData: l.attrs.BackendData,
+        lease: l,
+      },
+    })));
+    const ok = new Set([...guard.entries()].map(([, p]) => p.lease));
+    return this.#peers = all.filter((l) => ok.has(l));
   }
 
   /**

@@ -37,6 +37,12 @@ export interface SubnetStore {
    * half `v6` (one key `v4&v6`, see lib/lease/reservation.ts).
    */
   reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void>;
+  /**
+   * Writes our lease back after its record was overwritten with other attributes (another writer claimed our
+   * subnet), as a compare-and-swap against the record as it is now (etcd: its mod revision; kube: the Node's
+   * resourceVersion; file store: under the store's lock). Returns our lease as written.
+   */
+  reclaimLease?(lease: Lease): Promise<Lease>;
   /** All current leases (malformed foreign entries skipped with a warning) and a cursor to watch from. */
   listLeases(): Promise<{ leases: Lease[]; cursor: string }>;
   /**

@@ -6,7 +6,9 @@
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { IPNet } from "../../base/cidr.ts";
+import { IPAddr, IPNet } from "../../base/cidr.ts";
+import { httpGet } from "../../observe/http_get.ts";
+import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 
 function noStore(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.store.state === "ok") return null;
@@ -46,14 +48,75 @@ export const storeCheck: Check = {
   },
 };
 
-/** lease-own: this node holds a lease. */
+/** What the daemon's /metrics say about claims of our subnet (see lib/daemon/peers.ts). */
+export interface ClaimsSeen {
+  /** Leases seen claiming our subnet since the daemon started. */
+  claims: number;
+  /** Times the daemon wrote its lease back. */
+  rewrites: number;
+  /** The last claimant's PublicIP and when it was seen. */
+  last: { publicIP: string; at: Date } | null;
+}
+
+/** Parses the claim series of a daemon's /metrics body; null when it has none (an older daemon). */
+export function parseClaims(body: string): ClaimsSeen | null {
+  const num = (name: string) => {
+    const m = new RegExp(`^${name} (\\d+)$`, "m").exec(body);
+    return m ? Number(m[1]) : null;
+  };
+  const claims = num("flanctl_own_subnet_claims_total");
+  if (claims === null) return null;
+  const m =
+    /^flanctl_own_subnet_last_claim_timestamp_seconds\{public_ip="([0-9a-fA-F.:]{1,45})"\} ([0-9.]+)$/m
+      .exec(body);
+  const ip = m ? IPAddr.tryParse(m[1]) : null;
+  return {
+    claims,
+    rewrites: num("flanctl_own_lease_rewrites_total") ?? 0,
+    last: ip && m ? { publicIP: ip.toString(), at: new Date(Number(m[2]) * 1000) } : null,
+  };
+}
+
+/** The claims the running daemon saw (its /metrics), or null when it has no health endpoint or no answer. */
+async function claimsSeen(ctx: NodeSnapshot): Promise<ClaimsSeen | null> {
+  let health: string | undefined;
+  try {
+    health = readDaemonState(daemonStatePath(ctx.opts.subnetFile))?.health ?? undefined;
+  } catch {
+    return null;
+  }
+  if (!health) return null;
+  const r = await httpGet(ctx.opts.netns, `http://${health}/metrics`);
+  return r.status === 200 ? parseClaims(r.body) : null;
+}
+
+/** lease-own: this node holds a lease, and no other writer claimed its subnet (the daemon's /metrics). */
 export const leaseOwn: Check = {
   id: "lease-own",
   title: "This node holds a lease",
-  run(ctx) {
+  async run(ctx) {
     const ns = noStore(ctx, "lease-own");
     if (ns) return [ns];
     const own = ctx.ownLease();
+    const seen = own ? await claimsSeen(ctx) : null;
+    if (own && seen?.claims && seen.last) {
+      return [{
+        id: "lease-own",
+        severity: "warning",
+        detail:
+          `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}; PublicIP ${seen.last.publicIP} claimed ` +
+          `this subnet at ${seen.last.at.toISOString()} (${seen.claims} claim(s) since the daemon started, ` +
+          `our lease written back ${seen.rewrites} time(s))`,
+        why:
+          "while a claim stands peers may send this node's pod traffic to the claimant; the daemon writes " +
+          "its lease back at once, but whoever wrote the claim can write it again",
+        fix: [
+          `find the node or writer with PublicIP ${seen.last.publicIP}: a second daemon with this node's ` +
+          "subnet.env or --public-ip, or a client with write access to the store",
+        ],
+        persist: ["give every node its own --public-ip; restrict write access to the lease store"],
+      }];
+    }
     if (own) return [ok("lease-own", `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}`)];
     const dead = ctx.ownExpiredLease();
     return [{

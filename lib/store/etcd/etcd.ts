@@ -129,6 +129,7 @@ export class EtcdStore implements SubnetStore {
     if (hit && hit.modRevision === kv.modRevision && hit.leaseId === kv.lease) return hit.lease;
     try {
       const lease = leaseFromKV(name, kv.value, await this.#expiration(kv.lease), String(kv.modRevision));
+      if (kv.createRevision > 0) lease.created = kv.createRevision;
       this.#parsed.set(kv.key, { modRevision: kv.modRevision, leaseId: kv.lease, lease });
       return lease;
     } catch (e) {
@@ -342,6 +343,25 @@ export class EtcdStore implements SubnetStore {
     const r = await this.#put(key, lease.attrs, reservation, { target: "MOD", revision: kvs[0].modRevision });
     if (!r.ok) throw new LeaseNotFoundError(`lease ${keyOf(lease)} changed while renewing: acquire again`);
     return { ...lease, expiration: r.lease ? await this.#expiration(r.lease) : null };
+  }
+
+  /**
+   * Writes our lease back over a record another writer changed (see {@link SubnetStore.reclaimLease}):
+   * compare on the mod revision read (create when the key is gone); a fresh etcd lease as a renewal.
+   */
+  async reclaimLease(lease: Lease): Promise<Lease> {
+    const key = this.#subnets + keyOf(lease);
+    const want = encodeLeaseAttrs(lease.attrs);
+    for (let attempt = 0; attempt < this.#raceRetries; attempt++) {
+      const kv = (await this.client.range(key)).kvs[0];
+      if (kv && kv.value === want) return lease;
+      const cmp = kv
+        ? { target: "MOD" as const, revision: kv.modRevision }
+        : { target: "CREATE" as const, revision: 0 };
+      const r = await this.#put(key, lease.attrs, lease.expiration === null, cmp);
+      if (r.ok) return { ...lease, expiration: r.lease ? await this.#expiration(r.lease) : null };
+    }
+    throw new StoreError(`lease ${keyOf(lease)} kept changing while it was written back`);
   }
 
   /** Deletes the lease holding `subnet`. */

@@ -26,7 +26,7 @@ import type { NetConfig } from "../../config/types.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import type { IPNet } from "../../base/cidr.ts";
 import { allocate } from "../../lease/allocator.ts";
-import { keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../../lease/wire.ts";
+import { encodeLeaseAttrs, keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
 import {
   LeaseNotFoundError,
@@ -179,13 +179,25 @@ export class FileStore implements SubnetStore {
     return c;
   }
 
-  async #putEntry(key: string, attrs: LeaseAttrsWire, expiration: Date | null): Promise<Lease> {
+  /** Writes lease file `key`; `created` is the seq of its first write (default: this one). */
+  async #putEntry(
+    key: string,
+    attrs: LeaseAttrsWire,
+    expiration: Date | null,
+    created?: number,
+  ): Promise<Lease> {
     const seq = (await this.#readSeq()) + 1;
-    const text = encodeLeaseFile(attrs, expiration, seq);
+    const text = encodeLeaseFile(attrs, expiration, seq, created ?? seq);
     await this.#write(`${this.#subnets}/${key}`, text);
     await this.#write(`${this.dir}/seq`, `${seq}\n`);
     const k = parseLeaseKey(key)!;
-    const lease: Lease = { ...k, attrs: { ...attrs }, expiration, revision: String(seq) };
+    const lease: Lease = {
+      ...k,
+      attrs: { ...attrs },
+      expiration,
+      revision: String(seq),
+      created: created ?? seq,
+    };
     if (this.#cache && this.#cache.seq === seq - 1) {
       this.#cache.entries.set(key, { seq, lease });
       this.#cache.seq = seq;
@@ -239,7 +251,12 @@ export class FileStore implements SubnetStore {
       for (const s of a.stale) await this.#deleteEntry(keyOf(s));
       if (a.kind === "existing") {
         // A reservation becomes a lease with the TTL on first use, as flanneld (tryAcquireLease).
-        return await this.#putEntry(keyOf(a.lease), attrs, new Date(Date.now() + this.ttlMs));
+        return await this.#putEntry(
+          keyOf(a.lease),
+          attrs,
+          new Date(Date.now() + this.ttlMs),
+          a.lease.created,
+        );
       }
       return await this.#putEntry(
         leaseKey(a.subnet, a.ipv6Subnet),
@@ -260,7 +277,20 @@ export class FileStore implements SubnetStore {
         );
       }
       const exp = cur.lease.expiration === null ? null : new Date(Date.now() + this.ttlMs);
-      return await this.#putEntry(key, lease.attrs, exp);
+      return await this.#putEntry(key, lease.attrs, exp, cur.lease.created);
+    });
+  }
+
+  /**
+   * Writes our lease back over a record another writer changed (see {@link SubnetStore.reclaimLease}), under
+   * the store's lock (the compare-and-swap of this store).
+   */
+  reclaimLease(lease: Lease): Promise<Lease> {
+    return this.#locked(async () => {
+      const key = keyOf(lease);
+      const cur = await this.#readEntry(key);
+      if (cur && encodeLeaseAttrs(cur.lease.attrs) === encodeLeaseAttrs(lease.attrs)) return cur.lease;
+      return await this.#putEntry(key, lease.attrs, lease.expiration, cur?.lease.created);
     });
   }
 

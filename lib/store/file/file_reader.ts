@@ -33,13 +33,20 @@ export function parseLeaseFile(name: string, text: string): FileLeaseEntry {
   try {
     const k = parseLeaseKey(name);
     if (!k) throw new Error(`file name is not a subnet key (e.g. 10.5.52.0-24)`);
-    const doc = JSON.parse(text) as { lease?: unknown; expiration?: unknown; seq?: unknown };
+    const doc = JSON.parse(text) as {
+      lease?: unknown;
+      expiration?: unknown;
+      seq?: unknown;
+      created?: unknown;
+    };
     if (typeof doc !== "object" || doc === null) throw new Error("not a JSON object");
     const attrs = validateLeaseAttrs(name, doc.lease);
     const exp = typeof doc.expiration === "string" ? new Date(doc.expiration) : null;
     if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${JSON.stringify(doc.expiration)}`);
     const seq = typeof doc.seq === "number" ? doc.seq : 0;
-    return { seq, lease: { ...k, attrs, expiration: exp, revision: String(seq) } };
+    // `created`: the seq of the file's first write (files from before it was recorded: their last write).
+    const created = typeof doc.created === "number" && Number.isSafeInteger(doc.created) ? doc.created : seq;
+    return { seq, lease: { ...k, attrs, expiration: exp, revision: String(seq), created } };
   } catch (e) {
     if (e instanceof MalformedLeaseError) throw e;
     throw new MalformedLeaseError(name, errText(e));
@@ -47,9 +54,14 @@ export function parseLeaseFile(name: string, text: string): FileLeaseEntry {
 }
 
 /** The text of a lease file, the inverse of {@link parseLeaseFile}. */
-export function encodeLeaseFile(attrs: LeaseAttrsWire, expiration: Date | null, seq: number): string {
+export function encodeLeaseFile(
+  attrs: LeaseAttrsWire,
+  expiration: Date | null,
+  seq: number,
+  created: number = seq,
+): string {
   const exp = expiration ? JSON.stringify(expiration.toISOString()) : "null";
-  return `{"lease":${encodeLeaseAttrs(attrs)},"expiration":${exp},"seq":${seq}}\n`;
+  return `{"lease":${encodeLeaseAttrs(attrs)},"expiration":${exp},"seq":${seq},"created":${created}}\n`;
 }
 
 /** True when `l` has an expiration at or before `now` (reservations never expire). */

@@ -107,14 +107,16 @@ function podCidrs(n: KubeNode): IPNet[] {
 }
 
 /**
- * The lease a Node publishes, or null when the node does not run flannel/flanctl (no public-ip
- * annotation or no podCIDR). As flanneld, a peer's endpoint is its `public-ip` annotation only (a node's
+ * The lease a Node publishes, or null when the node does not run flannel/flanctl: as flanneld
+ * (handleAddLeaseEvent), only a Node annotated `<prefix>kube-subnet-manager: "true"` counts; it also needs a
+ * public-ip annotation and a podCIDR. As flanneld, a peer's endpoint is its `public-ip` annotation only (a node's
  * `public-ip-overwrite` is already published there by that node). Throws {@link MalformedLeaseError} for
  * unparsable annotations. `prefix` is the normalized annotation prefix.
  */
 export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | null {
   const a = n.metadata.annotations ?? {};
   const get = (k: string) => a[prefix + k];
+  if (get("kube-subnet-manager") !== "true") return null;
   const pub = get("public-ip") || undefined;
   const pub6 = get("public-ipv6") || undefined;
   const cidrs = podCidrs(n);
@@ -142,8 +144,15 @@ export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | 
     attrs,
     expiration: null,
     revision: n.metadata.resourceVersion,
+    created: createdMs(n),
     node: n.metadata.name,
   };
+}
+
+/** The Node's creationTimestamp in ms since the epoch, or undefined when it has none (or not a date). */
+function createdMs(n: KubeNode): number | undefined {
+  const t = n.metadata.creationTimestamp ? Date.parse(n.metadata.creationTimestamp) : NaN;
+  return Number.isFinite(t) ? t : undefined;
 }
 
 /** The kube store. */
@@ -315,8 +324,18 @@ export class KubeStore implements SubnetStore {
         attrs: published,
         expiration: new Date(Date.now() + DEFAULT_LEASE_TTL_MS),
         revision: rv,
+        created: createdMs(node),
+        node: name,
       };
     }
+  }
+
+  /**
+   * Patches our annotations back after another writer changed them (see {@link SubnetStore.reclaimLease}):
+   * {@link acquireLease} with what we published, conditional on the Node's resourceVersion.
+   */
+  async reclaimLease(lease: Lease): Promise<Lease> {
+    return { ...(await this.acquireLease(lease.attrs)), expiration: lease.expiration };
   }
 
   /** Our node's `node-public-ip`/`node-public-ipv6` annotations (they act as --public-ip/--public-ipv6). */

@@ -25,7 +25,13 @@ export const LIST_PAGE_SIZE = 20;
 
 /** The Node fields the store reads. */
 export interface KubeNode {
-  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    resourceVersion?: string;
+    /** RFC 3339, as the API server sets it: the lease's age when two Nodes claim one subnet. */
+    creationTimestamp?: string;
+    annotations?: Record<string, string>;
+  };
   spec?: { podCIDR?: string; podCIDRs?: string[] };
 }
 
@@ -45,6 +51,8 @@ export function projectNode(raw: unknown, prefix: string): KubeNode {
   const out: KubeNode = { metadata: { name: str(md.name) ?? "" } };
   const rv = str(md.resourceVersion);
   if (rv !== undefined) out.metadata.resourceVersion = rv;
+  const created = str(md.creationTimestamp);
+  if (created !== undefined && created.length <= 64) out.metadata.creationTimestamp = created;
   const ann = obj(md.annotations);
   if (ann) {
     const kept: Record<string, string> = {};
