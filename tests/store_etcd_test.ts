@@ -98,6 +98,9 @@ Deno.test("etcd store", async (t) => {
             publicIP: "198.51.100.9",
             backendType: "vxlan",
             backendData: { VNI: 1, VtepMAC: "0e:00:00:00:00:09" },
+            publicIPv6: null,
+            backendV6Data: null,
+            node: null,
             expiration: null,
           }]);
           assertStringIncludes(cli.stderr, "10.5.10.0-24");

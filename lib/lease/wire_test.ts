@@ -72,6 +72,9 @@ Deno.test("wire: LeaseJson shape", () => {
     publicIP: "192.0.2.1",
     backendType: "host-gw",
     backendData: null,
+    publicIPv6: null,
+    backendV6Data: null,
+    node: null,
     expiration: "1970-01-01T00:00:00.000Z",
   });
 });
