@@ -51,11 +51,26 @@ async function guarded<T>(
   }
 }
 
-/** Registers `flanctl lab`. */
+/** `--name`: which lab (every command but `list` takes it). */
+const nameOpt = () => new Option("--name <name>", "lab name (prefixes every namespace)").default("lab");
+
+/** Registers `flanctl lab`: one function per subcommand. */
 export function register(program: Command): void {
   const lab = program.command("lab").description("run a multi-node flannel cluster in network namespaces");
-  const nameOpt = () => new Option("--name <name>", "lab name (prefixes every namespace)").default("lab");
+  upCommand(lab);
+  addNodeCommand(lab);
+  addPodCommand(lab);
+  delPodCommand(lab);
+  statusCommand(lab);
+  registerList(lab);
+  registerLogs(lab);
+  execCommand(lab);
+  registerLabTrace(lab, nameOpt);
+  downCommand(lab);
+}
 
+/** `flanctl lab up`. */
+function upCommand(lab: Command): void {
   lab.command("up")
     .description(
       "build a lab: underlay bridge, node namespaces with daemons, pods attached by the flannel CNI",
@@ -109,7 +124,10 @@ export function register(program: Command): void {
       say(m.formatStatus(s, await m.labStatus(s)));
       await pingReport(s);
     });
+}
 
+/** `flanctl lab add-node`. */
+function addNodeCommand(lab: Command): void {
   lab.command("add-node")
     .description("add one node (and its pods) to a running lab")
     .option("--pods <n>", "pods on the new node", intArg("--pods"), 0)
@@ -120,7 +138,10 @@ export function register(program: Command): void {
       const n = await guarded(o.name, (signal) => m.labAddNode(s, o.pods, say, signal), { value: false });
       say(`${n.name} added to lab ${o.name}`);
     });
+}
 
+/** `flanctl lab add-pod NODE`. */
+function addPodCommand(lab: Command): void {
   lab.command("add-pod")
     .description("add a pod to a node through its CNI conflist (flannel, then portmap for --publish)")
     .argument("<node>", "node name (node1)")
@@ -135,7 +156,10 @@ export function register(program: Command): void {
       const ports = (o.publish ?? []).map(m.parsePublish);
       await m.labAddPod(m.loadState(o.name), node, ports, say);
     });
+}
 
+/** `flanctl lab del-pod POD`. */
+function delPodCommand(lab: Command): void {
   lab.command("del-pod")
     .description("delete a pod: CNI conflist DEL in reverse order, then its namespace")
     .argument("<pod>", "pod name (node1-pod3)")
@@ -144,7 +168,10 @@ export function register(program: Command): void {
       const m = await import("../lib/lab/mod.ts");
       await m.labDelPod(m.loadState(o.name), pod, say);
     });
+}
 
+/** `flanctl lab status`. */
+function statusCommand(lab: Command): void {
   lab.command("status")
     .description("show the lab's nodes and pods")
     .option("-o, --output <format>", "table or json", "table")
@@ -156,10 +183,10 @@ export function register(program: Command): void {
       const st = await m.labStatus(s);
       say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
     });
+}
 
-  registerList(lab);
-  registerLogs(lab, nameOpt);
-
+/** `flanctl lab exec TARGET -- COMMAND`. */
+function execCommand(lab: Command): void {
   lab.command("exec")
     .description("run a command on a node or pod: its namespace, and the node's files at the default paths")
     .argument("<target>", "node (node1) or pod (node1-pod1) name")
@@ -171,9 +198,10 @@ export function register(program: Command): void {
       const m = await import("../lib/lab/mod.ts");
       exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
+}
 
-  registerLabTrace(lab, nameOpt);
-
+/** `flanctl lab down`. */
+function downCommand(lab: Command): void {
   lab.command("down")
     .description("remove every namespace, process and file of the lab (idempotent)")
     .addOption(nameOpt())
@@ -229,7 +257,7 @@ function registerList(lab: Command): void {
 }
 
 /** `flanctl lab logs NODE [-f]`. */
-function registerLogs(lab: Command, nameOpt: () => Option): void {
+function registerLogs(lab: Command): void {
   lab.command("logs")
     .description("print a node's daemon log; -f follows it until Ctrl-C")
     .argument("<node>", "node name (node1, node2, …)")

@@ -11,6 +11,7 @@ import { openStore, storeChoice, StoreOpenError, type StoreOptions } from "../li
 import { addSharedStoreOptions, storeFlagsHelp } from "./store_flags.ts";
 import type { Lease, LeaseEvent, LeaseEventJson, LeaseJson, SubnetStore } from "../lib/store/types.ts";
 import { leaseToJson } from "../lib/lease/wire.ts";
+import { checkReservationInNetwork, reservationRequest } from "../lib/lease/reservation.ts";
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 import { readCappedStream, readCappedTextAsync } from "../lib/base/capped_read.ts";
 import { parseOutput as output } from "../lib/base/ui/output.ts";
@@ -90,6 +91,18 @@ export function register(program: Command): void {
   const lease = program.command("lease").description("list, watch, reserve and revoke subnet leases")
     .addHelpText("after", storeFlagsHelp());
 
+  listCommand(lease);
+  showCommand(lease);
+  watchCommand(lease);
+  reserveCommand(lease);
+  revokeCommand(lease);
+  const config = lease.command("config").description("get or set the network config (net-conf.json)");
+  configGetCommand(config);
+  configSetCommand(config);
+}
+
+/** `flanctl lease list`. */
+function listCommand(lease: Command): void {
   addSharedStoreOptions(
     lease.command("list").description("list all leases").option(
       "-o, --output <format>",
@@ -103,7 +116,10 @@ export function register(program: Command): void {
       print(fmt === "json" ? JSON.stringify(rows, null, 2) : formatTable(rows));
     });
   });
+}
 
+/** `flanctl lease show SUBNET`. */
+function showCommand(lease: Command): void {
   addSharedStoreOptions(
     lease.command("show").argument("<SUBNET>", "the lease's subnet, e.g. 10.5.52.0/24")
       .description("show one lease").option("-o, --output <format>", "table or json", "table"),
@@ -118,7 +134,10 @@ export function register(program: Command): void {
       print(fmt === "json" ? JSON.stringify(leaseToJson(l), null, 2) : formatTable([leaseToJson(l)]));
     });
   });
+}
 
+/** `flanctl lease watch`. */
+function watchCommand(lease: Command): void {
   addSharedStoreOptions(
     lease.command("watch").description("print lease changes as they happen (until interrupted)")
       .option("-o, --output <format>", "table (one line per event) or json (one object per line)", "table"),
@@ -152,7 +171,10 @@ export function register(program: Command): void {
       }
     });
   });
+}
 
+/** `flanctl lease reserve SUBNET [SUBNET6]`. */
+function reserveCommand(lease: Command): void {
   addSharedStoreOptions(
     lease.command("reserve").argument("<SUBNET>", "subnet to reserve, e.g. 10.5.52.0/24")
       .argument("[SUBNET6]", "dual-stack network: the IPv6 subnet reserved with it (one key v4&v6)")
@@ -162,55 +184,18 @@ export function register(program: Command): void {
   ).action(async (subnetArg: string, subnet6Arg: string | undefined, o: StoreOptions & ReserveFlags) => {
     const subnet = parseSubnetArg(subnetArg);
     const subnet6 = subnet6Arg === undefined ? null : parseSubnetArg(subnet6Arg, "SUBNET6");
-    if (!o.publicIp) throw new UsageError("--public-ip: required (the IP of the node that owns the subnet)");
-    const ip = IPAddr.tryParse(o.publicIp);
-    if (!ip) throw new UsageError(`--public-ip: '${o.publicIp}' is not an IP address`);
-    if (ip.family !== subnet.family) {
-      throw new UsageError(
-        `--public-ip: ${ip} is IPv${ip.family} but SUBNET ${subnet} is IPv${subnet.family}`,
-      );
-    }
-    if (subnet6 && (subnet.family !== 4 || subnet6.family !== 6)) {
-      throw new UsageError(
-        `SUBNET6: ${subnet6} must be IPv6 and SUBNET ${subnet} IPv4; give them in that order`,
-      );
-    }
-    const ip6 = o.publicIpv6 === undefined ? null : IPAddr.tryParse(o.publicIpv6);
-    if (o.publicIpv6 !== undefined && ip6?.family !== 6) {
-      throw new UsageError(`--public-ipv6: '${o.publicIpv6}' is not an IPv6 address`);
-    }
-    if (subnet6 && !ip6) {
-      throw new UsageError("--public-ipv6: required with SUBNET6 (the node's public IPv6)");
-    }
+    const req = reservationRequest(subnet, subnet6, o.publicIp, o.publicIpv6);
     await withStore(o, async (s) => {
-      const cfg = await s.getNetworkConfig();
-      for (const sn of subnet6 ? [subnet, subnet6] : [subnet]) {
-        const len = sn.family === 4 ? cfg.subnetLen : cfg.ipv6SubnetLen;
-        const net = sn.family === 4 ? cfg.network : cfg.ipv6Network;
-        if (!net || !net.contains(sn) || sn.prefix !== len) {
-          throw new UsageError(
-            `${sn === subnet ? "SUBNET" : "SUBNET6"}: ${sn} is not a /${len} subnet of the network ${
-              net ?? "(IPv" + sn.family + " disabled)"
-            }`,
-          );
-        }
-      }
-      if (cfg.enableIPv4 && cfg.enableIPv6 && !subnet6) {
-        throw new UsageError(
-          "SUBNET6: required in a dual-stack network (a one-family key such as 0.0.0.0-0&… is read by flanneld " +
-            "as 0.0.0.0/0, and its nodes run out of subnets); give the IPv4 subnet, the IPv6 subnet and " +
-            "--public-ipv6",
-        );
-      }
-      await s.reserve(
-        subnet,
-        ip.toString(),
-        subnet6 ? { subnet: subnet6, publicIP: ip6!.toString() } : undefined,
-      );
+      checkReservationInNetwork(await s.getNetworkConfig(), req);
+      await s.reserve(req.subnet, req.publicIP.toString(), req.v6);
+      const { publicIP: ip, publicIPv6: ip6 } = req;
       print(`reserved ${subnet6 ? `${subnet} and ${subnet6}` : subnet} for ${ip6 ? `${ip} and ${ip6}` : ip}`);
     });
   });
+}
 
+/** `flanctl lease revoke SUBNET`. */
+function revokeCommand(lease: Command): void {
   addSharedStoreOptions(
     lease.command("revoke").argument("<SUBNET>", "the lease's subnet").description(
       "remove a lease or reservation",
@@ -222,8 +207,10 @@ export function register(program: Command): void {
       print(`revoked ${subnet}`);
     });
   });
+}
 
-  const config = lease.command("config").description("get or set the network config (net-conf.json)");
+/** `flanctl lease config get`. */
+function configGetCommand(config: Command): void {
   addSharedStoreOptions(config.command("get").description("print the network config")).action(
     async (o: StoreOptions) => {
       await withStore(o, async (s) => {
@@ -232,6 +219,10 @@ export function register(program: Command): void {
       });
     },
   );
+}
+
+/** `flanctl lease config set FILE`. */
+function configSetCommand(config: Command): void {
   addSharedStoreOptions(
     config.command("set").argument("<FILE>", "net-conf.json to store ('-' = stdin)")
       .description("validate and store the network config"),
