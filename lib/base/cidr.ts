@@ -79,6 +79,12 @@ export class IPAddr {
   /** The address as an unsigned integer. */
   readonly value: bigint;
 
+  /**
+   * Makes the address.
+   *
+   * @param family 4 or 6
+   * @param value the address as an unsigned integer
+   */
   constructor(family: IPFamily, value: bigint) {
     const max = family === 4 ? V4_MAX : V6_MAX;
     if (value < 0n || value > max) throw new ParseError("ip", `value out of range for IPv${family}`);
@@ -165,6 +171,12 @@ export class IPNet {
   /** Prefix length. */
   readonly prefix: number;
 
+  /**
+   * Makes the prefix.
+   *
+   * @param ip the network address (host bits must be zero)
+   * @param prefix the prefix length
+   */
   constructor(ip: IPAddr, prefix: number) {
     if (!Number.isInteger(prefix) || prefix < 0 || prefix > ip.bits) {
       throw new ParseError("cidr", `prefix length ${prefix} is out of range for IPv${ip.family}`);

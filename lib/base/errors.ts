@@ -8,6 +8,13 @@
 export class FlanctlError extends Error {
   /** Process exit code the CLI uses for this error. */
   readonly exitCode: number;
+  /**
+   * Makes the error.
+   *
+   * @param message the one-line text shown to the user
+   * @param exitCode the process exit code the CLI uses (1 unless given)
+   * @param options the standard `cause`
+   */
   constructor(message: string, exitCode = 1, options?: ErrorOptions) {
     super(message, options);
     this.name = new.target.name;
@@ -17,6 +24,11 @@ export class FlanctlError extends Error {
 
 /** Bad command-line input (exit code 2). Name the flag/argument and the fix in the message. */
 export class UsageError extends FlanctlError {
+  /**
+   * Makes the error.
+   *
+   * @param message the one-line text naming the flag and the fix
+   */
   constructor(message: string) {
     super(message, 2);
   }
@@ -26,6 +38,12 @@ export class UsageError extends FlanctlError {
 export class ParseError extends FlanctlError {
   /** The field or input that failed to parse. */
   readonly field: string;
+  /**
+   * Makes the error.
+   *
+   * @param field the field or input that failed to parse
+   * @param message what is wrong with it
+   */
   constructor(field: string, message: string) {
     super(`${field}: ${message}`, 1);
     this.field = field;

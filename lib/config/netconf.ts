@@ -14,6 +14,12 @@ import type { BackendConfig, NetConfig } from "./types.ts";
 export class ConfigError extends FlanctlError {
   /** The net-conf field (e.g. "SubnetLen", "Backend.Type") or "json" for unparsable text. */
   readonly field: string;
+  /**
+   * Makes the error.
+   *
+   * @param field the net-conf field
+   * @param message what is wrong and the fix
+   */
   constructor(field: string, message: string) {
     super(message, 1);
     this.field = field;

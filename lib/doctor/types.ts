@@ -14,6 +14,7 @@ export const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 
 export interface Finding {
   /** Stable check id (skippable with `--skip`). */
   id: string;
+  /** How bad it is. */
   severity: Severity;
   /** What was seen, with exact values. */
   detail: string;
@@ -39,9 +40,13 @@ export interface Check {
 export interface Summary {
   /** Overall status word: OK, WARNING, CRITICAL, UNKNOWN. */
   status: "OK" | "WARNING" | "CRITICAL" | "UNKNOWN";
+  /** Findings that are ok. */
   ok: number;
+  /** Warnings. */
   warning: number;
+  /** Critical findings. */
   critical: number;
+  /** Checks that could not tell. */
   unknown: number;
   /** Checks that were skipped with --skip. */
   skipped: string[];
@@ -53,7 +58,9 @@ export interface Summary {
 
 /** The `-o json` document. */
 export interface DoctorReport {
+  /** The counts and the overall status. */
   summary: Summary;
+  /** Every finding, critical first. */
   checks: Finding[];
 }
 

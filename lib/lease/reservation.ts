@@ -13,7 +13,9 @@ import { leaseKey } from "./wire.ts";
 
 /** The IPv6 half of a dual-stack reservation. */
 export interface ReservationV6 {
+  /** The IPv6 subnet reserved with the IPv4 one. */
   subnet: IPNet;
+  /** The node's public IPv6. */
   publicIP: string;
 }
 

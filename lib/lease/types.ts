@@ -8,10 +8,15 @@ import type { IPNet } from "../base/cidr.ts";
 
 /** Lease attributes exactly as flannel serialises them in etcd (key order kept). */
 export interface LeaseAttrsWire {
+  /** The node's public IPv4 ("0.0.0.0" in an IPv6-only network). */
   PublicIP: string;
+  /** The node's public IPv6, or null. */
   PublicIPv6?: string | null;
+  /** The backend: "vxlan", "host-gw", "" for udp and reservations. */
   BackendType: string;
+  /** The backend's data for the IPv4 family (vxlan: `{"VNI":1,"VtepMAC":"…"}`). */
   BackendData?: unknown;
+  /** The backend's data for the IPv6 family. */
   BackendV6Data?: unknown;
 }
 
@@ -21,6 +26,7 @@ export interface Lease {
   subnet: IPNet | null;
   /** The node's IPv6 subnet, when dual stack / IPv6. */
   ipv6Subnet: IPNet | null;
+  /** The attributes as flannel writes them. */
   attrs: LeaseAttrsWire;
   /** When the lease expires; null for reservations (no TTL). */
   expiration: Date | null;
@@ -47,6 +53,7 @@ export interface LeaseJson {
   subnet: string;
   /** PublicIP (PublicIPv6 in an IPv6-only network). */
   publicIP: string;
+  /** BackendType ("" for udp and reservations). */
   backendType: string;
   /** BackendData (the IPv4 backend's; BackendV6Data in an IPv6-only network). */
   backendData: unknown;
@@ -62,7 +69,9 @@ export interface LeaseJson {
 
 /** One line of `flanctl lease watch -o json`: the change and the lease as `lease list` shows it. */
 export interface LeaseEventJson {
+  /** Whether the lease appeared (or changed) or went away. */
   type: "added" | "removed";
+  /** The lease, as `lease list -o json` shows it. */
   lease: LeaseJson;
 }
 
@@ -70,5 +79,6 @@ export interface LeaseEventJson {
 export interface AcquireOptions {
   /** FLANNEL_SUBNET from a previous subnet.env, tried after "our own PublicIP". */
   previousSubnet?: IPNet | null;
+  /** FLANNEL_IPV6_SUBNET from a previous subnet.env, tried the same way. */
   previousIPv6Subnet?: IPNet | null;
 }

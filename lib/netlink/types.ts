@@ -28,6 +28,7 @@ export interface VxlanInfo {
 export interface LinkInfo {
   /** ifindex (unique only within its namespace). */
   index: number;
+  /** Interface name. */
   name: string;
   /** rtnl link kind: "veth", "bridge", "vxlan", "dummy", …; null for physical devices and lo. */
   kind: string | null;
@@ -37,6 +38,7 @@ export interface LinkInfo {
   up: boolean;
   /** Operational state as iproute2 prints it: "UP", "DOWN", "UNKNOWN", "LOWERLAYERDOWN", … */
   operstate: string;
+  /** MTU in bytes. */
   mtu: number;
   /** "aa:bb:cc:dd:ee:ff", or null when the link has no L2 address. */
   mac: string | null;
@@ -58,9 +60,11 @@ export interface AddrInfo {
   index: number;
   /** Interface name. */
   ifname: string;
+  /** Address family. */
   family: 4 | 6;
   /** The address, without prefix. */
   local: string;
+  /** Prefix length. */
   prefix: number;
   /** "global", "link", "host", … */
   scope: string;
@@ -68,6 +72,7 @@ export interface AddrInfo {
 
 /** A route. */
 export interface RouteInfo {
+  /** Address family. */
   family: 4 | 6;
   /** "default" or a CIDR such as "10.244.2.0/24" (host routes carry /32 or /128). */
   dst: string;
@@ -95,9 +100,11 @@ export interface RouteInfo {
 
 /** A neighbour (ARP/NDP) entry. */
 export interface NeighInfo {
+  /** Address family. */
   family: 4 | 6;
   /** ifindex of the interface. */
   index: number;
+  /** Interface name. */
   ifname: string;
   /** The IP address. */
   dst: string;
@@ -111,7 +118,9 @@ export interface NeighInfo {
 export interface FdbInfo {
   /** ifindex of the port/device the entry is on. */
   index: number;
+  /** Name of the port/device the entry is on. */
   ifname: string;
+  /** The entry's MAC address. */
   mac: string;
   /** Remote VTEP IP for VXLAN entries, or null. */
   dst: string | null;
@@ -131,14 +140,17 @@ export interface FdbInfo {
  * thousands of routes, where building a RouteInfo per route is most of the garbage.
  */
 export interface RouteScanEntry {
+  /** Address family. */
   family: 4 | 6;
   /** "default" or a CIDR, as in {@link RouteInfo.dst}. */
   dst: string;
+  /** Next hop, or null. */
   gateway: string | null;
   /** Output ifindex, or null. */
   dev: number | null;
   /** RTNH_F_ONLINK set on the next hop. */
   onlink: boolean;
+  /** Routing table id (254 = main). */
   table: number;
   /** rtm_protocol (2 = kernel, 3 = boot, 4 = static). */
   protocol: number;
@@ -150,8 +162,11 @@ export interface RouteScanEntry {
 
 /** One neighbour as {@link NetlinkHandle.scanNeighbours} yields it (one object reused per scan). */
 export interface NeighScanEntry {
+  /** Address family. */
   family: 4 | 6;
+  /** ifindex of the interface. */
   index: number;
+  /** The IP address. */
   dst: string;
   /** Lower-case MAC, or null. */
   lladdr: string | null;
@@ -161,6 +176,7 @@ export interface NeighScanEntry {
 
 /** One FDB entry as {@link NetlinkHandle.scanFdb} yields it (one object reused per scan). */
 export interface FdbScanEntry {
+  /** ifindex of the port/device the entry is on. */
   index: number;
   /** Lower-case MAC. */
   mac: string;
@@ -175,8 +191,11 @@ export type LinkRef = number | string;
 export interface RouteSpec {
   /** "default" or CIDR. */
   dst: string;
+  /** Next-hop gateway. */
   via?: string;
+  /** Output device. */
   dev?: LinkRef;
+  /** RTNH_F_ONLINK: the gateway is on the link even without a route to it. */
   onlink?: boolean;
   /** "universe" (default), "link", "host". */
   scope?: "universe" | "link" | "host";
@@ -184,7 +203,9 @@ export interface RouteSpec {
   table?: number;
   /** Protocol number or name ("boot" = 3, default; "static" = 4). */
   protocol?: number | string;
+  /** Priority/metric. */
   metric?: number;
+  /** Preferred source address. */
   src?: string;
   /** Route type: "unicast" (default) or "blackhole" (`ip route add blackhole CIDR`, no device). */
   type?: "unicast" | "blackhole";
@@ -192,8 +213,11 @@ export interface RouteSpec {
 
 /** A neighbour entry to replace (`ip neigh replace DST lladdr MAC dev DEV nud STATE`). */
 export interface NeighSpec {
+  /** The device. */
   dev: LinkRef;
+  /** The IP address. */
   dst: string;
+  /** The link-layer (MAC) address. */
   lladdr: string;
   /** Default "permanent". */
   state?: "permanent" | "reachable" | "noarp";
@@ -210,15 +234,21 @@ export type NetlinkWrite =
 
 /** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */
 export interface VxlanCreateOptions {
+  /** VXLAN network identifier. */
   vni: number;
   /** UDP destination port; 0/absent = kernel default (8472). */
   port?: number;
+  /** Local (source) IP of the tunnel. */
   local?: string;
   /** Underlay device. */
   dev?: LinkRef;
+  /** Learn remote MACs from traffic (flannel: off). */
   learning?: boolean;
+  /** Group Based Policy extension. */
   gbp?: boolean;
+  /** MTU in bytes. */
   mtu?: number;
+  /** MAC address of the device. */
   mac?: string;
 }
 
@@ -226,8 +256,11 @@ export interface VxlanCreateOptions {
 export interface VethCreateOptions {
   /** Create the peer directly in this namespace. */
   peerNetns?: NetnsRef;
+  /** MTU of both ends. */
   mtu?: number;
+  /** MAC address of the first end. */
   mac?: string;
+  /** MAC address of the peer end. */
   peerMac?: string;
   /** Transmit queue length of both ends (the reference bridge plugin uses 0). */
   txqlen?: number;
@@ -238,16 +271,22 @@ export interface NetlinkHandle {
   /** The namespace this handle works in (null: the one flanctl runs in). */
   readonly netns: NetnsRef | null;
 
+  /** Every link (`ip link show`). */
   links(): LinkInfo[];
   /** The link, or null. */
   link(ref: LinkRef): LinkInfo | null;
+  /** Every address, of one family or both (`ip addr show`). */
   addrs(family?: 4 | 6): AddrInfo[];
   /** Routes of all tables except local (unless `table` asks for it). */
   routes(opts?: { family?: 4 | 6; table?: number }): RouteInfo[];
+  /** ARP/NDP entries, of one family or both (`ip neigh show`). */
   neighbours(family?: 4 | 6): NeighInfo[];
+  /** Bridge FDB entries of every device (`bridge fdb show`). */
   fdb(): FdbInfo[];
 
+  /** Creates a bridge (`ip link add NAME type bridge`). */
   createBridge(name: string, opts?: { mtu?: number; mac?: string }): void;
+  /** Creates a VXLAN device (`ip link add NAME type vxlan id VNI ...`). */
   createVxlan(
     name: string,
     opts: VxlanCreateOptions,
@@ -261,15 +300,21 @@ export interface NetlinkHandle {
     peerName: string,
     opts?: VethCreateOptions,
   ): void;
+  /** Creates a dummy device. */
   createDummy(name: string, opts?: { mtu?: number; mac?: string }): void;
+  /** Sets the link administratively up or down. */
   setUp(ref: LinkRef, up: boolean): void;
+  /** Sets the MTU. */
   setMtu(ref: LinkRef, mtu: number): void;
+  /** Sets the MAC address. */
   setMac(ref: LinkRef, mac: string): void;
   /** Enslaves to `master` (by name/index), or releases with null. */
   setMaster(ref: LinkRef, master: LinkRef | null): void;
+  /** Turns hairpin mode of a bridge port on or off. */
   setHairpin(ref: LinkRef, on: boolean): void;
   /** Moves the link into another namespace (optionally renaming it). */
   moveToNetns(ref: LinkRef, netns: NetnsRef, newName?: string): void;
+  /** Deletes the link. */
   deleteLink(ref: LinkRef): void;
 
   /**
@@ -281,18 +326,23 @@ export interface NetlinkHandle {
     cidr: string,
     opts?: { scope?: "universe" | "link" | "host"; noprefixroute?: boolean; broadcast?: boolean },
   ): void;
+  /** Deletes the address `cidr` (address with prefix). */
   delAddr(ref: LinkRef, cidr: string): void;
 
+  /** Creates or replaces a route (`ip route replace`). */
   replaceRoute(r: RouteSpec): void;
+  /** Deletes a route (`ip route del`). */
   deleteRoute(r: RouteSpec): void;
 
   /** Replaces a neighbour entry; default state permanent. */
   replaceNeigh(
     n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
   ): void;
+  /** Deletes a neighbour entry. */
   deleteNeigh(n: { dev: LinkRef; dst: string }): void;
   /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */
   replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
+  /** Deletes an FDB entry (`bridge fdb del MAC dev DEV [dst IP] self`). */
   deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
 
   /**

@@ -27,6 +27,12 @@ export interface SubnetEnv {
 
 /** subnet.env is missing or malformed. Names the file and the variable. */
 export class SubnetEnvError extends FlanctlError {
+  /**
+   * Makes the error.
+   *
+   * @param message what is wrong, naming the variable
+   * @param options the standard `cause`
+   */
   constructor(message: string, options?: ErrorOptions) {
     super(message, 1, options);
   }

@@ -117,6 +117,7 @@ export function leaseTtlMs(opts: StoreOptions): number | undefined {
 
 /** Which store {@link openStore} opens, and why (for logs and error messages). */
 export interface StoreChoice {
+  /** The store kind. */
   kind: "kube" | "etcd" | "file";
   /** Why this store, e.g. "--store-dir is set". */
   why: string;
