@@ -6,21 +6,18 @@
  * `--v8-flags=--no-lazy` is there for V8's code cache. Deno keeps the code cache of a module in DENO_DIR
  * (v8_code_cache_v2), made right after the module is compiled, so it holds only what V8 compiled eagerly:
  * with lazy compilation that is the top level, and every function a CNI call runs was still parsed and
- * compiled on every call (~9 ms of an ADD). With `--no-lazy` the whole bundle is compiled at once and the
- * cache holds all of it (~450 KiB): a call deserializes it instead of compiling anything. V8 rejects a
+ * compiled on every call. With `--no-lazy` the whole bundle is compiled at once and the cache holds all of
+ * it: a call deserializes it instead of compiling anything. V8 rejects a
  * cache made under other flags (it checks a hash of them), so every run of the bundle must use the same
  * flags: the cache is written by the first run after the bundle changes (install.sh and install-cni make
  * that run themselves, again until the cache is there, then checkpoint the cache database:
  * lib/install/code_cache.ts) and only read after that. Without a cache (DENO_DIR not writable) a call compiles
- * the whole bundle eagerly: measured, an ADD then costs what it did with lazy compilation and a DEL ~5 ms
- * more.
+ * the whole bundle eagerly (measured: docs/performance.md, "The CNI bundle's V8 flags").
  *
- * `--jitless` (no Sparkplug, Maglev or TurboFan, no executable code pages) measured no gain before the
- * code cache was whole; with it, a CNI call runs only cached bytecode once, so the compilers' set-up is
- * pure cost: measured −1.2 ms per ADD and −0.7 ms per DEL (bench/cni_pair.ts: medians of paired differences,
- * 300 rounds alternating two installs, twice; 25.7 vs 27.0 ms per ADD). It is in the flag hash the code cache is
- * checked against, so install makes the cache under this same list. Other V8 flags (--single-threaded,
- * --single-threaded-gc, --no-lazy-feedback-allocation, --max-semi-space-size=1) measured no gain here.
+ * `--jitless` (no Sparkplug, Maglev or TurboFan, no executable code pages): a CNI call runs only cached
+ * bytecode once, so the compilers' set-up is pure cost. It is in the flag hash the code cache is checked
+ * against, so install makes the cache under this same list. What each flag gained, and the ones that gained
+ * nothing: docs/performance.md, "The CNI bundle's V8 flags".
  * @module
  */
 

@@ -2,26 +2,16 @@
  * Gives memory back after bursts of work: {@link MemoryRelease} runs a full JS garbage collection (when V8
  * runs with --expose-gc: the launcher passes it) and then glibc's malloc_trim (lib/netlink) a moment after
  * the last of a burst of store events or full passes. The memory a burst freed is otherwise kept as resident
- * pages for the daemon's life. Measured with the bundled daemon on etcd (bench/daemon_bench.ts): RSS at
- * 1,000 peers 62.0 → 54.3 MiB with the trim; a GC before it, 68.5 → 62.7 MiB at 5,000 peers. The GC is
- * V8's "last-resort" flavor ({@link fullGarbageCollection}) and runs before every release (it used to run
- * only at start and after ≥ 500 events or a pass over ≥ 1,000 peers): steady RSS as installed, etcd, medians
- * of 3 interleaved runs against the plain GC at those points, 100 peers 51.7 → 48.3 MiB (private 16.6 →
- * 13.5), 5,000 peers 62.7 → 55.0, after a restart with 5,000 66.8 → 55.5. A release follows every full pass
- * (--resync-interval, 10 s): at 5,000 peers a release (GC and trim) took 20-65 ms, the pass itself 120-300 ms.
+ * pages for the daemon's life. The GC is V8's "last-resort" flavor ({@link fullGarbageCollection}) and runs
+ * before every release; a release follows every full pass (--resync-interval). What each step saves and
+ * costs: docs/performance.md, "Daemon memory: releases after bursts".
  *
  * Peaks (VmHWM; a pod's memory limit counts these): start-up releases at once ({@link MemoryRelease.now})
  * before the acquire lists every lease, before the peers' list and before the first full pass, so each
  * grows from a settled heap (most of start-up's transient memory is C heap — compiling the bundle — not JS
- * heap: 62 → 49 MiB at 0 peers with a JS heap of 8 MiB); a long burst of events is released every ~2 s
- * ({@link TRIM_MAX_WAIT_MS}) and a release still pending runs before a full pass. With the reconciler's
- * leaner pass (lib/reconcile/reconciler.ts), as installed, etcd, medians of 3 interleaved runs: adding
- * 4,000 peers to 1,000 peaked at 66.1 → 60.6 MiB, a restart with 5,000 leases at 69.8 → 60.4; steady RSS,
- * programming times and the full pass (101 → 82 ms) not worse. Start-up's releases also drop the Deno
- * binary's resident read-only pages (lib/netlink unmapBinaryPages; numbers there): 100 peers steady 48.9 →
- * 37.5 MiB, peak 52.8 → 38.9; kube mode, 5,000 realistic Nodes (bench/kube_rss_bench.ts) 57.6 → 42.6, peak
- * 68.4 → 57.5; with the release at the very start of runDaemon (lib/daemon/run.ts) that peak is 49.6 (57.3
- * without, same run).
+ * heap); a long burst of events is released every ~2 s ({@link TRIM_MAX_WAIT_MS}) and a release still
+ * pending runs before a full pass. Start-up's releases also drop the Deno binary's resident read-only pages
+ * (lib/sys/malloc.ts unmapBinaryPages). Peaks measured: docs/performance.md, "Daemon memory: peaks".
  * @module
  */
 import type { Logger } from "../base/log.ts";
@@ -52,9 +42,8 @@ export interface MemoryHooks {
  * The `collectGarbage` hook: V8's `gc()` (present with --expose-gc; else undefined) asked for a synchronous
  * major GC of the "last-resort" flavor (V8's CollectAllAvailableGarbage: full GCs that compact the old
  * generation and give its emptied and pooled pages back), not the plain `gc()`. After a burst the live data
- * is small but spread over the pages the burst grew the heap to; a plain full GC keeps those pages. Measured
- * with bench/kube_rss_bench.ts (5000 realistic Nodes, the launcher's V8 flags): JS heap reserved 33 → 13
- * MiB, RSS 91.6 → 66.4 MiB; in a synthetic 12 MiB heap (--jitless) ~10 ms against ~5 ms for a plain one.
+ * is small but spread over the pages the burst grew the heap to; a plain full GC keeps those pages (the
+ * difference measured: docs/performance.md, "Daemon memory: the last-resort GC").
  */
 export function fullGarbageCollection(
   global: { gc?: (options?: unknown) => unknown } = globalThis as { gc?: (options?: unknown) => unknown },

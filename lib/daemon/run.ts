@@ -36,9 +36,8 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   };
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
   logStoreChoice(storeOpts, log);
-  // Loading the bundle's pages given back before the store and the backend grow on top of them: the 0-peer
-  // peak (since process start) 50.5 → 42.1 MiB, a restart with 5,000 etcd leases 54.4 → 46.5 (as installed,
-  // bench/daemon_bench.ts, medians of 3 interleaved runs); steady RSS unchanged.
+  // Loading the bundle's pages given back before the store and the backend grow on top of them (the peaks it
+  // saves: docs/performance.md, "Daemon memory: peaks").
   try {
     releaseFreeMemory();
     unmapBinaryPages();

@@ -259,7 +259,7 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
   const lines = be.metricLines?.bind(be);
   if (lines) b.metrics.sources.push(lines);
   if (b.jitless && be.type === "udp") {
-    // Measured (bench/udp_bench.ts, before the offloads): 0.26 against 0.50 Gbit/s, ping 5.6 against 1.2 ms.
+    // Jitless, the data path is several times slower (docs/performance.md, "udp data plane without the JIT").
     // So the daemon runs itself again with the JIT, before the backend binds anything (returns on failure).
     b.runWithJit?.();
     b.log.warn(

@@ -4,13 +4,13 @@
  * run not enough:
  *
  * - Deno writes the code cache from a background thread after the module ran; a run that exits at once
- *   (CNI VERSION) beats that thread about one time in five (measured 2 of 10), and then no cache is
+ *   (CNI VERSION) beats that thread now and then (docs/performance.md, "The CNI code cache"), and then no cache is
  *   written: the first pod's ADD compiles the whole bundle, and whichever call writes the cache later
  *   leaves it in the write-ahead log. {@link warmCodeCache} runs the bundle until the entry is there.
  * - A Deno process never closes the databases (it exits), so what a run wrote stays in the write-ahead
  *   log, and SQLite rebuilds the log's index on every later open by reading the whole log, one 4 KiB
- *   frame at a time: the ~450 KiB code cache (up to ~4 MiB where other commands shared the directory) was
- *   read again by every plugin call, measured ~2-4 ms of an ADD and of a DEL. {@link checkpointDenoCaches}
+ *   frame at a time: the code cache was read again by every plugin call (its cost: docs/performance.md,
+ *   "The CNI code cache"). {@link checkpointDenoCaches}
  *   moves the log into the database files; later calls open an empty log.
  * @module
  */

@@ -108,9 +108,8 @@ export const JSON_LINES_CHUNK = 64 * 1024;
  * A byte stream (fetch's bodies are) is read with a BYOB reader into one reused {@link JSON_LINES_CHUNK}
  * buffer and decoded with a streaming TextDecoder: the default reader (a TextDecoderStream on it before)
  * has fetch allocate a fresh 64 KiB chunk for every read, garbage that piles up in a burst of events
- * until the next GC. Any other stream is read with its default reader. Measured (bench/daemon_bench.ts, etcd,
- * as installed, medians of 3 interleaved runs against main): peak at 100 peers 52.8 → 50.4 MiB, 1,000 56.1 →
- * 52.3, 5,000 61.0 → 60.0; steady RSS unchanged.
+ * until the next GC (the peaks it saves: docs/performance.md, "Watch streams"). Any other stream is read with
+ * its default reader.
  */
 export async function* jsonLines<T>(
   body: ReadableStream<Uint8Array>,

@@ -438,11 +438,9 @@ export class LibraryLoadError extends FlanctlError {
  * a struct result of that one member, which Deno never makes a V8 fast call of, so it generates no
  * fast-call trampoline when binding it, and a wrapper returns the number or pointer. A struct of one int32
  * or one pointer comes back in the same register as the int or pointer (x86-64 and arm64 calling
- * conventions), so the C call is the same. Measured: a CNI ADD or DEL binds 7 libc symbols (open, setns,
- * close, socket, setsockopt, send, recv), all returning int; binding them in a fresh `--jitless` process
- * took 1.54–1.78 ms, 0.62–0.75 ms this way (six runs each), and an installed ADD got 0.7–1.0 ms faster, a
- * DEL 0.3–1.8 ms (bench/cni_pair.ts: median paired differences, three runs of 300 rounds).
- * `__errno_location` (a pointer, bound with every libc table: {@link libc}) 0.31–0.38 ms, 0.06 this way.
+ * conventions), so the C call is the same. A CNI ADD or DEL binds 7 libc symbols (open, setns, close,
+ * socket, setsockopt, send, recv), all returning int, plus `__errno_location` (a pointer, bound with every
+ * libc table: {@link libc}); what this saves: docs/performance.md, "FFI binding in a CNI call".
  * The wrapper costs an array per call, nothing against a process that makes a few dozen calls; the
  * daemon's hot loops keep the fast calls.
  */
@@ -469,8 +467,8 @@ function bind<S extends Deno.ForeignLibraryInterface>(soname: string, syms: S, n
 
 /**
  * Opens `soname` and returns its symbol table with each symbol bound on first use ({@link bind}), those of
- * `eager` at once. Binding a symbol costs ~0.08 ms (Deno generates a call stub per symbol), and a CNI call
- * needs a fraction of the ~150 symbols: binding them all up front was ~25 ms of every plugin start. After
+ * `eager` at once. Deno generates a call stub per symbol when binding it, and a CNI call needs a fraction of
+ * the ~150 symbols (the cost of binding them all up front: docs/performance.md, "FFI binding in a CNI call"). After
  * the first call a symbol is a plain data property, so hot loops pay nothing extra. dlopen() of an already
  * loaded library only bumps its reference count.
  */

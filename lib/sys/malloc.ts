@@ -1,9 +1,8 @@
 /**
  * Giving free C heap memory back to the kernel. The daemon's runtime allocates with glibc malloc (Deno's
  * Rust side, V8's array buffers, libnl): after a burst (thousands of leases from a watch, a full pass over
- * every route) the freed memory stays in malloc's free lists as resident pages. Measured with the bundled
- * daemon at 1,000 etcd peers: one malloc_trim(0) took RSS from 62.0 to 54.3 MiB (anonymous 24.3 → 15.9),
- * back to its 0-peer size.
+ * every route) the freed memory stays in malloc's free lists as resident pages, until malloc_trim gives them
+ * back (measured: docs/performance.md, "malloc_trim and the binary's pages").
  * @module
  */
 import { libc } from "./ffi.ts";
@@ -27,10 +26,8 @@ const MADV_DONTNEED = 4;
  * touched once (the Deno binary's code and data for compiling and loading) stops counting in RSS, and what
  * runs again comes back. A mapping with any anonymous page is left alone: the RELRO segment (`r--p` after the
  * loader's relocations) holds written copies that the file does not have — dropping them crashed Deno at
- * once. Measured with the bundled daemon on etcd (bench/daemon_bench.ts, as installed, medians of 3
- * interleaved runs against main): steady RSS at 100 peers 48.9 → 37.5 MiB (shared 32.1 → 22.0), peak 52.8 →
- * 38.9; at 5,000 peers steady 60.3 → 48.7, peak 61.3 → 48.7; a restart with 5,000 peaked at 60.6 → 54.6; the
- * full pass at 5,000 peers 73 → 75 ms (code faulted back in). Returns the bytes of the mappings advised.
+ * once. (What it saves: docs/performance.md, "malloc_trim and the binary's pages".) Returns the bytes of the
+ * mappings advised.
  * Throws {@link LibraryLoadError} when libc cannot be loaded, and a Deno error when /proc cannot be read.
  */
 export function unmapBinaryPages(): number {

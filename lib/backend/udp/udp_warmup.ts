@@ -12,9 +12,8 @@
  * seconds in its idle poll, gets compiled for that alone, and the first packets throw that code away again
  * (a deoptimization: no type feedback for the packet path; a peer-table change did the same); at light
  * traffic — a ping every 20 ms — it then runs unoptimized until enough packets made it hot, every syscall
- * of a round trip costing more meanwhile (the FFI calls go through V8's slow path). Measured with
- * bench/udp_bench.ts (BENCH_RTT_ONLY=1): −0.07 to −0.09 ms p50 per round trip over the pings after start;
- * once bulk traffic has run, a cold-started loop is as fast (the full bench, pings after iperf3). After the
+ * of a round trip costing more meanwhile (the FFI calls go through V8's slow path; measured:
+ * docs/performance.md, "udp data plane", the RX worker's warm-up). After the
  * warm-up every path of a light round trip (receive, TUN write, the steal of the reply, send, the idle
  * poll, a table change) has run a few thousand times and the loop is compiled with all of it.
  * Nothing leaves the loopback device; it costs ~0.1–0.3 s of one worker before it serves (packets meanwhile

@@ -2,8 +2,8 @@
  * A minimal etcd v3 client over etcd's JSON gateway (`/v3/kv/range`, `/v3/kv/txn`, `/v3/watch`,
  * `/v3/lease/*`, `/v3/auth/authenticate`) using `fetch`.
  *
- * Why not npm:etcd3: it pulls in gRPC (@grpc/grpc-js, protobufjs) and measured ~72 MB RSS for a daemon
- * against ~45 MB with this client; the daemon's budget is 64 MiB at 5,000 peers. The gateway ships with
+ * Why not npm:etcd3: it pulls in gRPC (@grpc/grpc-js, protobufjs), too heavy for the daemon's memory budget
+ * (measured: docs/performance.md, "etcd client"). The gateway ships with
  * every etcd ≥ 3.3 (Debian's is 3.4), so nothing extra is needed on the server side.
  * @module
  */
@@ -80,8 +80,8 @@ const dec = new TextDecoder();
 
 /**
  * UTF-8 text → base64, with V8's native Uint8Array base64 codec. Not node:buffer (which this was): loading
- * Node's Buffer made the daemon touch ~1.6 MiB more of the Deno binary's code (resident for its lifetime;
- * measured with an empty script, bench/daemon_bench.ts's floor), and the native codec is as fast.
+ * Node's Buffer made the daemon touch more of the Deno binary's code, resident for its lifetime
+ * (docs/performance.md, "etcd client"), and the native codec is as fast.
  */
 export function b64(s: string): string {
   return enc.encode(s).toBase64();
@@ -113,9 +113,9 @@ function kv(r: RawKV): EtcdKV {
 }
 
 /**
- * Keys per range request when listing a prefix. One request for 5,000 leases was ~2 MB of JSON parsed at
- * once, with its base64 strings: the daemon restarting with 5,000 peers peaked at 81.6 MiB RSS on it
- * (bench/daemon_bench.ts "5000 restart"); pages keep that burst small.
+ * Keys per range request when listing a prefix. One request for 5,000 leases is megabytes of JSON parsed at
+ * once, with its base64 strings (the peak it made: docs/performance.md, "etcd client"); pages keep that
+ * burst small.
  */
 export const RANGE_PAGE = 500;
 

@@ -11,15 +11,10 @@
 import type { KubeClient } from "./kube_client.ts";
 
 /**
- * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes, bench/kube_rss_bench.ts (5000 Nodes,
- * DENO_V8_FLAGS=--max-semi-space-size=1 as the service runs) measured the daemon's RSS against 87-88 MiB
- * with small Nodes: 500 per page 216 MiB (plain V8 flags), 100: 128 MiB, 50: 105 MiB, 20: 92 MiB, when V8
- * and malloc kept what a page's transient (body bytes, text, parsed Nodes) grew them to. Since the daemon
- * gives that back after the list (lib/daemon/memory.ts: last-resort GC, malloc_trim) the steady RSS no
- * longer depends on the page size (as installed: 57-58 MiB for 10, 20, 50 and 100), but the peak during the
- * list does: VmHWM 67-78 MiB for 10, 71-73 for 20, 96-102 for 50, 120 for 100 (small Nodes: 68). 20 is
- * 250 requests per 5000-Node list (50: 100), on every node's start and re-list; a list of 5000 realistic
- * Nodes from the fake API server in one process took 537 ms (median of 3) with 20, 616 with 50, 750 with 10.
+ * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes a page's transient (body bytes, text,
+ * parsed Nodes) sets the daemon's peak RSS during the list, while the steady RSS no longer depends on it (the
+ * daemon gives it back: lib/daemon/memory.ts). 20 is 250 requests per 5000-Node list, on every node's start
+ * and re-list; the peak and list time per page size: docs/performance.md, "Kube list page size".
  */
 export const LIST_PAGE_SIZE = 20;
 
