@@ -21,22 +21,14 @@ DENO_VERSION=2.9.6
 # How the launcher runs the daemon (`flanctl daemon`, `flanneld`): `deno run` flags, V8 flags and environment
 # variables (space-separated NAME=value). bench/daemon_bench.ts reads these three lines to measure the daemon
 # "as installed" (etcd store, vxlan, medians of 3 interleaved runs; RSS at 0 / 100 / 1,000 / 5,000 peers):
-# - --max-semi-space-size=1: a 1 MiB young generation (measured -20 MiB at 5,000 peers earlier).
+# - --max-semi-space-size=1: a 1 MiB young generation.
 # - --no-code-cache: a run that writes V8's code cache for daemon.js (the first after install, and every
-#   start of a fresh container) kept ~10 MiB more for its whole life (64.1 vs 53.6 MiB at 0 peers, 71.0 vs
-#   59.3 at 100); a warm cache saves nothing measurable in RSS, and the daemon starts once.
+#   start of a fresh container) keeps more memory for its whole life; a warm cache saves nothing in RSS.
 # - --jitless: no optimizing compilers: their code in the Deno binary is never paged in and no machine code is
-#   made (1,000 peers 62.1 -> 54.9 MiB, 5,000 77.0 -> 66.3). Cost, same runs: a full pass over 5,000 peers
-#   (every --resync-interval) 184-207 ms against 102-195 ms, 1,000 new peers programmed in 1.5 s against 1.2 s,
-#   5,000 no slower (5.1 s against 5.4 s).
-# - --expose-gc: the daemon runs a full GC before giving free memory back, at start and after big bursts
-#   (lib/daemon/memory.ts GC_MIN_EVENTS / GC_MIN_PEERS): 5,000 peers 68.5 -> 62.7 MiB.
-# All together with the daemon's own changes (malloc_trim after bursts, paged etcd lists, libnftables
-# unloaded in iptables mode): 0 / 100 / 1,000 / 5,000 peers 50.9 / 51.9 / 53.2 / 63.0 MiB RSS, was 55.3 /
-# 60.6 / 74.9 / 86.4; restarting at 5,000 peaks at 69.8, was 97.5.
-# MALLOC_ARENA_MAX=1/2, --single-threaded(-gc), --lite-mode, --minor-ms and --bytecode-old-time were measured
-# too and gained nothing beyond the noise (~1 MiB); --optimize-for-size gained what the GC after bursts does
-# at 5,000 peers (single runs) and nothing on top of it.
+#   made; full passes and programming stay within the daemon's goals.
+# - --expose-gc: the daemon runs a full GC before giving free memory back (lib/daemon/memory.ts).
+# What each one saves and costs, and the flags that gained nothing: docs/performance.md, "The daemon's
+# launcher flags".
 DAEMON_DENO_FLAGS="--no-code-cache"
 DAEMON_V8_FLAGS="--max-semi-space-size=1,--jitless,--expose-gc"
 DAEMON_ENV=""
