@@ -5,7 +5,7 @@
  *
  * - FFI stays in the OS layer: `Deno.dlopen` and the `Deno.Unsafe*` pointer APIs only in lib/sys (the
  *   libc/libnl symbol tables, lib/sys/ffi.ts, and the syscalls on them), lib/netlink (the kernel objects
- *   it reads and writes over those tables) and the udp data path's worker (lib/backend/udp/udp_worker.ts:
+ *   it reads and writes over those tables) and the udp data path's workers (lib/backend/udp/worker/:
  *   the addresses of its own packet buffers); pointers never leave them. lib/sys is imported only by
  *   lib/netlink and lib/backend/udp; the rest of the product reaches both through lib/netlink/mod.ts
  *   (an `import type` of lib/netlink/types.ts, the layer's declared types, aside);
@@ -62,7 +62,7 @@ const PRINT_RULE = "library code never prints: take the Logger or a warn callbac
 const PRINT_LAYERS = ["lib/base/log.ts", "lib/base/warn.ts", "lib/base/ui/", "lib/cni/skel.ts"];
 
 /** Where FFI may be used: the OS layer, the kernel layer, and the udp worker's own buffer addresses. */
-const FFI_LAYERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/udp_worker.ts"];
+const FFI_LAYERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/worker/"];
 const ffiAllowed = (file: string) =>
   FFI_LAYERS.some((p) => p.endsWith("/") ? file.startsWith(p) : file === p);
 const printAllowed = (file: string) =>

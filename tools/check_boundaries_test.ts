@@ -26,8 +26,12 @@ Deno.test("boundaries: FFI outside lib/sys and lib/netlink and printing in libra
 Deno.test("boundaries: lib/sys, lib/netlink and the udp worker may use FFI; the output layers and cli/ may print", () => {
   assertEquals(whats("lib/sys/ffi.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
   assertEquals(whats("lib/netlink/io.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
-  assertEquals(whats("lib/backend/udp/udp_worker.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
-  assertEquals(whats("lib/backend/udp/udp_dataplane.ts").length, 5, "only the worker, not its folder");
+  assertEquals(whats("lib/backend/udp/worker/rx.ts"), ["5 console.error", "6 Deno.stderr", "7 Deno.stdout"]);
+  assertEquals(
+    whats("lib/backend/udp/udp_dataplane.ts").length,
+    5,
+    "only the workers, not the rest of the backend",
+  );
   assertEquals(whats("lib/base/log.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
   assertEquals(whats("lib/base/warn.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
   assertEquals(whats("lib/base/ui/table.ts"), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
