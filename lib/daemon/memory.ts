@@ -1,6 +1,6 @@
 /**
  * Gives memory back after bursts of work: {@link MemoryRelease} runs a full JS garbage collection (when V8
- * runs with --expose-gc: the launcher passes it) and then glibc's malloc_trim (lib/netlink) a moment after
+ * runs with --expose-gc: the launcher passes it) and then glibc's malloc_trim (lib/sys/malloc.ts) a moment after
  * the last of a burst of store events or full passes. The memory a burst freed is otherwise kept as resident
  * pages for the daemon's life. The GC is V8's "last-resort" flavor ({@link fullGarbageCollection}) and runs
  * before every release; a release follows every full pass (--resync-interval). What each step saves and
@@ -27,12 +27,12 @@ export const TRIM_MAX_WAIT_MS = 1000;
 
 /** What a {@link MemoryRelease} calls. */
 export interface MemoryHooks {
-  /** Gives free C heap memory back to the kernel (run.ts: glibc malloc_trim through lib/netlink). */
+  /** Gives free C heap memory back to the kernel (run.ts: glibc malloc_trim through lib/sys/malloc.ts). */
   releaseMemory?: () => void;
   /** A full JS garbage collection (run.ts: {@link fullGarbageCollection}, present with --expose-gc). */
   collectGarbage?: () => void;
   /**
-   * Drops the resident pages of the Deno binary's read-only mappings (run.ts: lib/netlink's
+   * Drops the resident pages of the Deno binary's read-only mappings (run.ts: lib/sys/malloc.ts's
    * unmapBinaryPages); start-up's releases ({@link MemoryRelease.now}) only.
    */
   releaseBinaryPages?: () => void;

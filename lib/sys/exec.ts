@@ -3,7 +3,7 @@
  * MainPID and sd_notify, a container's PID 1, a lab's recorded pid) keeps following it. The daemon uses it
  * to run itself again with other V8 flags (lib/daemon/run.ts). Deno has no exec of its own: `Deno.Command`
  * always makes a child. Descriptors opened by Deno are close-on-exec. Callers pass strings: no pointer
- * leaves lib/netlink.
+ * leaves lib/sys.
  * @module
  */
 import { cstr, errno, libc } from "./ffi.ts";

@@ -4,10 +4,11 @@
  * symbol with its C prototype, in the style of denodrivers/sqlite3; each symbol is bound on its first call,
  * so a caller pays only for the group it uses (the CNI path never binds the UDP data path's or sd_notify's
  * calls). libnftables has its own loader (nftables.ts: it is optional). `tools/check_boundaries.ts` (in
- * `deno task gate`) fails when `Deno.dlopen` or a `Deno.Unsafe*` API appears outside lib/netlink.
+ * `deno task gate`) fails when `Deno.dlopen` or a `Deno.Unsafe*` API appears outside lib/sys, lib/netlink
+ * and the udp workers.
  *
  * Hand-written rather than a package: no npm package binds libnl for Deno, and the table is the whole
- * binding. Nothing here leaves lib/netlink: pointers stay inside this directory.
+ * binding. Nothing here leaves lib/sys and lib/netlink: pointers stay inside them.
  * @module
  */
 

@@ -2,7 +2,7 @@
  * TUN devices opened through `/dev/net/tun` with the TUNSETIFF ioctl (IFF_TUN | IFF_NO_PI, optionally
  * IFF_MULTI_QUEUE, or IFF_VNET_HDR with TUNSETOFFLOAD for TCP GSO super-packets), made persistent with
  * TUNSETPERSIST so the device, its address and its routes outlive a daemon restart. The API hands out
- * plain file descriptors (numbers): no pointer leaves lib/netlink.
+ * plain file descriptors (numbers): no pointer leaves lib/sys.
  *
  * Hand-written: a few ioctls on a 40-byte struct ifreq; no npm package does this for Deno.
  * @module

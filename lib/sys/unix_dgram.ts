@@ -3,7 +3,7 @@
  * (libc socket/sendto/close): sd_notify's transport. Deno has no stable unix *datagram* client:
  * `Deno.connectDatagram` does not exist and `Deno.listenDatagram({transport: "unixpacket"})` needs
  * `--unstable-net`, must bind a path of its own and cannot address abstract sockets, which systemd uses.
- * Callers pass and get bytes and numbers: no pointer leaves lib/netlink.
+ * Callers pass and get bytes and numbers: no pointer leaves lib/sys.
  * @module
  */
 import { errno, libc } from "./ffi.ts";
