@@ -118,7 +118,7 @@ else
   rm -rf "$LIBDIR/src"; mkdir -p "$LIBDIR/src"
   cp -r "$HERE"/{main.ts,mod.ts,deno.json,deno.lock,cli,lib} "$LIBDIR/src/"
   # The CNI path (symlink names) runs one pre-bundled JavaScript file without deno.json or the lockfile:
-  # no TypeScript, no module resolution, ~25 ms less per plugin call. Everything else runs main.ts.
+  # no TypeScript, no module resolution (what it saves: docs/performance.md). Everything else runs main.ts.
   cni_js=""
   # The CNI calls' own DENO_DIR, holding only cni.js's code cache: commands run through main.ts (which
   # share $LIBDIR/cache) never grow the databases every plugin call opens (lib/install/code_cache.ts).
@@ -138,8 +138,8 @@ else
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
     cni_js="$LIBDIR/cni.js"
   fi
-  # The daemon bundled the same way (cli/daemon_entry.ts): ~5 MiB less RSS for its lifetime than main.ts's
-  # module graph (bench/daemon_rss_bench.ts). Its udp worker still loads from $LIBDIR/src.
+  # The daemon bundled the same way (cli/daemon_entry.ts): less RSS for its lifetime than main.ts's module
+  # graph (bench/daemon_rss_bench.ts; docs/performance.md). Its udp worker still loads from $LIBDIR/src.
   daemon_js=""
   if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/daemon.js" \
     "$LIBDIR/src/cli/daemon_entry.ts" >/dev/null 2>&1; then

@@ -6,9 +6,10 @@
  * (a file that has more is refused, not truncated). /proc and /sys files report size 0; they are read up
  * to the cap too.
  *
- * Why not O_NONBLOCK: Deno.open has no flags argument, and node:fs (which has) costs ~40 ms of module
- * loading on every CNI call. The stat → open → fstat sequence only blocks if the path is swapped for a FIFO
- * between stat and open, which needs write access to its directory (root's, for every path we read).
+ * Why not O_NONBLOCK: Deno.open has no flags argument, and node:fs (which has) costs tens of ms of module
+ * loading on every CNI call (docs/performance.md, "Smaller figures"). The stat → open → fstat sequence only
+ * blocks if the path is swapped for a FIFO between stat and open, which needs write access to its directory
+ * (root's, for every path we read).
  * @module
  */
 import { FlanctlError } from "./errors.ts";

@@ -33,7 +33,7 @@ export async function withContainerLock<T>(
   const path = `${dir}/${containerId}`;
   for (;;) {
     // Synchronous open and flock (as host-local's store): a CNI process has nothing else to do while it
-    // waits, and the async variants start Deno's blocking thread pool (~1-2 ms of every flannel call).
+    // waits, and the async variants start Deno's blocking thread pool (a cost on every flannel call).
     const f = Deno.openSync(path, { read: true, write: true, create: true, mode: 0o600 });
     try {
       f.lockSync(true);

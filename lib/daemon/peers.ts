@@ -159,7 +159,7 @@ export class Peers {
         const d = this.#gate.desired(k, p, reconciler.reach);
         if (!d) continue;
         // The entry already desired when unchanged: the new one dies young instead of being promoted with
-        // the map (a fresh copy of every peer per pass grew the old generation by ~2 MiB at 5,000 peers).
+        // the map (a fresh copy of every peer per pass grew the old generation).
         const old = reconciler.desired(k);
         m.set(k, old && samePeer(old, d) ? old : d);
       }

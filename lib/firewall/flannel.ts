@@ -161,7 +161,7 @@ export class FlannelRules {
         await this.#driver().run(nftCleanupScript());
         return present.map(({ family, name }) => `${family} ${name}`);
       } finally {
-        // iptables mode needs nftables only for this: unmap libnftables (~1.3 MiB of RSS with its libraries).
+        // iptables mode needs nftables only for this: unmap libnftables (and its libraries).
         releaseNftLibrary();
       }
     }

@@ -3,7 +3,7 @@
  * name table from a raw dump, RTM_NEWLINK (bridge, dummy, veth), RTM_SETLINK changes, RTM_DELLINK,
  * RTM_NEWADDR / RTM_DELADDR and the address dump. The same requests and the same views the libnl object
  * API gave, for the paths a CNI call takes: each libnl object function is a symbol to bind on a plugin's
- * first call (~0.3 ms each; an ADD bound 59 of them), these need none beyond sending and receiving.
+ * first call (docs/performance.md, "Smaller figures"), these need none beyond sending and receiving.
  * @module
  */
 import { NetlinkError, NLE } from "../sys/errors.ts";

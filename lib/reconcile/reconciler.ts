@@ -328,7 +328,7 @@ export class Reconciler {
    * Dumps routes once: refreshes the underlay view and returns our routes by dst: {@link CANONICAL} for the
    * one vxlan form (via the dst's network address, onlink, on the overlay device: no string kept per route),
    * else the route key, or the keys when there are several. The dst text is the desired entry's own string
-   * where there is one (the dump's copy dies young): at 5,000 peers the map was ~1.4 MiB of a pass's peak.
+   * where there is one (the dump's copy dies young), which keeps a pass's peak down.
    */
   #dumpRoutes(): Map<string, RouteKeys> {
     const underlay: UnderlayRoute[] = [];
@@ -634,7 +634,7 @@ export class Reconciler {
   /**
    * Permanent neighbours on the overlay device (none without one): IP → MAC as desired, others stale.
    * Compared while the dump runs, against the desired entries by IP: no map of every kernel entry is built
-   * (its strings were promoted with it: ~1 MiB of a pass's peak at 5,000 peers); only what differs is kept.
+   * (its strings would be promoted with it); only what differs is kept.
    */
   #neighDiff(ov: string | null): KindDiff {
     const stale: Stale[] = [];

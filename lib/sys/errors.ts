@@ -123,7 +123,7 @@ export class NetlinkError extends FlanctlError {
   /**
    * `libnlMessage` may be a function returning it: called only when the text is needed (no `text`
    * given, or {@link libnlMessage} read), so an expected error (a lookup's "no such device") does not
-   * bind `nl_geterror` (~0.2 ms on a CNI call's first use).
+   * bind `nl_geterror` (a cost on a CNI call's first use).
    */
   constructor(
     op: string,

@@ -84,7 +84,8 @@ function symbols(): Lib | null {
 /**
  * Unloads libnftables (dlclose) until the next run loads it again. The daemon in iptables mode needs it once
  * at start (removing nftables mode's tables): mapped for good, it and its libraries (libnftnl, libmnl,
- * libgmp, libjansson, libxtables) were ~1.3 MiB of the daemon's RSS for its whole life (smaps).
+ * libgmp, libjansson, libxtables) stayed in the daemon's RSS for its whole life (docs/performance.md,
+ * "Smaller figures").
  */
 export function releaseNftLibrary(): void {
   dl?.close();

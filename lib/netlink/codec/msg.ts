@@ -3,7 +3,7 @@
  * after another in one growing buffer, ready for one send(2) on the handle's socket (batch.ts).
  *
  * Why not libnl's own message builders (nlmsg_alloc_simple / nlmsg_append / nla_put* / nl_send_auto)?
- * Each of those is an FFI call (and a symbol to bind, ~0.3 ms each on a plugin's first call), so a route
+ * Each of those is an FFI call (and a symbol to bind on a plugin's first call), so a route
  * with four attributes costs seven calls and a malloc; here the same bytes are a handful of DataView
  * stores, and a whole batch of requests is ONE send(2) (the kernel processes every message of a
  * datagram in order and acks each one). Measured in bench/netlink_bench.ts.
