@@ -61,7 +61,7 @@ export class MixedCluster extends DaemonCluster {
       "exec",
       n.ns,
       peerPath("flanneld"),
-      `--etcd-endpoints=${this.etcdUrl}`,
+      ...(this.etcdUrl ? [`--etcd-endpoints=${this.etcdUrl}`] : []),
       `--subnet-file=${n.subnetFile}`,
       "--iface=eth0",
       "--healthz-ip=127.0.0.1",

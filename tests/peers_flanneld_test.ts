@@ -8,8 +8,9 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, nsRun } from "./netns.ts";
-import { routes, waitFor } from "./daemon_fixture.ts";
+import { flanctl, nsRun, nsSh, sh } from "./netns.ts";
+import { IPNet } from "../lib/base/cidr.ts";
+import { routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { linkOf, MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
 import { requirePeers } from "./peers.ts";
 
@@ -182,6 +183,91 @@ Deno.test({
       assertEquals(await linkOf(a.ns, "flannel1"), null);
       await waitPing(pa.ns, pb.ip, c.explain("udp pods ping after the rollback"));
       assertEquals(await pingCount(pb.ns, pa.ip, 3), 3);
+    } finally {
+      await c.close();
+    }
+  },
+});
+
+const V6BASE = "fc00:71";
+
+/** IPv6 underlay: the bridge gets ::1, node i ::<11+i>, forwarding on (as tests/daemon_dualstack_test.ts). */
+async function addV6Underlay(c: MixedCluster): Promise<void> {
+  await sh("ip", "-n", c.underlay, "addr", "add", `${V6BASE}::1/64`, "dev", "br0", "nodad");
+  await nsSh(c.underlay, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+  for (const [i, n] of c.nodes.entries()) {
+    await sh(
+      "ip",
+      "-n",
+      n.ns,
+      "addr",
+      "add",
+      `${V6BASE}::${(11 + i).toString(16)}/64`,
+      "dev",
+      "eth0",
+      "nodad",
+    );
+    await sh("ip", "-n", n.ns, "-6", "route", "add", "default", "via", `${V6BASE}::1`);
+    await nsSh(n.ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+  }
+}
+
+/** A dual-stack pod on `n`: the subnets' .2 and ::2 behind a veth whose node end holds .1 and ::1. */
+async function addPod46(c: MixedCluster, n: TestNode) {
+  const ns = await c.fx.add("p");
+  const dev = `vp${c.fx.names.length}`;
+  await sh("ip", "-n", n.ns, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns);
+  await sh("ip", "-n", n.ns, "link", "set", dev, "up");
+  await sh("ip", "-n", ns, "link", "set", "eth0", "up");
+  const env = await c.subnetEnv(n);
+  const out: string[] = [];
+  for (const [s, v6] of [[env.FLANNEL_SUBNET, false], [env.FLANNEL_IPV6_SUBNET, true]] as const) {
+    const net = IPNet.parse(s);
+    const ip = net.nth(2).toString(), gw = net.nth(1).toString(), host = v6 ? 128 : 32;
+    const fam = v6 ? ["-6"] : [];
+    const nodad = v6 ? ["nodad"] : [];
+    await sh("ip", "-n", n.ns, "addr", "add", `${gw}/${host}`, "dev", dev, ...nodad);
+    await sh("ip", "-n", n.ns, ...fam, "route", "add", `${ip}/${host}`, "dev", dev);
+    await sh("ip", "-n", ns, "addr", "add", `${ip}/${host}`, "dev", "eth0", ...nodad);
+    await sh("ip", "-n", ns, ...fam, "route", "add", `${gw}/${host}`, "dev", "eth0");
+    await sh("ip", "-n", ns, ...fam, "route", "add", "default", "via", gw, "dev", "eth0");
+    out.push(ip);
+  }
+  return { ns, ip4: out[0], ip6: out[1] };
+}
+
+Deno.test({
+  name: "mixed with flanneld over etcd (vxlan, dual stack): pods ping both ways in both families; the MTUs",
+  ignore: !HAVE,
+  async fn() {
+    const c = new MixedCluster("10.74");
+    try {
+      const conf = JSON.stringify({
+        Network: "10.244.0.0/16",
+        EnableIPv6: true,
+        IPv6Network: "fc00:244::/48",
+        Backend: { Type: "vxlan" },
+      });
+      const [a, b] = await c.initEtcd(conf);
+      await addV6Underlay(c);
+      c.startFlanctl(a);
+      c.startFlanneld(b);
+      await c.waitUp(a);
+      await c.waitUp(b);
+      const pa = await addPod46(c, a), pb = await addPod46(c, b);
+      await waitPing(pa.ns, pb.ip4, c.explain("dual stack: v4 pods ping"));
+      await waitPing(pa.ns, pb.ip6, c.explain("dual stack: v6 pods ping"));
+      for (const [from, to] of [[pa.ns, pb.ip4], [pb.ns, pa.ip4], [pa.ns, pb.ip6], [pb.ns, pa.ip6]]) {
+        assertEquals(await pingCount(from, to, 3), 3, `${from} → ${to}`);
+      }
+      // The fact docs/ipv6.md states: flanneld's flannel-v6.1 gets underlay − 70 from the kernel too (1430),
+      // but its subnet.env gives pods the IPv4 device's 1450; flanctl writes the smaller, 1430.
+      const mtu = async (n: TestNode, dev: string) =>
+        JSON.parse(await sh("ip", "-n", n.ns, "-j", "link", "show", dev))[0].mtu as number;
+      assertEquals([await mtu(b, "flannel.1"), await mtu(b, "flannel-v6.1")], [1450, 1430]);
+      assertEquals((await c.subnetEnv(b)).FLANNEL_MTU, "1450");
+      assertEquals([await mtu(a, "flannel.1"), await mtu(a, "flannel-v6.1")], [1450, 1430]);
+      assertEquals((await c.subnetEnv(a)).FLANNEL_MTU, "1430");
     } finally {
       await c.close();
     }
