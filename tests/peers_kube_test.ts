@@ -22,7 +22,12 @@ const P = "flannel.alpha.coreos.com/";
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } });
 
 /** The control plane in `c`'s underlay (on its bridge address), the manifest applied, `nodes` created. */
-async function controlPlane(c: DaemonCluster, nodes: string[], apiserverArgs: string[] = []) {
+async function controlPlane(
+  c: DaemonCluster,
+  nodes: string[],
+  apiserverArgs: string[] = [],
+  netconf = NETCONF,
+) {
   const cp = await KubeControlPlane.start({
     netns: c.underlay,
     address: `${c.base}.0.1`,
@@ -39,7 +44,7 @@ async function controlPlane(c: DaemonCluster, nodes: string[], apiserverArgs: st
       60_000,
     );
   }
-  await Deno.writeTextFile(`${c.tmp}/net-conf.json`, NETCONF);
+  await Deno.writeTextFile(`${c.tmp}/net-conf.json`, netconf);
   return cp;
 }
 
@@ -298,3 +303,48 @@ Deno.test({
     }
   },
 });
+
+for (const type of ["host-gw", "udp"]) {
+  Deno.test({
+    name: `mixed with flanneld over the real API (${type}): each programs the other, pods ping both ways`,
+    ignore: !HAVE_FLANNELD,
+    async fn() {
+      const c = new MixedCluster(type === "udp" ? "10.85" : "10.86");
+      let cp: KubeControlPlane | null = null;
+      try {
+        await c.init();
+        const a = await c.addNode(), b = await c.addNode();
+        const conf = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: type } });
+        cp = await controlPlane(c, ["kn1", "kn2"], [], conf);
+        const kc = await saKubeconfig(cp, c.tmp, "tok1");
+        c.start(a, kubeArgs(c, kc), { NODE_NAME: "kn1" });
+        c.runs.set(a, "flanctl");
+        c.startFlanneld(b, [
+          "--kube-subnet-mgr",
+          `--kubeconfig-file=${kc}`,
+          `--net-config-path=${c.tmp}/net-conf.json`,
+        ], {
+          NODE_NAME: "kn2",
+        });
+        await c.waitUp(a, 90_000);
+        await c.waitUp(b, 90_000);
+        const pa = await c.addPod(a), pb = await c.addPod(b);
+        await waitPing(
+          pa.ns,
+          pb.ip,
+          c.explain(`pods ping (${type}, flanctl ↔ flanneld over the API)`),
+          60_000,
+        );
+        assertEquals(await pingCount(pa.ns, pb.ip, 3), 3);
+        assertEquals(await pingCount(pb.ns, pa.ip, 3), 3);
+        assertEquals(
+          (await cp.node("kn2"))!.metadata.annotations?.[`${P}backend-type`],
+          (await cp.node("kn1"))!.metadata.annotations?.[`${P}backend-type`],
+        );
+      } finally {
+        await c.close();
+        await cp?.stop();
+      }
+    },
+  });
+}
