@@ -14,7 +14,7 @@ import { DaemonCluster, routes, runDaemonOnce, type TestNode, waitFor } from "./
 import { KubeControlPlane } from "./kube_cluster.ts";
 import { ROOT, sh } from "./netns.ts";
 import { requirePeers } from "./peers.ts";
-import { MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
+import { addPod46, addV6Underlay, MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
 
 const HAVE = requirePeers(["kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdctl"]);
 const HAVE_FLANNELD = HAVE && requirePeers(["flanneld"]);
@@ -348,3 +348,62 @@ for (const type of ["host-gw", "udp"]) {
     },
   });
 }
+
+Deno.test({
+  name: "mixed with flanneld over the real API (vxlan, dual stack): pods ping both ways in both families",
+  ignore: !HAVE_FLANNELD,
+  async fn() {
+    const c = new MixedCluster("10.87");
+    let cp: KubeControlPlane | null = null;
+    try {
+      await c.init();
+      const a = await c.addNode(), b = await c.addNode();
+      await addV6Underlay(c, "fc00:87");
+      // Dual-stack podCIDRs set on the Nodes (no controller manager: it would need a dual-stack cluster CIDR).
+      cp = await KubeControlPlane.start({
+        netns: c.underlay,
+        address: `${c.base}.0.1`,
+        dir: `${c.tmp}/kube`,
+      });
+      await cp.kubectlOk("apply", "-f", `${ROOT}deploy/kube-flanctl.yml`);
+      await cp.upsertNode("kn1", ["10.244.1.0/24", "fc00:244:0:1::/64"]);
+      await cp.upsertNode("kn2", ["10.244.2.0/24", "fc00:244:0:2::/64"]);
+      await Deno.writeTextFile(
+        `${c.tmp}/net-conf.json`,
+        JSON.stringify({
+          Network: "10.244.0.0/16",
+          EnableIPv6: true,
+          IPv6Network: "fc00:244::/48",
+          Backend: { Type: "vxlan" },
+        }),
+      );
+      const kc = await saKubeconfig(cp, c.tmp, "tok1");
+      c.start(a, kubeArgs(c, kc), { NODE_NAME: "kn1" });
+      c.runs.set(a, "flanctl");
+      c.startFlanneld(b, [
+        "--kube-subnet-mgr",
+        `--kubeconfig-file=${kc}`,
+        `--net-config-path=${c.tmp}/net-conf.json`,
+      ], {
+        NODE_NAME: "kn2",
+      });
+      await c.waitUp(a, 90_000);
+      await c.waitUp(b, 90_000);
+      const pa = await addPod46(c, a), pb = await addPod46(c, b);
+      await waitPing(pa.ns, pb.ip4, c.explain("dual stack over the API: v4 pods ping"), 60_000);
+      await waitPing(pa.ns, pb.ip6, c.explain("dual stack over the API: v6 pods ping"), 60_000);
+      for (const [from, to] of [[pa.ns, pb.ip4], [pb.ns, pa.ip4], [pa.ns, pb.ip6], [pb.ns, pa.ip6]]) {
+        assertEquals(await pingCount(from, to, 3), 3, `${from} → ${to}`);
+      }
+      // Both publish the IPv6 annotations flanneld reads.
+      for (const n of ["kn1", "kn2"]) {
+        const ann: Record<string, string> = (await cp.node(n))!.metadata.annotations!;
+        assert(ann[`${P}public-ipv6`]?.startsWith("fc00:87::"), JSON.stringify(ann));
+        assertEquals(typeof JSON.parse(ann[`${P}backend-v6-data`]).VtepMAC, "string");
+      }
+    } finally {
+      await c.close();
+      await cp?.stop();
+    }
+  },
+});
