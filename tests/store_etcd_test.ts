@@ -102,9 +102,6 @@ Deno.test("etcd store", async (t) => {
             backendV6Data: null,
             node: null,
             expiration: null,
-            publicIPv6: null,
-            backendV6Data: null,
-            node: null,
           }]);
           assertStringIncludes(cli.stderr, "10.5.10.0-24");
           await etcd.ctl("del", `${prefix}/subnets/10.5.9.0-24`);

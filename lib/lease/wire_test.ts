@@ -76,9 +76,6 @@ Deno.test("wire: LeaseJson shape", () => {
     backendV6Data: null,
     node: null,
     expiration: "1970-01-01T00:00:00.000Z",
-    publicIPv6: null,
-    backendV6Data: null,
-    node: null,
   });
 });
 
