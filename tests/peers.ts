@@ -105,6 +105,11 @@ function printsVersion(name: GoPeer, path: string, version: string): boolean {
 
 const found = new Map<Peer, string | undefined>();
 
+/** Forgets earlier lookups (tests of this module change the environment between them). */
+export function forgetPeers(): void {
+  found.clear();
+}
+
 /** Where `name` is (see the module's lookup order), or undefined when it is not installed. */
 export function findPeer(name: Peer): string | undefined {
   if (found.has(name)) return found.get(name);

@@ -6,7 +6,8 @@
  * @module
  */
 import { DaemonCluster, type TestNode, waitFor } from "./daemon_fixture.ts";
-import { nsRun, sh } from "./netns.ts";
+import { nsRun, nsSh, sh } from "./netns.ts";
+import { IPNet } from "../lib/base/cidr.ts";
 import { peerPath } from "./peers.ts";
 
 /** Resync knobs that make flanctl converge quickly in tests. */
@@ -61,7 +62,7 @@ export class MixedCluster extends DaemonCluster {
       "exec",
       n.ns,
       peerPath("flanneld"),
-      `--etcd-endpoints=${this.etcdUrl}`,
+      ...(this.etcdUrl ? [`--etcd-endpoints=${this.etcdUrl}`] : []),
       `--subnet-file=${n.subnetFile}`,
       "--iface=eth0",
       "--healthz-ip=127.0.0.1",
@@ -128,6 +129,51 @@ export function waitPing(ns: string, ip: string, what: string | (() => Promise<s
 export async function linkOf(ns: string, dev: string): Promise<{ linkinfo?: { info_kind: string } } | null> {
   const r = await nsRun(ns, ["ip", "-d", "-j", "link", "show", dev]);
   return r.code === 0 ? JSON.parse(r.stdout)[0] : null;
+}
+
+/** IPv6 underlay: the bridge gets ::1, node i ::<11+i>, forwarding on (as tests/daemon_dualstack_test.ts). */
+export async function addV6Underlay(c: MixedCluster, V6BASE = "fc00:71"): Promise<void> {
+  await sh("ip", "-n", c.underlay, "addr", "add", `${V6BASE}::1/64`, "dev", "br0", "nodad");
+  await nsSh(c.underlay, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+  for (const [i, n] of c.nodes.entries()) {
+    await sh(
+      "ip",
+      "-n",
+      n.ns,
+      "addr",
+      "add",
+      `${V6BASE}::${(11 + i).toString(16)}/64`,
+      "dev",
+      "eth0",
+      "nodad",
+    );
+    await sh("ip", "-n", n.ns, "-6", "route", "add", "default", "via", `${V6BASE}::1`);
+    await nsSh(n.ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+  }
+}
+
+/** A dual-stack pod on `n`: the subnets' .2 and ::2 behind a veth whose node end holds .1 and ::1. */
+export async function addPod46(c: MixedCluster, n: TestNode) {
+  const ns = await c.fx.add("p");
+  const dev = `vp${c.fx.names.length}`;
+  await sh("ip", "-n", n.ns, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns);
+  await sh("ip", "-n", n.ns, "link", "set", dev, "up");
+  await sh("ip", "-n", ns, "link", "set", "eth0", "up");
+  const env = await c.subnetEnv(n);
+  const out: string[] = [];
+  for (const [s, v6] of [[env.FLANNEL_SUBNET, false], [env.FLANNEL_IPV6_SUBNET, true]] as const) {
+    const net = IPNet.parse(s);
+    const ip = net.nth(2).toString(), gw = net.nth(1).toString(), host = v6 ? 128 : 32;
+    const fam = v6 ? ["-6"] : [];
+    const nodad = v6 ? ["nodad"] : [];
+    await sh("ip", "-n", n.ns, "addr", "add", `${gw}/${host}`, "dev", dev, ...nodad);
+    await sh("ip", "-n", n.ns, ...fam, "route", "add", `${ip}/${host}`, "dev", dev);
+    await sh("ip", "-n", ns, "addr", "add", `${ip}/${host}`, "dev", "eth0", ...nodad);
+    await sh("ip", "-n", ns, ...fam, "route", "add", `${gw}/${host}`, "dev", "eth0");
+    await sh("ip", "-n", ns, ...fam, "route", "add", "default", "via", gw, "dev", "eth0");
+    out.push(ip);
+  }
+  return { ns, ip4: out[0], ip6: out[1] };
 }
 
 export { sh };

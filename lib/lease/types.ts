@@ -53,7 +53,7 @@ export interface LeaseJson {
   subnet: string;
   /** PublicIP (PublicIPv6 in an IPv6-only network). */
   publicIP: string;
-  /** BackendType ("" for udp and reservations). */
+  /** BackendType ("vxlan", "host-gw", "" for udp). */
   backendType: string;
   /** BackendData (the IPv4 backend's; BackendV6Data in an IPv6-only network). */
   backendData: unknown;

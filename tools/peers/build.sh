@@ -15,7 +15,8 @@
 # everything. Nothing of the peers' code is ever written into the checkout.
 #
 # Usage: tools/peers/build.sh [kubernetes|flanneld|crictl|go]...   (no argument: all of them)
-# Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (a go binary).
+# Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
+# use; one that does not exist makes the script fetch the toolchain).
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
@@ -78,7 +79,10 @@ fetch_toolchain() {
 need_go() {
   local min=$1 cand v
   if [ -z "$GO" ]; then
-    for cand in "${FLANCTL_GO:-}" "$(command -v go || true)" /usr/local/go/bin/go; do
+    local cands=("$(command -v go || true)" /usr/local/go/bin/go)
+    # FLANCTL_GO names the go to use (only it: a path that is not a go means "none here").
+    [ -n "${FLANCTL_GO:-}" ] && cands=("$FLANCTL_GO")
+    for cand in "${cands[@]}"; do
       [ -n "$cand" ] && [ -x "$cand" ] && { GO=$cand; break; }
     done
   fi

@@ -1,0 +1,85 @@
+/**
+ * tests/peers.ts finds the real peers as documented: an override, then the build cache of the pinned
+ * version, then PATH — a Go program on PATH only when it prints the pinned version; a missing peer under
+ * CI=true registers a failing test (checked in a child process), elsewhere it is a warning.
+ * @module
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { findPeer, forgetPeers, missingPeers, peerBinDir, peerVersions } from "./peers.ts";
+
+function withEnv(vars: Record<string, string>, fn: () => void): void {
+  const old = Object.fromEntries(Object.keys(vars).map((k) => [k, Deno.env.get(k)]));
+  for (const [k, v] of Object.entries(vars)) Deno.env.set(k, v);
+  forgetPeers();
+  try {
+    fn();
+  } finally {
+    for (const [k, v] of Object.entries(old)) v === undefined ? Deno.env.delete(k) : Deno.env.set(k, v);
+    forgetPeers();
+  }
+}
+
+function script(path: string, out: string): void {
+  Deno.writeTextFileSync(path, `#!/bin/sh\necho '${out}'\n`, { mode: 0o755 });
+}
+
+Deno.test("peers: override, then the cache of the pinned version, then PATH only with the pinned version", () => {
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-peers-" });
+  try {
+    const v = peerVersions();
+    assert(/^v\d+\.\d+\.\d+$/.test(v.kubernetes) && /^v\d/.test(v.flanneld), JSON.stringify(v));
+    Deno.mkdirSync(`${dir}/path`);
+    script(`${dir}/path/flanneld`, "v0.0.1"); // a flanneld of another version (or flanctl's own name)
+    script(`${dir}/path/crictl`, `crictl version ${v.crictl}`);
+    script(`${dir}/path/etcd`, "etcd");
+    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, PATH: `${dir}/path` }, () => {
+      assertEquals(findPeer("flanneld"), undefined, "wrong version on PATH is not used");
+      assertEquals(findPeer("crictl"), `${dir}/path/crictl`, "the pinned version on PATH is used");
+      assertEquals(findPeer("etcd"), `${dir}/path/etcd`);
+      assertEquals(missingPeers(["flanneld", "etcd", "runc"]), ["flanneld", "runc"]);
+    });
+    // Built into the cache: found there (before PATH).
+    Deno.mkdirSync(`${dir}/cache/flanneld-${v.flanneld}/bin`, { recursive: true });
+    script(`${dir}/cache/flanneld-${v.flanneld}/bin/flanneld`, v.flanneld);
+    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, PATH: `${dir}/path` }, () => {
+      assertEquals(peerBinDir("flanneld"), `${dir}/cache/flanneld-${v.flanneld}/bin`);
+      assertEquals(findPeer("flanneld"), `${dir}/cache/flanneld-${v.flanneld}/bin/flanneld`);
+    });
+    // An override names the file.
+    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, FLANCTL_PEER_KUBE_APISERVER: `${dir}/path/etcd` }, () => {
+      assertEquals(findPeer("kube-apiserver"), `${dir}/path/etcd`);
+    });
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("peers: a missing peer under CI=true is a failing test naming it and the fix", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-peers-ci-" });
+  try {
+    const t = `${dir}/ci_test.ts`;
+    Deno.writeTextFileSync(
+      t,
+      `import { requirePeers } from "${new URL("./peers.ts", import.meta.url).href}";\n` +
+        `Deno.test({ name: "needs flanneld", ignore: !requirePeers(["flanneld"]), fn() {} });\n`,
+    );
+    const run = (ci: string) =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["test", "-A", "--no-check", t],
+        env: { CI: ci, FLANCTL_DEV_CACHE: `${dir}/none`, PATH: "/usr/bin:/bin" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    const ci = await run("true");
+    const out = new TextDecoder().decode(ci.stdout) + new TextDecoder().decode(ci.stderr);
+    assertEquals(ci.code, 1, out);
+    assertStringIncludes(out, "tests with real peers need flanneld");
+    assertStringIncludes(out, "./install.sh --dev");
+    const local = await run("");
+    const out2 = new TextDecoder().decode(local.stdout) + new TextDecoder().decode(local.stderr);
+    assertEquals(local.code, 0, out2);
+    assertStringIncludes(out2, "skipping the tests that need them");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
