@@ -8,8 +8,7 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, nsRun, type nsSh, sh } from "./netns.ts";
-import type { IPNet } from "../lib/base/cidr.ts";
+import { flanctl, nsRun, sh } from "./netns.ts";
 import { routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { addPod46, addV6Underlay, linkOf, MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
 import { requirePeers } from "./peers.ts";
