@@ -5,8 +5,10 @@
  * etcd writer (etcdctl) and into the file store's directory: subnets of the whole Network, a /23, a /25
  * inside our subnet, a second lease for a peer's subnet (the older wins), PublicIPs 0.0.0.0, 127.0.0.1,
  * 224.0.0.1 and 255.255.255.255, VtepMACs ff:ff:ff:ff:ff:ff and 00:00:00:00:00:00, a Node without the
- * kube-subnet-manager annotation; and a writer claiming our own subnet with its PublicIP: our lease is
- * written back at once, the other node's FDB keeps pointing at us and the pods keep pinging.
+ * kube-subnet-manager annotation, IPv6 halves with a /48, ::1, ff02::1, fe80::1 or a zero VtepMAC (vxlan
+ * with DirectRouting), a whole-Network lease on the udp backend; and a writer claiming our own subnet with
+ * its PublicIP: our lease is written back at once, the other node's FDB keeps pointing at us, the pods keep
+ * pinging and doctor names the claimant.
  */
 import { assert, assertEquals } from "./assert.ts";
 import {
@@ -20,7 +22,7 @@ import {
   waitFor,
 } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { flanctl, nsRun } from "./netns.ts";
+import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -279,15 +281,7 @@ Deno.test("hostile peers, file store + host-gw: a whole-Network lease on the seg
     c.start(a, FAST);
     await c.waitReady(a);
     const subA = await c.subnetOf(a);
-    const put = async (key: string, value: string) => {
-      const seqFile = `${c.storeDir}/seq`;
-      const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
-      await Deno.writeTextFile(
-        `${c.storeDir}/subnets/${key}`,
-        `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
-      );
-      await Deno.writeTextFile(seqFile, `${seq}\n`);
-    };
+    const put = (key: string, value: string) => putFile(c, key, value);
     const lease = (ip: string) => JSON.stringify({ PublicIP: ip, PublicIPv6: null, BackendType: "host-gw" });
     // Both on A's own segment, so host-gw could reach them directly: only the checks keep them out.
     await put("10.244.0.0-16", lease("10.92.0.50"));
@@ -306,6 +300,124 @@ Deno.test("hostile peers, file store + host-gw: a whole-Network lease on the seg
       const t = await Deno.readTextFile(`${c.storeDir}/subnets/${subA.replace("/", "-")}`);
       return JSON.parse(t).lease.PublicIP === a.ip;
     });
+  } finally {
+    await c.close();
+  }
+});
+
+/** Writes lease file `key` into the cluster's file store and announces it (as a foreign writer would). */
+async function putFile(c: DaemonCluster, key: string, value: string): Promise<void> {
+  const seqFile = `${c.storeDir}/seq`;
+  const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
+  await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
+  await Deno.writeTextFile(
+    `${c.storeDir}/subnets/${key}`,
+    `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
+  );
+  await Deno.writeTextFile(seqFile, `${seq}\n`);
+}
+
+Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
+  const c = new DaemonCluster("10.91");
+  try {
+    await c.init(JSON.stringify({
+      Network: "10.244.0.0/16",
+      EnableIPv6: true,
+      IPv6Network: "fc00:244::/48",
+      Backend: { Type: "vxlan", DirectRouting: true },
+    }));
+    const a = await c.addNode();
+    await sh("ip", "-n", c.underlay, "addr", "add", "fc00:91::1/64", "dev", "br0", "nodad");
+    await nsSh(c.underlay, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+    await sh("ip", "-n", a.ns, "addr", "add", "fc00:91::11/64", "dev", "eth0", "nodad");
+    await sh("ip", "-n", a.ns, "-6", "route", "add", "default", "via", "fc00:91::1");
+    await nsSh(a.ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1");
+    const mac = (n: number) => `0e:00:00:00:00:${n.toString(16).padStart(2, "0")}`;
+    const lease = (ip: string, ip6: string, m4 = mac(1), m6 = mac(2)) =>
+      JSON.stringify({
+        PublicIP: ip,
+        PublicIPv6: ip6,
+        BackendType: "vxlan",
+        BackendData: { VNI: 1, VtepMAC: m4 },
+        BackendV6Data: { VNI: 1, VtepMAC: m6 },
+      });
+    c.start(a, FAST);
+    await waitFor(c.explain("A ready"), async () => (await c.http(a, "/readyz"))[0] === 200);
+    // Six subnets of each family that are not A's own (A's are drawn at random).
+    const own4 = Number((await c.subnetOf(a)).split(".")[2]);
+    const own6 = (await c.subnetEnv(a)).FLANNEL_IPV6_SUBNET;
+    const picks = [...Array(12).keys()].map((k) => 99 + k).filter((k) =>
+      k !== own4 && !own6.startsWith(`fc00:244:0:${k.toString(16)}::`)
+    ).slice(0, 6);
+    const key = (k: number) => `10.244.${k}.0-24&fc00:244:0:${k.toString(16)}::-64`;
+    await putFile(c, key(picks[0]), lease(`10.91.0.${picks[0]}`, `fc00:91::${picks[0]}`));
+    await putFile(c, `10.244.${picks[1]}.0-24&fc00:244::-48`, lease(`10.91.0.${picks[1]}`, "fc00:91::51")); // v6: whole network
+    await putFile(c, key(picks[2]), lease(`10.91.0.${picks[2]}`, "::1"));
+    await putFile(c, key(picks[3]), lease(`10.91.0.${picks[3]}`, "ff02::1"));
+    await putFile(c, key(picks[4]), lease(`10.91.0.${picks[4]}`, "fe80::1"));
+    await putFile(
+      c,
+      key(picks[5]),
+      lease(`10.91.0.${picks[5]}`, `fc00:91::${picks[5]}`, mac(3), "00:00:00:00:00:00"),
+    );
+    // On A's segment, so DirectRouting alone would route the whole Network to it.
+    await putFile(c, "10.244.0.0-16", lease("10.91.0.250", "fc00:91::250"));
+    const v4 = async () =>
+      (await routes(a.ns)).filter((r) => r.dst.startsWith("10.244.") && r.gateway).map((r) =>
+        `${r.dst} via ${r.gateway} dev ${r.dev}`
+      ).sort();
+    const v6 = async () =>
+      (await ipJson<{ dst: string; gateway?: string; dev: string }[]>(a.ns, "-6", "route", "show"))
+        .filter((r) => r.dst.startsWith("fc00:244") && r.gateway).map((r) =>
+          `${r.dst} via ${r.gateway} dev ${r.dev}`
+        )
+        .sort();
+    const want4 = picks.map((k) => `10.244.${k}.0/24 via 10.91.0.${k} dev eth0`).sort();
+    const want6 = [`fc00:244:0:${picks[0].toString(16)}::/64 via fc00:91::${picks[0]} dev eth0`];
+    await waitFor(
+      c.explain("IPv4 routes of the six leases with a good IPv4 half"),
+      async () => JSON.stringify(await v4()) === JSON.stringify(want4),
+    );
+    await waitFor(
+      c.explain("one IPv6 route"),
+      async () => JSON.stringify(await v6()) === JSON.stringify(want6),
+    );
+    await new Promise((r) => setTimeout(r, 2000));
+    assertEquals(await v4(), want4);
+    assertEquals(await v6(), want6);
+    const m = await metrics(c, a);
+    assertEquals(rejected(m, "subnet_length"), 2, m); // 10.244.0.0/16 and fc00:244::/48
+    assertEquals(rejected(m, "public_ip"), 3, m); // ::1, ff02::1, fe80::1
+    assertEquals(rejected(m, "vtep_mac"), 1, m); // the zero IPv6 VtepMAC, though DirectRouting needs none
+  } finally {
+    await c.close();
+  }
+});
+
+Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot in the data path's table", async () => {
+  const c = new DaemonCluster("10.89");
+  try {
+    await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }));
+    const a = await c.addNode();
+    c.start(a, FAST);
+    await c.waitReady(a);
+    const lease = (ip: string) => JSON.stringify({ PublicIP: ip, PublicIPv6: null });
+    await putFile(c, "10.244.0.0-16", lease("10.89.0.50"));
+    await putFile(c, "10.244.99.0-24", lease("255.255.255.255"));
+    await putFile(c, "10.244.98.0-24", lease("10.89.0.51"));
+    await waitFor(
+      c.explain("the good lease routed via flannel0"),
+      async () => (await routes(a.ns)).some((r) => r.dst === "10.244.98.0/24" && r.dev === "flannel0"),
+    );
+    await new Promise((r) => setTimeout(r, 2000));
+    assertEquals(
+      (await routes(a.ns)).filter((r) => r.dst.startsWith("10.244.") && r.gateway).map((r) => r.dst),
+      ["10.244.98.0/24"],
+    );
+    const m = await metrics(c, a);
+    assertEquals(metric(m, "flanctl_udp_peers"), 1, m);
+    assertEquals(rejected(m, "subnet_length"), 1, m);
+    assertEquals(rejected(m, "public_ip"), 1, m);
   } finally {
     await c.close();
   }
