@@ -196,11 +196,11 @@ export class PeerGuard<P extends PeerLike> {
   #rules: GuardRules;
   readonly #onVerdict: VerdictListener<P>;
   readonly #cands = new Map<string, Candidate<P>>();
-  /** Candidates passing {@link checkPeer}, by subnet key. */
-  readonly #groups = new Map<string, Set<string>>();
+  /** Candidates passing {@link checkPeer}, by subnet key: one id, or a set when several claim the subnet. */
+  readonly #groups = new Map<string, string | Set<string>>();
   /** The accepted candidate of each subnet key. */
   readonly #winner = new Map<string, string>();
-  /** The last verdict reported per id ("" = accepted). */
+  /** The last refusal reported per id (accepted ones have none). */
   readonly #said = new Map<string, string>();
 
   constructor(rules: GuardRules, onVerdict: VerdictListener<P>) {
@@ -289,25 +289,29 @@ export class PeerGuard<P extends PeerLike> {
   }
 
   #group(id: string, c: Candidate<P>): void {
-    let g = this.#groups.get(c.key);
-    if (!g) this.#groups.set(c.key, g = new Set());
-    g.add(id);
+    const g = this.#groups.get(c.key);
+    if (g === undefined || g === id) this.#groups.set(c.key, id);
+    else if (typeof g === "string") this.#groups.set(c.key, new Set([g, id]));
+    else g.add(id);
   }
 
   #ungroup(id: string, c: Candidate<P>): void {
     const g = this.#groups.get(c.key);
-    if (!g) return;
-    g.delete(id);
-    if (!g.size) this.#groups.delete(c.key);
+    if (g === id) this.#groups.delete(c.key);
+    else if (g instanceof Set) {
+      g.delete(id);
+      if (g.size === 1) this.#groups.set(c.key, g.values().next().value!);
+    }
   }
 
   /** Picks the accepted lease of `key` (the oldest) and reports the verdicts of the group. */
   #elect(key: string): void {
-    const g = this.#groups.get(key);
-    if (!g) {
+    const found = this.#groups.get(key);
+    if (found === undefined) {
       this.#winner.delete(key);
       return;
     }
+    const g = typeof found === "string" ? [found] : found;
     let best: string | null = null;
     for (const id of g) {
       if (best === null) best = id;
@@ -331,13 +335,15 @@ export class PeerGuard<P extends PeerLike> {
 
   /** Reports a verdict when it differs from the last one reported for `id`. */
   #say(id: string, peer: P, r: Rejection | null): void {
-    const text = r ? `${r.reason}: ${r.detail}` : "";
     const before = this.#said.get(id);
-    if (before === text || (before === undefined && !r)) {
+    if (!r) {
+      if (before === undefined) return; // accepted, as it was (or first seen)
+      this.#said.delete(id);
+    } else {
+      const text = `${r.reason}: ${r.detail}`;
+      if (before === text) return;
       this.#said.set(id, text);
-      return;
     }
-    this.#said.set(id, text);
     this.#onVerdict(id, peer, r);
   }
 }
