@@ -3,7 +3,7 @@
  * refused lease says is programmed), what the backend makes of each accepted one ({@link Peers.fullPass}
  * reconciles the whole set, {@link Peers.apply} one batch of store events), and the IPv6 half of a
  * dual-stack node fed from the same leases and events. Our own lease record, seen with attributes that are
- * not ours (another writer claims our subnet), goes to {@link Peers.onOwnClaimed}.
+ * not ours (another writer claims our subnet), goes to the handler given to {@link Peers.onOwnClaimed}.
  * @module
  */
 import { IPAddr, type IPNet } from "../base/cidr.ts";
@@ -78,7 +78,9 @@ export class Peers {
   readonly #o: PeersOptions;
   readonly #gate: PeerGate;
   /** Told when our own lease record shows another writer's attributes (the run loop writes ours back). */
-  onOwnClaimed: ((seen: Lease) => void) | null = null;
+  #onOwnClaimed: ((seen: Lease) => void) | null = null;
+  /** A claim seen before anyone listened (the start-up listing): handed over by {@link onOwnClaimed}. */
+  #pendingClaim: Lease | null = null;
 
   constructor(o: PeersOptions) {
     this.#o = o;
@@ -91,6 +93,14 @@ export class Peers {
       reporter: o.reporter,
       onOwnSubnetClaimed: (p, id) => this.ownSubnetClaimed(p, id),
     }, o.state.own);
+  }
+
+  /** Who writes our lease back after a claim (the run loop); a claim seen before is handed over at once. */
+  onOwnClaimed(fn: (seen: Lease) => void): void {
+    this.#onOwnClaimed = fn;
+    const l = this.#pendingClaim;
+    this.#pendingClaim = null;
+    if (l) fn(l);
   }
 
   /** Number of leases known, ours included. */
@@ -130,7 +140,8 @@ export class Peers {
       changed: c.what,
       claimant_public_ip: c.publicIP,
     });
-    this.onOwnClaimed?.(l);
+    if (this.#onOwnClaimed) this.#onOwnClaimed(l);
+    else this.#pendingClaim = l;
   }
 
   /** Replaces the peer set (both families) with the leases of a full listing. */

@@ -36,7 +36,7 @@ export class RunLoop {
     this.#cfgSource = ctx.cfg.source;
     this.#keeper = this.#newKeeper();
     ctx.readiness.leaseInvalid = () => this.#keeper.whyInvalid();
-    ctx.peers.onOwnClaimed = () => this.#reclaim();
+    ctx.peers.onOwnClaimed(() => this.#reclaim());
   }
 
   /** A write-back of our lease is running (claims seen meanwhile start one more after it). */
