@@ -166,3 +166,33 @@ Deno.test("RejectionReporter: counts every refusal, warns at most `burst` per wi
   assertEquals(warns.length, 3);
   assertEquals(warns[2].includes('"not_logged":3'), true, warns[2]);
 });
+
+Deno.test("PeerGuard: random upserts and removals agree with picking the oldest valid claimant per subnet", () => {
+  let seed = 7;
+  const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  const { g } = guard();
+  const model = new Map<string, { subnet: string; created: number; ok: boolean }>();
+  const ipOf = (id: string) => `192.0.2.${Number(id.slice(1)) + 100}`;
+  for (let step = 0; step < 3000; step++) {
+    const id = `k${rnd(40)}`;
+    if (rnd(4) === 0) {
+      g.remove(id);
+      model.delete(id);
+    } else {
+      const subnet = `10.244.${2 + rnd(6)}.0/24`;
+      const ok = rnd(5) !== 0;
+      const created = rnd(10);
+      g.upsert(id, peer(subnet, ok ? ipOf(id) : "127.0.0.1"), created);
+      model.set(id, { subnet, created, ok });
+    }
+    if (step % 100 !== 99) continue;
+    const want = new Map<string, string>();
+    for (const [id, m] of [...model].sort(([a], [b]) => a < b ? -1 : 1)) {
+      const cur = want.get(m.subnet);
+      if (m.ok && (cur === undefined || m.created < model.get(cur)!.created)) want.set(m.subnet, id);
+    }
+    assertEquals(g.size, want.size, `step ${step}`);
+    assertEquals(g.leases, model.size);
+    for (const [subnet, id] of want) assertEquals(g.accepted(subnet)?.publicIP, ipOf(id), `step ${step}`);
+  }
+});
