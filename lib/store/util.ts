@@ -5,8 +5,9 @@
  * @module
  */
 import { stderrLine, type Warn } from "../base/warn.ts";
-import { RetryDelay } from "../base/sleep.ts";
+import { sleep } from "../base/sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
+import { ResponseTooLargeError } from "./limits.ts";
 
 /** flannel's lease TTL: 24 hours. */
 export const DEFAULT_LEASE_TTL_MS = 24 * 3600 * 1000;
@@ -58,17 +59,46 @@ export class Wakeup {
   }
 }
 
+/** A backoff's shape. */
+export interface BackoffShape {
+  /** The first delay. */
+  minMs: number;
+  /** The longest delay (before jitter). */
+  maxMs: number;
+  /** Each delay is the base × (1 + jitter × rand): 1.0 spreads it over [base, 2 × base). */
+  jitter: number;
+  /** Back to the first delay when the last wait was longer ago than this (the connection held meanwhile). */
+  resetAfterMs: number;
+}
+
 /**
- * The watch loops' retry, reported: the one backoff ({@link RetryDelay}: 0.5 s, doubling up to 10 s);
- * `reset()` once the connection works again.
+ * client-go's reflector backoff (what flanneld's informer uses for every list and watch restart): 800 ms
+ * doubling to 30 s, jitter 1.0, reset after 2 minutes without a retry.
+ */
+export const CLIENT_GO_BACKOFF: Readonly<BackoffShape> = {
+  minMs: 800,
+  maxMs: 30_000,
+  jitter: 1.0,
+  resetAfterMs: 120_000,
+};
+
+/**
+ * The watch loops' retry, reported: exponential with jitter ({@link CLIENT_GO_BACKOFF} by default), back to
+ * the first delay when the last retry is {@link BackoffShape.resetAfterMs} ago, or on `reset()`.
  */
 export class Backoff {
-  #delay = new RetryDelay();
+  #shape: BackoffShape;
+  #base: number;
+  #last = -Infinity;
   #warn: Warn | undefined;
+  /** Retries so far (for tests and metrics). */
+  waits = 0;
 
   /** `warn` receives the retry and recovery lines (default: `flanctl: LINE` on stderr). */
-  constructor(warn?: Warn) {
+  constructor(warn?: Warn, shape: BackoffShape = CLIENT_GO_BACKOFF) {
     this.#warn = warn;
+    this.#shape = shape;
+    this.#base = shape.minMs;
   }
 
   #report(line: string): void {
@@ -78,7 +108,7 @@ export class Backoff {
 
   /** Back to the first delay. */
   reset(): void {
-    this.#delay.reset();
+    this.#base = this.#shape.minMs;
   }
 
   /** Reports `msg` (the connection works again after a failure) where the retry lines go, and resets. */
@@ -87,10 +117,23 @@ export class Backoff {
     this.reset();
   }
 
+  /** The next delay (jittered); grows the base. */
+  next(): number {
+    const now = Date.now();
+    if (now - this.#last > this.#shape.resetAfterMs) this.reset();
+    this.#last = now;
+    const ms = Math.round(this.#base * (1 + this.#shape.jitter * Math.random()));
+    this.#base = Math.min(this.#base * 2, this.#shape.maxMs);
+    this.waits++;
+    return ms;
+  }
+
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    this.#report(`${msg}; retrying in ${this.#delay.ms / 1000}s`);
-    await this.#delay.wait(signal);
+    const ms = this.next();
+    this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`);
+    await sleep(ms, signal);
+    this.#last = Date.now();
   }
 }
 
@@ -114,6 +157,10 @@ export const JSON_LINES_CHUNK = 64 * 1024;
 export async function* jsonLines<T>(
   body: ReadableStream<Uint8Array>,
   signal?: AbortSignal,
+  /** The longest line (chars) allowed: a longer one cancels the body and throws ResponseTooLargeError. */
+  maxLine = Infinity,
+  /** Names the stream (and the knob that raises the cap) in that error. */
+  what = "watch stream",
 ): AsyncGenerator<T> {
   let byob: ReadableStreamBYOBReader | null = null;
   try {
@@ -127,6 +174,9 @@ export async function* jsonLines<T>(
   if (signal?.aborted) onAbort();
   signal?.addEventListener("abort", onAbort, { once: true });
   const decoder = new TextDecoder();
+  const tooLong = (): never => {
+    throw new ResponseTooLargeError(`${what}: a line is longer than ${maxLine} bytes (refused)`, "event");
+  };
   // A BYOB read hands the buffer over to the stream and back (a new ArrayBuffer object, same memory).
   let chunk = new Uint8Array(byob ? JSON_LINES_CHUNK : 0);
   let buf = "";
@@ -143,14 +193,17 @@ export async function* jsonLines<T>(
         if (r.done) return;
         bytes = r.value;
       }
+      const scanFrom = buf.length;
       buf += decoder.decode(bytes, { stream: true });
-      let from = 0, nl: number;
-      while ((nl = buf.indexOf("\n", from)) >= 0) {
+      let from = 0, nl: number, look = scanFrom;
+      while ((nl = buf.indexOf("\n", look)) >= 0) {
+        if (nl - from > maxLine) tooLong();
         const line = buf.slice(from, nl).trim();
-        from = nl + 1;
+        from = look = nl + 1;
         if (line) yield JSON.parse(line) as T;
       }
       if (from) buf = buf.slice(from);
+      if (buf.length > maxLine) tooLong();
     }
   } finally {
     signal?.removeEventListener("abort", onAbort);
