@@ -8,6 +8,7 @@ import { stderrLine, type Warn } from "../base/warn.ts";
 import { sleep } from "../base/sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 import { ResponseTooLargeError } from "./limits.ts";
+import { VERSION } from "../base/version.ts";
 
 /** flannel's lease TTL: 24 hours. */
 export const DEFAULT_LEASE_TTL_MS = 24 * 3600 * 1000;
@@ -137,6 +138,16 @@ export class Backoff {
   }
 }
 
+/**
+ * The User-Agent, built as client-go builds its default (`<command>/<version> (<os>/<arch>)`, without the
+ * `kubernetes/<commit>` part that names client-go's own build): what managedFields and the audit log show (Kubernetes API and etcd).
+ */
+export function userAgent(): string {
+  const arch = ({ x86_64: "amd64", aarch64: "arm64" } as Record<string, string>)[Deno.build.arch] ??
+    Deno.build.arch;
+  return `flanctl/v${VERSION} (${Deno.build.os}/${arch})`;
+}
+
 /** The size of the one buffer {@link jsonLines} reads a byte stream into: fetch's own chunk size. */
 export const JSON_LINES_CHUNK = 64 * 1024;
 
@@ -179,36 +190,52 @@ export async function* jsonLines<T>(
   };
   // A BYOB read hands the buffer over to the stream and back (a new ArrayBuffer object, same memory).
   let chunk = new Uint8Array(byob ? JSON_LINES_CHUNK : 0);
-  let buf = "";
+  // The current line's pieces: joined only when its newline comes, so a long line is never re-flattened
+  // on every chunk (a 16 MiB line built by `+=` and searched each time peaked at ~260 MiB RSS).
+  let parts: string[] = [];
+  let partLen = 0;
+  const finish = (piece: string): string => {
+    const line = parts.length ? parts.join("") + piece : piece;
+    parts = [];
+    partLen = 0;
+    return line.trim();
+  };
   try {
     while (true) {
       let bytes: Uint8Array | undefined;
       if (byob) {
         const r = await byob.read(chunk);
-        if (r.done) return;
+        if (r.done) return yield* lastLine<T>(finish(decoder.decode()));
         bytes = r.value;
         chunk = new Uint8Array(r.value.buffer);
       } else {
         const r = await plain!.read();
-        if (r.done) return;
+        if (r.done) return yield* lastLine<T>(finish(decoder.decode()));
         bytes = r.value;
       }
-      const scanFrom = buf.length;
-      buf += decoder.decode(bytes, { stream: true });
-      let from = 0, nl: number, look = scanFrom;
-      while ((nl = buf.indexOf("\n", look)) >= 0) {
-        if (nl - from > maxLine) tooLong();
-        const line = buf.slice(from, nl).trim();
-        from = look = nl + 1;
+      const text = decoder.decode(bytes, { stream: true });
+      let from = 0, nl: number;
+      while ((nl = text.indexOf("\n", from)) >= 0) {
+        if (partLen + nl - from > maxLine) tooLong();
+        const line = finish(text.slice(from, nl));
+        from = nl + 1;
         if (line) yield JSON.parse(line) as T;
       }
-      if (from) buf = buf.slice(from);
-      if (buf.length > maxLine) tooLong();
+      if (from < text.length) {
+        partLen += text.length - from;
+        if (partLen > maxLine) tooLong();
+        parts.push(text.slice(from));
+      }
     }
   } finally {
     signal?.removeEventListener("abort", onAbort);
     await reader.cancel().catch(() => {});
   }
+}
+
+/** The stream's last line when it did not end with a newline (as a JSON framer reads it). */
+function* lastLine<T>(line: string): Generator<T> {
+  if (line) yield JSON.parse(line) as T;
 }
 
 /**

@@ -29,6 +29,7 @@ import {
   KubeClient,
   type KubeConnection,
   loadKubeconfig,
+  WatchTimeoutError,
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
 import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
@@ -650,6 +651,9 @@ export class KubeStore implements SubnetStore {
         if (e instanceof KubeApiError && e.status === 410) {
           needList = true;
           trouble = "Kubernetes watch expired (410 Gone): re-listing";
+        } else if (e instanceof WatchTimeoutError) {
+          // Open for its whole timeout (minutes): re-opened at once, its length bounds the rate.
+          (this.#opts.warn ?? plainWarn)(`${e.message}; watching again from resourceVersion ${rv}`);
         } else trouble = `Kubernetes watch failed (${errText(e)})`;
       }
       if (stop.aborted) break;

@@ -7,22 +7,11 @@
  * @module
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
-import { jsonLines } from "../util.ts";
+import { jsonLines, userAgent } from "../util.ts";
 import { readCappedText } from "../../base/capped_read.ts";
-import { errText } from "../../base/errors.ts";
-import { VERSION } from "../../base/version.ts";
 import { kubeLimits, readJsonCapped, type ResponseLimits, safeText } from "../limits.ts";
 import { readJsonList } from "./json_list.ts";
-
-/**
- * The User-Agent, built as client-go builds its default (`<command>/<version> (<os>/<arch>)`, without the
- * `kubernetes/<commit>` part that names client-go's own build): what managedFields and the audit log show.
- */
-export function userAgent(): string {
-  const arch = ({ x86_64: "amd64", aarch64: "arm64" } as Record<string, string>)[Deno.build.arch] ??
-    Deno.build.arch;
-  return `flanctl/v${VERSION} (${Deno.build.os}/${arch})`;
-}
+import { errText } from "../../base/errors.ts";
 
 /** The watch abandoned by the client: still open past its timeout (the server's timeoutSeconds + a margin). */
 export class WatchTimeoutError extends StoreUnavailableError {}
