@@ -135,7 +135,22 @@ export class FakeApiServer {
     });
   }
 
+  /** Response body bytes sent (watch streams counted as they flow). */
+  bytesSent = 0;
+
   async #handle(req: Request): Promise<Response> {
+    const r = await this.#route(req);
+    if (!r.body) return r;
+    const count = new TransformStream<Uint8Array, Uint8Array>({
+      transform: (chunk, c) => {
+        this.bytesSent += chunk.length;
+        c.enqueue(chunk);
+      },
+    });
+    return new Response(r.body.pipeThrough(count), { status: r.status, headers: r.headers });
+  }
+
+  async #route(req: Request): Promise<Response> {
     const url = new URL(req.url);
     this.requests.push({
       method: req.method,
