@@ -102,30 +102,56 @@ export class JsonListScanner {
     this.#onItem(v);
   }
 
-  /** Scans one decoded chunk. */
+  /**
+   * Scans one decoded chunk. Most of a list is inside strings: there the scan jumps from quote to quote
+   * with indexOf; outside strings it looks at each character.
+   */
   push(s: string): void {
     let from = 0; // start of the part of `s` not yet given to the skeleton or an item
     const n = s.length;
-    for (let i = 0; i < n; i++) {
-      const c = s.charCodeAt(i);
+    let i = 0;
+    while (i < n) {
       if (this.#inStr) {
-        if (this.#esc) this.#esc = false;
-        else if (c === BSLASH) this.#esc = true;
-        else if (c === QUOTE) {
-          this.#inStr = false;
-          if (this.#item === 3 && this.#depth === 2) {
-            this.#addItemPart(s.slice(from, i + 1));
-            from = i + 1;
-            this.#endItem();
-          } else if (this.#str1 !== null) {
-            this.#lastStr1 = this.#str1;
-            this.#str1 = null;
-          }
-        } else if (this.#str1 !== null && this.#str1.length < 16) this.#str1 += s[i];
+        if (this.#esc) {
+          this.#esc = false;
+          i++;
+          continue;
+        }
+        // The closing quote: the next one not escaped by an odd run of backslashes (from i on: i itself
+        // is never escaped, that case is #esc above).
+        let j = s.indexOf('"', i);
+        while (j !== -1) {
+          let k = j - 1;
+          while (k >= i && s.charCodeAt(k) === BSLASH) k--;
+          if ((j - 1 - k) % 2 === 0) break;
+          j = s.indexOf('"', j + 1);
+        }
+        const end = j === -1 ? n : j;
+        if (this.#str1 !== null && this.#str1.length < 16) {
+          this.#str1 += s.slice(i, Math.min(end, i + 16 - this.#str1.length));
+        }
+        if (j === -1) {
+          let k = n - 1;
+          while (k >= i && s.charCodeAt(k) === BSLASH) k--;
+          this.#esc = (n - 1 - k) % 2 === 1; // the chunk ends inside an escape
+          break;
+        }
+        i = j + 1;
+        this.#inStr = false;
+        if (this.#item === 3 && this.#depth === 2) {
+          this.#addItemPart(s.slice(from, i));
+          from = i;
+          this.#endItem();
+        } else if (this.#str1 !== null) {
+          this.#lastStr1 = this.#str1;
+          this.#str1 = null;
+        }
         continue;
       }
+      const c = s.charCodeAt(i);
       if (this.#done) {
         if (!isWs(c)) this.#bad("text after the top-level object");
+        i++;
         continue;
       }
       if (this.#item === 2 && (isWs(c) || c === COMMA || c === CLOSE_ARR)) {
@@ -160,6 +186,7 @@ export class JsonListScanner {
         } else if (this.#inItems && this.#depth === 1) this.#inItems = false;
         if (this.#depth === 0) this.#done = true;
       } else if (this.#depth === 0 && !isWs(c)) this.#bad("it does not start with '{'");
+      i++;
     }
     if (this.#item !== 0) {
       this.#addItemPart(s.slice(from));
