@@ -3,8 +3,9 @@
  * daemon's start (node name, our Node, the lease patch, NetworkUnavailable, the peer list) and for a re-list
  * (after a 410), with 5000 realistic Nodes (~10.7 KB each) in the fake API server (tests/kube_fake_api.ts),
  * with the watch cache (the apiserver's default: `resourceVersion=0` answered whole) and without it (every
- * list paged by `limit`). With BENCH_LIB=<checkout>/lib/store/kube.ts it measures another checkout's store
- * (e.g. the one before this change, which listed consistent pages of 20).
+ * list paged by `limit`). With BENCH_LIB=<checkout>/lib/store/kube/kube.ts (lib/store/kube.ts before the
+ * folder moves) it measures another checkout's store (e.g. the one before this change, which listed
+ * consistent pages of 20).
  *
  *   deno run -A bench/kube_requests_bench.ts
  * @module
@@ -12,7 +13,7 @@
 import { FakeApiServer, TOKEN } from "../tests/kube_fake_api.ts";
 import { fillRealistic } from "../tests/kube_nodes_fixture.ts";
 
-const lib = Deno.env.get("BENCH_LIB") ?? new URL("../lib/store/kube.ts", import.meta.url).href;
+const lib = Deno.env.get("BENCH_LIB") ?? new URL("../lib/store/kube/kube.ts", import.meta.url).href;
 const { KubeStore } = await import(lib.startsWith("/") ? `file://${lib}` : lib);
 const { KubeClient } = await import(lib.replace(/kube\.ts$/, "kube_client.ts").replace(/^\//, "file:///"));
 

@@ -5,7 +5,7 @@
  * reads a last line without a newline; the watch backoff is client-go's (jittered, doubling, capped, reset).
  */
 import { assert, assertEquals, assertRejects, assertThrows } from "./assert.ts";
-import { JsonListScanner, readJsonList } from "../lib/store/json_list.ts";
+import { JsonListScanner, readJsonList } from "../lib/store/kube/json_list.ts";
 import { ResponseTooLargeError } from "../lib/store/limits.ts";
 import { StoreError } from "../lib/store/errors.ts";
 import { Backoff, jsonLines } from "../lib/store/util.ts";
