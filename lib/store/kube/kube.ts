@@ -227,7 +227,8 @@ export class KubeStore implements SubnetStore {
       // flanneld exits 1 at once here; --node-name (ours) still names the node.
       if (!name && !this.#opts.nodeName) {
         throw new KubeStartError(
-          `${podError} (POD_NAME and POD_NAMESPACE must name this node's flannel pod; or set NODE_NAME)`,
+          `finding our node's name: ${podError} (POD_NAME and POD_NAMESPACE must name this node's flannel ` +
+            `pod; or set NODE_NAME)`,
         );
       }
     }
