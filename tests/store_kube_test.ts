@@ -617,3 +617,47 @@ async function waitUntil(f: () => boolean, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+Deno.test("kube watch: Nodes beyond the item or kept-data cap end the watch in a re-list, with backoff", async () => {
+  const t = await setup();
+  const { KubeStore } = await import("../lib/store/kube/kube.ts");
+  const { KubeClient } = await import("../lib/store/kube/kube_client.ts");
+  const { KUBE_LIMITS } = await import("../lib/store/limits.ts");
+  const ann = (i: number, pad: number) => ({
+    "flannel.alpha.coreos.com/public-ip": `10.0.0.${i}`,
+    "flannel.alpha.coreos.com/backend-type": "host-gw",
+    "flannel.alpha.coreos.com/backend-data": JSON.stringify({ pad: "x".repeat(pad) }),
+    "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+  });
+  const warned: string[] = [];
+  const store = new KubeStore(
+    new KubeClient({ server: t.api.url, token: TOKEN, source: "test" }, {
+      ...KUBE_LIMITS,
+      maxItems: 3,
+      maxKeptBytes: 4000,
+    }),
+    { netConfigPath: `${t.dir}/net-conf.json`, env: {}, warn: (l) => warned.push(l) },
+  );
+  const ac = new AbortController();
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" }, ann(1, 10));
+    const { cursor } = await store.listLeases();
+    const run = (async () => {
+      for await (const _ of store.watchLeases(cursor, ac.signal)) { /* events */ }
+    })();
+    t.api.upsert("n2", { podCIDR: "10.244.2.0/24" }, ann(2, 5000)); // over the kept-data cap
+    await waitUntil(() => warned.some((w) => w.includes("more than 4000 bytes of node data")), 10_000);
+    t.api.remove("n2");
+    for (let i = 3; i <= 6; i++) t.api.upsert(`n${i}`, { podCIDR: `10.244.${i}.0/24` }, ann(i, 10));
+    await waitUntil(() => warned.some((w) => /more than 3 (Nodes|items)/.test(w)), 20_000).catch((e) => {
+      throw new Error(`${e.message}: ${warned.join("\n")}`);
+    });
+    assert(warned.every((w) => /retrying in [\d.]+s$/.test(w)), warned.join("\n"));
+    ac.abort();
+    await run;
+  } finally {
+    ac.abort();
+    await store.close();
+    await t.cleanup();
+  }
+});

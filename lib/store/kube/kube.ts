@@ -575,16 +575,25 @@ export class KubeStore implements SubnetStore {
     let known = new Map(this.#snapshots.get(cursor) ?? []);
     let needList = !this.#snapshots.has(cursor);
     const backoff = new Backoff(this.#opts.warn);
-    const maxItems = this.client.limits.maxItems;
+    const { maxItems, maxKeptBytes } = this.client.limits;
+    // What the known leases keep (their attributes as written plus a fixed cost), capped as a list is: a
+    // watch adding ever larger or more Nodes ends in a re-list, which enforces the list's caps.
+    const size = (l: Lease) => 128 + encodeLeaseAttrs(l.attrs).length;
+    let kept = 0;
+    for (const l of known.values()) kept += size(l);
     const same = (a: Lease, b: Lease) =>
       String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
       encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
     while (!stop.aborted) {
       if (needList) {
         try {
+          // client-go re-lists from the last resourceVersion the watch saw, not the last list's.
+          if (rv) this.#from = { ...this.#from, rv };
           const l = await this.#list();
           const events = diffLeases(known, l.leases, same);
           known = l.leases;
+          kept = 0;
+          for (const x of known.values()) kept += size(x);
           rv = l.rv;
           needList = false;
           if (events.length) yield events;
@@ -628,9 +637,16 @@ export class KubeStore implements SubnetStore {
           if (!cur) {
             if (old) {
               known.delete(name);
+              kept -= size(old);
               events.push({ type: "removed", lease: old });
             }
           } else if (!old || !same(old, cur)) {
+            kept += size(cur) - (old ? size(old) : 0);
+            if (kept > maxKeptBytes) {
+              trouble = `Kubernetes watch: more than ${maxKeptBytes} bytes of node data to keep`;
+              needList = true;
+              break;
+            }
             if (!old && known.size >= maxItems) {
               trouble = `Kubernetes watch: more than ${maxItems} Nodes (FLANCTL_API_MAX_ITEMS)`;
               needList = true;
