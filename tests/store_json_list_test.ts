@@ -10,7 +10,22 @@ import { ResponseTooLargeError } from "../lib/store/limits.ts";
 import { StoreError } from "../lib/store/errors.ts";
 import { Backoff, jsonLines } from "../lib/store/util.ts";
 
-const TRICKY = ['"', "\\", '\\"', "\\\\", "items", "]", "}", "{[", "é€😀", "a\nb", "\\u0041", ""];
+const TRICKY = [
+  '"',
+  "\\",
+  '\\"',
+  "\\\\",
+  "items",
+  "]",
+  "}",
+  "{[",
+  "é€😀",
+  "a\nb",
+  "\\u0041",
+  "",
+  '},{"metadata":',
+  '\\},{"metadata":',
+];
 
 function randomValue(depth: number, r: () => number): unknown {
   const k = Math.floor(r() * (depth > 3 ? 4 : 7));
@@ -18,6 +33,13 @@ function randomValue(depth: number, r: () => number): unknown {
   if (k === 1) return Math.floor(r() * 1e6) / 7;
   if (k === 2) return r() < 0.5 ? null : r() < 0.5;
   if (k === 3) return "plain";
+  if (k === 4 && r() < 0.5) {
+    // As an apiserver writes items: metadata first; nested lists of such objects too.
+    return {
+      metadata: randomValue(depth + 1, r),
+      spec: [{ metadata: 1 }, { metadata: randomValue(depth + 1, r) }],
+    };
+  }
   if (k <= 5) {
     const o: Record<string, unknown> = {};
     for (let i = 0; i < 4; i++) o[TRICKY[Math.floor(r() * TRICKY.length)] + i] = randomValue(depth + 1, r);
@@ -46,8 +68,11 @@ function scan(text: string, cut: (i: number) => number, c = caps): { items: unkn
 
 Deno.test("list scanner: items and fields as JSON.parse gives them, however the text is chunked", () => {
   const r = seeded(7);
-  for (let t = 0; t < 200; t++) {
-    const items = Array.from({ length: Math.floor(r() * 5) }, () => randomValue(1, r));
+  for (let t = 0; t < 400; t++) {
+    const items = Array.from(
+      { length: Math.floor(r() * 5) },
+      () => t % 2 ? { metadata: randomValue(2, r), status: randomValue(2, r) } : randomValue(1, r),
+    );
     const list = { kind: "NodeList", metadata: { resourceVersion: "9", continue: '\\"x' }, items, z: [1] };
     const text = JSON.stringify(list, null, t % 3 === 0 ? 1 : 0);
     const sizes = [1, 2, 3, 5, 64, 1e9];
