@@ -5,20 +5,17 @@
  * enforced while reading: a response that passes it is refused (cancelled) at that byte, never buffered
  * whole first, so memory stays bounded whatever the server sends.
  *
- * Defaults, sized from 5000 realistic Nodes (tests/kube_nodes_fixture.ts: ~10.7 KB of JSON each, labels,
- * images, conditions; Kubernetes' supported maximum is 5000 nodes):
- * - body 64 MiB: the apiserver's watch cache answers `resourceVersion=0` with the whole list in one response
- *   (it ignores `limit` there), 5000 × 10.7 KB = 53.6 MB (51.1 MiB), plus 25 % headroom. A larger list
- *   falls back to a consistent list in pages of 500 (~5 MB each), so the cap does not limit the cluster size.
- *   The list is parsed item by item (lib/store/json_list.ts), so this cap bounds time and bandwidth, not
- *   memory.
- * - event 2 MiB: one watch line, list item or object; the largest object the apiserver can store is bounded
- *   by etcd's request limit (--max-request-bytes, 1.5 MiB by default); a realistic Node is 10 KB.
- * - pages 100 per list (5000 Nodes are 10 pages of 500; 100 pages hold 50,000), items 50,000 per list and
- *   Nodes known to a watch (10× Kubernetes' limit), node data kept 16 MiB (the projected Nodes: names,
- *   podCIDRs, our annotations; ~0.45 KB each, 2.2 MB for 5000).
- * - etcd: body and watch line 16 MiB: a range page is 500 leases (~0.3 MB); a watch message catching up
- *   after an outage carries up to every lease with its previous value (5000 × ~0.9 KB ≈ 4.5 MB).
+ * Defaults (sized from 5000 realistic Nodes, Kubernetes' supported maximum; the sizing and its figures are
+ * in docs/performance.md, "API and etcd response caps"):
+ * - body 64 MiB: the watch cache answers `resourceVersion=0` with the whole list in one response (it ignores
+ *   `limit` there); a larger list falls back to a consistent list in pages of 500, so the cap does not limit
+ *   the cluster size. Lists are parsed item by item (lib/store/kube/json_list.ts): this bounds time and
+ *   bandwidth, not memory.
+ * - event 2 MiB: one watch line, list item or object (above etcd's 1.5 MiB request limit, which bounds any
+ *   object the apiserver stores).
+ * - 100 pages and 50,000 items per list (10× Kubernetes' limit), 16 MiB of node data kept.
+ * - etcd: body and watch line 16 MiB (a range page of 500 leases, or a watch message catching up on every
+ *   lease with its previous value, fits many times).
  *
  * Each is configurable by environment (the daemon's and every command's): FLANCTL_API_MAX_BODY_BYTES,
  * FLANCTL_API_MAX_EVENT_BYTES, FLANCTL_API_MAX_PAGES, FLANCTL_API_MAX_ITEMS (kube), FLANCTL_ETCD_MAX_BYTES

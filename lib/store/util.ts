@@ -191,7 +191,8 @@ export async function* jsonLines<T>(
   // A BYOB read hands the buffer over to the stream and back (a new ArrayBuffer object, same memory).
   let chunk = new Uint8Array(byob ? JSON_LINES_CHUNK : 0);
   // The current line's pieces: joined only when its newline comes, so a long line is never re-flattened
-  // on every chunk (a 16 MiB line built by `+=` and searched each time peaked at ~260 MiB RSS).
+  // on every chunk (built by `+=` and searched each time, a line at the cap grew the heap many times over:
+  // docs/performance.md).
   let parts: string[] = [];
   let partLen = 0;
   const finish = (piece: string): string => {

@@ -112,10 +112,11 @@ export class JsonListScanner {
 
   // The fast path. An apiserver writes each item of a list as `{"metadata":…}` (Go's encoding/json, fields
   // in declaration order), so an item ends where `},{"metadata":` follows: found with indexOf (native; the
-  // scan below runs in V8's interpreter when the daemon runs --jitless, as installed, and took 3-5 s for
-  // 5000 Nodes). A candidate is taken only when JSON.parse accepts it — an object's end is unique, so a
-  // parse that succeeds ends at the item's own closing brace — after 3 candidates that do not parse, or at
-  // the end of the list, the item is scanned character by character as any other input.
+  // character scan below runs in V8's interpreter when the daemon runs --jitless, as installed, several
+  // times slower than JSON.parse: docs/performance.md). A candidate is taken only when JSON.parse accepts
+  // it — an object's end is unique, so a parse that succeeds ends at the item's own closing brace — after 3
+  // candidates that do not parse, past the item cap, or at the end of the list, the character scan takes
+  // over for the rest of the list.
   #fast = false;
   #fastParts: string[] = [];
   #fastLen = 0;

@@ -22,7 +22,7 @@ import { ResponseTooLargeError } from "../limits.ts";
  * apiserver's watch cache answers with the whole list whatever the limit; a consistent list (no
  * resourceVersion, the fallback) comes in pages of 500 from etcd. Either way the response is read item by
  * item (lib/store/json_list.ts) and each Node projected at once, so the page size no longer sets the peak
- * memory (it did when each page was parsed whole: 20 was chosen for that, 250 requests per 5000-Node list).
+ * memory (it did when each page was parsed whole, which is why pages were smaller before).
  */
 export const LIST_PAGE_SIZE = 500;
 
