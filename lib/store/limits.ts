@@ -7,10 +7,11 @@
  *
  * Defaults (sized from 5000 realistic Nodes, Kubernetes' supported maximum; the sizing and its figures are
  * in docs/performance.md, "API and etcd response caps"):
- * - body 64 MiB: the watch cache answers `resourceVersion=0` with the whole list in one response (it ignores
- *   `limit` there); a larger list falls back to a consistent list in pages of 500, so the cap does not limit
- *   the cluster size. Lists are parsed item by item (lib/store/kube/json_list.ts): this bounds time and
- *   bandwidth, not memory.
+ * - body 128 MiB: the watch cache answers `resourceVersion=0` with the whole list in one response (it
+ *   ignores `limit` there), and a Node as an apiserver sends it (managedFields, up to 50 images) is 12-20 KB;
+ *   a larger list falls back to a consistent list in pages of 500, so the cap does not limit the cluster
+ *   size. Lists are parsed item by item (lib/store/kube/json_list.ts): this bounds time and bandwidth, not
+ *   memory.
  * - event 2 MiB: one watch line, list item or object (above etcd's 1.5 MiB request limit, which bounds any
  *   object the apiserver stores).
  * - 100 pages and 50,000 items per list (10× Kubernetes' limit), 16 MiB of node data kept.
@@ -51,7 +52,7 @@ const MiB = 1024 * 1024;
 
 /** The kube client's defaults (see the module doc). */
 export const KUBE_LIMITS: Readonly<ResponseLimits> = {
-  maxBodyBytes: 64 * MiB,
+  maxBodyBytes: 128 * MiB,
   maxEventBytes: 2 * MiB,
   maxPages: 100,
   maxItems: 50_000,

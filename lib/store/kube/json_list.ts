@@ -106,8 +106,9 @@ export class JsonListScanner {
 
   /** Scans one decoded chunk. */
   push(s: string): void {
-    let rest: string | null = s;
-    while (rest) rest = this.#fast ? this.#fastPush(rest) : this.#charPush(rest);
+    // Positions into `s`, never its remainder as a new string: a chunk holding many items is not copied
+    // once per item.
+    for (let at = 0; at < s.length;) at = this.#fast ? this.#fastPush(s, at) : this.#charPush(s, at);
   }
 
   // The fast path. An apiserver writes each item of a list as `{"metadata":…}` (Go's encoding/json, fields
@@ -118,68 +119,95 @@ export class JsonListScanner {
   // candidates that do not parse, past the item cap, or at the end of the list, the character scan takes
   // over for the rest of the list.
   #fast = false;
+  /** The item's text from earlier chunks (fast mode). */
   #fastParts: string[] = [];
   #fastLen = 0;
+  /** The last characters of that text, to find a marker split between two chunks. */
   #fastTail = "";
   #fastFails = 0;
 
-  /** Feeds `s` to the item in fast mode; returns what follows the item when it ended, else null. */
-  #fastPush(s: string): string | null {
-    const hay = this.#fastTail + s;
-    for (let from = 0;;) {
-      const k = hay.indexOf(ITEM_MARK, from);
-      if (k < 0) break;
-      const full = this.#fastParts.join("") + s;
-      const end = this.#fastLen - this.#fastTail.length + k + 1; // just after the item's `}`
-      let v: unknown;
-      try {
-        v = JSON.parse(full.slice(0, end));
-      } catch {
-        if (++this.#fastFails > 3) return this.#slowItem(full);
-        from = k + 1;
-        continue;
-      }
-      this.#fast = false;
-      this.#fastParts = [];
-      this.#fastLen = 0;
-      this.#addSkel("0");
-      if (++this.#items > this.#caps.maxItems) {
-        this.#tooLarge(`more than ${this.#caps.maxItems} items (FLANCTL_API_MAX_ITEMS)`, "items");
-      }
-      this.#onItem(v);
-      return full.slice(end);
+  /** Tries `text` as the whole item; true (and the item handed over) when it parses. */
+  #tryItem(text: string): boolean {
+    let v: unknown;
+    try {
+      v = JSON.parse(text);
+    } catch {
+      this.#fastFails++;
+      return false;
     }
-    this.#fastLen += s.length;
-    this.#fastParts.push(s);
+    this.#fast = false;
+    this.#fastParts = [];
+    this.#fastLen = 0;
+    this.#fastTail = "";
+    this.#addSkel("0");
+    if (++this.#items > this.#caps.maxItems) {
+      this.#tooLarge(`more than ${this.#caps.maxItems} items (FLANCTL_API_MAX_ITEMS)`, "items");
+    }
+    this.#onItem(v);
+    return true;
+  }
+
+  /** Feeds `s` from `at` to the item in fast mode; returns where scanning goes on in `s`. */
+  #fastPush(s: string, at: number): number {
+    const M = ITEM_MARK.length;
+    // A marker split between the earlier text and this chunk.
+    if (this.#fastTail) {
+      const bridge = this.#fastTail + s.slice(at, at + M - 1);
+      const k = bridge.indexOf(ITEM_MARK);
+      if (k >= 0 && k < this.#fastTail.length) {
+        const old = this.#fastParts.join("");
+        const end = old.length - this.#fastTail.length + k + 1;
+        if (this.#tryItem(old.slice(0, end))) {
+          this.push(old.slice(end)); // a few characters: `,{"meta…`
+          return at;
+        }
+      }
+    }
+    for (let from = at;;) {
+      const k = s.indexOf(ITEM_MARK, from);
+      if (k < 0) break;
+      const head = this.#fastParts.length ? this.#fastParts.join("") : "";
+      if (this.#tryItem(head + s.slice(at, k + 1))) return k + 1;
+      if (this.#fastFails > 3) return this.#slowItem(at);
+      from = k + 1;
+    }
+    const rest = s.length - at;
+    this.#fastParts.push(at ? s.slice(at) : s);
+    this.#fastLen += rest;
+    this.#fastTail = rest >= M - 1
+      ? s.slice(s.length - (M - 1))
+      : (this.#fastTail + s.slice(at)).slice(-(M - 1));
     // No end found within an item's cap: the character scan decides (and enforces the cap).
-    if (this.#fastLen > this.#caps.maxItemBytes) return this.#slowItem(this.#fastParts.join(""));
-    this.#fastTail = hay.slice(-(ITEM_MARK.length - 1));
-    return null;
+    if (this.#fastLen > this.#caps.maxItemBytes) return this.#slowItem(s.length);
+    return s.length;
   }
 
   /**
-   * Leaves fast mode for good (this list does not look like an apiserver's): the item's text so far (from
-   * its `{`) and all that follows are scanned character by character.
+   * Leaves fast mode for good (this list does not look like an apiserver's): the item's text from earlier
+   * chunks is scanned character by character; returns `at`, where the scan goes on in the current chunk.
    */
-  #slowItem(text: string): string {
+  #slowItem(at: number): number {
+    const old = this.#fastParts.join("");
     this.#fast = false;
     this.#noFast = true;
     this.#fastParts = [];
     this.#fastLen = 0;
-    return text;
+    this.#fastTail = "";
+    for (let i = 0; i < old.length;) i = this.#charPush(old, i);
+    return at;
   }
 
   #noFast = false;
 
   /**
-   * The character scan. Most of a list is inside strings: there it jumps from quote to quote with indexOf;
-   * outside strings it looks at each character. Returns the rest of `s` when an item starts that the fast
-   * path takes, else null.
+   * The character scan from `at`. Most of a list is inside strings: there it jumps from quote to quote with
+   * indexOf; outside strings it looks at each character. Returns where an item starts that the fast path
+   * takes, else the end of `s`.
    */
-  #charPush(s: string): string | null {
-    let from = 0; // start of the part of `s` not yet given to the skeleton or an item
+  #charPush(s: string, at: number): number {
+    let from = at; // start of the part of `s` not yet given to the skeleton or an item
     const n = s.length;
-    let i = 0;
+    let i = at;
     while (i < n) {
       if (this.#inStr) {
         if (this.#esc) {
@@ -236,7 +264,7 @@ export class JsonListScanner {
         this.#fast = true;
         this.#fastTail = "";
         this.#fastFails = 0;
-        return s.slice(i);
+        return i;
       }
       if (startsItem) {
         this.#addSkel(s.slice(from, i) + "0");
@@ -268,13 +296,13 @@ export class JsonListScanner {
     if (this.#item !== 0) {
       this.#addItemPart(s.slice(from));
     } else this.#addSkel(s.slice(from));
-    return null;
+    return n;
   }
 
   /** The top-level object without its items (each one `0`), parsed. Throws if the list is incomplete. */
   finish(): Record<string, unknown> {
     // The list's last item (nothing follows it to mark its end) and whatever comes after it.
-    if (this.#fast) this.push(this.#slowItem(this.#fastParts.join("")));
+    if (this.#fast) this.#slowItem(0);
     this.#noFast = true;
     if (!this.#done || this.#inStr) this.#bad("it ends early");
     let top: unknown;
