@@ -47,6 +47,18 @@ export class FakeApiServer {
   goneSent = 0;
   /** The query string of every list (not watch) request, in order. */
   listQueries: string[] = [];
+  /** The query string of every watch request, in order. */
+  watchQueries: string[] = [];
+  /** Every request: method, path with query, User-Agent, time (ms since the epoch). */
+  requests: { method: string; url: string; ua: string; at: number }[] = [];
+  /**
+   * As the apiserver's watch cache (on by default): a list with `resourceVersion=0` (or another non-empty
+   * one without `continue`) is answered whole, whatever its `limit`; a list without resourceVersion is a
+   * consistent read, paged by `limit`. Off: every list is paged (as with the watch cache disabled).
+   */
+  watchCache = true;
+  /** Answers a request instead of the server when it returns a Response (a hostile server's faults). */
+  intercept: ((req: Request, u: URL) => Response | null | Promise<Response | null>) | null = null;
   /** The bearer token accepted (rotate it to test re-reading the token file). */
   token = TOKEN;
   /** Pods by "namespace/name" (for the node-name lookup). */
@@ -123,7 +135,33 @@ export class FakeApiServer {
     });
   }
 
+  /** Response body bytes sent (watch streams counted as they flow). */
+  bytesSent = 0;
+
   async #handle(req: Request): Promise<Response> {
+    const r = await this.#route(req);
+    if (!r.body) return r;
+    const count = new TransformStream<Uint8Array, Uint8Array>({
+      transform: (chunk, c) => {
+        this.bytesSent += chunk.length;
+        c.enqueue(chunk);
+      },
+    });
+    return new Response(r.body.pipeThrough(count), { status: r.status, headers: r.headers });
+  }
+
+  async #route(req: Request): Promise<Response> {
+    const url = new URL(req.url);
+    this.requests.push({
+      method: req.method,
+      url: url.pathname + url.search,
+      ua: req.headers.get("user-agent") ?? "",
+      at: Date.now(),
+    });
+    if (this.intercept) {
+      const r = await this.intercept(req, url);
+      if (r) return r;
+    }
     this.auths.push(req.headers.get("authorization") ?? "");
     if (req.headers.get("authorization") !== `Bearer ${this.token}`) {
       return this.#status(401, "Unauthorized", "bad token");
@@ -137,7 +175,9 @@ export class FakeApiServer {
     const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(u.pathname);
     if (!m) return this.#status(404, "NotFound", `no route ${u.pathname}`);
     const [, name, status] = m;
-    if (!name && req.method === "GET" && u.searchParams.get("watch") === "1") {
+    const watch = u.searchParams.get("watch");
+    if (!name && req.method === "GET" && (watch === "1" || watch === "true")) {
+      this.watchQueries.push(u.search);
       const from = Number(u.searchParams.get("resourceVersion") ?? this.rv);
       const body = new ReadableStream<Uint8Array>({
         start: (c) => {
@@ -172,8 +212,18 @@ export class FakeApiServer {
       this.listQueries.push(u.search);
       // `limit`/`continue` as the real API server: the token names the list's resourceVersion and the last
       // name sent; pages follow name order; the last page has no `continue`.
-      const limit = Number(u.searchParams.get("limit") ?? 0);
       const token = u.searchParams.get("continue");
+      const reqRv = u.searchParams.get("resourceVersion");
+      if (token && reqRv !== null) {
+        return this.#status(
+          400,
+          "BadRequest",
+          "specifying resource version is not allowed when using continue",
+        );
+      }
+      // The watch cache serves a list with a resourceVersion whole (it ignores limit).
+      const fromCache = this.watchCache && !token && reqRv !== null && reqRv !== "";
+      const limit = fromCache ? 0 : Number(u.searchParams.get("limit") ?? 0);
       let rv = String(this.rv), after = "";
       if (token) {
         try {

@@ -27,7 +27,7 @@ Deno.test("kube node projection keeps name, resourceVersion, creationTimestamp, 
   assertEquals(p.spec, { podCIDR: "10.0.7.0/24", podCIDRs: ["10.0.7.0/24"] });
 });
 
-Deno.test("kube list under 5000 realistic Nodes: paginated, each node once, only projected data kept", async () => {
+Deno.test("kube list under 5000 realistic Nodes: one request to the watch cache, each node once, only projected data kept", async () => {
   const api = new FakeApiServer();
   const client = new KubeClient({ server: api.url, token: TOKEN, source: "test" });
   try {
@@ -35,10 +35,8 @@ Deno.test("kube list under 5000 realistic Nodes: paginated, each node once, only
     const listRv = String(api.rv);
     const { nodes, rv } = await listNodesPaged(client, PREFIX);
     assertEquals(rv, listRv);
-    // Pages of 500: 10 requests, the first without a continue token, each later one with the previous token.
-    assertEquals(api.listQueries.length, Math.ceil(5000 / LIST_PAGE_SIZE));
-    assertEquals(api.listQueries[0], `?limit=${LIST_PAGE_SIZE}`);
-    assert(api.listQueries.slice(1).every((q) => q.startsWith(`?limit=${LIST_PAGE_SIZE}&continue=`)));
+    // As client-go's reflector: limit=500 with resourceVersion=0, which the watch cache answers whole.
+    assertEquals(api.listQueries, [`?limit=${LIST_PAGE_SIZE}&resourceVersion=0`]);
     const names = nodes.map((n) => n.metadata.name);
     assertEquals(names.length, 5000);
     assertEquals(new Set(names).size, 5000);
@@ -58,11 +56,21 @@ Deno.test("kube list under 5000 realistic Nodes: paginated, each node once, only
 
 Deno.test("kube list pagination: a node count that is not a multiple of the page lists each node once", async () => {
   const api = new FakeApiServer();
+  api.watchCache = false; // every list paged
   const client = new KubeClient({ server: api.url, token: TOKEN, source: "test" });
   try {
     for (let i = 0; i < 1234; i++) api.upsert(`n${i}`, { podCIDR: `10.1.${i % 256}.0/24` });
-    const { nodes } = await listNodesPaged(client, PREFIX, 100);
+    const l = await listNodesPaged(client, PREFIX, {}, 100);
+    const { nodes } = l;
     assertEquals(api.listQueries.length, 13);
+    // client-go's pager: the continue pages carry the token and the limit, not the resourceVersion.
+    assertEquals(api.listQueries[0], "?limit=100&resourceVersion=0");
+    assert(api.listQueries.slice(1).every((q) => /^\?continue=[^&]+&limit=100$/.test(q)), api.listQueries[1]);
+    assertEquals(l.paginated, true);
+    // A re-list from the last resourceVersion keeps the limit when the server paged.
+    api.listQueries = [];
+    await listNodesPaged(client, PREFIX, { rv: l.rv, paginated: true }, 100);
+    assertEquals(api.listQueries[0], `?limit=100&resourceVersion=${l.rv}`);
     assertEquals(nodes.length, 1234);
     assertEquals(new Set(nodes.map((n) => n.metadata.name)).size, 1234);
   } finally {

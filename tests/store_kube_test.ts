@@ -3,7 +3,14 @@
  */
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
 import { ROOT, run } from "./netns.ts";
-import { type KubeStoreOptions, openKubeStore, PodCidrNotAssignedError } from "../lib/store/kube/kube.ts";
+import {
+  KubeStartError,
+  type KubeStoreOptions,
+  openKubeStore,
+  PodCidrNotAssignedError,
+} from "../lib/store/kube/kube.ts";
+import { retryableStoreError } from "../lib/store/classify.ts";
+import { VERSION } from "../lib/base/version.ts";
 import type { LeaseEvent } from "../lib/store/types.ts";
 import { leaseCli, nextEvents } from "./store_helpers.ts";
 import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
@@ -111,11 +118,16 @@ Deno.test("kube store: pod cidr not assigned / outside Network / unknown node / 
       Error,
       "is not inside Network 10.244.0.0/16",
     );
-    await assertRejects(
-      async () => (await t.open("ghost")).acquireLease(attrs),
-      Error,
-      `node "ghost" not found`,
+    // Our node missing: polled every 3 s for the start-up wait (flanneld: 30 s), then fatal (exit 1).
+    const t0 = Date.now();
+    const ghost = await assertRejects(
+      async () => (await t.open("ghost", { startWaitMs: 3000 })).acquireLease(attrs),
+      KubeStartError,
+      `node "ghost" not found in the Kubernetes API after 3s`,
     );
+    assert(Date.now() - t0 >= 2900, `gave up after ${Date.now() - t0} ms`);
+    assertEquals(retryableStoreError(ghost), false);
+    assertEquals(t.api.requests.filter((r) => r.url === "/api/v1/nodes/ghost").length, 2);
     await Deno.writeTextFile(
       `${t.dir}/kubeconfig`,
       (await Deno.readTextFile(`${t.dir}/kubeconfig`)).replace(TOKEN, "wrong"),
@@ -353,10 +365,26 @@ Deno.test("kube store: node name from NODE_NAME, then the pod's spec.nodeName, t
       nodeName: undefined,
       env: { POD_NAMESPACE: "kube-flannel", POD_NAME: "gone" },
     });
-    const e = await assertRejects(() => s.acquireLease(attrs), Error);
-    for (const want of ["NODE_NAME", "POD_NAMESPACE and POD_NAME", "--node-name", "kube-flannel/gone"]) {
+    // flanneld exits 1 at once for a missing pod or one without nodeName: not retried.
+    const e = await assertRejects(() => s.acquireLease(attrs), KubeStartError);
+    for (
+      const want of [
+        "NODE_NAME",
+        "POD_NAME and POD_NAMESPACE",
+        "error retrieving pod spec for 'kube-flannel/gone'",
+      ]
+    ) {
       assertStringIncludes(e.message, want);
     }
+    const s2 = await t.open(undefined as unknown as string, {
+      nodeName: undefined,
+      env: { POD_NAMESPACE: "kube-flannel", POD_NAME: "pending" },
+    });
+    await assertRejects(
+      () => s2.nodeName(),
+      KubeStartError,
+      "node name not present in pod spec 'kube-flannel/pending'",
+    );
     // The lease is taken for the node the pod runs on.
     const l = await (await t.open("x", { nodeName: undefined, env: pod })).acquireLease(attrs);
     assertEquals(String(l.subnet), "10.244.2.0/24");
@@ -520,6 +548,116 @@ Deno.test("kube store: a token file swapped for a FIFO keeps the last token, nev
     assertEquals([r.code, r.stdout.trim()], [0, "done"], r.stderr);
     assertEquals(t.api.auths.slice(-2), [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`]);
   } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube store: RBAC refusing nodes/status: retried every 3 s for the start-up wait, then fatal", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("w1", { podCIDR: "10.244.1.0/24" });
+    t.api.intercept = (req, u) =>
+      req.method === "PATCH" && u.pathname.endsWith("/status")
+        ? Response.json({
+          kind: "Status",
+          code: 403,
+          reason: "Forbidden",
+          message: 'nodes "w1" is forbidden',
+        }, {
+          status: 403,
+        })
+        : null;
+    const t0 = Date.now();
+    const e = await assertRejects(
+      async () => (await t.open("w1", { startWaitMs: 3000 })).acquireLease(attrs),
+      KubeStartError,
+      `publishing our lease annotations on node "w1" still refused after 3s`,
+    );
+    assertStringIncludes(e.message, "grant patch on nodes/status");
+    assert(Date.now() - t0 >= 2900);
+    assertEquals(retryableStoreError(e), false);
+    assertEquals(t.api.requests.filter((r) => r.method === "PATCH").length, 2);
+  } finally {
+    await t.cleanup();
+  }
+});
+
+Deno.test("kube client: User-Agent as client-go builds it, and client-go's list and watch queries", async () => {
+  const t = await setup();
+  try {
+    t.api.upsert("w1", { podCIDR: "10.244.1.0/24" });
+    const s = await t.open("w1");
+    const { cursor } = await s.listLeases();
+    const ac = new AbortController();
+    const it = s.watchLeases(cursor, ac.signal)[Symbol.asyncIterator]();
+    const next = it.next();
+    await waitUntil(() => t.api.watchQueries.length > 0);
+    t.api.upsert("w2", { podCIDR: "10.244.2.0/24" }, { "flannel.alpha.coreos.com/public-ip": "10.0.0.2" });
+    ac.abort();
+    await next.catch(() => {});
+    await s.close();
+    assertEquals(t.api.listQueries, ["?limit=500&resourceVersion=0"]);
+    const m = /^\?allowWatchBookmarks=true&resourceVersion=(\d+)&timeoutSeconds=(\d+)&watch=true$/.exec(
+      t.api.watchQueries[0],
+    );
+    assert(m, t.api.watchQueries[0]);
+    assertEquals(m[1], cursor);
+    assert(Number(m[2]) >= 300 && Number(m[2]) < 600, m[2]); // client-go: 5 min × (1 + rand)
+    const uas = new Set(t.api.requests.map((r) => r.ua));
+    assertEquals([...uas], [`flanctl/v${VERSION} (linux/amd64)`]);
+  } finally {
+    await t.cleanup();
+  }
+});
+
+async function waitUntil(f: () => boolean, ms = 5000): Promise<void> {
+  const t0 = Date.now();
+  while (!f()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+Deno.test("kube watch: Nodes beyond the item or kept-data cap end the watch in a re-list, with backoff", async () => {
+  const t = await setup();
+  const { KubeStore } = await import("../lib/store/kube/kube.ts");
+  const { KubeClient } = await import("../lib/store/kube/kube_client.ts");
+  const { KUBE_LIMITS } = await import("../lib/store/limits.ts");
+  const ann = (i: number, pad: number) => ({
+    "flannel.alpha.coreos.com/public-ip": `10.0.0.${i}`,
+    "flannel.alpha.coreos.com/backend-type": "host-gw",
+    "flannel.alpha.coreos.com/backend-data": JSON.stringify({ pad: "x".repeat(pad) }),
+    "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+  });
+  const warned: string[] = [];
+  const store = new KubeStore(
+    new KubeClient({ server: t.api.url, token: TOKEN, source: "test" }, {
+      ...KUBE_LIMITS,
+      maxItems: 3,
+      maxKeptBytes: 4000,
+    }),
+    { netConfigPath: `${t.dir}/net-conf.json`, env: {}, warn: (l) => warned.push(l) },
+  );
+  const ac = new AbortController();
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" }, ann(1, 10));
+    const { cursor } = await store.listLeases();
+    const run = (async () => {
+      for await (const _ of store.watchLeases(cursor, ac.signal)) { /* events */ }
+    })();
+    t.api.upsert("n2", { podCIDR: "10.244.2.0/24" }, ann(2, 5000)); // over the kept-data cap
+    await waitUntil(() => warned.some((w) => w.includes("more than 4000 bytes of node data")), 10_000);
+    t.api.remove("n2");
+    for (let i = 3; i <= 6; i++) t.api.upsert(`n${i}`, { podCIDR: `10.244.${i}.0/24` }, ann(i, 10));
+    await waitUntil(() => warned.some((w) => /more than 3 (Nodes|items)/.test(w)), 20_000).catch((e) => {
+      throw new Error(`${e.message}: ${warned.join("\n")}`);
+    });
+    assert(warned.every((w) => /retrying in [\d.]+s$/.test(w)), warned.join("\n"));
+    ac.abort();
+    await run;
+  } finally {
+    ac.abort();
+    await store.close();
     await t.cleanup();
   }
 });

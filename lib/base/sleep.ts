@@ -42,30 +42,42 @@ export class RetryDelay {
   readonly maxMs: number;
   #ms: number;
 
-  constructor(minMs = 500, maxMs = 10_000) {
+  /** Each delay is the base × (1 + jitter × rand) (0: none; client-go's reflector uses 1.0). */
+  readonly jitter: number;
+  #jittered: number;
+
+  constructor(minMs = 500, maxMs = 10_000, jitter = 0) {
     this.minMs = minMs;
     this.maxMs = maxMs;
+    this.jitter = jitter;
     this.#ms = minMs;
+    this.#jittered = this.#jitter();
   }
 
-  /** The delay before the next try. */
+  #jitter(): number {
+    return this.jitter ? Math.round(this.#ms * (1 + this.jitter * Math.random())) : this.#ms;
+  }
+
+  /** The delay before the next try (jittered). */
   get ms(): number {
-    return this.#ms;
+    return this.#jittered;
   }
 
   /** Doubles the delay, up to `maxMs`. */
   grow(): void {
     this.#ms = Math.min(this.#ms * 2, this.maxMs);
+    this.#jittered = this.#jitter();
   }
 
   /** Back to the first delay. */
   reset(): void {
     this.#ms = this.minMs;
+    this.#jittered = this.#jitter();
   }
 
   /** Sleeps the current delay (cut short by `signal`), then doubles it. */
   async wait(signal?: AbortSignal): Promise<void> {
-    await sleep(this.#ms, signal);
+    await sleep(this.#jittered, signal);
     this.grow();
   }
 }

@@ -116,7 +116,8 @@ export async function retryStore<T>(
   what: string,
   fn: () => Promise<T>,
 ): Promise<T> {
-  const delay = new RetryDelay();
+  // Jittered (0.5-1 s doubling to 10-20 s): daemons restarted together do not retry in step.
+  const delay = new RetryDelay(500, 10_000, 1.0);
   while (true) {
     try {
       const r = await fn();

@@ -182,6 +182,8 @@ const preflight: Step<Draft> = {
   async run(d) {
     const b = d.base;
     let o = b.o;
+    // kube: our node's name first, so a missing pod or node is reported as that step.
+    if (b.store.nodeName) await retryStore(b, "finding our node's name", () => b.store.nodeName!());
     // kube: the node's node-public-ip annotation acts as --public-ip (flanneld's GetStoredPublicIP).
     const stored = b.store.storedPublicIP
       ? await retryStore(b, "reading our node's annotations", () => b.store.storedPublicIP!())

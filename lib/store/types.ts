@@ -46,6 +46,11 @@ export interface SubnetStore {
   /** All current leases (malformed foreign entries skipped with a warning) and a cursor to watch from. */
   listLeases(): Promise<{ leases: Lease[]; cursor: string }>;
   /**
+   * kube only: our node's name (env NODE_NAME, the pod POD_NAMESPACE/POD_NAME's spec.nodeName, --node-name).
+   * A pod that does not exist or has no nodeName is not retried (flanneld exits 1 at once).
+   */
+  nodeName?(): Promise<string>;
+  /**
    * kube only (flanneld's GetStoredPublicIP): the `node-public-ip`/`node-public-ipv6` annotations of our
    * node, which act as --public-ip/--public-ipv6. Other stores do not have it.
    */

@@ -5,8 +5,10 @@
  * @module
  */
 import { stderrLine, type Warn } from "../base/warn.ts";
-import { RetryDelay } from "../base/sleep.ts";
+import { sleep } from "../base/sleep.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
+import { ResponseTooLargeError } from "./limits.ts";
+import { VERSION } from "../base/version.ts";
 
 /** flannel's lease TTL: 24 hours. */
 export const DEFAULT_LEASE_TTL_MS = 24 * 3600 * 1000;
@@ -58,17 +60,46 @@ export class Wakeup {
   }
 }
 
+/** A backoff's shape. */
+export interface BackoffShape {
+  /** The first delay. */
+  minMs: number;
+  /** The longest delay (before jitter). */
+  maxMs: number;
+  /** Each delay is the base × (1 + jitter × rand): 1.0 spreads it over [base, 2 × base). */
+  jitter: number;
+  /** Back to the first delay when the last wait was longer ago than this (the connection held meanwhile). */
+  resetAfterMs: number;
+}
+
 /**
- * The watch loops' retry, reported: the one backoff ({@link RetryDelay}: 0.5 s, doubling up to 10 s);
- * `reset()` once the connection works again.
+ * client-go's reflector backoff (what flanneld's informer uses for every list and watch restart): 800 ms
+ * doubling to 30 s, jitter 1.0, reset after 2 minutes without a retry.
+ */
+export const CLIENT_GO_BACKOFF: Readonly<BackoffShape> = {
+  minMs: 800,
+  maxMs: 30_000,
+  jitter: 1.0,
+  resetAfterMs: 120_000,
+};
+
+/**
+ * The watch loops' retry, reported: exponential with jitter ({@link CLIENT_GO_BACKOFF} by default), back to
+ * the first delay when the last retry is {@link BackoffShape.resetAfterMs} ago, or on `reset()`.
  */
 export class Backoff {
-  #delay = new RetryDelay();
+  #shape: BackoffShape;
+  #base: number;
+  #last = -Infinity;
   #warn: Warn | undefined;
+  /** Retries so far (for tests and metrics). */
+  waits = 0;
 
   /** `warn` receives the retry and recovery lines (default: `flanctl: LINE` on stderr). */
-  constructor(warn?: Warn) {
+  constructor(warn?: Warn, shape: BackoffShape = CLIENT_GO_BACKOFF) {
     this.#warn = warn;
+    this.#shape = shape;
+    this.#base = shape.minMs;
   }
 
   #report(line: string): void {
@@ -78,7 +109,7 @@ export class Backoff {
 
   /** Back to the first delay. */
   reset(): void {
-    this.#delay.reset();
+    this.#base = this.#shape.minMs;
   }
 
   /** Reports `msg` (the connection works again after a failure) where the retry lines go, and resets. */
@@ -87,11 +118,34 @@ export class Backoff {
     this.reset();
   }
 
+  /** The next delay (jittered); grows the base. */
+  next(): number {
+    const now = Date.now();
+    if (now - this.#last > this.#shape.resetAfterMs) this.reset();
+    this.#last = now;
+    const ms = Math.round(this.#base * (1 + this.#shape.jitter * Math.random()));
+    this.#base = Math.min(this.#base * 2, this.#shape.maxMs);
+    this.waits++;
+    return ms;
+  }
+
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    this.#report(`${msg}; retrying in ${this.#delay.ms / 1000}s`);
-    await this.#delay.wait(signal);
+    const ms = this.next();
+    this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`);
+    await sleep(ms, signal);
+    this.#last = Date.now();
   }
+}
+
+/**
+ * The User-Agent, built as client-go builds its default (`<command>/<version> (<os>/<arch>)`, without the
+ * `kubernetes/<commit>` part that names client-go's own build): what managedFields and the audit log show (Kubernetes API and etcd).
+ */
+export function userAgent(): string {
+  const arch = ({ x86_64: "amd64", aarch64: "arm64" } as Record<string, string>)[Deno.build.arch] ??
+    Deno.build.arch;
+  return `flanctl/v${VERSION} (${Deno.build.os}/${arch})`;
 }
 
 /** The size of the one buffer {@link jsonLines} reads a byte stream into: fetch's own chunk size. */
@@ -114,6 +168,10 @@ export const JSON_LINES_CHUNK = 64 * 1024;
 export async function* jsonLines<T>(
   body: ReadableStream<Uint8Array>,
   signal?: AbortSignal,
+  /** The longest line (chars) allowed: a longer one cancels the body and throws ResponseTooLargeError. */
+  maxLine = Infinity,
+  /** Names the stream (and the knob that raises the cap) in that error. */
+  what = "watch stream",
 ): AsyncGenerator<T> {
   let byob: ReadableStreamBYOBReader | null = null;
   try {
@@ -127,35 +185,58 @@ export async function* jsonLines<T>(
   if (signal?.aborted) onAbort();
   signal?.addEventListener("abort", onAbort, { once: true });
   const decoder = new TextDecoder();
+  const tooLong = (): never => {
+    throw new ResponseTooLargeError(`${what}: a line is longer than ${maxLine} bytes (refused)`, "event");
+  };
   // A BYOB read hands the buffer over to the stream and back (a new ArrayBuffer object, same memory).
   let chunk = new Uint8Array(byob ? JSON_LINES_CHUNK : 0);
-  let buf = "";
+  // The current line's pieces: joined only when its newline comes, so a long line is never re-flattened
+  // on every chunk (built by `+=` and searched each time, a line at the cap grew the heap many times over:
+  // docs/performance.md).
+  let parts: string[] = [];
+  let partLen = 0;
+  const finish = (piece: string): string => {
+    const line = parts.length ? parts.join("") + piece : piece;
+    parts = [];
+    partLen = 0;
+    return line.trim();
+  };
   try {
     while (true) {
       let bytes: Uint8Array | undefined;
       if (byob) {
         const r = await byob.read(chunk);
-        if (r.done) return;
+        if (r.done) return yield* lastLine<T>(finish(decoder.decode()));
         bytes = r.value;
         chunk = new Uint8Array(r.value.buffer);
       } else {
         const r = await plain!.read();
-        if (r.done) return;
+        if (r.done) return yield* lastLine<T>(finish(decoder.decode()));
         bytes = r.value;
       }
-      buf += decoder.decode(bytes, { stream: true });
+      const text = decoder.decode(bytes, { stream: true });
       let from = 0, nl: number;
-      while ((nl = buf.indexOf("\n", from)) >= 0) {
-        const line = buf.slice(from, nl).trim();
+      while ((nl = text.indexOf("\n", from)) >= 0) {
+        if (partLen + nl - from > maxLine) tooLong();
+        const line = finish(text.slice(from, nl));
         from = nl + 1;
         if (line) yield JSON.parse(line) as T;
       }
-      if (from) buf = buf.slice(from);
+      if (from < text.length) {
+        partLen += text.length - from;
+        if (partLen > maxLine) tooLong();
+        parts.push(text.slice(from));
+      }
     }
   } finally {
     signal?.removeEventListener("abort", onAbort);
     await reader.cancel().catch(() => {});
   }
+}
+
+/** The stream's last line when it did not end with a newline (as a JSON framer reads it). */
+function* lastLine<T>(line: string): Generator<T> {
+  if (line) yield JSON.parse(line) as T;
 }
 
 /**

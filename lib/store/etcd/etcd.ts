@@ -431,18 +431,28 @@ export class EtcdStore implements SubnetStore {
     let failing = false;
     while (!stop.aborted) {
       let relist = false;
+      // Every restart but a watch that worked a while waits the backoff (client-go's reflector values), so
+      // a server answering each watch with a compaction, a cancel or nothing costs a few requests, not
+      // hundreds: the trouble is named in the retry line.
+      let trouble: string | null = null;
+      const started = Date.now();
+      let got = 0;
       try {
         for await (const msg of this.client.watch(this.#subnets, prefixEnd(this.#subnets), rev + 1, stop)) {
+          got++;
           if (failing) {
             backoff.recovered(`etcd watch on ${this.client.endpoint} resumed at revision ${rev + 1}`);
             failing = false;
           }
-          backoff.reset();
           if (msg.compactRevision > 0) {
             relist = true;
+            trouble = `etcd watch: revision ${rev + 1} compacted (at ${msg.compactRevision}): re-listing`;
             break;
           }
-          if (msg.canceled) break;
+          if (msg.canceled) {
+            trouble = "etcd watch canceled by the server";
+            break;
+          }
           const events: LeaseEvent[] = [];
           for (const ev of msg.events) {
             rev = Math.max(rev, ev.kv.modRevision);
@@ -459,12 +469,15 @@ export class EtcdStore implements SubnetStore {
           }
           if (events.length) yield events;
         }
+        if (!trouble && got === 0 && Date.now() - started < 1000) trouble = "etcd watch closed at once";
       } catch (e) {
         if (stop.aborted) break;
         failing = true;
-        await backoff.wait(`etcd watch on ${this.client.endpoint} failed (${errText(e)})`, stop);
+        trouble = `etcd watch on ${this.client.endpoint} failed (${errText(e)})`;
         relist = true; // we may have missed a compaction while away; a re-list is cheap and exact
       }
+      if (stop.aborted) break;
+      if (trouble) await backoff.wait(trouble, stop);
       if (stop.aborted) break;
       if (relist) {
         try {

@@ -9,8 +9,16 @@
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
 import { errText, UsageError } from "../../base/errors.ts";
-import { jsonLines } from "../util.ts";
+import { jsonLines, userAgent } from "../util.ts";
 import { readCappedText } from "../../base/capped_read.ts";
+import {
+  etcdLimits,
+  readBodyCapped,
+  readJsonCapped,
+  type ResponseLimits,
+  ResponseTooLargeError,
+  safeText,
+} from "../limits.ts";
 
 /** Connection options. */
 export interface EtcdClientOptions {
@@ -28,6 +36,8 @@ export interface EtcdClientOptions {
   password?: string;
   /** Per-request timeout in ms (default 10 s; not applied to watches). */
   timeoutMs?: number;
+  /** Response caps (default: lib/store/limits.ts's etcd limits with the environment's overrides). */
+  limits?: ResponseLimits;
 }
 
 /** A key-value as the gateway returns it (int64s arrive as strings; key/value are decoded here). */
@@ -168,8 +178,11 @@ export class EtcdClient {
   #http: Deno.HttpClient | undefined;
   #token: string | null = null;
   #current = 0;
+  /** The response caps. */
+  readonly limits: ResponseLimits;
 
   constructor(opts: EtcdClientOptions) {
+    this.limits = opts.limits ?? etcdLimits();
     if (opts.endpoints.length === 0) throw new StoreError("--etcd-endpoints: no endpoint given");
     const { endpoints, username, password } = splitCredentials(opts.endpoints);
     for (const e of endpoints) {
@@ -220,14 +233,25 @@ export class EtcdClient {
   async #authenticate(base: string): Promise<void> {
     const r = await fetch(`${base}/v3/auth/authenticate`, {
       method: "POST",
+      headers: { "user-agent": userAgent() },
       body: JSON.stringify({ name: this.#opts.username, password: this.#opts.password ?? "" }),
       client: this.#http,
       signal: AbortSignal.timeout(this.#opts.timeoutMs ?? 10_000),
     });
-    const body = await r.json().catch(() => ({})) as { token?: string; message?: string; error?: string };
-    if (!r.ok || !body.token) {
+    const body = await readJsonCapped<{ token?: unknown; message?: unknown; error?: unknown }>(
+      r,
+      64 * 1024,
+      "etcd authentication",
+      "-",
+    ).catch(() => ({} as { token?: unknown; message?: unknown; error?: unknown }));
+    if (!r.ok || typeof body.token !== "string" || !body.token) {
+      const why = typeof body.message === "string"
+        ? body.message
+        : typeof body.error === "string"
+        ? body.error
+        : r.status;
       throw new StoreError(
-        `etcd authentication as '${this.#opts.username}' failed: ${body.message ?? body.error ?? r.status} ` +
+        `etcd authentication as '${this.#opts.username}' failed: ${safeText(String(why))} ` +
           `(check --etcd-username/--etcd-password)`,
       );
     }
@@ -246,7 +270,10 @@ export class EtcdClient {
       try {
         for (let attempt = 0; attempt < 2; attempt++) {
           if (this.#opts.username && !this.#token) await this.#authenticate(base);
-          const headers: Record<string, string> = { "content-type": "application/json" };
+          const headers: Record<string, string> = {
+            "content-type": "application/json",
+            "user-agent": userAgent(),
+          };
           if (this.#token) headers.authorization = this.#token;
           const sigs = [signal, stream ? undefined : AbortSignal.timeout(this.#opts.timeoutMs ?? 10_000)]
             .filter((s): s is AbortSignal => !!s);
@@ -259,17 +286,22 @@ export class EtcdClient {
           });
           this.#current = i;
           if (r.ok) return r;
-          const text = await r.text();
+          const text = await readBodyCapped(r, 64 * 1024, `etcd ${base}${path}`, "-").catch(() => "");
           let msg = text;
           try {
-            const j = JSON.parse(text) as { message?: string; error?: string };
-            msg = j.message ?? j.error ?? text;
+            const j = JSON.parse(text) as { message?: unknown; error?: unknown };
+            const m = typeof j.message === "string"
+              ? j.message
+              : typeof j.error === "string"
+              ? j.error
+              : null;
+            if (m !== null) msg = m;
           } catch { /* not JSON */ }
           if (this.#opts.username && /token/i.test(msg) && attempt === 0) {
             this.#token = null; // expired or invalid token: authenticate again once
             continue;
           }
-          throw new StoreError(`etcd ${base}${path}: HTTP ${r.status}: ${msg.trim()}`);
+          throw new StoreError(`etcd ${base}${path}: HTTP ${r.status}: ${safeText(msg.trim())}`);
         }
       } catch (e) {
         if (e instanceof StoreError) throw e;
@@ -284,10 +316,10 @@ export class EtcdClient {
     );
   }
 
-  /** POSTs JSON and returns the parsed response. */
+  /** POSTs JSON and returns the parsed response (at most the body cap, FLANCTL_ETCD_MAX_BYTES). */
   async call<T>(path: string, body: unknown): Promise<T> {
     const r = await this.#fetch(path, body);
-    return await r.json() as T;
+    return await readJsonCapped<T>(r, this.limits.maxBodyBytes, `etcd ${path}`, "FLANCTL_ETCD_MAX_BYTES");
   }
 
   /**
@@ -299,7 +331,13 @@ export class EtcdClient {
     const kvs: EtcdKV[] = [];
     let revision = 0;
     let start = b64(key);
-    for (;;) {
+    for (let pages = 1;; pages++) {
+      if (pages > this.limits.maxPages) {
+        throw new ResponseTooLargeError(
+          `etcd range: more than ${this.limits.maxPages} pages (refused; FLANCTL_API_MAX_PAGES raises the cap)`,
+          "pages",
+        );
+      }
       const r = await this.call<{ header?: { revision?: string }; kvs?: RawKV[]; more?: boolean }>(
         "/v3/kv/range",
         {
@@ -309,7 +347,13 @@ export class EtcdClient {
         },
       );
       if (!revision) revision = Number(r.header?.revision ?? 0);
-      const page = r.kvs ?? [];
+      const page = Array.isArray(r.kvs) ? r.kvs : [];
+      if (kvs.length + page.length > this.limits.maxItems) {
+        throw new ResponseTooLargeError(
+          `etcd range: more than ${this.limits.maxItems} keys (refused; FLANCTL_API_MAX_ITEMS raises the cap)`,
+          "items",
+        );
+      }
       for (const x of page) kvs.push(kv(x));
       const last = page.at(-1)?.key;
       if (!rangeEnd || !r.more || last === undefined) return { kvs, revision };
@@ -359,7 +403,7 @@ export class EtcdClient {
   /** Extends a lease (one keep-alive round); returns the new TTL in seconds (0 = lease gone). */
   async keepAlive(id: string): Promise<number> {
     const r = await this.#fetch("/v3/lease/keepalive", { ID: id });
-    const text = await r.text();
+    const text = await readBodyCapped(r, 64 * 1024, "etcd keepalive", "-");
     const first = text.split("\n").find((l) => l.trim());
     const j = first ? JSON.parse(first) as { result?: { TTL?: string } } : {};
     return Number(j.result?.TTL ?? 0);
@@ -377,8 +421,10 @@ export class EtcdClient {
   }
 
   /**
-   * Opens a watch on [key, rangeEnd) from `startRevision` (with previous values) and yields its messages
-   * until the stream ends, fails or `signal` aborts.
+   * Opens a watch on [key, rangeEnd) from `startRevision` (with previous values and progress notifications)
+   * and yields its messages until the stream ends, fails or `signal` aborts. Each message is at most the
+   * line cap (FLANCTL_ETCD_MAX_BYTES); a watch that delivers nothing for the watch timeout (etcd's progress
+   * notifications come every 10 min) is abandoned: a {@link StoreUnavailableError}.
    */
   async *watch(
     key: string,
@@ -386,34 +432,59 @@ export class EtcdClient {
     startRevision: number,
     signal: AbortSignal,
   ): AsyncGenerator<EtcdWatchMessage> {
-    const r = await this.#fetch(
-      "/v3/watch",
-      {
-        create_request: {
-          key: b64(key),
-          range_end: rangeEnd,
-          start_revision: String(startRevision),
-          prev_kv: true,
+    const idleMs = this.limits.watchTimeoutSec * 1000;
+    const idle = new AbortController();
+    let timer = setTimeout(() => idle.abort(), idleMs);
+    const stop = AbortSignal.any([signal, idle.signal]);
+    try {
+      const r = await this.#fetch(
+        "/v3/watch",
+        {
+          create_request: {
+            key: b64(key),
+            range_end: rangeEnd,
+            start_revision: String(startRevision),
+            prev_kv: true,
+            progress_notify: true,
+          },
         },
-      },
-      signal,
-      true,
-    );
-    for await (const msg of jsonLines<WatchResponseWire>(r.body!, signal)) {
-      if (msg.error) {
-        throw new StoreError(`etcd watch: ${msg.error.message ?? JSON.stringify(msg.error)}`);
+        stop,
+        true,
+      );
+      for await (
+        const msg of jsonLines<WatchResponseWire>(
+          r.body!,
+          stop,
+          this.limits.maxEventBytes,
+          "etcd watch (FLANCTL_ETCD_MAX_BYTES raises the cap)",
+        )
+      ) {
+        clearTimeout(timer);
+        timer = setTimeout(() => idle.abort(), idleMs);
+        if (msg?.error) {
+          throw new StoreError(
+            `etcd watch: ${safeText(String(msg.error.message ?? JSON.stringify(msg.error)))}`,
+          );
+        }
+        const res = msg?.result ?? {};
+        yield {
+          revision: Number(res.header?.revision ?? 0),
+          compactRevision: Number(res.compact_revision ?? 0),
+          canceled: res.canceled === true,
+          events: (Array.isArray(res.events) ? res.events : []).map((e) => ({
+            type: e?.type === "DELETE" ? "DELETE" : "PUT",
+            kv: kv(e?.kv ?? {}),
+            prevKv: e?.prev_kv ? kv(e.prev_kv) : null,
+          })),
+        };
       }
-      const res = msg.result ?? {};
-      yield {
-        revision: Number(res.header?.revision ?? 0),
-        compactRevision: Number(res.compact_revision ?? 0),
-        canceled: res.canceled === true,
-        events: (res.events ?? []).map((e) => ({
-          type: e.type === "DELETE" ? "DELETE" : "PUT",
-          kv: kv(e.kv ?? {}),
-          prevKv: e.prev_kv ? kv(e.prev_kv) : null,
-        })),
-      };
+    } catch (e) {
+      if (!(idle.signal.aborted && !signal.aborted)) throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (idle.signal.aborted && !signal.aborted) {
+      throw new StoreUnavailableError(`etcd watch silent for ${idleMs / 1000}s: abandoned`);
     }
   }
 

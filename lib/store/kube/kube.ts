@@ -10,6 +10,7 @@
  * @module
  */
 import { plainWarn, type Warn, warnOnce } from "../../base/warn.ts";
+import { sleep } from "../../base/sleep.ts";
 import type { NetConfig } from "../../config/types.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import { ConfigError } from "../../config/netconf.ts";
@@ -28,11 +29,13 @@ import {
   KubeClient,
   type KubeConnection,
   loadKubeconfig,
+  WatchTimeoutError,
 } from "./kube_client.ts";
 import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
-import { errText, UsageError } from "../../base/errors.ts";
+import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
 import { readCappedTextAsync } from "../../base/capped_read.ts";
-import { type KubeNode, listNodesPaged, projectNode } from "./kube_node.ts";
+import { type KubeNode, type ListFrom, listNodesPaged, projectNode } from "./kube_node.ts";
+import { safeText } from "../limits.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -76,6 +79,23 @@ export interface KubeStoreOptions {
   env?: Record<string, string | undefined>;
   /** Receives warnings (malformed node annotations, watch errors); default: plain lines on stderr. */
   warn?: Warn;
+  /**
+   * How long start-up waits for our Node to appear and for a refused (403) status patch to be allowed, as
+   * flanneld's AcquireLease (30 s, polling every 3 s); then the daemon exits 1. Env
+   * FLANCTL_KUBE_START_WAIT_SECONDS (for tests).
+   */
+  startWaitMs?: number;
+}
+
+/** flanneld's AcquireLease: its node polled every 3 s for 30 s; a refused status patch retried as long. */
+export const START_WAIT_MS = 30_000;
+const START_POLL_MS = 3_000;
+
+/** Start-up cannot go on in kube mode (exit 1 at once, as flanneld): the node's name or Node is missing. */
+export class KubeStartError extends FlanctlError {
+  constructor(message: string) {
+    super(message, 1);
+  }
 }
 
 /** The node has no podCIDR yet (flannel's "pod cidr not assigned"). */
@@ -98,7 +118,9 @@ export async function openKubeStore(o: KubeStoreOptions): Promise<KubeStore> {
   else if (o.apiUrl) conn = { server: o.apiUrl.replace(/\/$/, ""), source: "--kube-api-url" };
   else conn = inClusterConnection();
   if (o.apiUrl) conn = { ...conn, server: o.apiUrl.replace(/\/$/, "") };
-  return new KubeStore(new KubeClient(conn), o);
+  const wait = (o.env ?? Deno.env.toObject()).FLANCTL_KUBE_START_WAIT_SECONDS;
+  const startWaitMs = o.startWaitMs ?? (wait && /^\d+$/.test(wait) ? Number(wait) * 1000 : undefined);
+  return new KubeStore(new KubeClient(conn), { ...o, startWaitMs });
 }
 
 function podCidrs(n: KubeNode): IPNet[] {
@@ -189,24 +211,33 @@ export class KubeStore implements SubnetStore {
     let name = env.NODE_NAME || null;
     let podError = "";
     if (!name && env.POD_NAMESPACE && env.POD_NAME) {
+      const pod = `${env.POD_NAMESPACE}/${env.POD_NAME}`;
       const path = `/api/v1/namespaces/${encodeURIComponent(env.POD_NAMESPACE)}/pods/${
         encodeURIComponent(env.POD_NAME)
       }`;
       try {
-        const pod = await this.client.request<{ spec?: { nodeName?: string } }>("GET", path);
-        name = pod.spec?.nodeName || null;
-        if (!name) podError = ` (pod ${env.POD_NAMESPACE}/${env.POD_NAME} has no spec.nodeName yet)`;
+        const p = await this.client.request<{ spec?: { nodeName?: unknown } }>("GET", path);
+        const n = p?.spec?.nodeName;
+        name = typeof n === "string" && n ? n : null;
+        if (!name) podError = `node name not present in pod spec '${pod}' (the pod is not scheduled yet)`;
       } catch (e) {
-        if (!(e instanceof KubeApiError)) throw e;
-        podError = ` (pod ${env.POD_NAMESPACE}/${env.POD_NAME}: ${e.message})`;
+        if (!(e instanceof KubeApiError)) throw e; // unreachable: retried
+        podError = `error retrieving pod spec for '${pod}': ${e.message}`;
+      }
+      // flanneld exits 1 at once here; --node-name (ours) still names the node.
+      if (!name && !this.#opts.nodeName) {
+        throw new KubeStartError(
+          `finding our node's name: ${podError} (POD_NAME and POD_NAMESPACE must name this node's flannel ` +
+            `pod; or set NODE_NAME)`,
+        );
       }
     }
     name ??= this.#opts.nodeName || null;
     if (!name) {
-      throw new StoreError(
+      throw new KubeStartError(
         `cannot tell this node's name: set env NODE_NAME, or env POD_NAMESPACE and POD_NAME (the pod's ` +
           `spec.nodeName is used; the kube-flannel DaemonSet sets them from the downward API), or pass ` +
-          `--node-name${podError}`,
+          `--node-name${podError ? ` (${podError})` : ""}`,
       );
     }
     this.#nodeName = name;
@@ -306,11 +337,10 @@ export class KubeStore implements SubnetStore {
         try {
           // Through the status subresource, as flannel: kube-flannel's ClusterRole grants `patch` on
           // nodes/status only. The resourceVersion makes it conditional (409 when the node changed).
-          const patched = await this.client.request<KubeNode>(
-            "PATCH",
-            `${this.#nodePath(name)}/status`,
+          const patched = await this.#patchStatus<KubeNode>(
+            name,
             { metadata: { resourceVersion: node.metadata.resourceVersion, annotations: want } },
-            "application/strategic-merge-patch+json",
+            "publishing our lease annotations",
           );
           rv = patched.metadata.resourceVersion;
         } catch (e) {
@@ -368,24 +398,83 @@ export class KubeStore implements SubnetStore {
     await this.#setNetworkAvailable(await this.nodeName());
   }
 
+  /** Set once our Node was read: from then on a 404 means it was deleted (the lease is gone), no wait. */
+  #nodeSeen = false;
+
+  /**
+   * Retries `fn` while it fails with an API error `retryIf` accepts, every 3 s for {@link START_WAIT_MS} (as
+   * flanneld's AcquireLease), saying so once; then throws what `fail` makes of the last error. Other
+   * errors (unreachable: retried by the daemon) propagate at once.
+   */
+  async #startWait<T>(
+    fn: () => Promise<T>,
+    retryIf: (e: KubeApiError) => boolean,
+    waiting: string,
+    fail: (e: KubeApiError, secs: number) => Error,
+  ): Promise<T> {
+    const limit = this.#opts.startWaitMs ?? START_WAIT_MS;
+    const t0 = Date.now();
+    for (let said = false;; said = true) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (!(e instanceof KubeApiError) || !retryIf(e)) throw e;
+        if (Date.now() - t0 + START_POLL_MS > limit + 500) throw fail(e, Math.round(limit / 1000));
+        if (!said) (this.#opts.warn ?? plainWarn)(`${waiting}; waiting up to ${limit / 1000}s (as flanneld)`);
+        await sleep(Math.min(START_POLL_MS, limit), this.#closed.signal);
+        if (this.#closed.signal.aborted) throw e;
+      }
+    }
+  }
+
   async #getNode(name: string): Promise<KubeNode> {
+    const get = () => this.client.request<KubeNode>("GET", this.#nodePath(name));
+    const check = "check NODE_NAME, POD_NAMESPACE/POD_NAME or --node-name";
+    if (!this.#nodeSeen) {
+      const n = await this.#startWait(
+        get,
+        (e) => e.status === 404,
+        `node "${name}" not found in the Kubernetes API yet`,
+        (_e, secs) =>
+          new KubeStartError(`node "${name}" not found in the Kubernetes API after ${secs}s (${check})`),
+      );
+      this.#nodeSeen = true;
+      return n;
+    }
     try {
-      return await this.client.request<KubeNode>("GET", this.#nodePath(name));
+      return await get();
     } catch (e) {
       if (e instanceof KubeApiError && e.status === 404) {
-        throw new LeaseNotFoundError(
-          `node "${name}" not found in the Kubernetes API (check NODE_NAME, POD_NAMESPACE/POD_NAME or --node-name)`,
-        );
+        throw new LeaseNotFoundError(`node "${name}" not found in the Kubernetes API (${check})`);
       }
       throw e;
     }
   }
 
+  /** A status patch of our node; refused (403, RBAC) it is retried for the start-up wait, then fatal. */
+  #patchStatus<T>(name: string, body: unknown, what: string): Promise<T> {
+    return this.#startWait(
+      () =>
+        this.client.request<T>(
+          "PATCH",
+          `${this.#nodePath(name)}/status`,
+          body,
+          "application/strategic-merge-patch+json",
+        ),
+      (e) => e.status === 403,
+      `${what} on node "${name}" was refused (HTTP 403)`,
+      (e, secs) =>
+        new KubeStartError(
+          `${what} on node "${name}" still refused after ${secs}s: ${e.message} (grant patch on nodes/status, ` +
+            `as kube-flannel's ClusterRole does)`,
+        ),
+    );
+  }
+
   async #setNetworkAvailable(name: string): Promise<void> {
     const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-    await this.client.request(
-      "PATCH",
-      `${this.#nodePath(name)}/status`,
+    await this.#patchStatus(
+      name,
       {
         status: {
           conditions: [{
@@ -398,7 +487,7 @@ export class KubeStore implements SubnetStore {
           }],
         },
       },
-      "application/strategic-merge-patch+json",
+      "setting NetworkUnavailable=False",
     );
   }
 
@@ -434,8 +523,12 @@ export class KubeStore implements SubnetStore {
     );
   }
 
+  /** Where the next list starts (client-go's reflector: the last resourceVersion seen, and whether paged). */
+  #from: ListFrom = {};
+
   async #list(): Promise<{ leases: Map<string, Lease>; rv: string }> {
-    const l = await listNodesPaged(this.client, this.prefix);
+    const l = await listNodesPaged(this.client, this.prefix, this.#from);
+    this.#from = { rv: l.rv || undefined, paginated: l.paginated };
     const leases = new Map<string, Lease>();
     for (const n of l.nodes) {
       const lease = this.#toLease(n);
@@ -452,38 +545,90 @@ export class KubeStore implements SubnetStore {
     return { leases: [...leases.values()], cursor: rv };
   }
 
-  /** Watches Nodes from `cursor`; re-lists and diffs on 410 Gone; reconnects with backoff. */
+  /**
+   * The watch request for `rv`, as client-go's reflector asks (keys sorted as url.Values encodes them):
+   * bookmarks on, and `timeoutSeconds` = the base × (1 + rand) so the server ends it (5-10 min by default).
+   * Returns the path and the client's own deadline: that timeout plus min(30 s, the base).
+   */
+  #watchRequest(rv: string): { path: string; deadlineMs: number } {
+    const base = this.client.limits.watchTimeoutSec;
+    const timeout = Math.floor(base * (1 + Math.random()));
+    return {
+      path: `/api/v1/nodes?allowWatchBookmarks=true&resourceVersion=${
+        encodeURIComponent(rv)
+      }&timeoutSeconds=${timeout}&watch=true`,
+      deadlineMs: (timeout + Math.min(30, base)) * 1000,
+    };
+  }
+
+  /**
+   * Watches Nodes from `cursor`, as client-go's reflector: bookmarks move the resourceVersion on; a watch the
+   * server ends after its timeout (having lasted a second or delivered something) is re-opened at once; every
+   * other end — 410 Gone (then a re-list from the last resourceVersion and a diff), a failure, an ERROR
+   * event, a watch closed at once, one still open past its deadline (abandoned), a cap broken — waits the
+   * backoff (800 ms doubling to 30 s, jittered) first, so a server answering every watch with 410 gets a
+   * handful of requests, not hundreds.
+   */
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
     let rv = cursor;
     let known = new Map(this.#snapshots.get(cursor) ?? []);
-    if (!this.#snapshots.has(cursor)) {
-      const l = await this.#list();
-      known = l.leases;
-      if (!rv) rv = l.rv;
-    }
+    let needList = !this.#snapshots.has(cursor);
     const backoff = new Backoff(this.#opts.warn);
+    const { maxItems, maxKeptBytes } = this.client.limits;
+    // What the known leases keep (their attributes as written plus a fixed cost), capped as a list is: a
+    // watch adding ever larger or more Nodes ends in a re-list, which enforces the list's caps.
+    const size = (l: Lease) => 128 + encodeLeaseAttrs(l.attrs).length;
+    let kept = 0;
+    for (const l of known.values()) kept += size(l);
     const same = (a: Lease, b: Lease) =>
       String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
       encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
     while (!stop.aborted) {
-      let relist = false;
+      if (needList) {
+        try {
+          // client-go re-lists from the last resourceVersion the watch saw, not the last list's.
+          if (rv) this.#from = { ...this.#from, rv };
+          const l = await this.#list();
+          const events = diffLeases(known, l.leases, same);
+          known = l.leases;
+          kept = 0;
+          for (const x of known.values()) kept += size(x);
+          rv = l.rv;
+          needList = false;
+          if (events.length) yield events;
+        } catch (e) {
+          if (stop.aborted) break;
+          await backoff.wait(`Kubernetes re-list failed (${errText(e)})`, stop);
+          continue;
+        }
+      }
+      let trouble: string | null = null;
+      const started = Date.now();
+      let got = 0;
       try {
-        const path = `/api/v1/nodes?watch=1&allowWatchBookmarks=true&resourceVersion=${
-          encodeURIComponent(rv)
-        }`;
-        for await (const raw of this.client.watch<KubeNode & { code?: number }>(path, stop)) {
-          backoff.reset();
-          // Only the projected fields stay alive (the rest of a ~10 KB Node is garbage at once).
-          const ev = raw.type === "ERROR"
-            ? raw
-            : { type: raw.type, object: projectNode(raw.object, this.prefix) };
-          if (ev.type === "ERROR") {
-            if (ev.object.code === 410) relist = true;
-            else (this.#opts.warn ?? plainWarn)(`Kubernetes watch error: ${JSON.stringify(ev.object)}`);
+        const req = this.#watchRequest(rv);
+        for await (
+          const raw of this.client.watch<KubeNode & { code?: number }>(req.path, stop, req.deadlineMs)
+        ) {
+          got++;
+          if (raw?.type === "ERROR") {
+            const o = (raw.object ?? {}) as { code?: unknown; message?: unknown };
+            if (o.code === 410) {
+              needList = true;
+              trouble = "Kubernetes watch expired (410 Gone): re-listing";
+            } else {
+              trouble = `Kubernetes watch error: ${safeText(JSON.stringify(raw.object ?? null) ?? "")}`;
+            }
             break;
           }
-          rv = ev.object.metadata?.resourceVersion ?? rv;
+          if (!["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].includes(raw?.type)) {
+            trouble = `Kubernetes watch sent an event of type ${safeText(String(raw?.type), 40)}`;
+            break;
+          }
+          // Only the projected fields stay alive (the rest of a ~10 KB Node is garbage at once).
+          const ev = { type: raw.type, object: projectNode(raw.object, this.prefix) };
+          rv = ev.object.metadata.resourceVersion ?? rv;
           if (ev.type === "BOOKMARK") continue;
           const name = ev.object.metadata.name;
           const old = known.get(name);
@@ -492,9 +637,21 @@ export class KubeStore implements SubnetStore {
           if (!cur) {
             if (old) {
               known.delete(name);
+              kept -= size(old);
               events.push({ type: "removed", lease: old });
             }
           } else if (!old || !same(old, cur)) {
+            kept += size(cur) - (old ? size(old) : 0);
+            if (kept > maxKeptBytes) {
+              trouble = `Kubernetes watch: more than ${maxKeptBytes} bytes of node data to keep`;
+              needList = true;
+              break;
+            }
+            if (!old && known.size >= maxItems) {
+              trouble = `Kubernetes watch: more than ${maxItems} Nodes (FLANCTL_API_MAX_ITEMS)`;
+              needList = true;
+              break;
+            }
             if (old && (String(old.subnet) !== String(cur.subnet))) {
               events.push({ type: "removed", lease: old });
             }
@@ -503,26 +660,21 @@ export class KubeStore implements SubnetStore {
           } else known.set(name, cur);
           if (events.length) yield events;
         }
+        if (!trouble && got === 0 && Date.now() - started < 1000) {
+          trouble = "Kubernetes watch closed at once without an event"; // client-go's "very short watch"
+        }
       } catch (e) {
         if (stop.aborted) break;
-        if (e instanceof KubeApiError && e.status === 410) relist = true;
-        else {
-          await backoff.wait(`Kubernetes watch failed (${errText(e)})`, stop);
-        }
+        if (e instanceof KubeApiError && e.status === 410) {
+          needList = true;
+          trouble = "Kubernetes watch expired (410 Gone): re-listing";
+        } else if (e instanceof WatchTimeoutError) {
+          // Open for its whole timeout (minutes): re-opened at once, its length bounds the rate.
+          (this.#opts.warn ?? plainWarn)(`${e.message}; watching again from resourceVersion ${rv}`);
+        } else trouble = `Kubernetes watch failed (${errText(e)})`;
       }
       if (stop.aborted) break;
-      if (relist) {
-        try {
-          const l = await this.#list();
-          const events = diffLeases(known, l.leases, same);
-          known = l.leases;
-          rv = l.rv;
-          if (events.length) yield events;
-        } catch (e) {
-          if (stop.aborted) break;
-          await backoff.wait(`Kubernetes re-list failed (${errText(e)})`, stop);
-        }
-      }
+      if (trouble) await backoff.wait(trouble, stop);
     }
   }
 

@@ -7,9 +7,14 @@
  * @module
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
-import { jsonLines } from "../util.ts";
+import { jsonLines, userAgent } from "../util.ts";
 import { readCappedText } from "../../base/capped_read.ts";
+import { kubeLimits, readJsonCapped, type ResponseLimits, safeText } from "../limits.ts";
+import { readJsonList } from "./json_list.ts";
 import { errText } from "../../base/errors.ts";
+
+/** The watch abandoned by the client: still open past its timeout (the server's timeoutSeconds + a margin). */
+export class WatchTimeoutError extends StoreUnavailableError {}
 
 /** How to reach the API server. */
 export interface KubeConnection {
@@ -161,14 +166,44 @@ export function inClusterConnection(
   };
 }
 
+/** At most `max` bytes of a body, decoded (the rest is cancelled). */
+async function readBodyPrefix(r: Response, max: number): Promise<string> {
+  if (!r.body) return "";
+  const reader = r.body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  try {
+    while (n < max) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value.subarray(0, max - n));
+      n += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return new TextDecoder().decode(out);
+}
+
 /** The API client. */
 export class KubeClient {
   /** The connection in use. */
   readonly conn: KubeConnection;
+  /** The response caps (lib/store/limits.ts). */
+  readonly limits: ResponseLimits;
+  /** Requests sent (each list page and watch counts one). */
+  requests = 0;
   #http: Deno.HttpClient | undefined;
 
-  constructor(conn: KubeConnection) {
+  constructor(conn: KubeConnection, limits: ResponseLimits = kubeLimits()) {
     this.conn = conn;
+    this.limits = limits;
     if (conn.caPem || conn.certPem) {
       this.#http = Deno.createHttpClient({
         ...(conn.caPem ? { caCerts: [conn.caPem] } : {}),
@@ -197,11 +232,12 @@ export class KubeClient {
   }
 
   async #fetch(method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal) {
-    const headers: Record<string, string> = { accept: "application/json" };
+    const headers: Record<string, string> = { accept: "application/json", "user-agent": userAgent() };
     const token = this.#currentToken();
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers["content-type"] = contentType ?? "application/json";
     let r: Response;
+    this.requests++;
     try {
       r = await fetch(`${this.conn.server}${path}`, {
         method,
@@ -220,26 +256,70 @@ export class KubeClient {
       );
     }
     if (!r.ok) {
-      const text = await r.text();
+      // An error body is a Status of a few hundred bytes: read at most 64 KiB of it, print at most 300 chars.
+      let text = "";
+      try {
+        text = await readBodyPrefix(r, 64 * 1024);
+      } catch { /* the body failed: the status says enough */ }
       let msg = text.trim();
       try {
-        msg = (JSON.parse(text) as { message?: string }).message ?? msg;
+        const m = (JSON.parse(text) as { message?: unknown }).message;
+        if (typeof m === "string") msg = m;
       } catch { /* not a Status */ }
-      throw new KubeApiError(r.status, `Kubernetes API ${method} ${path}: HTTP ${r.status}: ${msg}`);
+      throw new KubeApiError(
+        r.status,
+        `Kubernetes API ${method} ${path}: HTTP ${r.status}: ${safeText(msg)}`,
+      );
     }
     return r;
   }
 
-  /** A JSON request. */
+  /** A JSON request; the response is one object, at most the event cap (FLANCTL_API_MAX_EVENT_BYTES). */
   async request<T>(method: string, path: string, body?: unknown, contentType?: string): Promise<T> {
     const r = await this.#fetch(method, path, body, contentType);
-    return await r.json() as T;
+    return await readJsonCapped<T>(
+      r,
+      this.limits.maxEventBytes,
+      `Kubernetes API ${method} ${path}`,
+      "FLANCTL_API_MAX_EVENT_BYTES",
+    );
   }
 
-  /** Streams watch events from `path` (which carries `?watch=1&resourceVersion=…`). */
-  async *watch<T>(path: string, signal: AbortSignal): AsyncGenerator<KubeWatchEvent<T>> {
-    const r = await this.#fetch("GET", path, undefined, undefined, signal);
-    yield* jsonLines<KubeWatchEvent<T>>(r.body!, signal);
+  /**
+   * A list (GET `path`), read as a stream: `onItem` gets each item as soon as it is parsed; returns the
+   * list's other fields (metadata). Capped at the body, event and item caps.
+   */
+  async list(path: string, onItem: (item: unknown) => void): Promise<Record<string, unknown>> {
+    const r = await this.#fetch("GET", path, undefined, undefined, AbortSignal.timeout(120_000));
+    return await readJsonList(r.body!, {
+      maxBodyBytes: this.limits.maxBodyBytes,
+      maxItemBytes: this.limits.maxEventBytes,
+      maxItems: this.limits.maxItems,
+      what: `Kubernetes API GET ${path}`,
+    }, onItem);
+  }
+
+  /**
+   * Streams watch events from `path` (which carries `?…&watch=true`), each line at most the event cap. When
+   * `deadlineMs` passes with the watch still open, it is abandoned: {@link WatchTimeoutError}.
+   */
+  async *watch<T>(path: string, signal: AbortSignal, deadlineMs?: number): AsyncGenerator<KubeWatchEvent<T>> {
+    const deadline = deadlineMs === undefined ? null : AbortSignal.timeout(deadlineMs);
+    const stop = deadline ? AbortSignal.any([signal, deadline]) : signal;
+    try {
+      const r = await this.#fetch("GET", path, undefined, undefined, stop);
+      yield* jsonLines<KubeWatchEvent<T>>(
+        r.body!,
+        stop,
+        this.limits.maxEventBytes,
+        "Kubernetes watch (FLANCTL_API_MAX_EVENT_BYTES raises the cap)",
+      );
+    } catch (e) {
+      if (!(deadline?.aborted && !signal.aborted)) throw e;
+    }
+    if (deadline?.aborted && !signal.aborted) {
+      throw new WatchTimeoutError(`Kubernetes watch still open after ${deadlineMs! / 1000}s: abandoned`);
+    }
   }
 
   /** Closes the HTTP client. */

@@ -3,20 +3,28 @@
  *
  * A real Node is ~10 KB of JSON (labels, images, conditions, addresses); the store needs its name,
  * resourceVersion, podCIDR(s) and the annotations under the flannel prefix. Each Node is projected as soon
- * as it is decoded, so the rest is garbage at once; the list is read in pages of {@link LIST_PAGE_SIZE}
- * (`limit`/`continue`, as client-go's pager, with smaller pages) so at most one page of full Nodes is alive at a time.
+ * as it is decoded, so the rest is garbage at once, and the list is read item by item from the stream.
+ *
+ * The list follows client-go's reflector (what flanneld's informer does): the first list asks the watch cache
+ * (`limit=500&resourceVersion=0`); a re-list asks for at least the last resourceVersion seen
+ * (`resourceVersion=<rv>`, no limit, so the watch cache serves it: with a limit the apiserver would read etcd),
+ * with `limit=500` when the server paged before; `continue` pages drop the resourceVersion as client-go's
+ * pager does. When that fails with 410 Gone (as client-go), or the one response is larger than the body cap
+ * (ours: a cluster beyond the cap's 5000-Node sizing), it falls back to a consistent list in pages of 500.
  * @module
  */
 
-import type { KubeClient } from "./kube_client.ts";
+import { KubeApiError, type KubeClient } from "./kube_client.ts";
+import { ResponseTooLargeError } from "../limits.ts";
 
 /**
- * Nodes per list page. client-go's pager uses 500; with ~10 KB Nodes a page's transient (body bytes, text,
- * parsed Nodes) sets the daemon's peak RSS during the list, while the steady RSS no longer depends on it (the
- * daemon gives it back: lib/daemon/memory.ts). 20 is 250 requests per 5000-Node list, on every node's start
- * and re-list; the peak and list time per page size: docs/performance.md, "Kube list page size".
+ * Nodes per list page: client-go's pager's (and so flanneld's informer's) 500. With `resourceVersion=0` the
+ * apiserver's watch cache answers with the whole list whatever the limit; a consistent list (no
+ * resourceVersion, the fallback) comes in pages of 500 from etcd. Either way the response is read item by
+ * item (lib/store/json_list.ts) and each Node projected at once, so the page size no longer sets the peak
+ * memory (it did when each page was parsed whole, which is why pages were smaller before).
  */
-export const LIST_PAGE_SIZE = 20;
+export const LIST_PAGE_SIZE = 500;
 
 /** The Node fields the store reads. */
 export interface KubeNode {
@@ -73,22 +81,94 @@ export function projectNode(raw: unknown, prefix: string): KubeNode {
   return out;
 }
 
-/** One list, read page by page: the projected Nodes and the list's resourceVersion. */
-export async function listNodesPaged(
-  client: Pick<KubeClient, "request">,
+/** Where a list starts: the last resourceVersion seen (none: the first list) and whether the server paged. */
+export interface ListFrom {
+  rv?: string;
+  paginated?: boolean;
+}
+
+/** One list's result: the projected Nodes, the list's resourceVersion, whether the server paged it. */
+export interface NodeList {
+  nodes: KubeNode[];
+  rv: string;
+  paginated: boolean;
+  /** Requests the list took. */
+  requests: number;
+}
+
+/** The bytes a projected Node keeps (its strings), for the kept-data cap. */
+function keptBytes(n: KubeNode): number {
+  let b = 64 + n.metadata.name.length + (n.metadata.resourceVersion?.length ?? 0);
+  for (const [k, v] of Object.entries(n.metadata.annotations ?? {})) b += k.length + v.length;
+  b += n.spec?.podCIDR?.length ?? 0;
+  for (const c of n.spec?.podCIDRs ?? []) b += c.length;
+  return b;
+}
+
+async function listOnce(
+  client: Pick<KubeClient, "list" | "limits">,
   prefix: string,
-  pageSize = LIST_PAGE_SIZE,
-): Promise<{ nodes: KubeNode[]; rv: string }> {
+  firstQuery: string,
+  pageSize: number,
+): Promise<NodeList> {
+  const lim = client.limits;
   const nodes: KubeNode[] = [];
-  let rv = "";
-  let token = "";
-  do {
-    const q = `limit=${pageSize}${token ? `&continue=${encodeURIComponent(token)}` : ""}`;
-    const page = await client.request<Obj>("GET", `/api/v1/nodes?${q}`);
-    const md = obj(page.metadata) ?? {};
+  let rv = "", token = "", q = firstQuery, pages = 0, kept = 0;
+  const onItem = (item: unknown) => {
+    const n = projectNode(item, prefix);
+    kept += keptBytes(n);
+    if (kept > lim.maxKeptBytes) {
+      throw new ResponseTooLargeError(
+        `Kubernetes node list: more than ${lim.maxKeptBytes} bytes of node data to keep (refused)`,
+        "kept",
+      );
+    }
+    if (nodes.length >= lim.maxItems) {
+      throw new ResponseTooLargeError(
+        `Kubernetes node list: more than ${lim.maxItems} Nodes (refused; FLANCTL_API_MAX_ITEMS raises the cap)`,
+        "items",
+      );
+    }
+    nodes.push(n);
+  };
+  for (;;) {
+    if (++pages > lim.maxPages) {
+      throw new ResponseTooLargeError(
+        `Kubernetes node list: more than ${lim.maxPages} pages (refused; FLANCTL_API_MAX_PAGES raises the cap)`,
+        "pages",
+      );
+    }
+    const top = await client.list(`/api/v1/nodes?${q}`, onItem);
+    const md = obj(top.metadata) ?? {};
     if (!rv) rv = str(md.resourceVersion) ?? "";
-    for (const item of Array.isArray(page.items) ? page.items : []) nodes.push(projectNode(item, prefix));
     token = str(md.continue) ?? "";
-  } while (token);
-  return { nodes, rv };
+    if (!token) return { nodes, rv, paginated: pages > 1, requests: pages };
+    // client-go's pager: the continue token carries the resourceVersion; sending one too is refused.
+    q = `continue=${encodeURIComponent(token)}&limit=${pageSize}`;
+  }
+}
+
+/**
+ * One list of every Node (see the module doc for the queries), projected with `prefix`. Throws
+ * {@link ResponseTooLargeError} when a cap is broken, a KubeApiError when the server refuses.
+ */
+export async function listNodesPaged(
+  client: Pick<KubeClient, "list" | "limits">,
+  prefix: string,
+  from: ListFrom = {},
+  pageSize = LIST_PAGE_SIZE,
+): Promise<NodeList> {
+  const rv = from.rv || "0";
+  const first = rv === "0" || from.paginated
+    ? `limit=${pageSize}&resourceVersion=${encodeURIComponent(rv)}`
+    : `resourceVersion=${encodeURIComponent(rv)}`;
+  try {
+    return await listOnce(client, prefix, first, pageSize);
+  } catch (e) {
+    const gone = e instanceof KubeApiError && e.status === 410;
+    const tooLarge = e instanceof ResponseTooLargeError && e.cap === "body";
+    if (!gone && !tooLarge) throw e;
+    const l = await listOnce(client, prefix, `limit=${pageSize}`, pageSize);
+    return { ...l, requests: l.requests + 1 };
+  }
 }
