@@ -75,7 +75,12 @@ function upCommand(lab: Command): void {
     .description(
       "build a lab: underlay bridge, node namespaces with daemons, pods attached by the flannel CNI",
     )
-    .option("--nodes <n>", "number of nodes", intArg("--nodes"), 3)
+    .option(
+      "--nodes <n>",
+      "number of nodes (1-200; checked against the host's neighbour tables)",
+      intArg("--nodes"),
+      3,
+    )
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
       new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp"]).default("vxlan"),
@@ -100,8 +105,14 @@ function upCommand(lab: Command): void {
       "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
       (v: string, prev: string[] = []) => [...prev, v],
     )
+    .option(
+      "--tune-host",
+      "when the lab does not fit the host's neighbour tables (gc_thresh1/2/3, host-wide), raise them; " +
+        "lab down restores them",
+    )
     .addOption(nameOpt())
     .action(async (o: {
+      tuneHost?: boolean;
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp";

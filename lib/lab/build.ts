@@ -16,6 +16,7 @@ import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
 import { readState, saveState } from "./state.ts";
+import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
 import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
 import {
   addNodeV6,
@@ -50,14 +51,17 @@ export class LabExistsError extends FlanctlError {
   }
 }
 
+/** Most nodes of a lab (its underlay is a /24: node i is .10+i). */
+export const MAX_NODES = 200;
+
 /** Port of every daemon's /healthz and /readyz (each daemon has its own namespace). */
 export const LAB_HEALTHZ_PORT = 10251;
 
 /** Checks `lab up` options; throws a UsageError naming the flag. */
 export function validateUpOptions(o: LabUpOptions): void {
   validateLabName(o.name);
-  if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > 50) {
-    throw new UsageError(`--nodes ${o.nodes}: give a whole number from 1 to 50`);
+  if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > MAX_NODES) {
+    throw new UsageError(`--nodes ${o.nodes}: give a whole number from 1 to ${MAX_NODES}`);
   }
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
     throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
@@ -279,6 +283,13 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  // The host's neighbour tables are shared by every namespace: refuse up front, before making anything.
+  const fits = checkHostFits(
+    `lab ${o.name}: ${o.nodes} nodes with ${o.podsPerNode} pod${o.podsPerNode === 1 ? "" : "s"} each`,
+    { nodes: o.nodes, podsPerNode: o.podsPerNode, backend: o.backend, etcd: o.store === "etcd" },
+    labFamilies(o.ipFamily),
+    !!o.tuneHost,
+  );
   if (o.store === "etcd" && !exists(ETCD_BIN)) {
     throw new FlanctlError(
       `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,
@@ -318,6 +329,9 @@ export async function labUp(
   }
   made.value = true;
   saveState(s);
+  if (o.tuneHost && fits.some((f) => !f.fits || f.pastThresh2)) {
+    for (const l of applyTuning(s, tuningFor(fits))) progress(l);
+  } else fitNotes(fits).forEach(progress);
   ensureMountPoints();
   writeCniBin(s);
   // The file store is /var/lib/flanctl on every node; `state` in it is the mount point of each node's own
@@ -389,6 +403,13 @@ export async function labAddNode(
   signal?: AbortSignal,
 ): Promise<NodeState> {
   const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
+  const perNode = Math.max(pods, Math.ceil(s.pods.length / Math.max(1, s.nodes.length)));
+  checkHostFits(
+    `lab ${s.name} with ${s.nodes.length + 1} nodes`,
+    { nodes: s.nodes.length + 1, podsPerNode: perNode, backend: s.backend, etcd: s.store === "etcd" },
+    labFamilies(s.ipFamily),
+    false,
+  );
   const n = await buildNode(s, index);
   progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
   await startDaemons(s, [n], progress, signal);
