@@ -62,6 +62,7 @@ export function register(program: Command): void {
   addPodCommand(lab);
   delPodCommand(lab);
   statusCommand(lab);
+  checkCommand(lab);
   registerList(lab);
   registerLogs(lab);
   execCommand(lab);
@@ -196,6 +197,22 @@ function statusCommand(lab: Command): void {
     });
 }
 
+/** `flanctl lab check`. */
+function checkCommand(lab: Command): void {
+  lab.command("check")
+    .description(
+      "wait until every daemon reports all peers, ping every pod pair (bounded, silent pairs retried) and " +
+        "explain failures",
+    )
+    .option("--parallel <n>", "pings in flight at most", intArg("--parallel"), 16)
+    .addOption(nameOpt())
+    .action(async (o: { parallel: number; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      if (o.parallel < 1) throw new UsageError("--parallel: give at least 1");
+      await pingReport(m.loadState(o.name), o.parallel);
+    });
+}
+
 /** `flanctl lab exec TARGET -- COMMAND`. */
 function execCommand(lab: Command): void {
   lab.command("exec")
@@ -222,19 +239,12 @@ function downCommand(lab: Command): void {
     });
 }
 
-async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<void> {
-  const { crossNodePing } = await import("../lib/lab/mod.ts");
-  const res = await crossNodePing(s);
-  if (!res.length) return;
-  if (res.every((r) => r.missing)) {
-    say("\ncross-node ping: skipped, `ping` is not installed (apt-get install iputils-ping)");
-    return;
-  }
-  say("\ncross-node ping:");
-  for (const r of res) say(`  ${r.from} -> ${r.to} (${r.ip}): ${r.ok ? "ok" : "FAIL"}`);
-  const bad = res.filter((r) => !r.ok).length;
-  say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
-  exitWith(bad ? 1 : 0);
+async function pingReport(s: import("../lib/lab/types.ts").LabState, parallel?: number): Promise<void> {
+  const { connectivityCheck, formatCheck } = await import("../lib/lab/mod.ts");
+  const r = await connectivityCheck(s, { parallel });
+  say("");
+  for (const l of formatCheck(r)) say(l);
+  exitWith(r.results.some((x) => !x.ok && !x.missing) || !r.convergence.ok ? 1 : 0);
 }
 
 /** `flanctl lab list`. */

@@ -14,11 +14,11 @@ export { labDown, listNetns } from "./down.ts";
 export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
-export { crossNodePing } from "./check.ts";
+export { connectivityCheck, formatCheck, waitConverged } from "./check.ts";
 export { listLabs } from "./list.ts";
 export type { LabListJson } from "./list.ts";
 export { copyLog, daemonLogPath, LabNodeNotFoundError } from "./logs.ts";
-export type { PingResult } from "./check.ts";
+export type { CheckReport, Convergence, PingResult } from "./check.ts";
 export {
   etcdEndpoint,
   probeHealth,
