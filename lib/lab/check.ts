@@ -13,8 +13,8 @@ import { httpGet } from "../doctor/http_get.ts";
 import { hostNeighTable } from "../kernel/neigh_gc.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
-import { IPNet } from "../ip/cidr.ts";
-import { sleep } from "../sleep.ts";
+import { IPNet } from "../base/cidr.ts";
+import { sleep } from "../base/sleep.ts";
 
 /** One ping of the check. */
 export interface PingResult {

@@ -6,7 +6,7 @@
  * the lab's state BEFORE changing it; `lab down` restores them (or hands the record to a lab still up).
  * @module
  */
-import { FlanctlError } from "../errors.ts";
+import { FlanctlError } from "../base/errors.ts";
 import {
   describeFit,
   gcKey,

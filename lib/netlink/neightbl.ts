@@ -5,7 +5,7 @@
  * same from any namespace: the thresholds and counters are host-wide.
  * @module
  */
-import { AF_INET, AF_INET6, AF_UNSPEC, fam } from "./consts.ts";
+import { AF_INET, AF_INET6, AF_UNSPEC, fam } from "./codec/consts.ts";
 import type { Conn } from "./conn.ts";
 import { scan } from "./io.ts";
 import type { NeighTableInfo } from "./types.ts";

@@ -10,7 +10,7 @@
  * Pure arithmetic plus reading the host's thresholds; nothing here writes.
  * @module
  */
-import { readCappedText } from "../capped_read.ts";
+import { readCappedText } from "../base/capped_read.ts";
 import { openNetlink, readNeighTables } from "../netlink/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
 

@@ -9,7 +9,7 @@ import { unknown } from "../types.ts";
 import type { DoctorContext } from "../context.ts";
 import type { NeighTableInfo } from "../../netlink/types.ts";
 import { nodeNeighNeed, permanentCounts, recommendThresholds, sysctlPairs } from "../../kernel/neigh_gc.ts";
-import { sleep } from "../../sleep.ts";
+import { sleep } from "../../base/sleep.ts";
 
 /** Least time between the two reads of the counters (ms). */
 export const NEIGH_REREAD_MS = 500;
