@@ -106,6 +106,7 @@ function upCommand(lab: Command): void {
       "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
       (v: string, prev: string[] = []) => [...prev, v],
     )
+    .option("--no-check", "skip the connectivity check at the end (lab check runs it)")
     .option(
       "--tune-host",
       "when the lab does not fit the host's neighbour tables (gc_thresh1/2/3, host-wide), raise them; " +
@@ -113,6 +114,7 @@ function upCommand(lab: Command): void {
     )
     .addOption(nameOpt())
     .action(async (o: {
+      check: boolean;
       tuneHost?: boolean;
       nodes: number;
       podsPerNode: number;
@@ -126,7 +128,7 @@ function upCommand(lab: Command): void {
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { daemonArg, ...rest } = o;
+      const { daemonArg, check, ...rest } = o;
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -134,7 +136,7 @@ function upCommand(lab: Command): void {
       const s = await guarded(o.name, (signal) => m.labUp(opts, say, signal, made), made);
       say("");
       say(m.formatStatus(s, await m.labStatus(s)));
-      await pingReport(s);
+      if (check) await pingReport(s);
     });
 }
 

@@ -17,6 +17,7 @@ import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
 import { readState, saveState } from "./state.ts";
 import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
+import { pool } from "./check.ts";
 import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
 import {
   addNodeV6,
@@ -50,6 +51,9 @@ export class LabExistsError extends FlanctlError {
     );
   }
 }
+
+/** Nodes (and pods of different nodes) made at a time. */
+const BUILD_PARALLEL = 4;
 
 /** Most nodes of a lab (its underlay is a /24: node i is .10+i). */
 export const MAX_NODES = 200;
@@ -348,11 +352,14 @@ export async function labUp(
     progress(`starting etcd on ${etcdEndpoint(s)} (data in ${dir}/etcd)`);
     await startEtcd(s, signal);
   }
-  for (let i = 1; i <= o.nodes; i++) {
+  // Node namespaces are independent: a few at a time (each is ~10 short `ip` commands).
+  await pool(Array.from({ length: o.nodes }, (_, i) => i + 1), BUILD_PARALLEL, async (i) => {
+    signal?.throwIfAborted();
     const n = await buildNode(s, i);
     progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
-    signal?.throwIfAborted();
-  }
+  });
+  sortByIndex(s);
+  saveState(s);
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
   await writeNetConf(s);
   signal?.throwIfAborted();
@@ -369,14 +376,29 @@ async function addPods(
   progress: Progress,
   signal?: AbortSignal,
 ) {
-  for (const n of nodes) {
+  // Pods of different nodes attach in parallel (a few at a time: each CNI ADD is a process); the pods of
+  // one node one after another (they share its bridge and IPAM).
+  await pool(nodes, BUILD_PARALLEL, async (n) => {
     for (let j = 1; j <= count; j++) {
       signal?.throwIfAborted();
       const pod = await buildPod(s, n, j);
       progress(`${pod.name}: netns ${pod.netns}, IP ${[pod.ip, pod.ipv6].filter(Boolean).join(" ")}`);
     }
-  }
+  });
+  sortByIndex(s);
+  saveState(s);
   if (count > 0 && hasV6(s)) await waitBridgesSettled(s);
+}
+
+/** Nodes, then pods, in index order (they are made a few at a time). */
+function sortByIndex(s: LabState): void {
+  const num = (x: string) => x.match(/\d+/g)!.map(Number);
+  const cmp = (a: string, b: string) => {
+    const [x, y] = [num(a), num(b)];
+    return x[0] - y[0] || (x[1] ?? 0) - (y[1] ?? 0);
+  };
+  s.nodes.sort((a, b) => cmp(a.name, b.name));
+  s.pods.sort((a, b) => cmp(a.name, b.name));
 }
 
 function subnetLine(n: NodeState): string {
@@ -404,11 +426,18 @@ export async function labAddNode(
 ): Promise<NodeState> {
   const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
   const perNode = Math.max(pods, Math.ceil(s.pods.length / Math.max(1, s.nodes.length)));
+  const load = (nodes: number) => ({
+    nodes,
+    podsPerNode: perNode,
+    backend: s.backend,
+    etcd: s.store === "etcd",
+  });
   checkHostFits(
     `lab ${s.name} with ${s.nodes.length + 1} nodes`,
-    { nodes: s.nodes.length + 1, podsPerNode: perNode, backend: s.backend, etcd: s.store === "etcd" },
+    load(s.nodes.length + 1),
     labFamilies(s.ipFamily),
     false,
+    load(s.nodes.length),
   );
   const n = await buildNode(s, index);
   progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);

@@ -100,17 +100,18 @@ export function peerCounts(s: LabState): Promise<DaemonPeers[]> {
 }
 
 /**
- * Waits until every daemon reports nodes − 1 peers (or `timeoutMs` passes, or a daemon died). Only the
- * daemons still behind are asked again.
+ * Waits until every daemon of `nodes` (all) reports `want` (nodes − 1) peers, or `timeoutMs` passes, or a
+ * daemon died. Only the daemons still behind are asked again.
  */
 export async function waitConverged(
   s: LabState,
   timeoutMs = 60_000,
   signal?: AbortSignal,
+  nodes: NodeState[] = s.nodes,
+  want = s.nodes.length - 1,
 ): Promise<Convergence> {
   const t0 = Date.now();
-  const want = s.nodes.length - 1;
-  let behind = s.nodes;
+  let behind = nodes;
   let last: DaemonPeers[] = [];
   for (;;) {
     signal?.throwIfAborted();

@@ -18,6 +18,7 @@ import {
   type NeighFit,
   neighFit,
   type NeighLoad,
+  type NeighNeed,
   sysctlPairs,
 } from "../kernel/neigh_gc.ts";
 import type { HostTuning, LabState } from "./types.ts";
@@ -36,8 +37,12 @@ export function labFamilies(ipFamily: LabState["ipFamily"]): (4 | 6)[] {
   return ipFamily === "dual" ? [4, 6] : ipFamily === "ipv6" ? [6] : [4];
 }
 
-/** How `load` fits each family's table of this host (thresholds from /proc/sys, entries from netlink). */
-export function hostFits(load: NeighLoad, families: (4 | 6)[]): NeighFit[] {
+/**
+ * How `load` fits each family's table of this host (thresholds from /proc/sys, entries from netlink). With
+ * `existing` (a lab already up, growing to `load`), only the difference is needed: the table's current
+ * entries hold the existing lab's.
+ */
+export function hostFits(load: NeighLoad, families: (4 | 6)[], existing?: NeighLoad): NeighFit[] {
   return families.map((f) => {
     const t = hostNeighTable(f);
     const th: GcThresholds = hostThresholds(f) ??
@@ -46,8 +51,26 @@ export function hostFits(load: NeighLoad, families: (4 | 6)[]): NeighFit[] {
         gcThresh2: 512,
         gcThresh3: 1024,
       });
-    return neighFit(labNeighNeed(load, f), t?.entries ?? 0, th);
+    return neighFit(needFor(load, f, existing), t?.entries ?? 0, th);
   });
+}
+
+/** The need of `load`, less that of `existing` (component by component) when given. */
+export function needFor(load: NeighLoad, family: 4 | 6, existing?: NeighLoad, release?: string): NeighNeed {
+  const a = labNeighNeed(load, family, release);
+  if (!existing) return a;
+  const b = labNeighNeed(existing, family, release);
+  const d = (k: keyof Omit<NeighNeed, "family">) => Math.max(0, a[k] - b[k]);
+  return {
+    family,
+    underlay: d("underlay"),
+    overlay: d("overlay"),
+    pods: d("pods"),
+    store: d("store"),
+    margin: d("margin"),
+    counted: d("counted"),
+    total: d("total"),
+  };
 }
 
 /** The refusal text: the numbers of each table that does not fit, the sysctl lines, and --tune-host. */
@@ -155,8 +178,14 @@ function otherLab(name: string): LabState | null {
 }
 
 /** Checks a lab of `load` against the host; throws {@link LabTooBigError} when it does not fit. */
-export function checkHostFits(what: string, load: NeighLoad, families: (4 | 6)[], tune: boolean): NeighFit[] {
-  const fits = hostFits(load, families);
+export function checkHostFits(
+  what: string,
+  load: NeighLoad,
+  families: (4 | 6)[],
+  tune: boolean,
+  existing?: NeighLoad,
+): NeighFit[] {
+  const fits = hostFits(load, families, existing);
   if (!tune && fits.some((f) => !f.fits)) throw new LabTooBigError(refusal(what, fits));
   return fits;
 }

@@ -1,5 +1,5 @@
 import { assertEquals, assertStringIncludes } from "../../tests/assert.ts";
-import { applyTuning, refusal, restoreTuning, tuningFor } from "./host_size.ts";
+import { applyTuning, needFor, refusal, restoreTuning, tuningFor } from "./host_size.ts";
 import { labNeighNeed, neighFit } from "../kernel/neigh_gc.ts";
 import { readState } from "./state.ts";
 import type { HostTuning, LabState } from "./types.ts";
@@ -94,4 +94,10 @@ Deno.test("lab --tune-host: recorded before the change, restored by down, kept w
     else Deno.env.set("FLANCTL_LAB_ROOT", old);
     await Deno.remove(root, { recursive: true });
   }
+});
+
+Deno.test("lab add-node: only the new node's entries are needed (the table holds the lab's own)", () => {
+  const load = (nodes: number) => ({ nodes, podsPerNode: 1, backend: "vxlan" as const, etcd: false });
+  const d = needFor(load(21), 4, load(20), "6.18.0");
+  assertEquals([d.underlay, d.overlay, d.pods, d.margin, d.counted, d.total], [40, 40, 2, 5, 47, 87]);
 });
