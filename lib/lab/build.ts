@@ -265,8 +265,10 @@ async function writeNetConf(s: LabState): Promise<void> {
 
 /** Starts daemons on `nodes` and waits until all are ready. */
 async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress, signal?: AbortSignal) {
-  for (const n of nodes) await startDaemon(s, n);
-  progress(`daemons started on ${nodes.map((n) => n.name).join(", ")}; waiting for subnet.env and /readyz`);
+  // Each start is a detached shell (setsid): 8 at a time.
+  await pool(nodes, 8, (n) => startDaemon(s, n));
+  const which = nodes.length > 10 ? `${nodes.length} nodes` : nodes.map((n) => n.name).join(", ");
+  progress(`daemons started on ${which}; waiting for subnet.env and /readyz`);
   await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
 }
 

@@ -1,7 +1,7 @@
 /**
  * The connectivity check `lab up` ends with, truthful at any size: it first waits until every daemon
  * reports all its peers programmed (`flanctl_peers` on /metrics), then every pod pings the first pod of
- * every other node with bounded concurrency (one `ip netns exec` per source pod, `xargs -P` inside it),
+ * every other node with bounded concurrency (one `ip netns exec` per source pod, `xargs -P ping` inside it),
  * asks a silent pair again (twice, slower) before calling it failed, and explains each failure: the host's
  * neighbour table refusing entries (its counters read around the pings), a dead or lagging daemon, or a
  * missing route / ARP / FDB entry on the way.
@@ -138,24 +138,42 @@ interface Pair {
   ip: string;
 }
 
-/** Ping exit code per target IP from one source namespace (`parallel` at a time, `count` packets each). */
+/**
+ * Ping result per target IP from one source namespace (`parallel` at a time, `count` packets each): 0 a
+ * reply, 1 none, 2 an error (no statistics printed), 127 ping missing. `xargs` runs ping itself (no shell
+ * per target); each ping's `-q` summary (written at its exit, one pipe write) names its target.
+ */
 async function pingFrom(
   netns: string,
   ips: string[],
   parallel: number,
   count: number,
 ): Promise<Map<string, number>> {
-  // `$0` is the target (xargs appends it to `sh -c SCRIPT`); the exit code goes out with it.
-  const script = `ping -n -q -c ${count} -i 0.2 -W 1 "$0" >/dev/null 2>&1; echo "$? $0"`;
-  const r = await runCmd(inNs(netns, ["xargs", "-P", String(parallel), "-n", "1", "sh", "-c", script]), {
-    stdin: ips.join("\n") + "\n",
-  });
+  const interval = count > 1 ? ["-i", "0.2"] : [];
+  const r = await runCmd(
+    inNs(netns, [
+      "xargs",
+      "-P",
+      String(parallel),
+      "-n",
+      "1",
+      "ping",
+      "-n",
+      "-q",
+      "-c",
+      String(count),
+      ...interval,
+      "-W",
+      "1",
+    ]),
+    { stdin: ips.join("\n") + "\n" },
+  );
   const out = new Map<string, number>();
-  for (const line of r.stdout.split("\n")) {
-    const m = /^(\d+) (\S+)$/.exec(line.trim());
-    if (m) out.set(m[2], Number(m[1]));
+  for (
+    const m of r.stdout.matchAll(/--- (\S+) ping statistics ---\n(\d+) packets transmitted, (\d+) received/g)
+  ) {
+    out.set(m[1], Number(m[3]) > 0 ? 0 : 1);
   }
-  // No answer line at all (ip netns exec or xargs failed): as if ping were missing for those.
   for (const ip of ips) if (!out.has(ip)) out.set(ip, r.code === 127 ? 127 : 2);
   return out;
 }
@@ -223,9 +241,9 @@ export async function connectivityCheck(s: LabState, o: CheckOptions = {}): Prom
   const before = tables();
   const t0 = Date.now();
   const results: PingResult[] = pairs.map((p) => ({ from: p.src.name, to: p.dst.name, ip: p.ip, ok: false }));
-  // Round 1: one-ish packet per pair, all at once (bounded); rounds 2 and 3: the silent ones, slower.
+  // Round 1: one packet per pair, all at once (bounded); rounds 2 and 3: the silent ones, slower.
   const plan = [
-    { per: 4, count: 2, pause: 0 },
+    { per: 4, count: 1, pause: 0 },
     { per: 2, count: 3, pause: 1000 },
     { per: 1, count: 5, pause: 3000 },
   ];
