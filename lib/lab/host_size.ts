@@ -127,18 +127,30 @@ export function applyTuning(s: LabState, changes: HostTuning[]): string[] {
 }
 
 /**
- * Restores what `s` changed (lab down): a value someone changed since is left alone; while another lab
- * is up the record moves to it (its down restores). Returns one line per change.
+ * Restores what `s` changed (lab down): a value someone changed since is left alone. When labs still up
+ * hold more entries than the old thresholds allow (the table's entries now, with this lab's namespaces
+ * gone, above the old gc_thresh2), the record moves to one of them (its down restores) and the values stay.
+ * `entries` reads a family's table (tests give their own). Returns one line per change.
  */
-export function restoreTuning(s: LabState): string[] {
+export function restoreTuning(
+  s: LabState,
+  entries: (family: 4 | 6) => number | null = (f) => hostNeighTable(f)?.entries ?? null,
+): string[] {
   const changes = s.hostTuning ?? [];
   if (!changes.length) return [];
-  const heir = otherLab(s.name);
+  const famOf = (c: HostTuning) => (c.key.startsWith("net.ipv6.") ? 6 : 4) as 4 | 6;
+  const crowded = changes.some((c) => {
+    if (!c.key.endsWith("gc_thresh2")) return false;
+    const e = entries(famOf(c));
+    return e !== null && e > c.before;
+  });
+  const heir = crowded ? otherLab(s.name) : null;
   if (heir) {
     heir.hostTuning = [...(heir.hostTuning ?? []), ...changes];
     saveState(heir);
     return [
-      `host neighbour thresholds stay raised while lab ${heir.name} is up (its lab down restores them)`,
+      `host neighbour thresholds stay raised: the table still holds more than the old gc_thresh2 while lab ` +
+      `${heir.name} is up (its lab down restores them)`,
     ];
   }
   const lines: string[] = [];

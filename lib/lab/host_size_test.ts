@@ -59,36 +59,41 @@ Deno.test("lab --tune-host: recorded before the change, restored by down, kept w
     const file = (n: string, v: number) => (Deno.writeTextFileSync(`${root}/${n}`, `${v}\n`), `${root}/${n}`);
     const read = (p: string) => Number(Deno.readTextFileSync(p).trim());
     const changes: HostTuning[] = [
-      { key: "k3", path: file("t3", 1024), before: 1024, after: 65536 },
-      { key: "k2", path: file("t2", 512), before: 512, after: 32768 },
+      { key: "net.ipv4.neigh.default.gc_thresh3", path: file("t3", 1024), before: 1024, after: 65536 },
+      { key: "net.ipv4.neigh.default.gc_thresh2", path: file("t2", 512), before: 512, after: 32768 },
     ];
     const a = lab("nea");
     const lines = applyTuning(a, changes);
-    assertEquals(lines[0], "--tune-host: k3 1024 -> 65536 (lab down restores 1024)");
+    assertEquals(
+      lines[0],
+      "--tune-host: net.ipv4.neigh.default.gc_thresh3 1024 -> 65536 (lab down restores 1024)",
+    );
     assertEquals([read(changes[0].path), read(changes[1].path)], [65536, 32768]);
     assertEquals(readState("nea")!.hostTuning, changes);
 
-    // Another lab is up: the record moves to it, the values stay.
+    // Another lab is up and the table still holds more than the old gc_thresh2: the record moves to it,
+    // the values stay.
     const b = lab("neb");
     Deno.mkdirSync(`${root}/neb`);
     Deno.writeTextFileSync(`${root}/neb/state.json`, JSON.stringify(b));
     Deno.removeSync(`${root}/nea`, { recursive: true });
-    assertEquals(restoreTuning(a), [
-      "host neighbour thresholds stay raised while lab neb is up (its lab down restores them)",
+    assertEquals(restoreTuning(a, () => 3000), [
+      "host neighbour thresholds stay raised: the table still holds more than the old gc_thresh2 while lab " +
+      "neb is up (its lab down restores them)",
     ]);
     assertEquals(read(changes[0].path), 65536);
     const heir = readState("neb")!;
     assertEquals(heir.hostTuning, changes);
 
-    // The last lab restores; a value someone changed since is left alone.
-    Deno.removeSync(`${root}/neb`, { recursive: true });
+    // Restored when the old thresholds hold what is left (another lab may be up); a value someone changed
+    // since is left alone.
     Deno.writeTextFileSync(changes[1].path, "40000\n");
-    assertEquals(restoreTuning(heir), [
-      "k2 is 40000, not the 32768 lab up set: left as is",
-      "k3 restored to 1024",
+    assertEquals(restoreTuning(heir, () => 100), [
+      "net.ipv4.neigh.default.gc_thresh2 is 40000, not the 32768 lab up set: left as is",
+      "net.ipv4.neigh.default.gc_thresh3 restored to 1024",
     ]);
     assertEquals([read(changes[0].path), read(changes[1].path)], [1024, 40000]);
-    assertStringIncludes(JSON.stringify(restoreTuning(lab("nec"))), "[]");
+    assertStringIncludes(JSON.stringify(restoreTuning(lab("nec"), () => 100)), "[]");
   } finally {
     if (old === undefined) Deno.env.delete("FLANCTL_LAB_ROOT");
     else Deno.env.set("FLANCTL_LAB_ROOT", old);
