@@ -355,7 +355,7 @@ export function normalize(text: string, n: DoctorNode): string {
     .replace(/pid:\d+/g, "pid:<PID>")
     .replace(/\bpid \d+/g, "pid <PID>")
     .replace(
-      /(arp|ndisc)_cache: \d+ entries host-wide, gc_thresh1\/2\/3 \d+\/\d+\/\d+ \(\d+% of gc_thresh3\); table_fulls \+\d+, forced_gc_runs \+\d+ in \d+ ms \(\d+, \d+ since boot\)/g,
+      /(arp|ndisc)_cache: \d+ entries host-wide(?: \(\d+ permanent, not counted\))?, gc_thresh1\/2\/3 \d+\/\d+\/\d+ \(\d+% of gc_thresh3\); table_fulls \+\d+, forced_gc_runs \+\d+ in \d+ ms \(\d+, \d+ since boot\)/g,
       "$1_cache: <E> entries host-wide, gc_thresh1/2/3 <T> (<P>% of gc_thresh3); table_fulls +<N>, " +
         "forced_gc_runs +<N> in <MS> ms (<N>, <N> since boot)",
     )

@@ -8,6 +8,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import {
+  countedEntries,
   describeFit,
   gcKey,
   gcPath,
@@ -51,7 +52,7 @@ export function hostFits(load: NeighLoad, families: (4 | 6)[], existing?: NeighL
         gcThresh2: 512,
         gcThresh3: 1024,
       });
-    return neighFit(needFor(load, f, existing), t?.entries ?? 0, th);
+    return neighFit(needFor(load, f, existing), countedEntries(f) ?? 0, th);
   });
 }
 

@@ -16,7 +16,7 @@ Deno.test("lab sizing: the refusal names the numbers and the exact sysctl line",
   assertEquals(text.split("\n"), [
     "lab x: 100 nodes with 1 pod each does not fit the host's neighbour table (shared by every namespace):",
     "  IPv4 neighbour table: the lab needs 21026 entries (underlay 9900, flannel.1 9900 (permanent), pods 200, " +
-    "margin 1026), 11126 counted by the collector; the host's table holds 53 now: 11179 against gc_thresh1/2/3 " +
+    "margin 1026), 11126 counted by the collector; the host's table counts 53 now: 11179 against gc_thresh1/2/3 " +
     "128/512/1024 > gc_thresh3",
     "raise the thresholds (host-wide, as root) and run it again:",
     "  sysctl -w net.ipv4.neigh.default.gc_thresh1=16384 net.ipv4.neigh.default.gc_thresh2=32768 " +

@@ -11,7 +11,7 @@
  * @module
  */
 import { readCappedText } from "../base/capped_read.ts";
-import { openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { listNamedNetns, openNetlink, readNeighTables } from "../netlink/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
 
 /** gc_thresh1/2/3 of one family. */
@@ -169,6 +169,36 @@ export function hostNeighTable(family: 4 | 6): NeighTableInfo | null {
   }
 }
 
+/**
+ * Permanent entries of `family` in this namespace and every named one (/var/run/netns): the part of the
+ * table's `entries` the collector does not count (Linux ≥ 4.20). Namespaces without a name (containers)
+ * are not seen: their permanent entries stay counted (the estimate errs towards a full table).
+ */
+export function permanentEntries(family: 4 | 6): number {
+  let n = 0;
+  for (const ns of [null, ...listNamedNetns()]) {
+    try {
+      const h = openNetlink(ns === null ? null : { name: ns });
+      try {
+        for (const e of h.neighbours(family)) if (e.state.includes("PERMANENT")) n++;
+      } finally {
+        h.close();
+      }
+    } catch { /* gone meanwhile */ }
+  }
+  return n;
+}
+
+/**
+ * The entries of the host's table of `family` the collector counts now: `entries` less the permanent ones
+ * seen ({@link permanentEntries}) on kernels that exempt them; null when the table cannot be read.
+ */
+export function countedEntries(family: 4 | 6, release?: string): number | null {
+  const t = hostNeighTable(family);
+  if (!t) return null;
+  return permanentCounts(release) ? t.entries : Math.max(0, t.entries - permanentEntries(family));
+}
+
 /** The host's thresholds of `family` from /proc/sys (the initial namespace's), or null. */
 export function hostThresholds(family: 4 | 6): GcThresholds | null {
   try {
@@ -184,7 +214,7 @@ export function hostThresholds(family: 4 | 6): GcThresholds | null {
 export interface NeighFit {
   family: 4 | 6;
   need: NeighNeed;
-  /** Entries the table holds now (host-wide, every namespace; permanent ones included). */
+  /** Entries the collector counts now (host-wide, every namespace; see {@link countedEntries}). */
   current: number;
   /** current + need.counted: what the collector will count with the lab up (an upper bound). */
   counted: number;
@@ -222,6 +252,6 @@ export function describeFit(f: NeighFit): string {
   if (n.store) parts.push(`store ${n.store}`);
   parts.push(`margin ${n.margin}`);
   return `IPv${f.family} neighbour table: the lab needs ${n.total} entries (${parts.join(", ")}), ` +
-    `${n.counted} counted by the collector; the host's table holds ${f.current} now: ${f.counted} against ` +
+    `${n.counted} counted by the collector; the host's table counts ${f.current} now: ${f.counted} against ` +
     `gc_thresh1/2/3 ${t.gcThresh1}/${t.gcThresh2}/${t.gcThresh3}`;
 }

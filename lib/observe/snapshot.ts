@@ -21,6 +21,7 @@ import { inNetns, nftLibrary, openNetlink, readNeighTables } from "../netlink/mo
 import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
+import { permanentEntries } from "./neigh_gc.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
@@ -184,6 +185,8 @@ export class NodeSnapshot {
    */
   neighTables: { at: number; tables: NeighTableInfo[] } | null = null;
   neighTablesError: string | null = null;
+  /** Permanent neighbour entries of a family in the host's named namespaces (exempt from gc); tests fake it. */
+  neighPermanent: (family: 4 | 6) => number = (family) => permanentEntries(family);
   /** Reads the neighbour tables now (the neigh-gc check reads twice to see counters grow); tests fake it. */
   readNeighTables: () => NeighTableInfo[] = () => {
     const h = openNetlink(this.opts.netns === null ? null : { name: this.opts.netns });

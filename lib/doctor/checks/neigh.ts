@@ -30,15 +30,24 @@ export function neighSysctlFile(family: 4 | 6): string {
  * The finding for one table. `nodes`: the cluster's node count from the leases (null: unknown); `vxlan`:
  * whether each node holds one permanent VXLAN entry per peer.
  */
-export function assessTable(r: TableReads, nodes: number | null, vxlan: boolean, release?: string): Finding {
+export function assessTable(
+  r: TableReads,
+  nodes: number | null,
+  vxlan: boolean,
+  release?: string,
+  permanent = 0,
+): Finding {
   const t = r.second ?? r.first;
+  // What the collector counts: permanent entries (seen in the host's named namespaces) are exempt since 4.20.
+  const perm = permanentCounts(release) ? 0 : Math.min(permanent, t.entries);
+  const counted = t.entries - perm;
   const th = { gcThresh1: t.gcThresh1, gcThresh2: t.gcThresh2, gcThresh3: t.gcThresh3 };
-  const pct = t.gcThresh3 > 0 ? Math.round((t.entries / t.gcThresh3) * 100) : 0;
+  const pct = t.gcThresh3 > 0 ? Math.round(((t.entries - perm) / t.gcThresh3) * 100) : 0;
   const fulls = r.second ? r.second.tableFulls - r.first.tableFulls : 0;
   const forced = r.second ? r.second.forcedGcRuns - r.first.forcedGcRuns : 0;
   const parts = [
-    `${t.name}: ${t.entries} entries host-wide, gc_thresh1/2/3 ${t.gcThresh1}/${t.gcThresh2}/${t.gcThresh3} ` +
-    `(${pct}% of gc_thresh3)`,
+    `${t.name}: ${t.entries} entries host-wide${perm ? ` (${perm} permanent, not counted)` : ""}, ` +
+    `gc_thresh1/2/3 ${t.gcThresh1}/${t.gcThresh2}/${t.gcThresh3} (${pct}% of gc_thresh3)`,
     r.second
       ? `table_fulls +${fulls}, forced_gc_runs +${forced} in ${r.intervalMs} ms ` +
         `(${t.tableFulls}, ${t.forcedGcRuns} since boot)`
@@ -61,11 +70,11 @@ export function assessTable(r: TableReads, nodes: number | null, vxlan: boolean,
         "and resolved again; past gc_thresh3 new ones are refused",
     });
   }
-  // entries include permanent ones, which newer kernels do not count: near the limit is a warning.
-  const near = t.entries >= t.gcThresh3 * 0.9;
-  if (near || (t.entries > t.gcThresh2 && forced === 0 && fulls === 0)) {
+  // Permanent entries in unnamed namespaces stay counted here: near the limit is a warning, not critical.
+  const near = counted >= t.gcThresh3 * 0.9;
+  if (near || (counted > t.gcThresh2 && forced === 0 && fulls === 0)) {
     problems.push({
-      sev: near && permanentCounts(release) && t.entries >= t.gcThresh3 ? "critical" : "warning",
+      sev: near && permanentCounts(release) && counted >= t.gcThresh3 ? "critical" : "warning",
       why: near
         ? "the table is close to gc_thresh3, where the kernel refuses new neighbours"
         : "the table is past gc_thresh2: allocations force garbage collection (at most every 5 s)",
@@ -80,7 +89,7 @@ export function assessTable(r: TableReads, nodes: number | null, vxlan: boolean,
   }
   const detail = parts.join("; ");
   if (problems.length === 0) return { id: "neigh-gc", severity: "ok", detail };
-  const want = recommendThresholds(Math.max(need?.total ?? 0, t.entries), th);
+  const want = recommendThresholds(Math.max(need?.total ?? 0, counted), th);
   const kv = sysctlPairs(t.family, want, th);
   const file = neighSysctlFile(t.family);
   return {
@@ -131,7 +140,13 @@ export const neighGc: Check = {
     const out: Finding[] = [];
     for (const t of first.tables) {
       const t2 = second?.find((x) => x.family === t.family) ?? null;
-      const f = assessTable({ first: t, second: t2, intervalMs: at - first.at }, nodes, vxlan);
+      const f = assessTable(
+        { first: t, second: t2, intervalMs: at - first.at },
+        nodes,
+        vxlan,
+        undefined,
+        ctx.neighPermanent(t.family),
+      );
       // IPv6's table is reported when IPv6 is in use, or when it is in trouble anyway.
       if (t.family === 6 && !wantsV6(ctx) && f.severity === "ok") continue;
       if (t.family === 4 && ctx.ipv4Disabled && f.severity === "ok") continue;

@@ -113,6 +113,23 @@ Deno.test("neigh-gc: IPv6 table keys, and only the thresholds that change are se
   assertStringIncludes(f.persist![0], "> /etc/sysctl.d/80-flanctl-neigh-ipv6.conf");
 });
 
+Deno.test("neigh-gc: permanent entries (another namespace's 5,000 VXLAN peers) are not counted on 4.20+", () => {
+  const t = table({ entries: 5087, tableFulls: 3, forcedGcRuns: 15 });
+  const f = assessTable({ first: t, second: t, intervalMs: 500 }, 2, true, NEW_KERNEL, 5000);
+  assertEquals(f.severity, "ok");
+  assertEquals(
+    f.detail,
+    "arp_cache: 5087 entries host-wide (5000 permanent, not counted), gc_thresh1/2/3 128/512/1024 (8% of " +
+      "gc_thresh3); table_fulls +0, forced_gc_runs +0 in 500 ms (3, 15 since boot); 2 nodes in the leases: " +
+      "~261 entries per node",
+  );
+  // Before 4.20 every entry counts: past gc_thresh3 is critical.
+  assertEquals(
+    assessTable({ first: t, second: t, intervalMs: 500 }, 2, true, "4.19.0", 5000).severity,
+    "critical",
+  );
+});
+
 function fakeContext(reads: NeighTableInfo[][], leases: number): DoctorContext {
   const ctx = new DoctorContext({
     netns: null,
@@ -124,6 +141,7 @@ function fakeContext(reads: NeighTableInfo[][], leases: number): DoctorContext {
     storeExplicit: false,
     skip: new Set(),
   });
+  ctx.neighPermanent = () => 0;
   let i = 0;
   ctx.readNeighTables = () => {
     const r = reads[Math.min(i++, reads.length - 1)];
