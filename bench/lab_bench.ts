@@ -24,6 +24,7 @@ import {
 } from "../lib/lab/mod.ts";
 import { flanctlCommand, inNs, mustRun } from "../lib/lab/proc.ts";
 import { TEST_PREFIX } from "../tests/netns.ts";
+import { gcPath, hostThresholds } from "../lib/kernel/neigh_gc.ts";
 
 /** The flanctl that builds the labs: BENCH_LAB_FLANCTL (e.g. an install's launcher), else this checkout. */
 const CLI = Deno.env.get("BENCH_LAB_FLANCTL") ? [Deno.env.get("BENCH_LAB_FLANCTL")!] : flanctlCommand();
@@ -205,7 +206,17 @@ console.log(
 );
 const rows: Row[] = [];
 for (const n of sizes) {
+  const before = hostThresholds(4);
   const r = await one(n);
+  // --tune-host's lab down restores the thresholds unless the labs still up need them; this bench made the
+  // change, so it puts them back itself if they are still raised (and says so).
+  const after = hostThresholds(4);
+  if (tune && before && after && JSON.stringify(before) !== JSON.stringify(after)) {
+    console.log(
+      `  thresholds still ${JSON.stringify(after)} after lab down: restoring ${JSON.stringify(before)}`,
+    );
+    for (const w of [1, 2, 3] as const) Deno.writeTextFileSync(gcPath(4, w), `${before[`gcThresh${w}`]}\n`);
+  }
   if (typeof r === "string") {
     console.log(`\n${n} nodes: REFUSED up front (BENCH_LAB_TUNE_HOST=1 runs it with --tune-host):\n${r}`);
     continue;

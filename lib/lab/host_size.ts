@@ -129,13 +129,13 @@ export function applyTuning(s: LabState, changes: HostTuning[]): string[] {
 
 /**
  * Restores what `s` changed (lab down): a value someone changed since is left alone. When labs still up
- * hold more entries than the old thresholds allow (the table's entries now, with this lab's namespaces
- * gone, above the old gc_thresh2), the record moves to one of them (its down restores) and the values stay.
+ * hold more entries than the old thresholds allow (the entries the collector counts now, with this lab's
+ * namespaces gone, above the old gc_thresh2), the record moves to one of them (its down restores) and the values stay.
  * `entries` reads a family's table (tests give their own). Returns one line per change.
  */
 export function restoreTuning(
   s: LabState,
-  entries: (family: 4 | 6) => number | null = (f) => hostNeighTable(f)?.entries ?? null,
+  entries: (family: 4 | 6) => number | null = (f) => countedEntries(f),
 ): string[] {
   const changes = s.hostTuning ?? [];
   if (!changes.length) return [];
