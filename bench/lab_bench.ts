@@ -113,8 +113,9 @@ async function one(n: number): Promise<Row | string> {
     if (/^lab .*: underlay/.test(l)) marks.push(["underlay", at]);
     else if (l.startsWith("network config")) marks.push(["nodes", at]);
     else if (l.startsWith("daemons started")) marks.push(["daemons", at]);
-    else if (/daemon ready/.test(l) && !marks.some((m) => m[0] === "ready")) marks.push(["ready", at]);
-    else if (l.startsWith("--tune-host") || l.startsWith("note:")) console.log(`  ${l}`);
+    else if (/daemon ready/.test(l) && !marks.some((m) => m[0] === "first ready")) {
+      marks.push(["first ready", at]);
+    } else if (l.startsWith("--tune-host") || l.startsWith("note:")) console.log(`  ${l}`);
   };
   let s: LabState | null = null;
   let made = false;
@@ -135,7 +136,7 @@ async function one(n: number): Promise<Row | string> {
     s = loadState(name);
     const upMs = Date.now() - t0;
     const upCpu = childCpu() - child0;
-    marks.push(["pods", upMs]);
+    marks.push(["rest ready + pods", upMs]);
     const conv = await waitConverged(s, 120_000);
     const convergedMs = Date.now() - t0;
     const cpu1 = cpuTimes();

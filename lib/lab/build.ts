@@ -263,13 +263,12 @@ async function writeNetConf(s: LabState): Promise<void> {
   );
 }
 
-/** Starts daemons on `nodes` and waits until all are ready. */
-async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress, signal?: AbortSignal) {
+/** Starts daemons on `nodes` (without waiting for them: see {@link readyThenPods}). */
+async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress) {
   // Each start is a detached shell (setsid): 8 at a time.
   await pool(nodes, 8, (n) => startDaemon(s, n));
   const which = nodes.length > 10 ? `${nodes.length} nodes` : nodes.map((n) => n.name).join(", ");
   progress(`daemons started on ${which}; waiting for subnet.env and /readyz`);
-  await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
 }
 
 /**
@@ -365,22 +364,32 @@ export async function labUp(
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
   await writeNetConf(s);
   signal?.throwIfAborted();
-  await startDaemons(s, s.nodes, progress, signal);
-  for (const n of s.nodes) progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
-  await addPods(s, s.nodes, o.podsPerNode, progress, signal);
+  await startDaemons(s, s.nodes, progress);
+  await readyThenPods(s, s.nodes, o.podsPerNode, progress, signal);
   return s;
 }
 
-async function addPods(
+/**
+ * Waits for each node's daemon (subnet.env written, /readyz 200) and attaches its `count` pods as soon as
+ * it is ready, so the pods of the first nodes attach while the last daemons still start. Every daemon is
+ * waited for, also without pods. Pods of different nodes attach in parallel (a few at a time: each CNI ADD
+ * is a process); the pods of one node one after another (they share its bridge and IPAM).
+ */
+async function readyThenPods(
   s: LabState,
   nodes: NodeState[],
   count: number,
   progress: Progress,
   signal?: AbortSignal,
 ) {
-  // Pods of different nodes attach in parallel (a few at a time: each CNI ADD is a process); the pods of
-  // one node one after another (they share its bridge and IPAM).
-  await pool(nodes, BUILD_PARALLEL, async (n) => {
+  const ready = nodes.map((n) =>
+    waitDaemonReady(s, n, { signal }).then(() => progress(`${n.name}: daemon ready, ${subnetLine(n)}`))
+  );
+  // A daemon that fails fails the whole wait at once (not when its turn in the pool comes).
+  const all = Promise.all(ready);
+  all.catch(() => {});
+  await pool(nodes.map((n, i) => [n, ready[i]] as const), BUILD_PARALLEL, async ([n, isReady]) => {
+    await Promise.race([isReady, all]);
     for (let j = 1; j <= count; j++) {
       signal?.throwIfAborted();
       const pod = await buildPod(s, n, j);
@@ -443,8 +452,7 @@ export async function labAddNode(
   );
   const n = await buildNode(s, index);
   progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
-  await startDaemons(s, [n], progress, signal);
-  progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
-  await addPods(s, [n], pods, progress, signal);
+  await startDaemons(s, [n], progress);
+  await readyThenPods(s, [n], pods, progress, signal);
   return n;
 }
