@@ -24,7 +24,7 @@ import {
 } from "../lib/lab/mod.ts";
 import { flanctlCommand, inNs, mustRun } from "../lib/lab/proc.ts";
 import { TEST_PREFIX } from "../tests/netns.ts";
-import { gcPath, hostThresholds } from "../lib/kernel/neigh_gc.ts";
+import { gcPath, hostThresholds } from "../lib/observe/neigh_gc.ts";
 
 /** The flanctl that builds the labs: BENCH_LAB_FLANCTL (e.g. an install's launcher), else this checkout. */
 const CLI = Deno.env.get("BENCH_LAB_FLANCTL") ? [Deno.env.get("BENCH_LAB_FLANCTL")!] : flanctlCommand();

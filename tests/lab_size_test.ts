@@ -7,7 +7,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, TEST_PREFIX } from "./netns.ts";
 import { hostFits, MAX_NODES } from "../lib/lab/mod.ts";
 import { listNetns } from "../lib/lab/down.ts";
-import { labNeighNeed } from "../lib/kernel/neigh_gc.ts";
+import { labNeighNeed } from "../lib/observe/neigh_gc.ts";
 
 /** The smallest node count (1 pod each) that does not fit this host now, or null when even MAX_NODES does. */
 function tooMany(): number | null {

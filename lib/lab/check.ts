@@ -9,8 +9,8 @@
  */
 import { inNs, isOurProcess, runCmd } from "./proc.ts";
 import type { LabState, NodeState, PodState } from "./types.ts";
-import { httpGet } from "../doctor/http_get.ts";
-import { hostNeighTable } from "../kernel/neigh_gc.ts";
+import { httpGet } from "../observe/http_get.ts";
+import { hostNeighTable } from "../observe/neigh_gc.ts";
 import { openNetlink } from "../netlink/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
 import { IPNet } from "../base/cidr.ts";

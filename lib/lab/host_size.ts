@@ -1,7 +1,7 @@
 /**
  * `lab up` sizes itself against the host's neighbour tables: the tables (and their gc_thresh1/2/3) are
  * shared by every namespace of the host, so a lab of N nodes needs about N×(N−1) entries of them
- * (lib/kernel/neigh_gc.ts has the formula). When the lab does not fit, `lab up` refuses with the numbers
+ * (lib/observe/neigh_gc.ts has the formula). When the lab does not fit, `lab up` refuses with the numbers
  * and the sysctl lines, or — only with `--tune-host` — raises the thresholds, recording what it changed in
  * the lab's state BEFORE changing it; `lab down` restores them (or hands the record to a lab still up).
  * @module
@@ -21,7 +21,7 @@ import {
   type NeighLoad,
   type NeighNeed,
   sysctlPairs,
-} from "../kernel/neigh_gc.ts";
+} from "../observe/neigh_gc.ts";
 import type { HostTuning, LabState } from "./types.ts";
 import { labRoot } from "./paths.ts";
 import { readState, saveState } from "./state.ts";

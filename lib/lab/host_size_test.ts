@@ -1,6 +1,6 @@
 import { assertEquals, assertStringIncludes } from "../../tests/assert.ts";
 import { applyTuning, needFor, refusal, restoreTuning, tuningFor } from "./host_size.ts";
-import { labNeighNeed, neighFit } from "../kernel/neigh_gc.ts";
+import { labNeighNeed, neighFit } from "../observe/neigh_gc.ts";
 import { readState } from "./state.ts";
 import type { HostTuning, LabState } from "./types.ts";
 

@@ -252,7 +252,7 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
 }
 
 /** The neighbour tables of the families in use (IPv6's only when IPv6 is configured). */
-function neighStatus(ctx: DoctorContext): StatusJson["neighbours"] {
+function neighStatus(ctx: NodeSnapshot): StatusJson["neighbours"] {
   if (!ctx.neighTables) return null;
   const v6 = network6(ctx) !== null;
   return ctx.neighTables.tables

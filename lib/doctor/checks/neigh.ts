@@ -6,9 +6,9 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { unknown } from "../types.ts";
-import type { DoctorContext } from "../context.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import type { NeighTableInfo } from "../../netlink/types.ts";
-import { nodeNeighNeed, permanentCounts, recommendThresholds, sysctlPairs } from "../../kernel/neigh_gc.ts";
+import { nodeNeighNeed, permanentCounts, recommendThresholds, sysctlPairs } from "../../observe/neigh_gc.ts";
 import { sleep } from "../../base/sleep.ts";
 
 /** Least time between the two reads of the counters (ms). */
@@ -108,12 +108,12 @@ export function assessTable(
 }
 
 /** The cluster's node count: the leases (live ones), or null without a store. */
-function clusterNodes(ctx: DoctorContext): number | null {
+function clusterNodes(ctx: NodeSnapshot): number | null {
   return ctx.store.state === "ok" && ctx.store.leases.length > 0 ? ctx.store.leases.length : null;
 }
 
 /** Whether IPv6 is in use here (then its table is checked too). */
-function wantsV6(ctx: DoctorContext): boolean {
+function wantsV6(ctx: NodeSnapshot): boolean {
   return !!ctx.subnetEnv?.ipv6Network || ctx.store.config?.enableIPv6 === true;
 }
 

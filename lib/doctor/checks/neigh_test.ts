@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
-import { DoctorContext } from "../context.ts";
-import { DEFAULT_PATHS } from "../paths.ts";
+import { NodeSnapshot } from "../../observe/snapshot.ts";
+import { DEFAULT_PATHS } from "../../observe/paths.ts";
 import type { NeighTableInfo } from "../../netlink/types.ts";
 import type { Lease } from "../../store/types.ts";
 import { assessTable, neighGc } from "./neigh.ts";
@@ -130,8 +130,8 @@ Deno.test("neigh-gc: permanent entries (another namespace's 5,000 VXLAN peers) a
   );
 });
 
-function fakeContext(reads: NeighTableInfo[][], leases: number): DoctorContext {
-  const ctx = new DoctorContext({
+function fakeContext(reads: NeighTableInfo[][], leases: number): NodeSnapshot {
+  const ctx = new NodeSnapshot({
     netns: null,
     ...DEFAULT_PATHS,
     subnetFile: "/nonexistent/subnet.env",
