@@ -207,25 +207,16 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
   Deno.writeTextFileSync(conflistPath(n), JSON.stringify(labConflist(nftablesMode(s)), null, 2) + "\n");
   await addNetns(s, n.netns);
   const u = s.underlay;
-  await mustRun([
-    "ip",
-    "-n",
-    u.netns,
-    "link",
-    "add",
-    n.underlayVeth,
-    "type",
-    "veth",
-    "peer",
-    "name",
-    "eth0",
-    "netns",
-    n.netns,
-  ]);
-  await mustRun(["ip", "-n", u.netns, "link", "set", n.underlayVeth, "master", u.bridge, "up"]);
-  await mustRun(["ip", "-n", n.netns, "addr", "add", `${n.publicIP}/${u.cidr.split("/")[1]}`, "dev", "eth0"]);
-  await mustRun(["ip", "-n", n.netns, "link", "set", "eth0", "up"]);
-  await mustRun(["ip", "-n", n.netns, "route", "add", "default", "via", u.gateway, "dev", "eth0"]);
+  const prefix = u.cidr.split("/")[1];
+  // One `ip -batch` per namespace (each line as its own `ip` command did; the first failure stops it).
+  await mustRun(["ip", "-n", u.netns, "-batch", "-"], {
+    stdin: `link add ${n.underlayVeth} type veth peer name eth0 netns ${n.netns}\n` +
+      `link set ${n.underlayVeth} master ${u.bridge} up\n`,
+  });
+  await mustRun(["ip", "-n", n.netns, "-batch", "-"], {
+    stdin: `addr add ${n.publicIP}/${prefix} dev eth0\nlink set eth0 up\n` +
+      `route add default via ${u.gateway} dev eth0\n`,
+  });
   // A node forwards pod traffic (a new namespace starts with forwarding off).
   await mustRun(inNs(n.netns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]));
   if (hasV6(s)) {
