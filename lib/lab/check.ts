@@ -194,7 +194,7 @@ export interface CheckReport {
   /** Wall time of the pings (all rounds). */
   pingMs: number;
   parallel: number;
-  /** The host's neighbour tables before and after the pings (null: unreadable). */
+  /** The host's neighbour tables before and after the pings (a family whose table was unreadable: absent). */
   neigh: { family: 4 | 6; before: NeighTableInfo; after: NeighTableInfo }[];
 }
 
@@ -215,7 +215,11 @@ function pairsOf(s: LabState): Pair[] {
 /** One round over `pairs`: exit code per pair (sources `parallel / per` at a time, `per` pings each). */
 async function round(pairs: Pair[], parallel: number, per: number, count: number): Promise<number[]> {
   const bySrc = new Map<string, Pair[]>();
-  for (const p of pairs) bySrc.set(p.src.netns, [...(bySrc.get(p.src.netns) ?? []), p]);
+  for (const p of pairs) {
+    const list = bySrc.get(p.src.netns);
+    if (list) list.push(p);
+    else bySrc.set(p.src.netns, [p]);
+  }
   const codes = new Map<Pair, number>();
   await pool([...bySrc], Math.max(1, Math.floor(parallel / per)), async ([netns, list]) => {
     const r = await pingFrom(netns, list.map((p) => p.ip), per, count);
@@ -251,7 +255,8 @@ export async function connectivityCheck(s: LabState, o: CheckOptions = {}): Prom
   for (let r = 0; r < plan.length && todo.length; r++) {
     o.signal?.throwIfAborted();
     if (plan[r].pause) await sleep(plan[r].pause);
-    const codes = await round(todo.map((i) => pairs[i]), parallel, plan[r].per, plan[r].count);
+    const per = Math.min(plan[r].per, parallel);
+    const codes = await round(todo.map((i) => pairs[i]), parallel, per, plan[r].count);
     const again: number[] = [];
     todo.forEach((i, k) => {
       const res = results[i];
