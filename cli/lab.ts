@@ -62,6 +62,7 @@ export function register(program: Command): void {
   addPodCommand(lab);
   delPodCommand(lab);
   statusCommand(lab);
+  checkCommand(lab);
   registerList(lab);
   registerLogs(lab);
   execCommand(lab);
@@ -75,7 +76,12 @@ function upCommand(lab: Command): void {
     .description(
       "build a lab: underlay bridge, node namespaces with daemons, pods attached by the flannel CNI",
     )
-    .option("--nodes <n>", "number of nodes", intArg("--nodes"), 3)
+    .option(
+      "--nodes <n>",
+      "number of nodes (1-200; checked against the host's neighbour tables)",
+      intArg("--nodes"),
+      3,
+    )
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
       new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp"]).default("vxlan"),
@@ -100,8 +106,16 @@ function upCommand(lab: Command): void {
       "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
       (v: string, prev: string[] = []) => [...prev, v],
     )
+    .option("--no-check", "skip the connectivity check at the end (lab check runs it)")
+    .option(
+      "--tune-host",
+      "when the lab does not fit the host's neighbour tables (gc_thresh1/2/3, host-wide), raise them; " +
+        "lab down restores them",
+    )
     .addOption(nameOpt())
     .action(async (o: {
+      check: boolean;
+      tuneHost?: boolean;
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp";
@@ -114,7 +128,7 @@ function upCommand(lab: Command): void {
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { daemonArg, ...rest } = o;
+      const { daemonArg, check, ...rest } = o;
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -122,7 +136,7 @@ function upCommand(lab: Command): void {
       const s = await guarded(o.name, (signal) => m.labUp(opts, say, signal, made), made);
       say("");
       say(m.formatStatus(s, await m.labStatus(s)));
-      await pingReport(s);
+      if (check) await pingReport(s);
     });
 }
 
@@ -185,6 +199,22 @@ function statusCommand(lab: Command): void {
     });
 }
 
+/** `flanctl lab check`. */
+function checkCommand(lab: Command): void {
+  lab.command("check")
+    .description(
+      "wait until every daemon reports all peers, ping every pod pair (bounded, silent pairs retried) and " +
+        "explain failures",
+    )
+    .option("--parallel <n>", "pings in flight at most", intArg("--parallel"), 16)
+    .addOption(nameOpt())
+    .action(async (o: { parallel: number; name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      if (o.parallel < 1) throw new UsageError("--parallel: give at least 1");
+      await pingReport(m.loadState(o.name), o.parallel);
+    });
+}
+
 /** `flanctl lab exec TARGET -- COMMAND`. */
 function execCommand(lab: Command): void {
   lab.command("exec")
@@ -211,19 +241,12 @@ function downCommand(lab: Command): void {
     });
 }
 
-async function pingReport(s: import("../lib/lab/types.ts").LabState): Promise<void> {
-  const { crossNodePing } = await import("../lib/lab/mod.ts");
-  const res = await crossNodePing(s);
-  if (!res.length) return;
-  if (res.every((r) => r.missing)) {
-    say("\ncross-node ping: skipped, `ping` is not installed (apt-get install iputils-ping)");
-    return;
-  }
-  say("\ncross-node ping:");
-  for (const r of res) say(`  ${r.from} -> ${r.to} (${r.ip}): ${r.ok ? "ok" : "FAIL"}`);
-  const bad = res.filter((r) => !r.ok).length;
-  say(bad ? `${bad} of ${res.length} FAILED` : `all ${res.length} ok`);
-  exitWith(bad ? 1 : 0);
+async function pingReport(s: import("../lib/lab/types.ts").LabState, parallel?: number): Promise<void> {
+  const { connectivityCheck, formatCheck } = await import("../lib/lab/mod.ts");
+  const r = await connectivityCheck(s, { parallel });
+  say("");
+  for (const l of formatCheck(r)) say(l);
+  exitWith(r.results.some((x) => !x.ok && !x.missing) || !r.convergence.ok ? 1 : 0);
 }
 
 /** `flanctl lab list`. */

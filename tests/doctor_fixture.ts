@@ -354,7 +354,11 @@ export function normalize(text: string, n: DoctorNode): string {
     .replace(/(only process|-p|nsenter -t) \d+/g, "$1 <PID>")
     .replace(/pid:\d+/g, "pid:<PID>")
     .replace(/\bpid \d+/g, "pid <PID>")
-    .replace(/\d+ dynamic IPv4 neighbour entries/, "<N> dynamic IPv4 neighbour entries")
+    .replace(
+      /(arp|ndisc)_cache: \d+ entries host-wide(?: \(\d+ permanent, not counted\))?, gc_thresh1\/2\/3 \d+\/\d+\/\d+ \(\d+% of gc_thresh3\); table_fulls \+\d+, forced_gc_runs \+\d+ in \d+ ms \(\d+, \d+ since boot\)/g,
+      "$1_cache: <E> entries host-wide, gc_thresh1/2/3 <T> (<P>% of gc_thresh3); table_fulls +<N>, " +
+        "forced_gc_runs +<N> in <MS> ms (<N>, <N> since boot)",
+    )
     .replace(/\(\d+%\)/g, "(<P>%)")
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z \(-?\d+ min from now\)/g, "<EXPIRY>")
     .replace(/(?:[0-9a-f]{2}:){5}[0-9a-f]{2}/g, (m) => m === NODE_MAC || m === PEER_MAC ? m : "<MAC>");

@@ -10,7 +10,7 @@ import { DUAL_NFT_NETCONF, killLabProc, labExec, withLab, withNetConf } from "./
 import { parseMetrics, type StatusJson } from "../lib/status/status.ts";
 
 const SHAPE: Record<string, string[]> = {
-  "": ["backend", "daemon", "health", "lease", "node", "peers", "reconcile", "rules", "store"],
+  "": ["backend", "daemon", "health", "lease", "neighbours", "node", "peers", "reconcile", "rules", "store"],
   daemon: ["detail", "pid", "running", "source", "startedAt", "uptimeSeconds", "version"],
   store: ["daemonSeesStore", "error", "kind", "reachable"],
   lease: ["expiration", "ipv6Subnet", "publicIP", "publicIPv6", "renewalErrors", "renewals", "subnet"],
@@ -19,6 +19,16 @@ const SHAPE: Record<string, string[]> = {
   reconcile: ["errors", "lastAt", "lastRepairs", "lastSeconds", "repairsTotal", "runs"],
   rules: ["forward", "masquerade", "masqueradeV6", "mode", "ok"],
   health: ["address", "healthz", "metrics", "readyz"],
+  "neighbours.0": [
+    "entries",
+    "family",
+    "forcedGcRuns",
+    "gcThresh1",
+    "gcThresh2",
+    "gcThresh3",
+    "table",
+    "tableFulls",
+  ],
 };
 
 /** `flanctl status -o json` on lab node `node` (through `lab exec`): its exit code, view and run. */
@@ -30,7 +40,8 @@ async function labStatus(name: string, node = "node1") {
 /** The view has exactly the documented keys, section by section. */
 function assertShape(st: StatusJson): void {
   for (const [k, keys] of Object.entries(SHAPE)) {
-    const o = (k ? (st as unknown as Record<string, object>)[k] : st) as object;
+    // deno-lint-ignore no-explicit-any
+    const o = k.split(".").filter(Boolean).reduce((x: any, p) => x[p], st) as object;
     assertEquals(Object.keys(o).sort(), keys, `keys of ${k || "status"}`);
   }
 }
@@ -75,6 +86,13 @@ Deno.test({
       ]);
       assertEquals(st.rules.mode, "iptables");
       assertStringIncludes(st.rules.masquerade, "FLANNEL-POSTRTG");
+      // The host's IPv4 neighbour table (only: the lab is IPv4), with the host's thresholds.
+      assertEquals(st.neighbours!.map((t) => [t.table, t.family]), [["arp_cache", 4]]);
+      assertEquals(
+        st.neighbours![0].gcThresh3,
+        Number(Deno.readTextFileSync("/proc/sys/net/ipv4/neigh/default/gc_thresh3").trim()),
+      );
+      assert(st.neighbours![0].entries >= 2, JSON.stringify(st.neighbours));
 
       // The numbers are the daemon's own (resyncs are slowed down so nothing moves in between).
       const m = parseMetrics(
@@ -157,6 +175,7 @@ Deno.test({
       const table = await labExec(name, "node1", flanctlCmd("status"));
       assertEquals(table.code, 1);
       assertStringIncludes(table.stdout, "daemon     DOWN (not running: pid");
+      assertStringIncludes(table.stdout, "\n  neigh      arp_cache ");
     });
   },
 });

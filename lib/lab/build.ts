@@ -16,6 +16,8 @@ import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
 import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
 import { readState, saveState } from "./state.ts";
+import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
+import { pool } from "./check.ts";
 import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
 import {
   addNodeV6,
@@ -50,14 +52,20 @@ export class LabExistsError extends FlanctlError {
   }
 }
 
+/** Nodes (and pods of different nodes) made at a time. */
+const BUILD_PARALLEL = 4;
+
+/** Most nodes of a lab (its underlay is a /24: node i is .10+i). */
+export const MAX_NODES = 200;
+
 /** Port of every daemon's /healthz and /readyz (each daemon has its own namespace). */
 export const LAB_HEALTHZ_PORT = 10251;
 
 /** Checks `lab up` options; throws a UsageError naming the flag. */
 export function validateUpOptions(o: LabUpOptions): void {
   validateLabName(o.name);
-  if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > 50) {
-    throw new UsageError(`--nodes ${o.nodes}: give a whole number from 1 to 50`);
+  if (!Number.isInteger(o.nodes) || o.nodes < 1 || o.nodes > MAX_NODES) {
+    throw new UsageError(`--nodes ${o.nodes}: give a whole number from 1 to ${MAX_NODES}`);
   }
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
     throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
@@ -199,25 +207,16 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
   Deno.writeTextFileSync(conflistPath(n), JSON.stringify(labConflist(nftablesMode(s)), null, 2) + "\n");
   await addNetns(s, n.netns);
   const u = s.underlay;
-  await mustRun([
-    "ip",
-    "-n",
-    u.netns,
-    "link",
-    "add",
-    n.underlayVeth,
-    "type",
-    "veth",
-    "peer",
-    "name",
-    "eth0",
-    "netns",
-    n.netns,
-  ]);
-  await mustRun(["ip", "-n", u.netns, "link", "set", n.underlayVeth, "master", u.bridge, "up"]);
-  await mustRun(["ip", "-n", n.netns, "addr", "add", `${n.publicIP}/${u.cidr.split("/")[1]}`, "dev", "eth0"]);
-  await mustRun(["ip", "-n", n.netns, "link", "set", "eth0", "up"]);
-  await mustRun(["ip", "-n", n.netns, "route", "add", "default", "via", u.gateway, "dev", "eth0"]);
+  const prefix = u.cidr.split("/")[1];
+  // One `ip -batch` per namespace (each line as its own `ip` command did; the first failure stops it).
+  await mustRun(["ip", "-n", u.netns, "-batch", "-"], {
+    stdin: `link add ${n.underlayVeth} type veth peer name eth0 netns ${n.netns}\n` +
+      `link set ${n.underlayVeth} master ${u.bridge} up\n`,
+  });
+  await mustRun(["ip", "-n", n.netns, "-batch", "-"], {
+    stdin: `addr add ${n.publicIP}/${prefix} dev eth0\nlink set eth0 up\n` +
+      `route add default via ${u.gateway} dev eth0\n`,
+  });
   // A node forwards pod traffic (a new namespace starts with forwarding off).
   await mustRun(inNs(n.netns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]));
   if (hasV6(s)) {
@@ -255,11 +254,12 @@ async function writeNetConf(s: LabState): Promise<void> {
   );
 }
 
-/** Starts daemons on `nodes` and waits until all are ready. */
-async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress, signal?: AbortSignal) {
-  for (const n of nodes) await startDaemon(s, n);
-  progress(`daemons started on ${nodes.map((n) => n.name).join(", ")}; waiting for subnet.env and /readyz`);
-  await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
+/** Starts daemons on `nodes` (without waiting for them: see {@link readyThenPods}). */
+async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress) {
+  // Each start is a detached shell (setsid): 8 at a time.
+  await pool(nodes, 8, (n) => startDaemon(s, n));
+  const which = nodes.length > 10 ? `${nodes.length} nodes` : nodes.map((n) => n.name).join(", ");
+  progress(`daemons started on ${which}; waiting for subnet.env and /readyz`);
 }
 
 /**
@@ -279,6 +279,13 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  // The host's neighbour tables are shared by every namespace: refuse up front, before making anything.
+  const fits = checkHostFits(
+    `lab ${o.name}: ${o.nodes} nodes with ${o.podsPerNode} pod${o.podsPerNode === 1 ? "" : "s"} each`,
+    { nodes: o.nodes, podsPerNode: o.podsPerNode, backend: o.backend, etcd: o.store === "etcd" },
+    labFamilies(o.ipFamily),
+    !!o.tuneHost,
+  );
   if (o.store === "etcd" && !exists(ETCD_BIN)) {
     throw new FlanctlError(
       `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,
@@ -318,6 +325,9 @@ export async function labUp(
   }
   made.value = true;
   saveState(s);
+  if (o.tuneHost && fits.some((f) => !f.fits || f.pastThresh2)) {
+    for (const l of applyTuning(s, tuningFor(fits))) progress(l);
+  } else fitNotes(fits).forEach(progress);
   ensureMountPoints();
   writeCniBin(s);
   // The file store is /var/lib/flanctl on every node; `state` in it is the mount point of each node's own
@@ -334,35 +344,63 @@ export async function labUp(
     progress(`starting etcd on ${etcdEndpoint(s)} (data in ${dir}/etcd)`);
     await startEtcd(s, signal);
   }
-  for (let i = 1; i <= o.nodes; i++) {
+  // Node namespaces are independent: a few at a time (each is ~10 short `ip` commands).
+  await pool(Array.from({ length: o.nodes }, (_, i) => i + 1), BUILD_PARALLEL, async (i) => {
+    signal?.throwIfAborted();
     const n = await buildNode(s, i);
     progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
-    signal?.throwIfAborted();
-  }
+  });
+  sortByIndex(s);
+  saveState(s);
   progress(`network config: ${labNetConf(s)} -> ${o.store} store`);
   await writeNetConf(s);
   signal?.throwIfAborted();
-  await startDaemons(s, s.nodes, progress, signal);
-  for (const n of s.nodes) progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
-  await addPods(s, s.nodes, o.podsPerNode, progress, signal);
+  await startDaemons(s, s.nodes, progress);
+  await readyThenPods(s, s.nodes, o.podsPerNode, progress, signal);
   return s;
 }
 
-async function addPods(
+/**
+ * Waits for each node's daemon (subnet.env written, /readyz 200) and attaches its `count` pods as soon as
+ * it is ready, so the pods of the first nodes attach while the last daemons still start. Every daemon is
+ * waited for, also without pods. Pods of different nodes attach in parallel (a few at a time: each CNI ADD
+ * is a process); the pods of one node one after another (they share its bridge and IPAM).
+ */
+async function readyThenPods(
   s: LabState,
   nodes: NodeState[],
   count: number,
   progress: Progress,
   signal?: AbortSignal,
 ) {
-  for (const n of nodes) {
+  const ready = nodes.map((n) =>
+    waitDaemonReady(s, n, { signal }).then(() => progress(`${n.name}: daemon ready, ${subnetLine(n)}`))
+  );
+  // A daemon that fails fails the whole wait at once (not when its turn in the pool comes).
+  const all = Promise.all(ready);
+  all.catch(() => {});
+  await pool(nodes.map((n, i) => [n, ready[i]] as const), BUILD_PARALLEL, async ([n, isReady]) => {
+    await Promise.race([isReady, all]);
     for (let j = 1; j <= count; j++) {
       signal?.throwIfAborted();
       const pod = await buildPod(s, n, j);
       progress(`${pod.name}: netns ${pod.netns}, IP ${[pod.ip, pod.ipv6].filter(Boolean).join(" ")}`);
     }
-  }
+  });
+  sortByIndex(s);
+  saveState(s);
   if (count > 0 && hasV6(s)) await waitBridgesSettled(s);
+}
+
+/** Nodes, then pods, in index order (they are made a few at a time). */
+function sortByIndex(s: LabState): void {
+  const num = (x: string) => x.match(/\d+/g)!.map(Number);
+  const cmp = (a: string, b: string) => {
+    const [x, y] = [num(a), num(b)];
+    return x[0] - y[0] || (x[1] ?? 0) - (y[1] ?? 0);
+  };
+  s.nodes.sort((a, b) => cmp(a.name, b.name));
+  s.pods.sort((a, b) => cmp(a.name, b.name));
 }
 
 function subnetLine(n: NodeState): string {
@@ -389,10 +427,23 @@ export async function labAddNode(
   signal?: AbortSignal,
 ): Promise<NodeState> {
   const index = Math.max(0, ...s.nodes.map((n) => Number(n.name.slice(4)))) + 1;
+  const perNode = Math.max(pods, Math.ceil(s.pods.length / Math.max(1, s.nodes.length)));
+  const load = (nodes: number) => ({
+    nodes,
+    podsPerNode: perNode,
+    backend: s.backend,
+    etcd: s.store === "etcd",
+  });
+  checkHostFits(
+    `lab ${s.name} with ${s.nodes.length + 1} nodes`,
+    load(s.nodes.length + 1),
+    labFamilies(s.ipFamily),
+    false,
+    load(s.nodes.length),
+  );
   const n = await buildNode(s, index);
   progress(`${n.name}: netns ${n.netns}, public IP ${publicIPs(n)}`);
-  await startDaemons(s, [n], progress, signal);
-  progress(`${n.name}: daemon ready, ${subnetLine(n)}`);
-  await addPods(s, [n], pods, progress, signal);
+  await startDaemons(s, [n], progress);
+  await readyThenPods(s, [n], pods, progress, signal);
   return n;
 }

@@ -9,7 +9,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
-import { flanctlCommand, runCmd } from "./proc.ts";
+import { runCmd } from "./proc.ts";
 import type { LabState, NodeState, PodPort, PodState } from "./types.ts";
 
 /** A conflist: name, version and the plugin configs in order. */
@@ -119,7 +119,8 @@ export function nodeRunner(s: LabState, n: NodeState, pod: PodState): PluginRunn
         dataDir: `${n.dir}/var/lib/cni/flannel`,
       };
     }
-    const argv = withNodeFiles(s, n.netns, n.dir, [...flanctlCommand(), "cni", type]);
+    // The plugin from CNI_PATH, as a kubelet runs it (with an installed flanctl: the CNI bundle's fast path).
+    const argv = withNodeFiles(s, n.netns, n.dir, [`${s.dir}/cni-bin/${type}`]);
     const r = await runCmd(argv, {
       stdin: JSON.stringify(conf),
       env: {

@@ -10,6 +10,7 @@ import { removeMountPoints } from "./exec.ts";
 import { labDir, labNetnsPattern, labRoot, validateLabName } from "./paths.ts";
 import { isOurProcess, runCmd, stopProcess } from "./proc.ts";
 import { readState } from "./state.ts";
+import { restoreTuning } from "./host_size.ts";
 
 /** What `lab down` removed. */
 export interface DownReport {
@@ -68,12 +69,14 @@ export async function labDown(name: string, progress: (l: string) => void = () =
     const r = await runCmd(["ip", "netns", "del", ns]);
     if (r.code === 0) report.namespaces++;
   }
-  // 3. Files.
+  // 3. Host sysctls `lab up --tune-host` raised (the lab's entries are gone with its namespaces).
+  if (state) restoreTuning(state).forEach(progress);
+  // 4. Files.
   try {
     Deno.removeSync(dir, { recursive: true });
     report.dirRemoved = true;
   } catch { /* already gone */ }
-  // 4. Mount points and the root dir, when this was the last lab.
+  // 5. Mount points and the root dir, when this was the last lab.
   let others = 0;
   try {
     for (const e of Deno.readDirSync(labRoot())) if (e.isDirectory) others++;

@@ -7,17 +7,18 @@ export * from "./paths.ts";
 export { flanctlCommand, LabCommandError } from "./proc.ts";
 export { LabNotFoundError, loadState, readState } from "./state.ts";
 export { labExec, LabTargetError, resolveTarget, withNodeFiles } from "./exec.ts";
-export { labAddNode, LabExistsError, labUp, validateUpOptions } from "./build.ts";
+export { labAddNode, LabExistsError, labUp, MAX_NODES, validateUpOptions } from "./build.ts";
+export { hostFits, labFamilies, LabTooBigError, refusal } from "./host_size.ts";
 export type { Progress } from "./build.ts";
 export { labDown, listNetns } from "./down.ts";
 export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
-export { crossNodePing } from "./check.ts";
+export { connectivityCheck, formatCheck, waitConverged } from "./check.ts";
 export { listLabs } from "./list.ts";
 export type { LabListJson } from "./list.ts";
 export { copyLog, daemonLogPath, LabNodeNotFoundError } from "./logs.ts";
-export type { PingResult } from "./check.ts";
+export type { CheckReport, Convergence, PingResult } from "./check.ts";
 export {
   etcdEndpoint,
   probeHealth,

@@ -23,11 +23,29 @@ export class PodAttachError extends FlanctlError {
 export function writeCniBin(s: LabState): void {
   const dir = `${s.dir}/cni-bin`;
   Deno.mkdirSync(dir, { recursive: true });
-  const cmd = flanctlCommand().map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
+  const argv = flanctlCommand();
+  const launcher = argv.length === 1 ? installedLauncher(argv[0]) : null;
+  if (launcher) {
+    // An installed flanctl: links named after the plugins, as install.sh makes them, take the launcher's
+    // CNI fast path (the CNI bundle with its code cache) instead of the whole CLI.
+    for (const name of Object.keys(PLUGINS)) Deno.symlinkSync(launcher, `${dir}/${name}`);
+    return;
+  }
+  const cmd = argv.map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
   for (const name of Object.keys(PLUGINS)) {
     Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
       mode: 0o755,
     });
+  }
+}
+
+/** `path` when it is install.sh's launcher (a shell script that dispatches on its name), else null. */
+function installedLauncher(path: string): string | null {
+  try {
+    const head = Deno.readTextFileSync(path).slice(0, 200);
+    return head.startsWith("#!/bin/sh\n# flanctl launcher") ? path : null;
+  } catch {
+    return null;
   }
 }
 

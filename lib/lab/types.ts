@@ -27,6 +27,18 @@ export interface LabUpOptions {
   netConf?: string;
   /** `--ip-family`: "ipv4" (default), "dual" or "ipv6" (see lib/lab/family.ts). */
   ipFamily?: "ipv4" | "dual" | "ipv6";
+  /** `--tune-host`: raise the host's neighbour gc thresholds when the lab does not fit (lab down restores). */
+  tuneHost?: boolean;
+}
+
+/** A host sysctl `lab up --tune-host` changed (recorded before the change; `lab down` restores it). */
+export interface HostTuning {
+  /** e.g. "net.ipv4.neigh.default.gc_thresh3". */
+  key: string;
+  /** Its /proc/sys path. */
+  path: string;
+  before: number;
+  after: number;
 }
 
 /** A node of the lab as recorded in the state file. */
@@ -117,6 +129,8 @@ export interface LabState {
   nodes: NodeState[];
   pods: PodState[];
   procs: ProcState[];
+  /** Host sysctls `--tune-host` raised (restored by `lab down`). */
+  hostTuning?: HostTuning[];
 }
 
 /** A node's daemon in `lab status`: its recorded pid and whether it still runs (`none`: never started). */

@@ -35,6 +35,7 @@ import * as route from "./route.ts";
 import * as neigh from "./neigh.ts";
 import * as nsid from "./nsid.ts";
 import * as routeget from "./routeget.ts";
+import { neighTables } from "./neightbl.ts";
 import { indexOfName } from "./linkmsg.ts";
 import { writeMany } from "./batch.ts";
 import type {
@@ -45,6 +46,7 @@ import type {
   LinkRef,
   NeighInfo,
   NeighScanEntry,
+  NeighTableInfo,
   NetlinkHandle,
   NetlinkWrite,
   NetnsRef,
@@ -361,6 +363,11 @@ class LibnlHandle implements NetlinkHandle {
     return nsid.nsidOf(this.#c, fd);
   }
 
+  /** The host's neighbour tables (RTM_GETNEIGHTBL); not part of {@link NetlinkHandle}. */
+  neighTables(family?: 4 | 6): NeighTableInfo[] {
+    return neighTables(this.#c, family);
+  }
+
   /** The kernel's route lookup for one packet (RTM_GETROUTE); not part of {@link NetlinkHandle}. */
   routeGet(q: routeget.RouteQuery): routeget.RouteLookup {
     return routeget.routeGet(this.#c, q, (i) => link.link(this.#c, i)?.name ?? null);
@@ -377,4 +384,13 @@ export function nsidOf(h: NetlinkHandle, fd: number): number | null {
 export function routeGet(h: NetlinkHandle, q: routeget.RouteQuery): routeget.RouteLookup {
   if (!(h instanceof LibnlHandle)) throw new FlanctlError("routeGet needs a libnl handle");
   return h.routeGet(q);
+}
+
+/**
+ * The host's neighbour tables (`ip -s ntable show`) read on `h`'s socket: entries, gc thresholds and
+ * statistics, host-wide whatever namespace `h` is in.
+ */
+export function readNeighTables(h: NetlinkHandle, family?: 4 | 6): NeighTableInfo[] {
+  if (!(h instanceof LibnlHandle)) throw new FlanctlError("readNeighTables needs a libnl handle");
+  return h.neighTables(family);
 }

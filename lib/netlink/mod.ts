@@ -14,7 +14,7 @@
  * @module
  */
 import { openLibnl } from "./handle.ts";
-export { nsidOf, routeGet } from "./handle.ts";
+export { nsidOf, readNeighTables, routeGet } from "./handle.ts";
 export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 

@@ -114,6 +114,39 @@ export interface NeighInfo {
   state: string[];
 }
 
+/**
+ * A neighbour table as the kernel accounts it (RTM_GETNEIGHTBL, `ip -s ntable show`): host-wide, shared by
+ * every network namespace. Counters count since boot.
+ */
+export interface NeighTableInfo {
+  /** "arp_cache" (IPv4) or "ndisc_cache" (IPv6). */
+  name: string;
+  /** The table's address family. */
+  family: 4 | 6;
+  /** Entries in the table, every namespace and state (permanent ones included). */
+  entries: number;
+  /** net.ipv4/ipv6.neigh.default.gc_thresh1: below it the periodic collector leaves entries alone. */
+  gcThresh1: number;
+  /** gc_thresh2: past it an allocation forces a collection (at most every 5 s). */
+  gcThresh2: number;
+  /** gc_thresh3: past it, with nothing to collect, new entries are refused. */
+  gcThresh3: number;
+  /** gc_interval in ms, or null when not reported. */
+  gcIntervalMs: number | null;
+  /** Entries allocated since boot. */
+  allocs: number;
+  /** Entries destroyed since boot. */
+  destroys: number;
+  /** Resolutions that failed. */
+  resFailed: number;
+  /** Periodic collector runs. */
+  periodicGcRuns: number;
+  /** Garbage collections forced by an allocation past gc_thresh2/3. */
+  forcedGcRuns: number;
+  /** Allocations refused: the table was full (past gc_thresh3 and nothing to collect). */
+  tableFulls: number;
+}
+
 /** A forwarding-database entry (AF_BRIDGE neighbour). */
 export interface FdbInfo {
   /** ifindex of the port/device the entry is on. */

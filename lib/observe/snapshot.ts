@@ -7,7 +7,7 @@
  * holds the reads they share).
  * @module
  */
-import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
+import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, NeighTableInfo, RouteInfo } from "../netlink/types.ts";
 import type { Lease, SubnetStore } from "../store/types.ts";
 import type { NetConfig } from "../config/types.ts";
 import { readSubnetEnv, type SubnetEnv } from "../node/subnet_env.ts";
@@ -17,10 +17,11 @@ import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { inNetns, nftLibrary, openNetlink } from "../netlink/mod.ts";
+import { inNetns, nftLibrary, openNetlink, readNeighTables } from "../netlink/mod.ts";
 import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
+import { permanentEntries } from "./neigh_gc.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
@@ -178,6 +179,23 @@ export class NodeSnapshot {
   namedNetns: string[] = [];
   /** Fatal problems that make the whole run "could not check" (exit 3). */
   fatal: string[] = [];
+  /**
+   * The host's neighbour tables (RTM_GETNEIGHTBL: host-wide entries, thresholds, counters) as first read
+   * while gathering, with the time of the read (ms); null with `neighTablesError` when unreadable.
+   */
+  neighTables: { at: number; tables: NeighTableInfo[] } | null = null;
+  neighTablesError: string | null = null;
+  /** Permanent neighbour entries of a family in the host's named namespaces (exempt from gc); tests fake it. */
+  neighPermanent: (family: 4 | 6) => number = (family) => permanentEntries(family);
+  /** Reads the neighbour tables now (the neigh-gc check reads twice to see counters grow); tests fake it. */
+  readNeighTables: () => NeighTableInfo[] = () => {
+    const h = openNetlink(this.opts.netns === null ? null : { name: this.opts.netns });
+    try {
+      return readNeighTables(h);
+    } finally {
+      h.close();
+    }
+  };
 
   constructor(opts: SnapshotOptions) {
     this.opts = opts;
@@ -388,6 +406,7 @@ export async function gatherSnapshot(opts: SnapshotOptions): Promise<NodeSnapsho
       return ctx;
     }
   }
+  gatherNeighTables(ctx);
   await gatherKernel(ctx);
   await gatherSysctls(ctx);
   gatherSubnetEnv(ctx);
@@ -396,6 +415,15 @@ export async function gatherSnapshot(opts: SnapshotOptions): Promise<NodeSnapsho
   await gatherPods(ctx);
   await gatherStore(ctx);
   return ctx;
+}
+
+/** First read of the host's neighbour tables (the neigh-gc check reads them again later). */
+export function gatherNeighTables(ctx: NodeSnapshot): void {
+  try {
+    ctx.neighTables = { at: Date.now(), tables: ctx.readNeighTables() };
+  } catch (e) {
+    ctx.neighTablesError = (e as Error).message;
+  }
 }
 
 async function gatherKernel(ctx: NodeSnapshot): Promise<void> {

@@ -2,7 +2,7 @@
  * The `flanctl status` screen: one line per area, the daemon first.
  * @module
  */
-import type { StatusJson } from "./status.ts";
+import type { StatusJson, StatusNeighTable } from "./status.ts";
 
 function dur(s: number): string {
   if (s < 60) return `${s}s`;
@@ -28,6 +28,9 @@ export function renderStatus(s: StatusJson): string {
     ["reconcile", reconcileLine(s.reconcile)],
     ["rules", rulesLine(s.rules)],
     ["health", healthLine(s.health)],
+    ...(s.neighbours === null
+      ? [["neigh", "- (neighbour tables not readable)"] as [string, string]]
+      : s.neighbours.map((t) => [t.family === 4 ? "neigh" : "neigh v6", neighLine(t)] as [string, string])),
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   return `node ${s.node}\n` + rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`).join("\n") + "\n";
@@ -89,4 +92,12 @@ function healthLine(h: StatusJson["health"]): string {
       h.metrics ? "read" : "unavailable"
     }`
     : "-";
+}
+
+/** A neighbour table: entries against gc_thresh3 (and 2), overflow counters since boot. */
+export function neighLine(t: StatusNeighTable): string {
+  const pct = t.gcThresh3 > 0 ? Math.round((t.entries / t.gcThresh3) * 100) : 0;
+  return `${t.table} ${t.entries} entries host-wide, ${pct}% of gc_thresh3 ${t.gcThresh3} ` +
+    `(gc_thresh2 ${t.gcThresh2}); table_fulls ${t.tableFulls}, forced_gc_runs ${t.forcedGcRuns} since boot` +
+    (t.entries > t.gcThresh2 ? " — PAST gc_thresh2 (see flanctl doctor)" : "");
 }

@@ -96,6 +96,23 @@ export interface StatusJson {
     masqueradeV6: string | null;
   };
   health: { address: string | null; healthz: number | null; readyz: number | null; metrics: boolean };
+  /**
+   * The host's neighbour tables as the kernel accounts them (RTM_GETNEIGHTBL): host-wide, shared by
+   * every namespace; IPv4's, and IPv6's when IPv6 is configured. null when they could not be read.
+   */
+  neighbours: StatusNeighTable[] | null;
+}
+
+/** One neighbour table in {@link StatusJson}: its entries, thresholds and overflow counters (since boot). */
+export interface StatusNeighTable {
+  table: string;
+  family: 4 | 6;
+  entries: number;
+  gcThresh1: number;
+  gcThresh2: number;
+  gcThresh3: number;
+  tableFulls: number;
+  forcedGcRuns: number;
 }
 
 /** Prometheus text → name (with labels) → value. */
@@ -230,7 +247,26 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
     reconcile: reconcileStatus(mv),
     rules,
     health: { address: daemon.health, healthz: ep.healthz, readyz: ep.readyz, metrics: ep.metrics !== null },
+    neighbours: neighStatus(ctx),
   };
+}
+
+/** The neighbour tables of the families in use (IPv6's only when IPv6 is configured). */
+function neighStatus(ctx: NodeSnapshot): StatusJson["neighbours"] {
+  if (!ctx.neighTables) return null;
+  const v6 = network6(ctx) !== null;
+  return ctx.neighTables.tables
+    .filter((t) => t.family === 4 ? !ctx.ipv4Disabled : v6)
+    .map((t) => ({
+      table: t.name,
+      family: t.family,
+      entries: t.entries,
+      gcThresh1: t.gcThresh1,
+      gcThresh2: t.gcThresh2,
+      gcThresh3: t.gcThresh3,
+      tableFulls: t.tableFulls,
+      forcedGcRuns: t.forcedGcRuns,
+    }));
 }
 
 /** What is known of the daemon: its state file (if readable) and whether its process runs. */

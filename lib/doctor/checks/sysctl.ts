@@ -1,10 +1,12 @@
 /**
- * Kernel tunables: forwarding, br_netfilter, rp_filter, IPv6, neighbour-table and conntrack headroom.
+ * Kernel tunables: forwarding, br_netfilter, rp_filter, IPv6, neighbour-table (checks/neigh.ts) and
+ * conntrack headroom.
  * @module
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
+import { neighGc } from "./neigh.ts";
 
 /** The interfaces pod traffic crosses: flannel's VXLAN device, cni0 and the underlay. */
 function pathIfaces(ctx: NodeSnapshot): string[] {
@@ -149,45 +151,6 @@ export const ipv6Disabled: Check = {
       }];
     }
     return [ok("ipv6", "dual stack configured and IPv6 enabled (disable_ipv6 = 0)")];
-  },
-};
-
-/** neigh-gc: dynamic neighbour entries close to gc_thresh3 ("neighbor table overflow"). */
-export const neighGc: Check = {
-  id: "neigh-gc",
-  title: "Neighbour table below gc_thresh3",
-  run(ctx) {
-    if (!ctx.kernel) return [unknown("neigh-gc", `no kernel snapshot: ${ctx.kernelError}`)];
-    const raw = ctx.sysctl("/proc/sys/net/ipv4/neigh/default/gc_thresh3");
-    const thresh = Number(raw ?? "1024");
-    const note = raw === null ? " (gc_thresh3 unreadable here; kernel default 1024 assumed)" : "";
-    // Permanent/noarp entries are not counted by the kernel's garbage-collection limit.
-    const dyn =
-      ctx.kernel.neigh.filter((n) =>
-        n.family === 4 && !n.state.includes("PERMANENT") && !n.state.includes("NOARP")
-      ).length;
-    const pct = Math.round((dyn / thresh) * 100);
-    const detail = `${dyn} dynamic IPv4 neighbour entries, gc_thresh3 = ${thresh} (${pct}%)${note}`;
-    if (dyn < thresh * 0.9) return [ok("neigh-gc", detail)];
-    const next = Math.max(thresh * 4, 8192);
-    return [{
-      id: "neigh-gc",
-      severity: dyn >= thresh ? "critical" : "warning",
-      detail,
-      why: 'past gc_thresh3 the kernel refuses new neighbours ("neighbor table overflow"): new pods and ' +
-        "peers become unreachable",
-      fix: [
-        `sysctl -w net.ipv4.neigh.default.gc_thresh1=${next / 4} net.ipv4.neigh.default.gc_thresh2=${
-          next / 2
-        } ` +
-        `net.ipv4.neigh.default.gc_thresh3=${next}`,
-      ],
-      persist: persistSysctl([
-        `net.ipv4.neigh.default.gc_thresh1=${next / 4}`,
-        `net.ipv4.neigh.default.gc_thresh2=${next / 2}`,
-        `net.ipv4.neigh.default.gc_thresh3=${next}`,
-      ]),
-    }];
   },
 };
 

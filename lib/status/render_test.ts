@@ -1,0 +1,80 @@
+import { assertEquals } from "../../tests/assert.ts";
+import { neighLine, renderStatus } from "./render.ts";
+import type { StatusJson, StatusNeighTable } from "./status.ts";
+
+const arp: StatusNeighTable = {
+  table: "arp_cache",
+  family: 4,
+  entries: 3474,
+  gcThresh1: 128,
+  gcThresh2: 512,
+  gcThresh3: 1024,
+  tableFulls: 82710,
+  forcedGcRuns: 83107,
+};
+
+Deno.test("status: the neighbour table line (host-wide entries against the thresholds, counters)", () => {
+  assertEquals(
+    neighLine(arp),
+    "arp_cache 3474 entries host-wide, 339% of gc_thresh3 1024 (gc_thresh2 512); table_fulls 82710, " +
+      "forced_gc_runs 83107 since boot — PAST gc_thresh2 (see flanctl doctor)",
+  );
+  assertEquals(
+    neighLine({ ...arp, entries: 53, tableFulls: 0, forcedGcRuns: 0 }),
+    "arp_cache 53 entries host-wide, 5% of gc_thresh3 1024 (gc_thresh2 512); table_fulls 0, forced_gc_runs 0 " +
+      "since boot",
+  );
+});
+
+Deno.test("status: table view has a neigh row per table, and says when the tables were unreadable", () => {
+  const base: StatusJson = {
+    node: "n1",
+    daemon: {
+      running: true,
+      pid: 7,
+      version: "0.1.0",
+      startedAt: null,
+      uptimeSeconds: null,
+      source: "state-file",
+      detail: "",
+    },
+    store: { kind: "file", reachable: true, daemonSeesStore: null, error: null },
+    lease: {
+      subnet: "10.244.1.0/24",
+      publicIP: "192.0.2.1",
+      expiration: "never",
+      renewals: null,
+      renewalErrors: null,
+      ipv6Subnet: null,
+      publicIPv6: null,
+    },
+    backend: { type: "vxlan", device: "flannel.1", deviceUp: true, mtu: 1450, deviceV6: null },
+    peers: { leases: 0, programmed: 0, missing: [], stale: [], daemonPeers: null, v6: null },
+    reconcile: {
+      runs: null,
+      lastAt: null,
+      lastSeconds: null,
+      lastRepairs: null,
+      repairsTotal: null,
+      errors: null,
+    },
+    rules: { masquerade: "ok", forward: "ok", ok: true, mode: "iptables", masqueradeV6: null },
+    health: { address: null, healthz: null, readyz: null, metrics: false },
+    neighbours: [arp, {
+      ...arp,
+      table: "ndisc_cache",
+      family: 6,
+      entries: 4,
+      tableFulls: 0,
+      forcedGcRuns: 0,
+    }],
+  };
+  const lines = renderStatus(base).split("\n");
+  assertEquals(lines.filter((l) => l.startsWith("  neigh")), [
+    `  neigh      ${neighLine(arp)}`,
+    "  neigh v6   ndisc_cache 4 entries host-wide, 0% of gc_thresh3 1024 (gc_thresh2 512); table_fulls 0, " +
+    "forced_gc_runs 0 since boot",
+  ]);
+  const none = renderStatus({ ...base, neighbours: null }).split("\n").filter((l) => l.startsWith("  neigh"));
+  assertEquals(none, ["  neigh      - (neighbour tables not readable)"]);
+});
