@@ -11,6 +11,7 @@ import { IPNet } from "../base/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { attachPod, writeCniBin } from "./pods.ts";
+import { checkRuntime, criAddPod, startNodeRuntime } from "./runtime.ts";
 import { conflistPath, labConflist } from "./conflist.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
@@ -75,6 +76,9 @@ export function validateUpOptions(o: LabUpOptions): void {
   }
   if (o.store !== "file" && o.store !== "etcd") {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
+  }
+  if (o.runtime !== undefined && o.runtime !== "none" && o.runtime !== "containerd") {
+    throw new UsageError(`--runtime '${o.runtime}': use none or containerd`);
   }
   validateIpFamily(o.ipFamily);
   if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
@@ -238,8 +242,16 @@ export async function buildPod(
   const pod: PodState = { name, node: n.name, netns: `${s.name}-${name}`, containerId: `${s.name}-${name}` };
   if (ports?.length) pod.ports = ports;
   s.pods.push(pod);
-  await addNetns(s, pod.netns);
-  const ips = await attachPod(s, n, pod);
+  let ips: { ip: string | null; ipv6: string | null };
+  if (s.runtime === "containerd") {
+    // The sandbox's netns gets the pod's name (recorded first, so `lab down` drops the name).
+    if (!s.netns.includes(pod.netns)) s.netns.push(pod.netns);
+    saveState(s);
+    ips = await criAddPod(s, n, pod);
+  } else {
+    await addNetns(s, pod.netns);
+    ips = await attachPod(s, n, pod);
+  }
   if (ips.ip) pod.ip = ips.ip;
   if (ips.ipv6) pod.ipv6 = ips.ipv6;
   saveState(s);
@@ -260,6 +272,13 @@ async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress,
   for (const n of nodes) await startDaemon(s, n);
   progress(`daemons started on ${nodes.map((n) => n.name).join(", ")}; waiting for subnet.env and /readyz`);
   await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
+  if (s.runtime === "containerd") {
+    for (const n of nodes) {
+      signal?.throwIfAborted();
+      await startNodeRuntime(s, n);
+      progress(`${n.name}: containerd on ${n.dir}/containerd/containerd.sock (pods through CRI)`);
+    }
+  }
 }
 
 /**
@@ -279,6 +298,7 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  if (o.runtime === "containerd") checkRuntime();
   if (o.store === "etcd" && !exists(ETCD_BIN)) {
     throw new FlanctlError(
       `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,
@@ -295,6 +315,7 @@ export async function labUp(
     store: o.store,
     network: o.network,
     ...(o.ipFamily && o.ipFamily !== "ipv4" ? { ipFamily: o.ipFamily } : {}),
+    ...(o.runtime === "containerd" ? { runtime: "containerd" as const } : {}),
     createdAt: new Date().toISOString(),
     underlay: { netns: underlayNetns(o.name), bridge: "br0", cidr: ua.cidr, gateway: ua.gateway },
     storeFlags: [],

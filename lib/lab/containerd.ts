@@ -98,6 +98,18 @@ export function cgroupMountScript(mounts: string): string[] {
 }
 
 /**
+ * The host's mounts, as PID 1 sees them: a caller already inside `ip netns exec` (a bench) has the fresh
+ * sysfs without the cgroup hierarchies in its own /proc/self/mounts.
+ */
+function hostMounts(): string {
+  try {
+    return Deno.readTextFileSync("/proc/1/mounts");
+  } catch {
+    return Deno.readTextFileSync("/proc/self/mounts");
+  }
+}
+
+/**
  * The argv that starts containerd in `netns`: the cgroup hierarchies mounted again, a private /run/netns,
  * then containerd. `wrap` puts the node's own files at the default paths first (lib/lab/exec.ts).
  */
@@ -107,7 +119,7 @@ export function containerdCommand(
   wrap: (cmd: string[]) => string[] = (cmd) => ["ip", "netns", "exec", netns, ...cmd],
 ): string[] {
   const script = [
-    ...cgroupMountScript(Deno.readTextFileSync("/proc/self/mounts")),
+    ...cgroupMountScript(hostMounts()),
     `mkdir -p ${shq(p.netnsDir)} /run/netns`,
     `mount --bind ${shq(p.netnsDir)} /run/netns`,
     `exec ${CONTAINERD_BIN} --config ${shq(p.config)}`,

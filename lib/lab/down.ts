@@ -42,6 +42,15 @@ export async function labDown(name: string, progress: (l: string) => void = () =
   }
   const report: DownReport = { processes: 0, namespaces: 0, dirRemoved: false };
 
+  // 0. Each node's containerd removes its sandboxes through CRI (their CNI DEL runs, their processes and
+  //    namespaces go) before it is stopped.
+  if (state?.runtime === "containerd") {
+    const { stopNodeRuntimes } = await import("./runtime.ts");
+    report.processes += await stopNodeRuntimes(state).catch((e) => {
+      progress(`warning: stopping containerd: ${(e as Error).message}`);
+      return 0;
+    });
+  }
   // 1. Processes: daemons first (they may still talk to etcd), etcd last.
   const procs = [...(state?.procs ?? [])].sort((a, b) =>
     (a.what === "etcd" ? 1 : 0) - (b.what === "etcd" ? 1 : 0)

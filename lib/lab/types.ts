@@ -27,6 +27,11 @@ export interface LabUpOptions {
   netConf?: string;
   /** `--ip-family`: "ipv4" (default), "dual" or "ipv6" (see lib/lab/family.ts). */
   ipFamily?: "ipv4" | "dual" | "ipv6";
+  /**
+   * `--runtime`: "none" (default: the lab runs the conflist itself) or "containerd" (one per node, pods
+   * through CRI with crictl; lib/lab/runtime.ts).
+   */
+  runtime?: "none" | "containerd";
 }
 
 /** A node of the lab as recorded in the state file. */
@@ -88,6 +93,8 @@ export interface ProcState {
 export interface LabState {
   version: 1;
   name: string;
+  /** "containerd" when pods go through a containerd per node (absent: the lab runs the conflist). */
+  runtime?: "containerd";
   /** The lab directory (holds this state file). */
   dir: string;
   backend: LabBackend;

@@ -52,8 +52,8 @@ export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): Sn
       : () => openStore({ etcdEndpoints: s.storeFlags[s.storeFlags.indexOf("--etcd-endpoints") + 1] }),
     storeExplicit: true,
     skip: new Set(),
-    // Lab nodes run no CRI runtime by default: a host's containerd would not know their sandboxes.
-    criSocket: null,
+    // A lab node's own containerd (--runtime containerd); else none: a host's would not know its pods.
+    criSocket: s.runtime === "containerd" ? `${d}/containerd/containerd.sock` : null,
   };
 }
 
