@@ -78,6 +78,33 @@ Deno.test({
     }),
 });
 
+Deno.test({
+  name: "cni runtime bytes: loopback takes go-cni's cni-loopback config and CNI_ARGS as the reference",
+  ignore: !HAVE_REF,
+  fn: () =>
+    withNetns(async (fx) => {
+      // What containerd's go-cni (WithLoNetwork) passes for every sandbox.
+      const conf = '{"cniVersion":"1.0.0","name":"cni-loopback","type":"loopback"}';
+      const out: unknown[] = [];
+      for (const isRef of [false, true]) {
+        const node = await fx.add("rln"), pod = await fx.add("rlp");
+        const call = {
+          plugin: "loopback",
+          node,
+          netns: pod,
+          ifname: "lo", // as containerd runs it
+          containerId: "c1",
+          args: K8S_ARGS,
+          conf,
+          ref: isRef,
+        };
+        out.push(normResult(await cniOk({ ...call, command: "ADD" })));
+        await cniOk({ ...call, command: "DEL" });
+      }
+      assertEquals(out[0], out[1]);
+    }),
+});
+
 /** A bridge + host-local config spelled with Go's field names throughout (the reference decodes it). */
 function goSpelledBridge(dataDir: string): string {
   return JSON.stringify({
