@@ -257,6 +257,23 @@ Deno.test("cni DEL: never fails on input its ADD refused, and still removes what
       assertEquals(listFiles(`${d.path}/deln`).filter((f) => f.startsWith("10.")), [], "IP released");
       const links = await ipJson<J[]>(node, "link");
       assertEquals(links.filter((l) => String(l.ifname).startsWith("veth")), [], "host veth removed");
+      // portmap (nftables): rules of a good ADD go with a DEL whose mappings ADD would refuse, and the
+      // network's record chain with its last container.
+      const nftConf = (maps: string) =>
+        portmapConf(maps).replace('"backend":"iptables"', '"backend":"nftables"');
+      const pm = { plugin: "portmap", node, netns: "/var/run/netns/pod", containerId: "c7" };
+      await cniOk({ ...pm, command: "ADD", conf: nftConf(PORTMAP_BYTES[0][1]) });
+      const nft = async () => (await nsRun(node, ["nft", "list", "table", "ip", "cni_hostport"])).stdout;
+      assert((await nft()).includes("dnat to 10.244.1.5:80"), await nft());
+      assert((await nft()).includes("chain network_cbr0"), await nft());
+      const pdel = await cni({
+        ...pm,
+        command: "DEL",
+        conf: nftConf('[{"hostPort":1,"containerPort":1,"protocol":"icmp"}]'),
+      });
+      assertEquals(pdel.code, 0, pdel.stdout);
+      assert(!(await nft()).includes("dnat to"), await nft());
+      assert(!(await nft()).includes("network_"), `no record chain left: ${await nft()}`);
     } finally {
       d.cleanup();
     }

@@ -403,11 +403,14 @@ async function del(c: PluginCall): Promise<void> {
     if (!(e instanceof CniError)) throw e;
     log("portmap", `DEL: config refused (${e.message}); removing this container's rules by its ID`);
     const name = typeof c.conf.name === "string" ? c.conf.name : "";
-    for (const b of ["iptables", "nftables"] as const) {
-      if (b === "iptables" && !onPath(tools(4).save) && !onPath(tools(6).save)) continue;
-      if (b === "nftables" && !onPath("nft")) continue;
-      if (b === "nftables" && new TextEncoder().encode(c.args.containerId).length > NFT_COMMENT_MAX) continue;
-      await removeRules(b, name, c.args.containerId);
+    if (onPath(tools(4).save) || onPath(tools(6).save)) {
+      await removeRules("iptables", name, c.args.containerId);
+    }
+    if (new TextEncoder().encode(c.args.containerId).length <= NFT_COMMENT_MAX) {
+      // libnftables or the nft binary; neither there means no nftables rules either.
+      await removeRules("nftables", name, c.args.containerId).catch((e) =>
+        log("portmap", `DEL: nftables not usable (${(e as Error).message}): no nftables rules removed`)
+      );
     }
     return;
   }
