@@ -1,5 +1,12 @@
-import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { CriError, decodeListPodSandboxResponse, grpcFrame, grpcUnframe } from "./cri.ts";
+import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
+import {
+  CriError,
+  decodeListPodSandboxResponse,
+  findCriSocket,
+  grpcFrame,
+  grpcUnframe,
+  listPodSandboxes,
+} from "./cri.ts";
 
 /** Protobuf: a length-delimited field. */
 function ld(field: number, body: Uint8Array | string): Uint8Array {
@@ -28,4 +35,20 @@ Deno.test("cri: gRPC frames", () => {
   assertEquals([...grpcUnframe(f)], [1, 2, 3]);
   assertThrows(() => grpcUnframe(new Uint8Array([1, 0, 0, 0, 0])), CriError, "compressed");
   assertThrows(() => grpcUnframe(new Uint8Array([0, 0, 0, 0, 9, 1])), CriError, "truncated");
+});
+
+Deno.test("cri: a socket that is not there is a CriError naming it, quickly", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-cri-" });
+  try {
+    const t0 = performance.now();
+    const err = await listPodSandboxes(`${dir}/none.sock`, 2000).then(() => null, (e) => e);
+    assert(err instanceof CriError, String(err));
+    assert(err.message.includes(`${dir}/none.sock`), err.message);
+    assert(performance.now() - t0 < 2000, "no wait for the timeout");
+    // A plain file is not a socket: not found among the defaults.
+    Deno.writeTextFileSync(`${dir}/file.sock`, "");
+    assertEquals(findCriSocket([`${dir}/file.sock`, `${dir}/none.sock`]), null);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });
