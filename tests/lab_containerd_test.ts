@@ -114,6 +114,17 @@ Deno.test({
           assert(r.stdout.includes("crictl stopp + rmp"), r.stdout);
         }
         assertEquals(await nodeLeft(n1), { veths: 0, ips: 0, saved: 0, dnat: 0 });
+        // ... and the doctor is clean after.
+        const after = await labExec(
+          name,
+          "node1",
+          flanctlCmd("doctor", "-o", "json", "--cri-socket", `${n1.dir}/containerd/containerd.sock`),
+        );
+        const checks = JSON.parse(after.stdout).checks as { id: string; severity: string; detail: string }[];
+        for (const id of ["cri-sandboxes", "hostlocal-ips", "veths", "pod-netns", "cni-cache"]) {
+          const c = checks.find((x) => x.id === id)!;
+          assertEquals(c.severity, "ok", `${id}: ${c.detail}`);
+        }
         void s0;
       },
     );
