@@ -11,7 +11,7 @@ import { IPNet } from "../base/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { attachPod, writeCniBin } from "./pods.ts";
-import { checkRuntime, criAddPod, startNodeRuntime } from "./runtime.ts";
+import { checkRuntime, criAddPod, ensureNodeRuntime } from "./runtime.ts";
 import { conflistPath, labConflist } from "./conflist.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
@@ -80,6 +80,7 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (o.runtime !== undefined && o.runtime !== "none" && o.runtime !== "containerd") {
     throw new UsageError(`--runtime '${o.runtime}': use none or containerd`);
   }
+  if (o.runtime === "containerd") checkRuntime();
   validateIpFamily(o.ipFamily);
   if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
     throw new UsageError(
@@ -247,6 +248,7 @@ export async function buildPod(
     // The sandbox's netns gets the pod's name (recorded first, so `lab down` drops the name).
     if (!s.netns.includes(pod.netns)) s.netns.push(pod.netns);
     saveState(s);
+    await ensureNodeRuntime(s, n);
     ips = await criAddPod(s, n, pod);
   } else {
     await addNetns(s, pod.netns);
@@ -272,13 +274,6 @@ async function startDaemons(s: LabState, nodes: NodeState[], progress: Progress,
   for (const n of nodes) await startDaemon(s, n);
   progress(`daemons started on ${nodes.map((n) => n.name).join(", ")}; waiting for subnet.env and /readyz`);
   await Promise.all(nodes.map((n) => waitDaemonReady(s, n, { signal })));
-  if (s.runtime === "containerd") {
-    for (const n of nodes) {
-      signal?.throwIfAborted();
-      await startNodeRuntime(s, n);
-      progress(`${n.name}: containerd on ${n.dir}/containerd/containerd.sock (pods through CRI)`);
-    }
-  }
 }
 
 /**
@@ -298,7 +293,6 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
-  if (o.runtime === "containerd") checkRuntime();
   if (o.store === "etcd" && !exists(ETCD_BIN)) {
     throw new FlanctlError(
       `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,

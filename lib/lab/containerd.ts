@@ -204,7 +204,10 @@ export async function buildSandboxImage(tar: string): Promise<void> {
       `${work}/manifest.json`,
       JSON.stringify([{ Config: "config.json", RepoTags: [SANDBOX_IMAGE], Layers: ["layer.tar"] }]),
     );
-    await must(["tar", "--mtime=@0", "-C", work, "-cf", tar, "manifest.json", "config.json", "layer.tar"]);
+    // Made beside and renamed: nodes starting at once may build it together.
+    const part = `${tar}.${crypto.randomUUID().slice(0, 8)}`;
+    await must(["tar", "--mtime=@0", "-C", work, "-cf", part, "manifest.json", "config.json", "layer.tar"]);
+    Deno.renameSync(part, tar);
   } finally {
     Deno.removeSync(work, { recursive: true });
   }

@@ -1,5 +1,6 @@
 /**
- * `lab up --runtime containerd`: one containerd per node (lib/lab/containerd.ts) started with the node's
+ * `lab up --runtime containerd`: one containerd per node (lib/lab/containerd.ts; started with the node's
+ * first pod, once its daemon is ready) running with the node's
  * files at the default paths (lib/lab/exec.ts), so its CRI plugin runs the node's conflist from
  * /etc/cni/net.d with the lab's plugins in /opt/cni/bin, exactly as on a real node; pods are created and
  * removed through CRI (crictl runp / stopp + rmp). Each sandbox's network namespace is also given the pod's
@@ -9,7 +10,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
-import { runCmd } from "./proc.ts";
+import { isOurProcess, runCmd } from "./proc.ts";
 import { saveState } from "./state.ts";
 import {
   buildSandboxImage,
@@ -73,6 +74,17 @@ export async function startNodeRuntime(s: LabState, n: NodeState): Promise<void>
     wrap,
   });
   saveState(s);
+}
+
+/**
+ * Starts `n`'s containerd unless it runs: with the node's first pod (after its daemon is ready, as pods
+ * are), so `lab up`'s order of nodes and pods is the same for both runtimes.
+ */
+export async function ensureNodeRuntime(s: LabState, n: NodeState): Promise<void> {
+  const p = s.procs.find((x) => x.what === what(n));
+  if (p?.pid && isOurProcess(p.pid, "containerd")) return;
+  if (p) s.procs = s.procs.filter((x) => x !== p);
+  await startNodeRuntime(s, n);
 }
 
 /** Stops every node's containerd of `s` (its sandboxes removed through CRI first, so their DEL runs). */
