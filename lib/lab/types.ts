@@ -17,6 +17,11 @@ export interface LabUpOptions {
   podsPerNode: number;
   backend: LabBackend;
   store: LabStore;
+  /**
+   * `--runtime`: "none" (default: the lab runs the conflist itself) or "containerd" (one per node, pods
+   * through CRI with crictl; lib/lab/runtime.ts).
+   */
+  runtime?: "none" | "containerd";
   /** The pod network (net-conf `Network`). */
   network: string;
   /** Lease TTL in seconds for every node (default: the store's, flannel's 24 h). */
@@ -27,11 +32,6 @@ export interface LabUpOptions {
   netConf?: string;
   /** `--ip-family`: "ipv4" (default), "dual" or "ipv6" (see lib/lab/family.ts). */
   ipFamily?: "ipv4" | "dual" | "ipv6";
-  /**
-   * `--runtime`: "none" (default: the lab runs the conflist itself) or "containerd" (one per node, pods
-   * through CRI with crictl; lib/lab/runtime.ts).
-   */
-  runtime?: "none" | "containerd";
 }
 
 /** A node of the lab as recorded in the state file. */
