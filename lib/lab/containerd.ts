@@ -23,7 +23,9 @@ export const BUSYBOX_BIN = "/bin/busybox";
 /** The sandbox image's name (never pulled: imported from {@link buildSandboxImage}'s archive). */
 export const SANDBOX_IMAGE = "flanctl.local/pause:busybox";
 /** crictl as install.sh --dev builds it (FLANCTL_PEER_CRICTL overrides; else PATH). */
-export const CRICTL_CACHE = "/var/cache/flanctl-dev/crictl-v1.37.0/bin/crictl";
+export const CRICTL_CACHE = `${
+  Deno.env.get("FLANCTL_DEV_CACHE") || "/var/cache/flanctl-dev"
+}/crictl-v1.37.0/bin/crictl`;
 
 /** A runtime failure (start, import, CRI call), with the command's output. */
 export class RuntimeError extends FlanctlError {
