@@ -157,97 +157,103 @@ try {
     return r.stdout.trim();
   };
 
-  /** runp and stopp+rmp of one pod per variant and round, the order alternating. */
-  const runtimeRounds = async (ports: boolean) => {
-    const runp = variants.map(() => [] as number[]), teardown = variants.map(() => [] as number[]);
-    for (let i = -1; i < PODS; i++) {
-      const order = i % 2 ? [0, 1] : [1, 0];
-      for (const k of order) {
-        const v = variants[k];
-        const cfg = `${tmp}/pod-${k}-${i}-${ports}.json`;
-        Deno.writeTextFileSync(
-          cfg,
-          podSandboxConfig(`p${i}${ports ? "h" : ""}`, {
-            ports: ports ? [{ hostPort: 18080 + k, containerPort: 80 }] : [],
-          }),
-        );
-        let id = "";
-        const a = await t(async () => id = (await crictlOk(v, ["runp", cfg])).split("\n").pop()!);
-        const b = await t(async () => {
-          await crictlOk(v, ["stopp", id]);
-          await crictlOk(v, ["rmp", id]);
-        });
-        if (i >= 0) runp[k].push(a), teardown[k].push(b); // round -1 warms up
-      }
-    }
-    return { runp: runp.map(median), teardown: teardown.map(median) };
+  /** One pod through containerd on variant `k`: [runp, stopp+rmp] ms. */
+  const runtimeOnce = async (k: number, i: number, ports: boolean): Promise<number[]> => {
+    const v = variants[k];
+    const cfg = `${tmp}/pod-${k}-${i}-${ports}.json`;
+    const name = `p${i}${ports ? "h" : ""}`;
+    Deno.writeTextFileSync(
+      cfg,
+      podSandboxConfig(name, { ports: ports ? [{ hostPort: 18080 + k, containerPort: 80 }] : [] }),
+    );
+    let id = "";
+    const a = await t(async () => id = (await crictlOk(v, ["runp", cfg])).split("\n").pop()!);
+    const b = await t(async () => {
+      await crictlOk(v, ["stopp", id]);
+      await crictlOk(v, ["rmp", id]);
+    });
+    return [a, b];
   };
 
-  /** cnitool ADD and DEL of the whole conflist per variant and round, alternating. */
-  const cnitoolRounds = async (ports: boolean) => {
-    const pod = `fbrtpod${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5)}`;
-    await must(["ip", "netns", "add", pod]);
-    podNs.push(pod);
-    const add = variants.map(() => [] as number[]), del = variants.map(() => [] as number[]);
-    for (let i = -1; i < PODS; i++) {
+  const cnitoolPod = `fbrtpod${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5)}`;
+  await must(["ip", "netns", "add", cnitoolPod]);
+  podNs.push(cnitoolPod);
+  /** The whole conflist through cnitool on variant `k`: [ADD, DEL] ms. */
+  const cnitoolOnce = async (k: number, ports: boolean): Promise<number[]> => {
+    const v = variants[k];
+    const caps = {
+      portMappings: [
+        { hostPort: 18090 + k, containerPort: 80, protocol: "tcp" },
+        { hostPort: 18092 + k, containerPort: 53, protocol: "udp" },
+      ],
+    };
+    const env: Record<string, string> = {
+      NETCONFPATH: v.conf,
+      CNI_PATH: v.bin,
+      ...(ports ? { CAP_ARGS: JSON.stringify(caps) } : {}),
+    };
+    const a = await t(() => must([CNITOOL, "add", v.net, `/var/run/netns/${cnitoolPod}`], env));
+    const b = await t(() => must([CNITOOL, "del", v.net, `/var/run/netns/${cnitoolPod}`], env));
+    return [a, b];
+  };
+
+  // Every case and variant in every round (load changes hit all alike); the order alternates by round.
+  const cases: {
+    label: string;
+    parts: [string, string];
+    goals: [string, string];
+    once: (k: number, i: number) => Promise<number[]>;
+  }[] = [
+    {
+      label: "no ports",
+      parts: ["containerd runp", "containerd stopp+rmp"],
+      goals: ["<= 1.25x", "<= 1.5x"],
+      once: (k, i) => runtimeOnce(k, i, false),
+    },
+    {
+      label: "with a hostPort",
+      parts: ["containerd runp", "containerd stopp+rmp"],
+      goals: ["<= 1.25x", "<= 1.5x"],
+      once: (k, i) => runtimeOnce(k, i, true),
+    },
+    {
+      label: "no ports",
+      parts: ["cnitool conflist ADD", "cnitool conflist DEL"],
+      goals: ["", ""],
+      once: (k) => cnitoolOnce(k, false),
+    },
+    {
+      label: "two port mappings",
+      parts: ["cnitool conflist ADD", "cnitool conflist DEL"],
+      goals: ["", ""],
+      once: (k) => cnitoolOnce(k, true),
+    },
+  ];
+  const ms = cases.map(() => variants.map(() => [[], []] as number[][]));
+  for (let i = -1; i < PODS; i++) {
+    for (const [c, kase] of cases.entries()) {
       for (const k of i % 2 ? [0, 1] : [1, 0]) {
-        const v = variants[k];
-        const env: Record<string, string> = {
-          NETCONFPATH: v.conf,
-          CNI_PATH: v.bin,
-          ...(ports
-            ? {
-              CAP_ARGS: JSON.stringify({
-                portMappings: [
-                  { hostPort: 18090 + k, containerPort: 80, protocol: "tcp" },
-                  { hostPort: 18092 + k, containerPort: 53, protocol: "udp" },
-                ],
-              }),
-            }
-            : {}),
-        };
-        const a = await t(() => must([CNITOOL, "add", v.net, `/var/run/netns/${pod}`], env));
-        const b = await t(() => must([CNITOOL, "del", v.net, `/var/run/netns/${pod}`], env));
-        if (i >= 0) add[k].push(a), del[k].push(b);
+        const [a, b] = await kase.once(k, i);
+        if (i >= 0) ms[c][k][0].push(a), ms[c][k][1].push(b); // round -1 warms up
       }
     }
-    return { add: add.map(median), del: del.map(median) };
-  };
-
+  }
   const f = (x: number) => x.toFixed(1).padStart(7);
   const r = (x: number, y: number) => `${(x / y).toFixed(2).padStart(5)}x`;
-  console.log(`CNI under a real runtime, ${PODS} pods per row (median ms), variants interleaved`);
-  console.log(`${"".padEnd(34)}${"reference".padStart(10)}${"flanctl".padStart(10)}  ratio   goal`);
-  for (const ports of [false, true]) {
-    const m = await runtimeRounds(ports);
-    const what = ports ? "with a hostPort" : "no ports";
+  console.log(`CNI under a real runtime, ${PODS} rounds (median ms), every case and variant in every round`);
+  console.log(`${"".padEnd(42)}${"reference".padStart(10)}${"flanctl".padStart(10)}  ratio   goal`);
+  for (const [c, kase] of cases.entries()) {
+    const m = (k: number, part: number) => median(ms[c][k][part]);
+    for (const part of [0, 1]) {
+      console.log(
+        `${`${kase.parts[part]} (${kase.label})`.padEnd(42)}${f(m(0, part))}   ${f(m(1, part))}  ${
+          r(m(1, part), m(0, part))
+        }  ${kase.goals[part]}`,
+      );
+    }
+    const pair = (k: number) => median(ms[c][k][0].map((x, j) => x + ms[c][k][1][j]));
     console.log(
-      `${`containerd runp (${what})`.padEnd(34)}${f(m.runp[0])}   ${f(m.runp[1])}  ${
-        r(m.runp[1], m.runp[0])
-      }  <= 1.25x`,
-    );
-    console.log(
-      `${`containerd stopp+rmp (${what})`.padEnd(34)}${f(m.teardown[0])}   ${f(m.teardown[1])}  ${
-        r(m.teardown[1], m.teardown[0])
-      }  <= 1.5x`,
-    );
-  }
-  for (const ports of [false, true]) {
-    const m = await cnitoolRounds(ports);
-    const what = ports ? "two port mappings" : "no ports";
-    const pair = (k: number) => m.add[k] + m.del[k];
-    console.log(
-      `${`cnitool conflist ADD (${what})`.padEnd(34)}${f(m.add[0])}   ${f(m.add[1])}  ${
-        r(m.add[1], m.add[0])
-      }`,
-    );
-    console.log(
-      `${`cnitool conflist DEL (${what})`.padEnd(34)}${f(m.del[0])}   ${f(m.del[1])}  ${
-        r(m.del[1], m.del[0])
-      }`,
-    );
-    console.log(
-      `${`cnitool ADD+DEL (${what})`.padEnd(34)}${f(pair(0))}   ${f(pair(1))}  ${r(pair(1), pair(0))}`,
+      `${`  both (${kase.label})`.padEnd(42)}${f(pair(0))}   ${f(pair(1))}  ${r(pair(1), pair(0))}`,
     );
   }
   // Where the time goes: each plugin call is a process; ours are Deno processes.

@@ -37,6 +37,78 @@ function why(s: CriSandbox | undefined): string {
   return s ? `sandbox ${s.id.slice(0, 13)} is NOTREADY` : "no such sandbox";
 }
 
+/** What is held for sandboxes that are not READY: each item with the sandbox ID and its fix by hand. */
+interface Leak {
+  id: string;
+  /** "10.244.1.5 (no such sandbox)". */
+  text: string;
+  /** The command removing it when the runtime does not know the sandbox. */
+  byHand: string;
+}
+
+/** The leaks of each kind (IPs, veths, saved configs), judged against `byId`. */
+function findLeaks(ctx: NodeSnapshot, byId: Map<string, CriSandbox>): { kind: string; leaks: Leak[] }[] {
+  const ready = (id: string) => byId.get(id)?.state === "ready";
+  const { files } = readIpFiles(ctx.opts.hostLocalDir);
+  const ipOwner = new Map(files.map((f) => [f.ip, f.containerId]));
+  const ips = files.filter((f) => f.containerId && !ready(f.containerId)).map((f) => ({
+    id: f.containerId,
+    text: `${f.ip} (${why(byId.get(f.containerId))})`,
+    byHand: `rm ${f.path}`,
+  }));
+  const veths: Leak[] = [];
+  for (const v of ctx.cni0Veths()) {
+    const ns = ctx.vethPeers.get(v.name)?.netns;
+    const pod = ns ? ctx.pods.get(ns) : undefined;
+    const dead = (pod?.ips ?? []).map((ip) => ipOwner.get(ip)).find((id) => id && !ready(id));
+    if (dead) {
+      veths.push({
+        id: dead,
+        text: `${v.name} (peer in ${ns}, ${why(byId.get(dead))})`,
+        byHand: ctx.cmd(`ip link del ${v.name}`),
+      });
+    }
+  }
+  const dir = ctx.opts.flannelDataDir;
+  const saved = savedConfigs(dir).filter((id) => !ready(id)).map((id) => ({
+    id,
+    text: `${id.slice(0, 13)} (${why(byId.get(id))})`,
+    byHand: `rm ${dir}/${id}`,
+  }));
+  return [
+    { kind: "IP(s) held for sandboxes the runtime does not run", leaks: ips },
+    { kind: "cni0 veth(s) of such sandboxes", leaks: veths },
+    { kind: `saved flannel config(s) in ${dir} of such sandboxes`, leaks: saved },
+  ];
+}
+
+/** The warning for `found`: the runtime's own teardown for sandboxes it knows, removal by hand for the rest. */
+function leakFinding(
+  socket: string,
+  byId: Map<string, CriSandbox>,
+  found: { kind: string; leaks: Leak[] }[],
+) {
+  const all = found.flatMap((f) => f.leaks);
+  const crictl = `crictl --runtime-endpoint unix://${socket}`;
+  const known = [...new Set(all.map((l) => l.id))].filter((id) => byId.has(id));
+  return {
+    id: ID,
+    severity: "warning" as const,
+    detail:
+      found.filter((f) => f.leaks.length).map((f) =>
+        `${f.leaks.length} ${f.kind}: ${capList(f.leaks.map((l) => l.text))}`
+      ).join("; ") + " (a sandbox being created right now shows here too: re-run to confirm)",
+    why:
+      "a failed RunPodSandbox/StopPodSandbox left them: the IPs are never reused (the pool runs out), the " +
+      "veths keep MACs on cni0, and a later ADD with a recycled ID reads a wrong saved config",
+    fix: [
+      ...known.map((id) => `${crictl} stopp ${id} && ${crictl} rmp ${id}  # the runtime runs CNI DEL`),
+      ...all.filter((l) => !byId.has(l.id)).map((l) => l.byHand),
+    ],
+    persist: ["find why the sandbox's CNI ADD or DEL failed in the containerd/CRI-O log"],
+  };
+}
+
 /** cri-sandboxes: IPs, veths and saved configs belong to READY sandboxes of the runtime. */
 export const criSandboxes: Check = {
   id: ID,
@@ -58,80 +130,17 @@ export const criSandboxes: Check = {
       return [unknown(ID, `cannot list the runtime's sandboxes on ${socket}: ${e.message}; ${what}`)];
     }
     const byId = new Map(sandboxes.map((s) => [s.id, s]));
-    const ready = (id: string) => byId.get(id)?.state === "ready";
-    const problems: string[] = [];
-    const vethFix: [string, string][] = [];
-    const ids = new Set<string>();
-
-    const { files } = readIpFiles(ctx.opts.hostLocalDir);
-    const ipOwner = new Map(files.map((f) => [f.ip, f.containerId]));
-    const leakedIps = files.filter((f) => f.containerId && !ready(f.containerId));
-    if (leakedIps.length) {
-      problems.push(
-        `${leakedIps.length} IP(s) held for sandboxes the runtime does not run: ${
-          capList(leakedIps.map((f) => `${f.ip} (${why(byId.get(f.containerId))})`))
-        }`,
-      );
-      for (const f of leakedIps) ids.add(f.containerId);
-    }
-
-    const leakedVeths: string[] = [];
-    for (const v of ctx.cni0Veths()) {
-      const ns = ctx.vethPeers.get(v.name)?.netns;
-      const pod = ns ? ctx.pods.get(ns) : undefined;
-      const owners = (pod?.ips ?? []).map((ip) => ipOwner.get(ip)).filter((x): x is string => !!x);
-      const dead = owners.find((id) => !ready(id));
-      if (dead) {
-        leakedVeths.push(`${v.name} (peer in ${ns}, ${why(byId.get(dead))})`);
-        ids.add(dead);
-        vethFix.push([dead, ctx.cmd(`ip link del ${v.name}`)]);
-      }
-    }
-    if (leakedVeths.length) {
-      problems.push(`${leakedVeths.length} cni0 veth(s) of such sandboxes: ${capList(leakedVeths)}`);
-    }
-
-    const saved = savedConfigs(ctx.opts.flannelDataDir).filter((id) => !ready(id));
-    if (saved.length) {
-      problems.push(
-        `${saved.length} saved flannel config(s) in ${ctx.opts.flannelDataDir} of such sandboxes: ${
-          capList(saved.map((id) => `${id.slice(0, 13)} (${why(byId.get(id))})`))
-        }`,
-      );
-      for (const id of saved) ids.add(id);
-    }
-
-    if (!problems.length) {
-      const n = sandboxes.filter((s) => s.state === "ready").length;
-      return [
-        ok(
-          ID,
-          `${files.length} IP(s), ${ctx.cni0Veths().length} veth(s) and the saved configs all belong to the runtime's ${n} READY sandbox(es) (${socket})`,
-        ),
-      ];
-    }
-    // The runtime's own teardown first (it runs the CNI DEL); what it does not know is removed by hand.
-    const crictl = `crictl --runtime-endpoint unix://${socket}`;
-    const known = [...ids].filter((id) => byId.has(id));
-    const gone = [...ids].filter((id) => !byId.has(id));
-    const byHand = [
-      ...leakedIps.filter((f) => gone.includes(f.containerId)).map((f) => `rm ${f.path}`),
-      ...saved.filter((id) => gone.includes(id)).map((id) => `rm ${ctx.opts.flannelDataDir}/${id}`),
+    const found = findLeaks(ctx, byId);
+    if (found.some((f) => f.leaks.length)) return [leakFinding(socket, byId, found)];
+    const n = sandboxes.filter((s) => s.state === "ready").length;
+    const ips = readIpFiles(ctx.opts.hostLocalDir).files.length;
+    return [
+      ok(
+        ID,
+        `${ips} IP(s), ${ctx.cni0Veths().length} veth(s) and the saved configs all belong to the runtime's ` +
+          `${n} READY sandbox(es) (${socket})`,
+      ),
     ];
-    return [{
-      id: ID,
-      severity: "warning",
-      detail: problems.join("; ") + " (a sandbox being created right now shows here too: re-run to confirm)",
-      why:
-        "a failed RunPodSandbox/StopPodSandbox left them: the IPs are never reused (the pool runs out), the " +
-        "veths keep MACs on cni0, and a later ADD with a recycled ID reads a wrong saved config",
-      fix: [
-        ...known.map((id) => `${crictl} stopp ${id} && ${crictl} rmp ${id}  # the runtime runs CNI DEL`),
-        ...vethFix.filter(([id]) => gone.includes(id)).map(([, cmd]) => cmd),
-        ...byHand,
-      ],
-      persist: ["find why the sandbox's CNI ADD or DEL failed in the containerd/CRI-O log"],
-    }];
   },
 };
 
