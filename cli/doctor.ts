@@ -20,6 +20,7 @@ interface DoctorFlags extends StoreOptions {
   flannelDataDir: string;
   cniResultsDir: string;
   podNetnsPrefix: string;
+  criSocket?: string;
   readyzUrl?: string;
   skip?: string;
   output: string;
@@ -46,6 +47,11 @@ export function register(program: Command): void {
       "--pod-netns-prefix <prefix>",
       "name prefix of runtime pod namespaces under /var/run/netns",
       "cni-",
+    )
+    .option(
+      "--cri-socket <path>",
+      "the runtime's CRI socket, asked for its sandboxes to find what failed ones leaked (default: " +
+        "containerd's or CRI-O's when present; 'none' to not ask)",
     )
     .option(
       "--readyz-url <url>",
@@ -90,6 +96,7 @@ export function register(program: Command): void {
       flannelDataDir: flags.flannelDataDir,
       cniResultsDir: flags.cniResultsDir,
       podNetnsPrefix: flags.podNetnsPrefix,
+      criSocket: flags.criSocket,
       readyzUrl: flags.readyzUrl ?? null,
       probe: !!flags.probe,
       openStore: open,

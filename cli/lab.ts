@@ -101,6 +101,13 @@ function upCommand(lab: Command): void {
       "lease TTL of every node (default 24 h, as flannel)",
       intArg("--lease-ttl"),
     )
+    .addOption(
+      new Option(
+        "--runtime <runtime>",
+        "none: the lab runs the CNI conflist itself; containerd: one containerd per node, pods through CRI " +
+          "(crictl runp/stopp/rmp; needs containerd, runc, busybox-static, crictl: ./install.sh --dev)",
+      ).choices(["none", "containerd"]).default("none"),
+    )
     .option(
       "--daemon-arg <flag>",
       "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
@@ -122,6 +129,7 @@ function upCommand(lab: Command): void {
       store: "file" | "etcd";
       network: string;
       ipFamily: "ipv4" | "dual" | "ipv6";
+      runtime: "none" | "containerd";
       leaseTtl?: number;
       daemonArg?: string[];
       netConf?: string;

@@ -156,12 +156,13 @@ Deno.test("cni bad-input matrix: right error code, no partial state", () =>
         { name: "STATUS with 1.0.0", command: "STATUS", conf: hl(), code: 1 },
         { name: "GC with 0.4.0", command: "GC", conf: hl({}, { cniVersion: "0.4.0" }), code: 1 },
         {
-          name: "GC without valid-attachments (host-local)",
+          name: "GC with valid-attachments not a list (host-local)",
           command: "GC",
-          conf: hl({}, { cniVersion: "1.1.0" }),
+          conf: hl({}, { cniVersion: "1.1.0", "cni.dev/valid-attachments": "x" }),
           code: 7,
           says: "valid-attachments",
         },
+        // GC without valid-attachments exits 0 and collects nothing (tests/cni_runtime_input_test.ts).
         // flannel's GC without valid-attachments is a no-op success, as flannel's (tests/cni_flannel_test.ts).
         // host-local config
         {

@@ -5,10 +5,11 @@
  * same (empty) state. Also: host-local allocations made by one are released by the other.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { cni, cniOk, listFiles, requireRefPlugins, tempDir } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, vethTxqlen } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
 
 const HAVE_REF = requireRefPlugins(["bridge", "host-local"]);
+const REF_NEW = HAVE_REF && await refSpeaks11();
 
 type J = Record<string, unknown>;
 
@@ -49,8 +50,8 @@ async function podState(ns: string) {
     ifname: l.ifname,
     flags: l.flags,
     mtu: l.mtu,
-    // ip -j omits txqlen when it is 0 (the reference's veths).
-    txqlen: l.txqlen ?? 0,
+    // ip -j omits txqlen when it is 0 (Debian's reference's veths).
+    txqlen: l.ifname === "lo" ? l.txqlen ?? 0 : vethTxqlen(l, REF_NEW),
     operstate: l.operstate,
     link_type: l.link_type,
     kind: (l.linkinfo as J | undefined)?.info_kind ?? null,
@@ -89,7 +90,7 @@ async function nodeState(ns: string) {
     brAddrs,
     ports: ports.map((p) => ({
       mtu: p.mtu,
-      txqlen: p.txqlen ?? 0,
+      txqlen: vethTxqlen(p, REF_NEW),
       flags: p.flags,
       kind: (p.linkinfo as J).info_kind,
       hairpin: ((p.linkinfo as J).info_slave_data as J)?.hairpin,

@@ -261,6 +261,9 @@ export function doctorArgs(n: DoctorNode, ...extra: string[]): string[] {
     n.resultsDir,
     "--pod-netns-prefix",
     n.prefix,
+    // The fixture runs no CRI runtime; a host's containerd must not be asked about the fixture's pods.
+    "--cri-socket",
+    "none",
     ...extra,
   ];
 }

@@ -21,6 +21,7 @@ import { type Plugin, type PluginCall, trace } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { runSteps, type Step, StepError } from "../base/steps.ts";
+import { NET_CONF, type Shape } from "./gojson.ts";
 
 /** Parsed bridge config. */
 export interface BridgeConf {
@@ -188,10 +189,10 @@ function ensureBridge(host: NetlinkHandle, c: BridgeConf): LinkInfo {
       `"${c.bridge}" already exists but is not a bridge`,
     );
   }
+  // The node owns the bridge's routes: no router advertisement from a pod may add a default route or a
+  // SLAAC address (as the reference, in every mode; before the bridge goes up when we create it).
+  noRouterAdverts(c.bridge);
   if (!br.up) host.setUp(br.index, true);
-  // Pin the bridge's MAC, so it does not follow the lowest port MAC as pods come and go (the reference
-  // pins it too). Done before the first port is added, so the bridge keeps its own random MAC.
-  if (br.mac) host.setMac(br.index, br.mac);
   return br;
 }
 
@@ -272,6 +273,21 @@ function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force
 /** Writes /proc/sys/<key> in the netns this thread is in (the caller switches with inNetns). */
 function writeSysctl(key: string, value: string): void {
   Deno.writeTextFileSync(`/proc/sys/${key}`, value);
+}
+
+/**
+ * Writes a per-interface sysctl the way the reference does (errors ignored: without IPv6 in the kernel the
+ * IPv6 keys do not exist, and neither does what they guard).
+ */
+function trySysctl(key: string, value: string): void {
+  try {
+    writeSysctl(key, value);
+  } catch { /* as the reference: best effort */ }
+}
+
+/** accept_ra=0 on a host-side interface (the bridge, a host veth). */
+function noRouterAdverts(ifname: string): void {
+  trySysctl(`net/ipv6/conf/${ifname}/accept_ra`, "0");
 }
 
 function enableForward(family: "4" | "6"): void {
@@ -388,7 +404,7 @@ const vethStep: Step<AddState> = {
             ...(conf.mtu ? { mtu: conf.mtu } : {}),
             ...(conf.mac ? { mac: conf.mac } : {}),
             peerMac: st.hostMac,
-            txqlen: 0, // both ends, as the reference's veths (no qdisc queue on a veth)
+            // txqueuelen left to the kernel (1000 on both ends), as the reference's veths.
           });
           st.hostVeth = name;
           return;
@@ -413,6 +429,7 @@ const hostVethStep: Step<AddState> = {
     kernel("set up host veth", () => {
       host.setMaster(hostVeth, index);
       host.setHairpin(hostVeth, conf.hairpinMode);
+      noRouterAdverts(hostVeth); // before it goes up (the reference: just after)
       host.setUp(hostVeth, true);
     });
     trace("veth ok");
@@ -449,21 +466,25 @@ const planStep: Step<AddState> = {
 };
 
 /**
- * `ipv6-sysctls`: as the reference, no IPv6 DAD in the pod unless enabledad (the address is usable at once,
- * no seconds of "tentative"; kubernetes #54800); the bridge and host end take no router advertisements.
- * Undo: none (the pod's setting goes with the veth; the bridge's is the same for every pod).
+ * `pod-sysctls`: as the reference, for a pod with IP configuration: no IPv6 DAD unless enabledad (the
+ * addresses, link-local included, are usable at once instead of ~1 s "tentative"; kubernetes #54800),
+ * enabledad turns on enhanced DAD; arp_notify (a gratuitous ARP when the interface comes up, so neighbours
+ * drop a stale entry of a reused IP); keep_addr_on_down when the pod has IPv6 (its addresses survive a link
+ * flap). Written before the interface goes up. Undo: none (they go with the veth).
  */
-const ipv6Sysctls: Step<AddState> = {
-  name: "ipv6-sysctls",
-  run({ ips, conf, args, hostVeth, nl }) {
-    if (!ips.some((i) => familyOf(i.address) === "6")) return;
-    const { inNetns } = nl;
-    kernel("ipv6 sysctls", () => {
-      if (!conf.enableDad) {
-        inNetns({ path: args.netns }, () => writeSysctl(`net/ipv6/conf/${args.ifname}/accept_dad`, "0"));
-      }
-      writeSysctl(`net/ipv6/conf/${hostVeth}/accept_ra`, "0");
-      writeSysctl(`net/ipv6/conf/${conf.bridge}/accept_ra`, "0");
+const podSysctls: Step<AddState> = {
+  name: "pod-sysctls",
+  run({ ips, conf, args, nl }) {
+    if (!conf.ipam) return;
+    const v6 = ips.some((i) => familyOf(i.address) === "6");
+    const dev = args.ifname;
+    nl.inNetns({ path: args.netns }, () => {
+      if (conf.enableDad) {
+        trySysctl(`net/ipv6/conf/${dev}/enhanced_dad`, "1");
+        trySysctl(`net/ipv6/conf/${dev}/accept_dad`, "1");
+      } else trySysctl(`net/ipv6/conf/${dev}/accept_dad`, "0");
+      trySysctl(`net/ipv4/conf/${dev}/arp_notify`, "1");
+      if (v6) trySysctl(`net/ipv6/conf/${dev}/keep_addr_on_down`, "1");
     });
   },
 };
@@ -492,11 +513,18 @@ const containerStep: Step<AddState> = {
  */
 const bridgeAddr: Step<AddState> = {
   name: "bridge-addr",
-  run({ host, br, gws, conf }) {
+  run(st) {
+    const { host, br, gws, conf } = st;
     const b = need(br, "bridge");
     kernel("configure bridge", () => {
       for (const g of gws) ensureBridgeAddr(host, b, g, conf.forceAddress);
       for (const fam of new Set(gws.map((g) => familyOf(g)))) enableForward(fam);
+      // The bridge took the lowest port MAC when the first port joined: pin it, so it stays as pods come and
+      // go (as the reference, after the port and the gateway address; pinned before the first port, the
+      // bridge keeps bridge_id 8000.00:00:00:00:00:00). Re-read for the result's MAC.
+      const now = host.link(b.index) ?? b;
+      if (gws.length && now.mac) host.setMac(now.index, now.mac);
+      st.br = now;
     });
     trace("addresses, routes, bridge ok");
   },
@@ -561,7 +589,7 @@ const ADD_STEPS: readonly Step<AddState>[] = [
   vethStep,
   hostVethStep,
   planStep,
-  ipv6Sysctls,
+  podSysctls,
   containerStep,
   bridgeAddr,
   masqStep,
@@ -601,10 +629,60 @@ async function add(c: PluginCall): Promise<CniResult> {
   }
 }
 
-/** DEL: lenient config parse (only what cleanup needs). */
+/**
+ * DEL: the config as ADD reads it, or, when ADD would refuse it (DEL is best-effort cleanup and must not
+ * fail on input its ADD refused), only what cleanup needs: the bridge, ipMasq and the ipam section, each
+ * taken when well-formed; CNI_ARGS are not needed.
+ */
 function loadForDel(c: PluginCall): BridgeConf {
-  return loadBridgeConf(c.conf, c.version, c.args.args);
+  try {
+    return loadBridgeConf(c.conf, c.version, c.args.args);
+  } catch (e) {
+    if (!(e instanceof CniError)) throw e;
+    return lenientConf(c.conf, c.version);
+  }
 }
+
+function lenientConf(c: Record<string, unknown>, version: string): BridgeConf {
+  const br = typeof c.bridge === "string" && /^[^/:\s]{1,15}$/.test(c.bridge) ? c.bridge : "cni0";
+  const ipam = isObj(c.ipam) && typeof c.ipam.type === "string" && c.ipam.type ? c.ipam : null;
+  return {
+    name: c.name as string,
+    cniVersion: version,
+    bridge: br,
+    isGateway: false,
+    isDefaultGateway: false,
+    forceAddress: false,
+    ipMasq: c.ipMasq === true,
+    mtu: 0,
+    hairpinMode: false,
+    enableDad: false,
+    mac: null,
+    ipam,
+    dns: null,
+  };
+}
+
+/** The reference bridge's NetConf: the fields whose keys are matched as encoding/json does. */
+const BRIDGE_SHAPE: Shape = {
+  ...NET_CONF,
+  bridge: null,
+  isGateway: null,
+  isDefaultGateway: null,
+  forceAddress: null,
+  ipMasq: null,
+  ipMasqBackend: null,
+  mtu: null,
+  hairpinMode: null,
+  promiscMode: null,
+  vlan: null,
+  vlanTrunk: null,
+  preserveDefaultVlan: null,
+  macspoofchk: null,
+  enabledad: null,
+  disableContainerInterface: null,
+  portIsolation: null,
+};
 
 async function del(c: PluginCall): Promise<void> {
   const conf = loadForDel(c);
@@ -730,6 +808,7 @@ async function check(c: PluginCall): Promise<void> {
 
 /** The plugin. */
 export const plugin: Plugin = {
+  shape: BRIDGE_SHAPE,
   add,
   del,
   check,
@@ -744,7 +823,9 @@ export const plugin: Plugin = {
       // Chains of containers that are gone (e.g. an ADD killed after its iptables step).
       const { gcMasq } = await import("./ipmasq.ts");
       const { validAttachments } = await import("./host_local.ts");
-      const keep = new Set(validAttachments(c.conf).map((a) => a.containerId));
+      const valid = validAttachments(c.conf);
+      if (valid === null) return; // no list: nothing collected (host-local's GC says so)
+      const keep = new Set(valid.map((a) => a.containerId));
       await gcMasq(conf.name, keep, ipFamilies(conf, []));
     }
   },

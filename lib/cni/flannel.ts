@@ -15,6 +15,7 @@ import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
+import { NET_CONF, type Shape } from "./gojson.ts";
 
 /** Default directory of saved delegate configs, as flannel. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/flannel";
@@ -194,8 +195,29 @@ async function add(c: PluginCall): Promise<CniResult> {
   });
 }
 
+/**
+ * The config for DEL: as ADD reads it, or, when ADD would refuse it (DEL never fails on input its ADD
+ * refused), the data directory and delegate when well-formed, else their defaults.
+ */
+function loadForDel(c: Record<string, unknown>): FlannelConf {
+  try {
+    return loadFlannelConf(c);
+  } catch (e) {
+    if (!(e instanceof CniError)) throw e;
+    return {
+      name: c.name as string,
+      cniVersion: "",
+      subnetFile: DEFAULT_SUBNET_FILE,
+      dataDir: typeof c.dataDir === "string" && c.dataDir ? c.dataDir : DEFAULT_DATA_DIR,
+      delegate: isObj(c.delegate) ? c.delegate : {},
+      ipam: null,
+      runtimeConfig: null,
+    };
+  }
+}
+
 async function del(c: PluginCall): Promise<void> {
-  const n = loadFlannelConf(c.conf);
+  const n = loadForDel(c.conf);
   const id = c.args.containerId;
   if (readSaved(n.dataDir, id) === null) {
     // Already deleted or never added (success, as the spec asks) — or released by GC, which cannot reach
@@ -313,4 +335,18 @@ function gcArgs(a: CmdArgs): CmdArgs {
 }
 
 /** The plugin. */
-export const plugin: Plugin = { add, del, check, status, gc };
+/**
+ * flannel's NetConf: types.NetConf with `ipam`, `delegate` and `runtimeConfig` as maps (their keys are passed
+ * on as sent; the delegate matches them), `subnetFile` and `dataDir`.
+ */
+const FLANNEL_SHAPE: Shape = {
+  ...NET_CONF,
+  ipam: null,
+  delegate: null,
+  runtimeConfig: null,
+  subnetFile: null,
+  dataDir: null,
+};
+
+/** The plugin. */
+export const plugin: Plugin = { shape: FLANNEL_SHAPE, add, del, check, status, gc };

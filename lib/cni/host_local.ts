@@ -9,9 +9,10 @@
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
-import type { Plugin, PluginCall } from "./skel.ts";
+import { log, type Plugin, type PluginCall } from "./skel.ts";
 import { CniError, compareVersions, ErrCode, parseCniArgs } from "./spec.ts";
 import { readCappedText } from "../base/capped_read.ts";
+import { HOST_LOCAL_IPAM, NET_CONF } from "./gojson.ts";
 
 /** Default data directory, as the reference. */
 export const DEFAULT_DATA_DIR = "/var/lib/cni/networks";
@@ -347,11 +348,14 @@ export async function release(c: { dataDir: string; name: string }, owner: Owner
   }
 }
 
-/** Parses `cni.dev/valid-attachments` (or the older `cni.dev/attachments`). */
-export function validAttachments(conf: Record<string, unknown>): Owner[] {
+/**
+ * Parses `cni.dev/valid-attachments` (or the older `cni.dev/attachments`); null when the list is absent or
+ * null. libcni may send GC so; the reference plugins then exit 0, and so do ours, but collect nothing:
+ * without the list GC would release every allocation on the node.
+ */
+export function validAttachments(conf: Record<string, unknown>): Owner[] | null {
   const raw = conf["cni.dev/valid-attachments"] ?? conf["cni.dev/attachments"];
-  // Without the list GC would release every allocation on the node: refuse rather than guess.
-  if (raw === undefined) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
+  if (raw === undefined || raw === null) return null;
   if (!Array.isArray(raw)) cfgErr(`cni.dev/valid-attachments must be a list of {containerID, ifname}`);
   return raw.map((a, i) => {
     if (!isObj(a) || typeof a.containerID !== "string" || typeof a.ifname !== "string") {
@@ -392,13 +396,13 @@ function dataDirOf(conf: Record<string, unknown>): { dataDir: string; name: stri
 
 /** The plugin. */
 export const plugin: Plugin = {
+  shape: { ...NET_CONF, ipam: HOST_LOCAL_IPAM },
   add(c: PluginCall) {
     const conf = loadConf(c.conf, c.version, c.args.args);
     return allocate(conf, { containerId: c.args.containerId, ifname: c.args.ifname });
   },
   async del(c: PluginCall) {
-    // DEL must succeed even with a config that no longer parses fully: only name and dataDir matter.
-    parseCniArgs(c.args.args, ["IP"]);
+    // DEL must succeed even with a config (or CNI_ARGS) ADD would refuse: only name and dataDir matter.
     await release(dataDirOf(c.conf), { containerId: c.args.containerId, ifname: c.args.ifname });
   },
   async check(c: PluginCall) {
@@ -428,6 +432,8 @@ export const plugin: Plugin = {
     await Promise.resolve();
   },
   async gc(c: PluginCall) {
-    await gc(dataDirOf(c.conf), validAttachments(c.conf));
+    const valid = validAttachments(c.conf);
+    if (valid === null) return log("host-local", "GC without cni.dev/valid-attachments: nothing collected");
+    await gc(dataDirOf(c.conf), valid);
   },
 };

@@ -1,8 +1,9 @@
 /**
  * host-local's on-disk store, byte-compatible with the reference plugin so a node can switch between the
  * reference and flanctl without losing allocations: `<dataDir>/<network>/<ip>` (content
- * `<containerID>\r\n<ifname>`, mode 0600, created O_EXCL), `last_reserved_ip.<rangeSetIndex>`, and `lock`
- * (flock'd for the whole allocate/release, the same lock the reference takes).
+ * `<containerID>\r\n<ifname>`, mode 0600, created O_EXCL), `last_reserved_ip.<rangeSetIndex>` (0600), and `lock`
+ * (0750, flock'd for the whole allocate/release, the same lock the reference takes); the modes are the
+ * reference v1.10's.
  *
  * Beyond the reference: a per-attachment index file `<dataDir>/.flanctl-byid/<network>/<cid>:<ifname>`
  * listing the attachment's IPs. It makes the duplicate-ADD check and DEL O(1) instead of a directory scan
@@ -40,7 +41,7 @@ export class DiskStore {
   /** Creates the directories and takes the exclusive flock on `<dir>/lock` (blocks until free). */
   async lock(): Promise<void> {
     Deno.mkdirSync(this.dir, { recursive: true, mode: 0o755 });
-    const f = Deno.openSync(`${this.dir}/lock`, { read: true, write: true, create: true, mode: 0o600 });
+    const f = Deno.openSync(`${this.dir}/lock`, { read: true, write: true, create: true, mode: 0o750 });
     try {
       // Synchronous flock: a CNI process has nothing else to do meanwhile, and the async variant costs a
       // thread-pool start (several ms) per call.
@@ -84,7 +85,7 @@ export class DiskStore {
       throw e;
     }
     f.close();
-    Deno.writeTextFileSync(`${this.dir}/${LAST_PREFIX}${rangeId}`, ip.toString(), { mode: 0o644 });
+    Deno.writeTextFileSync(`${this.dir}/${LAST_PREFIX}${rangeId}`, ip.toString(), { mode: 0o600 });
     return true;
   }
 

@@ -37,6 +37,7 @@ import { log, type Plugin, type PluginCall } from "./skel.ts";
 import { CniError, ErrCode } from "./spec.ts";
 import { runProcess } from "../base/run.ts";
 import type { Log } from "../base/log.ts";
+import { NET_CONF, type Shape } from "./gojson.ts";
 
 /** The parsed, validated config. */
 export interface PortMapConf {
@@ -343,40 +344,78 @@ async function add(c: PluginCall): Promise<CniResult> {
   if (!conf.mappings.length) return r;
   const all = specs(conf, c.args.containerId, containerAddrs(r, c.args.ifname));
   if (conf.backend === "nftables") nftCommentable(c.args.containerId);
-  for (const s of all) {
-    if (conf.backend === "iptables") {
-      await fw("unable to set up DNAT", () => iptablesAdd(new Iptables(s.family), s));
-    } else await fw("unable to set up nftables rules for port mappings", () => nftAdd(nftd(), s));
-    if (s.family === 4 && conf.snat) await routeLocalnet(s.containerAddr);
+  try {
+    for (const s of all) {
+      if (conf.backend === "iptables") {
+        await fw("unable to set up DNAT", () => iptablesAdd(new Iptables(s.family), s));
+      } else await fw("unable to set up nftables rules for port mappings", () => nftAdd(nftd(), s));
+      if (s.family === 4 && conf.snat) await routeLocalnet(s.containerAddr);
+    }
+  } catch (e) {
+    // A failed ADD leaves no rule behind: what the families before the failing one installed goes.
+    await removeRules(conf.backend, conf.name, c.args.containerId).catch((u) =>
+      log("portmap", `undo after a failed ADD: ${(u as Error).message}`)
+    );
+    throw e;
   }
   await clearUdpConntrack(conf.mappings, all.map((s) => s.family));
   return r;
 }
 
-async function del(c: PluginCall): Promise<void> {
-  const conf = parseConf(c.conf);
-  if (!conf.mappings.length) return;
-  if (conf.backend === "nftables") {
-    await fw("error deleting nftables rules", () => nftDel(nftd(), c.args.containerId, conf.name));
-  } else {
-    // Both families, needing neither the netns nor the addresses; a family whose tool is missing has none.
-    let usable = 0;
-    for (const fam of [4, 6] as const) {
-      try {
-        await iptablesDel(new Iptables(fam), conf.name, c.args.containerId);
-        usable++;
-      } catch (e) {
-        if (!(e instanceof FirewallError && e.missing)) {
-          throw new CniError(
-            ErrCode.IptablesFailure,
-            `could not teardown ipv${fam} dnat`,
-            (e as Error).message,
-          );
-        }
+/** Removes this container's rules of `backend` (both families; a family whose tool is missing has none). */
+async function removeRules(
+  backend: "iptables" | "nftables",
+  name: string,
+  containerId: string,
+): Promise<void> {
+  if (backend === "nftables") {
+    await fw("error deleting nftables rules", () => nftDel(nftd(), containerId, name));
+    return;
+  }
+  let usable = 0;
+  for (const fam of [4, 6] as const) {
+    try {
+      await iptablesDel(new Iptables(fam), name, containerId);
+      usable++;
+    } catch (e) {
+      if (!(e instanceof FirewallError && e.missing)) {
+        throw new CniError(
+          ErrCode.IptablesFailure,
+          `could not teardown ipv${fam} dnat`,
+          (e as Error).message,
+        );
       }
     }
-    if (!usable) throw new CniError(ErrCode.IptablesFailure, "neither iptables nor ip6tables is usable");
   }
+  if (!usable) throw new CniError(ErrCode.IptablesFailure, "neither iptables nor ip6tables is usable");
+}
+
+/**
+ * DEL is best-effort cleanup and never fails on input its ADD refused: with a config ADD would refuse (bad
+ * mappings, options, backend) the container's rules are looked for in every backend that is there, by its
+ * ID alone; only a failing firewall tool is an error.
+ */
+async function del(c: PluginCall): Promise<void> {
+  let conf: PortMapConf;
+  try {
+    conf = parseConf(c.conf);
+  } catch (e) {
+    if (!(e instanceof CniError)) throw e;
+    log("portmap", `DEL: config refused (${e.message}); removing this container's rules by its ID`);
+    const name = typeof c.conf.name === "string" ? c.conf.name : "";
+    if (onPath(tools(4).save) || onPath(tools(6).save)) {
+      await removeRules("iptables", name, c.args.containerId);
+    }
+    if (new TextEncoder().encode(c.args.containerId).length <= NFT_COMMENT_MAX) {
+      // libnftables or the nft binary; neither there means no nftables rules either.
+      await removeRules("nftables", name, c.args.containerId).catch((e) =>
+        log("portmap", `DEL: nftables not usable (${(e as Error).message}): no nftables rules removed`)
+      );
+    }
+    return;
+  }
+  if (!conf.mappings.length) return;
+  await removeRules(conf.backend, conf.name, c.args.containerId);
   await clearUdpConntrack(conf.mappings, [4, 6]);
 }
 
@@ -402,7 +441,12 @@ async function check(c: PluginCall): Promise<void> {
 async function gc(c: PluginCall): Promise<void> {
   const conf = parseConf(c.conf);
   const raw = c.conf["cni.dev/valid-attachments"] ?? c.conf["cni.dev/attachments"];
-  if (!Array.isArray(raw)) cfgErr(`GC needs "cni.dev/valid-attachments" (a list of {containerID, ifname})`);
+  if (raw === undefined || raw === null) {
+    // As the reference, exit 0; without the list we cannot tell stale containers from live ones.
+    log("portmap", "GC without cni.dev/valid-attachments: nothing collected");
+    return;
+  }
+  if (!Array.isArray(raw)) cfgErr(`cni.dev/valid-attachments must be a list of {containerID, ifname}`);
   const keep = new Set(raw.map((a) => (isObj(a) ? String(a.containerID) : "")));
   if (conf.backend === "nftables") {
     // Only containers recorded for this network (lib/firewall/portmap.ts, "nftables GC").
@@ -442,8 +486,21 @@ async function gc(c: PluginCall): Promise<void> {
   }
 }
 
+/** The reference portmap's PortMapConf: the fields whose keys are matched as encoding/json does. */
+const PORTMAP_SHAPE: Shape = {
+  ...NET_CONF,
+  snat: null,
+  masqAll: null,
+  markMasqBit: null,
+  externalSetMarkChain: null,
+  conditionsV4: null,
+  conditionsV6: null,
+  backend: null,
+};
+
 /** The plugin. */
 export const plugin: Plugin = {
+  shape: PORTMAP_SHAPE,
   add,
   del,
   check,

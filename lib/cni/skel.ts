@@ -20,6 +20,7 @@ import {
 } from "./spec.ts";
 import { type CniResult, formatResult } from "./result.ts";
 import { CappedReadError, readCappedStream } from "../base/capped_read.ts";
+import type { Shape } from "./gojson.ts";
 
 /** What a verb handler gets. */
 export interface PluginCall {
@@ -37,6 +38,8 @@ export interface Plugin {
   check(c: PluginCall): Promise<void>;
   status(c: PluginCall): Promise<void>;
   gc(c: PluginCall): Promise<void>;
+  /** The plugin's config struct, for matching keys as Go does (lib/cni/gojson.ts); default NET_CONF. */
+  shape?: Shape;
 }
 
 /**
@@ -45,7 +48,8 @@ export interface Plugin {
  */
 export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<string, unknown> | null> {
   if (args.command === "VERSION") return versionInfo();
-  const { conf, version } = parseNetConf(args.stdin);
+  if (args.command === "DEL") return await invokeDel(plugin, args);
+  const { conf, version } = parseNetConf(args.stdin, plugin.shape);
   checkCommand(args);
   checkVersion(version);
   const call: PluginCall = { args, conf, version };
@@ -54,9 +58,6 @@ export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<stri
       const r = await plugin.add(call);
       return formatResult(r, version);
     }
-    case "DEL":
-      await plugin.del(call);
-      return null;
     case "CHECK":
       if (compareVersions(version, "0.4.0") < 0) {
         throw new CniError(
@@ -89,6 +90,27 @@ export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<stri
       return null;
   }
   throw new CniError(ErrCode.InvalidEnv, `unknown CNI_COMMAND: ${args.command}`);
+}
+
+/**
+ * DEL is best-effort cleanup: a config every ADD would refuse (not JSON, no valid name, a version we do not
+ * speak) made nothing to remove, so DEL succeeds on it (stderr says why), instead of failing for ever and
+ * leaving the runtime unable to remove the sandbox. The environment is still checked (a runtime bug), and the
+ * plugin's own DEL reads a refused config leniently (only what cleanup needs).
+ */
+async function invokeDel(plugin: Plugin, args: CmdArgs): Promise<null> {
+  checkCommand(args);
+  let parsed: { conf: Record<string, unknown>; version: string };
+  try {
+    parsed = parseNetConf(args.stdin, plugin.shape);
+    checkVersion(parsed.version);
+  } catch (e) {
+    if (!(e instanceof CniError)) throw e;
+    log("cni", `DEL: the config is one ADD refuses (${e.message}): nothing to clean up`);
+    return null;
+  }
+  await plugin.del({ args, conf: parsed.conf, version: parsed.version });
+  return null;
 }
 
 /** The cniVersion to put in an error: the config's when it is one we support, else ours. */

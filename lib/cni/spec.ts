@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";
+import { goFold, NET_CONF, type Shape } from "./gojson.ts";
 
 /** The newest spec version we speak. */
 export const CURRENT_VERSION = "1.1.0";
@@ -244,9 +245,14 @@ export function compareVersions(a: string, b: string): number {
 
 /**
  * Parses the config JSON enough to dispatch: must be an object (error 6), `name` valid (7), `cniVersion`
- * a string and one we support (1). Missing cniVersion means 0.1.0, as the spec says.
+ * a string and one we support (1). Missing cniVersion means 0.1.0, as the spec says. The keys are matched
+ * to `shape` (the plugin's Go struct) as encoding/json matches them (lib/cni/gojson.ts): `Name`, `HostPort`
+ * and `hostport` read as `name` and `hostPort`.
  */
-export function parseNetConf(stdin: string): { conf: Record<string, unknown>; version: string } {
+export function parseNetConf(
+  stdin: string,
+  shape: Shape = NET_CONF,
+): { conf: Record<string, unknown>; version: string } {
   let conf: unknown;
   try {
     conf = JSON.parse(stdin);
@@ -261,7 +267,7 @@ export function parseNetConf(stdin: string): { conf: Record<string, unknown>; ve
     );
   }
   checkDepth(conf);
-  const c = conf as Record<string, unknown>;
+  const c = goFold(conf as Record<string, unknown>, shape);
   const v = c.cniVersion;
   if (v !== undefined && typeof v !== "string") {
     throw new CniError(

@@ -20,6 +20,7 @@ import { ACTIVE_CHECKS } from "./checks/active.ts";
 import { HOST_CHECKS } from "./checks/host.ts";
 import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
 import { IPV6_CHECKS } from "./checks/ipv6.ts";
+import { SANDBOX_CHECKS } from "./checks/sandboxes.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
 export { DEFAULT_PATHS, type SnapshotOptions } from "../observe/snapshot.ts";
@@ -47,6 +48,7 @@ export const ALL_CHECKS: Check[] = [
   ...LEASE_CHECKS,
   ...CNI_CHECKS,
   ...POD_CHECKS,
+  ...SANDBOX_CHECKS,
   ...HOST_CHECKS,
   ...IPV6_CHECKS,
   ...ACTIVE_CHECKS,

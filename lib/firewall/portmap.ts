@@ -348,15 +348,40 @@ interface NftRule {
 
 /** Our table's rules (JSON listing with handles), or [] when the table is not there. */
 export async function nftRules(nft: NftDriver, family: Family): Promise<NftRule[]> {
+  return (await nftListing(nft, family)).rules;
+}
+
+/** Our table's rules and chain names, or none when the table is not there. */
+async function nftListing(nft: NftDriver, family: Family): Promise<{ rules: NftRule[]; chains: string[] }> {
   let out: string;
   try {
     out = await nft.run(`list table ${nftFamily(family)} ${NFT_TABLE}\n`, { json: true, handles: true });
   } catch (e) {
-    if (isNotFound(e)) return [];
+    if (isNotFound(e)) return { rules: [], chains: [] };
     throw e;
   }
   const items = (JSON.parse(out) as { nftables?: Record<string, unknown>[] }).nftables ?? [];
-  return items.filter((o) => o.rule).map((o) => o.rule as NftRule);
+  return {
+    rules: items.filter((o) => o.rule).map((o) => o.rule as NftRule),
+    chains: items.filter((o) => o.chain).map((o) => String((o.chain as { name?: unknown }).name)),
+  };
+}
+
+/**
+ * Deletes `network`'s record chain when no container is recorded in it any more, so the table holds only
+ * the reference's chains once the network's last container is gone. Best effort: a concurrent ADD that
+ * records a container first makes the delete fail (the chain is busy), which is right.
+ */
+async function dropEmptyOwnerChain(nft: NftDriver, family: Family, oc: string): Promise<void> {
+  const { rules, chains } = await nftListing(nft, family);
+  if (!chains.includes(oc) || rules.some((r) => r.chain === oc)) return;
+  await deleteChainIfEmpty(nft, family, oc);
+}
+
+async function deleteChainIfEmpty(nft: NftDriver, family: Family, oc: string): Promise<void> {
+  try {
+    await nft.run(`delete chain ${nftFamily(family)} ${NFT_TABLE} ${oc}\n`);
+  } catch { /* busy again, or already gone */ }
 }
 
 const DEL_CHAINS = new Set(["hostports", "hostip_hostports", "masquerading"]);
@@ -392,10 +417,16 @@ export async function nftDel(nft: NftDriver, containerId: string, network = ""):
   let n = 0;
   const oc = ownerChain(network);
   for (const f of [4, 6] as const) {
-    const script = nftDelScript(await nftRules(nft, f), f, containerId, oc ? [oc] : []);
-    if (!script) continue;
-    await nft.run(script);
-    n += script.split("\n").filter(Boolean).length;
+    const { rules, chains } = await nftListing(nft, f);
+    const script = nftDelScript(rules, f, containerId, oc ? [oc] : []);
+    if (script) {
+      await nft.run(script);
+      n += script.split("\n").filter(Boolean).length;
+    }
+    // The network's last container gone: its record chain goes too (the reference's table has none).
+    if (oc && chains.includes(oc) && !rules.some((r) => r.chain === oc && r.comment !== containerId)) {
+      await deleteChainIfEmpty(nft, f, oc);
+    }
   }
   return n;
 }
@@ -458,6 +489,8 @@ export async function nftGc(nft: NftDriver, network: string, keep: Set<string>):
   for (const f of [4, 6] as const) {
     const plan = nftGcPlan(await nftRules(nft, f), f, network, keep);
     if (plan.script) await nft.run(plan.script);
+    const oc = ownerChain(network);
+    if (plan.script && oc) await dropEmptyOwnerChain(nft, f, oc);
     out.push(plan);
   }
   return out;

@@ -53,11 +53,20 @@ export async function labDelPod(s: LabState, podName: string, progress: Progress
   if (!pod) throw new UsageError(`POD '${podName}': no such pod in lab ${s.name}`);
   const n = s.nodes.find((x) => x.name === pod.node);
   if (!n) throw new FlanctlError(`pod ${podName}: its node ${pod.node} is not in the lab state`, 1);
-  await podDel(s, n, pod);
-  const { runCmd } = await import("./proc.ts");
-  await runCmd(["ip", "netns", "del", pod.netns]);
+  if (s.runtime === "containerd") {
+    const { criDelPod } = await import("./runtime.ts");
+    await criDelPod(n, pod);
+  } else {
+    await podDel(s, n, pod);
+    const { runCmd } = await import("./proc.ts");
+    await runCmd(["ip", "netns", "del", pod.netns]);
+  }
   s.pods = s.pods.filter((p) => p !== pod);
   s.netns = s.netns.filter((x) => x !== pod.netns);
   saveState(s);
-  progress(`${podName}: deleted (conflist DEL, netns removed)`);
+  progress(
+    `${podName}: deleted (${
+      s.runtime === "containerd" ? "crictl stopp + rmp" : "conflist DEL"
+    }, netns removed)`,
+  );
 }

@@ -11,6 +11,7 @@ import { IPNet } from "../base/cidr.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, labRoot, nodeNetns, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { attachPod, writeCniBin } from "./pods.ts";
+import { checkRuntime, criAddPod, ensureNodeRuntime } from "./runtime.ts";
 import { conflistPath, labConflist } from "./conflist.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
@@ -84,6 +85,10 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (o.store !== "file" && o.store !== "etcd") {
     throw new UsageError(`--store '${o.store}': use file or etcd`);
   }
+  if (o.runtime !== undefined && o.runtime !== "none" && o.runtime !== "containerd") {
+    throw new UsageError(`--runtime '${o.runtime}': use none or containerd`);
+  }
+  if (o.runtime === "containerd") checkRuntime();
   validateIpFamily(o.ipFamily);
   if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
     throw new UsageError(
@@ -237,8 +242,17 @@ export async function buildPod(
   const pod: PodState = { name, node: n.name, netns: `${s.name}-${name}`, containerId: `${s.name}-${name}` };
   if (ports?.length) pod.ports = ports;
   s.pods.push(pod);
-  await addNetns(s, pod.netns);
-  const ips = await attachPod(s, n, pod);
+  let ips: { ip: string | null; ipv6: string | null };
+  if (s.runtime === "containerd") {
+    // The sandbox's netns gets the pod's name (recorded first, so `lab down` drops the name).
+    if (!s.netns.includes(pod.netns)) s.netns.push(pod.netns);
+    saveState(s);
+    await ensureNodeRuntime(s, n);
+    ips = await criAddPod(s, n, pod);
+  } else {
+    await addNetns(s, pod.netns);
+    ips = await attachPod(s, n, pod);
+  }
   if (ips.ip) pod.ip = ips.ip;
   if (ips.ipv6) pod.ipv6 = ips.ipv6;
   saveState(s);
@@ -302,6 +316,7 @@ export async function labUp(
     store: o.store,
     network: o.network,
     ...(o.ipFamily && o.ipFamily !== "ipv4" ? { ipFamily: o.ipFamily } : {}),
+    ...(o.runtime === "containerd" ? { runtime: "containerd" as const } : {}),
     createdAt: new Date().toISOString(),
     underlay: { netns: underlayNetns(o.name), bridge: "br0", cidr: ua.cidr, gateway: ua.gateway },
     storeFlags: [],

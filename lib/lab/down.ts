@@ -6,6 +6,7 @@
  * are recorded first — but a hand-deleted state file can).
  * @module
  */
+import type { LabState } from "./types.ts";
 import { removeMountPoints } from "./exec.ts";
 import { labDir, labNetnsPattern, labRoot, validateLabName } from "./paths.ts";
 import { isOurProcess, runCmd, stopProcess } from "./proc.ts";
@@ -31,6 +32,15 @@ export function listNetns(): Promise<string[]> {
   }
 }
 
+/** Stops every node's containerd of `s` (lib/lab/runtime.ts); returns how many. Never throws. */
+async function stopRuntimes(s: LabState, progress: (l: string) => void): Promise<number> {
+  const { stopNodeRuntimes } = await import("./runtime.ts");
+  return await stopNodeRuntimes(s).catch((e) => {
+    progress(`warning: stopping containerd: ${(e as Error).message}`);
+    return 0;
+  });
+}
+
 /** Removes lab `name` completely. Never throws for missing pieces. */
 export async function labDown(name: string, progress: (l: string) => void = () => {}): Promise<DownReport> {
   validateLabName(name);
@@ -41,7 +51,10 @@ export async function labDown(name: string, progress: (l: string) => void = () =
   } catch (e) {
     progress(`warning: ${(e as Error).message}; cleaning up by name`);
   }
-  const report: DownReport = { processes: 0, namespaces: 0, dirRemoved: false };
+  // Each node's containerd (--runtime containerd) removes its sandboxes through CRI first (their CNI DEL
+  // runs, their processes and namespaces go), then it is stopped.
+  const runtimes = state?.runtime === "containerd" ? await stopRuntimes(state, progress) : 0;
+  const report: DownReport = { processes: runtimes, namespaces: 0, dirRemoved: false };
 
   // 1. Processes: daemons first (they may still talk to etcd), etcd last.
   const procs = [...(state?.procs ?? [])].sort((a, b) =>

@@ -17,6 +17,11 @@ export interface LabUpOptions {
   podsPerNode: number;
   backend: LabBackend;
   store: LabStore;
+  /**
+   * `--runtime`: "none" (default: the lab runs the conflist itself) or "containerd" (one per node, pods
+   * through CRI with crictl; lib/lab/runtime.ts).
+   */
+  runtime?: "none" | "containerd";
   /** The pod network (net-conf `Network`). */
   network: string;
   /** Lease TTL in seconds for every node (default: the store's, flannel's 24 h). */
@@ -100,6 +105,8 @@ export interface ProcState {
 export interface LabState {
   version: 1;
   name: string;
+  /** "containerd" when pods go through a containerd per node (absent: the lab runs the conflist). */
+  runtime?: "containerd";
   /** The lab directory (holds this state file). */
   dir: string;
   backend: LabBackend;

@@ -54,6 +54,11 @@ export interface SnapshotOptions {
   storeExplicit: boolean;
   /** Check ids to skip. */
   skip: Set<string>;
+  /**
+   * The runtime's CRI socket to compare IPs, veths and saved configs with (lib/doctor/checks/sandboxes.ts):
+   * undefined looks for containerd's and CRI-O's default sockets; null or "" does not ask.
+   */
+  criSocket?: string | null;
 }
 
 /** The kernel objects of the checked namespace. */

@@ -52,6 +52,8 @@ export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): Sn
       : () => openStore({ etcdEndpoints: s.storeFlags[s.storeFlags.indexOf("--etcd-endpoints") + 1] }),
     storeExplicit: true,
     skip: new Set(),
+    // A lab node's own containerd (--runtime containerd); else none: a host's would not know its pods.
+    criSocket: s.runtime === "containerd" ? `${d}/containerd/containerd.sock` : null,
   };
 }
 
