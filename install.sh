@@ -141,7 +141,7 @@ else
   # The daemon bundled the same way (cli/daemon_entry.ts): less RSS for its lifetime than main.ts's module
   # graph (bench/daemon_rss_bench.ts; docs/performance.md). Its udp worker still loads from $LIBDIR/src.
   daemon_js=""
-  if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/daemon.js" \
+  if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names --config "$LIBDIR/src/deno.json" -o "$LIBDIR/daemon.js" \
     "$LIBDIR/src/cli/daemon_entry.ts" >/dev/null 2>&1; then
     daemon_js="$LIBDIR/daemon.js"
   fi
