@@ -1,6 +1,6 @@
 /**
  * install-cni needs nothing from the host (issue 27): a root filesystem made of exactly the packages
- * deploy/README.md lists as what a node must have (no libnl, no libnftables, no iptables) runs the installed
+ * docs/deploy.md lists as what a node must have (no libnl, no libnftables, no iptables) runs the installed
  * plugins — flannel ADD, CHECK, STATUS, DEL and portmap ADD/DEL over nftables through the bundled
  * libnftables — inside a node namespace of the test's own, the plugins chrooted into that root.
  *
@@ -29,16 +29,16 @@ if (!HAVE_MMDEBSTRAP) {
   } else console.error(`warning: ${what}; skipping the minimal-host install-cni test`);
 }
 
-/** The Debian packages deploy/README.md says a node must have. */
+/** The Debian packages docs/deploy.md says a node must have. */
 export function hostPackages(): string[] {
-  const doc = Deno.readTextFileSync(`${ROOT}deploy/README.md`);
+  const doc = Deno.readTextFileSync(`${ROOT}docs/deploy.md`);
   const m = /<!-- host-packages: ([^>]+) -->/.exec(doc);
-  if (!m) throw new Error("deploy/README.md: no host-packages line");
+  if (!m) throw new Error("docs/deploy.md: no host-packages line");
   return m[1].trim().split(/\s+/);
 }
 
-Deno.test("deploy/README.md: every host package is named in its list", () => {
-  const doc = Deno.readTextFileSync(`${ROOT}deploy/README.md`);
+Deno.test("docs/deploy.md: every host package is named in its list", () => {
+  const doc = Deno.readTextFileSync(`${ROOT}docs/deploy.md`);
   const section = doc.slice(doc.indexOf("## What a node must have"), doc.indexOf("<!-- host-packages"));
   for (const p of hostPackages()) assertStringIncludes(section, `\`${p}\``);
 });
