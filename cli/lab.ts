@@ -51,6 +51,15 @@ async function guarded<T>(
   }
 }
 
+function exists(p: string): boolean {
+  try {
+    Deno.statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `--name`: which lab (every command but `list` takes it). */
 const nameOpt = () => new Option("--name <name>", "lab name (prefixes every namespace)").default("lab");
 
@@ -66,6 +75,7 @@ export function register(program: Command): void {
   registerLogs(lab);
   execCommand(lab);
   registerLabTrace(lab, nameOpt);
+  kubectlCommand(lab);
   downCommand(lab);
 }
 
@@ -100,8 +110,21 @@ function upCommand(lab: Command): void {
       "extra flag for every daemon, repeatable (e.g. --daemon-arg=--log-level=debug)",
       (v: string, prev: string[] = []) => [...prev, v],
     )
+    .option(
+      "--kube",
+      "a real Kubernetes cluster instead: control plane, containerd + kubelet per node, deploy/kube-flanctl.yml",
+    )
+    .option(
+      "--image <tar>",
+      "with --kube: the image archive (deploy/build-image.sh's)",
+      "dist/flanctl-image.tar",
+    )
+    .option("--manifest <file>", "with --kube: the manifest kubectl applies", "deploy/kube-flanctl.yml")
     .addOption(nameOpt())
     .action(async (o: {
+      kube?: boolean;
+      image: string;
+      manifest: string;
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp";
@@ -114,7 +137,22 @@ function upCommand(lab: Command): void {
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { daemonArg, ...rest } = o;
+      if (o.kube) {
+        m.validateLabName(o.name);
+        if (m.readState(o.name) || exists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
+        const made = { value: true };
+        await guarded(o.name, () =>
+          m.kubeUp({
+            name: o.name,
+            nodes: o.nodes,
+            image: Deno.realPathSync(o.image),
+            manifest: Deno.realPathSync(o.manifest),
+            clusterCidr: o.network,
+          }, say), made);
+        say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
+        return;
+      }
+      const { kube: _k, image: _i, manifest: _m, daemonArg, ...rest } = o;
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -197,6 +235,29 @@ function execCommand(lab: Command): void {
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       exitWith(await m.labExec(m.loadState(o.name), target, command));
+    });
+}
+
+/** `flanctl lab kubectl`: kubectl against a --kube lab's API server. */
+function kubectlCommand(lab: Command): void {
+  lab.command("kubectl")
+    .description("run kubectl against a --kube lab's API server (admin credentials)")
+    .argument("[args...]", "kubectl arguments (after --)")
+    .addOption(nameOpt())
+    .action(async (args: string[], o: { name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      if (!exists(m.kubePaths(o.name).admin)) {
+        throw new m.KubeLabError(`lab ${o.name} is not a --kube lab (no ${m.kubePaths(o.name).admin})`);
+      }
+      const [cmd, ...rest] = m.kubectlCmd(o.name, args);
+      const st = await new Deno.Command(cmd, {
+        args: rest,
+        stdin: "inherit",
+        stdout: "inherit",
+        stderr: "inherit",
+      })
+        .output();
+      exitWith(st.code);
     });
 }
 
