@@ -2,8 +2,9 @@
  * `flanctl lab up --kube` end to end (issue 27): the image built from this tree (deploy/build-image.sh), a
  * real control plane and per node a containerd and a kubelet, deploy/kube-flanctl.yml applied as it is; the
  * nodes become Ready, a Deployment spread over the nodes gets addresses from the nodes' podCIDRs and its
- * pods ping each other across nodes both ways; `kubectl delete` leaves no pod namespace, veth or IP
- * allocation on the nodes; `lab down` leaves no namespace, process or file, and nothing of it on the host's
+ * pods ping each other across nodes both ways; a rollout restart of the DaemonSet loses no ping; `kubectl
+ * delete` leaves no pod namespace, veth or IP allocation on the nodes; a node drained and deleted is removed
+ * from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing of it on the host's
  * own CNI paths.
  *
  * Needs the Kubernetes programs install.sh --dev builds (and kube-scheduler), etcd, containerd, busybox,
@@ -12,6 +13,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
 import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
+import { underlayAddrs } from "../lib/lab/paths.ts";
 
 const NEEDED = [
   ...KUBE_PROGRAMS,
@@ -31,6 +33,12 @@ if (missing.length) {
       throw new Error(`${what}; under CI the test may not be skipped`);
     });
   } else console.error(`warning: ${what}; skipping the lab up --kube test`);
+}
+
+/** The underlay addresses of the lab's nodes (lib/lab/paths.ts's scheme). */
+function nodeIPs(name: string): string[] {
+  const x = underlayAddrs(name);
+  return [x.nodeIP(1), x.nodeIP(2)];
 }
 
 const flanctl = (...a: string[]) =>
@@ -145,6 +153,43 @@ Deno.test({
         assertStringIncludes(p.stdout, "3 packets received");
       }
 
+      // A rollout restart of flanctl's DaemonSet loses no pod traffic (the kernel state outlives the daemon).
+      const pinging = flanctl(
+        "lab",
+        "kubectl",
+        "--name",
+        name,
+        "--",
+        "exec",
+        pods[0].name,
+        "--",
+        "/bin/busybox",
+        "ping",
+        "-c",
+        "150",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        pods[1].ip,
+      );
+      await new Promise((r) => setTimeout(r, 2000));
+      assertEquals((await kubectl("-n", "kube-flannel", "rollout", "restart", "ds/kube-flannel-ds")).code, 0);
+      const rolled = await kubectl(
+        "-n",
+        "kube-flannel",
+        "rollout",
+        "status",
+        "ds/kube-flannel-ds",
+        "--timeout=150s",
+      );
+      assertEquals(rolled.code, 0, rolled.stdout + rolled.stderr);
+      const pinged = await pinging;
+      const stats = /(\d+) packets transmitted, (\d+) packets received/.exec(pinged.stdout);
+      assert(stats, `no ping statistics:\n${pinged.stdout}${pinged.stderr}`);
+      console.error(`  rollout restart: ${stats[2]}/${stats[1]} pings answered`);
+      assertEquals(stats[2], stats[1], "pod traffic lost during the DaemonSet's rollout restart");
+
       // kubectl delete leaves nothing on the nodes.
       assertEquals((await kubectl("delete", "-f", dep, "--wait=true")).code, 0);
       await until("the pinger pods gone", 60_000, async () => {
@@ -167,6 +212,23 @@ Deno.test({
         }
         return true;
       });
+
+      // A node drained and deleted is removed from every peer: node1 has no route or FDB entry for it.
+      const sub2 = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\./.exec(
+        Deno.readTextFileSync(`/var/lib/flanctl-lab/${name}/node2/run-flannel/subnet.env`),
+      )![1];
+      const routes = () => run(["ip", "-n", `${name}-node1`, "route", "show"]);
+      assertStringIncludes((await routes()).stdout, `${sub2}.0/24`);
+      const drained = await kubectl("drain", "node2", "--ignore-daemonsets", "--force", "--timeout=60s");
+      assertEquals(drained.code, 0, drained.stdout + drained.stderr);
+      assertEquals((await kubectl("delete", "node", "node2")).code, 0);
+      await until(
+        "node2's subnet gone from node1",
+        60_000,
+        async () => !(await routes()).stdout.includes(`${sub2}.0/24`),
+      );
+      const fdb = await run(["bridge", "-n", `${name}-node1`, "fdb", "show", "dev", "flannel.1"]);
+      assert(!fdb.stdout.includes(nodeIPs(name)[1]), `node1 still forwards to node2:\n${fdb.stdout}`);
     } finally {
       const down = await flanctl("lab", "down", "--name", name);
       await Deno.remove(work, { recursive: true }).catch(() => {});
