@@ -75,13 +75,19 @@ function isExecutable(p: string): boolean {
 
 /**
  * Where program `prog` is: FLANCTL_PEER_<PROG> (upper case, dashes as underscores), the dev cache
- * (FLANCTL_DEV_CACHE, default /var/cache/flanctl-dev) of {@link K8S_VERSION}, then PATH; null when none.
+ * (FLANCTL_DEV_CACHE, default /var/cache/flanctl-dev) of {@link K8S_VERSION} that tools/peers/build.sh
+ * fills, then PATH; null when none.
  */
 export function findProgram(prog: string, env = Deno.env.toObject()): string | null {
   const override = env[`FLANCTL_PEER_${prog.toUpperCase().replaceAll("-", "_")}`];
   if (override) return isExecutable(override) ? override : null;
-  const kube = `${env.FLANCTL_DEV_CACHE ?? "/var/cache/flanctl-dev"}/kubernetes-${K8S_VERSION}/bin/${prog}`;
-  if (KUBE_PROGRAMS.includes(prog) && isExecutable(kube)) return kube;
+  const cache = env.FLANCTL_DEV_CACHE ?? "/var/cache/flanctl-dev";
+  if (KUBE_PROGRAMS.includes(prog)) {
+    // tools/peers/build.sh: kube-scheduler in a cache directory of its own, the others together.
+    for (const dir of [`kubernetes-${K8S_VERSION}`, `kube-scheduler-${K8S_VERSION}`]) {
+      if (isExecutable(`${cache}/${dir}/bin/${prog}`)) return `${cache}/${dir}/bin/${prog}`;
+    }
+  }
   for (const d of (env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
     if (d && isExecutable(`${d}/${prog}`)) return `${d}/${prog}`;
   }
