@@ -192,7 +192,9 @@ function addPodCommand(lab: Command): void {
     .action(async (node: string, o: { publish?: string[]; name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       const ports = (o.publish ?? []).map(m.parsePublish);
-      await m.labAddPod(m.loadState(o.name), node, ports, say);
+      // A --kube lab: the pod goes through the API (kubelet and containerd run the CNI).
+      if (exists(m.kubePaths(o.name).admin)) await m.kubeAddPod(o.name, node, ports, say);
+      else await m.labAddPod(m.loadState(o.name), node, ports, say);
     });
 }
 

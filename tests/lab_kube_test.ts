@@ -2,7 +2,8 @@
  * `flanctl lab up --kube` end to end (issue 27): the image built from this tree (deploy/build-image.sh), a
  * real control plane and per node a containerd and a kubelet, deploy/kube-flanctl.yml applied as it is; the
  * nodes become Ready, a Deployment spread over the nodes gets addresses from the nodes' podCIDRs and its
- * pods ping each other across nodes both ways; a rollout restart of the DaemonSet loses no ping; `kubectl
+ * pods ping each other across nodes both ways; `lab add-pod` makes a pod through the API, reached from the
+ * other node; a rollout restart of the DaemonSet loses no ping; `kubectl
  * delete` leaves no pod namespace, veth or IP allocation on the nodes; a node drained and deleted is removed
  * from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing of it on the host's
  * own CNI paths.
@@ -152,6 +153,27 @@ Deno.test({
         assertEquals(p.code, 0, `${a.name} (${a.node}) -> ${b.ip} (${b.node}):\n${p.stdout}${p.stderr}`);
         assertStringIncludes(p.stdout, "3 packets received");
       }
+
+      // lab add-pod on a --kube lab: a pod through the API, reached from the other node.
+      const added = await flanctl("lab", "add-pod", "node1", "--name", name);
+      assertEquals(added.code, 0, added.stderr);
+      const m = /^(node1-pod-\S+) on node1: (\S+)$/m.exec(added.stdout);
+      assert(m, `add-pod printed:\n${added.stdout}`);
+      const other = pods.find((p) => p.node === "node2")!;
+      const reach = await kubectl(
+        "exec",
+        other.name,
+        "--",
+        "/bin/busybox",
+        "ping",
+        "-c",
+        "2",
+        "-W",
+        "2",
+        m[2],
+      );
+      assertEquals(reach.code, 0, reach.stdout + reach.stderr);
+      assertEquals((await kubectl("delete", "pod", m[1], "--wait=true")).code, 0);
 
       // A rollout restart of flanctl's DaemonSet loses no pod traffic (the kernel state outlives the daemon).
       const pinging = flanctl(

@@ -19,6 +19,7 @@ import { buildLayout } from "../image/oci_layout.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
+import type { PodPort } from "./types.ts";
 
 /** The Kubernetes release install.sh --dev builds (tools/peers/build.sh). */
 export const K8S_VERSION = "v1.37.2";
@@ -559,4 +560,70 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     return r.code === 0 && r.stdout.trim() === `${o.nodes}/${o.nodes}`;
   });
   say(`${o.nodes} nodes Ready, flanctl on each, in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/** A pod `lab add-pod` made through the API of a --kube lab. */
+export interface KubePod {
+  name: string;
+  node: string;
+  ip: string;
+}
+
+/** The Pod object `lab add-pod` creates: pinned to `node`, the busybox image, httpd on a published port. */
+export function labPodManifest(name: string, node: string, ports: PodPort[]): Record<string, unknown> {
+  const tcp = ports.find((p) => p.protocol === "tcp");
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default", labels: { "flanctl-lab": "add-pod" } },
+    spec: {
+      nodeName: node,
+      terminationGracePeriodSeconds: 1,
+      containers: [{
+        name: "c",
+        image: SANDBOX_IMAGE,
+        imagePullPolicy: "Never",
+        command: tcp
+          ? ["/bin/busybox", "httpd", "-f", "-p", String(tcp.containerPort), "-h", "/"]
+          : ["/bin/busybox", "sleep", "2147483647"],
+        ports: ports.map((p) => ({
+          containerPort: p.containerPort,
+          hostPort: p.hostPort,
+          protocol: p.protocol.toUpperCase(),
+        })),
+      }],
+    },
+  };
+}
+
+/** `lab add-pod` on a --kube lab: a Pod through the API on `node`; waits until it runs with an address. */
+export async function kubeAddPod(
+  name: string,
+  node: string,
+  ports: PodPort[],
+  say: (l: string) => void,
+): Promise<KubePod> {
+  const kubectl = (args: string[], stdin?: string) => runCmd(kubectlCmd(name, args), { stdin });
+  const nodes = await kubectl(["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+  const known = nodes.stdout.trim().split(/\s+/).filter(Boolean);
+  if (!known.includes(node)) {
+    throw new KubeLabError(`lab '${name}' has no node '${node}' (known: ${known.join(", ") || "none"})`);
+  }
+  const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5);
+  const pod = `${node}-pod-${rnd}`;
+  const created = await kubectl(["create", "-f", "-"], JSON.stringify(labPodManifest(pod, node, ports)));
+  if (created.code !== 0) throw new KubeLabError(`kubectl create pod ${pod}: ${created.stderr.trim()}`);
+  let ip = "";
+  await waitFor(`pod ${pod} running`, 120_000, async () => {
+    const r = await kubectl(["get", "pod", pod, "-o", "jsonpath={.status.phase} {.status.podIP}"]);
+    const [phase, addr] = r.stdout.trim().split(" ");
+    ip = addr ?? "";
+    return phase === "Running" && !!ip;
+  });
+  say(
+    `${pod} on ${node}: ${ip}${
+      ports.map((p) => `, hostPort ${p.hostPort}->${p.containerPort}/${p.protocol}`).join("")
+    }`,
+  );
+  return { name: pod, node, ip };
 }
