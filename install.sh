@@ -7,7 +7,7 @@
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool, containerd,
 #                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static; and the real peers built
 #                        with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
-#                        kube-controller-manager, kubelet, kubectl, flanneld, crictl), cached by version in
+#                        kube-controller-manager, kube-scheduler, kubelet, kubectl, flanneld, crictl), cached in
 #                        FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev); FLANCTL_DEV_PEERS=0 skips them.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
@@ -141,7 +141,7 @@ else
   # The daemon bundled the same way (cli/daemon_entry.ts): less RSS for its lifetime than main.ts's module
   # graph (bench/daemon_rss_bench.ts; docs/performance.md). Its udp worker still loads from $LIBDIR/src.
   daemon_js=""
-  if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names -o "$LIBDIR/daemon.js" \
+  if "$DENO_BIN" bundle --quiet --platform deno --minify --keep-names --config "$LIBDIR/src/deno.json" -o "$LIBDIR/daemon.js" \
     "$LIBDIR/src/cli/daemon_entry.ts" >/dev/null 2>&1; then
     daemon_js="$LIBDIR/daemon.js"
   fi

@@ -11,6 +11,7 @@
 import { runExecutable } from "../lib/cni/skel.ts";
 import { ourPlugin, PLUGINS } from "../lib/cni/plugins.ts";
 import { markShortLived } from "../lib/base/process_kind.ts";
+import { holdRuntime } from "../lib/cni/launch.ts";
 
 /**
  * Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. Marks the process
@@ -28,6 +29,7 @@ export function cniMain(pluginName: string): Promise<number> {
 }
 
 if (import.meta.main) {
+  holdRuntime(); // an upgrade's install-cni keeps this runtime's directory while the call runs
   const name = (Deno.env.get("FLANCTL_ARGV0") ?? "").split("/").pop() ?? "";
   Deno.env.delete("FLANCTL_ARGV0");
   const code = await cniMain(name);

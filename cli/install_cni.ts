@@ -6,6 +6,7 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../lib/base/errors.ts";
+import type { InstallStep } from "../lib/install/cni.ts";
 
 interface Flags {
   cniBinDir: string;
@@ -19,6 +20,24 @@ interface Flags {
 function selfBinary(): string | null {
   const exe = Deno.execPath();
   return /(^|\/)deno$/.test(exe) ? null : exe;
+}
+
+/** One line of output per step of lib/install/cni.ts. */
+export function stepLine(s: InstallStep): string {
+  switch (s.action) {
+    case "replaced-foreign":
+      return `replaced ${s.path}: it was not flanctl's; the original is kept as ${s.backup}`;
+    case "retired":
+      return `retired ${s.path} (superseded; removed by a later install-cni once unused)`;
+    case "kept-in-use":
+      return `kept ${s.path}: a plugin started from it still runs; a later install-cni removes it`;
+    case "removed":
+      return `removed ${s.path} (superseded and unused)`;
+    default:
+      return s.backup
+        ? `${s.action} ${s.path} (the previous one is kept as ${s.backup})`
+        : `${s.action} ${s.path}`;
+  }
 }
 
 /** Registers `install-cni`. */
@@ -62,10 +81,6 @@ export function register(program: Command): void {
         link: f.link,
         runtime,
       });
-      for (const s of steps) {
-        if (s.action === "replaced-foreign") {
-          console.log(`replaced ${s.path}: it was not flanctl's; the original is kept as ${s.backup}`);
-        } else console.log(`${s.action} ${s.path}`);
-      }
+      for (const s of steps) console.log(stepLine(s));
     });
 }

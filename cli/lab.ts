@@ -51,6 +51,15 @@ async function guarded<T>(
   }
 }
 
+function exists(p: string): boolean {
+  try {
+    Deno.statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `--name`: which lab (every command but `list` takes it). */
 const nameOpt = () => new Option("--name <name>", "lab name (prefixes every namespace)").default("lab");
 
@@ -67,6 +76,7 @@ export function register(program: Command): void {
   registerLogs(lab);
   execCommand(lab);
   registerLabTrace(lab, nameOpt);
+  kubectlCommand(lab);
   downCommand(lab);
 }
 
@@ -119,10 +129,23 @@ function upCommand(lab: Command): void {
       "when the lab does not fit the host's neighbour tables (gc_thresh1/2/3, host-wide), raise them; " +
         "lab down restores them",
     )
+    .option(
+      "--kube",
+      "a real Kubernetes cluster instead: control plane, containerd + kubelet per node, deploy/kube-flanctl.yml",
+    )
+    .option(
+      "--image <tar>",
+      "with --kube: the image archive (deploy/build-image.sh's)",
+      "dist/flanctl-image.tar",
+    )
+    .option("--manifest <file>", "with --kube: the manifest kubectl applies", "deploy/kube-flanctl.yml")
     .addOption(nameOpt())
     .action(async (o: {
       check: boolean;
       tuneHost?: boolean;
+      kube?: boolean;
+      image: string;
+      manifest: string;
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp";
@@ -136,7 +159,22 @@ function upCommand(lab: Command): void {
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
-      const { daemonArg, check, ...rest } = o;
+      if (o.kube) {
+        m.validateLabName(o.name);
+        if (m.readState(o.name) || exists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
+        const made = { value: true };
+        await guarded(o.name, () =>
+          m.kubeUp({
+            name: o.name,
+            nodes: o.nodes,
+            image: Deno.realPathSync(o.image),
+            manifest: Deno.realPathSync(o.manifest),
+            clusterCidr: o.network,
+          }, say), made);
+        say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
+        return;
+      }
+      const { kube: _k, image: _i, manifest: _m, daemonArg, check, ...rest } = o;
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -176,7 +214,9 @@ function addPodCommand(lab: Command): void {
     .action(async (node: string, o: { publish?: string[]; name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       const ports = (o.publish ?? []).map(m.parsePublish);
-      await m.labAddPod(m.loadState(o.name), node, ports, say);
+      // A --kube lab: the pod goes through the API (kubelet and containerd run the CNI).
+      if (exists(m.kubePaths(o.name).admin)) await m.kubeAddPod(o.name, node, ports, say);
+      else await m.labAddPod(m.loadState(o.name), node, ports, say);
     });
 }
 
@@ -235,6 +275,29 @@ function execCommand(lab: Command): void {
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       exitWith(await m.labExec(m.loadState(o.name), target, command));
+    });
+}
+
+/** `flanctl lab kubectl`: kubectl against a --kube lab's API server. */
+function kubectlCommand(lab: Command): void {
+  lab.command("kubectl")
+    .description("run kubectl against a --kube lab's API server (admin credentials)")
+    .argument("[args...]", "kubectl arguments (after --)")
+    .addOption(nameOpt())
+    .action(async (args: string[], o: { name: string }) => {
+      const m = await import("../lib/lab/mod.ts");
+      if (!exists(m.kubePaths(o.name).admin)) {
+        throw new m.KubeLabError(`lab ${o.name} is not a --kube lab (no ${m.kubePaths(o.name).admin})`);
+      }
+      const [cmd, ...rest] = m.kubectlCmd(o.name, args);
+      const st = await new Deno.Command(cmd, {
+        args: rest,
+        stdin: "inherit",
+        stdout: "inherit",
+        stderr: "inherit",
+      })
+        .output();
+      exitWith(st.code);
     });
 }
 

@@ -4,7 +4,7 @@
  * never fail and concurrent reads never see a partial file.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { BACKUP_SUFFIX, installCni } from "../lib/install/cni.ts";
+import { BACKUP_SUFFIX, INSTALL_LOCK, installCni } from "../lib/install/cni.ts";
 import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
 import { PLUGINS } from "../lib/cni/plugins.ts";
 import { flanctl, flanctlCmd, ROOT, run } from "./netns.ts";
@@ -74,7 +74,7 @@ Deno.test("install-cni: binary, plugin symlinks and conflist with their modes; i
     assertEquals(Deno.statSync(`${bin}/flanctl`).ino, ino);
     assertEquals(
       [...Deno.readDirSync(bin)].map((e) => e.name).sort(),
-      ["flanctl", ...CNI_PLUGIN_NAMES].sort(),
+      [INSTALL_LOCK, "flanctl", ...CNI_PLUGIN_NAMES].sort(),
     );
   }));
 

@@ -41,3 +41,26 @@ export const CNI_DENO_RUN_FLAGS: readonly string[] = [
   ...BUNDLE_DENO_RUN_FLAGS,
   "--v8-flags=--no-lazy,--jitless",
 ];
+
+/**
+ * The lock file in a runtime directory of `flanctl install-cni` (`<cni bin dir>/.flanctl-runtime-<hash>/`):
+ * every CNI call started from that directory holds it shared while it runs ({@link holdRuntime}), and
+ * install-cni removes a superseded directory only when it can take the lock exclusively (lib/install/cni.ts).
+ */
+export const RUNTIME_LOCK = "in-use.lock";
+
+let held: Deno.FsFile | null = null;
+
+/**
+ * Takes a shared lock on {@link RUNTIME_LOCK} beside the running Deno, kept until the process exits, so
+ * install-cni does not remove the runtime (its libraries are loaded later) while this call runs. Nothing
+ * when the Deno is not an install-cni runtime's (no lock file there). Never blocks: a removal holding the
+ * lock exclusively is the only other holder.
+ */
+export function holdRuntime(): void {
+  const exe = Deno.execPath();
+  try {
+    held = Deno.openSync(`${exe.slice(0, exe.lastIndexOf("/"))}/${RUNTIME_LOCK}`, { read: true });
+    held.tryLockSync(false);
+  } catch { /* not an install-cni runtime, or not readable: nothing to hold */ }
+}

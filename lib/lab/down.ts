@@ -56,6 +56,9 @@ export async function labDown(name: string, progress: (l: string) => void = () =
   const runtimes = state?.runtime === "containerd" ? await stopRuntimes(state, progress) : 0;
   const report: DownReport = { processes: runtimes, namespaces: 0, dirRemoved: false };
 
+  // 0. Containers of a kube lab (lab up --kube): their processes live in pod namespaces, their root under
+  //    the lab's directory (containerd's state there): killed first, so no shim restarts them.
+  report.processes += killRootedUnder(`${dir}/`);
   // 1. Processes: daemons first (they may still talk to etcd), etcd last.
   const procs = [...(state?.procs ?? [])].sort((a, b) =>
     (a.what === "etcd" ? 1 : 0) - (b.what === "etcd" ? 1 : 0)
@@ -105,6 +108,20 @@ export async function labDown(name: string, progress: (l: string) => void = () =
       (report.dirRemoved ? `, ${dir} removed` : ""),
   );
   return report;
+}
+
+/** SIGKILLs every process whose root directory is under `dir` (a container of a kube lab); returns how many. */
+function killRootedUnder(dir: string): number {
+  let n = 0;
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      if (!`${Deno.readLinkSync(`/proc/${e.name}/root`)}/`.startsWith(dir)) continue;
+      Deno.kill(Number(e.name), "SIGKILL");
+      n++;
+    } catch { /* gone, or not ours to read */ }
+  }
+  return n;
 }
 
 /** Pods before nodes before the underlay. */

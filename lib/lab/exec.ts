@@ -38,10 +38,10 @@ const SHARED_MOUNTPOINTS = () => `${labRoot()}/mountpoints.txt`;
  * Creates the missing mount-point directories (empty) on the host and records them in a file shared by
  * all labs, so the last `lab down` removes exactly those.
  */
-export function ensureMountPoints(): void {
+export function ensureMountPoints(paths: readonly string[] = NODE_PATHS): void {
   Deno.mkdirSync(labRoot(), { recursive: true });
   const created: string[] = [];
-  for (const dst of NODE_PATHS) {
+  for (const dst of paths) {
     try {
       Deno.statSync(dst);
     } catch {

@@ -15,6 +15,8 @@ export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
 export { connectivityCheck, formatCheck, waitConverged } from "./check.ts";
+export { findProgram, kubeAddPod, kubectlCmd, KubeLabError, kubePaths, kubeUp } from "./kube.ts";
+export type { KubeUpOptions } from "./kube.ts";
 export { listLabs } from "./list.ts";
 export type { LabListJson } from "./list.ts";
 export { copyLog, daemonLogPath, LabNodeNotFoundError } from "./logs.ts";

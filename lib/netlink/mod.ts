@@ -29,7 +29,7 @@ export {
   netnsPath,
   openNetnsFd,
 } from "../sys/netns.ts";
-export { LibraryLoadError } from "../sys/ffi.ts";
+export { CNI_LIBRARIES, LibraryLoadError, RUNTIME_LIB_DIR } from "../sys/ffi.ts";
 export { getTxChecksum, setTxChecksum } from "../sys/ethtool.ts";
 export { sendUnixDatagram } from "../sys/unix_dgram.ts";
 export { ConntrackError, deleteConntrack } from "./conntrack.ts";

@@ -421,6 +421,69 @@ let nlLib: NlLib | null = null;
 let routeLib: RouteLib | null = null;
 let libcLib: LibcLib | null = null;
 
+/**
+ * The directory of shared libraries that `flanctl install-cni` lays down beside the Deno binary it installs
+ * (`<cni bin dir>/.flanctl-runtime-<hash>/flanctl-lib/`, lib/install/cni.ts): a CNI call finds libnl (and
+ * libnftables with its libraries) there, by absolute path, so the host needs none of them and no
+ * LD_LIBRARY_PATH (which the plugin's children, iptables and conntrack, would inherit). Anywhere else (no
+ * such directory beside the running Deno) the system's libraries are used, by soname.
+ */
+export const RUNTIME_LIB_DIR = "flanctl-lib";
+
+/**
+ * The libraries the CNI path may dlopen, each with the ones it needs first (their sonames, as the dynamic
+ * linker matches an already loaded library by soname): what install-cni copies into {@link RUNTIME_LIB_DIR}.
+ * libnftables is optional (portmap's nftables backend): install-cni copies its group only when all are there.
+ */
+export const CNI_LIBRARIES: readonly { soname: string; pkg: string; needs: readonly string[] }[] = [
+  { soname: "libnl-3.so.200", pkg: "libnl-3-200", needs: [] },
+  { soname: "libnl-route-3.so.200", pkg: "libnl-route-3-200", needs: ["libnl-3.so.200"] },
+  {
+    soname: "libnftables.so.1",
+    pkg: "libnftables1",
+    needs: ["libmnl.so.0", "libnftnl.so.11", "libxtables.so.12", "libjansson.so.4", "libgmp.so.10"],
+  },
+];
+
+let bundledDir: string | null | undefined;
+/** Libraries opened from the bundled directory, kept so they stay loaded. */
+const preloaded = new Map<string, Deno.DynamicLibrary<Record<string, never>>>();
+
+function isFile(p: string): boolean {
+  try {
+    return Deno.statSync(p).isFile;
+  } catch {
+    return false;
+  }
+}
+
+/** {@link RUNTIME_LIB_DIR} beside the running Deno, or null (checked once). */
+function runtimeLibDir(): string | null {
+  if (bundledDir === undefined) {
+    const exe = Deno.execPath();
+    const dir = `${exe.slice(0, exe.lastIndexOf("/"))}/${RUNTIME_LIB_DIR}`;
+    try {
+      bundledDir = Deno.statSync(dir).isDirectory ? dir : null;
+    } catch {
+      bundledDir = null;
+    }
+  }
+  return bundledDir;
+}
+
+/**
+ * What to dlopen for `soname`: the copy in {@link RUNTIME_LIB_DIR} (its libraries of {@link CNI_LIBRARIES}
+ * loaded from there first) when there is one, else the soname (the system's library).
+ */
+export function libraryPath(soname: string): string {
+  const dir = runtimeLibDir();
+  if (!dir || !isFile(`${dir}/${soname}`)) return soname;
+  for (const dep of CNI_LIBRARIES.find((l) => l.soname === soname)?.needs ?? []) {
+    if (!preloaded.has(dep) && isFile(`${dir}/${dep}`)) preloaded.set(dep, Deno.dlopen(`${dir}/${dep}`, {}));
+  }
+  return `${dir}/${soname}`;
+}
+
 /** Raised when a shared library cannot be loaded (package not installed, or no FFI permission). */
 export class LibraryLoadError extends FlanctlError {
   constructor(soname: string, pkg: string, cause: unknown) {
@@ -479,8 +542,10 @@ function load<S extends Deno.ForeignLibraryInterface>(
   syms: S,
   eager: readonly (keyof S & string)[] = [],
 ) {
+  let path: string;
   try {
-    Deno.dlopen(soname, {}); // fail here, with the package name, when the library is missing
+    path = libraryPath(soname);
+    Deno.dlopen(path, {}); // fail here, with the package name, when the library is missing
   } catch (e) {
     throw new LibraryLoadError(soname, pkg, e);
   }
@@ -490,13 +555,13 @@ function load<S extends Deno.ForeignLibraryInterface>(
       configurable: true,
       enumerable: true,
       get() {
-        const fn = bind(soname, syms, name);
+        const fn = bind(path, syms, name);
         Object.defineProperty(table, name, { value: fn, enumerable: true });
         return fn;
       },
     });
   }
-  for (const name of eager) Object.defineProperty(table, name, { value: bind(soname, syms, name) });
+  for (const name of eager) Object.defineProperty(table, name, { value: bind(path, syms, name) });
   return table;
 }
 

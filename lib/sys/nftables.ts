@@ -8,6 +8,7 @@
  * the whole binding. Pointers never leave this file: callers pass and receive strings.
  * @module
  */
+import { libraryPath } from "./ffi.ts";
 
 /** libnftables.so.1: the high-level nft API (include/nftables/libnftables.h). */
 const NFT_SYMBOLS = {
@@ -72,7 +73,7 @@ function symbols(): Lib | null {
   if (dl) return dl.symbols;
   if (loads === false) return null;
   try {
-    dl = Deno.dlopen("libnftables.so.1", NFT_SYMBOLS);
+    dl = Deno.dlopen(libraryPath("libnftables.so.1"), NFT_SYMBOLS);
     loads = true;
     return dl.symbols;
   } catch {

@@ -8,13 +8,14 @@
 #   flanneld    from the module github.com/flannel-io/flannel, without the tencentcloud VPC backend (the proxy
 #               refuses its SDK: the blank import of pkg/backend/tencentvpc is removed from a copy of main.go)
 #   crictl      from the module sigs.k8s.io/cri-tools/cmd/crictl
+#   kube-scheduler  from the same wrapper module as kubernetes, in a cache directory of its own
 #
 # Layout: $FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev)/<name>-<version>/bin/<binary>, a `stamp` file
 # written last (a build cut short is redone), the generated wrapper module in <name>-<version>/src. Go's own
 # module and build caches live in $FLANCTL_DEV_CACHE/go{mod,cache}, so a fresh clone on this machine reuses
 # everything. Nothing of the peers' code is ever written into the checkout.
 #
-# Usage: tools/peers/build.sh [kubernetes|flanneld|crictl|go]...   (no argument: all of them)
+# Usage: tools/peers/build.sh [kubernetes|kube-scheduler|flanneld|crictl|go]...   (no argument: all of them)
 # Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
 # use; one that does not exist makes the script fetch the toolchain).
 set -euo pipefail
@@ -173,6 +174,35 @@ EOF
   log "kubernetes $K8S_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/kube-apiserver" --version)"
 }
 
+# --- kube-scheduler (lab up --kube binds pods with it) ----------------------------------------------------
+# Its own cache directory, built from a copy of the kubernetes wrapper module (so a cached kubernetes build
+# stays valid): the same versions, the same ldflags.
+build_kube_scheduler() {
+  local dir=$CACHE/kube-scheduler-$K8S_VERSION want="kube-scheduler $K8S_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "kube-scheduler $K8S_VERSION: cached in $dir/bin"; return; fi
+  with_lock "$CACHE/kubernetes-$K8S_VERSION" build_kubernetes
+  local t0; t0=$(now)
+  local kdir=$CACHE/kubernetes-$K8S_VERSION
+  need_go "$(gomod_go "$kdir/src/go.mod")"
+  local src=$dir/src
+  rm -rf "$src" "$dir/bin" "$dir/stamp"
+  mkdir -p "$src"
+  cp "$kdir/src/go.mod" "$kdir/src/go.sum" "$src/"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-scheduler"\n' >"$src/tools.go"
+  (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the kube-scheduler wrapper failed"
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  mkdir -p "$dir/bin.tmp"
+  (cd "$src" && CGO_ENABLED=0 "$GO" build -p "$JOBS" -trimpath -ldflags "$ld" -o "$dir/bin.tmp/" \
+    k8s.io/kubernetes/cmd/kube-scheduler) || die "building kube-scheduler $K8S_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "kube-scheduler $K8S_VERSION: built in $(($(now) - t0)) s"
+}
+
 # --- flanneld -----------------------------------------------------------------------------------------
 build_flanneld() {
   local dir=$CACHE/flanneld-$FLANNEL_VERSION want="flanneld $FLANNEL_VERSION recipe $RECIPE"
@@ -228,16 +258,17 @@ build_crictl() {
 
 main() {
   local what=("$@") w t0
-  [ ${#what[@]} -gt 0 ] || what=(crictl flanneld kubernetes)
+  [ ${#what[@]} -gt 0 ] || what=(crictl flanneld kubernetes kube-scheduler)
   t0=$(now)
   for w in "${what[@]}"; do
     case "$w" in
       kubernetes) with_lock "$CACHE/kubernetes-$K8S_VERSION" build_kubernetes ;;
+      kube-scheduler) with_lock "$CACHE/kube-scheduler-$K8S_VERSION" build_kube_scheduler ;;
       flanneld) with_lock "$CACHE/flanneld-$FLANNEL_VERSION" build_flanneld ;;
       crictl) with_lock "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
       go) need_go "$GO_TOOLCHAIN_VERSION"; log "go: $GO ($("$GO" env GOVERSION))" ;;
       versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cache=$CACHE" ;;
-      *) die "unknown peer '$w' (kubernetes, flanneld, crictl, go, versions)" ;;
+      *) die "unknown peer '$w' (kubernetes, kube-scheduler, flanneld, crictl, go, versions)" ;;
     esac
   done
   log "done in $(($(now) - t0)) s (cache $CACHE)"

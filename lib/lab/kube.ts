@@ -1,0 +1,629 @@
+/**
+ * `flanctl lab up --kube`: a real Kubernetes cluster in the lab, with flanctl as its network exactly as a
+ * user deploys it. The underlay namespace holds the control plane: etcd (Debian's) on its loopback,
+ * kube-apiserver with client certificates, service-account keys and `--authorization-mode=Node,RBAC`,
+ * kube-controller-manager with `--allocate-node-cidrs` (podCIDRs come from Kubernetes) and kube-scheduler.
+ * Each node namespace runs a containerd and a kubelet (built by `install.sh --dev`, tools/peers/build.sh) in
+ * a mount namespace of their own where the node's directories are bound over /opt/cni/bin, /etc/cni/net.d,
+ * /run/flannel, /run/netns and /var/log/pods, and the cgroup v1 hierarchies are mounted again (`ip netns
+ * exec` hides them); the image (deploy/build-image.sh's archive) and a busybox sandbox image are imported
+ * into each containerd; deploy/kube-flanctl.yml is applied with kubectl as it is. The service VIP
+ * 10.96.0.1:443 (the pods' in-cluster config) is DNATed to the API server in each node (no kube-proxy here).
+ *
+ * Measured facts this follows: shared/reference/real-peers.md (restrict_oom_score_adj, cgroup v1 opt-in
+ * `failCgroupV1: false`, --use-service-account-credentials for the CIDR patch).
+ * @module
+ */
+import { FlanctlError } from "../base/errors.ts";
+import { buildLayout } from "../image/oci_layout.ts";
+import { ensureMountPoints } from "./exec.ts";
+import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
+import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
+import type { PodPort } from "./types.ts";
+
+/** The Kubernetes release install.sh --dev builds (tools/peers/build.sh). */
+export const K8S_VERSION = "v1.37.2";
+/** The Kubernetes programs the lab runs. */
+export const KUBE_PROGRAMS = [
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "kubelet",
+  "kubectl",
+];
+/** The sandbox ("pause") image every node's containerd uses: busybox-static, imported, never pulled. */
+export const SANDBOX_IMAGE = "flanctl.local/pause:busybox";
+/** The service network and the API server's service VIP (the first address). */
+export const SERVICE_CIDR = "10.96.0.0/16";
+export const SERVICE_VIP = "10.96.0.1";
+/** Extra host mount points a kube node binds its own directories over. */
+export const KUBE_NODE_PATHS = [
+  "/opt/cni/bin",
+  "/etc/cni/net.d",
+  "/var/lib/cni",
+  "/run/flannel",
+  "/var/log/pods",
+  "/var/log/containers",
+];
+
+/** A missing program or a step of the cluster that failed. */
+export class KubeLabError extends FlanctlError {
+  constructor(message: string) {
+    super(message, 1);
+  }
+}
+
+/** What `lab up --kube` builds. */
+export interface KubeUpOptions {
+  name: string;
+  nodes: number;
+  /** deploy/build-image.sh's archive (tagged as the manifest's image line). */
+  image: string;
+  /** The manifest to apply (deploy/kube-flanctl.yml). */
+  manifest: string;
+  /** Pod network (the manifest's net-conf Network; kube-controller-manager's --cluster-cidr). */
+  clusterCidr?: string;
+}
+
+function isExecutable(p: string): boolean {
+  try {
+    const st = Deno.statSync(p);
+    return st.isFile && ((st.mode ?? 0) & 0o111) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Where program `prog` is: FLANCTL_PEER_<PROG> (upper case, dashes as underscores), the dev cache
+ * (FLANCTL_DEV_CACHE, default /var/cache/flanctl-dev) of {@link K8S_VERSION} that tools/peers/build.sh
+ * fills, then PATH; null when none.
+ */
+export function findProgram(prog: string, env = Deno.env.toObject()): string | null {
+  const override = env[`FLANCTL_PEER_${prog.toUpperCase().replaceAll("-", "_")}`];
+  if (override) return isExecutable(override) ? override : null;
+  const cache = env.FLANCTL_DEV_CACHE ?? "/var/cache/flanctl-dev";
+  if (KUBE_PROGRAMS.includes(prog)) {
+    // tools/peers/build.sh: kube-scheduler in a cache directory of its own, the others together.
+    for (const dir of [`kubernetes-${K8S_VERSION}`, `kube-scheduler-${K8S_VERSION}`]) {
+      if (isExecutable(`${cache}/${dir}/bin/${prog}`)) return `${cache}/${dir}/bin/${prog}`;
+    }
+  }
+  for (const d of (env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
+    if (d && isExecutable(`${d}/${prog}`)) return `${d}/${prog}`;
+  }
+  return null;
+}
+
+/** Every program of the kube lab, or a {@link KubeLabError} naming the missing ones and the fix. */
+export function kubePrograms(): Record<string, string> {
+  const need = [...KUBE_PROGRAMS, "etcd", "containerd", "ctr", "openssl", "busybox", "iptables"];
+  const found: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const p of need) {
+    const f = findProgram(p);
+    if (f) found[p] = f;
+    else missing.push(p);
+  }
+  if (missing.length) {
+    throw new KubeLabError(
+      `lab up --kube: ${missing.join(", ")} not found; ./install.sh --dev installs them (Kubernetes ` +
+        `${K8S_VERSION} into /var/cache/flanctl-dev; FLANCTL_PEER_<NAME>=/path points at another build)`,
+    );
+  }
+  return found;
+}
+
+/** The lab's Kubernetes paths. */
+export function kubePaths(name: string) {
+  const dir = labDir(name);
+  return {
+    dir,
+    pki: `${dir}/pki`,
+    admin: `${dir}/admin.kubeconfig`,
+    sandboxTar: `${dir}/sandbox-image.tar`,
+    node: (i: number) => `${dir}/node${i}`,
+  };
+}
+
+/** openssl commands making the CA and every certificate (server SANs for the API server and kubelets). */
+export function pkiScript(pki: string, apiIP: string, nodeIPs: string[]): string {
+  const lines = [
+    "set -e",
+    `cd ${shq(pki)}`,
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3 -subj /CN=flanctl-lab-ca 2>/dev/null",
+    "cert() {",
+    '  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null',
+    '  if [ -n "$3" ]; then printf "subjectAltName=%s\\nextendedKeyUsage=serverAuth,clientAuth\\n" "$3" >"$1.ext"',
+    '  else printf "extendedKeyUsage=clientAuth\\n" >"$1.ext"; fi',
+    '  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3 ' +
+    '-extfile "$1.ext" 2>/dev/null',
+    "}",
+    `cert apiserver /CN=kube-apiserver "IP:${apiIP},IP:127.0.0.1,IP:${SERVICE_VIP},DNS:kubernetes,` +
+    `DNS:kubernetes.default,DNS:kubernetes.default.svc"`,
+    'cert admin "/O=system:masters/CN=flanctl-lab-admin" ""',
+    'cert kcm /CN=system:kube-controller-manager ""',
+    'cert scheduler /CN=system:kube-scheduler ""',
+    ...nodeIPs.map((ip, i) => `cert node${i + 1} "/O=system:nodes/CN=system:node:node${i + 1}" "IP:${ip}"`),
+    "openssl genrsa -out sa.key 2048 2>/dev/null",
+    "openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null",
+    "rm -f ./*.csr ./*.ext",
+  ];
+  return lines.join("\n") + "\n";
+}
+
+/** A kubeconfig for `user` (its cert/key in `pki`) against `server`. */
+export function kubeconfig(server: string, pki: string, user: string): string {
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: lab",
+    `  cluster: {certificate-authority: ${JSON.stringify(`${pki}/ca.crt`)}, server: ${
+      JSON.stringify(server)
+    }}`,
+    "users:",
+    `- name: ${user}`,
+    `  user: {client-certificate: ${JSON.stringify(`${pki}/${user}.crt`)}, client-key: ${
+      JSON.stringify(`${pki}/${user}.key`)
+    }}`,
+    "contexts:",
+    `- name: lab`,
+    `  context: {cluster: lab, user: ${user}}`,
+    "current-context: lab",
+  ].join("\n") + "\n";
+}
+
+/** containerd's config for a node: its own root/state/socket, the CRI plugin on the default CNI paths. */
+export function containerdConfig(nodeDir: string): string {
+  const q = JSON.stringify;
+  return [
+    "version = 2",
+    `root = ${q(`${nodeDir}/containerd/root`)}`,
+    `state = ${q(`${nodeDir}/containerd/state`)}`,
+    "[grpc]",
+    `  address = ${q(`${nodeDir}/containerd/sock`)}`,
+    "[ttrpc]",
+    `  address = ${q(`${nodeDir}/containerd/sock.ttrpc`)}`,
+    '[plugins."io.containerd.grpc.v1.cri"]',
+    "  restrict_oom_score_adj = true",
+    `  sandbox_image = ${q(SANDBOX_IMAGE)}`,
+    '  [plugins."io.containerd.grpc.v1.cri".containerd]',
+    '    snapshotter = "overlayfs"',
+    '  [plugins."io.containerd.grpc.v1.cri".cni]',
+    '    bin_dir = "/opt/cni/bin"',
+    '    conf_dir = "/etc/cni/net.d"',
+  ].join("\n") + "\n";
+}
+
+/** The KubeletConfiguration of a node (cgroup v1 opt-in, cgroupfs, no QoS hierarchy, x509 authn). */
+export function kubeletConfig(nodeDir: string, ip: string, pki: string, node: string): string {
+  const q = JSON.stringify;
+  return [
+    "apiVersion: kubelet.config.k8s.io/v1beta1",
+    "kind: KubeletConfiguration",
+    "authentication:",
+    "  anonymous: {enabled: false}",
+    "  webhook: {enabled: false}",
+    `  x509: {clientCAFile: ${q(`${pki}/ca.crt`)}}`,
+    "authorization: {mode: AlwaysAllow}",
+    "cgroupDriver: cgroupfs",
+    "failCgroupV1: false",
+    "failSwapOn: false",
+    "cgroupsPerQOS: false",
+    "enforceNodeAllocatable: []",
+    `containerRuntimeEndpoint: ${q(`unix://${nodeDir}/containerd/sock`)}`,
+    `address: ${q(ip)}`,
+    "readOnlyPort: 0",
+    "healthzPort: 0",
+    "protectKernelDefaults: false",
+    "localStorageCapacityIsolation: false",
+    "evictionHard: {}",
+    "imageGCHighThresholdPercent: 100",
+    "resolvConf: /etc/resolv.conf",
+    `tlsCertFile: ${q(`${pki}/${node}.crt`)}`,
+    `tlsPrivateKeyFile: ${q(`${pki}/${node}.key`)}`,
+  ].join("\n") + "\n";
+}
+
+/**
+ * The node's start script, run by `ip netns exec <node>` (a mount namespace of its own): bind the node's
+ * directories over the host paths, mount the cgroup v1 hierarchies again, start containerd, import the
+ * images, exec kubelet. A bind that fails stops it before anything runs (no pod may write the host's paths).
+ */
+export function nodeScript(
+  o: {
+    nodeDir: string;
+    ip: string;
+    node: string;
+    pki: string;
+    images: string[];
+    progs: Record<string, string>;
+  },
+): string {
+  const d = o.nodeDir;
+  const binds: [string, string][] = [
+    [`${d}/cni-bin`, "/opt/cni/bin"],
+    [`${d}/cni-conf`, "/etc/cni/net.d"],
+    [`${d}/var-lib-cni`, "/var/lib/cni"],
+    [`${d}/run-flannel`, "/run/flannel"],
+    [`${d}/log-pods`, "/var/log/pods"],
+    [`${d}/log-containers`, "/var/log/containers"],
+    [`${d}/netns`, "/run/netns"],
+  ];
+  const sock = `${d}/containerd/sock`;
+  return [
+    "set -e",
+    ...binds.map(([src, dst]) => `mount --bind ${shq(src)} ${shq(dst)}`),
+    ...binds.map(([src, dst]) =>
+      `[ "$(stat -c %i ${shq(dst)})" = "$(stat -c %i ${
+        shq(src)
+      })" ] || { echo "bind ${dst} failed" >&2; exit 1; }`
+    ),
+    "mount -t tmpfs cgroup_root /sys/fs/cgroup",
+    "grep '^cgroup ' /proc/1/mounts | while read -r _ dir _ opts _; do",
+    '  name=${dir##*/}; mkdir -p "/sys/fs/cgroup/$name"',
+    "  o=$(echo \"$opts\" | tr , '\\n' | grep -vE '^(rw|ro|nosuid|nodev|noexec|relatime)$' | paste -sd, -)",
+    '  mount -t cgroup -o "$o" cgroup "/sys/fs/cgroup/$name"',
+    "done",
+    `${shq(o.progs.containerd)} --config ${shq(`${d}/containerd/config.toml`)} >>${
+      shq(`${d}/containerd.log`)
+    } 2>&1 &`,
+    `for i in $(seq 100); do ${shq(o.progs.ctr)} -a ${
+      shq(sock)
+    } version >/dev/null 2>&1 && break; sleep 0.1; done`,
+    ...o.images.map((img) =>
+      `${shq(o.progs.ctr)} -a ${shq(sock)} -n k8s.io images import ${shq(img)} >/dev/null`
+    ),
+    `exec ${shq(o.progs.kubelet)} --config=${shq(`${d}/kubelet.yaml`)} --kubeconfig=${
+      shq(`${d}/kubeconfig`)
+    } ` +
+    `--root-dir=${shq(`${d}/kubelet`)} --hostname-override=${o.node} --node-ip=${o.ip} --v=1`,
+  ].join("\n") + "\n";
+}
+
+/** Writes the busybox sandbox image as an OCI archive (one layer: /bin/busybox; it sleeps). */
+async function writeSandboxImage(tar: string, busybox: string, work: string): Promise<void> {
+  await Deno.mkdir(`${work}/rootfs/bin`, { recursive: true });
+  await Deno.copyFile(busybox, `${work}/rootfs/bin/busybox`);
+  await mustRun([
+    "tar",
+    "--sort=name",
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    "--mtime=@0",
+    "-C",
+    `${work}/rootfs`,
+    "-cf",
+    `${work}/layer.tar`,
+    "bin",
+  ]);
+  const layer = await Deno.readFile(`${work}/layer.tar`);
+  const sha = Array.from(
+    new Uint8Array(await crypto.subtle.digest("SHA-256", layer)),
+    (b) => b.toString(16).padStart(2, "0"),
+  ).join("");
+  const l = buildLayout({
+    ref: SANDBOX_IMAGE,
+    version: "0",
+    created: 0,
+    revision: "",
+    arch: Deno.build.arch === "aarch64" ? "arm64" : "amd64",
+    layerSha: sha,
+    layerSize: layer.length,
+    entrypoint: ["/bin/busybox", "sleep", "2147483647"],
+  });
+  const oci = `${work}/oci`;
+  await Deno.mkdir(`${oci}/blobs/sha256`, { recursive: true });
+  await Deno.rename(`${work}/layer.tar`, `${oci}/blobs/sha256/${sha}`);
+  for (const [h, b] of l.blobs) await Deno.writeFile(`${oci}/blobs/sha256/${h}`, b);
+  for (const [n, b] of l.files) await Deno.writeFile(`${oci}/${n}`, b);
+  await mustRun(["tar", "-C", oci, "-cf", tar, "."]);
+}
+
+/** kubectl with the lab's admin kubeconfig, run in the underlay namespace (where the API server listens). */
+export function kubectlCmd(
+  name: string,
+  args: string[],
+  kubectl = findProgram("kubectl") ?? "kubectl",
+): string[] {
+  return [
+    "ip",
+    "netns",
+    "exec",
+    underlayNetns(name),
+    kubectl,
+    "--kubeconfig",
+    kubePaths(name).admin,
+    ...args,
+  ];
+}
+
+async function waitFor(what: string, ms: number, fn: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await fn()) return;
+    await sleep(500);
+  }
+  throw new KubeLabError(`lab up --kube: ${what} not within ${ms / 1000} s`);
+}
+
+/** Builds the cluster; `say` gets one line per step. The caller tears down on failure (lab down). */
+export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promise<void> {
+  validateLabName(o.name);
+  const progs = kubePrograms();
+  for (const f of [o.image, o.manifest]) {
+    try {
+      Deno.statSync(f);
+    } catch {
+      throw new KubeLabError(
+        `${f}: not found (the image: deploy/build-image.sh builds dist/flanctl-image.tar)`,
+      );
+    }
+  }
+  const t0 = Date.now();
+  const p = kubePaths(o.name);
+  const ul = underlayAddrs(o.name);
+  const api = ul.gateway;
+  const un = underlayNetns(o.name);
+  const nodeIPs = Array.from({ length: o.nodes }, (_, i) => ul.nodeIP(i + 1));
+  await Deno.mkdir(p.pki, { recursive: true });
+  ensureMountPoints(KUBE_NODE_PATHS);
+
+  say(`underlay ${un}: bridge br0 ${api}/24, control plane`);
+  await mustRun(["ip", "netns", "add", un]);
+  for (
+    const c of [
+      ["link", "set", "lo", "up"],
+      ["link", "add", "br0", "type", "bridge"],
+      ["addr", "add", `${api}/24`, "dev", "br0"],
+      ["link", "set", "br0", "up"],
+    ]
+  ) await mustRun(["ip", "-n", un, ...c]);
+  await mustRun(["sh", "-c", pkiScript(p.pki, api, nodeIPs)]);
+  const server = `https://${api}:6443`;
+  for (const u of ["admin", "kcm", "scheduler"]) {
+    await Deno.writeTextFile(`${p.dir}/${u}.kubeconfig`, kubeconfig(server, p.pki, u));
+  }
+  const inUl = (cmd: string[]) => ["ip", "netns", "exec", un, ...cmd];
+  await spawnDetached(
+    inUl([
+      progs.etcd,
+      "--data-dir",
+      `${p.dir}/etcd`,
+      "--listen-client-urls",
+      "http://127.0.0.1:2379",
+      "--advertise-client-urls",
+      "http://127.0.0.1:2379",
+      "--listen-peer-urls",
+      "http://127.0.0.1:2380",
+    ]),
+    `${p.dir}/etcd.log`,
+  );
+  await spawnDetached(
+    inUl([
+      progs["kube-apiserver"],
+      "--etcd-servers=http://127.0.0.1:2379",
+      `--bind-address=${api}`,
+      `--advertise-address=${api}`,
+      "--secure-port=6443",
+      `--client-ca-file=${p.pki}/ca.crt`,
+      `--tls-cert-file=${p.pki}/apiserver.crt`,
+      `--tls-private-key-file=${p.pki}/apiserver.key`,
+      "--service-account-issuer=https://kubernetes.default.svc",
+      `--service-account-key-file=${p.pki}/sa.pub`,
+      `--service-account-signing-key-file=${p.pki}/sa.key`,
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      "--allow-privileged=true",
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      "--kubelet-preferred-address-types=InternalIP",
+      `--kubelet-client-certificate=${p.pki}/admin.crt`,
+      `--kubelet-client-key=${p.pki}/admin.key`,
+    ]),
+    `${p.dir}/kube-apiserver.log`,
+  );
+  const kubectl = (args: string[]) => runCmd(kubectlCmd(o.name, args, progs.kubectl));
+  await waitFor(
+    "the API server ready",
+    60_000,
+    async () => (await kubectl(["get", "--raw", "/readyz"])).code === 0,
+  );
+  await spawnDetached(
+    inUl([
+      progs["kube-controller-manager"],
+      `--kubeconfig=${p.dir}/kcm.kubeconfig`,
+      "--controllers=*",
+      "--allocate-node-cidrs=true",
+      `--cluster-cidr=${o.clusterCidr ?? "10.244.0.0/16"}`,
+      "--node-cidr-mask-size=24",
+      "--leader-elect=false",
+      "--secure-port=0",
+      "--use-service-account-credentials=true",
+      `--service-account-private-key-file=${p.pki}/sa.key`,
+      `--root-ca-file=${p.pki}/ca.crt`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    ]),
+    `${p.dir}/kube-controller-manager.log`,
+  );
+  await spawnDetached(
+    inUl([
+      progs["kube-scheduler"],
+      `--kubeconfig=${p.dir}/scheduler.kubeconfig`,
+      "--leader-elect=false",
+      "--secure-port=0",
+    ]),
+    `${p.dir}/kube-scheduler.log`,
+  );
+  say(`control plane up (${((Date.now() - t0) / 1000).toFixed(1)} s): ${server}`);
+
+  await writeSandboxImage(p.sandboxTar, progs.busybox, `${p.dir}/sandbox-build`);
+  for (let i = 1; i <= o.nodes; i++) {
+    const node = `node${i}`, ns = `${o.name}-${node}`, d = p.node(i), ip = nodeIPs[i - 1];
+    for (
+      const sub of [
+        "cni-bin",
+        "cni-conf",
+        "var-lib-cni",
+        "run-flannel",
+        "log-pods",
+        "log-containers",
+        "netns",
+        "containerd",
+        "kubelet",
+      ]
+    ) {
+      await Deno.mkdir(`${d}/${sub}`, { recursive: true });
+    }
+    await mustRun(["ip", "netns", "add", ns]);
+    await mustRun(["ip", "-n", ns, "link", "set", "lo", "up"]);
+    await mustRun([
+      "ip",
+      "link",
+      "add",
+      `u-${node}`,
+      "netns",
+      un,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      "eth0",
+      "netns",
+      ns,
+    ]);
+    await mustRun(["ip", "-n", un, "link", "set", `u-${node}`, "master", "br0", "up"]);
+    await mustRun(["ip", "-n", ns, "addr", "add", `${ip}/24`, "dev", "eth0"]);
+    await mustRun(["ip", "-n", ns, "link", "set", "eth0", "up"]);
+    await mustRun(["ip", "-n", ns, "route", "add", "default", "via", api]);
+    // The pods' in-cluster config dials the service VIP; no kube-proxy here: DNAT it to the API server.
+    await mustRun([
+      "ip",
+      "netns",
+      "exec",
+      ns,
+      progs.iptables,
+      "-w",
+      "-t",
+      "nat",
+      "-A",
+      "OUTPUT",
+      "-d",
+      `${SERVICE_VIP}/32`,
+      "-p",
+      "tcp",
+      "--dport",
+      "443",
+      "-j",
+      "DNAT",
+      "--to-destination",
+      `${api}:6443`,
+    ]);
+    await Deno.writeTextFile(`${d}/containerd/config.toml`, containerdConfig(d));
+    await Deno.writeTextFile(`${d}/kubelet.yaml`, kubeletConfig(d, ip, p.pki, node));
+    await Deno.writeTextFile(`${d}/kubeconfig`, kubeconfig(server, p.pki, node));
+    await Deno.writeTextFile(
+      `${d}/start.sh`,
+      nodeScript({ nodeDir: d, ip, node, pki: p.pki, images: [p.sandboxTar, o.image], progs }),
+    );
+    await spawnDetached(["ip", "netns", "exec", ns, "sh", `${d}/start.sh`], `${d}/kubelet.log`);
+    say(`${node}: ${ns} ${ip}, containerd + kubelet ${K8S_VERSION}`);
+  }
+  await waitFor("every node registered", 120_000, async () => {
+    const r = await kubectl(["get", "nodes", "-o", "name"]);
+    return r.code === 0 && r.stdout.trim().split("\n").filter(Boolean).length === o.nodes;
+  });
+  const applied = await kubectl(["apply", "-f", o.manifest]);
+  if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
+  say(`applied ${o.manifest}`);
+  await waitFor("every node Ready (flanctl's DaemonSet running)", 240_000, async () => {
+    const r = await kubectl([
+      "get",
+      "nodes",
+      "-o",
+      'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+    ]);
+    const st = r.stdout.trim().split("\n").filter(Boolean);
+    return r.code === 0 && st.length === o.nodes && st.every((s) => s === "True");
+  });
+  await waitFor("flanctl's DaemonSet ready on every node", 240_000, async () => {
+    const r = await kubectl([
+      "-n",
+      "kube-flannel",
+      "get",
+      "ds",
+      "kube-flannel-ds",
+      "-o",
+      "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
+    ]);
+    return r.code === 0 && r.stdout.trim() === `${o.nodes}/${o.nodes}`;
+  });
+  say(`${o.nodes} nodes Ready, flanctl on each, in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/** A pod `lab add-pod` made through the API of a --kube lab. */
+export interface KubePod {
+  name: string;
+  node: string;
+  ip: string;
+}
+
+/** The Pod object `lab add-pod` creates: pinned to `node`, the busybox image, httpd on a published port. */
+export function labPodManifest(name: string, node: string, ports: PodPort[]): Record<string, unknown> {
+  const tcp = ports.find((p) => p.protocol === "tcp");
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default", labels: { "flanctl-lab": "add-pod" } },
+    spec: {
+      nodeName: node,
+      terminationGracePeriodSeconds: 1,
+      containers: [{
+        name: "c",
+        image: SANDBOX_IMAGE,
+        imagePullPolicy: "Never",
+        command: tcp
+          ? ["/bin/busybox", "httpd", "-f", "-p", String(tcp.containerPort), "-h", "/"]
+          : ["/bin/busybox", "sleep", "2147483647"],
+        ports: ports.map((p) => ({
+          containerPort: p.containerPort,
+          hostPort: p.hostPort,
+          protocol: p.protocol.toUpperCase(),
+        })),
+      }],
+    },
+  };
+}
+
+/** `lab add-pod` on a --kube lab: a Pod through the API on `node`; waits until it runs with an address. */
+export async function kubeAddPod(
+  name: string,
+  node: string,
+  ports: PodPort[],
+  say: (l: string) => void,
+): Promise<KubePod> {
+  const kubectl = (args: string[], stdin?: string) => runCmd(kubectlCmd(name, args), { stdin });
+  const nodes = await kubectl(["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+  const known = nodes.stdout.trim().split(/\s+/).filter(Boolean);
+  if (!known.includes(node)) {
+    throw new KubeLabError(`lab '${name}' has no node '${node}' (known: ${known.join(", ") || "none"})`);
+  }
+  const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5);
+  const pod = `${node}-pod-${rnd}`;
+  const created = await kubectl(["create", "-f", "-"], JSON.stringify(labPodManifest(pod, node, ports)));
+  if (created.code !== 0) throw new KubeLabError(`kubectl create pod ${pod}: ${created.stderr.trim()}`);
+  let ip = "";
+  await waitFor(`pod ${pod} running`, 120_000, async () => {
+    const r = await kubectl(["get", "pod", pod, "-o", "jsonpath={.status.phase} {.status.podIP}"]);
+    const [phase, addr] = r.stdout.trim().split(" ");
+    ip = addr ?? "";
+    return phase === "Running" && !!ip;
+  });
+  say(
+    `${pod} on ${node}: ${ip}${
+      ports.map((p) => `, hostPort ${p.hostPort}->${p.containerPort}/${p.protocol}`).join("")
+    }`,
+  );
+  return { name: pod, node, ip };
+}

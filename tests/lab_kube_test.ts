@@ -1,0 +1,280 @@
+/**
+ * `flanctl lab up --kube` end to end (issue 27): the image built from this tree (deploy/build-image.sh), a
+ * real control plane and per node a containerd and a kubelet, deploy/kube-flanctl.yml applied as it is; the
+ * nodes become Ready, a Deployment spread over the nodes gets addresses from the nodes' podCIDRs and its
+ * pods ping each other across nodes both ways; `lab add-pod` makes a pod through the API, reached from the
+ * other node; a rollout restart of the DaemonSet loses no ping; `kubectl
+ * delete` leaves no pod namespace, veth or IP allocation on the nodes; a node drained and deleted is removed
+ * from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing of it on the host's
+ * own CNI paths.
+ *
+ * Needs the Kubernetes programs install.sh --dev builds (and kube-scheduler), etcd, containerd, busybox,
+ * mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
+ */
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { ROOT, run, TEST_PREFIX } from "./netns.ts";
+import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
+import { underlayAddrs } from "../lib/lab/paths.ts";
+
+const NEEDED = [
+  ...KUBE_PROGRAMS,
+  "etcd",
+  "containerd",
+  "ctr",
+  "openssl",
+  "busybox",
+  "iptables",
+  "mmdebstrap",
+];
+const missing = NEEDED.filter((p) => !findProgram(p));
+if (missing.length) {
+  const what = `lab up --kube needs ${missing.join(", ")} (./install.sh --dev builds and installs them)`;
+  if (Deno.env.get("CI") === "true") {
+    Deno.test("lab up --kube needs the Kubernetes peers", () => {
+      throw new Error(`${what}; under CI the test may not be skipped`);
+    });
+  } else console.error(`warning: ${what}; skipping the lab up --kube test`);
+}
+
+/** The underlay addresses of the lab's nodes (lib/lab/paths.ts's scheme). */
+function nodeIPs(name: string): string[] {
+  const x = underlayAddrs(name);
+  return [x.nodeIP(1), x.nodeIP(2)];
+}
+
+const flanctl = (...a: string[]) =>
+  run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);
+
+async function until(what: string, ms: number, fn: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  throw new Error(`${what}: not within ${ms / 1000} s`);
+}
+
+const DEPLOYMENT = (replicas: number) =>
+  JSON.stringify({
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "pinger", namespace: "default" },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: "pinger" } },
+      template: {
+        metadata: { labels: { app: "pinger" } },
+        spec: {
+          topologySpreadConstraints: [{
+            maxSkew: 1,
+            topologyKey: "kubernetes.io/hostname",
+            whenUnsatisfiable: "DoNotSchedule",
+            labelSelector: { matchLabels: { app: "pinger" } },
+          }],
+          terminationGracePeriodSeconds: 1,
+          containers: [{
+            name: "c",
+            image: "flanctl.local/pause:busybox",
+            imagePullPolicy: "Never",
+            command: ["/bin/busybox", "sleep", "3600"],
+          }],
+        },
+      },
+    },
+  });
+
+Deno.test({
+  name: "lab up --kube: real kubelets run flanctl's DaemonSet; pods ping across nodes; nothing left after",
+  ignore: missing.length > 0,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const name = `${TEST_PREFIX}kube${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 4)}`
+      .slice(0, 12);
+    const work = await Deno.makeTempDir({ prefix: "flanctl-labkube-" });
+    const hostBefore = await run(["sh", "-c", "ls -A /etc/cni/net.d /run/flannel 2>/dev/null"]);
+    try {
+      const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
+      assertEquals(img.code, 0, img.stderr.slice(-3000));
+      const t0 = Date.now();
+      const up = await flanctl(
+        "lab",
+        "up",
+        "--kube",
+        "--nodes",
+        "2",
+        "--name",
+        name,
+        "--image",
+        `${work}/image.tar`,
+        "--manifest",
+        `${ROOT}deploy/kube-flanctl.yml`,
+      );
+      assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
+      console.error(`  lab up --kube --nodes 2: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      assertStringIncludes(up.stdout, "2 nodes Ready");
+      const kubectl = (...a: string[]) => flanctl("lab", "kubectl", "--name", name, "--", ...a);
+
+      // podCIDRs come from kube-controller-manager; flanctl's subnet.env on each node matches its Node.
+      const cidrs = await kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.spec.podCIDR} {end}");
+      const podCidrs = cidrs.stdout.trim().split(" ");
+      assertEquals(podCidrs.length, 2, cidrs.stdout);
+      for (let i = 1; i <= 2; i++) {
+        const env = Deno.readTextFileSync(`/var/lib/flanctl-lab/${name}/node${i}/run-flannel/subnet.env`);
+        const sub = /FLANNEL_SUBNET=(\S+)/.exec(env)![1];
+        assert(
+          podCidrs.some((c) => c.split(".").slice(0, 3).join(".") === sub.split(".").slice(0, 3).join(".")),
+          env,
+        );
+      }
+
+      // Pods through the API, one per node.
+      const dep = `${work}/deployment.json`;
+      Deno.writeTextFileSync(dep, DEPLOYMENT(2));
+      assertEquals((await kubectl("apply", "-f", dep)).code, 0);
+      let pods: { name: string; ip: string; node: string }[] = [];
+      await until("2 pinger pods running", 120_000, async () => {
+        const r = await kubectl(
+          "get",
+          "pods",
+          "-l",
+          "app=pinger",
+          "-o",
+          "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.status.phase}\n{end}",
+        );
+        const rows = r.stdout.trim().split("\n").filter(Boolean).map((l) => l.split(" "));
+        pods = rows.filter((x) => x[3] === "Running" && x[1]).map(([n, ip, node]) => ({ name: n, ip, node }));
+        return pods.length === 2;
+      });
+      assertEquals(new Set(pods.map((p) => p.node)).size, 2, "the pods share a node");
+      // Cross-node ping, both ways (kubectl exec: API server -> kubelet -> containerd).
+      for (const [a, b] of [[pods[0], pods[1]], [pods[1], pods[0]]]) {
+        const p = await kubectl("exec", a.name, "--", "/bin/busybox", "ping", "-c", "3", "-W", "2", b.ip);
+        assertEquals(p.code, 0, `${a.name} (${a.node}) -> ${b.ip} (${b.node}):\n${p.stdout}${p.stderr}`);
+        assertStringIncludes(p.stdout, "3 packets received");
+      }
+
+      // lab add-pod on a --kube lab: a pod through the API, reached from the other node.
+      const added = await flanctl("lab", "add-pod", "node1", "--name", name);
+      assertEquals(added.code, 0, added.stderr);
+      const m = /^(node1-pod-\S+) on node1: (\S+)$/m.exec(added.stdout);
+      assert(m, `add-pod printed:\n${added.stdout}`);
+      const other = pods.find((p) => p.node === "node2")!;
+      const reach = await kubectl(
+        "exec",
+        other.name,
+        "--",
+        "/bin/busybox",
+        "ping",
+        "-c",
+        "2",
+        "-W",
+        "2",
+        m[2],
+      );
+      assertEquals(reach.code, 0, reach.stdout + reach.stderr);
+      assertEquals((await kubectl("delete", "pod", m[1], "--wait=true")).code, 0);
+
+      // A rollout restart of flanctl's DaemonSet loses no pod traffic (the kernel state outlives the daemon).
+      const pinging = flanctl(
+        "lab",
+        "kubectl",
+        "--name",
+        name,
+        "--",
+        "exec",
+        pods[0].name,
+        "--",
+        "/bin/busybox",
+        "ping",
+        "-c",
+        "150",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        pods[1].ip,
+      );
+      await new Promise((r) => setTimeout(r, 2000));
+      assertEquals((await kubectl("-n", "kube-flannel", "rollout", "restart", "ds/kube-flannel-ds")).code, 0);
+      const rolled = await kubectl(
+        "-n",
+        "kube-flannel",
+        "rollout",
+        "status",
+        "ds/kube-flannel-ds",
+        "--timeout=150s",
+      );
+      assertEquals(rolled.code, 0, rolled.stdout + rolled.stderr);
+      const pinged = await pinging;
+      const stats = /(\d+) packets transmitted, (\d+) packets received/.exec(pinged.stdout);
+      assert(stats, `no ping statistics:\n${pinged.stdout}${pinged.stderr}`);
+      console.error(`  rollout restart: ${stats[2]}/${stats[1]} pings answered`);
+      assertEquals(stats[2], stats[1], "pod traffic lost during the DaemonSet's rollout restart");
+
+      // kubectl delete leaves nothing on the nodes.
+      assertEquals((await kubectl("delete", "-f", dep, "--wait=true")).code, 0);
+      await until("the pinger pods gone", 60_000, async () => {
+        const r = await kubectl("get", "pods", "-l", "app=pinger", "-o", "name");
+        return r.code === 0 && r.stdout.trim() === "";
+      });
+      await until("no pod namespace, veth or IP allocation left on the nodes", 60_000, async () => {
+        for (let i = 1; i <= 2; i++) {
+          const d = `/var/lib/flanctl-lab/${name}/node${i}`;
+          if ([...Deno.readDirSync(`${d}/netns`)].length) return false;
+          const veths = await run(["ip", "-n", `${name}-node${i}`, "-o", "link", "show", "type", "veth"]);
+          // The node's own uplink (eth0, a veth to the underlay) stays.
+          if (veths.stdout.split("\n").some((l) => l.trim() && !l.includes(" eth0@"))) return false;
+          const ips = await run([
+            "sh",
+            "-c",
+            `ls ${d}/var-lib-cni/networks/cbr0 2>/dev/null | grep -c '^10\\.' || true`,
+          ]);
+          if (ips.stdout.trim() !== "0") return false;
+        }
+        return true;
+      });
+
+      // A node drained and deleted is removed from every peer: node1 has no route or FDB entry for it.
+      const sub2 = /FLANNEL_SUBNET=(\d+\.\d+\.\d+)\./.exec(
+        Deno.readTextFileSync(`/var/lib/flanctl-lab/${name}/node2/run-flannel/subnet.env`),
+      )![1];
+      const routes = () => run(["ip", "-n", `${name}-node1`, "route", "show"]);
+      assertStringIncludes((await routes()).stdout, `${sub2}.0/24`);
+      const drained = await kubectl("drain", "node2", "--ignore-daemonsets", "--force", "--timeout=60s");
+      assertEquals(drained.code, 0, drained.stdout + drained.stderr);
+      assertEquals((await kubectl("delete", "node", "node2")).code, 0);
+      await until(
+        "node2's subnet gone from node1",
+        60_000,
+        async () => !(await routes()).stdout.includes(`${sub2}.0/24`),
+      );
+      const fdb = await run(["bridge", "-n", `${name}-node1`, "fdb", "show", "dev", "flannel.1"]);
+      assert(!fdb.stdout.includes(nodeIPs(name)[1]), `node1 still forwards to node2:\n${fdb.stdout}`);
+    } finally {
+      const down = await flanctl("lab", "down", "--name", name);
+      await Deno.remove(work, { recursive: true }).catch(() => {});
+      assertEquals(down.code, 0, down.stderr);
+    }
+    // Nothing left: namespaces, processes, files; the host's own CNI paths as they were.
+    const ns = await run(["ip", "netns", "list"]);
+    assertEquals(ns.stdout.split("\n").filter((l) => l.startsWith(`${name}-`)), []);
+    const ps = await run(["sh", "-c", `ps -eo args | grep -c '[/]flanctl-lab/${name}/' || true`]);
+    assertEquals(ps.stdout.trim(), "0", "processes of the lab left");
+    let left = true;
+    try {
+      Deno.statSync(`/var/lib/flanctl-lab/${name}`);
+    } catch {
+      left = false;
+    }
+    assert(!left, "the lab directory is left");
+    // The nodes' files went to their own directories: what the DaemonSet writes is not on the host's paths
+    // unless it was there before (other tests may run beside this one, so only new names count).
+    const before = new Set(hostBefore.stdout.split("\n"));
+    const hostAfter = await run(["sh", "-c", "ls -A /etc/cni/net.d /run/flannel 2>/dev/null"]);
+    const added = hostAfter.stdout.split("\n").filter((l) =>
+      !before.has(l) && /^(10-flannel\.conflist|subnet\.env|flanctl\.json)$/.test(l)
+    );
+    assertEquals(added, [], "the lab wrote the host's /etc/cni/net.d or /run/flannel");
+  },
+});
