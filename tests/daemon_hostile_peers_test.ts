@@ -22,7 +22,9 @@ import {
   waitFor,
 } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { flanctl, ipJson, nsRun, nsSh, sh } from "./netns.ts";
+import { flanctl, ipJson, nsRun, nsSh, ROOT, sh } from "./netns.ts";
+import { KubeControlPlane } from "./kube_cluster.ts";
+import { requirePeers } from "./peers.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -421,4 +423,87 @@ Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot i
   } finally {
     await c.close();
   }
+});
+
+Deno.test({
+  name:
+    "hostile peers, real kube-apiserver: refused Nodes program nothing; our overwritten annotation is patched back",
+  ignore: !requirePeers(["kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdctl"]),
+  async fn() {
+    const c = new DaemonCluster("10.88");
+    let cp: KubeControlPlane | null = null;
+    try {
+      await c.init();
+      const a = await c.addNode();
+      cp = await KubeControlPlane.start({
+        netns: c.underlay,
+        address: `${c.base}.0.1`,
+        clusterCidr: "10.244.0.0/16",
+        dir: `${c.tmp}/kube`,
+      });
+      await cp.kubectlOk("apply", "-f", `${ROOT}deploy/kube-flanctl.yml`);
+      await cp.upsertNode("kn1");
+      const own = await waitFor("kn1's podCIDR", async () => (await cp!.node("kn1"))?.spec.podCIDR, 60_000);
+      await Deno.writeTextFile(
+        `${c.tmp}/net-conf.json`,
+        JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } }),
+      );
+      await cp.kubectlOk("create", "secret", "generic", "tok", "-n", "kube-flannel");
+      await Deno.writeTextFile(`${c.tmp}/token`, await cp.token("kube-flannel", "flannel", "tok"));
+      await Deno.writeTextFile(`${c.tmp}/sa.kubeconfig`, cp.kubeconfig({ tokenFile: `${c.tmp}/token` }));
+      c.start(a, [
+        "--kube-subnet-mgr",
+        `--kubeconfig-file=${c.tmp}/sa.kubeconfig`,
+        `--net-config-path=${c.tmp}/net-conf.json`,
+        ...FAST,
+      ], { NODE_NAME: "kn1" });
+      await c.waitReady(a, 90_000);
+      const ann = (ip: string, mac: string, managed = true) => ({
+        [`${P}public-ip`]: ip,
+        [`${P}backend-type`]: "vxlan",
+        [`${P}backend-data`]: JSON.stringify({ VNI: 1, VtepMAC: mac }),
+        ...(managed ? { [`${P}kube-subnet-manager`]: "true" } : {}),
+      });
+      const free = [50, 51, 52, 53, 54].map((k) => `10.244.${k}.0/24`).filter((s) => s !== own);
+      await cp.upsertNode("h-whole", ["10.244.0.0/16"], ann("10.88.0.130", "0e:00:00:00:00:30"));
+      await cp.upsertNode("h-lo", [free[0]], ann("127.0.0.1", "0e:00:00:00:00:31"));
+      await cp.upsertNode("h-mac", [free[1]], ann("10.88.0.132", "ff:ff:ff:ff:ff:ff"));
+      await cp.upsertNode("h-unmanaged", [free[2]], ann("10.88.0.133", "0e:00:00:00:00:33", false));
+      // Its podCIDR given too: h-whole's /16 leaves the controller manager no free CIDR to allocate.
+      await cp.upsertNode("good", [free[3]], ann("10.88.0.134", "0e:00:00:00:00:34"));
+      const good = await waitFor(
+        "good's podCIDR",
+        async () => (await cp!.node("good"))?.spec.podCIDR,
+        60_000,
+      );
+      const want = {
+        routes: [`${good} via ${good.split("/")[0]} dev flannel.1`],
+        neigh: [`${good.split("/")[0]} 0e:00:00:00:00:34`],
+        fdb: ["0e:00:00:00:00:34 10.88.0.134"],
+      };
+      await waitFor(
+        c.explain("only the good Node programmed"),
+        async () => JSON.stringify(await peerEntries(a, "10.244.0.0")) === JSON.stringify(want),
+        60_000,
+      );
+      await new Promise((r) => setTimeout(r, 2500));
+      assertEquals(await peerEntries(a, "10.244.0.0"), want, await c.state());
+      const m = await metrics(c, a);
+      assertEquals(rejected(m, "subnet_length"), 1, m);
+      assertEquals(rejected(m, "public_ip"), 1, m);
+      assertEquals(rejected(m, "vtep_mac"), 1, m);
+
+      // Someone overwrites our Node's public-ip annotation: the daemon patches its own back.
+      await cp.kubectlOk("annotate", "node", "kn1", "--overwrite", `${P}public-ip=10.88.0.177`);
+      await waitFor(
+        c.explain("our public-ip annotation patched back"),
+        async () => (await cp!.node("kn1"))?.metadata.annotations?.[`${P}public-ip`] === a.ip,
+        60_000,
+      );
+      assert(metric(await metrics(c, a), "flanctl_own_lease_rewrites_total") >= 1);
+    } finally {
+      await c.close();
+      await cp?.stop();
+    }
+  },
 });
