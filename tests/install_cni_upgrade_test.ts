@@ -28,6 +28,7 @@ async function cniJs(dir: string, variant = ""): Promise<string> {
     }).output();
     assertEquals(b.code, 0, new TextDecoder().decode(b.stderr));
     bundled = out;
+    globalThis.addEventListener("unload", () => Deno.removeSync(out));
   }
   Deno.mkdirSync(dir, { recursive: true });
   const path = `${dir}/cni.js`;

@@ -3,12 +3,12 @@
  * real control plane and per node a containerd and a kubelet, deploy/kube-flanctl.yml applied as it is; the
  * nodes become Ready, a Deployment spread over the nodes gets addresses from the nodes' podCIDRs and its
  * pods ping each other across nodes both ways; `lab add-pod` makes a pod through the API, reached from the
- * other node; a rollout restart of the DaemonSet loses no ping; `kubectl
- * delete` leaves no pod namespace, veth or IP allocation on the nodes; a node drained and deleted is removed
- * from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing of it on the host's
- * own CNI paths.
+ * other node, and its hostPort too; a rollout restart of the DaemonSet loses no ping; `kubectl delete`
+ * leaves no pod namespace, veth, IP allocation or hostPort rule on the nodes; a node drained and deleted is
+ * removed from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing
+ * of it on the host's own CNI paths.
  *
- * Needs the Kubernetes programs install.sh --dev builds (and kube-scheduler), etcd, containerd, busybox,
+ * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler), etcd, containerd, busybox,
  * mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -154,10 +154,11 @@ Deno.test({
         assertStringIncludes(p.stdout, "3 packets received");
       }
 
-      // lab add-pod on a --kube lab: a pod through the API, reached from the other node.
-      const added = await flanctl("lab", "add-pod", "node1", "--name", name);
+      // lab add-pod on a --kube lab: a pod through the API with a hostPort, reached from the other node: its
+      // pod address from a pod there, the hostPort on node1's address from node2 itself.
+      const added = await flanctl("lab", "add-pod", "node1", "--publish", "18080:8080", "--name", name);
       assertEquals(added.code, 0, added.stderr);
-      const m = /^(node1-pod-\S+) on node1: (\S+)$/m.exec(added.stdout);
+      const m = /^(node1-pod-\S+) on node1: ([^,\s]+)/m.exec(added.stdout);
       assert(m, `add-pod printed:\n${added.stdout}`);
       const other = pods.find((p) => p.node === "node2")!;
       const reach = await kubectl(
@@ -173,7 +174,25 @@ Deno.test({
         m[2],
       );
       assertEquals(reach.code, 0, reach.stdout + reach.stderr);
+      const url = `http://${nodeIPs(name)[0]}:18080/bin/busybox`;
+      const web = await run([
+        "ip",
+        "netns",
+        "exec",
+        `${name}-node2`,
+        findProgram("busybox")!,
+        "wget",
+        "-q",
+        "-O",
+        "/dev/null",
+        url,
+      ]);
+      assertEquals(web.code, 0, `hostPort ${url} from node2: ${web.stdout}${web.stderr}`);
       assertEquals((await kubectl("delete", "pod", m[1], "--wait=true")).code, 0);
+      await until("node1's hostPort rules gone with the pod", 30_000, async () => {
+        const nat = await run(["ip", "netns", "exec", `${name}-node1`, "iptables-save", "-t", "nat"]);
+        return !nat.stdout.includes("18080");
+      });
 
       // A rollout restart of flanctl's DaemonSet loses no pod traffic (the kernel state outlives the daemon).
       const pinging = flanctl(

@@ -1,0 +1,86 @@
+import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
+import {
+  containerdConfig,
+  findProgram,
+  kubeletConfig,
+  labPodManifest,
+  nodeScript,
+  pkiScript,
+} from "./kube.ts";
+
+Deno.test("kube lab: a node's script checks every bind before it starts anything", () => {
+  const s = nodeScript({
+    nodeDir: "/l/node1",
+    ip: "192.0.2.11",
+    node: "node1",
+    pki: "/l/pki",
+    images: ["/l/sandbox.tar", "/l/image.tar"],
+    progs: { containerd: "/usr/bin/containerd", ctr: "/usr/bin/ctr", kubelet: "/k/kubelet" },
+  });
+  const lines = s.split("\n");
+  const firstStart = lines.findIndex((l) => l.startsWith("/usr/bin/containerd"));
+  for (
+    const dst of [
+      "/opt/cni/bin",
+      "/etc/cni/net.d",
+      "/var/lib/cni",
+      "/run/flannel",
+      "/run/netns",
+      "/var/log/pods",
+    ]
+  ) {
+    const bind = lines.findIndex((l) => l.startsWith("mount --bind") && l.endsWith(` ${dst}`));
+    const check = lines.findIndex((l) => l.includes(`bind ${dst} failed`));
+    assert(bind >= 0 && check > bind && check < firstStart, `${dst}: bound and checked before containerd`);
+  }
+  assertEquals(lines[0], "set -e");
+  assertStringIncludes(s, "images import /l/sandbox.tar");
+  assertStringIncludes(s, "exec /k/kubelet --config=/l/node1/kubelet.yaml");
+});
+
+Deno.test("kube lab: kubelet and containerd configs carry the facts measured here", () => {
+  const k = kubeletConfig("/l/node1", "192.0.2.11", "/l/pki", "node1");
+  for (
+    const want of [
+      "failCgroupV1: false",
+      "cgroupDriver: cgroupfs",
+      "cgroupsPerQOS: false",
+      'address: "192.0.2.11"',
+    ]
+  ) {
+    assertStringIncludes(k, want);
+  }
+  const c = containerdConfig("/l/node1");
+  assertStringIncludes(c, "restrict_oom_score_adj = true");
+  assertStringIncludes(c, 'sandbox_image = "flanctl.local/pause:busybox"');
+  assertStringIncludes(c, 'address = "/l/node1/containerd/sock"');
+  const p = pkiScript("/l/pki", "192.0.2.1", ["192.0.2.11"]);
+  assertStringIncludes(p, "IP:192.0.2.1,IP:127.0.0.1,IP:10.96.0.1");
+  assertStringIncludes(p, '"/O=system:nodes/CN=system:node:node1" "IP:192.0.2.11"');
+});
+
+Deno.test("kube lab: add-pod's Pod is pinned, never pulled, and publishes its hostPort", () => {
+  const pod = labPodManifest("node1-pod-x", "node1", [{
+    hostPort: 18080,
+    containerPort: 8080,
+    protocol: "tcp",
+  }]);
+  // deno-lint-ignore no-explicit-any
+  const spec = (pod as any).spec;
+  assertEquals(spec.nodeName, "node1");
+  assertEquals(spec.containers[0].imagePullPolicy, "Never");
+  assertEquals(spec.containers[0].ports, [{ containerPort: 8080, hostPort: 18080, protocol: "TCP" }]);
+  assertEquals(spec.containers[0].command.slice(0, 4), ["/bin/busybox", "httpd", "-f", "-p"]);
+});
+
+Deno.test("kube lab: FLANCTL_PEER_<NAME> overrides where a program is found; a bad override is none", () => {
+  assertEquals(
+    findProgram("kube-scheduler", { FLANCTL_PEER_KUBE_SCHEDULER: "/bin/sh", PATH: "" }),
+    "/bin/sh",
+  );
+  assertEquals(findProgram("kubelet", { FLANCTL_PEER_KUBELET: "/nonexistent/kubelet", PATH: "/bin" }), null);
+  assertEquals(
+    findProgram("sh", { PATH: "/nonexistent:/bin", FLANCTL_DEV_CACHE: "/nonexistent" }),
+    "/bin/sh",
+  );
+});
