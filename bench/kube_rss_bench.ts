@@ -88,7 +88,7 @@ function fill(api: FakeApiServer, big: boolean) {
   }
   const self: Node = {
     metadata: { name: "self", resourceVersion: String(++api.rv), annotations: {} },
-    spec: { podCIDR: "10.250.0.0/24", podCIDRs: ["10.250.0.0/24"] },
+    spec: { podCIDR: "10.30.0.0/24", podCIDRs: ["10.30.0.0/24"] },
     status: { conditions: [] },
   };
   api.nodes.set("self", self);
@@ -130,7 +130,9 @@ try {
   api = new FakeApiServer({ hostname: "10.92.0.1", netns: c.underlay });
   await Deno.writeTextFile(
     `${c.tmp}/net-conf.json`,
-    JSON.stringify({ Network: "10.0.0.0/8", Backend: { Type: "vxlan" } }),
+    // The peers' podCIDRs (10.0-19.x.0/24) and ours, not their public IPs (10.200.x.y): a peer whose
+    // PublicIP lies inside the Network is refused (lib/reconcile/peer_guard.ts).
+    JSON.stringify({ Network: "10.0.0.0/11", Backend: { Type: "vxlan" } }),
   );
   await Deno.writeTextFile(
     `${c.tmp}/kubeconfig`,

@@ -35,7 +35,7 @@ import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
 import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
 import { readCappedTextAsync } from "../../base/capped_read.ts";
 import { type KubeNode, type ListFrom, listNodesPaged, projectNode } from "./kube_node.ts";
-import { safeText } from "../limits.ts";
+import { type ResponseLimits, safeText } from "../limits.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -175,6 +175,66 @@ export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | 
 function createdMs(n: KubeNode): number | undefined {
   const t = n.metadata.creationTimestamp ? Date.parse(n.metadata.creationTimestamp) : NaN;
   return Number.isFinite(t) ? t : undefined;
+}
+
+/** Why a watch ended with 410 Gone (then: a re-list). */
+const GONE = "Kubernetes watch expired (410 Gone): re-listing";
+
+const sameLease = (a: Lease, b: Lease) =>
+  String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
+  encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
+
+/**
+ * The leases a watch knows, by Node name, capped as a list is: a watch adding more Nodes than the item cap,
+ * or more lease data (attributes as written plus a fixed cost) than the kept-data cap, ends in a re-list,
+ * which enforces the list's own caps.
+ */
+class KnownLeases {
+  readonly map: Map<string, Lease>;
+  #limits: ResponseLimits;
+  #kept = 0;
+
+  constructor(map: Map<string, Lease>, limits: ResponseLimits) {
+    this.map = map;
+    this.#limits = limits;
+    for (const l of map.values()) this.#kept += KnownLeases.size(l);
+  }
+
+  static size(l: Lease): number {
+    return 128 + encodeLeaseAttrs(l.attrs).length;
+  }
+
+  /** The events that turn what is known into `cur` (a new list). */
+  diff(cur: Map<string, Lease>): LeaseEvent[] {
+    return diffLeases(this.map, cur, sameLease);
+  }
+
+  /** Node `name` now publishes `cur` (null: none, or deleted): the lease events, or the cap it breaks. */
+  apply(name: string, cur: Lease | null): LeaseEvent[] | string {
+    const old = this.map.get(name);
+    if (!cur) {
+      if (!old) return [];
+      this.map.delete(name);
+      this.#kept -= KnownLeases.size(old);
+      return [{ type: "removed", lease: old }];
+    }
+    if (old && sameLease(old, cur)) {
+      this.map.set(name, cur);
+      return [];
+    }
+    const { maxKeptBytes, maxItems } = this.#limits;
+    const kept = this.#kept + KnownLeases.size(cur) - (old ? KnownLeases.size(old) : 0);
+    if (kept > maxKeptBytes) return `Kubernetes watch: more than ${maxKeptBytes} bytes of node data to keep`;
+    if (!old && this.map.size >= maxItems) {
+      return `Kubernetes watch: more than ${maxItems} Nodes (FLANCTL_API_MAX_ITEMS)`;
+    }
+    this.#kept = kept;
+    this.map.set(name, cur);
+    const events: LeaseEvent[] = [];
+    if (old && String(old.subnet) !== String(cur.subnet)) events.push({ type: "removed", lease: old });
+    events.push({ type: "added", lease: cur });
+    return events;
+  }
 }
 
 /** The kube store. */
@@ -572,28 +632,17 @@ export class KubeStore implements SubnetStore {
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
     let rv = cursor;
-    let known = new Map(this.#snapshots.get(cursor) ?? []);
+    let known = new KnownLeases(new Map(this.#snapshots.get(cursor) ?? []), this.client.limits);
     let needList = !this.#snapshots.has(cursor);
     const backoff = new Backoff(this.#opts.warn);
-    const { maxItems, maxKeptBytes } = this.client.limits;
-    // What the known leases keep (their attributes as written plus a fixed cost), capped as a list is: a
-    // watch adding ever larger or more Nodes ends in a re-list, which enforces the list's caps.
-    const size = (l: Lease) => 128 + encodeLeaseAttrs(l.attrs).length;
-    let kept = 0;
-    for (const l of known.values()) kept += size(l);
-    const same = (a: Lease, b: Lease) =>
-      String(a.subnet) === String(b.subnet) && String(a.ipv6Subnet) === String(b.ipv6Subnet) &&
-      encodeLeaseAttrs(a.attrs) === encodeLeaseAttrs(b.attrs);
     while (!stop.aborted) {
       if (needList) {
         try {
           // client-go re-lists from the last resourceVersion the watch saw, not the last list's.
           if (rv) this.#from = { ...this.#from, rv };
           const l = await this.#list();
-          const events = diffLeases(known, l.leases, same);
-          known = l.leases;
-          kept = 0;
-          for (const x of known.values()) kept += size(x);
+          const events = known.diff(l.leases);
+          known = new KnownLeases(l.leases, this.client.limits);
           rv = l.rv;
           needList = false;
           if (events.length) yield events;
@@ -612,52 +661,21 @@ export class KubeStore implements SubnetStore {
           const raw of this.client.watch<KubeNode & { code?: number }>(req.path, stop, req.deadlineMs)
         ) {
           got++;
-          if (raw?.type === "ERROR") {
-            const o = (raw.object ?? {}) as { code?: unknown; message?: unknown };
-            if (o.code === 410) {
-              needList = true;
-              trouble = "Kubernetes watch expired (410 Gone): re-listing";
-            } else {
-              trouble = `Kubernetes watch error: ${safeText(JSON.stringify(raw.object ?? null) ?? "")}`;
-            }
+          const ev = this.#watchEvent(raw);
+          if (typeof ev === "string") {
+            trouble = ev;
+            needList ||= ev === GONE;
             break;
           }
-          if (!["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].includes(raw?.type)) {
-            trouble = `Kubernetes watch sent an event of type ${safeText(String(raw?.type), 40)}`;
-            break;
-          }
-          // Only the projected fields stay alive (the rest of a ~10 KB Node is garbage at once).
-          const ev = { type: raw.type, object: projectNode(raw.object, this.prefix) };
           rv = ev.object.metadata.resourceVersion ?? rv;
           if (ev.type === "BOOKMARK") continue;
-          const name = ev.object.metadata.name;
-          const old = known.get(name);
           const cur = ev.type === "DELETED" ? null : this.#toLease(ev.object);
-          const events: LeaseEvent[] = [];
-          if (!cur) {
-            if (old) {
-              known.delete(name);
-              kept -= size(old);
-              events.push({ type: "removed", lease: old });
-            }
-          } else if (!old || !same(old, cur)) {
-            kept += size(cur) - (old ? size(old) : 0);
-            if (kept > maxKeptBytes) {
-              trouble = `Kubernetes watch: more than ${maxKeptBytes} bytes of node data to keep`;
-              needList = true;
-              break;
-            }
-            if (!old && known.size >= maxItems) {
-              trouble = `Kubernetes watch: more than ${maxItems} Nodes (FLANCTL_API_MAX_ITEMS)`;
-              needList = true;
-              break;
-            }
-            if (old && (String(old.subnet) !== String(cur.subnet))) {
-              events.push({ type: "removed", lease: old });
-            }
-            known.set(name, cur);
-            events.push({ type: "added", lease: cur });
-          } else known.set(name, cur);
+          const events = known.apply(ev.object.metadata.name, cur);
+          if (typeof events === "string") {
+            trouble = events;
+            needList = true;
+            break;
+          }
           if (events.length) yield events;
         }
         if (!trouble && got === 0 && Date.now() - started < 1000) {
@@ -667,7 +685,7 @@ export class KubeStore implements SubnetStore {
         if (stop.aborted) break;
         if (e instanceof KubeApiError && e.status === 410) {
           needList = true;
-          trouble = "Kubernetes watch expired (410 Gone): re-listing";
+          trouble = GONE;
         } else if (e instanceof WatchTimeoutError) {
           // Open for its whole timeout (minutes): re-opened at once, its length bounds the rate.
           (this.#opts.warn ?? plainWarn)(`${e.message}; watching again from resourceVersion ${rv}`);
@@ -676,6 +694,22 @@ export class KubeStore implements SubnetStore {
       if (stop.aborted) break;
       if (trouble) await backoff.wait(trouble, stop);
     }
+  }
+
+  /**
+   * One line of a watch: the event with its Node projected (only those fields stay alive; the rest of a
+   * ~10 KB Node is garbage at once), or why the watch ends ({@link GONE} for 410: a re-list).
+   */
+  #watchEvent(raw: { type?: unknown; object?: unknown } | null): { type: string; object: KubeNode } | string {
+    if (raw?.type === "ERROR") {
+      const o = (raw.object ?? {}) as { code?: unknown };
+      if (o.code === 410) return GONE;
+      return `Kubernetes watch error: ${safeText(JSON.stringify(raw.object ?? null) ?? "")}`;
+    }
+    if (typeof raw?.type !== "string" || !["ADDED", "MODIFIED", "DELETED", "BOOKMARK"].includes(raw.type)) {
+      return `Kubernetes watch sent an event of type ${safeText(String(raw?.type), 40)}`;
+    }
+    return { type: raw.type, object: projectNode(raw.object, this.prefix) };
   }
 
   /** Stops watchers and closes the client. */
