@@ -11,7 +11,10 @@
  * - {@link Coalescer}: the receive side — consecutive in-order TCP/IPv4 segments of one flow (the same
  *   addresses, ports, TOS, TTL, DF, ACK, window and options, contiguous sequence numbers, equal payload
  *   sizes but the last) merged into one GSO super-packet with a NEEDS_CSUM header, so the kernel runs its
- *   stack once per 64 KiB rather than once per segment (what GRO does for a NIC).
+ *   stack once per 64 KiB rather than once per segment (what GRO does for a NIC). As GRO, it merges only
+ *   segments whose IPv4 header and TCP checksums verify (the merged packet's NEEDS_CSUM tells the kernel
+ *   that nothing is left to check): a corrupted one is written out on its own, unmerged, for the pod's
+ *   kernel to verify and drop.
  *
  * Pure computation on Uint8Arrays (no syscalls, no allocation per packet on the hot paths). Checksums
  * are summed 32 bits at a time on little-endian hosts (x86-64, arm64: the only ones the data path runs on).
@@ -238,6 +241,14 @@ export function tsoSplit(
   return n;
 }
 
+/**
+ * True when the IPv4 header checksum and the TCP checksum (with the pseudo header) of the TCP/IPv4 packet
+ * `p[off .. off+len)` (a 20-byte IP header, as the Coalescer merges) verify.
+ */
+function segmentOk(p: Uint8Array, off: number, len: number): boolean {
+  return csum(p, off, 20) === 0xffff && csum(p, off + 20, len - 20, pseudo(p, off, len - 20, TCP)) === 0xffff;
+}
+
 /** Where a {@link Coalescer} puts its packets (an object with a method: one call target for V8). */
 export interface PacketSink {
   /** `buf[0..len)` is a virtio_net_hdr and a packet holding `segments` packets of `wireBytes` as they came. */
@@ -267,6 +278,8 @@ export class Coalescer {
   #nextSeq = 0;
   /** False once the held run can take no more (short segment, PSH). */
   #open = false;
+  /** True once the held first segment's checksums were verified (only done when a second one comes). */
+  #firstOk = false;
   /** Maximal merged IP packet: 64 KiB − 1 (IPv4 total length). */
   readonly #max: number;
 
@@ -308,21 +321,22 @@ export class Coalescer {
 
   /** Adds the IP packet `p[off .. off+len)`; `p[off-VNET_HDR_LEN .. off)` is headroom. */
   add(p: Uint8Array, off: number, len: number): void {
-    const plen = this.#mergeable(p, off, len);
+    let plen = this.#mergeable(p, off, len);
     if (plen > 0 && this.#segs > 0 && this.#continues(p, off, plen)) {
-      if (this.#first) {
-        // Second segment: the held one moves to the scratch buffer.
-        this.#out.set(this.#first.subarray(this.#firstOff, this.#firstOff + this.#len), VNET_HDR_LEN);
-        this.#first = null;
+      // Only verified segments are merged (the held first one is verified when a second one comes).
+      if (
+        this.#first && !this.#firstOk && !(this.#firstOk = segmentOk(this.#first, this.#firstOff, this.#len))
+      ) {
+        // The held segment is corrupted: out on its own (the kernel drops it); `p` starts a new run.
+        this.flush();
+        this.#hold(p, off, len, plen);
+        return;
       }
-      this.#out.set(p.subarray(off + this.#hl, off + len), VNET_HDR_LEN + this.#len);
-      this.#len += plen;
-      this.#wire += len;
-      this.#segs++;
-      this.#nextSeq = (this.#nextSeq + plen) >>> 0;
-      if (p[off + 33] & PSH) this.#out[VNET_HDR_LEN + 33] |= PSH;
-      this.#open = plen === this.#mss && (p[off + 33] & PSH) === 0;
-      return;
+      if (segmentOk(p, off, len)) {
+        this.#merge(p, off, len, plen);
+        return;
+      }
+      plen = -1; // corrupted: the run goes out, then `p` on its own (the kernel drops it)
     }
     this.flush();
     if (plen <= 0) {
@@ -330,6 +344,28 @@ export class Coalescer {
       this.#sink.emit(off === VNET_HDR_LEN ? p : p.subarray(off - VNET_HDR_LEN), len + VNET_HDR_LEN, 1, len);
       return;
     }
+    this.#hold(p, off, len, plen);
+  }
+
+  /** Appends `p[off..off+len)` (verified, continuing the held run, payload `plen`) to the run. */
+  #merge(p: Uint8Array, off: number, len: number, plen: number): void {
+    if (this.#first) {
+      // Second segment: the held one moves to the scratch buffer.
+      this.#out.set(this.#first.subarray(this.#firstOff, this.#firstOff + this.#len), VNET_HDR_LEN);
+      this.#first = null;
+    }
+    this.#out.set(p.subarray(off + this.#hl, off + len), VNET_HDR_LEN + this.#len);
+    this.#len += plen;
+    this.#wire += len;
+    this.#segs++;
+    this.#nextSeq = (this.#nextSeq + plen) >>> 0;
+    if (p[off + 33] & PSH) this.#out[VNET_HDR_LEN + 33] |= PSH;
+    this.#open = plen === this.#mss && (p[off + 33] & PSH) === 0;
+  }
+
+  /** Holds `p[off..off+len)` (mergeable, payload `plen`) as the first segment of a new run. */
+  #hold(p: Uint8Array, off: number, len: number, plen: number): void {
+    this.#firstOk = false;
     this.#first = p;
     this.#firstOff = off;
     this.#len = len;

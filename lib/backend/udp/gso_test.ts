@@ -66,6 +66,16 @@ function tcpPacket(v6: boolean, payload: Uint8Array, seq: number, flags: number)
   return p;
 }
 
+/** `b` (a segment after VNET_HDR_LEN bytes of headroom) with its IPv4 and TCP checksums made right again. */
+function refix(b: Uint8Array): Uint8Array {
+  const p = b.subarray(VNET_HDR_LEN), dv = new DataView(p.buffer, p.byteOffset);
+  dv.setUint16(10, 0);
+  dv.setUint16(10, ~refSum(p.subarray(0, 20)) & 0xffff);
+  dv.setUint16(36, 0);
+  dv.setUint16(36, ~refSum(p.subarray(20), refSum(p.subarray(12, 20), 6 + p.length - 20)) & 0xffff);
+  return b;
+}
+
 const rand = (n: number) => {
   const b = new Uint8Array(n);
   for (let i = 0; i < n; i += 65536) crypto.getRandomValues(b.subarray(i, Math.min(n, i + 65536)));
@@ -242,6 +252,7 @@ Deno.test("Coalescer: runs end at a gap, another flow, a short segment, PSH or 6
   // Another flow in between (other port), and a pure ACK (no payload).
   const other = a[2].slice();
   other[VNET_HDR_LEN + 21] ^= 1;
+  refix(other);
   const ack = tcpPacket(false, new Uint8Array(0), 7, 0x10);
   const ackb = new Uint8Array(VNET_HDR_LEN + ack.length);
   ackb.set(ack, VNET_HDR_LEN);
@@ -255,12 +266,14 @@ Deno.test("Coalescer: runs end at a gap, another flow, a short segment, PSH or 6
   assertEquals(got.map((g) => g.segs), [3, 3]);
   const p = segments(rand(4 * mss), mss, 0, 0x10);
   p[1][VNET_HDR_LEN + 33] |= 0x08;
+  refix(p[1]);
   got = run(p);
   assertEquals(got.map((g) => g.segs), [2, 2]);
   // A window change, an ack change: not merged (as Linux GRO).
   const w = segments(rand(3 * mss), mss, 0, 0x10);
   w[1][VNET_HDR_LEN + 35] ^= 1;
   w[2][VNET_HDR_LEN + 31] ^= 1;
+  refix(w[1]), refix(w[2]);
   assertEquals(run(w).map((g) => g.segs), [1, 1, 1]);
   // 64 KiB at most.
   const many = segments(rand(100 * 1400), 1400, 0, 0x10);
@@ -274,4 +287,39 @@ Deno.test("Coalescer: runs end at a gap, another flow, a short segment, PSH or 6
   got = run([u]);
   assertEquals(got[0].frame.subarray(VNET_HDR_LEN), u.subarray(VNET_HDR_LEN));
   assertEquals(got[0].frame.subarray(0, VNET_HDR_LEN), new Uint8Array(VNET_HDR_LEN));
+});
+
+Deno.test("Coalescer: merges only segments whose checksums verify; corrupted ones go out unmerged, unchanged", () => {
+  const mss = 1000;
+  const flip = (p: Uint8Array, at: number) => {
+    const q = p.slice();
+    q[VNET_HDR_LEN + at] ^= 0x40;
+    return q;
+  };
+  const a = segments(rand(5 * mss), mss, 0, 0x10);
+  // The 3rd segment's payload corrupted: the run so far goes out, the bad one alone, the rest merged.
+  const bad = flip(a[2], 52 + 17);
+  let got = run([a[0], a[1], bad, a[3], a[4]]);
+  assertEquals(got.map((g) => g.segs), [2, 1, 2]);
+  assertEquals(got[1].frame.subarray(VNET_HDR_LEN), bad.subarray(VNET_HDR_LEN), "written as it came");
+  assertEquals(got[1].frame.subarray(0, VNET_HDR_LEN), new Uint8Array(VNET_HDR_LEN), "no NEEDS_CSUM");
+  assert(!tcpOk(got[1].frame.subarray(VNET_HDR_LEN)), "the kernel sees a bad checksum");
+  for (const g of [got[0], got[2]]) {
+    const ip = g.frame.subarray(VNET_HDR_LEN).slice();
+    assert(completeCsum(ip, 0, ip.length, 20, 16));
+    assert(tcpOk(ip), "merged runs hold only verified data");
+  }
+  // The first segment of a run corrupted: it goes out alone, the next one starts the run.
+  got = run([flip(a[0], 60), a[1], a[2]]);
+  assertEquals(got.map((g) => g.segs), [1, 2]);
+  // A corrupted IPv4 header checksum (the id changed) is not merged either; nor a pair both corrupted.
+  const id = a[1].slice();
+  id[VNET_HDR_LEN + 4] ^= 1;
+  assertEquals(run([a[0], id, a[2]]).map((g) => g.segs), [1, 1, 1]);
+  assertEquals(run([flip(a[0], 70), flip(a[1], 70)]).map((g) => g.segs), [1, 1]);
+  // 50 corrupted pairs: not one merged.
+  for (let i = 0; i < 50; i++) {
+    const s = segments(rand(2 * mss), mss, i * 7919, 0x10);
+    assertEquals(run([flip(s[0], 52 + i), flip(s[1], 52 + 2 * i)]).map((g) => g.segs), [1, 1]);
+  }
 });
