@@ -116,3 +116,59 @@ Deno.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table 
     assertEquals((await nsRun(ns, ["nft", "list", "tables"])).stdout.includes("flannel"), false);
   });
 });
+
+Deno.test("FlannelRules (iptables mode): removes only flannel's nft chains, keeps a foreign chain and its table", async () => {
+  const lib = nftLibrary()!;
+  await withNetns(async (fx) => {
+    const ns = await fx.add("fwf");
+    const run = (cmd: string[], stdin?: string) => nsRun(ns, cmd, { stdin });
+    const inNs: NftDriver = {
+      via: "libnftables",
+      run(text, o) {
+        const r = inNetns({ name: ns }, () => lib.run(text, o));
+        return r.rc === 0
+          ? Promise.resolve(r.output)
+          : Promise.reject(new FirewallError("libnftables", r.error));
+      },
+    };
+    const nft = new FlannelRules("nftables", { run, nft: inNs });
+    nft.set(SPEC);
+    await nft.ensure();
+    // Another program's chain and set in flannel's IPv4 table; flannel's IPv6 table holds only its own.
+    await inNs.run(
+      "add chain ip flannel-ipv4 mine { type filter hook input priority 0 ; }\n" +
+        "add set ip flannel-ipv4 blocked { type ipv4_addr ; }\nadd rule ip flannel-ipv4 mine ip saddr @blocked drop\n",
+    );
+    const warned: string[] = [];
+    const ipt = new FlannelRules("iptables", {
+      run,
+      nft: inNs,
+      log: { info() {}, warn: (m) => warned.push(m) },
+    });
+    ipt.set(SPEC);
+    assertEquals(
+      (await ipt.cleanupOtherMode()).sort(),
+      ["ip flannel-ipv4 forward", "ip flannel-ipv4 postrtg", "ip6 flannel-ipv6"],
+    );
+    const left = (await nsRun(ns, ["nft", "list", "table", "ip", "flannel-ipv4"])).stdout;
+    assertStringIncludes(left, "chain mine");
+    assertStringIncludes(left, "ip saddr @blocked drop");
+    assertStringIncludes(left, "set blocked");
+    assertEquals(
+      left.includes("postrtg") || left.includes("masquerade") || left.includes("chain forward"),
+      false,
+    );
+    assertEquals(
+      (await nsRun(ns, ["nft", "list", "table", "ip6", "flannel-ipv6"])).code,
+      1,
+      "ours alone: gone",
+    );
+    assertEquals(warned.length, 1, warned.join("; "));
+    // Nothing of ours is left: a second cleanup removes nothing and leaves the foreign chain.
+    assertEquals(await ipt.cleanupOtherMode(), []);
+    assertStringIncludes(
+      (await nsRun(ns, ["nft", "list", "table", "ip", "flannel-ipv4"])).stdout,
+      "chain mine",
+    );
+  });
+});

@@ -86,11 +86,34 @@ export function nftFamilyScript(spec: FlannelRuleSpec, fam: Family): string {
   return out.join("\n") + "\n";
 }
 
-/** nft text deleting both flannel tables (absent tables are fine: each is added before it is deleted). */
-export function nftCleanupScript(): string {
-  return Object.values(NFT_TABLES).map(({ family, name }) =>
-    `add table ${family} ${name}\ndelete table ${family} ${name}\n`
-  ).join("");
+/** flanneld's chains in its nft tables: all that iptables mode removes of them. */
+export const NFT_CHAINS: readonly string[] = ["postrtg", "forward"];
+
+/**
+ * The top-level objects of a `list table` text listing (nft prints each at one tab's indent, as
+ * `chain NAME {`, `set NAME {`, `map NAME {`, …): the chains' names and every other object.
+ */
+export function nftTableObjects(listing: string): { chains: string[]; others: string[] } {
+  const chains: string[] = [], others: string[] = [];
+  for (const l of listing.split("\n")) {
+    const m = /^\t(\S.*) \{$/.exec(l);
+    if (!m) continue;
+    if (m[1].startsWith("chain ")) chains.push(m[1].slice(6));
+    else others.push(m[1]);
+  }
+  return { chains, others };
+}
+
+/**
+ * The nft text that removes flannel's own chains from one of its tables, given the table's listing, and
+ * the table itself when nothing else is left in it (another program's chains, sets or maps stay, with the
+ * table). Empty when there is nothing of ours to remove.
+ */
+export function nftCleanupScript(family: string, name: string, listing: string): string {
+  const { chains, others } = nftTableObjects(listing);
+  const ours = chains.filter((c) => NFT_CHAINS.includes(c));
+  if (ours.length === chains.length && others.length === 0) return `delete table ${family} ${name}\n`;
+  return ours.map((c) => `delete chain ${family} ${name} ${c}\n`).join("");
 }
 
 /** Keeps flannel's rules in place in one mode and removes the other mode's. */
@@ -139,7 +162,9 @@ export class FlannelRules {
   }
 
   /**
-   * Removes the other mode's flannel rules (iptables mode: the flannel-ipv4/-ipv6 tables; nftables mode:
+   * Removes the other mode's flannel rules (iptables mode: chains postrtg and forward of the flannel-ipv4/-ipv6
+   * tables, and a table once nothing else is in it — another program's chains, sets or maps there stay;
+   * nftables mode:
    * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps, both families). A missing tool means there is nothing
    * of that kind to remove. Returns what was removed.
    */
@@ -157,9 +182,32 @@ export class FlannelRules {
         const present = Object.values(NFT_TABLES).filter(({ family, name }) =>
           listing.split("\n").some((l) => l.trim() === `table ${family} ${name}`)
         );
-        if (!present.length) return removed;
-        await this.#driver().run(nftCleanupScript());
-        return present.map(({ family, name }) => `${family} ${name}`);
+        for (const { family, name } of present) {
+          const table = await this.#driver().run(`list table ${family} ${name}\n`).catch((e) => {
+            if (isNotFound(e)) return null;
+            throw e;
+          });
+          if (table === null) continue;
+          const script = nftCleanupScript(family, name, table);
+          if (!script) continue;
+          await this.#driver().run(script);
+          if (script.startsWith("delete table")) removed.push(`${family} ${name}`);
+          else {
+            const kept = nftTableObjects(table);
+            for (const c of kept.chains.filter((c) => NFT_CHAINS.includes(c))) {
+              removed.push(`${family} ${name} ${c}`);
+            }
+            this.#log.warn("nftables: kept a flannel table holding objects that are not flannel's", {
+              table: `${family} ${name}`,
+              kept: [
+                ...kept.chains.filter((c) => !NFT_CHAINS.includes(c)).map((c) => `chain ${c}`),
+                ...kept.others,
+              ]
+                .join(", "),
+            });
+          }
+        }
+        return removed;
       } finally {
         // iptables mode needs nftables only for this: unmap libnftables (and its libraries).
         releaseNftLibrary();

@@ -38,9 +38,25 @@ Deno.test("nftFamilyScript: flanneld's table, chains and rules per family", () =
     nftFamilyScript({ ...SPEC, ipv6Network: null }, 6),
     'add table ip6 flannel-ipv6 { comment "rules for flannel-ipv6" ; }\n',
   );
+  // iptables mode's cleanup: a table of flannel's chains only goes whole; another program's objects stay.
+  const ours =
+    'table ip flannel-ipv4 {\n\tcomment "rules for flannel-ipv4"\n\tchain postrtg {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t}\n\tchain forward {\n\t}\n}\n';
+  assertEquals(nftCleanupScript("ip", "flannel-ipv4", ours), "delete table ip flannel-ipv4\n");
   assertEquals(
-    nftCleanupScript(),
-    "add table ip flannel-ipv4\ndelete table ip flannel-ipv4\nadd table ip6 flannel-ipv6\ndelete table ip6 flannel-ipv6\n",
+    nftCleanupScript("ip", "flannel-ipv4", ours.replace("}\n}", "}\n\tchain mine {\n\t}\n}")),
+    "delete chain ip flannel-ipv4 postrtg\ndelete chain ip flannel-ipv4 forward\n",
+  );
+  assertEquals(
+    nftCleanupScript(
+      "ip",
+      "flannel-ipv4",
+      ours.replace("}\n}", "}\n\tset blocked {\n\t\ttype ipv4_addr\n\t}\n}"),
+    ),
+    "delete chain ip flannel-ipv4 postrtg\ndelete chain ip flannel-ipv4 forward\n",
+  );
+  assertEquals(
+    nftCleanupScript("ip", "flannel-ipv4", "table ip flannel-ipv4 {\n\tchain mine {\n\t}\n}\n"),
+    "",
   );
   assertEquals(iptablesRules(SPEC).map((t) => `${t.family} ${t.table} ${t.chain}`), [
     "4 nat FLANNEL-POSTRTG",
