@@ -5,7 +5,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { PLUGINS } from "../cni/plugins.ts";
-import { flanctlCommand } from "./proc.ts";
+import { flanctlCommand, shq } from "./proc.ts";
 import { podAdd } from "./conflist.ts";
 import type { LabState, NodeState, PodState } from "./types.ts";
 
@@ -17,35 +17,27 @@ export class PodAttachError extends FlanctlError {
 }
 
 /**
- * Writes the lab's CNI_PATH directory: one launcher per plugin name, running this flanctl with
- * FLANCTL_ARGV0 (main.ts dispatches on it), so a delegate exec'd from CNI_PATH runs the same build.
+ * Writes the lab's CNI_PATH directory: one entry per plugin name that runs this flanctl as that plugin, so
+ * a delegate exec'd from CNI_PATH (or `lab exec <node> /opt/cni/bin/<plugin>`) runs the same build. When
+ * flanctl is one executable (`argv` of one word: install.sh's launcher, which sets FLANCTL_ARGV0 from its
+ * own `$0` and takes its CNI fast path — the CNI bundle with its code cache — by that name, or a compiled
+ * binary, which reads argv[0]), links named after the plugins, as install.sh makes them; when it is Deno
+ * running a checkout's main.ts, a script passing the name in FLANCTL_ARGV0 (main.ts dispatches on it).
+ * Entries of an earlier run are replaced.
  */
-export function writeCniBin(s: LabState): void {
+export function writeCniBin(s: LabState, argv: string[] = flanctlCommand()): void {
   const dir = `${s.dir}/cni-bin`;
   Deno.mkdirSync(dir, { recursive: true });
-  const argv = flanctlCommand();
-  const launcher = argv.length === 1 ? installedLauncher(argv[0]) : null;
-  if (launcher) {
-    // An installed flanctl: links named after the plugins, as install.sh makes them, take the launcher's
-    // CNI fast path (the CNI bundle with its code cache) instead of the whole CLI.
-    for (const name of Object.keys(PLUGINS)) Deno.symlinkSync(launcher, `${dir}/${name}`);
-    return;
-  }
-  const cmd = argv.map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
+  const words = argv.map(shq).join(" ");
   for (const name of Object.keys(PLUGINS)) {
-    Deno.writeTextFileSync(`${dir}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
-      mode: 0o755,
-    });
-  }
-}
-
-/** `path` when it is install.sh's launcher (a shell script that dispatches on its name), else null. */
-function installedLauncher(path: string): string | null {
-  try {
-    const head = Deno.readTextFileSync(path).slice(0, 200);
-    return head.startsWith("#!/bin/sh\n# flanctl launcher") ? path : null;
-  } catch {
-    return null;
+    const path = `${dir}/${name}`;
+    try {
+      Deno.removeSync(path);
+    } catch { /* not there yet */ }
+    if (argv.length === 1) Deno.symlinkSync(argv[0], path);
+    else {
+      Deno.writeTextFileSync(path, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${words} "$@"\n`, { mode: 0o755 });
+    }
   }
 }
 
