@@ -9,6 +9,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
 import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
+import { UDP_DEVICE } from "../../observe/probes.ts";
 
 function noStore(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.store.state === "ok") return null;
@@ -255,7 +256,10 @@ export const routeOverlap: Check = {
     if (!net || !ctx.kernel) {
       return [unknown("pod-network-routes", "pod network unknown (no subnet.env/store)")];
     }
-    const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index]);
+    // flannel's own devices: the VXLAN device, cni0, and with the udp backend flannel0 (its Network route
+    // and the /32 of our subnet on it are the backend's own, as flanneld's udp backend makes them).
+    const udp = ctx.backendType === "udp" ? ctx.link(UDP_DEVICE)?.index : undefined;
+    const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index, udp]);
     const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
     const bad: string[] = [];
