@@ -35,7 +35,7 @@ Deno.test("file store: a FIFO or /dev/zero as config or lease file is refused wi
         [
           "/dev/zero",
           () => Promise.resolve(Deno.symlinkSync("/dev/zero", `${dir}/config`)),
-          "a character device",
+          "a symlink to a file outside", // refused before it is opened (lib/base/capped_read.ts)
         ],
       ] as const
     ) {
@@ -46,7 +46,7 @@ Deno.test("file store: a FIFO or /dev/zero as config or lease file is refused wi
         r.code !== 0 && r.code !== 137,
         `${what} as config: exit ${r.code} (137: killed by the timeout)`,
       );
-      assertStringIncludes(r.stderr, `${dir}/config: is ${kind}, not a regular file`, what);
+      assertStringIncludes(r.stderr, `${dir}/config: is ${kind}`, what);
     }
     Deno.removeSync(`${dir}/config`);
     Deno.writeTextFileSync(`${dir}/config`, good);
@@ -64,7 +64,7 @@ Deno.test("file store: a FIFO or /dev/zero as config or lease file is refused wi
     assertStringIncludes(l.stderr, fifo);
     assertStringIncludes(l.stderr, "a FIFO");
     assertStringIncludes(l.stderr, zero);
-    assertStringIncludes(l.stderr, "a character device");
+    assertStringIncludes(l.stderr, "a symlink to a file outside"); // /dev/zero: refused before it is opened
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

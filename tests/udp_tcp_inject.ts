@@ -8,8 +8,8 @@
  * `corrupt` 1 one payload byte of each segment is changed after its checksum was computed.
  * @module
  */
-import { bindUdp, sockaddrIn } from "../lib/netlink/udp_socket.ts";
-import { libc } from "../lib/netlink/ffi.ts";
+import { bindUdp, sockaddrIn } from "../lib/backend/udp/udp_socket.ts";
+import { libc } from "../lib/sys/ffi.ts";
 
 const [src, dst, port, innerSrc, innerDst, pairs, corrupt, firstPort] = Deno.args;
 const PAYLOAD = 1000, LEN = 40 + PAYLOAD;

@@ -6,6 +6,11 @@
  * (a file that has more is refused, not truncated). /proc and /sys files report size 0; they are read up
  * to the cap too.
  *
+ * A symlink is followed only to a file inside the link's own directory (a Kubernetes ConfigMap or Secret
+ * mount's `..data/` links, an installer's `x -> x.v2`): a symlinked `/run/flannel/subnet.env` pointing at
+ * `/etc/shadow` is refused, never read (and so never printed or copied). Callers that can never expect a
+ * symlink refuse them all (`symlinks: "none"`). /proc and /sys paths are exempt (their own links).
+ *
  * Why not O_NONBLOCK: Deno.open has no flags argument, and node:fs (which has) costs tens of ms of module
  * loading on every CNI call (docs/performance.md, "Smaller figures"). The stat → open → fstat sequence only
  * blocks if the path is swapped for a FIFO between stat and open, which needs write access to its directory
@@ -18,7 +23,13 @@ import { FlanctlError } from "./errors.ts";
 export const DEFAULT_MAX_BYTES = 4 * 1024 * 1024;
 
 /** Why a file was refused. */
-export type CappedReadReason = "not-regular" | "too-large";
+export type CappedReadReason = "not-regular" | "too-large" | "symlink";
+
+/**
+ * Which symlinks a read follows: "same-dir" (default) only one whose target (all links resolved) lies in
+ * the link's own directory or below; "none" refuses every symlink (O_NOFOLLOW's effect).
+ */
+export type SymlinkPolicy = "same-dir" | "none";
 
 /** The file exists but is not a readable regular file within the size cap. Missing files throw NotFound. */
 export class CappedReadError extends FlanctlError {
@@ -51,15 +62,52 @@ function checkRegular(path: string, st: Deno.FileInfo, maxBytes: number): void {
   }
 }
 
+/** The directory part of `path` ("." for a bare name). */
+function dirOf(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i < 0 ? "." : i === 0 ? "/" : path.slice(0, i);
+}
+
+/**
+ * Throws {@link CappedReadError} (`symlink`) when `path` is a symlink that `policy` does not follow (see
+ * {@link SymlinkPolicy}); the message names the link's directory, never the target or its contents.
+ */
+export function checkSymlink(path: string, policy: SymlinkPolicy = "same-dir"): void {
+  if (/^\/(proc|sys)\//.test(path) || !Deno.lstatSync(path).isSymlink) return;
+  const dir = dirOf(path);
+  if (policy === "none") {
+    throw new CappedReadError(path, "symlink", "is a symlink, refused (the file itself is expected here)");
+  }
+  const real = Deno.realPathSync(path), realDir = Deno.realPathSync(dir);
+  if (!real.startsWith(realDir === "/" ? "/" : `${realDir}/`)) {
+    throw new CappedReadError(
+      path,
+      "symlink",
+      `is a symlink to a file outside ${dir}, refused (replace it with the file itself)`,
+    );
+  }
+}
+
 /**
  * Reads `path` as bytes (see the module doc). Throws Deno.errors.NotFound (and the other Deno errors) as
- * Deno.readFileSync would, and {@link CappedReadError} for a non-regular or oversized file.
+ * Deno.readFileSync would, and {@link CappedReadError} for a non-regular or oversized file, or a symlink
+ * `symlinks` does not follow.
  */
-export function readCappedBytes(path: string, maxBytes: number = DEFAULT_MAX_BYTES): Uint8Array {
-  checkRegular(path, Deno.statSync(path), maxBytes);
+export function readCappedBytes(
+  path: string,
+  maxBytes: number = DEFAULT_MAX_BYTES,
+  symlinks: SymlinkPolicy = "same-dir",
+): Uint8Array {
+  checkSymlink(path, symlinks);
+  const st = Deno.statSync(path);
+  checkRegular(path, st, maxBytes);
   const f = Deno.openSync(path, { read: true });
   try {
-    checkRegular(path, f.statSync(), maxBytes);
+    const fst = f.statSync();
+    checkRegular(path, fst, maxBytes);
+    if (!/^\/(proc|sys)\//.test(path) && (fst.ino !== st.ino || fst.dev !== st.dev)) {
+      throw new CappedReadError(path, "symlink", "was replaced while being opened, refused");
+    }
     return readCappedStream((b) => f.readSync(b), path, maxBytes);
   } finally {
     f.close();
@@ -98,14 +146,22 @@ export function readCappedStream(
 }
 
 /** {@link readCappedBytes} decoded as UTF-8. */
-export function readCappedText(path: string, maxBytes: number = DEFAULT_MAX_BYTES): string {
-  return new TextDecoder().decode(readCappedBytes(path, maxBytes));
+export function readCappedText(
+  path: string,
+  maxBytes: number = DEFAULT_MAX_BYTES,
+  symlinks: SymlinkPolicy = "same-dir",
+): string {
+  return new TextDecoder().decode(readCappedBytes(path, maxBytes, symlinks));
 }
 
 /** The async form (same checks; the read itself is small and bounded). */
-export function readCappedTextAsync(path: string, maxBytes: number = DEFAULT_MAX_BYTES): Promise<string> {
+export function readCappedTextAsync(
+  path: string,
+  maxBytes: number = DEFAULT_MAX_BYTES,
+  symlinks: SymlinkPolicy = "same-dir",
+): Promise<string> {
   try {
-    return Promise.resolve(readCappedText(path, maxBytes));
+    return Promise.resolve(readCappedText(path, maxBytes, symlinks));
   } catch (e) {
     return Promise.reject(e);
   }
@@ -118,4 +174,21 @@ export function readCappedTextAsync(path: string, maxBytes: number = DEFAULT_MAX
 export function checkNsFile(path: string): void {
   const st = Deno.statSync(path);
   if (!st.isFile) throw new CappedReadError(path, "not-regular", `is ${kindOf(st)}, not a namespace file`);
+}
+
+/** Most bytes of a file's content an error message or report may quote ({@link excerpt}). */
+export const EXCERPT_MAX = 24;
+
+/**
+ * A short, printable excerpt of untrusted text (a line of a file that did not parse) for an error
+ * message: at most {@link EXCERPT_MAX} characters, control characters and non-ASCII escaped, quoted, with
+ * `…` when cut — never more of a file than that, whatever it holds.
+ */
+export function excerpt(text: string, max = EXCERPT_MAX): string {
+  const cut = text.length > max;
+  const head = [...text.slice(0, max)].map((c) => {
+    const n = c.charCodeAt(0);
+    return n < 0x20 || n > 0x7e || c === "'" || c === "\\" ? `\\x${n.toString(16).padStart(2, "0")}` : c;
+  }).join("");
+  return `'${head}'${cut ? "…" : ""}`;
 }

@@ -4,6 +4,9 @@
  * the daemon's state file, the CNI configs, the daemon log tail and versions — with secrets redacted:
  * known secret values (etcd password, kube tokens) are replaced wherever they appear, token/password
  * fields, bearer headers, URL credentials and PEM private keys by pattern; key files are never copied.
+ * Only files that parse as what they should be are copied (subnet.env, the state file, CNI configs and
+ * kubeconfigs); for any other a note says why not, without its content (a symlink pointing outside its
+ * directory is not read at all: lib/base/capped_read.ts).
  * The archive is written by the system `tar` (as iptables-save is run): no archive code of our own.
  * @module
  */
@@ -30,6 +33,7 @@ import { VERSION } from "../base/version.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { runProcess } from "../base/run.ts";
 import { readCappedText } from "../base/capped_read.ts";
+import { parseSubnetEnv } from "../node/subnet_env.ts";
 
 /** What goes into the bundle besides the gathered context. */
 export interface BundleOptions {
@@ -90,6 +94,50 @@ function readText(path: string, max = 1 << 20): string | null {
     if (e instanceof Deno.errors.NotFound) return null;
     return `# ${path}: ${(e as Error).message}\n`;
   }
+}
+
+/**
+ * A file's text when it parses as what it should be (`parses` returns an error, or null when it does);
+ * otherwise a note saying why it was not copied — never the content of a file that did not parse (a
+ * symlinked subnet.env pointing at /etc/shadow, a stray file in the CNI dir). null when missing.
+ */
+function parsedText(path: string, parses: (text: string) => string | null, max = 1 << 20): string | null {
+  let text: string;
+  try {
+    text = readCappedText(path, max);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    return `# ${path}: not copied: ${(e as Error).message}\n`;
+  }
+  const why = parses(text);
+  return why === null ? text : `# ${path}: not copied: ${why}\n`;
+}
+
+/** null when `text` is a valid subnet.env, else why not (errors quote at most a short excerpt). */
+function subnetEnvError(text: string): string | null {
+  try {
+    parseSubnetEnv(text, "subnet.env");
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+/** null when `text` is a JSON object (a state file, a CNI config), else why not. */
+function jsonObjectError(text: string): string | null {
+  try {
+    const v = JSON.parse(text);
+    return v !== null && typeof v === "object" && !Array.isArray(v) ? null : "not a JSON object";
+  } catch {
+    return "not valid JSON";
+  }
+}
+
+/** null when `text` is a CNI config (JSON object) or a kubeconfig (YAML: apiVersion, kind Config), else why not. */
+function cniFileError(text: string): string | null {
+  if (jsonObjectError(text) === null) return null;
+  if (/^kind:\s*["']?Config["']?\s*$/m.test(text) && /^apiVersion:\s*\S/m.test(text)) return null;
+  return "neither a CNI config (JSON) nor a kubeconfig";
 }
 
 /** Last `n` lines of `path`. */
@@ -154,8 +202,11 @@ export async function writeBundle(
       "nft-ruleset.txt",
       nft.code === 0 ? nft.stdout : `# nft list ruleset: ${nft.stderr.trim() || "not installed"}\n`,
     );
-    put("subnet.env", readText(ctx.opts.subnetFile) ?? `# ${ctx.opts.subnetFile}: missing\n`);
-    put("flanctl.json", readText(daemonStatePath(ctx.opts.subnetFile)));
+    put(
+      "subnet.env",
+      parsedText(ctx.opts.subnetFile, subnetEnvError) ?? `# ${ctx.opts.subnetFile}: missing\n`,
+    );
+    put("flanctl.json", parsedText(daemonStatePath(ctx.opts.subnetFile), jsonObjectError));
     cniConfigs(ctx.opts.cniConfDir, "", put);
     put("daemon.log", await daemonLog(ctx, o.logFile));
     put("versions.txt", await versions(ctx));
@@ -212,12 +263,11 @@ function cniConfigs(dir: string, rel: string, put: (name: string, text: string |
     const path = `${dir}${rel}/${e.name}`;
     if (e.isDirectory && !rel) cniConfigs(dir, `/${e.name}`, put);
     if (!e.isFile) continue;
-    const text = readText(path, 256 * 1024);
-    if (isKeyFile(e.name, text)) {
+    if (isKeyFile(e.name, readText(path, 256 * 1024))) {
       put(`cni${rel}/${e.name}.omitted`, "private key file: not included\n");
       continue;
     }
-    put(`cni${rel}/${e.name}`, text);
+    put(`cni${rel}/${e.name}`, parsedText(path, cniFileError, 256 * 1024));
   }
 }
 

@@ -4,7 +4,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
-import { CappedReadError, readCappedText } from "../base/capped_read.ts";
+import { CappedReadError, excerpt, readCappedText } from "../base/capped_read.ts";
 
 /** Default path, as flannel. */
 export const DEFAULT_SUBNET_FILE = "/run/flannel/subnet.env";
@@ -56,11 +56,16 @@ export function formatSubnetEnv(e: SubnetEnv): string {
  */
 export function parseSubnetEnv(text: string, path = DEFAULT_SUBNET_FILE): SubnetEnv {
   const vars = new Map<string, string>();
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
+  // Errors quote at most a short escaped excerpt of the file (excerpt()): whatever it holds, a message
+  // never carries more of it than that.
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
     if (!line || line.startsWith("#")) continue;
     const eq = line.indexOf("=");
-    if (eq < 0) throw new SubnetEnvError(`${path}: malformed line '${line}' (expected KEY=value)`);
+    if (eq < 0) {
+      throw new SubnetEnvError(`${path}: malformed line ${i + 1} ${excerpt(line)} (expected KEY=value)`);
+    }
     vars.set(line.slice(0, eq).trim(), line.slice(eq + 1).trim());
   }
   const need = (k: string) => {
@@ -71,7 +76,7 @@ export function parseSubnetEnv(text: string, path = DEFAULT_SUBNET_FILE): Subnet
   const cidr = (k: string) => {
     const v = need(k);
     const n = IPNet.tryParse(v);
-    if (!n) throw new SubnetEnvError(`${path}: ${k}=${v} is not a valid CIDR`);
+    if (!n) throw new SubnetEnvError(`${path}: ${k}=${excerpt(v)} is not a valid CIDR`);
     return { ip: IPAddr.parse(v.split("/")[0], k), net: n };
   };
   const hasV4 = vars.has("FLANNEL_NETWORK") || vars.has("FLANNEL_SUBNET");
@@ -87,12 +92,12 @@ export function parseSubnetEnv(text: string, path = DEFAULT_SUBNET_FILE): Subnet
   }
   const mtu = need("FLANNEL_MTU");
   if (!/^\d+$/.test(mtu) || Number(mtu) < 68 || Number(mtu) > 65535) {
-    throw new SubnetEnvError(`${path}: FLANNEL_MTU=${mtu} is not a valid MTU (68..65535)`);
+    throw new SubnetEnvError(`${path}: FLANNEL_MTU=${excerpt(mtu)} is not a valid MTU (68..65535)`);
   }
   out.mtu = Number(mtu);
   const masq = need("FLANNEL_IPMASQ");
   if (masq !== "true" && masq !== "false") {
-    throw new SubnetEnvError(`${path}: FLANNEL_IPMASQ=${masq} must be true or false`);
+    throw new SubnetEnvError(`${path}: FLANNEL_IPMASQ=${excerpt(masq)} must be true or false`);
   }
   out.ipMasq = masq === "true";
   return out;

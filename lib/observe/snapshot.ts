@@ -24,6 +24,7 @@ import { listVethPairs } from "./veths.ts";
 import { permanentEntries } from "./neigh_gc.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
+import { shellQuote } from "./shell.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one snapshot (paths default to the standard node locations). */
@@ -144,6 +145,8 @@ export class NodeSnapshot {
   subnetEnvMissing = false;
   /** Set when subnet.env exists but cannot be read safely (a FIFO, a device, far too large): the reason. */
   subnetEnvUnreadable: string | null = null;
+  /** Set when subnet.env is a symlink the readers refuse (pointing outside its directory). */
+  subnetEnvSymlink = false;
   /** iptables-save (the default flavour), iptables-legacy-save, iptables-nft-save. */
   ipt: { main: IptDump; legacy: IptDump; nft: IptDump; variant: string | null } = {
     main: { cmd: "iptables-save", text: null, error: null },
@@ -209,7 +212,7 @@ export class NodeSnapshot {
 
   /** `cmd` as the operator should type it: prefixed with `ip netns exec NS` when checking a netns. */
   cmd(cmd: string): string {
-    return this.opts.netns ? `ip netns exec ${this.opts.netns} ${cmd}` : cmd;
+    return this.opts.netns ? `ip netns exec ${shellQuote(this.opts.netns)} ${cmd}` : cmd;
   }
 
   /** A sysctl value (trimmed) or null. */
@@ -494,7 +497,11 @@ function gatherSubnetEnv(ctx: NodeSnapshot): void {
     ctx.subnetEnv = readSubnetEnv(ctx.opts.subnetFile);
   } catch (e) {
     ctx.subnetEnvError = (e as Error).message;
-    if ((e as Error).cause instanceof CappedReadError) ctx.subnetEnvUnreadable = (e as Error).message;
+    const cause = (e as Error).cause;
+    if (cause instanceof CappedReadError) {
+      ctx.subnetEnvUnreadable = (e as Error).message;
+      ctx.subnetEnvSymlink = cause.reason === "symlink";
+    }
   }
 }
 

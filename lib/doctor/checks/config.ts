@@ -5,6 +5,7 @@
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
+import { sh, shellQuote } from "../shell.ts";
 
 /** subnet-env: present, well-formed, consistent with our lease and the network config. */
 export const subnetEnv: Check = {
@@ -13,6 +14,18 @@ export const subnetEnv: Check = {
   run(ctx) {
     const path = ctx.opts.subnetFile;
     const restart = "restart the daemon: it rewrites subnet.env from its lease";
+    if (ctx.subnetEnvSymlink) {
+      return [{
+        id: "subnet-env",
+        severity: "critical",
+        detail: `${ctx.subnetEnvUnreadable}`,
+        why:
+          "the flannel CNI plugin (and every flanctl reader) refuses a subnet.env that is a symlink out of " +
+          "its directory: pods cannot start; someone may be trying to read another file through it",
+        fix: [ctx.cmd(`rm -f ${shellQuote(path)}`), restart],
+        persist: ["find what made the symlink (the daemon writes subnet.env as a regular file)"],
+      }];
+    }
     if (ctx.subnetEnvUnreadable) {
       return [unknown("subnet-env", `cannot read it: ${ctx.subnetEnvUnreadable}`, [
         `check --subnet-file: it must name the regular file the daemon writes`,
@@ -103,7 +116,7 @@ export const cni0Address: Check = {
         severity: "critical",
         detail: `cni0 lacks ${want} (FLANNEL_IPV6_SUBNET)`,
         why: "pods use cni0's address as their IPv6 gateway",
-        fix: [ctx.cmd(`ip -6 addr add ${want} dev cni0`)],
+        fix: [ctx.cmd(sh`ip -6 addr add ${want} dev cni0`)],
       }];
     }
     if (!s) return [unknown("cni0-address", `subnet.env unavailable: ${ctx.subnetEnvError}`)];
