@@ -9,6 +9,7 @@ import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
 import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
+import { writeOut } from "./stdout.ts";
 
 /** Flags of `flanctl doctor` as commander yields them. */
 interface DoctorFlags extends StoreOptions {
@@ -110,7 +111,7 @@ export function register(program: Command): void {
     const text = flags.output === "json"
       ? renderJson(report, { problemsOnly })
       : renderTable(report, { color, problemsOnly });
-    await Deno.stdout.write(new TextEncoder().encode(text));
+    writeOut(text); // a closed pipe (`| head`) ends the output, not the exit code
     exitWith(report.summary.exitCode);
   });
 }

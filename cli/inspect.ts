@@ -31,6 +31,7 @@ import {
   sortNeigh,
   vethView,
 } from "../lib/inspect/views.ts";
+import { writeOut } from "./stdout.ts";
 
 export type { InspectAll } from "../lib/inspect/render.ts";
 export type {
@@ -210,6 +211,6 @@ JSON (interfaces by name, ifindex beside, camelCase):
     )
     .action(async (what: string | undefined, opts: InspectOptions) => {
       const text = await runInspect(what, opts);
-      console.log(text);
+      writeOut(text + "\n"); // a closed pipe (`| head`) ends the output quietly
     });
 }

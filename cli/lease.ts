@@ -15,7 +15,8 @@ import { checkReservationInNetwork, reservationRequest } from "../lib/lease/rese
 import { LeaseNotFoundError, StoreUnavailableError } from "../lib/store/errors.ts";
 import { readCappedStream, readCappedTextAsync } from "../lib/base/capped_read.ts";
 import { parseOutput as output } from "../lib/base/ui/output.ts";
-import { renderTable } from "../lib/base/ui/table.ts";
+import { escapeControl, renderTable } from "../lib/base/ui/table.ts";
+import { writeOut } from "./stdout.ts";
 
 /** Flags of `lease reserve`. */
 interface ReserveFlags {
@@ -82,8 +83,9 @@ async function withStore<T>(opts: StoreOptions, fn: (s: SubnetStore) => Promise<
   }
 }
 
-function print(s: string): void {
-  console.log(s);
+/** Prints one line; false when the reader closed the pipe (`| head`: then quietly nothing more). */
+function print(s: string): boolean {
+  return writeOut(s + "\n");
 }
 
 /** Adds `flanctl lease` to the program. */
@@ -154,13 +156,14 @@ function watchCommand(lease: Command): void {
           for (const e of evs) {
             const ev = leaseEventToJson(e);
             const j = ev.lease;
-            print(
-              fmt === "json"
-                ? JSON.stringify(ev)
-                : `${e.type.padEnd(7)}  ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
+            const more = print(
+              fmt === "json" ? JSON.stringify(ev) : escapeControl(
+                `${e.type.padEnd(7)}  ${j.subnet}  ${j.publicIP}  ${j.backendType || "-"}  ${
                   j.expiration ?? "never"
                 }`,
+              ),
             );
+            if (!more) return stop(); // the reader went away (`| head`): the watch ends quietly
           }
         };
         show(sortLeases(leases).map((lease) => ({ type: "added", lease })));

@@ -11,6 +11,7 @@ import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
 import { sleep } from "../lib/base/sleep.ts";
+import { writeOut } from "./stdout.ts";
 
 interface StatusFlags extends StoreOptions {
   netns?: string;
@@ -52,7 +53,10 @@ export function register(program: Command): void {
       code = st.daemon.running ? 0 : 1;
       return fmt === "json" ? JSON.stringify(st, null, every ? 0 : 2) + "\n" : renderStatus(st);
     };
-    const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(s));
+    const out = (s: string) => {
+      if (!writeOut(s)) stop.abort(); // the reader went away (`| head`): no more redraws
+    };
+    const stop = new AbortController();
     if (!every) {
       out(await once());
       exitWith(code);
@@ -60,7 +64,6 @@ export function register(program: Command): void {
     }
     // --watch: a table redraws in place on a terminal; JSON is one document per line.
     const tty = Deno.stdout.isTerminal() && fmt !== "json";
-    const stop = new AbortController();
     const onSig = () => stop.abort();
     Deno.addSignalListener("SIGINT", onSig);
     try {

@@ -11,6 +11,7 @@ import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
 import { DEFAULT_PATHS } from "../lib/observe/paths.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
+import { writeOut } from "./stdout.ts";
 
 interface TraceFlags extends StoreOptions {
   from?: string;
@@ -25,7 +26,7 @@ const IPV4 = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
 async function print(report: import("../lib/trace/types.ts").TraceReport, output: string): Promise<void> {
   const { renderTrace, traceJson } = await import("../lib/trace/render.ts");
   const text = output === "json" ? JSON.stringify(traceJson(report), null, 2) + "\n" : renderTrace(report);
-  await Deno.stdout.write(new TextEncoder().encode(text));
+  writeOut(text); // a closed pipe (`| head`) ends the output, not the exit code
   exitWith(report.ok ? 0 : 1);
 }
 

@@ -5,6 +5,7 @@
  * @module
  */
 import type { DoctorReport, Finding, Summary } from "./types.ts";
+import { escapeControl } from "../base/ui/table.ts";
 
 /** Most fix lines printed per finding in the table. */
 const MAX_FIX_LINES = 12;
@@ -26,11 +27,21 @@ export function summaryLine(r: DoctorReport): string {
   const s = r.summary;
   const where = s.netns ? ` (netns ${s.netns})` : "";
   const skipped = s.skipped.length ? `, skipped ${s.skipped.join(",")}` : "";
-  return `DOCTOR ${s.status}: ${s.critical} critical, ${s.warning} warning, ${s.unknown} unknown, ${s.ok} ok` +
-    `${where}${skipped}`;
+  return escapeControl(
+    `DOCTOR ${s.status}: ${s.critical} critical, ${s.warning} warning, ${s.unknown} unknown, ${s.ok} ok` +
+      `${where}${skipped}`,
+  );
 }
 
-function block(f: Finding, idWidth: number, color = false): string[] {
+function block(raw: Finding, idWidth: number, color = false): string[] {
+  // Values from the kernel, store and files reach details and fix lines: no control byte reaches the terminal.
+  const f: Finding = {
+    ...raw,
+    detail: escapeControl(raw.detail),
+    why: raw.why === undefined || raw.why === null ? raw.why : escapeControl(raw.why),
+    fix: raw.fix?.map(escapeControl),
+    persist: raw.persist?.map(escapeControl),
+  };
   const label = LABEL[f.severity].padEnd(8);
   const head = `${label}  ${f.id.padEnd(idWidth)}  `;
   const lead = color ? `${COLOUR[f.severity]}${label}\x1b[0m  ${f.id.padEnd(idWidth)}  ` : head;

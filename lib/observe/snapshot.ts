@@ -24,7 +24,7 @@ import { listVethPairs } from "./veths.ts";
 import { permanentEntries } from "./neigh_gc.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
-import { shellQuote } from "./shell.ts";
+import { shellQuote } from "../base/shell.ts";
 export { DEFAULT_PATHS } from "./paths.ts";
 
 /** Options of one snapshot (paths default to the standard node locations). */

@@ -3,6 +3,7 @@
  * @module
  */
 import type { StatusJson, StatusNeighTable } from "./status.ts";
+import { escapeControl } from "../base/ui/table.ts";
 
 function dur(s: number): string {
   if (s < 60) return `${s}s`;
@@ -33,7 +34,7 @@ export function renderStatus(s: StatusJson): string {
       : s.neighbours.map((t) => [t.family === 4 ? "neigh" : "neigh v6", neighLine(t)] as [string, string])),
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
-  return `node ${s.node}\n` + rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`).join("\n") + "\n";
+  return escapeControl(`node ${s.node}\n` + rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`).join("\n")) + "\n";
 }
 
 function daemonLine(d: StatusJson["daemon"]): string {

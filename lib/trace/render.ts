@@ -4,6 +4,7 @@
  * @module
  */
 import type { TraceJson, TraceReport } from "./types.ts";
+import { escapeControl } from "../base/ui/table.ts";
 
 /** The `-o json` view: exactly ok, src, dst, hops (node, step, ok, entry, detail, lease?), brokenAt?, why?, fix?. */
 export function traceJson(r: TraceReport): TraceJson {
@@ -53,5 +54,5 @@ export function renderTrace(r: TraceReport): string {
     (r.fix ?? []).forEach((f, i) => out.push(`${i === 0 ? "fix: " : "     "} ${f}`));
   }
   if (r.probe) out.push("", `probe: ${r.probe}`);
-  return out.join("\n") + "\n";
+  return escapeControl(out.join("\n")) + "\n";
 }

@@ -7,6 +7,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import { httpGet } from "../../observe/http_get.ts";
 import { runProcess } from "../../base/run.ts";
+import { sh } from "../../base/shell.ts";
 
 /** readyz: the daemon's /readyz answers 200. */
 export const readyz: Check = {
@@ -73,10 +74,10 @@ export const peerProbe: Check = {
           ? "the node itself is unreachable: network, firewall or the node is down; the overlay cannot work"
           : "the underlay works but VXLAN does not: UDP port blocked, wrong ARP/FDB, MTU or checksum offload",
         fix: underlay
-          ? [ctx.cmd(`ip route get ${r.l.attrs.PublicIP}`), ctx.cmd(`ping -c 3 ${r.l.attrs.PublicIP}`)]
+          ? [ctx.cmd(sh`ip route get ${r.l.attrs.PublicIP}`), ctx.cmd(sh`ping -c 3 ${r.l.attrs.PublicIP}`)]
           : [
             `check vxlan-port, peer-arp, peer-fdb, vxlan-csum-offload on both nodes; ` +
-            ctx.cmd(`tcpdump -ni any udp port ${ctx.vxlanPort}`),
+            ctx.cmd(sh`tcpdump -ni any udp port ${ctx.vxlanPort}`),
           ],
       });
     }

@@ -5,7 +5,7 @@
  */
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
-import { sh, shellQuote } from "../shell.ts";
+import { sh, shellQuote } from "../../base/shell.ts";
 
 /** subnet-env: present, well-formed, consistent with our lease and the network config. */
 export const subnetEnv: Check = {

@@ -9,6 +9,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
 import { chainPolicy, chainRules } from "../../observe/probes.ts";
+import { shellQuote } from "../../base/shell.ts";
 
 /** True when the chain exists (declared) in the table. */
 function chainExists(table: string, chain: string): boolean {
@@ -86,8 +87,8 @@ export function forwardFinding(
       "kubernetes #40182; Docker sets FORWARD DROP)",
     fix: [
       ctx.cmd(`${tool} -N FLANNEL-FWD`) + " 2>/dev/null; true",
-      ctx.cmd(`${tool} -A FLANNEL-FWD -s ${net} ${c} -j ACCEPT`),
-      ctx.cmd(`${tool} -A FLANNEL-FWD -d ${net} ${c} -j ACCEPT`),
+      ctx.cmd(`${tool} -A FLANNEL-FWD -s ${shellQuote(String(net))} ${c} -j ACCEPT`),
+      ctx.cmd(`${tool} -A FLANNEL-FWD -d ${shellQuote(String(net))} ${c} -j ACCEPT`),
       ctx.cmd(`${tool} -A FORWARD ${c} -j FLANNEL-FWD`),
     ],
     persist: [

@@ -13,6 +13,7 @@ import type { Lease } from "../../store/types.ts";
 import { masqRules } from "../../firewall/masq_rules.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
 import { dev6, dev6Name, network6, own6, vtepMacOf } from "../../observe/probes.ts";
+import { sh, singleQuote } from "../../base/shell.ts";
 
 /** sysctl key of a per-interface IPv6 setting (slash form: device names hold dots). */
 function key6(iface: string, k: string): string {
@@ -21,7 +22,7 @@ function key6(iface: string, k: string): string {
 
 function persist(kv: string[]): string[] {
   return [
-    `printf '%s\\n' ${kv.map((x) => `'${x}'`).join(" ")} >> /etc/sysctl.d/90-flannel.conf && sysctl --system`,
+    `printf '%s\\n' ${kv.map(singleQuote).join(" ")} >> /etc/sysctl.d/90-flannel.conf && sysctl --system`,
   ];
 }
 
@@ -65,7 +66,7 @@ export const ipv6Path: Check = {
       severity: "critical",
       detail: `disable_ipv6 = 1 on ${off.join(", ")}`,
       why: "a device with IPv6 disabled loses its IPv6 addresses: pods or peers on that path have no IPv6",
-      fix: off.map((n) => ctx.cmd(`sysctl -w ${key6(n, "disable_ipv6")}=0`)),
+      fix: off.map((n) => ctx.cmd(sh`sysctl -w ${key6(n, "disable_ipv6") + "=0"}`)),
       persist: persist(off.map((n) => `${key6(n, "disable_ipv6")}=0`)),
     }];
   },
@@ -99,7 +100,7 @@ export const flannelV6Device: Check = {
     if (dev.kind !== "vxlan") problems.push(`${name} is a ${dev.kind ?? "physical"} device, not vxlan`);
     if (!dev.up) {
       problems.push(`${name} is down`);
-      fix.push(ctx.cmd(`ip link set ${name} up`));
+      fix.push(ctx.cmd(sh`ip link set ${name} up`));
     }
     const sub = own6(ctx);
     if (sub) {
@@ -112,13 +113,13 @@ export const flannelV6Device: Check = {
           `${name} has ${have.map((a) => `${a.local}/${a.prefix}`).join(", ") || "no address"}, ` +
             `expected ${want}`,
         );
-        fix.push(ctx.cmd(`ip -6 addr add ${want} dev ${name}`));
+        fix.push(ctx.cmd(sh`ip -6 addr add ${want} dev ${name}`));
       }
     }
     const ra = ctx.sysctl(`/proc/sys/${key6(name, "accept_ra")}`);
     if (ra !== null && ra !== "0") {
       warn.push(`${key6(name, "accept_ra")} = ${ra} (flannel sets 0)`);
-      fix.push(ctx.cmd(`sysctl -w ${key6(name, "accept_ra")}=0`));
+      fix.push(ctx.cmd(sh`sysctl -w ${key6(name, "accept_ra") + "=0"}`));
     }
     const under = ctx.underlay()?.link;
     if (under && dev.mtu > under.mtu - VXLAN6_OVERHEAD) {
@@ -126,7 +127,7 @@ export const flannelV6Device: Check = {
         `${name} MTU ${dev.mtu} > ${under.name} MTU ${under.mtu} − ${VXLAN6_OVERHEAD}: full-size IPv6 pod ` +
           `packets do not fit the IPv6 underlay`,
       );
-      fix.push(ctx.cmd(`ip link set ${name} mtu ${under.mtu - VXLAN6_OVERHEAD}`));
+      fix.push(ctx.cmd(sh`ip link set ${name} mtu ${under.mtu - VXLAN6_OVERHEAD}`));
     }
     const podMtu = ctx.subnetEnv?.mtu;
     if (podMtu && podMtu > dev.mtu) {
@@ -201,20 +202,20 @@ export const peersV6: Check = {
         }
         if (!r || r.gateway !== gw || r.dev !== dev.index || !r.flags.includes("onlink")) {
           missing.push(`route ${subnet} via ${gw} dev ${dev.name} onlink`);
-          fix.push(ctx.cmd(`ip -6 route replace ${subnet} via ${gw} dev ${dev.name} onlink`));
+          fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${gw} dev ${dev.name} onlink`));
         }
         const n = k.neigh.find((x) => x.index === dev.index && x.dst === gw);
         if (!n || n.lladdr?.toLowerCase() !== mac || !n.state.includes("PERMANENT")) {
           missing.push(`NDP ${gw} lladdr ${mac} permanent`);
-          fix.push(ctx.cmd(`ip -6 neigh replace ${gw} lladdr ${mac} dev ${dev.name} nud permanent`));
+          fix.push(ctx.cmd(sh`ip -6 neigh replace ${gw} lladdr ${mac} dev ${dev.name} nud permanent`));
         }
         if (!k.fdb.some((f) => f.index === dev.index && f.mac.toLowerCase() === mac && f.dst === pub)) {
           missing.push(`FDB ${mac} dst ${pub}`);
-          fix.push(ctx.cmd(`bridge fdb replace ${mac} dev ${dev.name} dst ${pub} self permanent`));
+          fix.push(ctx.cmd(sh`bridge fdb replace ${mac} dev ${dev.name} dst ${pub} self permanent`));
         }
       } else if (!viaPublic) {
         missing.push(`route ${subnet} via ${pub}`);
-        fix.push(ctx.cmd(`ip -6 route replace ${subnet} via ${pub}`));
+        fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${pub}`));
       }
       if (missing.length === 0) {
         good++;

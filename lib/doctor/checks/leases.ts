@@ -10,6 +10,7 @@ import { IPAddr, IPNet } from "../../base/cidr.ts";
 import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { UDP_DEVICE } from "../../observe/probes.ts";
+import { sh } from "../../base/shell.ts";
 
 function noStore(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.store.state === "ok") return null;
@@ -263,6 +264,7 @@ export const routeOverlap: Check = {
     const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
     const bad: string[] = [];
+    const fix: string[] = [];
     for (const r of ctx.kernel.routes) {
       if (r.family !== 4 || r.dst === "default" || r.table !== 254 || own.has(r.dev ?? -1)) continue;
       const d = IPNet.tryParse(r.dst);
@@ -272,6 +274,11 @@ export const routeOverlap: Check = {
       if (leaseSubs.has(r.dst) && r.gateway && pubs.has(r.gateway)) continue; // host-gw / DirectRouting
       if (d.prefix > net.prefix && r.gateway) continue; // a peer route (peer-route / stale checks)
       bad.push(`route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""} dev ${r.devName}`);
+      fix.push(
+        ctx.cmd(
+          sh`ip route del ${r.dst}` + (r.gateway ? sh` via ${r.gateway}` : "") + sh` dev ${r.devName ?? ""}`,
+        ),
+      );
     }
     for (const a of ctx.kernel.addrs) {
       if (a.family !== 4 || own.has(a.index) || a.ifname === "lo") continue;
@@ -284,11 +291,9 @@ export const routeOverlap: Check = {
       severity: "critical",
       detail: `${bad.join("; ")} overlap(s) the pod network ${net}`,
       why: "traffic to some pods leaves through the host network instead of the overlay (flannel #611)",
-      fix: bad.map((b) =>
-        b.startsWith("route ")
-          ? ctx.cmd(`ip route del ${b.slice(6)}`)
-          : `move the host network away from ${net}`
-      ),
+      fix: bad.some((b) => b.startsWith("address "))
+        ? [...fix, `move the host network away from ${net}`]
+        : fix,
       persist: ["choose a pod Network that does not overlap any host/VPC network (net-conf Network)"],
     }];
   },

@@ -11,6 +11,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr } from "../../base/cidr.ts";
 import { capList } from "./pods.ts";
 import { chainRules, network6, nftablesMode, nftMode, nftTable, own6 } from "../../observe/probes.ts";
+import { sh, words } from "../../base/shell.ts";
 
 /** The rule lines of `chain NAME { … }` within a table's lines (type/policy/comment lines left out). */
 export function nftChain(table: string[], chain: string): string[] | null {
@@ -296,7 +297,7 @@ export const hostportStale: Check = {
     const fix: string[] = [];
     const chains = new Set<string>();
     for (const r of stale) {
-      if (r.backend === "nftables") fix.push(ctx.cmd(`nft delete rule ${r.where}`));
+      if (r.backend === "nftables") fix.push(ctx.cmd(`nft delete rule ${words(r.where)}`));
       else if (!chains.has(r.where)) {
         chains.add(r.where);
         for (
@@ -306,7 +307,7 @@ export const hostportStale: Check = {
         ) {
           fix.push(ctx.cmd(`iptables -t nat ${j.replace(/^-A /, "-D ")}`));
         }
-        fix.push(ctx.cmd(`iptables -t nat -F ${r.where}`), ctx.cmd(`iptables -t nat -X ${r.where}`));
+        fix.push(ctx.cmd(sh`iptables -t nat -F ${r.where}`), ctx.cmd(sh`iptables -t nat -X ${r.where}`));
       }
     }
     const what = stale.map((r) =>

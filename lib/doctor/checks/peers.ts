@@ -12,6 +12,7 @@ import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
 import { vtepMacOf } from "../../observe/probes.ts";
+import { sh } from "../../base/shell.ts";
 
 /** What the kernel has for one peer lease. */
 interface PeerState {
@@ -119,7 +120,7 @@ export const peerRoute: Check = {
             } dev ${p.route.devName}, lease PublicIP ${p.publicIP}`
             : `no route to ${p.subnet} (peer ${p.publicIP})`,
         );
-        fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.publicIP}`));
+        fix.push(ctx.cmd(sh`ip route replace ${p.subnet} via ${p.publicIP}`));
         continue;
       }
       if (!dev) {
@@ -136,7 +137,7 @@ export const peerRoute: Check = {
           ? `${p.subnet} routed via ${p.route.gateway ?? "-"} dev ${p.route.devName}, expected ${want}`
           : `no route to ${p.subnet} (expected ${want})`,
       );
-      fix.push(ctx.cmd(`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
+      fix.push(ctx.cmd(sh`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
     }
     if (!bad.length) {
       return [ok("peer-routes", `routes to all ${peers.length} peer subnet(s) present`)];
@@ -198,7 +199,7 @@ export const peerArp: Check = {
         bad.push(`lease ${p.subnet} has no VtepMAC in BackendData`);
         continue;
       }
-      const fixCmd = ctx.cmd(`ip neigh replace ${p.gwIP} lladdr ${p.mac} dev ${dev.name} nud permanent`);
+      const fixCmd = ctx.cmd(sh`ip neigh replace ${p.gwIP} lladdr ${p.mac} dev ${dev.name} nud permanent`);
       if (!p.neigh || !p.neigh.lladdr) {
         bad.push(`no ARP entry ${p.gwIP} on ${dev.name} (lease ${p.subnet}, VtepMAC ${p.mac})`);
         fix.push(fixCmd);
@@ -271,7 +272,9 @@ export const peerFdb: Check = {
     for (const p of peerStates(ctx)) {
       if (!isVxlanLease(p.lease) || p.direct || !p.mac) continue;
       checked++;
-      const fixCmd = ctx.cmd(`bridge fdb replace ${p.mac} dev ${dev.name} dst ${p.publicIP} self permanent`);
+      const fixCmd = ctx.cmd(
+        sh`bridge fdb replace ${p.mac} dev ${dev.name} dst ${p.publicIP} self permanent`,
+      );
       if (p.fdb.length === 0) {
         bad.push(`no FDB entry ${p.mac} on ${dev.name} (lease ${p.subnet}, PublicIP ${p.publicIP})`);
         fix.push(fixCmd);
@@ -319,13 +322,13 @@ export const stalePeers: Check = {
         if (n.lladdr) macs.add(n.lladdr.toLowerCase());
         if (!gws.has(n.dst)) {
           stale.push(`ARP ${n.dst} → ${n.lladdr} (no route uses it)`);
-          fix.push(ctx.cmd(`ip neigh del ${n.dst} dev ${dev.name}`));
+          fix.push(ctx.cmd(sh`ip neigh del ${n.dst} dev ${dev.name}`));
         }
       }
       for (const f of ctx.kernel.fdb.filter((f) => f.index === dev.index && f.dst && f.mac !== ZERO_MAC)) {
         if (!macs.has(f.mac.toLowerCase())) {
           stale.push(`FDB ${f.mac} → ${f.dst} (no ARP entry uses it)`);
-          fix.push(ctx.cmd(`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
+          fix.push(ctx.cmd(sh`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
         }
       }
       if (!stale.length) {
@@ -346,7 +349,12 @@ export const stalePeers: Check = {
           !net.equals(dst);
         if (!onDev && !inNet) continue;
         stale.push(`route ${r.dst} via ${r.gateway ?? "-"} dev ${r.devName} (no lease for ${r.dst})`);
-        fix.push(ctx.cmd(`ip route del ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""} dev ${r.devName}`));
+        fix.push(
+          ctx.cmd(
+            sh`ip route del ${r.dst}` + (r.gateway ? sh` via ${r.gateway}` : "") +
+              sh` dev ${r.devName ?? ""}`,
+          ),
+        );
       }
       if (dev) {
         for (
@@ -354,13 +362,13 @@ export const stalePeers: Check = {
         ) {
           if (!gwIPs.has(n.dst)) {
             stale.push(`ARP ${n.dst} → ${n.lladdr} on ${dev.name} (no lease)`);
-            fix.push(ctx.cmd(`ip neigh del ${n.dst} dev ${dev.name}`));
+            fix.push(ctx.cmd(sh`ip neigh del ${n.dst} dev ${dev.name}`));
           }
         }
         for (const f of ctx.kernel.fdb.filter((f) => f.index === dev.index && f.dst && f.mac !== ZERO_MAC)) {
           if (!macs.has(f.mac.toLowerCase())) {
             stale.push(`FDB ${f.mac} → ${f.dst} on ${dev.name} (no lease has this VtepMAC)`);
-            fix.push(ctx.cmd(`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
+            fix.push(ctx.cmd(sh`bridge fdb del ${f.mac} dev ${dev.name} dst ${f.dst}`));
           }
         }
       }

@@ -16,6 +16,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { cniConf } from "./cni.ts";
 import { IPAddr } from "../../base/cidr.ts";
 import { readCappedText } from "../../base/capped_read.ts";
+import { sh } from "../../base/shell.ts";
 
 /** One host-local IP file. */
 export interface IpFile {
@@ -76,13 +77,13 @@ export const vethOrphan: Check = {
       const ns = peer?.netns ?? null;
       if (ns === null || ns === ctx.opts.netns) {
         bad.push(`${v.name} on cni0: its peer is in this namespace, not in a pod`);
-        fix.push(ctx.cmd(`ip link del ${v.name}`));
+        fix.push(ctx.cmd(sh`ip link del ${v.name}`));
       } else if (ns.startsWith("nsid:")) {
         bad.push(
           `${v.name} on cni0: peer in netns id ${ns.slice(5)}, which no named namespace or process ` +
             "holds (sandbox gone but its namespace kept alive)",
         );
-        fix.push(ctx.cmd(`ip link del ${v.name}`) + "  # check the runtime (crictl pods) first");
+        fix.push(ctx.cmd(sh`ip link del ${v.name}`) + "  # check the runtime (crictl pods) first");
       } else if (ns.startsWith("pid:")) {
         bad.push(
           `${v.name} on cni0: peer namespace has no name under /var/run/netns, only process ` +
@@ -98,7 +99,7 @@ export const vethOrphan: Check = {
     for (const l of ctx.kernel.links) {
       if (l.kind === "veth" && l.name.startsWith("veth") && l.master === null) {
         bad.push(`${l.name} is a veth not attached to any bridge`);
-        fix.push(ctx.cmd(`ip link del ${l.name}`));
+        fix.push(ctx.cmd(sh`ip link del ${l.name}`));
       }
     }
     if (!bad.length) {
@@ -272,7 +273,7 @@ export const hairpin: Check = {
       detail: `hairpinMode=true in the CNI config but hairpin off on ${capList(off.map((l) => l.name))}`,
       why:
         "a pod cannot reach itself through its own Service IP (the reply must leave by the port it came in)",
-      fix: off.map((l) => ctx.cmd(`bridge link set dev ${l.name} hairpin on`)),
+      fix: off.map((l) => ctx.cmd(sh`bridge link set dev ${l.name} hairpin on`)),
       persist: ["recreate the pods (the bridge plugin sets hairpin on ADD)"],
     }];
   },

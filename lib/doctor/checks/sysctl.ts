@@ -7,6 +7,7 @@ import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { neighGc } from "./neigh.ts";
+import { sh, singleQuote } from "../../base/shell.ts";
 
 /** The interfaces pod traffic crosses: flannel's VXLAN device, cni0 and the underlay. */
 function pathIfaces(ctx: NodeSnapshot): string[] {
@@ -21,7 +22,7 @@ export function ifaceKey(iface: string, key: string): string {
 
 function persistSysctl(kv: string[]): string[] {
   return [
-    `printf '%s\\n' ${kv.map((x) => `'${x}'`).join(" ")} >> /etc/sysctl.d/90-flannel.conf && sysctl --system`,
+    `printf '%s\\n' ${kv.map(singleQuote).join(" ")} >> /etc/sysctl.d/90-flannel.conf && sysctl --system`,
   ];
 }
 
@@ -50,7 +51,7 @@ export const ipForward: Check = {
       severity: "critical",
       detail: off.join("; "),
       why: "without forwarding the node drops every packet between pods, cni0, flannel.1 and the underlay",
-      fix: kv.map((k) => ctx.cmd(`sysctl -w ${k}`)),
+      fix: kv.map((k) => ctx.cmd(sh`sysctl -w ${k}`)),
       persist: persistSysctl(kv),
     }];
   },
@@ -115,7 +116,7 @@ export const rpFilter: Check = {
       why:
         "strict reverse-path filtering drops packets whose reply route uses another interface (multi-NIC " +
         "nodes, DirectRouting, host-gw); the effective value is max(all, interface)",
-      fix: kv.map((k) => ctx.cmd(`sysctl -w ${k}`)),
+      fix: kv.map((k) => ctx.cmd(sh`sysctl -w ${k}`)),
       persist: persistSysctl(kv),
     }];
   },

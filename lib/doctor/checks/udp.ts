@@ -10,6 +10,7 @@ import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../netlink/mod.ts";
 import { chainPolicy, chainRules, UDP_DEVICE, udpPort } from "../../observe/probes.ts";
+import { sh } from "../../base/shell.ts";
 
 const DEV = UDP_DEVICE;
 const OVERHEAD = 28;
@@ -62,7 +63,7 @@ export const udpDevice: Check = {
           `${DEV} has ${addrs.map((a) => `${a.local}/${a.prefix}`).join(", ") || "no address"}, ` +
             `expected ${want}`,
         );
-        fix.push(ctx.cmd(`ip addr add ${want} dev ${DEV}`));
+        fix.push(ctx.cmd(sh`ip addr add ${want} dev ${DEV}`));
       }
     }
     const envMtu = ctx.subnetEnv?.mtu;
@@ -132,7 +133,7 @@ export const udpPortCheck: Check = {
         severity: "warning",
         detail: `INPUT policy ${pol} and no ACCEPT rule for UDP ${port}`,
         why: "unless another rule accepts it, overlay traffic from peers is dropped",
-        fix: [ctx.cmd(`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
+        fix: [ctx.cmd(sh`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
       }];
     }
     return [ok("udp-port", `UDP ${port} not blocked by INPUT`)];

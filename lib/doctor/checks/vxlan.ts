@@ -9,6 +9,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { getTxChecksum } from "../../netlink/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
 import { chainPolicy, chainRules, vtepMacOf } from "../../observe/probes.ts";
+import { sh } from "../../base/shell.ts";
 
 function notVxlan(ctx: NodeSnapshot, id: string): Finding | null {
   if (ctx.ipv4Disabled) return ok(id, `IPv4 disabled: no ${ctx.vxlanName} (IPv6: see flannel-v6-device)`);
@@ -96,7 +97,7 @@ export const flannelDevice: Check = {
     if (dev.kind !== "vxlan") problems.push(`${name} is a ${dev.kind ?? "physical"} device, not vxlan`);
     if (!dev.up) {
       problems.push(`${name} is down (operstate ${dev.operstate})`);
-      fix.push(ctx.cmd(`ip link set ${name} up`));
+      fix.push(ctx.cmd(sh`ip link set ${name} up`));
     }
     if (dev.vxlan && dev.vxlan.vni !== ctx.vni) {
       problems.push(`${name} has VNI ${dev.vxlan.vni}, expected ${ctx.vni}`);
@@ -108,7 +109,7 @@ export const flannelDevice: Check = {
       if (!addrs.some((a) => `${a.local}/${a.prefix}` === want)) {
         const have = addrs.map((a) => `${a.local}/${a.prefix}`).join(", ") || "no IPv4 address";
         problems.push(`${name} has ${have}, expected ${want}`);
-        fix.push(ctx.cmd(`ip addr add ${want} dev ${name}`));
+        fix.push(ctx.cmd(sh`ip addr add ${want} dev ${name}`));
       }
     }
     if (problems.length === 0) {
@@ -125,7 +126,7 @@ export const flannelDevice: Check = {
       detail: problems.join("; "),
       why: "the overlay device must be up and carry the subnet's network address for the onlink routes and " +
         "ARP entries to work",
-      fix: fix.length ? fix : [ctx.cmd(`ip link del ${name}`), restart],
+      fix: fix.length ? fix : [ctx.cmd(sh`ip link del ${name}`), restart],
       persist: [restart + " (the daemon re-checks the device on start)"],
     }];
   },
@@ -163,7 +164,7 @@ export const vtepMac: Check = {
       why:
         "peers send this node's traffic to the MAC in the lease; the device drops frames for another MAC " +
         "(systemd MACAddressPolicy=persistent, NetworkManager; flannel #1155, #1330)",
-      fix: [ctx.cmd(`ip link set ${ctx.vxlanName} address ${want}`)],
+      fix: [ctx.cmd(sh`ip link set ${ctx.vxlanName} address ${want}`)],
       persist: [
         "keep udev/systemd from assigning MACs to flannel devices: printf '[Match]\\nOriginalName=flannel*\\n" +
         "[Link]\\nMACAddressPolicy=none\\n' > /etc/systemd/network/50-flannel.link",
@@ -221,7 +222,7 @@ export const vxlanCsumOffload: Check = {
       why:
         "on affected kernels/NICs the VXLAN-encapsulated packets leave with bad checksums and are dropped: " +
         "pod-to-service/NodePort traffic across nodes hangs (flannel #1279, #2152, kubernetes #88986)",
-      fix: [ctx.cmd(`ethtool -K ${dev.name} tx-checksum-ip-generic off`)],
+      fix: [ctx.cmd(sh`ethtool -K ${dev.name} tx-checksum-ip-generic off`)],
       persist: [
         `echo 'ACTION=="add", SUBSYSTEM=="net", KERNEL=="flannel.*", RUN+="/usr/sbin/ethtool -K %k ` +
         `tx-checksum-ip-generic off"' > /etc/udev/rules.d/90-flannel-offload.rules`,
@@ -247,7 +248,7 @@ export const vxlanPort: Check = {
         sev: "critical",
         text: `${dev.name} uses UDP port ${port}, the network config says ${want}`,
         fix: [
-          ctx.cmd(`ip link del ${dev.name}`),
+          ctx.cmd(sh`ip link del ${dev.name}`),
           "restart the daemon (it re-creates the device with the configured port)",
         ],
       });
@@ -263,7 +264,7 @@ export const vxlanPort: Check = {
         text: `other VXLAN device(s) on UDP ${port}: ${
           others.map((o) => `${o.name} (VNI ${o.vxlan?.vni})`).join(", ")
         }`,
-        fix: others.map((o) => ctx.cmd(`ip link del ${o.name}`) + "  # if it is not needed"),
+        fix: others.map((o) => ctx.cmd(sh`ip link del ${o.name}`) + "  # if it is not needed"),
       });
     }
     if (ctx.ipt.main.text !== null) {
@@ -284,7 +285,7 @@ export const vxlanPort: Check = {
         problems.push({
           sev: "critical",
           text: `INPUT policy ${pol} and no ACCEPT rule for udp dport ${port}`,
-          fix: [ctx.cmd(`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
+          fix: [ctx.cmd(sh`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
         });
       }
     }
@@ -322,7 +323,7 @@ export const mtu: Check = {
       const max = under.link.mtu - overhead;
       if (dev.mtu > max) {
         crit.push(`${dev.name} MTU ${dev.mtu} > ${under.link.name} ${under.link.mtu} - ${overhead}`);
-        fix.push(ctx.cmd(`ip link set ${dev.name} mtu ${max}`));
+        fix.push(ctx.cmd(sh`ip link set ${dev.name} mtu ${max}`));
       }
       // Dual stack: FLANNEL_MTU is the smaller of flannel.N and flannel-v6.N (checks/ipv6.ts checks the latter).
       const dev6 = ctx.link(`flannel-v6.${ctx.vni}`);
@@ -345,12 +346,12 @@ export const mtu: Check = {
       const veths = ctx.cni0Veths();
       if (br && veths.length && br.mtu !== expected) {
         warn.push(`cni0 MTU ${br.mtu} != ${expected}`);
-        fix.push(ctx.cmd(`ip link set cni0 mtu ${expected}`));
+        fix.push(ctx.cmd(sh`ip link set cni0 mtu ${expected}`));
       }
       for (const v of veths) {
         if (v.mtu !== expected) {
           warn.push(`host veth ${v.name} MTU ${v.mtu} != ${expected}`);
-          fix.push(ctx.cmd(`ip link set ${v.name} mtu ${expected}`));
+          fix.push(ctx.cmd(sh`ip link set ${v.name} mtu ${expected}`));
         }
       }
       for (const p of ctx.pods.values()) {
