@@ -27,9 +27,9 @@ export function cell(v: string | number | null | undefined): string {
  * move the cursor, clear the screen or set the title of the terminal that shows them.
  */
 export function escapeControl(text: string): string {
-  // deno-lint-ignore no-control-regex
-  return text.replace(
-    /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g,
-    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`,
-  );
+  return text.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
+
+/** C0 control characters but tab and newline, DEL and C1. */
+// deno-lint-ignore no-control-regex
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
