@@ -8,7 +8,7 @@
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
 import { jsonLines, userAgent } from "../util.ts";
-import { readCappedText } from "../../base/capped_read.ts";
+import { excerpt, readCappedText } from "../../base/capped_read.ts";
 import { kubeLimits, readJsonCapped, type ResponseLimits, safeText } from "../limits.ts";
 import { readJsonList } from "./json_list.ts";
 import { errText } from "../../base/errors.ts";
@@ -92,13 +92,17 @@ export async function loadKubeconfig(path: string): Promise<KubeConnection> {
   try {
     doc = parse(text) as Obj;
   } catch (e) {
-    throw new StoreError(`--kubeconfig-file: ${path} is not valid YAML: ${errText(e)}`);
+    // The parser's message quotes the offending line with a caret under it: only its first line (where),
+    // never the file's content.
+    throw new StoreError(`--kubeconfig-file: ${path} is not valid YAML: ${errText(e).split("\n")[0]}`);
   }
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
   const rel = (p: string) => (p.startsWith("/") ? p : `${dir}/${p}`);
   const named = (list: unknown, name: unknown, what: string): Obj => {
     const hit = (Array.isArray(list) ? list : []).find((x: Obj) => x?.name === name) as Obj | undefined;
-    if (!hit) throw new StoreError(`--kubeconfig-file: ${path} has no ${what} named '${name}'`);
+    if (!hit) {
+      throw new StoreError(`--kubeconfig-file: ${path} has no ${what} named ${excerpt(String(name))}`);
+    }
     return (hit[what] ?? {}) as Obj;
   };
   const ctxName = doc["current-context"] ??
