@@ -88,8 +88,9 @@ export function removeDaemonState(path: string, pid = Deno.pid): void {
 export function readDaemonState(path: string): DaemonStateFile | null {
   let text: string;
   try {
-    // A few hundred bytes when the daemon wrote it; anything else (a FIFO, a huge file) is refused.
-    text = readCappedText(path, 64 * 1024);
+    // A few hundred bytes when the daemon wrote it; anything else (a FIFO, a huge file, a symlink: the
+    // daemon writes it as a file, renamed into place) is refused.
+    text = readCappedText(path, 64 * 1024, "none");
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw new DaemonStateError(path, `cannot read: ${(e as Error).message}`);

@@ -35,6 +35,11 @@ Deno.test("daemon state: path next to subnet.env, round trip, pid reuse and dead
     assertThrows(() => readDaemonState(p), DaemonStateError, "not JSON");
     Deno.writeTextFileSync(p, `{"pid":-1}`);
     assertThrows(() => readDaemonState(p), DaemonStateError, "field pid");
+    // The daemon writes it as a file: a symlink, even to a valid state file next to it, is refused.
+    writeDaemonState(`${dir}/real.json`, own);
+    Deno.removeSync(p);
+    Deno.symlinkSync(`${dir}/real.json`, p);
+    assertThrows(() => readDaemonState(p), DaemonStateError, "is a symlink, refused");
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
