@@ -83,9 +83,16 @@ export function openFileLimit(): number | null {
   }
 }
 
-/** Default connection cap: 32, or a quarter of a low fd limit, so the health port can never use them up. */
+/**
+ * Default connection cap: 256, or a quarter of a lower fd limit (32 when unknown), so the health port can
+ * never use them up. 256 rather than 32: under a flood reconnecting as fast as it is closed, a connection
+ * lives about cap ÷ accept rate before it is the oldest; a probe whose client is slow to send its request
+ * (a starved CPU) needs that time (with 32, 1–3 of 60 one-second probes failed on a loaded 2-CPU VM; with
+ * 256, none: p50 13–18 ms, max 75–157 ms, tests/daemon_health_flood_test.ts). A connection waiting for its
+ * request costs a descriptor and an 8 KiB buffer (2 MiB at the cap).
+ */
 export function defaultMaxConns(limit: number | null = openFileLimit()): number {
-  return limit === null ? 32 : Math.max(4, Math.min(32, Math.floor(limit / 4)));
+  return limit === null ? 32 : Math.max(4, Math.min(256, Math.floor(limit / 4)));
 }
 
 const MAX_HEAD = 8192;

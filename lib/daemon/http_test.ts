@@ -118,5 +118,7 @@ Deno.test("health server: accept errors (EMFILE) are logged once and the server 
   assertEquals(defaultMaxConns(null), 32);
   assertEquals(defaultMaxConns(64), 16);
   assertEquals(defaultMaxConns(8), 4);
-  assertEquals(defaultMaxConns(1_048_576), 32);
+  assertEquals(defaultMaxConns(1_048_576), 256);
+  assertEquals(defaultMaxConns(20_000), 256);
+  assertEquals(defaultMaxConns(400), 100);
 });
