@@ -21,6 +21,8 @@
  * @module
  */
 
+import { SIMD_MAX, simdSum } from "./csum_simd.ts";
+
 /** Bytes of `struct virtio_net_hdr` (no num_buffers: TUNSETVNETHDRSZ 10). */
 export const VNET_HDR_LEN = 10;
 /** virtio_net_hdr.flags: the checksum from csum_start is to be filled in. */
@@ -251,8 +253,15 @@ function segmentOk(p: Uint8Array, off: number, len: number): boolean {
   let h = 0, ph = TCP + len - 20;
   for (let i = off; i < off + 12; i += 2) h += (p[i] << 8) | p[i + 1];
   for (let i = off + 12; i < off + 20; i += 2) ph += (p[i] << 8) | p[i + 1];
-  return fold(h + ph - TCP - len + 20) === 0xffff && csum(p, off + 20, len - 20, fold(ph)) === 0xffff;
+  if (fold(h + ph - TCP - len + 20) !== 0xffff) return false;
+  const sum = SIMD !== null && len - 20 <= SIMD_MAX
+    ? SIMD(p, off + 20, len - 20, fold(ph))
+    : csum(p, off + 20, len - 20, fold(ph));
+  return sum === 0xffff;
 }
+
+/** The WebAssembly SIMD sum for the segment check (csum_simd.ts); null where WebAssembly is unavailable. */
+const SIMD = simdSum();
 
 /** Where a {@link Coalescer} puts its packets (an object with a method: one call target for V8). */
 export interface PacketSink {
