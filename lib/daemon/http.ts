@@ -8,8 +8,8 @@
  * cap, a header timeout or an idle timeout, and an accept failure (EMFILE) inside it rejects a promise we
  * cannot catch, which ends the process. Three GET endpoints need a request line and nothing else, so the
  * responder is small: one request per connection (`Connection: close`), the request head must arrive
- * within `headerTimeoutMs` and fit in 8 KiB, at most `maxConns` connections are open (a new one evicts
- * the oldest), and accept errors are logged once per change and retried with backoff. Nothing the server
+ * within `headerTimeoutMs` and fit in 8 KiB, at most `maxConns` connections are open (when full, the
+ * requests that arrived are read first, then the oldest still waiting for its request is closed), and accept errors are logged once per change and retried with backoff. Nothing the server
  * does can throw out of it, so it can neither end the daemon nor hold the event loop the reconciler runs on.
  * @module
  */
@@ -60,7 +60,7 @@ export interface HealthServer {
 
 /** Limits of the health server. */
 export interface HealthServerOptions {
-  /** Most connections open at once (default {@link defaultMaxConns}); a new one beyond it closes the oldest. */
+  /** Most connections open at once (default {@link defaultMaxConns}); see {@link serveHealth}'s module doc. */
   maxConns?: number;
   /** The whole request head must arrive within this (default 5 s); then the connection is closed. */
   headerTimeoutMs?: number;
@@ -86,10 +86,9 @@ export function openFileLimit(): number | null {
 /**
  * Default connection cap: 256, or a quarter of a lower fd limit (32 when unknown), so the health port can
  * never use them up. 256 rather than 32: under a flood reconnecting as fast as it is closed, a connection
- * lives about cap ÷ accept rate before it is the oldest; a probe whose client is slow to send its request
- * (a starved CPU) needs that time (with 32, 1–3 of 60 one-second probes failed on a loaded 2-CPU VM; with
- * 256, none: p50 13–18 ms, max 75–157 ms, tests/daemon_health_flood_test.ts). A connection waiting for its
- * request costs a descriptor and an 8 KiB buffer (2 MiB at the cap).
+ * lives about cap ÷ accept rate before it is the oldest, and a probe whose client is slow to send its
+ * request (a starved CPU) needs that time (docs/daemon.md). A connection waiting for its request costs a
+ * descriptor and an 8 KiB buffer.
  */
 export function defaultMaxConns(limit: number | null = openFileLimit()): number {
   return limit === null ? 32 : Math.max(4, Math.min(256, Math.floor(limit / 4)));
@@ -253,7 +252,7 @@ class Responder {
         // Full: first one event-loop turn, in which the requests that have arrived (a probe sends its own
         // at once) are read, so a connection being answered is not the one evicted; then the oldest of
         // those still waiting for their request goes. (Evicting at once let a flood of new connections
-        // push a probe's out before its request was read: 27 of 60 probes failed.)
+        // push a probe's out before its request was read: docs/daemon.md.)
         await this.#turn();
         if (this.#closed) {
           this.#drop(c);
@@ -268,7 +267,7 @@ class Responder {
 
   /**
    * Resolves after one turn of the event loop, in which I/O that is ready (a connection's request) is
-   * delivered: a message to ourselves through a MessageChannel (a timer of 0 ms waits ~1–4 ms instead).
+   * delivered: a message to ourselves through a MessageChannel (a timer of 0 ms waits a clock tick instead).
    */
   #turn(): Promise<void> {
     if (!this.#channel) {
