@@ -56,6 +56,18 @@ Deno.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mi
     expectFinding(run, "firewall-mode", "ok", "in iptables");
     expectFinding(run, "hostports", "ok", "no hostPort");
 
+    // iptables mode with flannel's nft table left over, holding another program's chain too: the fix
+    // deletes flannel's chains, not the table (issue 30).
+    nft(N, nftFamilyScript(SPEC, 4));
+    nft(N, "add chain ip flannel-ipv4 mine { type filter hook input priority 0 ; }\n");
+    run = await runDoctorJson(n);
+    const left = expectFinding(run, "firewall-mode", "warning", "");
+    assertEquals(left.fix.filter((f) => f.includes("nft delete")), [
+      `ip netns exec ${N} nft delete chain ip flannel-ipv4 postrtg`,
+      `ip netns exec ${N} nft delete chain ip flannel-ipv4 forward`,
+    ]);
+    nft(N, "delete table ip flannel-ipv4\n");
+
     // Mode switch that left the iptables rules: both sets present.
     await nftMode(n.storeDir);
     nft(N, nftFamilyScript(SPEC, 4));

@@ -12,6 +12,7 @@ import { IPAddr } from "../../base/cidr.ts";
 import { capList } from "./pods.ts";
 import { chainRules, network6, nftablesMode, nftMode, nftTable, own6 } from "../../observe/probes.ts";
 import { sh, words } from "../../base/shell.ts";
+import { NFT_CHAINS } from "../../firewall/flannel.ts";
 
 /** The rule lines of `chain NAME { … }` within a table's lines (type/policy/comment lines left out). */
 export function nftChain(table: string[], chain: string): string[] | null {
@@ -220,7 +221,19 @@ export const firewallMixed: Check = {
         );
       }
     }
-    if (stale !== "iptables") { for (const t of nftTables) fix.push(ctx.cmd(`nft delete table ${t}`)); }
+    if (stale !== "iptables") {
+      // flanneld's chains only: a table that also holds another program's chains, sets or maps stays.
+      for (const t of nftTables) {
+        const [f, n] = t.split(" ");
+        const lines = nftTable(text ?? "", f, n) ?? [];
+        const objects = lines.filter((l) =>
+          /^(chain|set|map|flowtable|counter|quota|ct|limit|secmark|synproxy) /.test(l)
+        );
+        const ours = objects.filter((l) => NFT_CHAINS.some((c) => l === `chain ${c} {`));
+        if (ours.length === objects.length) fix.push(ctx.cmd(`nft delete table ${words(t)}`));
+        else for (const l of ours) fix.push(ctx.cmd(`nft delete chain ${words(t)} ${l.split(" ")[1]}`));
+      }
+    }
     return [{
       id: "firewall-mode",
       severity: "warning",
