@@ -9,6 +9,7 @@
  */
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
+import { sh } from "../../base/shell.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { capList, readIpFiles } from "./pods.ts";
 import { CriError, type CriSandbox, DEFAULT_CRI_SOCKETS, findCriSocket, listPodSandboxes } from "../cri.ts";
@@ -54,7 +55,7 @@ function findLeaks(ctx: NodeSnapshot, byId: Map<string, CriSandbox>): { kind: st
   const ips = files.filter((f) => f.containerId && !ready(f.containerId)).map((f) => ({
     id: f.containerId,
     text: `${f.ip} (${why(byId.get(f.containerId))})`,
-    byHand: `rm ${f.path}`,
+    byHand: sh`rm ${f.path}`,
   }));
   const veths: Leak[] = [];
   for (const v of ctx.cni0Veths()) {
@@ -65,7 +66,7 @@ function findLeaks(ctx: NodeSnapshot, byId: Map<string, CriSandbox>): { kind: st
       veths.push({
         id: dead,
         text: `${v.name} (peer in ${ns}, ${why(byId.get(dead))})`,
-        byHand: ctx.cmd(`ip link del ${v.name}`),
+        byHand: ctx.cmd(sh`ip link del ${v.name}`),
       });
     }
   }
@@ -73,7 +74,7 @@ function findLeaks(ctx: NodeSnapshot, byId: Map<string, CriSandbox>): { kind: st
   const saved = savedConfigs(dir).filter((id) => !ready(id)).map((id) => ({
     id,
     text: `${id.slice(0, 13)} (${why(byId.get(id))})`,
-    byHand: `rm ${dir}/${id}`,
+    byHand: sh`rm ${`${dir}/${id}`}`,
   }));
   return [
     { kind: "IP(s) held for sandboxes the runtime does not run", leaks: ips },
@@ -89,7 +90,7 @@ function leakFinding(
   found: { kind: string; leaks: Leak[] }[],
 ) {
   const all = found.flatMap((f) => f.leaks);
-  const crictl = `crictl --runtime-endpoint unix://${socket}`;
+  const crictl = sh`crictl --runtime-endpoint ${`unix://${socket}`}`;
   const known = [...new Set(all.map((l) => l.id))].filter((id) => byId.has(id));
   return {
     id: ID,
@@ -102,7 +103,9 @@ function leakFinding(
       "a failed RunPodSandbox/StopPodSandbox left them: the IPs are never reused (the pool runs out), the " +
       "veths keep MACs on cni0, and a later ADD with a recycled ID reads a wrong saved config",
     fix: [
-      ...known.map((id) => `${crictl} stopp ${id} && ${crictl} rmp ${id}  # the runtime runs CNI DEL`),
+      ...known.map((id) =>
+        `${crictl} ${sh`stopp ${id}`} && ${crictl} ${sh`rmp ${id}`}  # the runtime runs CNI DEL`
+      ),
       ...all.filter((l) => !byId.has(l.id)).map((l) => l.byHand),
     ],
     persist: ["find why the sandbox's CNI ADD or DEL failed in the containerd/CRI-O log"],
