@@ -5,25 +5,39 @@
  * @module
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { findPeer, forgetPeers, missingPeers, peerBinDir, peerVersions } from "./peers.ts";
-
-function withEnv(vars: Record<string, string>, fn: () => void): void {
-  const old = Object.fromEntries(Object.keys(vars).map((k) => [k, Deno.env.get(k)]));
-  for (const [k, v] of Object.entries(vars)) Deno.env.set(k, v);
-  forgetPeers();
-  try {
-    fn();
-  } finally {
-    for (const [k, v] of Object.entries(old)) v === undefined ? Deno.env.delete(k) : Deno.env.set(k, v);
-    forgetPeers();
-  }
-}
+import { peerVersions } from "./peers.ts";
 
 function script(path: string, out: string): void {
   Deno.writeTextFileSync(path, `#!/bin/sh\necho '${out}'\n`, { mode: 0o755 });
 }
 
-Deno.test("peers: override, then the cache of the pinned version, then PATH only with the pinned version", () => {
+/**
+ * Runs `body` (statements using findPeer, missingPeers, peerBinDir, assertEquals) in a child Deno with exactly
+ * `env`: test modules share one process, so changing PATH or FLANCTL_PEER_* here would change them for every
+ * module running beside this one (and theirs would change this lookup).
+ */
+async function inChild(dir: string, env: Record<string, string>, body: string): Promise<void> {
+  const file = `${dir}/lookup_${crypto.randomUUID()}.ts`;
+  Deno.writeTextFileSync(
+    file,
+    `import { findPeer, missingPeers, peerBinDir } from "${new URL("./peers.ts", import.meta.url).href}";\n` +
+      `import { assertEquals } from "${new URL("./assert.ts", import.meta.url).href}";\n${body}\n`,
+  );
+  const keep = Object.fromEntries(
+    ["HOME", "DENO_DIR"].flatMap((k) => Deno.env.get(k) === undefined ? [] : [[k, Deno.env.get(k)!]]),
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--no-check", file],
+    env: { ...keep, ...env },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  assertEquals(out.code, 0, text);
+}
+
+Deno.test("peers: override, then the cache of the pinned version, then PATH only with the pinned version", async () => {
   const dir = Deno.makeTempDirSync({ prefix: "flanctl-peers-" });
   try {
     const v = peerVersions();
@@ -32,23 +46,30 @@ Deno.test("peers: override, then the cache of the pinned version, then PATH only
     script(`${dir}/path/flanneld`, "v0.0.1"); // a flanneld of another version (or flanctl's own name)
     script(`${dir}/path/crictl`, `crictl version ${v.crictl}`);
     script(`${dir}/path/etcd`, "etcd");
-    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, PATH: `${dir}/path` }, () => {
-      assertEquals(findPeer("flanneld"), undefined, "wrong version on PATH is not used");
-      assertEquals(findPeer("crictl"), `${dir}/path/crictl`, "the pinned version on PATH is used");
-      assertEquals(findPeer("etcd"), `${dir}/path/etcd`);
-      assertEquals(missingPeers(["flanneld", "etcd", "runc"]), ["flanneld", "runc"]);
-    });
+    const env = { FLANCTL_DEV_CACHE: `${dir}/cache`, PATH: `${dir}/path` };
+    await inChild(
+      dir,
+      env,
+      `assertEquals(findPeer("flanneld"), undefined, "wrong version on PATH is not used");
+assertEquals(findPeer("crictl"), "${dir}/path/crictl", "the pinned version on PATH is used");
+assertEquals(findPeer("etcd"), "${dir}/path/etcd");
+assertEquals(missingPeers(["flanneld", "etcd", "runc"]), ["flanneld", "runc"]);`,
+    );
     // Built into the cache: found there (before PATH).
     Deno.mkdirSync(`${dir}/cache/flanneld-${v.flanneld}/bin`, { recursive: true });
     script(`${dir}/cache/flanneld-${v.flanneld}/bin/flanneld`, v.flanneld);
-    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, PATH: `${dir}/path` }, () => {
-      assertEquals(peerBinDir("flanneld"), `${dir}/cache/flanneld-${v.flanneld}/bin`);
-      assertEquals(findPeer("flanneld"), `${dir}/cache/flanneld-${v.flanneld}/bin/flanneld`);
-    });
+    await inChild(
+      dir,
+      env,
+      `assertEquals(peerBinDir("flanneld"), "${dir}/cache/flanneld-${v.flanneld}/bin");
+assertEquals(findPeer("flanneld"), "${dir}/cache/flanneld-${v.flanneld}/bin/flanneld");`,
+    );
     // An override names the file.
-    withEnv({ FLANCTL_DEV_CACHE: `${dir}/cache`, FLANCTL_PEER_KUBE_APISERVER: `${dir}/path/etcd` }, () => {
-      assertEquals(findPeer("kube-apiserver"), `${dir}/path/etcd`);
-    });
+    await inChild(
+      dir,
+      { FLANCTL_DEV_CACHE: `${dir}/cache`, FLANCTL_PEER_KUBE_APISERVER: `${dir}/path/etcd` },
+      `assertEquals(findPeer("kube-apiserver"), "${dir}/path/etcd");`,
+    );
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
