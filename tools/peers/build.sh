@@ -9,13 +9,17 @@
 #               refuses its SDK: the blank import of pkg/backend/tencentvpc is removed from a copy of main.go)
 #   crictl      from the module sigs.k8s.io/cri-tools/cmd/crictl
 #   kube-scheduler  from the same wrapper module as kubernetes, in a cache directory of its own
+#   cni-plugins the reference CNI plugins the CNI tests and benches compare against, from the module
+#               github.com/containernetworking/plugins (its go.mod has no replace: `go install pkg@version`)
+#   cnitool     libcni's command-line runtime, from the module github.com/containernetworking/cni (the
+#               libcni release containerd 2.x vendors; the conflist benches drive the chain with it)
 #
 # Layout: $FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev)/<name>-<version>/bin/<binary>, a `stamp` file
 # written last (a build cut short is redone), the generated wrapper module in <name>-<version>/src. Go's own
 # module and build caches live in $FLANCTL_DEV_CACHE/go{mod,cache}, so a fresh clone on this machine reuses
 # everything. Nothing of the peers' code is ever written into the checkout.
 #
-# Usage: tools/peers/build.sh [kubernetes|kube-scheduler|flanneld|crictl|go]...   (no argument: all of them)
+# Usage: tools/peers/build.sh [kubernetes|kube-scheduler|flanneld|crictl|cni-plugins|cnitool|go]...   (no argument: all of them)
 # Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
 # use; one that does not exist makes the script fetch the toolchain).
 set -euo pipefail
@@ -23,6 +27,10 @@ set -euo pipefail
 K8S_VERSION=v1.37.2
 FLANNEL_VERSION=v0.28.10
 CRICTL_VERSION=v1.37.0
+CNI_PLUGINS_VERSION=v1.10.0
+CNITOOL_VERSION=v1.3.0
+# The reference plugins built (tests/cni_helpers.ts names these): the module's package of each.
+CNI_PLUGINS="main/bridge main/loopback main/ptp ipam/host-local meta/portmap"
 # The toolchain installed when the machine has no go, or one older than a module needs (golang.org/toolchain
 # on the module proxy: the same zip `GOTOOLCHAIN=goX.Y.Z` makes a go >= 1.21 fetch).
 GO_TOOLCHAIN_VERSION=1.26.8
@@ -256,9 +264,54 @@ build_crictl() {
   log "crictl $CRICTL_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/crictl" --version 2>&1 | head -1)"
 }
 
+# --- reference CNI plugins ---------------------------------------------------------------------------
+build_cni_plugins() {
+  local dir=$CACHE/cni-plugins-$CNI_PLUGINS_VERSION want="cni-plugins $CNI_PLUGINS_VERSION recipe $RECIPE: $CNI_PLUGINS"
+  if stamp_ok "$dir" "$want"; then log "cni-plugins $CNI_PLUGINS_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local mod=github.com/containernetworking/plugins info gomod
+  info=$("$GO" mod download -json "$mod@$CNI_PLUGINS_VERSION") || die "go mod download $mod@$CNI_PLUGINS_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$gomod" ] || die "no go.mod for $mod@$CNI_PLUGINS_VERSION"
+  # `go install pkg@version` refuses a module whose go.mod has replace directives (kubernetes' case).
+  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$CNI_PLUGINS_VERSION's go.mod has replace directives: review this recipe"
+  need_go "$(gomod_go "$gomod")"
+  local pkgs=() p
+  for p in $CNI_PLUGINS; do pkgs+=("$mod/plugins/$p@$CNI_PLUGINS_VERSION"); done
+  rm -rf "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir/bin.tmp"
+  # As upstream's release build (build_linux.sh): static, the version in buildversion.
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X $mod/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" "${pkgs[@]}" ||
+    die "go install of the CNI plugins $CNI_PLUGINS_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "cni-plugins $CNI_PLUGINS_VERSION: built in $(($(now) - t0)) s: $(CNI_COMMAND=VERSION "$dir/bin/bridge" </dev/null 2>&1 | head -c 200)"
+}
+
+# --- cnitool (libcni) ---------------------------------------------------------------------------------
+build_cnitool() {
+  local dir=$CACHE/cnitool-$CNITOOL_VERSION want="cnitool $CNITOOL_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "cnitool $CNITOOL_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local mod=github.com/containernetworking/cni info gomod
+  info=$("$GO" mod download -json "$mod@$CNITOOL_VERSION") || die "go mod download $mod@$CNITOOL_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  need_go "$(gomod_go "$gomod")"
+  rm -rf "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir/bin.tmp"
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath -ldflags "-s -w" \
+    "$mod/cnitool@$CNITOOL_VERSION" || die "go install cnitool $CNITOOL_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "cnitool $CNITOOL_VERSION: built in $(($(now) - t0)) s"
+}
+
 main() {
   local what=("$@") w t0
-  [ ${#what[@]} -gt 0 ] || what=(crictl flanneld kubernetes kube-scheduler)
+  [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool flanneld kubernetes kube-scheduler)
   t0=$(now)
   for w in "${what[@]}"; do
     case "$w" in
@@ -266,9 +319,11 @@ main() {
       kube-scheduler) with_lock "$CACHE/kube-scheduler-$K8S_VERSION" build_kube_scheduler ;;
       flanneld) with_lock "$CACHE/flanneld-$FLANNEL_VERSION" build_flanneld ;;
       crictl) with_lock "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
+      cni-plugins) with_lock "$CACHE/cni-plugins-$CNI_PLUGINS_VERSION" build_cni_plugins ;;
+      cnitool) with_lock "$CACHE/cnitool-$CNITOOL_VERSION" build_cnitool ;;
       go) need_go "$GO_TOOLCHAIN_VERSION"; log "go: $GO ($("$GO" env GOVERSION))" ;;
-      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cache=$CACHE" ;;
-      *) die "unknown peer '$w' (kubernetes, kube-scheduler, flanneld, crictl, go, versions)" ;;
+      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cni-plugins=$CNI_PLUGINS_VERSION cnitool=$CNITOOL_VERSION cache=$CACHE" ;;
+      *) die "unknown peer '$w' (kubernetes, kube-scheduler, flanneld, crictl, cni-plugins, cnitool, go, versions)" ;;
     esac
   done
   log "done in $(($(now) - t0)) s (cache $CACHE)"
