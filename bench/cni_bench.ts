@@ -1,6 +1,7 @@
 /**
  * CNI benchmark: ADD+DEL per pod, flanctl's plugins against the reference Go bridge+host-local
- * (/usr/lib/cni), measured in the same run: sequential, and 10 pods in parallel; then host-local alone with
+ * (v1.10.0 built by install.sh --dev, else Debian's /usr/lib/cni: tests/peers.ts refCniDir), measured in
+ * the same run: sequential, and 10 pods in parallel; then host-local alone with
  * 250 IPs already allocated. Runs in its own node netns (it re-executes itself there), pods in their own
  * netns; nothing touches the root namespace.
  *
@@ -27,9 +28,11 @@ import { runProcess } from "../lib/base/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 import { bridgeBenchConf } from "./cni_conf.ts";
+import { refCniDir } from "../tests/peers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const REF = "/usr/lib/cni";
+const REF_CNI = refCniDir();
+const REF = REF_CNI.dir;
 const SUBNET = "10.96.0.0/24";
 
 async function sh(cmd: string[], stdin?: string): Promise<{ code: number; out: string; err: string }> {
@@ -273,6 +276,7 @@ try {
   const par = await parallel(variants);
   const hl = await hostLocal250(variants);
   console.log(`CNI ADD+DEL per pod, ${PODS} pods sequential (median ms), 10 in parallel (wall ms per pod)`);
+  console.log(`reference plugins: ${REF_CNI.label}`);
   console.log(
     `${"variant".padEnd(42)}     ADD     DEL ADD+DEL  ratio | par/pod  ratio | hl250 ADD     DEL  ratio`,
   );

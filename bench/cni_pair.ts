@@ -15,6 +15,7 @@
 import { runProcess } from "../lib/base/run.ts";
 import { arg, runInOwnNetns } from "./own_netns.ts";
 import { bridgeBenchConf } from "./cni_conf.ts";
+import { refCniDir } from "../tests/peers.ts";
 
 await runInOwnNetns("FLANCTL_CNI_PAIR_NODE", "fpnode", import.meta.url);
 
@@ -24,7 +25,8 @@ if (dirs.length !== 2) {
   Deno.exit(2);
 }
 const ROUNDS = arg("--rounds", 300);
-const REF = "/usr/lib/cni";
+/** The reference plugins (v1.10.0 from install.sh --dev, else /usr/lib/cni): the CNI_PATH for host-local. */
+const REF = refCniDir().dir;
 const tmp = Deno.makeTempDirSync({ prefix: "flanctl-cni-pair-" });
 const pod = `fppod${crypto.getRandomValues(new Uint32Array(1))[0].toString(36).slice(0, 5)}`;
 

@@ -1,12 +1,13 @@
 /**
  * The CNI latency a user sees, under a real runtime: flanctl's plugins against the reference plugins
- * (/usr/lib/cni) in the same run, interleaved pod by pod:
+ * (v1.10.0 built by install.sh --dev, else Debian's /usr/lib/cni: tests/peers.ts refCniDir) in the same
+ * run, interleaved pod by pod:
  *
  * - containerd (Debian 1.6, one per variant in this bench's node netns, lib/lab/containerd.ts) driven by
  *   crictl: `runp` and `stopp`+`rmp` per pod, without and with a hostPort. containerd runs loopback and
  *   then the conflist on runp, and the whole chain's DEL on stopp and again on rmp.
- * - the seeds' conflist (flannel → bridge → host-local, then portmap) through cnitool (libcni, built by
- *   `go install github.com/containernetworking/cni/cnitool` into the --dev cache): ADD+DEL without ports
+ * - the seeds' conflist (flannel → bridge → host-local, then portmap) through cnitool (libcni v1.3.0,
+ *   built by `tools/peers/build.sh cnitool` into the --dev cache): ADD+DEL without ports
  *   and with two port mappings. The reference chain is bridge + host-local with flannel's delegate config
  *   (as flanctl's flannel renders it from the same subnet.env), then the reference portmap.
  *
@@ -29,24 +30,18 @@ import {
   startContainerd,
   stopContainerd,
 } from "../lib/lab/containerd.ts";
+import { findPeer, peerBinDir, refCniDir } from "../tests/peers.ts";
 
-const REF = "/usr/lib/cni";
+const REF = refCniDir();
 const OURS = Deno.env.get("CNI_BIN_DIR") ?? "/opt/cni/bin";
-const CNITOOL = Deno.env.get("FLANCTL_PEER_CNITOOL") ?? "/var/cache/flanctl-dev/cnitool-v1.3.0/bin/cnitool";
+/** libcni's cnitool from the --dev cache (FLANCTL_PEER_CNITOOL overrides). */
+const CNITOOL = findPeer("cnitool");
 
 await runInOwnNetns("FLANCTL_CNI_RT_BENCH_NODE", "fbrt", import.meta.url);
 
 const missing = missingRuntime();
-try {
-  Deno.statSync(CNITOOL);
-} catch {
-  missing.push(
-    `${CNITOOL} (GOBIN=${
-      CNITOOL.replace(/\/cnitool$/, "")
-    } go install github.com/containernetworking/cni/cnitool@v1.3.0)`,
-  );
-}
-if (missing.length) {
+if (!CNITOOL) missing.push(`cnitool (not in ${peerBinDir("cnitool")}: tools/peers/build.sh cnitool)`);
+if (!CNITOOL || missing.length) {
   console.log(`cni_runtime_bench: SKIPPED, missing ${missing.join(", ")}`);
   Deno.exit(0);
 }
@@ -131,7 +126,11 @@ try {
   await must(["mount", "--bind", `${tmp}/varlibcni`, "/var/lib/cni"]);
   await buildSandboxImage(`${tmp}/pause.tar`);
   for (
-    const [k, label, bin] of [["ref", "reference plugins", REF], ["ours", `flanctl (${OURS})`, OURS]] as const
+    const [k, label, bin] of [["ref", "reference plugins", REF.dir], [
+      "ours",
+      `flanctl (${OURS})`,
+      OURS,
+    ]] as const
   ) {
     const dir = `${tmp}/${k}`;
     Deno.mkdirSync(dir);
@@ -241,6 +240,7 @@ try {
   const f = (x: number) => x.toFixed(1).padStart(7);
   const r = (x: number, y: number) => `${(x / y).toFixed(2).padStart(5)}x`;
   console.log(`CNI under a real runtime, ${PODS} rounds (median ms), every case and variant in every round`);
+  console.log(`reference plugins: ${REF.label}; cnitool: ${CNITOOL}`);
   console.log(`${"".padEnd(42)}${"reference".padStart(10)}${"flanctl".padStart(10)}  ratio   goal`);
   for (const [c, kase] of cases.entries()) {
     const m = (k: number, part: number) => median(ms[c][k][part]);

@@ -4,7 +4,8 @@
  *
  * 1. Rule programming: 100 pods' port mappings (one tcp hostPort each) added, then removed — the portmap
  *    plugin as a runtime runs it (one process per pod: ours from this checkout's main.ts, iptables and
- *    nftables backends, against Debian's reference /usr/lib/cni/portmap, iptables), and the same work
+ *    nftables backends, against the reference portmap (v1.10.0 from install.sh --dev, else Debian's
+ *    /usr/lib/cni/portmap; tests/peers.ts refCniDir), iptables), and the same work
  *    in-process through lib/firewall (what the rule programming itself costs without process start-up).
  * 2. The daemon's rule resync, steady state (nothing drifted) and repair (rules deleted), per mode:
  *    iptables (iptables-save per table, one iptables-restore), nftables (listing via libnftables, one
@@ -22,8 +23,10 @@ import { iptablesAdd, iptablesDel, nftAdd, nftDel, type PortMapSpec } from "../l
 import { FlannelRules, iptablesRules } from "../lib/firewall/flannel.ts";
 import { IPNet } from "../lib/base/cidr.ts";
 import { pluginCmd } from "../tests/cni_helpers.ts";
+import { refCniDir } from "../tests/peers.ts";
 
-const REF = "/usr/lib/cni/portmap";
+const REF_CNI = refCniDir();
+const REF = `${REF_CNI.dir}/portmap`;
 
 async function sh(cmd: string[], stdin?: string, env?: Record<string, string>) {
   const r = await runProcess(cmd, { stdin, env });
@@ -88,7 +91,7 @@ async function viaPlugin(cmd: string[], backend: string | undefined, env: Record
       CNI_CONTAINERID: `pod${i}`,
       CNI_NETNS: "/x",
       CNI_IFNAME: "eth0",
-      CNI_PATH: "/usr/lib/cni",
+      CNI_PATH: REF_CNI.dir,
     });
   const t0 = performance.now();
   for (let i = 0; i < PODS; i++) await one("ADD", i);
@@ -117,7 +120,12 @@ const measure = async (label: string, f: () => Promise<number[]>) => {
 console.log(`portmap: ${PODS} pods, one tcp hostPort each, ADD all then DEL all (sequential)`);
 const refOk = (await runProcess([REF], { env: { CNI_COMMAND: "VERSION" }, stdin: "{}" })).code === 0;
 if (refOk) {
-  await measure("reference portmap 1.1.1 (iptables, process per pod)", () => viaPlugin([REF], undefined, {}));
+  await measure(
+    `reference portmap ${
+      REF_CNI.source === "debian" ? "1.1.1 (Debian)" : `(${REF_CNI.dir})`
+    } (iptables, process per pod)`,
+    () => viaPlugin([REF], undefined, {}),
+  );
 }
 await measure(
   "flanctl portmap iptables (process per pod)",

@@ -1,5 +1,6 @@
 /**
- * Side by side with the reference Go plugins (Debian containernetworking-plugins in /usr/lib/cni): the same
+ * Side by side with the reference Go plugins (tests/cni_helpers.ts REF_DIR: v1.10.0 built by install.sh
+ * --dev, else Debian's containernetworking-plugins in /usr/lib/cni): the same
  * bridge+host-local config in two fresh node/pod namespace pairs gives the same result JSON (modulo random
  * names and MACs) and the same interfaces, addresses, routes, bridge state and nat rules; DEL leaves the
  * same (empty) state. Also: host-local allocations made by one are released by the other.
@@ -90,7 +91,7 @@ async function nodeState(ns: string) {
     brAddrs,
     ports: ports.map((p) => ({
       mtu: p.mtu,
-      txqlen: vethTxqlen(p, REF_NEW),
+      txqlen: p.txqlen ?? 0, // the host end: 0 with every reference (ip -j omits 0)
       flags: p.flags,
       kind: (p.linkinfo as J).info_kind,
       hairpin: ((p.linkinfo as J).info_slave_data as J)?.hairpin,

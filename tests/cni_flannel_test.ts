@@ -4,7 +4,7 @@
  * STATUS (50 without subnet.env), GC, and DEL that cleans everything, also with the netns gone.
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { cni, cniOk, listFiles, requireRefPlugins, tempDir, waitFor } from "./cni_helpers.ts";
+import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, waitFor } from "./cni_helpers.ts";
 import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
@@ -247,7 +247,9 @@ Deno.test("cni loopback: same result as the reference; DEL sets lo down; netns g
       ref: true,
     });
     const norm = (x: J | null) => JSON.stringify(x).replaceAll(a, "NS").replaceAll(b, "NS");
-    assertEquals(norm(ours), norm(ref));
+    // v1.10 prints a 1.x result's keys sorted, as ours; Debian's 1.1.1 in Go struct order.
+    if (await refSpeaks11("loopback")) assertEquals(norm(ours), norm(ref));
+    else assertEquals(JSON.parse(norm(ours)), JSON.parse(norm(ref)));
     assertEquals((await ipJson<J[]>(a, "link", "show", "lo"))[0].operstate, "UNKNOWN");
     assert(((await ipJson<J[]>(a, "link", "show", "lo"))[0].flags as string[]).includes("UP"));
     await cniOk({ plugin: "loopback", command: "DEL", netns: a, containerId: "l1", ifname: "lo", conf });

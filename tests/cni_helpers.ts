@@ -1,10 +1,11 @@
 /**
  * Helpers for the CNI tests: run one of our plugins (through main.ts in symlink mode, as a runtime would
- * run /opt/cni/bin/<plugin>) or a reference Go plugin from /usr/lib/cni, inside a "node" netns, with the
+ * run /opt/cni/bin/<plugin>) or a reference Go plugin ({@link REF_DIR}), inside a "node" netns, with the
  * CNI environment and the config on stdin.
  * @module
  */
 import { ROOT, run, type RunResult } from "./netns.ts";
+import { type RefCniDir, refCniDir } from "./peers.ts";
 
 /**
  * How our plugins are started: main.ts in symlink mode, without deno.json/lockfile (the CNI path imports
@@ -23,10 +24,17 @@ export function pluginCmd(): string[] {
   ];
 }
 
-/** Where Debian's containernetworking-plugins live. */
-export const REF_DIR = "/usr/lib/cni";
+/**
+ * The reference plugins the side-by-side tests compare with (tests/peers.ts refCniDir): the pinned release
+ * (v1.10.0) built by `tools/peers/build.sh cni-plugins` (install.sh --dev) into the dev cache, else Debian's
+ * containernetworking-plugins in /usr/lib/cni (1.1.1 here); FLANCTL_REF_CNI_DIR overrides.
+ */
+export const REF: RefCniDir = refCniDir();
 
-/** The reference plugins among `names` that are not installed in {@link REF_DIR}. */
+/** The directory of the reference plugins ({@link REF}). */
+export const REF_DIR = REF.dir;
+
+/** The reference plugins among `names` that are not installed in `dir` ({@link REF_DIR}). */
 export function missingRefPlugins(names: string[], dir = REF_DIR): string[] {
   return names.filter((n) => {
     try {
@@ -38,10 +46,10 @@ export function missingRefPlugins(names: string[], dir = REF_DIR): string[] {
 }
 
 /**
- * Whether the installed reference plugins speak spec 1.1.0 (v1.5+, e.g. v1.10.0 from install.sh --dev):
- * then every kernel detail is compared with them. Debian's 1.1.1 stops at 1.0.0 and predates what v1.10
- * changed (veth txqueuelen 1000, arp_notify, keep_addr_on_down, host-local file modes, GC): tests assert
- * the measured v1.10 values for those instead (/work/shared/reference/real-peers.md).
+ * Whether the reference plugins speak spec 1.1.0 (v1.5+, e.g. the v1.10.0 build): then every kernel detail
+ * is compared with them. Debian's 1.1.1 stops at 1.0.0 and predates what v1.10 changed (veth txqueuelen
+ * 1000, arp_notify, keep_addr_on_down, host-local file modes, GC): with it, tests assert the measured v1.10
+ * values for those instead (docs/cni.md).
  */
 export async function refSpeaks11(plugin = "bridge"): Promise<boolean> {
   const o = await new Deno.Command(`${REF_DIR}/${plugin}`, {
@@ -53,32 +61,52 @@ export async function refSpeaks11(plugin = "bridge"): Promise<boolean> {
 }
 
 /**
- * A veth's txqueuelen for comparing with the reference: the kernel's default (1000, both ends) with v1.10
- * as with ours; Debian's 1.1.1 sets 0, so against it the value is left out.
+ * A pod-side veth's txqueuelen for comparing with the reference: the kernel's default (1000) with v1.10 as
+ * with ours; Debian's 1.1.1 sets 0, so against it the value is left out. (The host end is 0 with both.)
  */
 export function vethTxqlen(l: Record<string, unknown>, refNew: boolean): unknown {
   return refNew ? (l.txqlen ?? 0) : "not compared (Debian's reference predates v1.10)";
 }
 
+let told = false;
+
 /**
  * Whether the side-by-side tests of this module can run: true when every reference plugin in `names` is
- * installed. When some are missing, the tests that need them are to be ignored (the caller passes
+ * in {@link REF_DIR}. When some are missing, the tests that need them are to be ignored (the caller passes
  * `ignore: !requireRefPlugins(...)`), and: under CI (`CI=true`) a test named after the missing plugins is
  * registered that fails, so the suite cannot pass without them; elsewhere a warning says what is skipped.
+ * Under CI the reference must also be the pinned build (not Debian's fallback): a failing test says so.
+ * Elsewhere the fallback is said once per process.
  */
-export function requireRefPlugins(names: string[], env = Deno.env.get("CI")): boolean {
-  const missing = missingRefPlugins(names);
-  if (!missing.length) return true;
-  const what = `reference CNI plugins missing in ${REF_DIR}: ${missing.join(", ")} ` +
-    `(apt-get install containernetworking-plugins, or ./install.sh --dev)`;
-  if (env === "true") {
-    Deno.test(`side-by-side tests need the reference plugins (${missing.join(", ")})`, () => {
-      throw new Error(`${what}; under CI the side-by-side tests may not be skipped`);
-    });
-  } else {
-    console.error(`warning: ${what}; skipping the tests that compare with them`);
+export function requireRefPlugins(names: string[], env = Deno.env.get("CI"), ref = REF): boolean {
+  const missing = missingRefPlugins(names, ref.dir);
+  if (missing.length) {
+    const what = `reference CNI plugins missing in ${ref.dir}: ${missing.join(", ")} ` +
+      `(reference: ${ref.label}; ./install.sh --dev builds them)`;
+    if (env === "true") {
+      Deno.test(`side-by-side tests need the reference plugins (${missing.join(", ")})`, () => {
+        throw new Error(`${what}; under CI the side-by-side tests may not be skipped`);
+      });
+    } else {
+      console.error(`warning: ${what}; skipping the tests that compare with them`);
+    }
+    return false;
   }
-  return false;
+  if (ref.source === "debian") {
+    if (env === "true") {
+      Deno.test("side-by-side tests need the pinned reference plugins build", () => {
+        throw new Error(`comparing with ${ref.label}; under CI the pinned build must be there`);
+      });
+      return false;
+    }
+    if (!told) {
+      told = true;
+      console.error(
+        `note: comparing with ${ref.label}; what v1.10 changed is asserted against measured values`,
+      );
+    }
+  }
+  return true;
 }
 
 /** One plugin invocation. */
@@ -139,7 +167,23 @@ export async function cni(c: CniCall): Promise<CniOut> {
   try {
     json = r.stdout.trim() ? JSON.parse(r.stdout) : null;
   } catch { /* not JSON */ }
+  if (c.ref && json) await oldRefResult(json);
   return { ...r, json };
+}
+
+let refNew: Promise<boolean> | undefined;
+
+/**
+ * Debian's 1.1.1 (libcni 1.1) prints `"dns":{}` in a 1.x result; v1.10 (libcni 1.2+) leaves an empty dns
+ * out, as ours does (lib/cni/result.ts): against the old reference that one key is dropped from its result,
+ * so the comparison is about the content. Against v1.10 nothing is changed.
+ */
+async function oldRefResult(json: Record<string, unknown>): Promise<void> {
+  if (!String(json.cniVersion ?? "").startsWith("1.")) return;
+  const dns = json.dns;
+  if (!dns || typeof dns !== "object" || Object.keys(dns).length) return;
+  if (await (refNew ??= refSpeaks11())) return;
+  delete json.dns;
 }
 
 /** Like {@link cni} but throws unless the call succeeded. */

@@ -83,6 +83,7 @@ async function observe(isRef: boolean, ranges: unknown[][], fx: { add(t: string)
       resultBridgeMac: (r1!.interfaces as J[])[0].mac === first.mac,
       bridgeAcceptRa: await sysctl(node, "net/ipv6/conf/cni0/accept_ra"),
       hostVethAcceptRa: await sysctl(node, `net/ipv6/conf/${hostVeth}/accept_ra`),
+      hostVethTxqlen: (await ipJson<J[]>(node, "link", "show", hostVeth))[0].txqlen ?? 0,
       podTxqlen: (await ipJson<J[]>(pod1, "link", "show", "eth0"))[0].txqlen,
       podArpNotify: await sysctl(pod1, "net/ipv4/conf/eth0/arp_notify"),
       podAcceptDad: await sysctl(pod1, "net/ipv6/conf/eth0/accept_dad"),
@@ -124,6 +125,7 @@ for (const [label, ranges] of Object.entries(MODES)) {
           resultBridgeMac: true,
           bridgeAcceptRa: "0",
           hostVethAcceptRa: "0",
+          hostVethTxqlen: 0,
           podTxqlen: 1000,
           podArpNotify: "1",
           podAcceptDad: "0",
@@ -143,6 +145,7 @@ for (const [label, ranges] of Object.entries(MODES)) {
               "resultBridgeMac",
               "bridgeAcceptRa",
               "hostVethAcceptRa",
+              "hostVethTxqlen",
               "macPinned",
               "afterLastDel",
             ] as const

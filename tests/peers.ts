@@ -21,6 +21,7 @@ export const GO_PEERS = {
   "kubectl": "kubernetes",
   "flanneld": "flanneld",
   "crictl": "crictl",
+  "cnitool": "cnitool",
 } as const;
 
 /** Peers installed as Debian packages by `install.sh --dev`, with the package that has them. */
@@ -40,7 +41,7 @@ export const DEBIAN_PEERS = {
 export type GoPeer = keyof typeof GO_PEERS;
 export type DebianPeer = keyof typeof DEBIAN_PEERS;
 export type Peer = GoPeer | DebianPeer;
-type Component = typeof GO_PEERS[GoPeer];
+type Component = typeof GO_PEERS[GoPeer] | "cni-plugins";
 
 const BUILD_SCRIPT = new URL("../tools/peers/build.sh", import.meta.url);
 
@@ -63,6 +64,8 @@ export function peerVersions(): Record<Component, string> {
     kubernetes: pick("K8S_VERSION"),
     flanneld: pick("FLANNEL_VERSION"),
     crictl: pick("CRICTL_VERSION"),
+    cnitool: pick("CNITOOL_VERSION"),
+    "cni-plugins": pick("CNI_PLUGINS_VERSION"),
   };
   return versions;
 }
@@ -91,6 +94,7 @@ function onPath(name: string): string | undefined {
 
 /** Whether the Go program at `path` prints `version` (its own `--version`, or `kubectl version --client`). */
 function printsVersion(name: GoPeer, path: string, version: string): boolean {
+  if (name === "cnitool") return false; // it prints no version: only the cache's build is known to be it
   const args = name === "kubectl" ? ["version", "--client"] : ["--version"];
   try {
     const out = new Deno.Command(path, { args, stdout: "piped", stderr: "piped", stdin: "null" })
@@ -172,4 +176,48 @@ export function requirePeers(names: readonly Peer[], env = Deno.env.get("CI")): 
     console.error(`warning: ${what}; skipping the tests that need them`);
   }
   return false;
+}
+
+/** Debian's containernetworking-plugins (1.1.1 here): the fallback reference when the v1.10 build is absent. */
+export const DEBIAN_REF_CNI_DIR = "/usr/lib/cni";
+
+/** Where the reference CNI plugins the tests and benches compare against are, and which build they are. */
+export interface RefCniDir {
+  /** The directory holding bridge, host-local, loopback, portmap, ptp. */
+  dir: string;
+  /** "override" (FLANCTL_REF_CNI_DIR), "build" (the cache's pinned version) or "debian" (/usr/lib/cni). */
+  source: "override" | "build" | "debian";
+  /** For the log and skip messages: e.g. "v1.10.0 built by tools/peers/build.sh in /var/cache/…/bin". */
+  label: string;
+}
+
+/** The cache directory of the pinned reference CNI plugins: `<cache>/cni-plugins-<version>/bin`. */
+export function refCniBuildDir(): string {
+  return `${devCacheDir()}/cni-plugins-${peerVersions()["cni-plugins"]}/bin`;
+}
+
+/**
+ * The reference CNI plugins: FLANCTL_REF_CNI_DIR when set, then the pinned release built into the cache by
+ * `tools/peers/build.sh cni-plugins` (install.sh --dev) when its build finished (the `stamp` beside bin/),
+ * else Debian's /usr/lib/cni.
+ */
+export function refCniDir(): RefCniDir {
+  const override = Deno.env.get("FLANCTL_REF_CNI_DIR");
+  if (override) return { dir: override, source: "override", label: `FLANCTL_REF_CNI_DIR=${override}` };
+  const built = refCniBuildDir();
+  let stamped = false;
+  try {
+    stamped = Deno.statSync(built.replace(/\/bin$/, "/stamp")).isFile;
+  } catch { /* not built */ }
+  const v = peerVersions()["cni-plugins"];
+  if (stamped) {
+    return { dir: built, source: "build", label: `${v} built by tools/peers/build.sh in ${built}` };
+  }
+  return {
+    dir: DEBIAN_REF_CNI_DIR,
+    source: "debian",
+    label:
+      `Debian's containernetworking-plugins in ${DEBIAN_REF_CNI_DIR} (the ${v} build is not in ${built}: ` +
+      `tools/peers/build.sh cni-plugins, or ./install.sh --dev)`,
+  };
 }

@@ -12,7 +12,7 @@ function script(path: string, out: string): void {
 }
 
 /**
- * Runs `body` (statements using findPeer, missingPeers, peerBinDir, assertEquals) in a child Deno with exactly
+ * Runs `body` (statements using findPeer, missingPeers, peerBinDir, refCniDir, assertEquals) in a child Deno with exactly
  * `env`: test modules share one process, so changing PATH or FLANCTL_PEER_* here would change them for every
  * module running beside this one (and theirs would change this lookup).
  */
@@ -20,7 +20,9 @@ async function inChild(dir: string, env: Record<string, string>, body: string): 
   const file = `${dir}/lookup_${crypto.randomUUID()}.ts`;
   Deno.writeTextFileSync(
     file,
-    `import { findPeer, missingPeers, peerBinDir } from "${new URL("./peers.ts", import.meta.url).href}";\n` +
+    `import { findPeer, missingPeers, peerBinDir, refCniDir } from "${
+      new URL("./peers.ts", import.meta.url).href
+    }";\n` +
       `import { assertEquals } from "${new URL("./assert.ts", import.meta.url).href}";\n${body}\n`,
   );
   const keep = Object.fromEntries(
@@ -100,6 +102,46 @@ Deno.test("peers: a missing peer under CI=true is a failing test naming it and t
     const out2 = new TextDecoder().decode(local.stdout) + new TextDecoder().decode(local.stderr);
     assertEquals(local.code, 0, out2);
     assertStringIncludes(out2, "skipping the tests that need them");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("peers: the reference CNI plugins: override, then the finished build of the pinned version, then Debian's", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "flanctl-peers-ref-" });
+  try {
+    const v = peerVersions()["cni-plugins"];
+    assert(/^v\d+\.\d+\.\d+$/.test(v), v);
+    const bin = `${dir}/cni-plugins-${v}/bin`;
+    const env = { FLANCTL_DEV_CACHE: dir, PATH: "/usr/bin:/bin" };
+    const debian = `assertEquals([refCniDir().dir, refCniDir().source], ["/usr/lib/cni", "debian"]);
+assertEquals(refCniDir().label.includes("the ${v} build is not in ${bin}"), true);`;
+    await inChild(dir, env, debian);
+    // bin/ without the stamp: a build cut short is not used.
+    Deno.mkdirSync(bin, { recursive: true });
+    await inChild(dir, env, debian);
+    Deno.writeTextFileSync(`${dir}/cni-plugins-${v}/stamp`, "done\n");
+    await inChild(
+      dir,
+      env,
+      `assertEquals([refCniDir().dir, refCniDir().source], ["${bin}", "build"]);
+assertEquals(refCniDir().label.includes("${v}"), true);`,
+    );
+    await inChild(
+      dir,
+      { ...env, FLANCTL_REF_CNI_DIR: `${dir}/mine` },
+      `assertEquals([refCniDir().dir, refCniDir().source], ["${dir}/mine", "override"]);`,
+    );
+    // cnitool: only the cache's build (it prints no version to check one on PATH by).
+    const tool = `${dir}/cnitool-${peerVersions().cnitool}/bin`;
+    Deno.mkdirSync(tool, { recursive: true });
+    script(`${tool}/cnitool`, "");
+    await inChild(dir, env, `assertEquals(findPeer("cnitool"), "${tool}/cnitool");`);
+    await inChild(
+      dir,
+      { FLANCTL_DEV_CACHE: `${dir}/none`, PATH: tool },
+      `assertEquals(findPeer("cnitool"), undefined);`,
+    );
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

@@ -6,7 +6,8 @@
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { TEST_PREFIX, testPrefix, uniqueName } from "./netns.ts";
 import { labName } from "./lab_fixture.ts";
-import { missingRefPlugins } from "./cni_helpers.ts";
+import { missingRefPlugins, REF_DIR } from "./cni_helpers.ts";
+import { DEBIAN_REF_CNI_DIR } from "./peers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -61,7 +62,28 @@ Deno.test("reference plugins: missing ones fail the suite under CI=true, are ski
   assertEquals(dev.code, 0, dev.out);
   assertStringIncludes(
     dev.out,
-    "warning: reference CNI plugins missing in /usr/lib/cni: flanctl-no-such-plugin",
+    `warning: reference CNI plugins missing in ${REF_DIR}: flanctl-no-such-plugin`,
   );
   assertStringIncludes(dev.out, "1 ignored");
+});
+
+Deno.test({
+  name: "reference plugins: Debian's fallback fails the suite under CI=true (the pinned build must be there)",
+  ignore: missingRefPlugins(["bridge"], DEBIAN_REF_CNI_DIR).length > 0,
+  fn: async () => {
+    const args = ["test", "-A", "--no-check=remote", "tests/fixtures/ref_plugins_probe.ts"];
+    // A cache without the build: the reference falls back to /usr/lib/cni.
+    const env = { FLANCTL_DEV_CACHE: "/nonexistent/flanctl-dev", FLANCTL_PROBE_PLUGIN: "bridge" };
+    const ci = await deno(args, { ...env, CI: "true" });
+    assert(ci.code !== 0, `under CI Debian's reference must fail the run:\n${ci.out}`);
+    assertStringIncludes(ci.out, "side-by-side tests need the pinned reference plugins build");
+    assertStringIncludes(ci.out, "tools/peers/build.sh cni-plugins");
+    const dev = await deno(args, { ...env, CI: "false" });
+    assertEquals(dev.code, 0, dev.out);
+    assertStringIncludes(
+      dev.out,
+      `note: comparing with Debian's containernetworking-plugins in /usr/lib/cni`,
+    );
+    assertStringIncludes(dev.out, "1 passed");
+  },
 });

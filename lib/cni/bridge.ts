@@ -404,7 +404,9 @@ const vethStep: Step<AddState> = {
             ...(conf.mtu ? { mtu: conf.mtu } : {}),
             ...(conf.mac ? { mac: conf.mac } : {}),
             peerMac: st.hostMac,
-            // txqueuelen left to the kernel (1000 on both ends), as the reference's veths.
+            // As the reference's veths: the container end's txqueuelen left to the kernel (1000), the host
+            // end's 0 (vishvananda/netlink sends the peer's IFLA_TXQLEN from Veth.PeerTxQLen, 0 there).
+            peerTxqlen: 0,
           });
           st.hostVeth = name;
           return;

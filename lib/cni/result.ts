@@ -85,6 +85,14 @@ function routeOut(r: CniRoute, v11: boolean): CniRoute {
   return o;
 }
 
+/** `x` with the keys of every object in it in Go's map order (sorted by bytes; the keys here are ASCII). */
+function sortedKeys(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(sortedKeys);
+  if (x === null || typeof x !== "object") return x;
+  const o = x as Record<string, unknown>;
+  return Object.fromEntries(Object.keys(o).sort().map((k) => [k, sortedKeys(o[k])]));
+}
+
 /**
  * Renders `r` in the shape of `version`. 0.1.0/0.2.0 keep the first IPv4 and IPv6 address and split the
  * routes by family (error 1 when there is no address to carry them).
@@ -137,8 +145,12 @@ export function formatResult(r: CniResult, version: string): Record<string, unkn
     });
   }
   if (r.routes?.length) out.routes = r.routes.map((x) => routeOut(x, v11));
-  out.dns = dnsOut(r.dns);
-  return out;
+  // As libcni's types (v1.2+): a 1.x result leaves out an empty dns (types/100's MarshalJSON), the 0.x
+  // shapes print `"dns":{}` (omitempty does not apply to a struct).
+  const dns = dnsOut(r.dns);
+  if (v04 || Object.keys(dns).length) out.dns = dns;
+  // types/100's MarshalJSON re-marshals through a map: a 1.x result's keys come out sorted at every level.
+  return v04 ? out : sortedKeys(out) as Record<string, unknown>;
 }
 
 function isObj(x: unknown): x is Record<string, unknown> {

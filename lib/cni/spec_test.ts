@@ -103,6 +103,22 @@ Deno.test("cni results: every version's shape, and back", () => {
     gateway: "10.244.1.1",
   });
   assertEquals(v031.dns, {});
+  // A 1.x result leaves out an empty dns, as libcni's types/100 (v1.2+, the reference plugins v1.10).
+  assertEquals("dns" in formatResult(r, "1.0.0"), false);
+  assertEquals(formatResult({ ...r, dns: { nameservers: ["10.96.0.10"] } }, "1.1.0").dns, {
+    nameservers: ["10.96.0.10"],
+  });
+  // ... and its keys sorted at every level (types/100 re-marshals through a map); 0.x in struct order.
+  assertEquals(
+    JSON.stringify(formatResult({ ...r, dns: { search: ["a"], nameservers: ["10.96.0.10"] } }, "1.0.0")),
+    '{"cniVersion":"1.0.0","dns":{"nameservers":["10.96.0.10"],"search":["a"]},' +
+      '"interfaces":[{"mac":"aa:aa:aa:aa:aa:aa","name":"cni0"},' +
+      '{"mac":"bb:bb:bb:bb:bb:bb","name":"eth0","sandbox":"/var/run/netns/p"}],' +
+      '"ips":[{"address":"10.244.1.5/24","gateway":"10.244.1.1","interface":1},' +
+      '{"address":"fd00::5/64","gateway":"fd00::1","interface":1}],' +
+      '"routes":[{"dst":"10.244.0.0/16"},{"dst":"0.0.0.0/0","gw":"10.244.1.1"},{"dst":"fd00::/8"}]}',
+  );
+  assertEquals(Object.keys(v031), ["cniVersion", "interfaces", "ips", "routes", "dns"]);
   const v020 = formatResult(r, "0.2.0");
   assertEquals(v020, {
     cniVersion: "0.2.0",

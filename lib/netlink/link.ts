@@ -263,14 +263,18 @@ export function createVeth(
   const op = () =>
     `link add ${name} type veth peer name ${peerName}` +
     (opts.peerNetns ? ` netns ${netnsLabel(opts.peerNetns)}` : "") +
-    (opts.txqlen !== undefined ? ` txqueuelen ${opts.txqlen}` : "");
-  const { txqlen } = opts;
-  if (txqlen !== undefined && (!Number.isInteger(txqlen) || txqlen < 0 || txqlen > 0xffffffff)) {
-    throw new ParseError("txqlen", `bad txqueuelen ${txqlen} (0..4294967295)`);
+    (opts.txqlen !== undefined ? ` txqueuelen ${opts.txqlen}` : "") +
+    (opts.peerTxqlen !== undefined ? ` (peer txqueuelen ${opts.peerTxqlen})` : "");
+  const { txqlen, peerTxqlen = txqlen } = opts;
+  for (const [field, q] of [["txqlen", txqlen], ["peerTxqlen", peerTxqlen]] as const) {
+    if (q !== undefined && (!Number.isInteger(q) || q < 0 || q > 0xffffffff)) {
+      throw new ParseError(field, `bad txqueuelen ${q} (0..4294967295)`);
+    }
   }
   const a = newAttrs(name, { mtu: opts.mtu, mac: opts.mac }, "name");
   const p = newAttrs(peerName, { mtu: opts.mtu, mac: opts.peerMac }, "name", "peerMac");
-  if (txqlen !== undefined) a.txqlen = p.txqlen = txqlen;
+  if (txqlen !== undefined) a.txqlen = txqlen;
+  if (peerTxqlen !== undefined) p.txqlen = peerTxqlen;
   const fd = opts.peerNetns ? openNetnsFd(opts.peerNetns) : -1;
   try {
     if (fd >= 0) p.nsFd = fd;

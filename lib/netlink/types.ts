@@ -295,8 +295,10 @@ export interface VethCreateOptions {
   mac?: string;
   /** MAC address of the peer end. */
   peerMac?: string;
-  /** Transmit queue length of both ends (the reference bridge plugin uses 0). */
+  /** Transmit queue length of both ends (unset: the kernel's default, 1000). */
   txqlen?: number;
+  /** Transmit queue length of the peer end alone (overrides `txqlen` for it). */
+  peerTxqlen?: number;
 }
 
 /** Read/write access to the network objects of one network namespace. */
@@ -326,7 +328,8 @@ export interface NetlinkHandle {
   ): void;
   /**
    * Creates a veth pair; the peer is created directly in `peerNetns` when given. `txqlen` sets the
-   * transmit queue length of both ends (the CNI bridge plugin uses 0, as the reference does).
+   * transmit queue length of both ends, `peerTxqlen` the peer's alone (the CNI bridge plugin's host end: 0,
+   * as the reference's).
    */
   createVeth(
     name: string,
