@@ -339,3 +339,60 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name: "cni bridge: IPAM routes without a gateway, with priority or table, installed as the reference does",
+  ignore: !HAVE_REF,
+  fn: () =>
+    withNetns(async (fx) => {
+      const routes = async (isRef: boolean) => {
+        const node = await fx.add(isRef ? "rtr" : "rto"), pod = await fx.add("rtp");
+        const d = tempDir();
+        try {
+          const conf = {
+            cniVersion: REF_NEW ? "1.1.0" : "1.0.0",
+            name: "rtnet",
+            type: "bridge",
+            bridge: "cni0",
+            isGateway: true,
+            ipam: {
+              type: "host-local",
+              dataDir: d.path,
+              // IPv6 only: the IPv4 route has no gateway of its family to take.
+              ranges: [[{ subnet: "fd97:1::/64" }]],
+              // Debian's 1.1.1 predates the routes' priority and table (spec 1.1): only v1.10 gets them.
+              routes: [
+                { dst: "10.244.0.0/16" },
+                { dst: "fd00:1::/64", ...(REF_NEW ? { priority: 50 } : {}) },
+                { dst: "fd00:2::/64", ...(REF_NEW ? { table: 100 } : {}) },
+              ],
+            },
+          };
+          await cniOk({
+            plugin: "bridge",
+            command: "ADD",
+            node,
+            netns: pod,
+            containerId: "r1",
+            conf,
+            ref: isRef,
+          });
+          const out: unknown[] = [];
+          for (const fam of ["-4", "-6"]) {
+            for (const r of await ipJson<J[]>(pod, fam, "route", "show", "table", "all")) {
+              const dst = String(r.dst);
+              if (dst.startsWith("fe80") || dst.startsWith("ff00") || r.type === "multicast") continue;
+              if (r.table === "local") continue;
+              out.push({ ...r, prefsrc: undefined, gateway: r.gateway ? "GW" : undefined });
+            }
+          }
+          return out;
+        } finally {
+          d.cleanup();
+        }
+      };
+      const ours = await routes(false), ref = await routes(true);
+      assert(ours.length >= 4, JSON.stringify(ours));
+      assertEquals(ours, ref);
+    }),
+});

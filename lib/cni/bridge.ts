@@ -491,6 +491,23 @@ const podSysctls: Step<AddState> = {
   },
 };
 
+/** A result route's numeric scope (spec 1.1) as the netlink layer names it; none = universe (0). */
+function routeScope(scope: number | undefined): "universe" | "link" | "host" {
+  switch (scope ?? 0) {
+    case 0:
+      return "universe";
+    case 253:
+      return "link";
+    case 254:
+      return "host";
+  }
+  throw new CniError(
+    ErrCode.InvalidNetworkConfig,
+    "unsupported route scope",
+    `route scope ${scope} is not supported (0 universe, 253 link or 254 host)`,
+  );
+}
+
 /** `container`: CNI_IFNAME up with its addresses and routes. Undo: goes with the veth. */
 const containerStep: Step<AddState> = {
   name: "container",
@@ -502,7 +519,16 @@ const containerStep: Step<AddState> = {
       for (const r of routes) {
         const fam = familyOf(r.dst);
         const gw = r.gw ?? ips.find((i) => familyOf(i.address) === fam && i.gateway)?.gateway;
-        pod.replaceRoute({ dst: r.dst, dev: args.ifname, ...(gw ? { via: gw } : {}) });
+        // As the reference (pkg/ipam ConfigureIface): scope universe unless the route names one (also for
+        // a route without a gateway), the route's priority and table.
+        pod.replaceRoute({
+          dst: r.dst,
+          dev: args.ifname,
+          ...(gw ? { via: gw } : {}),
+          scope: routeScope(r.scope),
+          ...(r.priority !== undefined ? { metric: r.priority } : {}),
+          ...(r.table !== undefined ? { table: r.table } : {}),
+        });
       }
       return pod.link(args.ifname)!;
     });

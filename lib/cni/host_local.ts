@@ -115,6 +115,15 @@ function parseRoutes(x: unknown, field: string): CniRoute[] {
     if (!net) cfgErr(`${field}[${i}].dst: '${r.dst}' is not a CIDR`);
     const o: CniRoute = { dst: r.dst };
     if (r.gw !== undefined && r.gw !== null) o.gw = parseIP(r.gw, `${field}[${i}].gw`).toString();
+    // Spec 1.1's route fields, as types.Route: mtu, advmss and priority omitted when 0; table and scope kept.
+    for (const k of ["mtu", "advmss", "priority", "table", "scope"] as const) {
+      const v = r[k];
+      if (v === undefined || v === null) continue;
+      if (!Number.isInteger(v) || (v as number) < 0) {
+        cfgErr(`${field}[${i}].${k} must be a non-negative integer`);
+      }
+      if (v !== 0 || k === "table" || k === "scope") o[k] = v as number;
+    }
     return o;
   });
 }
