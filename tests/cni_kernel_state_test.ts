@@ -3,8 +3,9 @@
  * equal to the reference chain's (plugins v1.10.0; real-peers.md lists the measured values): cni0's
  * bridge_id is its MAC (pinned after the first port joined) and its operstate UP, accept_ra 0 on cni0 and
  * every host veth; the pod's eth0 txqueuelen 1000, arp_notify 1, accept_dad 0, keep_addr_on_down 1 with
- * IPv6; host-local's last_reserved_ip.N 0600 and lock 0750. Side by side with /usr/lib/cni; the values the
- * installed reference predates (Debian's 1.1.1) are asserted against the measured v1.10 ones. Then a pod
+ * IPv6; host-local's last_reserved_ip.N 0600 and lock 0750. Side by side with the reference (REF_DIR: v1.10.0
+ * from install.sh --dev, compared in full); with Debian's 1.1.1 fallback the values it predates are
+ * asserted against the measured v1.10 ones. Then a pod
  * sends a router advertisement and the node's routes and addresses do not change.
  */
 import { assert, assertEquals } from "./assert.ts";

@@ -1,5 +1,6 @@
 /**
- * The portmap plugin side by side with the reference (Debian's /usr/lib/cni/portmap, iptables mode): the
+ * The portmap plugin side by side with the reference (REF_DIR's portmap: v1.10.0 from install.sh --dev, else
+ * Debian's /usr/lib/cni/portmap; iptables mode): the
  * same iptables-save (normalised) and result JSON for the same config and prevResult, ADD by one and DEL
  * by the other, DEL without a netns, CHECK, GC; the nftables backend; bad port mappings → CNI error with
  * nothing installed; UDP conntrack entries cleared on DEL. Each case runs in namespaces of its own.

@@ -1,5 +1,5 @@
 /**
- * The exact bytes real runtimes send, fed to every plugin, ours beside the reference (/usr/lib/cni): keys
+ * The exact bytes real runtimes send, fed to every plugin, ours beside the reference (REF_DIR): keys
  * are matched case-insensitively as Go's encoding/json matches them (containerd 1.6 and 2.x send go-cni's
  * untagged `HostPort`/`ContainerPort`, CRI-O sends `hostPort`), unknown keys are ignored. DEL never fails on
  * input its ADD refused and still removes what an earlier ADD made; GC without an attachment list exits 0.

@@ -1,12 +1,14 @@
 /**
  * The real peers the tests run beside flanctl: where their binaries are and whether a test can use them.
  *
- * Go programs (Kubernetes, flanneld, crictl) are built by `install.sh --dev` (tools/peers/build.sh) into
+ * Go programs (Kubernetes, flanneld, crictl, cnitool) are built by `install.sh --dev` (tools/peers/build.sh) into
  * `$FLANCTL_DEV_CACHE/<name>-<version>/bin` (default /var/cache/flanctl-dev), the versions pinned in that
  * script; Debian's (etcd, containerd, runc, ctr, ...) come from PATH. Lookup order for a binary NAME:
  * `FLANCTL_PEER_<NAME>` (upper case, `-` as `_`, e.g. FLANCTL_PEER_KUBE_APISERVER) naming a file, then the
  * cache directory of the pinned version, then PATH — for the Go programs only a PATH binary that prints the
- * pinned version (a `flanneld` on PATH may be flanctl's own launcher name, a `kubectl` another release).
+ * pinned version (a `flanneld` on PATH may be flanctl's own launcher name, a `kubectl` another release;
+ * cnitool prints no version: only the cache's). The reference CNI plugins the side-by-side tests compare
+ * against: {@link refCniDir}.
  *
  * A test that needs peers passes `ignore: !requirePeers([...])`: under CI (`CI=true`) a missing peer
  * registers a failing test named after it (the suite cannot pass without them), elsewhere a warning says
