@@ -77,7 +77,7 @@ export function canonicalId(id: string): string {
   return Object.hasOwn(OLD_IDS, id) ? OLD_IDS[id] : id;
 }
 
-/** Ids of every check (for `--skip` validation and the README). */
+/** Ids of every check (for `--skip` validation and docs/doctor.md). */
 export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
 
 /** Runs the doctor. Never throws for node problems: they become findings or a fatal (exit 3) summary. */

@@ -4,8 +4,9 @@
  * `deno compile` could not run, a launcher plus the runtime the CNI path needs: the Deno binary, the
  * pre-bundled cni.js and the shared libraries the plugins dlopen (libnl-3, libnl-route-3; libnftables and
  * its libraries when present), in a directory of their own), makes every name of {@link CNI_PLUGIN_NAMES} a
- * symlink to it, and copies the conflist into the CNI conf dir. The host then needs only the kernel, glibc,
- * libgcc_s and /bin/sh (README: what a host must have).
+ * symlink to it, and copies the conflist into the CNI conf dir. In launcher mode the host then needs only the
+ * kernel, glibc, libgcc_s and /bin/sh; a compiled binary is copied alone, so the host needs libnl too
+ * (docs/deploy.md, "What a node must have").
  *
  * Every file appears atomically: written under a temporary name in the same directory, then renamed over
  * the final name, so kubelet (which may exec a plugin at any moment) sees the old file or the new one,

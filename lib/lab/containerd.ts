@@ -2,7 +2,7 @@
  * A real container runtime per lab node: one containerd (Debian's 1.6) inside the node's namespaces, with
  * its own root, state and socket under the node's directory and the node's CNI dirs, driven through CRI by
  * crictl (sigs.k8s.io/cri-tools, built by install.sh --dev). Measured facts this follows
- * (real-peers.md): the CRI plugin mounts sandbox netns under /run/netns, so containerd gets a private
+ * (docs/lab.md): the CRI plugin mounts sandbox netns under /run/netns, so containerd gets a private
  * directory bound over it; `ip netns exec` mounts a fresh sysfs that hides the cgroup v1 hierarchies, so
  * each is mounted again before containerd starts; the machine lacks CAP_SYS_RESOURCE, so
  * `restrict_oom_score_adj = true`. No registry: the sandbox image is a docker archive made here from

@@ -10,8 +10,8 @@
  * into each containerd; deploy/kube-flanctl.yml is applied with kubectl as it is. The service VIP
  * 10.96.0.1:443 (the pods' in-cluster config) is DNATed to the API server in each node (no kube-proxy here).
  *
- * Measured facts this follows: shared/reference/real-peers.md (restrict_oom_score_adj, cgroup v1 opt-in
- * `failCgroupV1: false`, --use-service-account-credentials for the CIDR patch).
+ * Measured facts this follows (docs/lab.md, `lab up --kube`): restrict_oom_score_adj, cgroup v1 opt-in
+ * `failCgroupV1: false`, --use-service-account-credentials for the CIDR patch.
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";

@@ -16,7 +16,7 @@ function chainExists(table: string, chain: string): boolean {
   return new RegExp(`^:${chain} `, "m").test(table);
 }
 
-/** The rules flannel's masquerade chain must contain (flannel-compat.md), for network/subnet. */
+/** The rules flannel's masquerade chain must contain (docs/daemon.md, "Masquerade"), for network/subnet. */
 export function expectedMasq(network: string, subnet: string): string[] {
   return flannelMasq(IPNet.parse(network), IPNet.parse(subnet)).rules;
 }
