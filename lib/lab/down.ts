@@ -86,7 +86,7 @@ export async function labDown(name: string, progress: (l: string) => void = () =
     if (r.code === 0) report.namespaces++;
   }
   // 3. Host sysctls `lab up --tune-host` raised (the lab's entries are gone with its namespaces).
-  if (state) restoreTuning(state).forEach(progress);
+  if (state) (await restoreTuning(state)).forEach(progress);
   // 4. Files.
   try {
     Deno.removeSync(dir, { recursive: true });

@@ -25,6 +25,7 @@ import {
 import type { HostTuning, LabState } from "./types.ts";
 import { labRoot } from "./paths.ts";
 import { readState, saveState } from "./state.ts";
+import { sleep } from "../base/sleep.ts";
 
 /** The lab does not fit the host's neighbour tables (nothing was made). */
 export class LabTooBigError extends FlanctlError {
@@ -129,23 +130,32 @@ export function applyTuning(s: LabState, changes: HostTuning[]): string[] {
 
 /**
  * Restores what `s` changed (lab down): a value someone changed since is left alone. When labs still up
- * hold more entries than the old thresholds allow (the entries the collector counts now, with this lab's
- * namespaces gone, above the old gc_thresh2), the record moves to one of them (its down restores) and the values stay.
+ * hold more entries than the old thresholds allow (the entries the collector counts, once this lab's
+ * deleted namespaces are torn down — waited for up to `settleMs` — above the old gc_thresh2), the record moves to one of them (its down restores) and the values stay.
  * `entries` reads a family's table (tests give their own). Returns one line per change.
  */
-export function restoreTuning(
+export async function restoreTuning(
   s: LabState,
   entries: (family: 4 | 6) => number | null = (f) => countedEntries(f),
-): string[] {
+  settleMs = 15_000,
+): Promise<string[]> {
   const changes = s.hostTuning ?? [];
   if (!changes.length) return [];
   const famOf = (c: HostTuning) => (c.key.startsWith("net.ipv6.") ? 6 : 4) as 4 | 6;
-  const crowded = changes.some((c) => {
-    if (!c.key.endsWith("gc_thresh2")) return false;
-    const e = entries(famOf(c));
-    return e !== null && e > c.before;
-  });
-  const heir = crowded ? otherLab(s.name) : null;
+  const crowded = () =>
+    changes.some((c) => {
+      if (!c.key.endsWith("gc_thresh2")) return false;
+      const e = entries(famOf(c));
+      return e !== null && e > c.before;
+    });
+  // A deleted namespace is torn down by the kernel a moment later (its entries with it): wait for that.
+  const end = Date.now() + settleMs;
+  let full = crowded();
+  while (full && Date.now() < end) {
+    await sleep(250);
+    full = crowded();
+  }
+  const heir = full ? otherLab(s.name) : null;
   if (heir) {
     heir.hostTuning = [...(heir.hostTuning ?? []), ...changes];
     saveState(heir);

@@ -77,7 +77,7 @@ Deno.test("lab --tune-host: recorded before the change, restored by down, kept w
     Deno.mkdirSync(`${root}/neb`);
     Deno.writeTextFileSync(`${root}/neb/state.json`, JSON.stringify(b));
     Deno.removeSync(`${root}/nea`, { recursive: true });
-    assertEquals(restoreTuning(a, () => 3000), [
+    assertEquals(await restoreTuning(a, () => 3000, 300), [
       "host neighbour thresholds stay raised: the table still holds more than the old gc_thresh2 while lab " +
       "neb is up (its lab down restores them)",
     ]);
@@ -88,12 +88,20 @@ Deno.test("lab --tune-host: recorded before the change, restored by down, kept w
     // Restored when the old thresholds hold what is left (another lab may be up); a value someone changed
     // since is left alone.
     Deno.writeTextFileSync(changes[1].path, "40000\n");
-    assertEquals(restoreTuning(heir, () => 100), [
+    assertEquals(await restoreTuning(heir, () => 100), [
       "net.ipv4.neigh.default.gc_thresh2 is 40000, not the 32768 lab up set: left as is",
       "net.ipv4.neigh.default.gc_thresh3 restored to 1024",
     ]);
     assertEquals([read(changes[0].path), read(changes[1].path)], [1024, 40000]);
-    assertStringIncludes(JSON.stringify(restoreTuning(lab("nec"), () => 100)), "[]");
+    assertStringIncludes(JSON.stringify(await restoreTuning(lab("nec"), () => 100)), "[]");
+    // Entries that drop while the torn-down namespaces go are waited for: restored, not handed on.
+    const c = lab("ned");
+    applyTuning(c, [{ ...changes[0], path: file("t3b", 1024) }, { ...changes[1], path: file("t2b", 512) }]);
+    let calls = 0;
+    assertEquals(await restoreTuning(c, () => (++calls < 4 ? 3000 : 100), 5000), [
+      "net.ipv4.neigh.default.gc_thresh2 restored to 512",
+      "net.ipv4.neigh.default.gc_thresh3 restored to 1024",
+    ]);
   } finally {
     if (old === undefined) Deno.env.delete("FLANCTL_LAB_ROOT");
     else Deno.env.set("FLANCTL_LAB_ROOT", old);
