@@ -55,7 +55,7 @@ export class KubeControlPlane {
     apiserverArgs: string[];
   };
   readonly #ownDir: boolean;
-  readonly #procs: { name: string; p: Deno.ChildProcess }[] = [];
+  readonly #procs: { name: string; p: Deno.ChildProcess; argv: string[] }[] = [];
   /** The API server's URL as the nodes reach it. */
   readonly url: string;
 
@@ -175,7 +175,7 @@ export class KubeControlPlane {
   }
 
   #spawn(name: string, argv: string[]): void {
-    const log = Deno.openSync(`${this.opts.dir}/${name}.log`, { write: true, create: true, truncate: true });
+    const log = Deno.openSync(`${this.opts.dir}/${name}.log`, { write: true, create: true, append: true });
     const p = new Deno.Command("ip", {
       args: ["netns", "exec", this.opts.netns, ...argv],
       stdin: "null",
@@ -184,7 +184,27 @@ export class KubeControlPlane {
     }).spawn();
     // The log file is the component's stderr (read by logTail when something fails).
     p.stderr.pipeTo(log.writable).catch(() => {});
-    this.#procs.push({ name, p });
+    this.#procs.push({ name, p, argv });
+  }
+
+  /**
+   * Restarts the API server (SIGTERM, same flags, same etcd) and waits for /readyz: clients' watches break and
+   * resume against a fresh watch cache (a resourceVersion older than its start: 410, a re-list).
+   */
+  async restartApiserver(): Promise<void> {
+    const i = this.#procs.findIndex((x) => x.name === "kube-apiserver");
+    if (i < 0) throw new Error("kube-apiserver is not running");
+    const [{ p, argv }] = this.#procs.splice(i, 1);
+    try {
+      p.kill("SIGTERM");
+    } catch { /* gone */ }
+    await p.status;
+    this.#spawn("kube-apiserver", argv);
+    await waitFor(
+      () => `kube-apiserver ready again\n${this.logTail("kube-apiserver")}`,
+      async () => (await this.kubectl("get", "--raw", "/readyz")).code === 0,
+      90_000,
+    );
   }
 
   /** The last lines of a component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`). */
