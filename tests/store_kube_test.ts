@@ -661,3 +661,39 @@ Deno.test("kube watch: Nodes beyond the item or kept-data cap end the watch in a
     await t.cleanup();
   }
 });
+
+Deno.test("kube store: start-up reads our Node once (public IP, backend data, lease); a change since is re-read", async () => {
+  const t = await setup();
+  const P = "flannel.alpha.coreos.com/";
+  try {
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" }, {
+      [`${P}node-public-ip`]: "198.51.100.1",
+      [`${P}backend-data`]: JSON.stringify({ VNI: 1, VtepMAC: "0e:aa:00:00:00:07" }),
+    });
+    const s = await t.open("n1");
+    const gets = () =>
+      t.api.requests.filter((r) => r.method === "GET" && r.url.startsWith("/api/v1/nodes/n1")).length;
+    const before = gets();
+    assertEquals(await s.storedPublicIP(), { publicIP: "198.51.100.1", publicIPv6: null });
+    assertEquals(await s.storedBackendData(), { VNI: 1, VtepMAC: "0e:aa:00:00:00:07" });
+    await s.acquireLease(attrs);
+    assertEquals(gets() - before, 1);
+    // Someone writes our Node between the start-up read and the lease: the patch's precondition fails (409)
+    // and the lease is taken on a fresh read, keeping the other writer's annotation.
+    const s2 = await t.open("n1");
+    await s2.storedPublicIP();
+    t.api.upsert("n1", { podCIDR: "10.244.1.0/24" }, {
+      ...t.api.nodes.get("n1")!.metadata.annotations,
+      [`${P}backend-type`]: "host-gw",
+      "example.com/other": "x",
+    });
+    const at = gets();
+    await s2.acquireLease(attrs);
+    assert(gets() - at >= 1, "the lease re-read the changed Node");
+    const a = t.api.nodes.get("n1")!.metadata.annotations;
+    assertEquals(a["example.com/other"], "x");
+    assertEquals(a[`${P}backend-type`], "vxlan");
+  } finally {
+    await t.cleanup();
+  }
+});

@@ -92,6 +92,9 @@ export const START_WAIT_MS = 30_000;
 const START_POLL_MS = 3_000;
 
 /** Start-up cannot go on in kube mode (exit 1 at once, as flanneld): the node's name or Node is missing. */
+/** How long the start-up read of our Node stands in for a fresh GET (the steps between take milliseconds). */
+const START_READ_MS = 10_000;
+
 export class KubeStartError extends FlanctlError {
   constructor(message: string) {
     super(message, 1);
@@ -355,7 +358,11 @@ export class KubeStore implements SubnetStore {
     const name = await this.nodeName();
     const P = this.prefix;
     for (let attempt = 0;; attempt++) {
-      const node = await this.#getNode(name);
+      // The start-up read (one GET for the stored public IP, backend data and this); a node changed since
+      // fails the patch's resourceVersion precondition (409) and is read again.
+      const fresh = this.#startRead && Date.now() - this.#startRead.at < START_READ_MS;
+      const node = fresh ? this.#startRead!.node : await this.#getNode(name);
+      this.#startRead = null;
       const cidrs = podCidrs(node);
       const v4 = cidrs.find((c) => c.family === 4) ?? null;
       const v6 = cidrs.find((c) => c.family === 6) ?? null;
@@ -393,7 +400,9 @@ export class KubeStore implements SubnetStore {
         want[`${P}public-ipv6`] = published.PublicIPv6 ?? "";
       }
       let rv = node.metadata.resourceVersion;
-      if (Object.entries(want).some(([k, v]) => have[k] !== v)) {
+      // From the start-up read, the patch is sent even when nothing differs: its precondition is what
+      // proves the read still current (a no-op patch writes nothing).
+      if (fresh || Object.entries(want).some(([k, v]) => have[k] !== v)) {
         try {
           // Through the status subresource, as flannel: kube-flannel's ClusterRole grants `patch` on
           // nodes/status only. The resourceVersion makes it conditional (409 when the node changed).
@@ -430,7 +439,7 @@ export class KubeStore implements SubnetStore {
 
   /** Our node's `node-public-ip`/`node-public-ipv6` annotations (they act as --public-ip/--public-ipv6). */
   async storedPublicIP(): Promise<{ publicIP: string | null; publicIPv6: string | null }> {
-    const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
+    const a = (await this.#startNode()).metadata.annotations ?? {};
     return {
       publicIP: a[`${this.prefix}node-public-ip`] || null,
       publicIPv6: a[`${this.prefix}node-public-ipv6`] || null,
@@ -441,7 +450,7 @@ export class KubeStore implements SubnetStore {
    * Our node's published `backend-data` (family 6: `backend-v6-data`), parsed; null when absent or not JSON.
    */
   async storedBackendData(family: 4 | 6 = 4): Promise<unknown> {
-    const a = (await this.#getNode(await this.nodeName())).metadata.annotations ?? {};
+    const a = (await this.#startNode()).metadata.annotations ?? {};
     try {
       return JSON.parse(a[`${this.prefix}${family === 6 ? "backend-v6-data" : "backend-data"}`] ?? "null");
     } catch {
@@ -485,6 +494,20 @@ export class KubeStore implements SubnetStore {
         if (this.#closed.signal.aborted) throw e;
       }
     }
+  }
+
+  /**
+   * Our Node as read once at start-up, shared by {@link storedPublicIP}, {@link storedBackendData} and the
+   * first attempt of {@link acquireLease} (which drops it; older than START_READ_MS it reads again): one GET
+   * where each read its own.
+   */
+  #startRead: { node: KubeNode; at: number } | null = null;
+
+  async #startNode(): Promise<KubeNode> {
+    if (!this.#startRead || Date.now() - this.#startRead.at >= START_READ_MS) {
+      this.#startRead = { node: await this.#getNode(await this.nodeName()), at: Date.now() };
+    }
+    return this.#startRead.node;
   }
 
   async #getNode(name: string): Promise<KubeNode> {
