@@ -8,7 +8,7 @@
  * leaked IP and saved config of a sandbox the runtime does not have.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { listFiles, pool, tempDir } from "./cni_helpers.ts";
+import { listFiles, pool, tempDir, waitFor } from "./cni_helpers.ts";
 import { flanctl, ipJson, nsRun, sh, withNetns } from "./netns.ts";
 import { peerPath, requirePeers } from "./peers.ts";
 import { PLUGINS } from "../lib/cni/plugins.ts";
@@ -132,6 +132,7 @@ Deno.test({
       const d = tempDir();
       const p = containerdPaths(`${d.path}/containerd`);
       let pid = 0;
+      let httpd: Deno.ChildProcess | undefined;
       try {
         // A second namespace reaches the node's hostPorts over a veth (as another node would).
         const [a, b] = [`cnh${crypto.randomUUID().slice(0, 8)}`, `cnc${crypto.randomUUID().slice(0, 8)}`];
@@ -168,15 +169,17 @@ Deno.test({
         // The hostPort from the other namespace reaches web's port 80.
         Deno.mkdirSync(`${d.path}/www`);
         Deno.writeTextFileSync(`${d.path}/www/index.html`, "hello from web\n");
-        await sh(
-          "nsenter",
-          `--net=/proc/${w.pid}/ns/net`,
-          "busybox",
-          "httpd",
-          "-p",
-          "80",
-          "-h",
-          `${d.path}/www`,
+        // In the foreground, as our child: a daemonized httpd outlived the test and kept the pod's
+        // namespace alive.
+        httpd = new Deno.Command("nsenter", {
+          args: [`--net=/proc/${w.pid}/ns/net`, "busybox", "httpd", "-f", "-p", "80", "-h", `${d.path}/www`],
+          stdout: "null",
+          stderr: "null",
+        }).spawn();
+        await waitFor(async () =>
+          (await sh("nsenter", `--net=/proc/${w.pid}/ns/net`, "ss", "-Htln", "sport", "=", ":80")).includes(
+            ":80",
+          )
         );
         const got = await nsRun(client, ["curl", "-sS", "-m", "5", "http://192.168.77.1:18080/"]);
         assertEquals(
@@ -244,6 +247,12 @@ Deno.test({
         const f = (JSON.parse(none.stdout).checks as J[]).find((c) => c.id === "cri-sandboxes")!;
         assert(String(f.detail).startsWith("not checked (--cri-socket none)"), String(f.detail));
       } finally {
+        if (httpd) {
+          try {
+            httpd.kill("SIGKILL");
+          } catch { /* already gone */ }
+          await httpd.status;
+        }
         if (pid) await stopContainerd(pid, p);
         d.cleanup();
       }
