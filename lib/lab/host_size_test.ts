@@ -50,11 +50,33 @@ function lab(name: string): LabState {
   };
 }
 
-Deno.test("lab --tune-host: recorded before the change, restored by down, kept while another lab is up", async () => {
-  const root = await Deno.makeTempDir({ prefix: "ne-tune-" });
-  const old = Deno.env.get("FLANCTL_LAB_ROOT");
-  Deno.env.set("FLANCTL_LAB_ROOT", root);
-  try {
+/** Set in the child that runs the --tune-host test (its FLANCTL_LAB_ROOT is the same directory). */
+const TUNE_CHILD = "FLANCTL_TUNE_TEST_ROOT";
+const TUNE_TEST =
+  "lab --tune-host: recorded before the change, restored by down, kept while another lab is up";
+
+// The lab root comes from FLANCTL_LAB_ROOT, and test modules share one process under --parallel: setting it
+// here would move every lab started beside this test. The test runs in a child of its own instead.
+Deno.test(TUNE_TEST, async () => {
+  const root = Deno.env.get(TUNE_CHILD);
+  if (root === undefined) {
+    const dir = await Deno.makeTempDir({ prefix: "ne-tune-" });
+    try {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["test", "-A", "--no-check", "--filter", TUNE_TEST, new URL(import.meta.url).pathname],
+        env: { [TUNE_CHILD]: dir, FLANCTL_LAB_ROOT: dir },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+      assertEquals(out.code, 0, text);
+      assertStringIncludes(text.replace(/\x1b\[[0-9;]*m/g, ""), "1 passed");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+    return;
+  }
+  {
     // Stand-in files for /proc/sys (tests never write host sysctls).
     const file = (n: string, v: number) => (Deno.writeTextFileSync(`${root}/${n}`, `${v}\n`), `${root}/${n}`);
     const read = (p: string) => Number(Deno.readTextFileSync(p).trim());
@@ -102,10 +124,6 @@ Deno.test("lab --tune-host: recorded before the change, restored by down, kept w
       "net.ipv4.neigh.default.gc_thresh2 restored to 512",
       "net.ipv4.neigh.default.gc_thresh3 restored to 1024",
     ]);
-  } finally {
-    if (old === undefined) Deno.env.delete("FLANCTL_LAB_ROOT");
-    else Deno.env.set("FLANCTL_LAB_ROOT", old);
-    await Deno.remove(root, { recursive: true });
   }
 });
 
