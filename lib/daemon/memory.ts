@@ -11,7 +11,9 @@
  * grows from a settled heap (most of start-up's transient memory is C heap — compiling the bundle — not JS
  * heap); a long burst of events is released every ~2 s ({@link TRIM_MAX_WAIT_MS}) and a release still
  * pending runs before a full pass. Start-up's releases also drop the Deno binary's resident read-only pages
- * (lib/sys/malloc.ts unmapBinaryPages). Peaks measured: docs/performance.md, "Daemon memory: peaks".
+ * (lib/sys/malloc.ts unmapBinaryPages). Peaks measured: docs/performance.md, "Daemon memory: peaks". Kube
+ * mode's re-list after 410 Gone lists every Node again: the store releases (GC, then trim) before and after
+ * it through a hook run.ts hands to openStore, not through this class (the store sits below the daemon).
  * @module
  */
 import type { Logger } from "../base/log.ts";

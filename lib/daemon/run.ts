@@ -46,7 +46,16 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     log.debug("releasing start-up memory failed", { error: errText(e) });
   }
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
-  const store = await openStore(storeOpts, { warn: (msg, fields) => log.warn(msg, fields) });
+  // Kube mode's re-list (410 Gone) lists every Node as start-up does: a release before and after it, as
+  // start-up releases before its list (the peaks: docs/performance.md, "Kube mode on the real API server").
+  const collectGarbage = fullGarbageCollection();
+  const store = await openStore(storeOpts, {
+    warn: (msg, fields) => log.warn(msg, fields),
+    releaseMemory: () => {
+      collectGarbage?.();
+      releaseFreeMemory();
+    },
+  });
   const nl = openNetlink();
   const d = new Daemon(o, {
     nl,
@@ -56,7 +65,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     releaseMemory: () => void releaseFreeMemory(),
     releaseBinaryPages: () => void unmapBinaryPages(),
     // Present when V8 runs with --expose-gc (install.sh's launcher passes it to the daemon).
-    collectGarbage: fullGarbageCollection(),
+    collectGarbage,
     jitless: (Deno.env.get("FLANCTL_DAEMON_V8_FLAGS") ?? "").split(",").includes("--jitless"),
     runWithJit: () => runWithJit(log),
   });

@@ -194,7 +194,10 @@ function etcdPassword(opts: StoreOptions): string | undefined {
 }
 
 /** Opens the store chosen by {@link storeChoice}. Errors name the store and why it was chosen. */
-export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): Promise<SubnetStore> {
+export async function openStore(
+  opts: StoreOptions,
+  log: { warn?: Warn; releaseMemory?: () => void } = {},
+): Promise<SubnetStore> {
   const ttlMs = leaseTtlMs(opts);
   const choice = storeChoice(opts);
   try {
@@ -208,6 +211,7 @@ export async function openStore(opts: StoreOptions, log: { warn?: Warn } = {}): 
           netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
           annotationPrefix: opts.kubeAnnotationPrefix,
           warn: log.warn,
+          releaseMemory: log.releaseMemory,
         });
       }
       case "etcd": {
