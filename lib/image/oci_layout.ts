@@ -5,7 +5,7 @@
  * Every byte is a function of the inputs (no clock, no random, keys in a fixed order): two builds of the same
  * layer give the same digests. The layer stays uncompressed (application/vnd.oci.image.layer.v1.tar, as
  * `docker save` stores it): every loader accepts it, and its bytes do not depend on a gzip version.
- * Used by deploy/build-image.sh (through tools/oci_layout.ts) and the kube lab's sandbox image.
+ * Used by deploy/build-image.sh (through tools/oci_layout.ts).
  * @module
  */
 import { createHash } from "node:crypto";

@@ -168,11 +168,11 @@ export function missingRuntime(): string[] {
  * Writes the sandbox image as a docker archive at `tar`: one layer with busybox-static (and the applets a
  * test pod needs), entrypoint `sleep` for ever. Deterministic (fixed mtime, owner, order).
  */
-export async function buildSandboxImage(tar: string): Promise<void> {
+export async function buildSandboxImage(tar: string, busybox = BUSYBOX_BIN): Promise<void> {
   const work = Deno.makeTempDirSync({ prefix: "flanctl-pause-" });
   try {
     Deno.mkdirSync(`${work}/rootfs/bin`, { recursive: true });
-    Deno.copyFileSync(BUSYBOX_BIN, `${work}/rootfs/bin/busybox`);
+    Deno.copyFileSync(busybox, `${work}/rootfs/bin/busybox`);
     Deno.chmodSync(`${work}/rootfs/bin/busybox`, 0o755);
     for (const a of ["sh", "sleep", "nc", "ip", "ping", "cat", "ls", "httpd"]) {
       Deno.symlinkSync("busybox", `${work}/rootfs/bin/${a}`);

@@ -15,7 +15,7 @@
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";
-import { buildLayout } from "../image/oci_layout.ts";
+import { buildSandboxImage, SANDBOX_IMAGE } from "./containerd.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
@@ -31,8 +31,6 @@ export const KUBE_PROGRAMS = [
   "kubelet",
   "kubectl",
 ];
-/** The sandbox ("pause") image every node's containerd uses: busybox-static, imported, never pulled. */
-export const SANDBOX_IMAGE = "flanctl.local/pause:busybox";
 /** The service network and the API server's service VIP (the first address). */
 export const SERVICE_CIDR = "10.96.0.0/16";
 export const SERVICE_VIP = "10.96.0.1";
@@ -282,46 +280,6 @@ export function nodeScript(
   ].join("\n") + "\n";
 }
 
-/** Writes the busybox sandbox image as an OCI archive (one layer: /bin/busybox; it sleeps). */
-async function writeSandboxImage(tar: string, busybox: string, work: string): Promise<void> {
-  await Deno.mkdir(`${work}/rootfs/bin`, { recursive: true });
-  await Deno.copyFile(busybox, `${work}/rootfs/bin/busybox`);
-  await mustRun([
-    "tar",
-    "--sort=name",
-    "--owner=0",
-    "--group=0",
-    "--numeric-owner",
-    "--mtime=@0",
-    "-C",
-    `${work}/rootfs`,
-    "-cf",
-    `${work}/layer.tar`,
-    "bin",
-  ]);
-  const layer = await Deno.readFile(`${work}/layer.tar`);
-  const sha = Array.from(
-    new Uint8Array(await crypto.subtle.digest("SHA-256", layer)),
-    (b) => b.toString(16).padStart(2, "0"),
-  ).join("");
-  const l = buildLayout({
-    ref: SANDBOX_IMAGE,
-    version: "0",
-    created: 0,
-    revision: "",
-    arch: Deno.build.arch === "aarch64" ? "arm64" : "amd64",
-    layerSha: sha,
-    layerSize: layer.length,
-    entrypoint: ["/bin/busybox", "sleep", "2147483647"],
-  });
-  const oci = `${work}/oci`;
-  await Deno.mkdir(`${oci}/blobs/sha256`, { recursive: true });
-  await Deno.rename(`${work}/layer.tar`, `${oci}/blobs/sha256/${sha}`);
-  for (const [h, b] of l.blobs) await Deno.writeFile(`${oci}/blobs/sha256/${h}`, b);
-  for (const [n, b] of l.files) await Deno.writeFile(`${oci}/${n}`, b);
-  await mustRun(["tar", "-C", oci, "-cf", tar, "."]);
-}
-
 /** kubectl with the lab's admin kubeconfig, run in the underlay namespace (where the API server listens). */
 export function kubectlCmd(
   name: string,
@@ -458,7 +416,7 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   );
   say(`control plane up (${((Date.now() - t0) / 1000).toFixed(1)} s): ${server}`);
 
-  await writeSandboxImage(p.sandboxTar, progs.busybox, `${p.dir}/sandbox-build`);
+  await buildSandboxImage(p.sandboxTar, progs.busybox);
   for (let i = 1; i <= o.nodes; i++) {
     const node = `node${i}`, ns = `${o.name}-${node}`, d = p.node(i), ip = nodeIPs[i - 1];
     for (
