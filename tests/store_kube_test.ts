@@ -6,6 +6,7 @@ import { ROOT, run } from "./netns.ts";
 import {
   KubeStartError,
   type KubeStoreOptions,
+  leaseFromNode,
   openKubeStore,
   PodCidrNotAssignedError,
 } from "../lib/store/kube/kube.ts";
@@ -700,4 +701,29 @@ Deno.test("kube store: start-up reads our Node once (public IP, backend data, le
   } finally {
     await t.cleanup();
   }
+});
+
+Deno.test("kube: an unparsable annotation is quoted bounded and escaped in the warning, never raw", () => {
+  const hostile = "{\x1b[2J" + "x".repeat(100_000);
+  const node = {
+    metadata: {
+      name: "bad",
+      annotations: {
+        "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+        "flannel.alpha.coreos.com/public-ip": "192.0.2.9",
+        "flannel.alpha.coreos.com/backend-type": "vxlan",
+        "flannel.alpha.coreos.com/backend-data": hostile,
+      },
+    },
+    spec: { podCIDR: "10.244.9.0/24" },
+  };
+  let msg = "";
+  try {
+    leaseFromNode(node);
+  } catch (e) {
+    msg = (e as Error).message;
+  }
+  assertStringIncludes(msg, "backend-data is not JSON: {\\x1b[2J");
+  assert(!msg.includes("\x1b"), "no raw ESC");
+  assert(msg.length < 400, `bounded: ${msg.length} chars`);
 });

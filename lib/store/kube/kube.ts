@@ -158,7 +158,7 @@ export function leaseFromNode(n: KubeNode, prefix = ANNOTATION_PREFIX): Lease | 
     try {
       return JSON.parse(v) as unknown;
     } catch {
-      throw new MalformedLeaseError(key, `annotation ${prefix}${k} is not JSON: ${v}`);
+      throw new MalformedLeaseError(key, `annotation ${prefix}${k} is not JSON: ${safeText(v, 120)}`);
     }
   };
   const attrs = validateLeaseAttrs(key, {
