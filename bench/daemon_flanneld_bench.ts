@@ -5,7 +5,9 @@
  * (first programming, start-up included); then 1,000 leases added at once → programmed; RSS (VmRSS) 5 s
  * after that, and CPU (utime + stime) used from start to the end of the bulk add. flanctl runs as installed
  * (the launcher's bundle, flags and V8 flags). Interleaved rounds (FLANNELD_BENCH_ROUNDS, default 3), medians,
- * ratio flanctl / flanneld (< 1: flanctl better).
+ * ratio flanctl / flanneld (< 1: flanctl better). FLANNELD_BENCH_SIZES picks the Ns (default 1000,5000);
+ * FLANNELD_BENCH_IDLE_S=40 then samples RSS every second for 40 s more (median and highest: full passes run
+ * every 10 s) and the CPU of that window.
  *
  *   deno task bench daemon_flanneld
  * @module
@@ -41,7 +43,14 @@ interface Result {
   bulk: number;
   rss: number;
   cpu: number;
+  /** With FLANNELD_BENCH_IDLE_S: RSS sampled every second over that window (median, highest), its CPU. */
+  idleRss: number;
+  idleMax: number;
+  idleCpu: number;
 }
+
+/** Seconds of idle time after the "RSS after" reading, sampled (0: none). */
+const IDLE_S = Number(Deno.env.get("FLANNELD_BENCH_IDLE_S") ?? 0);
 
 async function runOne(daemon: "flanctl" | "flanneld", n: number, js: string): Promise<Result> {
   const c = new MixedCluster("172.31");
@@ -107,7 +116,15 @@ async function runOne(daemon: "flanctl" | "flanneld", n: number, js: string): Pr
     const bulk = (performance.now() - t1) / 1000;
     const cpu = cpuSeconds(pid);
     await new Promise((r) => setTimeout(r, 5000));
-    return { first, bulk, rss: rssMiB(pid), cpu };
+    const rss = rssMiB(pid);
+    const idle: number[] = [];
+    const cpu0 = cpuSeconds(pid);
+    for (let i = 0; i < IDLE_S; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      idle.push(rssMiB(pid));
+    }
+    const idleCpu = cpuSeconds(pid) - cpu0;
+    return { first, bulk, rss, cpu, idleRss: median(idle), idleMax: Math.max(...idle), idleCpu };
   } finally {
     try {
       etcd?.kill("SIGKILL");
@@ -137,7 +154,11 @@ try {
         res.set(`${d} ${n}`, [...(res.get(`${d} ${n}`) ?? []), x]);
         console.log(
           `round ${r + 1} ${d} N=${n}: first ${x.first.toFixed(2)} s, +1000 ${x.bulk.toFixed(2)} s, ` +
-            `RSS ${x.rss.toFixed(1)} MiB, CPU ${x.cpu.toFixed(2)} s`,
+            `RSS ${x.rss.toFixed(1)} MiB, CPU ${x.cpu.toFixed(2)} s` + (IDLE_S
+              ? `; the next ${IDLE_S} s: RSS median ${x.idleRss.toFixed(1)}, highest ${
+                x.idleMax.toFixed(1)
+              } MiB, CPU ${x.idleCpu.toFixed(2)} s`
+              : ""),
         );
       }
     }
@@ -154,6 +175,13 @@ try {
         ["bulk", "1000 added at once", "s"],
         ["rss", "RSS after", "MiB"],
         ["cpu", "CPU start → bulk done", "s"],
+        ...(IDLE_S
+          ? [
+            ["idleRss", `RSS median, next ${IDLE_S} s`, "MiB"],
+            ["idleMax", `RSS highest, next ${IDLE_S} s`, "MiB"],
+            ["idleCpu", `CPU, next ${IDLE_S} s`, "s"],
+          ] as const
+          : []),
       ] as const
     ) {
       const x = median(a.map((r) => r[k])), y = median(b.map((r) => r[k]));

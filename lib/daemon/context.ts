@@ -40,7 +40,7 @@ export interface DaemonDeps {
   releaseMemory?: () => void;
   /** A full JS garbage collection before such a release (V8's `gc`, with --expose-gc). */
   collectGarbage?: () => void;
-  /** Drops the Deno binary's resident read-only pages at start-up's releases (lib/daemon/memory.ts). */
+  /** Drops the Deno binary's resident read-only pages at start-up's and idle releases (lib/daemon/memory.ts). */
   releaseBinaryPages?: () => void;
   /** V8 runs with --jitless (run.ts: from FLANCTL_DAEMON_V8_FLAGS, which install.sh's launcher sets). */
   jitless?: boolean;

@@ -10,8 +10,11 @@
  * before the acquire lists every lease, before the peers' list and before the first full pass, so each
  * grows from a settled heap (most of start-up's transient memory is C heap — compiling the bundle — not JS
  * heap); a long burst of events is released every ~2 s ({@link TRIM_MAX_WAIT_MS}) and a release still
- * pending runs before a full pass. Start-up's releases also drop the Deno binary's resident read-only pages
- * (lib/sys/malloc.ts unmapBinaryPages). Peaks measured: docs/performance.md, "Daemon memory: peaks". Kube
+ * pending runs before a full pass. Start-up's releases, and every release made once the daemon is idle
+ * again, also drop the Deno binary's resident read-only pages (lib/sys/malloc.ts unmapBinaryPages): what a
+ * burst or a pass paged in of the binary's code stops counting until it runs again (docs/performance.md,
+ * "Daemon memory: the binary's pages when idle"). Peaks measured: docs/performance.md, "Daemon memory:
+ * peaks". Kube
  * mode's re-list after 410 Gone lists every Node again: the store releases (GC, then trim) before and after
  * it through a hook run.ts hands to openStore, not through this class (the store sits below the daemon).
  * @module
@@ -35,7 +38,9 @@ export interface MemoryHooks {
   collectGarbage?: () => void;
   /**
    * Drops the resident pages of the Deno binary's read-only mappings (run.ts: lib/sys/malloc.ts's
-   * unmapBinaryPages); start-up's releases ({@link MemoryRelease.now}) only.
+   * unmapBinaryPages): at start-up's releases ({@link MemoryRelease.now}) and at releases made when the
+   * daemon is idle (none in the last {@link TRIM_DELAY_MS}); not in the middle of a burst or before a pass,
+   * which would page the same code back in at once.
    */
   releaseBinaryPages?: () => void;
 }
@@ -62,6 +67,8 @@ export class MemoryRelease {
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** When the pending release was first asked for (performance.now()). */
   #first = 0;
+  /** Work asked for a release after the pending one was scheduled (a long burst, still going on). */
+  #busy = false;
   #stopped = false;
 
   constructor(hooks: MemoryHooks, log: Logger) {
@@ -75,10 +82,15 @@ export class MemoryRelease {
     // Debounced (never in the middle of a burst of events), but not put off for more than TRIM_MAX_WAIT_MS.
     const now = performance.now();
     if (this.#timer !== null) {
-      if (now - this.#first >= TRIM_MAX_WAIT_MS) return;
+      if (now - this.#first >= TRIM_MAX_WAIT_MS) {
+        this.#busy = true;
+        return;
+      }
       clearTimeout(this.#timer);
     } else this.#first = now;
-    const t = setTimeout(() => this.#release(), TRIM_DELAY_MS);
+    this.#busy = false;
+    // Idle (nothing asked for a release during the delay): the binary's pages too; not in a burst going on.
+    const t = setTimeout(() => this.#release(!this.#busy), TRIM_DELAY_MS);
     Deno.unrefTimer(t as unknown as number);
     this.#timer = t;
   }
@@ -86,8 +98,8 @@ export class MemoryRelease {
   /**
    * Releases at once (synchronously; a pending release is folded into it): before start-up lists every
    * lease, so the list and the first full pass grow from the settled heap, not on top of start-up's
-   * transient memory (module compilation, the acquire's list). Start-up's only: it also drops the Deno
-   * binary's resident read-only pages (`releaseBinaryPages`), most of them touched by start-up alone.
+   * transient memory (module compilation, the acquire's list). It also drops the Deno binary's resident
+   * read-only pages (`releaseBinaryPages`), most of them touched by start-up alone.
    */
   now(): void {
     if (!this.#hooks.releaseMemory || this.#stopped) return;

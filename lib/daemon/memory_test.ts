@@ -16,20 +16,20 @@ function recorded(): { calls: string[]; m: MemoryRelease } {
   return { calls, m };
 }
 
-Deno.test("MemoryRelease: one GC then trim after each burst (debounced), none after stop", async () => {
+Deno.test("MemoryRelease: one GC, trim and pages drop after each burst (debounced), none after stop", async () => {
   const { calls, m } = recorded();
   m.afterBurst();
   m.afterBurst();
   m.afterBurst(); // debounced into the same release
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls, ["gc", "trim"], "one release for the burst, the GC before the trim");
+  assertEquals(calls, ["gc", "trim", "binary"], "one release for the burst, the GC before the trim");
   m.afterBurst();
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls, ["gc", "trim", "gc", "trim"], "a small burst: the same release");
+  assertEquals(calls, ["gc", "trim", "binary", "gc", "trim", "binary"], "a small burst: the same release");
   m.afterBurst();
   m.stop();
   await wait(TRIM_DELAY_MS + 300);
-  assertEquals(calls.length, 4, "nothing after stop");
+  assertEquals(calls.length, 6, "nothing after stop");
 });
 
 Deno.test("fullGarbageCollection: V8's gc asked for a synchronous last-resort major GC; none without gc", () => {
@@ -52,13 +52,26 @@ Deno.test("MemoryRelease.now: releases at once with the binary's pages, folds a 
   assertEquals(calls.length, 3, "nothing after stop");
 });
 
-Deno.test("MemoryRelease: the binary's pages only at start-up's releases (now), not after bursts or before passes", async () => {
+Deno.test("MemoryRelease: the binary's pages at idle releases, not before a pass nor in a burst going on", async () => {
   const { calls, m } = recorded();
   m.afterBurst();
   await wait(TRIM_DELAY_MS + 300);
+  assertEquals(calls, ["gc", "trim", "binary"], "idle after a burst: the binary's pages too");
+  calls.length = 0;
   m.afterBurst();
   m.releasePending();
-  assertEquals(calls, ["gc", "trim", "gc", "trim"]);
+  assertEquals(calls, ["gc", "trim"], "before a pass: not the pages the pass runs");
+  calls.length = 0;
+  // A burst going on past TRIM_MAX_WAIT_MS: its forced release keeps the pages; the idle one after it drops them.
+  const t0 = performance.now();
+  while (performance.now() - t0 < TRIM_MAX_WAIT_MS + TRIM_DELAY_MS + 200) {
+    m.afterBurst();
+    await wait(50);
+  }
+  assertEquals(calls.slice(0, 2), ["gc", "trim"], "released during the burst");
+  assertEquals(calls.includes("binary"), false, "not while the burst goes on");
+  await wait(TRIM_DELAY_MS + 300);
+  assertEquals(calls.slice(-3), ["gc", "trim", "binary"], "idle after it");
   m.stop();
 });
 
