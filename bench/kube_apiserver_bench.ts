@@ -16,6 +16,10 @@
  *   start is newer than the daemon's resourceVersion (410 Gone → re-list), until the daemon watches again
  *   after its list + 5 s. Requests, bytes, VmHWM and VmRSS as above (peaks over the whole run).
  *
+ * KUBE_BENCH_TRACE=1: flanctl runs with --log-level=debug, and each round prints the daemon's RSS from the
+ * API server's restart on (`seconds:MiB`, sampled every 10 ms, a point per change of 1 MiB or more) and its
+ * first log lines of that phase: where in a re-list a peak comes from.
+ *
  *   deno task bench kube_apiserver
  * @module
  */
@@ -30,6 +34,7 @@ const HERE = new URL(".", import.meta.url).pathname;
 const N = Number(Deno.env.get("KUBE_BENCH_NODES") ?? 5000);
 const ROUNDS = Number(Deno.env.get("KUBE_BENCH_ROUNDS") ?? 3);
 const SETTLE_MS = 5000;
+const TRACE = Deno.env.get("KUBE_BENCH_TRACE") === "1";
 const TICK = 100; // clock ticks per second (USER_HZ)
 const SA_USER = "system:serviceaccount:kube-flannel:flannel";
 // Not 10.0.0.0/8: the Nodes' public IPs (10.200.x.y) must lie outside the pod network (flanctl rejects those).
@@ -99,6 +104,33 @@ class AuditCounter {
       order.push(e.verb);
     }
     return out;
+  }
+}
+
+/** The daemon's RSS sampled every 10 ms until stopped: `seconds:MiB` at each change of 1 MiB or more. */
+class RssTrace {
+  #on = true;
+  #points: string[] = [];
+  #done: Promise<void>;
+  constructor(pid: number) {
+    const t0 = performance.now();
+    this.#done = (async () => {
+      let last = 0;
+      while (this.#on) {
+        const m = /VmRSS:\s+(\d+)/.exec(await Deno.readTextFile(`/proc/${pid}/status`).catch(() => ""));
+        const v = Number(m?.[1] ?? 0) / 1024;
+        if (Math.abs(v - last) >= 1) {
+          this.#points.push(`${((performance.now() - t0) / 1000).toFixed(2)}:${v.toFixed(0)}`);
+          last = v;
+        }
+        await sleep(10);
+      }
+    })();
+  }
+  async stop(): Promise<string[]> {
+    this.#on = false;
+    await this.#done;
+    return this.#points;
   }
 }
 
@@ -210,7 +242,7 @@ try {
       const l = launcherSettings();
       c.start(
         a,
-        kubeArgs,
+        TRACE ? [...kubeArgs, "--log-level=debug"] : kubeArgs,
         { ...l.env, FLANCTL_LIBDIR: jsDir, NODE_NAME: "self" },
         installedDaemonCmd(js),
       );
@@ -235,6 +267,8 @@ try {
         rss: p.rss,
       });
       const start = phase({ verbs: s1.verbs, up: s1.up - before.up, down: s1.down - before.down }, p1);
+      const trace = TRACE ? new RssTrace(pid) : null;
+      const logFrom = a.log.length;
       await cp!.restartApiserver();
       const relistVerbs: Record<string, number> = {};
       const order: string[] = [];
@@ -255,6 +289,12 @@ try {
         240_000,
       );
       await sleep(SETTLE_MS);
+      if (trace) {
+        console.log(`  trace RSS (s:MiB): ${(await trace.stop()).join(" ")}`);
+        for (const l of a.log.slice(logFrom).filter((l) => /released|list|410/.test(l))) {
+          console.log(`    ${l}`);
+        }
+      }
       const s2 = await counters();
       for (const [k, v] of Object.entries(s2.verbs)) relistVerbs[k] = (relistVerbs[k] ?? 0) + v;
       const relist = phase({ verbs: relistVerbs, up: s2.up - s1.up, down: s2.down - s1.down }, proc(pid));

@@ -3,7 +3,12 @@
  * the list is paginated (`limit`/`continue`) with every node listed exactly once.
  */
 import { assert, assertEquals } from "./assert.ts";
-import { LIST_PAGE_SIZE, listNodesPaged, projectNode } from "../lib/store/kube/kube_node.ts";
+import {
+  LIST_PAGE_SIZE,
+  LIST_RELEASE_EVERY,
+  listNodesPaged,
+  projectNode,
+} from "../lib/store/kube/kube_node.ts";
 import { KubeClient } from "../lib/store/kube/kube_client.ts";
 import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
 import { fillRealistic, realisticNode } from "./kube_nodes_fixture.ts";
@@ -67,10 +72,19 @@ Deno.test("kube list pagination: a node count that is not a multiple of the page
     assertEquals(api.listQueries[0], "?limit=100&resourceVersion=0");
     assert(api.listQueries.slice(1).every((q) => /^\?continue=[^&]+&limit=100$/.test(q)), api.listQueries[1]);
     assertEquals(l.paginated, true);
-    // A re-list from the last resourceVersion keeps the limit when the server paged.
+    // A re-list from the last resourceVersion keeps the limit when the server paged; its release hook runs
+    // after every LIST_RELEASE_EVERY Nodes, across pages, with the Nodes so far kept.
     api.listQueries = [];
-    await listNodesPaged(client, PREFIX, { rv: l.rv, paginated: true }, 100);
+    const seen: number[] = [];
+    let listed = 0;
+    const relist = await listNodesPaged(client, PREFIX, { rv: l.rv, paginated: true }, 100, () => {
+      seen.push(api.listQueries.length);
+      listed++;
+    });
     assertEquals(api.listQueries[0], `?limit=100&resourceVersion=${l.rv}`);
+    assertEquals(listed, Math.floor(1234 / LIST_RELEASE_EVERY));
+    assertEquals(seen, [Math.ceil(LIST_RELEASE_EVERY / 100)], "during the page that holds the 1000th Node");
+    assertEquals(relist.nodes.length, 1234);
     assertEquals(nodes.length, 1234);
     assertEquals(new Set(nodes.map((n) => n.metadata.name)).size, 1234);
   } finally {

@@ -86,8 +86,10 @@ export interface KubeStoreOptions {
    */
   startWaitMs?: number;
   /**
-   * Gives free memory back (the daemon: a full GC, then malloc_trim): called before and after a re-list
-   * (410 Gone), as start-up releases before its list, so the list of every Node grows from a settled heap.
+   * Gives free memory back (the daemon: a full GC, malloc_trim, the binary's pages): called before and after
+   * a re-list (410 Gone), as start-up releases before its list, so the list of every Node grows from a
+   * settled heap, and after every 1,000 Nodes of a list (kube_node.ts LIST_RELEASE_EVERY), so its garbage
+   * does not pile up until the end (the peaks: docs/performance.md, "Kube mode on the real API server").
    */
   releaseMemory?: () => void;
 }
@@ -615,7 +617,7 @@ export class KubeStore implements SubnetStore {
   #from: ListFrom = {};
 
   async #list(): Promise<{ leases: Map<string, Lease>; rv: string }> {
-    const l = await listNodesPaged(this.client, this.prefix, this.#from);
+    const l = await listNodesPaged(this.client, this.prefix, this.#from, undefined, () => this.#release());
     this.#from = { rv: l.rv || undefined, paginated: l.paginated };
     const leases = new Map<string, Lease>();
     for (const n of l.nodes) {

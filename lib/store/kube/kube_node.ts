@@ -26,6 +26,14 @@ import { ResponseTooLargeError } from "../limits.ts";
  */
 export const LIST_PAGE_SIZE = 500;
 
+/**
+ * A list calls its release hook (the daemon: a full GC, malloc_trim) after every this many Nodes: each ~10 KB
+ * Node parsed whole is garbage at once, and what the young generation promotes of it would otherwise pile up
+ * in the old generation until the list ends (the peaks measured: docs/performance.md, "Kube mode on the real
+ * API server").
+ */
+export const LIST_RELEASE_EVERY = 1000;
+
 /** The Node fields the store reads. */
 export interface KubeNode {
   metadata: {
@@ -110,12 +118,14 @@ async function listOnce(
   prefix: string,
   firstQuery: string,
   pageSize: number,
+  release?: () => void,
 ): Promise<NodeList> {
   const lim = client.limits;
   const nodes: KubeNode[] = [];
   let rv = "", token = "", q = firstQuery, pages = 0, kept = 0;
   const onItem = (item: unknown) => {
     const n = projectNode(item, prefix);
+    if (release && (nodes.length + 1) % LIST_RELEASE_EVERY === 0) release();
     kept += keptBytes(n);
     if (kept > lim.maxKeptBytes) {
       throw new ResponseTooLargeError(
@@ -149,7 +159,8 @@ async function listOnce(
 }
 
 /**
- * One list of every Node (see the module doc for the queries), projected with `prefix`. Throws
+ * One list of every Node (see the module doc for the queries), projected with `prefix`; `release` runs after
+ * every {@link LIST_RELEASE_EVERY} Nodes. Throws
  * {@link ResponseTooLargeError} when a cap is broken, a KubeApiError when the server refuses.
  */
 export async function listNodesPaged(
@@ -157,18 +168,19 @@ export async function listNodesPaged(
   prefix: string,
   from: ListFrom = {},
   pageSize = LIST_PAGE_SIZE,
+  release?: () => void,
 ): Promise<NodeList> {
   const rv = from.rv || "0";
   const first = rv === "0" || from.paginated
     ? `limit=${pageSize}&resourceVersion=${encodeURIComponent(rv)}`
     : `resourceVersion=${encodeURIComponent(rv)}`;
   try {
-    return await listOnce(client, prefix, first, pageSize);
+    return await listOnce(client, prefix, first, pageSize, release);
   } catch (e) {
     const gone = e instanceof KubeApiError && e.status === 410;
     const tooLarge = e instanceof ResponseTooLargeError && e.cap === "body";
     if (!gone && !tooLarge) throw e;
-    const l = await listOnce(client, prefix, `limit=${pageSize}`, pageSize);
+    const l = await listOnce(client, prefix, `limit=${pageSize}`, pageSize, release);
     return { ...l, requests: l.requests + 1 };
   }
 }
