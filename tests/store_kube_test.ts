@@ -141,15 +141,18 @@ Deno.test("kube store: pod cidr not assigned / outside Network / unknown node / 
 
 Deno.test("kube store: peers by list+watch, malformed annotations skipped, re-list on 410 Gone", async () => {
   const t = await setup();
-  // The lists made when the release hook ran: a re-list is released before and after, as start-up's list.
-  const releases: number[] = [];
+  // The lists made when the release hook ran: a re-list is released before and after, as start-up's list,
+  // with the binary's pages.
+  const releases: string[] = [];
   const ann = (ip: string, mac: string) => ({
     "flannel.alpha.coreos.com/public-ip": ip,
     "flannel.alpha.coreos.com/backend-type": "vxlan",
     "flannel.alpha.coreos.com/backend-data": JSON.stringify({ VNI: 1, VtepMAC: mac }),
     "flannel.alpha.coreos.com/kube-subnet-manager": "true",
   });
-  const s = await t.open("n1", { releaseMemory: () => releases.push(t.api.listQueries.length) });
+  const s = await t.open("n1", {
+    releaseMemory: (pages) => releases.push(`${t.api.listQueries.length}${pages ? " with pages" : ""}`),
+  });
   const ac = new AbortController();
   let it: AsyncIterator<LeaseEvent[]> | null = null;
   try {
@@ -180,7 +183,11 @@ Deno.test("kube store: peers by list+watch, malformed annotations skipped, re-li
     evs = await nextEvents(it, (e) => e.length >= 2);
     assertEquals(t.api.goneSent, 1, "the watch was answered 410 Gone");
     const lists = t.api.listQueries.length;
-    assertEquals(releases, [lists - 1, lists], "released before and after the re-list");
+    assertEquals(
+      releases,
+      [`${lists - 1} with pages`, `${lists} with pages`],
+      "before and after the re-list",
+    );
     assertEquals(evs.map((e) => [e.type, String(e.lease.subnet)]).sort(), [
       ["added", "10.244.4.0/24"],
       ["removed", "10.244.1.0/24"],

@@ -14,9 +14,8 @@
  * again, also drop the Deno binary's resident read-only pages (lib/sys/malloc.ts unmapBinaryPages): what a
  * burst or a pass paged in of the binary's code stops counting until it runs again (docs/performance.md,
  * "Daemon memory: the binary's pages when idle"). Peaks measured: docs/performance.md, "Daemon memory:
- * peaks". Kube
- * mode's re-list after 410 Gone lists every Node again: the store releases (GC, then trim) before and after
- * it through a hook run.ts hands to openStore, not through this class (the store sits below the daemon).
+ * peaks". Kube mode's lists (at start, and the re-list after 410 Gone) are released by the store itself,
+ * through a hook run.ts hands to openStore, not through this class (the store sits below the daemon).
  * @module
  */
 import type { Logger } from "../base/log.ts";
@@ -60,6 +59,9 @@ export function fullGarbageCollection(
   return () => void gc({ type: "major", execution: "sync", flavor: "last-resort" });
 }
 
+/** How much earlier than TRIM_DELAY_MS a timer's callback may find itself (clock and timer rounding). */
+const TIMER_SLACK_MS = 50;
+
 /** Schedules releases after bursts (debounced; never after {@link stop}). */
 export class MemoryRelease {
   readonly #hooks: MemoryHooks;
@@ -67,8 +69,8 @@ export class MemoryRelease {
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** When the pending release was first asked for (performance.now()). */
   #first = 0;
-  /** Work asked for a release after the pending one was scheduled (a long burst, still going on). */
-  #busy = false;
+  /** When work last asked for a release (performance.now()). */
+  #last = 0;
   #stopped = false;
 
   constructor(hooks: MemoryHooks, log: Logger) {
@@ -81,18 +83,31 @@ export class MemoryRelease {
     if (!this.#hooks.releaseMemory || this.#stopped) return;
     // Debounced (never in the middle of a burst of events), but not put off for more than TRIM_MAX_WAIT_MS.
     const now = performance.now();
+    this.#last = now;
     if (this.#timer !== null) {
-      if (now - this.#first >= TRIM_MAX_WAIT_MS) {
-        this.#busy = true;
-        return;
-      }
+      if (now - this.#first >= TRIM_MAX_WAIT_MS) return;
       clearTimeout(this.#timer);
     } else this.#first = now;
-    this.#busy = false;
-    // Idle (nothing asked for a release during the delay): the binary's pages too; not in a burst going on.
-    const t = setTimeout(() => this.#release(!this.#busy), TRIM_DELAY_MS);
+    this.#arm(TRIM_DELAY_MS);
+  }
+
+  #arm(ms: number): void {
+    const t = setTimeout(() => this.#fire(), ms);
     Deno.unrefTimer(t as unknown as number);
     this.#timer = t;
+  }
+
+  /**
+   * The scheduled release. Idle (no work asked for one in the last TRIM_DELAY_MS): with the binary's pages.
+   * Forced in a burst still going on: without them, and another release is scheduled for when it is quiet.
+   */
+  #fire(): void {
+    const quiet = performance.now() - this.#last;
+    const idle = quiet >= TRIM_DELAY_MS - TIMER_SLACK_MS;
+    this.#release(idle);
+    if (idle || this.#stopped) return;
+    this.#first = performance.now();
+    this.#arm(TRIM_DELAY_MS - quiet);
   }
 
   /**

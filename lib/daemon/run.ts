@@ -48,14 +48,14 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
   // Store warnings (malformed leases, watch retries, net-conf notes) go to the log: stderr stays logfmt.
   // Kube mode's re-list (410 Gone) lists every Node as start-up does: a release before and after it, as
   // start-up releases before its list, and every 1,000 Nodes of any list (the peaks: docs/performance.md,
-  // "Kube mode on the real API server"). The binary's pages too, as the daemon's idle releases do.
+  // "Kube mode on the real API server"); before and after a re-list the binary's pages too.
   const collectGarbage = fullGarbageCollection();
   const store = await openStore(storeOpts, {
     warn: (msg, fields) => log.warn(msg, fields),
-    releaseMemory: () => {
+    releaseMemory: (binaryPages) => {
       collectGarbage?.();
       releaseFreeMemory();
-      unmapBinaryPages();
+      if (binaryPages) unmapBinaryPages();
     },
   });
   const nl = openNetlink();

@@ -196,7 +196,7 @@ function etcdPassword(opts: StoreOptions): string | undefined {
 /** Opens the store chosen by {@link storeChoice}. Errors name the store and why it was chosen. */
 export async function openStore(
   opts: StoreOptions,
-  log: { warn?: Warn; releaseMemory?: () => void } = {},
+  log: { warn?: Warn; releaseMemory?: (binaryPages: boolean) => void } = {},
 ): Promise<SubnetStore> {
   const ttlMs = leaseTtlMs(opts);
   const choice = storeChoice(opts);

@@ -90,8 +90,8 @@ const dec = new TextDecoder();
 
 /**
  * UTF-8 text → base64, with V8's native Uint8Array base64 codec. Not node:buffer (which this was): loading
- * Node's Buffer made the daemon touch more of the Deno binary's code, resident for its lifetime
- * (docs/performance.md, "etcd client"), and the native codec is as fast.
+ * Node's Buffer made the daemon touch more of the Deno binary's code (docs/performance.md, "etcd
+ * client"), and the native codec is as fast.
  */
 export function b64(s: string): string {
   return enc.encode(s).toBase64();

@@ -86,12 +86,13 @@ export interface KubeStoreOptions {
    */
   startWaitMs?: number;
   /**
-   * Gives free memory back (the daemon: a full GC, malloc_trim, the binary's pages): called before and after
-   * a re-list (410 Gone), as start-up releases before its list, so the list of every Node grows from a
-   * settled heap, and after every 1,000 Nodes of a list (kube_node.ts LIST_RELEASE_EVERY), so its garbage
-   * does not pile up until the end (the peaks: docs/performance.md, "Kube mode on the real API server").
+   * Gives free memory back (the daemon: a full GC, malloc_trim, and with `binaryPages` the binary's resident
+   * pages): called before and after a re-list (410 Gone), as start-up releases before its list, so the list
+   * of every Node grows from a settled heap (with the pages); and after every 1,000 Nodes of a list
+   * (kube_node.ts LIST_RELEASE_EVERY; without them: the list runs on), so its garbage does not pile up until
+   * the end (the peaks: docs/performance.md, "Kube mode on the real API server").
    */
-  releaseMemory?: () => void;
+  releaseMemory?: (binaryPages: boolean) => void;
 }
 
 /** flanneld's AcquireLease: its node polled every 3 s for 30 s; a refused status patch retried as long. */
@@ -617,7 +618,13 @@ export class KubeStore implements SubnetStore {
   #from: ListFrom = {};
 
   async #list(): Promise<{ leases: Map<string, Lease>; rv: string }> {
-    const l = await listNodesPaged(this.client, this.prefix, this.#from, undefined, () => this.#release());
+    const l = await listNodesPaged(
+      this.client,
+      this.prefix,
+      this.#from,
+      undefined,
+      () => this.#release(false),
+    );
     this.#from = { rv: l.rv || undefined, paginated: l.paginated };
     const leases = new Map<string, Lease>();
     for (const n of l.nodes) {
@@ -745,9 +752,9 @@ export class KubeStore implements SubnetStore {
   }
 
   /** The release hook (failures ignored: it only gives memory back). */
-  #release(): void {
+  #release(binaryPages = true): void {
     try {
-      this.#opts.releaseMemory?.();
+      this.#opts.releaseMemory?.(binaryPages);
     } catch { /* not glibc, or no gc(): nothing to give back */ }
   }
 

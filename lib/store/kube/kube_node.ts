@@ -27,10 +27,10 @@ import { ResponseTooLargeError } from "../limits.ts";
 export const LIST_PAGE_SIZE = 500;
 
 /**
- * A list calls its release hook (the daemon: a full GC, malloc_trim) after every this many Nodes: each ~10 KB
- * Node parsed whole is garbage at once, and what the young generation promotes of it would otherwise pile up
- * in the old generation until the list ends (the peaks measured: docs/performance.md, "Kube mode on the real
- * API server").
+ * A list calls its release hook (the daemon: a full GC, malloc_trim) after every this many Nodes: each Node
+ * is parsed whole and is garbage at once, and what the young generation promotes of it would otherwise pile
+ * up in the old generation until the list ends (measured: docs/performance.md, "Kube mode on the real API
+ * server").
  */
 export const LIST_RELEASE_EVERY = 1000;
 
@@ -125,7 +125,6 @@ async function listOnce(
   let rv = "", token = "", q = firstQuery, pages = 0, kept = 0;
   const onItem = (item: unknown) => {
     const n = projectNode(item, prefix);
-    if (release && (nodes.length + 1) % LIST_RELEASE_EVERY === 0) release();
     kept += keptBytes(n);
     if (kept > lim.maxKeptBytes) {
       throw new ResponseTooLargeError(
@@ -140,6 +139,7 @@ async function listOnce(
       );
     }
     nodes.push(n);
+    if (release && nodes.length % LIST_RELEASE_EVERY === 0) release();
   };
   for (;;) {
     if (++pages > lim.maxPages) {
@@ -160,7 +160,7 @@ async function listOnce(
 
 /**
  * One list of every Node (see the module doc for the queries), projected with `prefix`; `release` runs after
- * every {@link LIST_RELEASE_EVERY} Nodes. Throws
+ * every {@link LIST_RELEASE_EVERY} Nodes (it must not throw). Throws
  * {@link ResponseTooLargeError} when a cap is broken, a KubeApiError when the server refuses.
  */
 export async function listNodesPaged(
