@@ -331,12 +331,16 @@ export async function labUp(
   if (o.daemonArgs?.length) s.daemonArgs = [...o.daemonArgs];
   if (nc) s.netConf = nc.text;
   // Creating the lab directory (not recursively) is the lock: of two `up`s with one name, one fails here.
-  Deno.mkdirSync(labRoot(), { recursive: true });
-  try {
-    Deno.mkdirSync(dir);
-  } catch (e) {
-    if (e instanceof Deno.errors.AlreadyExists) throw new LabExistsError(o.name);
-    throw e;
+  // The last `lab down` of another lab may remove the (empty) root between the two mkdirs: then again.
+  for (;;) {
+    Deno.mkdirSync(labRoot(), { recursive: true });
+    try {
+      Deno.mkdirSync(dir);
+      break;
+    } catch (e) {
+      if (e instanceof Deno.errors.AlreadyExists) throw new LabExistsError(o.name);
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
   }
   made.value = true;
   saveState(s);

@@ -7,8 +7,8 @@
  * @module
  */
 import type { LabState } from "./types.ts";
-import { removeMountPoints } from "./exec.ts";
-import { labDir, labNetnsPattern, labRoot, validateLabName } from "./paths.ts";
+import { removeIfLastLab } from "./exec.ts";
+import { labDir, labNetnsPattern, validateLabName } from "./paths.ts";
 import { isOurProcess, runCmd, stopProcess } from "./proc.ts";
 import { readState } from "./state.ts";
 import { restoreTuning } from "./host_size.ts";
@@ -92,17 +92,8 @@ export async function labDown(name: string, progress: (l: string) => void = () =
     Deno.removeSync(dir, { recursive: true });
     report.dirRemoved = true;
   } catch { /* already gone */ }
-  // 5. Mount points and the root dir, when this was the last lab.
-  let others = 0;
-  try {
-    for (const e of Deno.readDirSync(labRoot())) if (e.isDirectory) others++;
-  } catch { /* no root */ }
-  if (others === 0) {
-    removeMountPoints();
-    try {
-      Deno.removeSync(labRoot());
-    } catch { /* not empty or gone */ }
-  }
+  // 5. Mount points and the root dir, when this was the last lab (under the lock ensureMountPoints takes).
+  removeIfLastLab();
   progress(
     `lab ${name} down: ${report.processes} processes stopped, ${report.namespaces} namespaces deleted` +
       (report.dirRemoved ? `, ${dir} removed` : ""),

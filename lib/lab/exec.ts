@@ -32,55 +32,144 @@ export function withNodeFiles(s: LabState, netns: string, nodeDir: string, cmd: 
   return ["ip", "netns", "exec", netns, "sh", "-c", script, "sh", ...cmd];
 }
 
-const SHARED_MOUNTPOINTS = () => `${labRoot()}/mountpoints.txt`;
+const MOUNTPOINTS_FILE = "mountpoints.txt";
+const MOUNTPOINTS_LOCK = "mountpoints.lock";
 
 /**
- * Creates the missing mount-point directories (empty) on the host and records them in a file shared by
- * all labs, so the last `lab down` removes exactly those.
+ * Takes the exclusive lock that serializes creating, recording and removing the shared mount points
+ * across processes (an flock on `root`/mountpoints.lock), creating `root` when missing. The last `lab
+ * down` removes the lock file with the root while holding it, so after locking we check that the file we
+ * hold is still the one at the path, and start over when it is not.
  */
-export function ensureMountPoints(paths: readonly string[] = NODE_PATHS): void {
-  Deno.mkdirSync(labRoot(), { recursive: true });
-  const created: string[] = [];
-  for (const dst of paths) {
+function lockMountPoints(root: string): Deno.FsFile {
+  const path = `${root}/${MOUNTPOINTS_LOCK}`;
+  for (;;) {
+    Deno.mkdirSync(root, { recursive: true });
+    let f: Deno.FsFile;
     try {
-      Deno.statSync(dst);
-    } catch {
-      // Create the parents one by one so every directory we add is recorded (deepest last).
-      const parts = dst.split("/").filter(Boolean);
-      let p = "";
-      for (const part of parts) {
-        p += `/${part}`;
-        try {
-          Deno.statSync(p);
-        } catch {
-          Deno.mkdirSync(p);
-          created.push(p);
-        }
+      f = Deno.openSync(path, { create: true, write: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) continue; // the root went meanwhile
+      throw e;
+    }
+    try {
+      f.lockSync(true);
+      const held = f.statSync();
+      const now = Deno.statSync(path);
+      if (held.ino === now.ino && held.dev === now.dev) return f;
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) {
+        f.close();
+        throw e;
       }
     }
-  }
-  if (created.length) {
-    Deno.writeTextFileSync(SHARED_MOUNTPOINTS(), created.join("\n") + "\n", { append: true });
+    f.close(); // removed or replaced while we waited: releases it, try again
   }
 }
 
-/** Removes the recorded mount-point directories (only those still empty). Called when no lab is left. */
-export function removeMountPoints(): void {
+/** Runs `fn` holding the mount-point lock of `root`. */
+function withMountPointsLock<T>(root: string, fn: () => T): T {
+  const f = lockMountPoints(root);
+  try {
+    return fn();
+  } finally {
+    f.close(); // releases the lock
+  }
+}
+
+/**
+ * Creates the missing mount-point directories (empty) on the host and records them in a file shared by
+ * all labs under `root`, so the last `lab down` removes exactly those. Holds the lock of `root` (see
+ * {@link removeIfLastLab}): a lab whose directory exists when this runs keeps its mount points.
+ */
+export function ensureMountPoints(paths: readonly string[] = NODE_PATHS, root: string = labRoot()): void {
+  withMountPointsLock(root, () => {
+    const created: string[] = [];
+    for (const dst of paths) {
+      try {
+        Deno.statSync(dst);
+      } catch {
+        // Create the parents one by one so every directory we add is recorded (deepest last).
+        const parts = dst.split("/").filter(Boolean);
+        let p = "";
+        for (const part of parts) {
+          p += `/${part}`;
+          try {
+            Deno.statSync(p);
+          } catch {
+            Deno.mkdirSync(p);
+            created.push(p);
+          }
+        }
+      }
+    }
+    if (created.length) {
+      Deno.writeTextFileSync(`${root}/${MOUNTPOINTS_FILE}`, created.join("\n") + "\n", { append: true });
+    }
+  });
+}
+
+/**
+ * Removes the recorded mount-point directories of `root` (only those still empty, deepest first); the
+ * records of those that could not be removed are kept. Called when no lab is left.
+ */
+export function removeMountPoints(root: string = labRoot()): void {
+  withMountPointsLock(root, () => removeRecorded(root));
+}
+
+/** {@link removeMountPoints} with the lock held. */
+function removeRecorded(root: string): void {
+  const file = `${root}/${MOUNTPOINTS_FILE}`;
   let text = "";
   try {
-    text = Deno.readTextFileSync(SHARED_MOUNTPOINTS());
+    text = Deno.readTextFileSync(file);
   } catch {
     return;
   }
-  const dirs = text.split("\n").filter(Boolean).sort((a, b) => b.length - a.length);
+  const dirs = [...new Set(text.split("\n").filter(Boolean))].sort((a, b) => b.length - a.length);
+  const kept: string[] = [];
   for (const d of dirs) {
     try {
       Deno.removeSync(d); // fails (and is kept) when not empty
-    } catch { /* in use or gone */ }
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) kept.push(d);
+    }
   }
+  if (kept.length) Deno.writeTextFileSync(file, kept.reverse().join("\n") + "\n");
+  else {
+    try {
+      Deno.removeSync(file);
+    } catch { /* gone */ }
+  }
+}
+
+/**
+ * `lab down`'s last step: when `root` holds no lab directory, removes the mount points and the root
+ * (when nothing else is left in it); returns whether no lab was left. All under the lock that
+ * {@link ensureMountPoints} takes, so a lab starting meanwhile either has its directory counted here or
+ * creates its mount points (and the root) again after this.
+ */
+export function removeIfLastLab(root: string = labRoot()): boolean {
   try {
-    Deno.removeSync(SHARED_MOUNTPOINTS());
-  } catch { /* gone */ }
+    Deno.statSync(root);
+  } catch {
+    return true; // no root: nothing recorded, nothing to lock
+  }
+  return withMountPointsLock(root, () => {
+    let others = 0;
+    for (const e of Deno.readDirSync(root)) if (e.isDirectory) others++;
+    if (others > 0) return false;
+    removeRecorded(root);
+    try {
+      Deno.statSync(`${root}/${MOUNTPOINTS_FILE}`); // left only with kept records: the root stays
+      return true;
+    } catch { /* no records left */ }
+    try {
+      Deno.removeSync(`${root}/${MOUNTPOINTS_LOCK}`);
+      Deno.removeSync(root); // fails when something else is left; the lock file is recreated on demand
+    } catch { /* not empty or gone */ }
+    return true;
+  });
 }
 
 /** A lab target that does not exist. */
