@@ -188,7 +188,7 @@ try {
       console.log(
         `${String(n).padEnd(6)} ${name.padEnd(27)} ${x.toFixed(2).padStart(7)} ${unit.padEnd(3)} ${
           y.toFixed(2).padStart(7)
-        } ${unit.padEnd(3)} ${(x / y).toFixed(2)}x`,
+        } ${unit.padEnd(3)} ${y > 0 ? `${(x / y).toFixed(2)}x` : "-"}`,
       );
     }
   }
