@@ -213,9 +213,10 @@ Deno.test({
       cp = await controlPlane(c, ["kn1"]);
       const kc = await saKubeconfig(cp, c.tmp, "tok1");
       // A Node that does not exist: the daemon exits non-zero naming it (flanneld waits 30 s, then exits 1).
+      // The node's own subnet file and state dir (c.daemonArgs), never the host's /run/flannel.
       const missing = await runDaemonOnce(
         a.ns,
-        ["daemon", ...kubeArgs(c, kc)],
+        c.daemonArgs(a, kubeArgs(c, kc)),
         { NODE_NAME: "nosuch" },
         90_000,
       );
