@@ -8,6 +8,7 @@ import { errText, FlanctlError, UsageError } from "../lib/base/errors.ts";
 import { registerLabTrace } from "./trace.ts";
 import { exitWith } from "./exit.ts";
 import { parseOutput } from "../lib/base/ui/output.ts";
+import { pathExists } from "../lib/base/exists.ts";
 
 function intArg(flag: string) {
   return (v: string) => {
@@ -48,15 +49,6 @@ async function guarded<T>(
   } finally {
     Deno.removeSignalListener("SIGINT", onSig);
     Deno.removeSignalListener("SIGTERM", onSig);
-  }
-}
-
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -161,7 +153,7 @@ function upCommand(lab: Command): void {
       const m = await import("../lib/lab/mod.ts");
       if (o.kube) {
         m.validateLabName(o.name);
-        if (m.readState(o.name) || exists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
+        if (m.readState(o.name) || pathExists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
         const made = { value: true };
         await guarded(o.name, () =>
           m.kubeUp({
@@ -215,7 +207,7 @@ function addPodCommand(lab: Command): void {
       const m = await import("../lib/lab/mod.ts");
       const ports = (o.publish ?? []).map(m.parsePublish);
       // A --kube lab: the pod goes through the API (kubelet and containerd run the CNI).
-      if (exists(m.kubePaths(o.name).admin)) await m.kubeAddPod(o.name, node, ports, say);
+      if (pathExists(m.kubePaths(o.name).admin)) await m.kubeAddPod(o.name, node, ports, say);
       else await m.labAddPod(m.loadState(o.name), node, ports, say);
     });
 }
@@ -286,7 +278,7 @@ function kubectlCommand(lab: Command): void {
     .addOption(nameOpt())
     .action(async (args: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
-      if (!exists(m.kubePaths(o.name).admin)) {
+      if (!pathExists(m.kubePaths(o.name).admin)) {
         throw new m.KubeLabError(`lab ${o.name} is not a --kube lab (no ${m.kubePaths(o.name).admin})`);
       }
       const [cmd, ...rest] = m.kubectlCmd(o.name, args);

@@ -6,6 +6,7 @@
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
 import { CniError, ErrCode } from "./spec.ts";
+import { pathExists } from "../base/exists.ts";
 
 async function setLo(netns: string, ifname: string, up: boolean): Promise<CniResult> {
   const { openNetlink } = await import("../netlink/mod.ts");
@@ -23,19 +24,10 @@ async function setLo(netns: string, ifname: string, up: boolean): Promise<CniRes
   }
 }
 
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The plugin. */
 export const plugin: Plugin = {
   async add(c: PluginCall) {
-    if (!exists(c.args.netns)) {
+    if (!pathExists(c.args.netns)) {
       throw new CniError(ErrCode.UnknownContainer, "failed to open netns", `${c.args.netns} does not exist`);
     }
     try {
@@ -47,18 +39,18 @@ export const plugin: Plugin = {
     }
   },
   async del(c: PluginCall) {
-    if (!c.args.netns || !exists(c.args.netns)) return;
+    if (!c.args.netns || !pathExists(c.args.netns)) return;
     try {
       await setLo(c.args.netns, c.args.ifname, false);
     } catch (e) {
-      if (exists(c.args.netns)) {
+      if (pathExists(c.args.netns)) {
         throw new CniError(ErrCode.KernelFailure, "failed to set lo down", (e as Error).message);
       }
     }
   },
   async check(c: PluginCall) {
     const { openNetlink } = await import("../netlink/mod.ts");
-    if (!exists(c.args.netns)) {
+    if (!pathExists(c.args.netns)) {
       throw new CniError(ErrCode.UnknownContainer, "failed to open netns", c.args.netns);
     }
     const h = openNetlink({ path: c.args.netns });

@@ -30,15 +30,7 @@ import {
   validateIpFamily,
   waitBridgesSettled,
 } from "./family.ts";
-
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { pathExists } from "../base/exists.ts";
 
 /** Progress callback (one line per step). */
 export type Progress = (line: string) => void;
@@ -300,7 +292,7 @@ export async function labUp(
     labFamilies(o.ipFamily),
     !!o.tuneHost,
   );
-  if (o.store === "etcd" && !exists(ETCD_BIN)) {
+  if (o.store === "etcd" && !pathExists(ETCD_BIN)) {
     throw new FlanctlError(
       `--store etcd needs ${ETCD_BIN} (Debian package etcd-server: apt-get install etcd-server, or ./install.sh --dev)`,
       1,

@@ -1,16 +1,8 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
 import { ensureMountPoints, removeIfLastLab, removeMountPoints } from "./exec.ts";
+import { pathExists } from "../base/exists.ts";
 
 const EXEC_TS = new URL("./exec.ts", import.meta.url).href;
-
-function exists(p: string): boolean {
-  try {
-    Deno.statSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function records(root: string): string[] {
   try {
@@ -42,8 +34,8 @@ Deno.test("mount points: creation is recorded, removal takes only empty recorded
     assertEquals(records(root).sort(), [`${tmp}/t/b`, `${tmp}/t/b/c`, `${tmp}/t/pre/a`]);
     Deno.writeTextFileSync(`${tmp}/t/pre/a/busy`, "");
     removeMountPoints(root);
-    assert(!exists(`${tmp}/t/b`));
-    assert(exists(`${tmp}/t/pre/a`)); // not empty: kept, and still recorded
+    assert(!pathExists(`${tmp}/t/b`));
+    assert(pathExists(`${tmp}/t/pre/a`)); // not empty: kept, and still recorded
     assertEquals(records(root), [`${tmp}/t/pre/a`]);
   } finally {
     Deno.removeSync(tmp, { recursive: true });
@@ -57,11 +49,11 @@ Deno.test("mount points: the last lab removes them and the root; not while anoth
     ensureMountPoints([`${tmp}/t/a`], root);
     Deno.mkdirSync(`${root}/other`);
     assertEquals(removeIfLastLab(root), false);
-    assert(exists(`${tmp}/t/a`));
+    assert(pathExists(`${tmp}/t/a`));
     Deno.removeSync(`${root}/other`);
     assertEquals(removeIfLastLab(root), true);
-    assert(!exists(`${tmp}/t/a`));
-    assert(!exists(root));
+    assert(!pathExists(`${tmp}/t/a`));
+    assert(!pathExists(root));
     ensureMountPoints([`${tmp}/t/a`], root); // recreates the root and the lock
     assertEquals(records(root), [`${tmp}/t`, `${tmp}/t/a`]);
   } finally {
@@ -82,7 +74,7 @@ Deno.test("mount points: concurrent ensure and remove lose no record", async () 
     // Every directory that exists was created by ensure, so it must be recorded for the last `lab down`.
     const rec = new Set(records(root));
     for (const d of [`${tmp}/t`, `${tmp}/t/a`, ...dirs]) {
-      if (exists(d)) assert(rec.has(d), `${d} exists but is not recorded`);
+      if (pathExists(d)) assert(rec.has(d), `${d} exists but is not recorded`);
     }
   } finally {
     Deno.removeSync(tmp, { recursive: true });
