@@ -29,6 +29,7 @@
  */
 import { DaemonCluster, spawnEtcd, waitFor } from "../tests/daemon_fixture.ts";
 import { nsRun, ROOT, sh } from "../tests/netns.ts";
+import { countRoutes } from "./daemon_probe.ts";
 import { FileStore } from "../lib/store/file/file.ts";
 import { randomLocalMac } from "../lib/backend/vtep_mac.ts";
 import {
@@ -120,11 +121,6 @@ async function prepareFakeLeases(storeDir: string, from: number, n: number): Pro
     for (const [key] of files) await Deno.rename(`${storeDir}/tmp/${key}`, `${storeDir}/subnets/${key}`);
     await Deno.writeTextFile(seqFile, `${seq}\n`);
   };
-}
-
-async function countRoutes(ns: string): Promise<number> {
-  const out = await sh("ip", "-n", ns, "route", "show", "dev", "flannel.1");
-  return out.split("\n").filter((l) => l.includes("onlink")).length;
 }
 
 async function referenceTriplet(ns: string): Promise<number> {

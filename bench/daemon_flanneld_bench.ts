@@ -12,31 +12,15 @@
  *   deno task bench daemon_flanneld
  * @module
  */
-import { waitFor } from "../tests/daemon_fixture.ts";
+import { spawnEtcd, waitFor } from "../tests/daemon_fixture.ts";
 import { MixedCluster } from "../tests/peers_fixture.ts";
 import { nsRun, sh } from "../tests/netns.ts";
 import { installDaemonInto, installedDaemonCmd, launcherSettings } from "../tests/installed_daemon.ts";
 import { findPeer } from "../tests/peers.ts";
+import { countRoutes, cpuSeconds, procMemory } from "./daemon_probe.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 const CONF = JSON.stringify({ Network: "10.0.0.0/8", SubnetLen: 24, Backend: { Type: "vxlan" } });
-const TICK = 100; // clock ticks per second (USER_HZ)
-
-async function countRoutes(ns: string): Promise<number> {
-  const r = await nsRun(ns, ["ip", "route", "show", "dev", "flannel.1"]);
-  return r.stdout.split("\n").filter((l) => l.includes("onlink")).length;
-}
-
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[14 - 3]) + Number(f[15 - 3])) / TICK;
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
 
 interface Result {
   first: number;
@@ -59,22 +43,7 @@ async function runOne(daemon: "flanctl" | "flanneld", n: number, js: string): Pr
   try {
     await c.init();
     const a = await c.addNode();
-    etcd = new Deno.Command("ip", {
-      args: [
-        ...["netns", "exec", c.underlay, "etcd", "--data-dir", `${c.tmp}/etcd`],
-        ...[
-          "--listen-client-urls",
-          url,
-          "--advertise-client-urls",
-          url,
-          "--listen-peer-urls",
-          "http://127.0.0.1:2380",
-        ],
-        "--quota-backend-bytes=4294967296",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    etcd = spawnEtcd(c.underlay, `${c.tmp}/etcd`, url, { extra: ["--quota-backend-bytes=4294967296"] });
     await waitFor(
       "etcd up",
       async () =>
@@ -116,12 +85,12 @@ async function runOne(daemon: "flanctl" | "flanneld", n: number, js: string): Pr
     const bulk = (performance.now() - t1) / 1000;
     const cpu = cpuSeconds(pid);
     await new Promise((r) => setTimeout(r, 5000));
-    const rss = rssMiB(pid);
+    const rss = procMemory(pid).rss;
     const idle: number[] = [];
     const cpu0 = cpuSeconds(pid);
     for (let i = 0; i < IDLE_S; i++) {
       await new Promise((r) => setTimeout(r, 1000));
-      idle.push(rssMiB(pid));
+      idle.push(procMemory(pid).rss);
     }
     const idleCpu = cpuSeconds(pid) - cpu0;
     return { first, bulk, rss, cpu, idleRss: median(idle), idleMax: Math.max(...idle), idleCpu };

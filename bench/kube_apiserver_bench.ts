@@ -29,13 +29,13 @@ import { nsRun, ROOT, sh } from "../tests/netns.ts";
 import { installDaemonInto, installedDaemonCmd, launcherSettings } from "../tests/installed_daemon.ts";
 import { findPeer } from "../tests/peers.ts";
 import { KubeControlPlane } from "../tests/kube_cluster.ts";
+import { countRoutes, cpuSeconds, procMemory } from "./daemon_probe.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
 const N = Number(Deno.env.get("KUBE_BENCH_NODES") ?? 5000);
 const ROUNDS = Number(Deno.env.get("KUBE_BENCH_ROUNDS") ?? 3);
 const SETTLE_MS = 5000;
 const TRACE = Deno.env.get("KUBE_BENCH_TRACE") === "1";
-const TICK = 100; // clock ticks per second (USER_HZ)
 const SA_USER = "system:serviceaccount:kube-flannel:flannel";
 // Not 10.0.0.0/8: the Nodes' public IPs (10.200.x.y) must lie outside the pod network (flanctl rejects those).
 const CONF = JSON.stringify({ Network: "10.0.0.0/9", Backend: { Type: "vxlan" } });
@@ -107,6 +107,9 @@ class AuditCounter {
   }
 }
 
+/** The daemon's memory (MiB) and CPU used so far (s). */
+const proc = (pid: number) => ({ ...procMemory(pid), cpu: cpuSeconds(pid) });
+
 /** The daemon's RSS sampled every 10 ms until stopped: `seconds:MiB` at each change of 1 MiB or more. */
 class RssTrace {
   #on = true;
@@ -117,8 +120,10 @@ class RssTrace {
     this.#done = (async () => {
       let last = 0;
       while (this.#on) {
-        const m = /VmRSS:\s+(\d+)/.exec(await Deno.readTextFile(`/proc/${pid}/status`).catch(() => ""));
-        const v = Number(m?.[1] ?? 0) / 1024;
+        let v = 0;
+        try {
+          v = procMemory(pid).rss;
+        } catch { /* gone */ }
         if (Math.abs(v - last) >= 1) {
           this.#points.push(`${((performance.now() - t0) / 1000).toFixed(2)}:${v.toFixed(0)}`);
           last = v;
@@ -132,19 +137,6 @@ class RssTrace {
     await this.#done;
     return this.#points;
   }
-}
-
-function proc(pid: number) {
-  const st = Deno.readTextFileSync(`/proc/${pid}/status`);
-  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(st)?.[1] ?? NaN) / 1024;
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { hwm: kb("VmHWM"), rss: kb("VmRSS"), cpu: (Number(f[11]) + Number(f[12])) / TICK };
-}
-
-async function countRoutes(ns: string): Promise<number> {
-  const r = await nsRun(ns, ["ip", "route", "show", "dev", "flannel.1"]);
-  return r.stdout.split("\n").filter((l) => l.includes("onlink")).length;
 }
 
 const sum = (v: Record<string, number>) => Object.values(v).reduce((a, b) => a + b, 0);

@@ -409,14 +409,20 @@ export function flannelNftListing(f: "ip" | "ip6", network: string, subnet: stri
 
 /**
  * Starts etcd inside namespace `netns` serving clients on `url` (peers on 127.0.0.1:2380 of that namespace),
- * data in `dataDir`, output discarded. The caller stops it.
+ * data in `dataDir`, output discarded. The caller stops it. `o.listen`: the client URLs it listens on when
+ * more than `url` (comma-separated); `o.extra`: more etcd flags.
  */
-export function spawnEtcd(netns: string, dataDir: string, url: string): Deno.ChildProcess {
+export function spawnEtcd(
+  netns: string,
+  dataDir: string,
+  url: string,
+  o: { listen?: string; extra?: string[] } = {},
+): Deno.ChildProcess {
   return new Deno.Command("ip", {
     args: [
       ...["netns", "exec", netns, "etcd", "--data-dir", dataDir],
-      ...["--listen-client-urls", url, "--advertise-client-urls", url],
-      ...["--listen-peer-urls", "http://127.0.0.1:2380"],
+      ...["--listen-client-urls", o.listen ?? url, "--advertise-client-urls", url],
+      ...["--listen-peer-urls", "http://127.0.0.1:2380", ...(o.extra ?? [])],
     ],
     stdout: "null",
     stderr: "null",

@@ -5,7 +5,7 @@
  * does).
  * @module
  */
-import { DaemonCluster, type TestNode, waitFor } from "./daemon_fixture.ts";
+import { DaemonCluster, spawnEtcd, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh, sh } from "./netns.ts";
 import { IPNet } from "../lib/base/cidr.ts";
 import { peerPath } from "./peers.ts";
@@ -29,15 +29,9 @@ export class MixedCluster extends DaemonCluster {
     const out: TestNode[] = [];
     for (let i = 0; i < nodes; i++) out.push(await this.addNode());
     this.etcdUrl = `http://${this.base}.0.1:2379`;
-    this.etcd = new Deno.Command("ip", {
-      args: [
-        ...["netns", "exec", this.underlay, "etcd", "--data-dir", `${this.tmp}/etcd`],
-        ...["--listen-client-urls", `http://127.0.0.1:2379,${this.etcdUrl}`],
-        ...["--advertise-client-urls", this.etcdUrl, "--listen-peer-urls", "http://127.0.0.1:2380"],
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    this.etcd = spawnEtcd(this.underlay, `${this.tmp}/etcd`, this.etcdUrl, {
+      listen: `http://127.0.0.1:2379,${this.etcdUrl}`,
+    });
     await waitFor("etcd up", async () => (await this.etcdctl("endpoint", "health")).code === 0, 30_000);
     const put = await this.etcdctl("put", "/coreos.com/network/config", netConf);
     if (put.code !== 0) throw new Error(`etcdctl put: ${put.stderr}`);

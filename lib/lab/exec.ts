@@ -12,6 +12,7 @@ import { flagEnv } from "../base/goflag.ts";
 import { STORE_FLAGS } from "../store/flags.ts";
 import { runAttached } from "../base/run.ts";
 import { labRoot, NODE_PATHS, nodeMounts } from "./paths.ts";
+import { pathExists } from "../base/exists.ts";
 import { shq } from "./proc.ts";
 import type { LabState } from "./types.ts";
 
@@ -86,21 +87,14 @@ export function ensureMountPoints(paths: readonly string[] = NODE_PATHS, root: s
   withMountPointsLock(root, () => {
     const created: string[] = [];
     for (const dst of paths) {
-      try {
-        Deno.statSync(dst);
-      } catch {
-        // Create the parents one by one so every directory we add is recorded (deepest last).
-        const parts = dst.split("/").filter(Boolean);
-        let p = "";
-        for (const part of parts) {
-          p += `/${part}`;
-          try {
-            Deno.statSync(p);
-          } catch {
-            Deno.mkdirSync(p);
-            created.push(p);
-          }
-        }
+      if (pathExists(dst)) continue;
+      // Create the parents one by one so every directory we add is recorded (deepest last).
+      let p = "";
+      for (const part of dst.split("/").filter(Boolean)) {
+        p += `/${part}`;
+        if (pathExists(p)) continue;
+        Deno.mkdirSync(p);
+        created.push(p);
       }
     }
     if (created.length) {
