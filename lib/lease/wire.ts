@@ -31,12 +31,15 @@ export function parseLeaseKey(key: string): { subnet: IPNet | null; ipv6Subnet: 
   // as Go writes it: a key with upper-case hex is foreign to flanneld, and skipped here too.
   const m = /^(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})-(\d{1,2})(?:&([0-9a-f:]+)-(\d{1,3}))?$/.exec(key);
   if (!m) return null;
+  // Only the key flannel writes for the subnet (no host bits, no leading zeros, IPv6 as Go prints it): the
+  // stores find a lease again by that key (renew, delete, compare-and-swap), so another spelling of it
+  // would name an entry they cannot reach.
   const v4 = IPNet.tryParse(`${m[1]}/${m[2]}`);
-  if (!v4 || (v4.ip.toString() !== m[1])) return null;
+  if (!v4 || v4.toKey() !== `${m[1]}-${m[2]}`) return null;
   let v6: IPNet | null = null;
   if (m[3] !== undefined) {
     v6 = IPNet.tryParse(`${m[3]}/${m[4]}`);
-    if (!v6 || v6.family !== 6) return null;
+    if (!v6 || v6.family !== 6 || v6.toKey() !== `${m[3]}-${m[4]}`) return null;
   }
   const subnet = v4.prefix === 0 && v4.ip.value === 0n ? null : v4;
   if (!subnet && !v6) return null;

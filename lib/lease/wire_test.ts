@@ -4,6 +4,7 @@ import { IPNet } from "../base/cidr.ts";
 import {
   decodeLeaseAttrs,
   encodeLeaseAttrs,
+  keyOf,
   leaseFromKV,
   leaseKey,
   leaseToJson,
@@ -21,6 +22,27 @@ Deno.test("wire: keys as flannel (single and dual stack)", () => {
   for (const bad of ["10.5.52.0", "10.5.52.1-24", "x-24", "10.5.52.0-24&zz-64", "0.0.0.0-0"]) {
     assertEquals(parseLeaseKey(bad), null, bad);
   }
+});
+
+Deno.test("wire: a key spelled otherwise than flannel writes it is foreign (skipped)", () => {
+  // Found by wire_prop_test.ts: the IPv6 half was taken with host bits or in another spelling, so the
+  // lease's own key (keyOf) named another etcd entry and acquireLease's `leases.get(key)!` found nothing.
+  for (
+    const bad of [
+      "0.0.0.0-0&0000:0000:0000:0000:0000:0000:0000:0000-0",
+      "10.5.52.0-24&fc00::1-64",
+      "10.5.52.0-24&fc00:0::-64",
+      "10.5.52.0-24&fc00::-064",
+      "10.5.52.0-08",
+    ]
+  ) {
+    assertEquals(parseLeaseKey(bad), null, bad);
+    assertThrows(() => leaseFromKV(bad, `{"PublicIP":"192.0.2.1"}`, null), MalformedLeaseError, bad);
+  }
+  assertEquals(
+    keyOf(leaseFromKV("10.5.52.0-24&fc00::-64", `{"PublicIP":"192.0.2.1"}`, null)),
+    "10.5.52.0-24&fc00::-64",
+  );
 });
 
 Deno.test("wire: value JSON in flannel's field order, omitempty, null PublicIPv6", () => {
