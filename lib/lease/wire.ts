@@ -7,14 +7,18 @@
 import { plainWarn, type Warn } from "../base/warn.ts";
 import { errText, FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { safeText } from "../base/capped_read.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
-/** A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. */
+/**
+ * A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. The
+ * message quotes the store's key and values bounded and escaped (it is printed as it is).
+ */
 export class MalformedLeaseError extends FlanctlError {
   /** The key (or file name) of the bad entry. */
   readonly key: string;
   constructor(key: string, message: string) {
-    super(`malformed lease ${key}: ${message}`, 1);
+    super(`malformed lease ${safeText(key, 128)}: ${message}`, 1);
     this.key = key;
   }
 }
@@ -66,9 +70,14 @@ export function decodeLeaseAttrs(key: string, text: string): LeaseAttrsWire {
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new MalformedLeaseError(key, `value is not JSON (${(e as Error).message})`);
+    throw new MalformedLeaseError(key, `value is not JSON (${safeText((e as Error).message, 160)})`);
   }
   return validateLeaseAttrs(key, v);
+}
+
+/** A stored value as JSON text for an error message: bounded and escaped. */
+function shown(v: unknown): string {
+  return safeText(JSON.stringify(v) ?? String(v), 120);
 }
 
 /** Validates an already-parsed lease value (field names as flannel, case-insensitive). */
@@ -84,17 +93,17 @@ export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
   };
   const pub = get("PublicIP");
   if (typeof pub !== "string" || IPAddr.tryParse(pub)?.family !== 4) {
-    throw new MalformedLeaseError(key, `PublicIP ${JSON.stringify(pub)} is not an IPv4 address`);
+    throw new MalformedLeaseError(key, `PublicIP ${shown(pub)} is not an IPv4 address`);
   }
   const pub6 = get("PublicIPv6");
   if (
     pub6 !== undefined && pub6 !== null && (typeof pub6 !== "string" || IPAddr.tryParse(pub6)?.family !== 6)
   ) {
-    throw new MalformedLeaseError(key, `PublicIPv6 ${JSON.stringify(pub6)} is not an IPv6 address`);
+    throw new MalformedLeaseError(key, `PublicIPv6 ${shown(pub6)} is not an IPv6 address`);
   }
   const bt = get("BackendType");
   if (bt !== undefined && bt !== null && typeof bt !== "string") {
-    throw new MalformedLeaseError(key, `BackendType ${JSON.stringify(bt)} is not a string`);
+    throw new MalformedLeaseError(key, `BackendType ${shown(bt)} is not a string`);
   }
   const out: LeaseAttrsWire = {
     PublicIP: pub,
@@ -141,5 +150,5 @@ export function leaseToJson(l: Lease): LeaseJson {
 /** Reports a skipped entry to `warn` (default: a plain warning on stderr); never throws. */
 export function warnMalformed(e: unknown, where: string, warn: Warn = plainWarn): void {
   const msg = errText(e);
-  warn(`${where}: skipping ${msg}`);
+  warn(`${safeText(where, 200)}: skipping ${msg}`);
 }
