@@ -8,6 +8,7 @@
  * @module
  */
 import fc from "fast-check";
+import nodeAssert from "node:assert/strict";
 import { IPAddr, IPNet } from "../lib/base/cidr.ts";
 
 function env(name: string): string | undefined {
@@ -148,3 +149,22 @@ export const anyText: fc.Arbitrary<string> = fc.oneof(
   fc.string({ unit: "binary", maxLength: 40 }),
   fc.string({ maxLength: 40 }),
 );
+
+/** Long text (hundreds to thousands of characters): what a message quoting it must bound. */
+export const longText: fc.Arbitrary<string> = fc.tuple(
+  anyText.filter((s) => s.length > 0),
+  fc.integer({
+    min: 200,
+    max: 5000,
+  }),
+).map(([s, n]) => s.repeat(Math.ceil(n / s.length)).slice(0, n));
+
+/**
+ * A message quoting untrusted data is printed (the CLI's warnings go to the terminal as they are): bounded, and
+ * no control character of the data gets through raw.
+ */
+export function assertQuotable(msg: string): void {
+  // deno-lint-ignore no-control-regex
+  nodeAssert.ok(!/[\u0000-\u001f\u007f-\u009f]/.test(msg), `control characters in ${JSON.stringify(msg)}`);
+  nodeAssert.ok(msg.length <= 400, `${msg.length} characters: ${JSON.stringify(msg.slice(0, 200))}…`);
+}
