@@ -205,3 +205,8 @@ export function safeText(s: string, max = 300): string {
   );
   return t.length > max ? `${t.slice(0, max)}… (${s.length} chars)` : t;
 }
+
+/** A value of untrusted input as JSON text for a message: bounded and escaped as {@link safeText}. */
+export function safeJson(v: unknown, max = 120): string {
+  return safeText(JSON.stringify(v) ?? String(v), max);
+}

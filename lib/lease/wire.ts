@@ -7,7 +7,7 @@
 import { plainWarn, type Warn } from "../base/warn.ts";
 import { errText, FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
-import { safeText } from "../base/capped_read.ts";
+import { safeJson, safeText } from "../base/capped_read.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
 /**
@@ -75,11 +75,6 @@ export function decodeLeaseAttrs(key: string, text: string): LeaseAttrsWire {
   return validateLeaseAttrs(key, v);
 }
 
-/** A stored value as JSON text for an error message: bounded and escaped. */
-function shown(v: unknown): string {
-  return safeText(JSON.stringify(v) ?? String(v), 120);
-}
-
 /** Validates an already-parsed lease value (field names as flannel, case-insensitive). */
 export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
   if (typeof v !== "object" || v === null || Array.isArray(v)) {
@@ -93,17 +88,17 @@ export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
   };
   const pub = get("PublicIP");
   if (typeof pub !== "string" || IPAddr.tryParse(pub)?.family !== 4) {
-    throw new MalformedLeaseError(key, `PublicIP ${shown(pub)} is not an IPv4 address`);
+    throw new MalformedLeaseError(key, `PublicIP ${safeJson(pub)} is not an IPv4 address`);
   }
   const pub6 = get("PublicIPv6");
   if (
     pub6 !== undefined && pub6 !== null && (typeof pub6 !== "string" || IPAddr.tryParse(pub6)?.family !== 6)
   ) {
-    throw new MalformedLeaseError(key, `PublicIPv6 ${shown(pub6)} is not an IPv6 address`);
+    throw new MalformedLeaseError(key, `PublicIPv6 ${safeJson(pub6)} is not an IPv6 address`);
   }
   const bt = get("BackendType");
   if (bt !== undefined && bt !== null && typeof bt !== "string") {
-    throw new MalformedLeaseError(key, `BackendType ${shown(bt)} is not a string`);
+    throw new MalformedLeaseError(key, `BackendType ${safeJson(bt)} is not a string`);
   }
   const out: LeaseAttrsWire = {
     PublicIP: pub,
