@@ -138,7 +138,11 @@ export function putRoute(
     ? RT_SCOPE_UNIVERSE
     : RT_SCOPE_LINK;
   const protocol = forDelete && spec.protocol === undefined ? 0 : protocolValue(spec.protocol, "protocol");
-  if (spec.metric !== undefined && (!Number.isInteger(spec.metric) || spec.metric < 0)) {
+  // RTA_PRIORITY is a u32: a larger metric would be written as another (2^32 as 0).
+  if (
+    spec.metric !== undefined &&
+    (!Number.isInteger(spec.metric) || spec.metric < 0 || spec.metric > 0xffffffff)
+  ) {
     throw new ParseError("metric", `bad metric ${spec.metric}`);
   }
   const src = spec.src !== undefined ? parseIPBytes(spec.src, "src") : null;

@@ -1,0 +1,19 @@
+/** The route request writer's checks (no socket; the kernel's answers are tested as root in tests/). */
+import { assertEquals, assertThrows } from "../../../tests/assert.ts";
+import { ParseError } from "../../base/errors.ts";
+import { MsgWriter } from "./msg.ts";
+import { putRoute } from "./encode.ts";
+import type { RouteSpec } from "../types.ts";
+
+const put = (spec: RouteSpec) => {
+  const w = new MsgWriter(16);
+  putRoute(w, spec, false, (ref) => Number(ref), 1, 0, () => "op");
+  return w;
+};
+
+Deno.test("route requests: a metric past u32 is refused, not written as another", () => {
+  // Found by encode_prop_test.ts: RTA_PRIORITY is a u32, and a metric of 2^32 (a CNI route's priority
+  // can be any integer) was written as 0.
+  assertThrows(() => put({ dst: "10.0.0.0/24", metric: 2 ** 32 }), ParseError, "metric");
+  assertEquals(put({ dst: "10.0.0.0/24", metric: 2 ** 32 - 1 }).count, 1);
+});
