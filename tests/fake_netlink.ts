@@ -6,7 +6,9 @@
  */
 import type {
   AddrInfo,
+  FdbDelSpec,
   FdbInfo,
+  FdbSpec,
   LinkInfo,
   LinkRef,
   NeighInfo,
@@ -197,7 +199,7 @@ export class FakeNetlink implements NetlinkHandle {
     this.#op(`deleteNeigh ${n.dst}`);
     this.neighList = this.neighList.filter((x) => !(x.ifname === this.#name(n.dev) && x.dst === n.dst));
   }
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void {
+  replaceFdb(f: FdbSpec): void {
     this.#op(`replaceFdb ${f.mac}`);
     const name = this.#name(f.dev);
     this.fdbList = this.fdbList.filter((x) => !(x.ifname === name && x.mac === f.mac && x.dst === f.dst));
@@ -212,7 +214,7 @@ export class FakeNetlink implements NetlinkHandle {
       vlan: null,
     });
   }
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
+  deleteFdb(f: FdbDelSpec): void {
     this.#op(`deleteFdb ${f.mac}`);
     const name = this.#name(f.dev);
     this.fdbList = this.fdbList.filter((x) =>

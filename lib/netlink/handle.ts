@@ -40,8 +40,10 @@ import { indexOfName } from "./linkmsg.ts";
 import { writeMany } from "./batch.ts";
 import type {
   AddrInfo,
+  FdbDelSpec,
   FdbInfo,
   FdbScanEntry,
+  FdbSpec,
   LinkInfo,
   LinkRef,
   NeighInfo,
@@ -322,11 +324,11 @@ class LibnlHandle implements NetlinkHandle {
     return neigh.deleteNeigh(this.#c, n);
   }
 
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void {
+  replaceFdb(f: FdbSpec): void {
     return neigh.replaceFdb(this.#c, f);
   }
 
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
+  deleteFdb(f: FdbDelSpec): void {
     return neigh.deleteFdb(this.#c, f);
   }
 

@@ -220,6 +220,22 @@ export interface FdbScanEntry {
 /** A link named by ifindex or by name. */
 export type LinkRef = number | string;
 
+/**
+ * A VXLAN FDB entry: frames for VTEP MAC `mac` leave device `dev` towards the underlay IP `dst` (flannel's
+ * one entry per peer; `bridge fdb replace MAC dev DEV dst IP self permanent`).
+ */
+export interface FdbSpec {
+  /** The VXLAN device. */
+  dev: LinkRef;
+  /** The remote VTEP's MAC. */
+  mac: string;
+  /** The remote VTEP's underlay (public) IP. */
+  dst: string;
+}
+
+/** The FDB entry {@link NetlinkHandle.deleteFdb} removes; without `dst`, every remote of `mac` on `dev`. */
+export type FdbDelSpec = Omit<FdbSpec, "dst"> & Partial<Pick<FdbSpec, "dst">>;
+
 /** What to create/replace/delete for a route. */
 export interface RouteSpec {
   /** "default" or CIDR. */
@@ -262,8 +278,8 @@ export type NetlinkWrite =
   | { op: "deleteRoute"; route: RouteSpec }
   | { op: "replaceNeigh"; neigh: NeighSpec }
   | { op: "deleteNeigh"; neigh: { dev: LinkRef; dst: string } }
-  | { op: "replaceFdb"; fdb: { dev: LinkRef; mac: string; dst: string } }
-  | { op: "deleteFdb"; fdb: { dev: LinkRef; mac: string; dst?: string } };
+  | { op: "replaceFdb"; fdb: FdbSpec }
+  | { op: "deleteFdb"; fdb: FdbDelSpec };
 
 /** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */
 export interface VxlanCreateOptions {
@@ -377,9 +393,9 @@ export interface NetlinkHandle {
   /** Deletes a neighbour entry. */
   deleteNeigh(n: { dev: LinkRef; dst: string }): void;
   /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
+  replaceFdb(f: FdbSpec): void;
   /** Deletes an FDB entry (`bridge fdb del MAC dev DEV [dst IP] self`). */
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
+  deleteFdb(f: FdbDelSpec): void;
 
   /**
    * Routes (one entry per next hop), filtered in the kernel where it can (strict dump checking: table,

@@ -3,6 +3,7 @@
  * programs it. Plain strings only: 5,000 of these must stay small.
  * @module
  */
+import type { FdbSpec } from "../netlink/types.ts";
 
 /** The route to a peer's subnet. */
 export interface DesiredRoute {
@@ -22,7 +23,7 @@ export interface DesiredPeer {
   /** Permanent ARP entry on the overlay device: peer subnet address → peer VTEP MAC (vxlan only). */
   neigh: { ip: string; mac: string } | null;
   /** Permanent FDB entry on the overlay device: peer VTEP MAC → peer public IP (vxlan only). */
-  fdb: { mac: string; dst: string } | null;
+  fdb: Omit<FdbSpec, "dev"> | null;
 }
 
 /** True when both describe the same kernel entries. */
