@@ -18,7 +18,20 @@
  * @module
  */
 export { FlanctlError, ParseError, UsageError } from "./lib/base/errors.ts";
-export { IPAddr, type IPFamily, IPNet } from "./lib/base/cidr.ts";
+export {
+  type Cidr,
+  type Ip,
+  IPAddr,
+  type IPFamily,
+  IPNet,
+  type Mac,
+  parseCidr,
+  parseIp,
+  parseMac,
+  tryCidr,
+  tryIp,
+  tryMac,
+} from "./lib/base/cidr.ts";
 export {
   formatSubnetEnv,
   parseSubnetEnv,

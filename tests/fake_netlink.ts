@@ -12,7 +12,9 @@ import type {
   LinkInfo,
   LinkRef,
   NeighInfo,
+  NeighSpec,
   NetlinkHandle,
+  RouteDelSpec,
   RouteInfo,
   RouteSpec,
   VxlanCreateOptions,
@@ -176,13 +178,13 @@ export class FakeNetlink implements NetlinkHandle {
       fakeRoute(r.dst, r.via ?? null, dev, r.dev === undefined ? null : this.#name(r.dev), r.onlink),
     );
   }
-  deleteRoute(r: RouteSpec): void {
+  deleteRoute(r: RouteDelSpec): void {
     this.#op(`deleteRoute ${r.dst}`);
     const before = this.routeList.length;
     this.routeList = this.routeList.filter((x) => x.dst !== r.dst);
     if (before === this.routeList.length) throw new Error("No such process");
   }
-  replaceNeigh(n: { dev: LinkRef; dst: string; lladdr: string }): void {
+  replaceNeigh(n: NeighSpec): void {
     this.#op(`replaceNeigh ${n.dst}`);
     const name = this.#name(n.dev);
     this.neighList = this.neighList.filter((x) => !(x.ifname === name && x.dst === n.dst));

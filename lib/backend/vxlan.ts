@@ -6,7 +6,7 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import { IPAddr, type IPNet } from "../base/cidr.ts";
+import { IPAddr, type IPNet, tryIp, tryMac } from "../base/cidr.ts";
 import { errText } from "../base/errors.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
@@ -228,22 +228,24 @@ export class VxlanBackend implements Backend {
     if (this.family === 6 && IPAddr.tryParse(p.publicIP)?.family !== 6) {
       return `its lease has no PublicIPv6 (${JSON.stringify(p.publicIP)}): the node does not run IPv6`;
     }
+    const pub = tryIp(p.publicIP);
+    if (!pub) return `its PublicIP ${JSON.stringify(p.publicIP)} is not an IP address`;
     const dst = p.subnet.toString();
     if (this.#o.directRouting) {
-      const r = reach(p.publicIP);
+      const r = reach(pub);
       if (r && r.gateway === null && r.devName) {
-        return { route: { dst, via: p.publicIP, dev: r.devName, onlink: false }, neigh: null, fdb: null };
+        return { route: { dst, via: pub, dev: r.devName, onlink: false }, neigh: null, fdb: null };
       }
     }
     const data = p.backendData as Partial<VxlanBackendData> | null | undefined;
     const mac = data && typeof data === "object" ? data.VtepMAC : undefined;
-    if (!isMac(mac)) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
-    const m = mac.toLowerCase();
+    const m = tryMac(mac);
+    if (!m) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
     const gw = p.subnet.ip.toString();
     return {
       route: { dst, via: gw, dev: this.overlayDev, onlink: true },
       neigh: { ip: gw, mac: m },
-      fdb: { mac: m, dst: p.publicIP },
+      fdb: { mac: m, dst: pub },
     };
   }
 }

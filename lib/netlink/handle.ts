@@ -48,10 +48,12 @@ import type {
   LinkRef,
   NeighInfo,
   NeighScanEntry,
+  NeighSpec,
   NeighTableInfo,
   NetlinkHandle,
   NetlinkWrite,
   NetnsRef,
+  RouteDelSpec,
   RouteInfo,
   RouteScanEntry,
   RouteSpec,
@@ -295,7 +297,7 @@ class LibnlHandle implements NetlinkHandle {
     return route.replaceRoute(this.#c, spec);
   }
 
-  deleteRoute(spec: RouteSpec): void {
+  deleteRoute(spec: RouteDelSpec): void {
     return route.deleteRoute(this.#c, spec);
   }
 
@@ -314,9 +316,7 @@ class LibnlHandle implements NetlinkHandle {
     return neigh.fdb(this.#c);
   }
 
-  replaceNeigh(
-    n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
-  ): void {
+  replaceNeigh(n: NeighSpec): void {
     return neigh.replaceNeigh(this.#c, n);
   }
 

@@ -6,6 +6,7 @@
  */
 
 import type { NetnsRef } from "../sys/netns.ts";
+import type { Cidr, Ip, Mac } from "../base/cidr.ts";
 export type { NetnsRef };
 
 /** Parameters of a VXLAN device. */
@@ -228,20 +229,23 @@ export interface FdbSpec {
   /** The VXLAN device. */
   dev: LinkRef;
   /** The remote VTEP's MAC. */
-  mac: string;
+  mac: Mac;
   /** The remote VTEP's underlay (public) IP. */
-  dst: string;
+  dst: Ip;
 }
 
-/** The FDB entry {@link NetlinkHandle.deleteFdb} removes; without `dst`, every remote of `mac` on `dev`. */
-export type FdbDelSpec = Omit<FdbSpec, "dst"> & Partial<Pick<FdbSpec, "dst">>;
+/**
+ * The FDB entry {@link NetlinkHandle.deleteFdb} removes, named as the kernel reported it (plain strings:
+ * deletes take what a dump returned); without `dst`, every remote of `mac` on `dev`.
+ */
+export type FdbDelSpec = Omit<FdbSpec, "mac" | "dst"> & { mac: string; dst?: string };
 
 /** What to create/replace/delete for a route. */
 export interface RouteSpec {
   /** "default" or CIDR. */
-  dst: string;
+  dst: Cidr | "default";
   /** Next-hop gateway. */
-  via?: string;
+  via?: Ip;
   /** Output device. */
   dev?: LinkRef;
   /** RTNH_F_ONLINK: the gateway is on the link even without a route to it. */
@@ -255,19 +259,29 @@ export interface RouteSpec {
   /** Priority/metric. */
   metric?: number;
   /** Preferred source address. */
-  src?: string;
+  src?: Ip;
   /** Route type: "unicast" (default) or "blackhole" (`ip route add blackhole CIDR`, no device). */
   type?: "unicast" | "blackhole";
 }
+
+/**
+ * The route {@link NetlinkHandle.deleteRoute} removes, named as the kernel reported it (plain strings, as
+ * {@link FdbDelSpec}).
+ */
+export type RouteDelSpec = Omit<RouteSpec, "dst" | "via" | "src"> & {
+  dst: string;
+  via?: string;
+  src?: string;
+};
 
 /** A neighbour entry to replace (`ip neigh replace DST lladdr MAC dev DEV nud STATE`). */
 export interface NeighSpec {
   /** The device. */
   dev: LinkRef;
   /** The IP address. */
-  dst: string;
+  dst: Ip;
   /** The link-layer (MAC) address. */
-  lladdr: string;
+  lladdr: Mac;
   /** Default "permanent". */
   state?: "permanent" | "reachable" | "noarp";
 }
@@ -275,7 +289,7 @@ export interface NeighSpec {
 /** One request of {@link NetlinkHandle.writeMany}: the arguments of the one-at-a-time method it names. */
 export type NetlinkWrite =
   | { op: "replaceRoute"; route: RouteSpec }
-  | { op: "deleteRoute"; route: RouteSpec }
+  | { op: "deleteRoute"; route: RouteDelSpec }
   | { op: "replaceNeigh"; neigh: NeighSpec }
   | { op: "deleteNeigh"; neigh: { dev: LinkRef; dst: string } }
   | { op: "replaceFdb"; fdb: FdbSpec }
@@ -384,12 +398,10 @@ export interface NetlinkHandle {
   /** Creates or replaces a route (`ip route replace`). */
   replaceRoute(r: RouteSpec): void;
   /** Deletes a route (`ip route del`). */
-  deleteRoute(r: RouteSpec): void;
+  deleteRoute(r: RouteDelSpec): void;
 
   /** Replaces a neighbour entry; default state permanent. */
-  replaceNeigh(
-    n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
-  ): void;
+  replaceNeigh(n: NeighSpec): void;
   /** Deletes a neighbour entry. */
   deleteNeigh(n: { dev: LinkRef; dst: string }): void;
   /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { IPNet } from "../base/cidr.ts";
+import { IPNet, parseCidr, parseIp, parseMac } from "../base/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
@@ -8,11 +8,11 @@ import type { DesiredPeer } from "./types.ts";
 const quiet = { info() {}, warn() {}, debug() {} };
 
 function vx(subnet: string, mac: string, pub: string): DesiredPeer {
-  const gw = subnet.split("/")[0];
+  const gw = parseIp(subnet.split("/")[0]);
   return {
-    route: { dst: subnet, via: gw, dev: "flannel.1", onlink: true },
-    neigh: { ip: gw, mac },
-    fdb: { mac, dst: pub },
+    route: { dst: parseCidr(subnet), via: gw, dev: "flannel.1", onlink: true },
+    neigh: { ip: gw, mac: parseMac(mac) },
+    fdb: { mac: parseMac(mac), dst: parseIp(pub) },
   };
 }
 

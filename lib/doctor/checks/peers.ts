@@ -336,8 +336,8 @@ export const stalePeers: Check = {
       }
     } else {
       const leases = ctx.store.leases.filter((l) => l.subnet);
-      const subnets = new Set(leases.map((l) => l.subnet!.toString()));
-      const gwIPs = new Set(leases.map((l) => l.subnet!.ip.toString()));
+      const subnets = new Set<string>(leases.map((l) => l.subnet!.toString()));
+      const gwIPs = new Set<string>(leases.map((l) => l.subnet!.ip.toString()));
       const macs = new Set(leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter(Boolean));
       const net = ctx.network;
       const cni0 = ctx.link("cni0")?.index;
