@@ -31,7 +31,7 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
         dev: "ul0",
         learning: false,
         mtu: 1450,
-        mac: "0e:00:00:00:00:01",
+        mac: asMac("0e:00:00:00:00:01"),
       });
       h.createVxlan("vxg", { vni: 77, gbp: true, learning: true, local: "fd00::7" });
       h.createBridge("cni0", { mtu: 1450, mac: "0e:00:00:00:00:02" });

@@ -47,6 +47,10 @@ Deno.test("vxlan: creates flannel.1 (learning off, MTU-50, /32 address), persist
     assertEquals(b.ensure(OWN), [], "idempotent");
     assertEquals(Deno.readTextFileSync(`${dir}/flannel.1.mac`).trim(), mac);
 
+    // Without prepare() the MAC is still the persisted one, never "" in the lease or on the device.
+    const b1 = new VxlanBackend(nl, opts, ext, dir);
+    assertEquals(b1.backendData(), { VNI: 1, VtepMAC: mac });
+
     // A restart reuses the persisted MAC; an incompatible device is recreated with it.
     const b2 = new VxlanBackend(nl, { ...opts, gbp: true }, ext, dir);
     b2.prepare();

@@ -311,8 +311,8 @@ export interface VxlanCreateOptions {
   gbp?: boolean;
   /** MTU in bytes. */
   mtu?: number;
-  /** MAC address of the device. */
-  mac?: string;
+  /** MAC address of the device (the VTEP MAC peers put in their ARP and FDB entries). */
+  mac?: Mac;
 }
 
 /** Parameters for {@link NetlinkHandle.createVeth}. */
