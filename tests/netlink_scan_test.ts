@@ -6,7 +6,8 @@
  */
 import { assert, assertEquals, assertThrows } from "./assert.ts";
 import { nsRun, sh, withNetns } from "./netns.ts";
-import { getTxChecksum, NetlinkError, openNetlink, setTxChecksum } from "../lib/netlink/mod.ts";
+import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { getTxChecksum, setTxChecksum } from "../lib/os/mod.ts";
 
 const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 
