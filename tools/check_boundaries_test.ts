@@ -88,6 +88,23 @@ Deno.test("boundaries: the other OS calls come through lib/os/mod.ts, which hold
   assertEquals(whats("lib/os/mod.ts").slice(0, 2), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
 });
 
+Deno.test("boundaries: no product module imports the fake handle of lib/netlink/fake", () => {
+  const imports = [
+    'import { FakeNetlink } from "../netlink/fake/fake_netlink.ts";',
+    'const { FakeNetlink: F } = await import("./fake/fake_netlink.ts");',
+    'import { openNetlink } from "../netlink/mod.ts";',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
+  assertEquals(found("lib/reconcile/reconciler.ts"), ["1 lib/netlink/fake"]);
+  assertEquals(
+    found("lib/netlink/handle.ts"),
+    ["1 lib/netlink/fake", "2 lib/netlink/fake"],
+    "nor inside lib/netlink",
+  );
+  assertEquals(found("lib/netlink/fake/more.ts"), [], "the fake's own modules");
+  assertEquals(violations("lib/netlink/fake/x.ts", 'import { NLE } from "../../sys/errors.ts";'), []);
+});
+
 Deno.test("boundaries: nothing outside lib/doctor imports lib/doctor/checks", () => {
   const imports = [
     'import { udpDevice } from "../doctor/checks/udp.ts";',

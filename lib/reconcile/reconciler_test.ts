@@ -2,7 +2,7 @@ import { assert, assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../base/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
 import { Reconciler } from "./reconciler.ts";
-import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
+import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import type { DesiredPeer } from "./types.ts";
 
 const quiet = { info() {}, warn() {}, debug() {} };

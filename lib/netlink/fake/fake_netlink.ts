@@ -14,7 +14,7 @@ import type {
   RouteInfo,
   RouteSpec,
   VxlanCreateOptions,
-} from "../lib/netlink/types.ts";
+} from "../types.ts";
 
 /** A fake kernel. */
 export class FakeNetlink implements NetlinkHandle {
