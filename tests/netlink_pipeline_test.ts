@@ -65,7 +65,7 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
       }
       writes.push({ op: "replaceNeigh", neigh: { dev: "flannel.1", dst: "10.9.9.9", lladdr: "not-a-mac" } });
       writes.push({ op: "deleteRoute", route: { dst: "10.99.0.0/24", dev: "nosuchdev0" } });
-      const res = h.writeMany!(writes);
+      const res = h.writeMany(writes);
       assertEquals(res.length, N + 2);
       const failed = res.flatMap((e, i) => (e ? [i] : []));
       assertEquals(failed, [BAD, N, N + 1]);
@@ -79,7 +79,7 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
       assertEquals(routes.length, N - 1);
       assert(!routes.some((r) => r.dst === peer(BAD).subnet));
       // The same writes again: all replace, nothing new fails.
-      assertEquals(h.writeMany!(writes.slice(0, BAD)).filter((x) => x !== null).length, 0);
+      assertEquals(h.writeMany(writes.slice(0, BAD)).filter((x) => x !== null).length, 0);
     } finally {
       h.close();
     }

@@ -1,20 +1,63 @@
 /**
  * An in-memory {@link NetlinkHandle} for unit tests of the reconciler, the backends and interface
  * selection: routes, neighbours, FDB entries, links and addresses in plain arrays, every write recorded
- * in `ops`, and optional injected failures. Not a kernel: only what those modules use is modelled.
+ * in `ops`, and optional injected failures. Not a kernel, but where those modules rely on the kernel's
+ * answer it gives the same one, as the libnl handle's NetlinkError named by the same operation:
+ *
+ * - route, neighbour and FDB writes on an unknown device: `Cannot find device "NAME"`;
+ * - `route replace` replaces the route of the same dst, table and metric, else adds one; a gateway without
+ *   `onlink` must lie in a connected route of the device (else ENETUNREACH, "Nexthop has invalid gateway");
+ * - `route del` removes the first route matching dst and table and, where given, gateway, device and
+ *   metric (else ESRCH); `neigh del` of a missing entry is ENOENT;
+ * - a VXLAN FDB entry of a unicast MAC has one remote: `fdb replace` moves it, `fdb del MAC dst IP` is
+ *   ENOENT for an unknown MAC and succeeds without a change when the MAC points elsewhere;
+ * - `writeMany` applies its writes in order, one error slot per write, a failure never stopping the rest;
+ * - the compact scans filter as the kernel's strict dumps do and hand out one reused entry per scan.
+ *
+ * Product code never imports this folder (`deno task boundaries`).
  * @module
  */
 import type {
   AddrInfo,
   FdbInfo,
+  FdbScanEntry,
   LinkInfo,
   LinkRef,
   NeighInfo,
+  NeighScanEntry,
+  NeighSpec,
   NetlinkHandle,
+  NetlinkWrite,
   RouteInfo,
+  RouteScanEntry,
   RouteSpec,
   VxlanCreateOptions,
 } from "../types.ts";
+import { errnoText, errnoToNle, NetlinkError, NLE } from "../../sys/errors.ts";
+import { fdbOp, neighOp, routeOp } from "../codec/encode.ts";
+import { nudNames, protocolValue, routeTypeName } from "../codec/format.ts";
+import { RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../codec/consts.ts";
+import { IPAddr, IPNet } from "../../base/cidr.ts";
+
+const ENOENT = 2, ESRCH = 3, ENODEV = 19, ENETUNREACH = 101;
+
+/** The kernel's refusal of `op` with `errno` (and its extended-ack text), as the libnl handle reports it. */
+function refused(op: string, errno: number, extack: string | null = null): NetlinkError {
+  return new NetlinkError(op, errnoToNle(errno), errnoText(errno), errnoText(errno), {
+    errno,
+    message: extack,
+  });
+}
+
+/** RTN_* by name and NUD_* bit by name, the inverse of the codec's tables. */
+const RTN = new Map(Array.from({ length: 12 }, (_, t) => [routeTypeName(t), t]));
+const NUD = new Map(Array.from({ length: 8 }, (_, i) => [nudNames(1 << i)[0], 1 << i]));
+const NUD_OF_STATE = { permanent: "PERMANENT", reachable: "REACHABLE", noarp: "NOARP" } as const;
+
+/** True for a multicast or all-zero MAC (the VXLAN FDB keeps several remotes only for those). */
+function groupMac(mac: string): boolean {
+  return (parseInt(mac.slice(0, 2), 16) & 1) === 1 || /^(00:){5}00$/.test(mac);
+}
 
 /** A fake kernel. */
 export class FakeNetlink implements NetlinkHandle {
@@ -24,14 +67,12 @@ export class FakeNetlink implements NetlinkHandle {
   routeList: RouteInfo[] = [];
   neighList: NeighInfo[] = [];
   fdbList: FdbInfo[] = [];
-  /** Every write, e.g. "replaceRoute 10.244.2.0/24". */
+  /** Every write the fake kernel took up (refused ones too; not injected failures), e.g. "replaceRoute 10.244.2.0/24". */
   ops: string[] = [];
+  /** The size of each {@link writeMany} call, in order. */
+  batches: number[] = [];
   /** Throws on the write whose op text starts with one of these. */
   failOn: string[] = [];
-  /** Compact scans (scanRoutes/scanNeighbours/scanFdb), present after {@link enableScans}. */
-  scanRoutes?: NetlinkHandle["scanRoutes"];
-  scanNeighbours?: NetlinkHandle["scanNeighbours"];
-  scanFdb?: NetlinkHandle["scanFdb"];
   /** TX checksum offload per device name (unset: off). */
   txCsum = new Map<string, boolean>();
   #next = 10;
@@ -47,6 +88,14 @@ export class FakeNetlink implements NetlinkHandle {
 
   #index(ref: LinkRef): number {
     return typeof ref === "number" ? ref : (this.linkList.find((l) => l.name === ref)?.index ?? -1);
+  }
+
+  /** The link `ref` names, or the libnl handle's error for an unknown one (named `op`). */
+  #dev(ref: LinkRef, op: string): LinkInfo {
+    const l = this.linkList.find((x) => (typeof ref === "number" ? x.index === ref : x.name === ref));
+    if (l) return l;
+    if (typeof ref === "number") throw refused(op, ENODEV);
+    throw new NetlinkError(op, -NLE.NODEV, "No such device", `Cannot find device "${ref}"`);
   }
 
   /** Adds a link (returns it). */
@@ -166,44 +215,86 @@ export class FakeNetlink implements NetlinkHandle {
       !(a.ifname === this.#name(ref) && `${a.local}/${a.prefix}` === cidr)
     );
   }
+
+  /** True when `via` lies in a connected (gateway-less) unicast route of device `dev` (any device: null). */
+  #connected(via: string, dev: number | null): boolean {
+    const ip = IPAddr.tryParse(via);
+    return !!ip &&
+      this.routeList.some((r) =>
+        r.gateway === null && r.type === "unicast" && (dev === null || r.dev === dev) &&
+        (r.dst === "default" ? r.family === ip.family : IPNet.tryParse(r.dst)?.contains(ip) === true)
+      );
+  }
+
   replaceRoute(r: RouteSpec): void {
+    const op = routeOp("replace", r);
+    const dev = r.dev === undefined ? null : this.#dev(r.dev, op);
     this.#op(`replaceRoute ${r.dst}`);
-    this.routeList = this.routeList.filter((x) => !(x.dst === r.dst && x.table === (r.table ?? 254)));
-    const dev = r.dev === undefined ? null : this.#index(r.dev);
-    this.routeList.push(
-      fakeRoute(r.dst, r.via ?? null, dev, r.dev === undefined ? null : this.#name(r.dev), r.onlink),
+    if (r.via && !r.onlink && !this.#connected(r.via, dev?.index ?? null)) {
+      throw refused(op, ENETUNREACH, "Nexthop has invalid gateway");
+    }
+    const table = r.table ?? RT_TABLE_MAIN, metric = r.metric ?? 0;
+    const route = fakeRoute(r.dst, r.via ?? null, dev?.index ?? null, dev?.name ?? null, r.onlink, {
+      family: r.dst.includes(":") ? 6 : 4,
+      table,
+      metric: r.metric ?? null,
+    });
+    const at = this.routeList.findIndex((x) =>
+      x.dst === r.dst && x.table === table && (x.metric ?? 0) === metric
     );
+    if (at < 0) this.routeList.push(route);
+    else this.routeList[at] = route;
   }
   deleteRoute(r: RouteSpec): void {
+    const op = routeOp("del", r);
+    const dev = r.dev === undefined ? null : this.#dev(r.dev, op);
     this.#op(`deleteRoute ${r.dst}`);
-    const before = this.routeList.length;
-    this.routeList = this.routeList.filter((x) => x.dst !== r.dst);
-    if (before === this.routeList.length) throw new Error("No such process");
+    const table = r.table ?? RT_TABLE_MAIN;
+    const at = this.routeList.findIndex((x) =>
+      x.dst === r.dst && x.table === table && (!r.via || x.gateway === r.via) &&
+      (!dev || x.dev === dev.index) &&
+      (!r.metric || x.metric === r.metric)
+    );
+    if (at < 0) throw refused(op, ESRCH);
+    this.routeList.splice(at, 1);
   }
-  replaceNeigh(n: { dev: LinkRef; dst: string; lladdr: string }): void {
+  replaceNeigh(n: NeighSpec): void {
+    const dev = this.#dev(n.dev, neighOp("replace", n));
     this.#op(`replaceNeigh ${n.dst}`);
-    const name = this.#name(n.dev);
-    this.neighList = this.neighList.filter((x) => !(x.ifname === name && x.dst === n.dst));
-    this.neighList.push({
-      family: 4,
-      index: this.#index(n.dev),
-      ifname: name,
+    const entry: NeighInfo = {
+      family: n.dst.includes(":") ? 6 : 4,
+      index: dev.index,
+      ifname: dev.name,
       dst: n.dst,
       lladdr: n.lladdr,
-      state: ["PERMANENT"],
-    });
+      state: [NUD_OF_STATE[n.state ?? "permanent"]],
+    };
+    const at = this.neighList.findIndex((x) => x.index === dev.index && x.dst === n.dst);
+    if (at < 0) this.neighList.push(entry);
+    else this.neighList[at] = entry;
   }
   deleteNeigh(n: { dev: LinkRef; dst: string }): void {
+    const op = neighOp("del", n);
+    const dev = this.#dev(n.dev, op);
     this.#op(`deleteNeigh ${n.dst}`);
-    this.neighList = this.neighList.filter((x) => !(x.ifname === this.#name(n.dev) && x.dst === n.dst));
+    const at = this.neighList.findIndex((x) => x.index === dev.index && x.dst === n.dst);
+    if (at < 0) throw refused(op, ENOENT);
+    this.neighList.splice(at, 1);
   }
   replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void {
+    const dev = this.#dev(f.dev, fdbOp("replace", f));
     this.#op(`replaceFdb ${f.mac}`);
-    const name = this.#name(f.dev);
-    this.fdbList = this.fdbList.filter((x) => !(x.ifname === name && x.mac === f.mac && x.dst === f.dst));
+    const mac = f.mac.toLowerCase();
+    const mine = (x: FdbInfo) => x.index === dev.index && x.mac.toLowerCase() === mac;
+    if (this.fdbList.some((x) => mine(x) && x.dst === f.dst)) return;
+    const at = groupMac(mac) ? -1 : this.fdbList.findIndex(mine);
+    if (at >= 0) {
+      this.fdbList[at] = { ...this.fdbList[at], dst: f.dst };
+      return;
+    }
     this.fdbList.push({
-      index: this.#index(f.dev),
-      ifname: name,
+      index: dev.index,
+      ifname: dev.name,
       mac: f.mac,
       dst: f.dst,
       master: null,
@@ -213,63 +304,105 @@ export class FakeNetlink implements NetlinkHandle {
     });
   }
   deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
+    const op = fdbOp("del", f);
+    const dev = this.#dev(f.dev, op);
     this.#op(`deleteFdb ${f.mac}`);
-    const name = this.#name(f.dev);
-    this.fdbList = this.fdbList.filter((x) =>
-      !(x.ifname === name && x.mac === f.mac && (!f.dst || x.dst === f.dst))
-    );
+    const mac = f.mac.toLowerCase();
+    const mine = (x: FdbInfo) => x.index === dev.index && x.mac.toLowerCase() === mac;
+    if (!this.fdbList.some(mine)) throw refused(op, ENOENT);
+    this.fdbList = this.fdbList.filter((x) => !(mine(x) && (!f.dst || x.dst === f.dst)));
   }
-  /** Adds the compact scans, answered from the same arrays (as the libnl handle's are from the kernel). */
-  enableScans(): this {
-    const protocols: Record<string, number> = { kernel: 2, boot: 3, static: 4 };
-    this.scanRoutes = (opts, each) => {
-      for (const r of this.routeList) {
-        if (opts.family && r.family !== opts.family) continue;
-        if (opts.table !== undefined && r.table !== opts.table) continue;
-        each({
-          family: r.family,
-          dst: r.dst,
-          gateway: r.gateway,
-          dev: r.dev,
-          onlink: r.flags.includes("onlink"),
-          table: r.table,
-          protocol: protocols[r.protocol] ?? Number(r.protocol),
-          type: r.type === "unicast" ? 1 : 0,
-          metric: r.metric,
-        });
+
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[] {
+    this.batches.push(writes.length);
+    return writes.map((w) => {
+      try {
+        this.#write(w);
+        return null;
+      } catch (e) {
+        return e instanceof Error ? e : new Error(String(e));
       }
+    });
+  }
+
+  #write(w: NetlinkWrite): void {
+    switch (w.op) {
+      case "replaceRoute":
+        return this.replaceRoute(w.route);
+      case "deleteRoute":
+        return this.deleteRoute(w.route);
+      case "replaceNeigh":
+        return this.replaceNeigh(w.neigh);
+      case "deleteNeigh":
+        return this.deleteNeigh(w.neigh);
+      case "replaceFdb":
+        return this.replaceFdb(w.fdb);
+      case "deleteFdb":
+        return this.deleteFdb(w.fdb);
+    }
+  }
+
+  scanRoutes(
+    opts: { family?: 4 | 6; table?: number; dev?: LinkRef },
+    each: (r: Readonly<RouteScanEntry>) => void,
+  ): void {
+    const idx = opts.dev === undefined ? null : this.#scanIndex(opts.dev, "route show");
+    const e: RouteScanEntry = {
+      family: 4,
+      dst: "",
+      gateway: null,
+      dev: null,
+      onlink: false,
+      table: 0,
+      protocol: 0,
+      type: 0,
+      metric: null,
     };
-    const nud: Record<string, number> = { PERMANENT: 0x80, NOARP: 0x40, REACHABLE: 0x02, STALE: 0x04 };
-    this.scanNeighbours = (opts, each) => {
-      const idx = this.#index(opts.dev);
-      if (idx < 0) throw new Error(`Cannot find device "${opts.dev}"`);
-      for (const n of this.neighList) {
-        if (n.index !== idx || (opts.family && n.family !== opts.family)) continue;
-        const state = n.state.reduce((s, x) => s | (nud[x] ?? 0), 0);
-        each({
-          family: n.family,
-          index: n.index,
-          dst: n.dst,
-          lladdr: n.lladdr?.toLowerCase() ?? null,
-          state,
-        });
-      }
-    };
-    this.scanFdb = (dev, each) => {
-      const idx = this.#index(dev);
-      if (idx < 0) throw new Error(`Cannot find device "${dev}"`);
-      for (const f of this.fdbList) {
-        if (f.index === idx) each({ index: f.index, mac: f.mac.toLowerCase(), dst: f.dst });
-      }
-    };
-    return this;
+    for (const r of this.routeList) {
+      if (opts.family && r.family !== opts.family) continue;
+      if (opts.table !== undefined ? r.table !== opts.table : r.table === RT_TABLE_LOCAL) continue;
+      if (idx !== null && r.dev !== idx) continue;
+      e.family = r.family, e.dst = r.dst, e.gateway = r.gateway, e.dev = r.dev;
+      e.onlink = r.flags.includes("onlink"),
+        e.table = r.table,
+        e.protocol = protocolValue(r.protocol, "protocol");
+      e.type = RTN.get(r.type) ?? Number(r.type), e.metric = r.metric || null;
+      each(e);
+    }
+  }
+
+  scanNeighbours(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void {
+    const index = this.#scanIndex(opts.dev, `neigh show dev ${opts.dev}`);
+    const e: NeighScanEntry = { family: 4, index, dst: "", lladdr: null, state: 0 };
+    for (const n of this.neighList) {
+      if (n.index !== index || (opts.family && n.family !== opts.family)) continue;
+      e.family = n.family, e.dst = n.dst, e.lladdr = n.lladdr?.toLowerCase() ?? null;
+      e.state = n.state.reduce((s, x) => s | (NUD.get(x) ?? 0), 0);
+      each(e);
+    }
+  }
+
+  scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void {
+    const index = this.#scanIndex(dev, `fdb show dev ${dev}`);
+    const e: FdbScanEntry = { index, mac: "", dst: null };
+    for (const f of this.fdbList) {
+      if (f.index !== index) continue;
+      e.mac = f.mac.toLowerCase(), e.dst = f.dst;
+      each(e);
+    }
+  }
+
+  /** A scan's device: a name must exist (as the libnl handle looks it up); an ifindex is used as given. */
+  #scanIndex(ref: LinkRef, op: string): number {
+    return typeof ref === "number" ? ref : this.#dev(ref, op).index;
   }
 
   txChecksum(name: string): boolean {
-    if (!this.linkList.some((l) => l.name === name)) throw new Error(`ethtool -k ${name}: No such device`);
+    if (!this.link(name)) throw refused(`ethtool -k ${name}`, ENODEV); // the ioctl's errno, not libnl's
     return this.txCsum.get(name) ?? false;
   }
   setTxChecksum(name: string, on: boolean): void {
+    if (!this.link(name)) throw refused(`ethtool -K ${name} tx ${on ? "on" : "off"}`, ENODEV);
     this.#op(`setTxChecksum ${name} ${on}`);
     this.txCsum.set(name, on);
   }
@@ -293,7 +426,7 @@ export function fakeRoute(
     devName,
     scope: gateway ? "universe" : "link",
     flags: onlink ? ["onlink"] : [],
-    table: 254,
+    table: RT_TABLE_MAIN,
     protocol: "boot",
     type: "unicast",
     prefsrc: null,
