@@ -150,3 +150,50 @@ Deno.test("reconciler bulk pass: one bad peer among 1000 is reported and left wi
     }
   });
 });
+
+Deno.test("reconciler bulk pass: a peer MAC's moved FDB remote is moved back by one replace, nothing removed", async () => {
+  await withNetns(async (fx) => {
+    const ns = await fx.add("pf");
+    await overlay(ns);
+    const h = openNetlink({ name: ns });
+    try {
+      const r = new Reconciler({
+        nl: h,
+        network: IPNet.parse("10.0.0.0/8"),
+        overlayDev: "flannel.1",
+        log: { info() {}, debug() {}, warn() {} },
+        stats: new Metrics(),
+      });
+      const want = new Map<string, DesiredPeer>();
+      for (const p of [peer(1), peer(2)]) {
+        want.set(p.subnet, {
+          route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: true },
+          neigh: { ip: p.gw, mac: p.mac },
+          fdb: { mac: p.mac, dst: p.pub },
+        });
+      }
+      assertEquals(r.fullPass(() => want).errors, 0);
+      // The kernel keeps one remote per unicast MAC: replace moves it (append would not add a second).
+      const p = peer(1);
+      await sh(
+        "bridge",
+        "-n",
+        ns,
+        "fdb",
+        "replace",
+        p.mac,
+        "dev",
+        "flannel.1",
+        "dst",
+        "10.50.9.9",
+        "self",
+        "permanent",
+      );
+      assertEquals((await kernel(ns)).fdb.filter((f) => f.mac === p.mac).map((f) => f.dst), ["10.50.9.9"]);
+      assertEquals(r.fullPass(), { programmed: 1, removed: 0, errors: 0 });
+      assertEquals((await kernel(ns)).fdb.filter((f) => f.mac === p.mac).map((f) => f.dst), [p.pub]);
+    } finally {
+      h.close();
+    }
+  });
+});

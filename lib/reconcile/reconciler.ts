@@ -614,8 +614,10 @@ export class Reconciler {
   }
 
   /**
-   * FDB entries on the overlay device (none without one): MAC → the desired remote, others stale. Compared
-   * while the dump runs, as {@link #neighDiff}.
+   * FDB entries on the overlay device (none without one): MAC → the desired remote, entries of MACs no peer
+   * wants stale. Compared while the dump runs, as {@link #neighDiff}. A desired MAC with another remote is
+   * not stale: the kernel keeps one remote per unicast MAC and the repair's `fdb replace` moves it (a
+   * `fdb del MAC dst OLD` after it would succeed without removing anything).
    */
   #fdbDiff(ov: string | null): KindDiff {
     const stale: Stale[] = [];
@@ -624,7 +626,7 @@ export class Reconciler {
     for (const d of this.#desired.values()) if (d.fdb) want.set(d.fdb.mac, d);
     /** Desired MACs (by their desired peer) whose desired remote the kernel holds. */
     const right = new Set<DesiredPeer>();
-    /** Other remotes the kernel holds per MAC (stale: removed below). */
+    /** Other remotes the kernel holds per MAC (stale, below, unless the MAC is desired). */
     const other = new Map<string, string[]>();
     const add = (mac: string, dst: string) => {
       const l = other.get(mac);
@@ -637,6 +639,7 @@ export class Reconciler {
       else add(mac, dst);
     });
     for (const [mac, dsts] of other) {
+      if (want.has(mac)) continue;
       for (const dst of dsts) {
         stale.push({
           write: { op: "deleteFdb", fdb: { dev: ov, mac, dst } },

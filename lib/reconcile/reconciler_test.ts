@@ -162,36 +162,25 @@ Deno.test("reconciler: a wrong route is replaced; a MAC shared by two peers keep
   assert(nl.fdbList.some((f) => f.mac === "02:aa:00:00:00:02"));
 });
 
-Deno.test("reconciler: an ARP entry with another MAC is replaced; a desired MAC's other FDB remote is removed", () => {
-  const { nl, r } = setup();
+Deno.test("reconciler: an ARP entry with another MAC is replaced; a desired MAC's moved FDB remote is moved back", () => {
+  const { nl, r, metrics } = setup();
   const peers = new Map([
     ["10.244.2.0/24", vx("10.244.2.0/24", "02:aa:00:00:00:02", "192.0.2.12")],
     ["10.244.3.0/24", vx("10.244.3.0/24", "02:aa:00:00:00:03", "192.0.2.13")],
   ]);
   r.fullPass(() => peers);
-  // The kernel's ARP entry for 10.244.2.0 now names another MAC; 02:aa:…:03 gains a second remote.
-  const n = nl.neighList.find((x) => x.dst === "10.244.2.0")!;
-  n.lladdr = "02:cc:00:00:00:02";
-  nl.fdbList.push({
-    index: 11,
-    ifname: "flannel.1",
-    mac: "02:aa:00:00:00:03",
-    dst: "192.0.2.77",
-    master: null,
-    flags: ["self"],
-    state: ["PERMANENT"],
-    vlan: null,
-  });
+  // The kernel's ARP entry for 10.244.2.0 now names another MAC; 02:aa:…:03 now points at another remote
+  // (a unicast MAC has one remote: `fdb replace` moves it).
+  nl.replaceNeigh({ dev: "flannel.1", dst: "10.244.2.0", lladdr: "02:cc:00:00:00:02" });
+  nl.replaceFdb({ dev: "flannel.1", mac: "02:aa:00:00:00:03", dst: "192.0.2.77" });
   nl.ops = [];
+  const repairs = metrics.repairs;
   const res = r.fullPass(() => peers);
-  assertEquals(res, { programmed: 1, removed: 1, errors: 0 });
-  assertEquals(nl.ops.sort(), ["deleteFdb 02:aa:00:00:00:03", "replaceNeigh 10.244.2.0"]);
+  assertEquals(res, { programmed: 2, removed: 0, errors: 0 }, "the moved remote is repaired, not removed");
+  assertEquals(nl.ops, ["replaceNeigh 10.244.2.0", "replaceFdb 02:aa:00:00:00:03"]);
+  assertEquals(metrics.repairs - repairs, 2);
   assertEquals(nl.neighList.find((x) => x.dst === "10.244.2.0")?.lladdr, "02:aa:00:00:00:02");
-  assertEquals(
-    nl.fdbList.filter((f) => f.mac === "02:aa:00:00:00:03").map((f) => f.dst),
-    ["192.0.2.13"],
-    "the desired remote stays",
-  );
+  assertEquals(nl.fdbList.filter((f) => f.mac === "02:aa:00:00:00:03").map((f) => f.dst), ["192.0.2.13"]);
   nl.ops = [];
   assertEquals(r.fullPass(() => peers), { programmed: 0, removed: 0, errors: 0 });
   assertEquals(nl.ops, []);
