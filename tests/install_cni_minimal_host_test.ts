@@ -10,7 +10,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { installCni } from "../lib/install/cni.ts";
-import { RUNTIME_LIB_DIR } from "../lib/netlink/mod.ts";
+import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
 import { ROOT, run, sh, withNetns } from "./netns.ts";
 
 const HAVE_MMDEBSTRAP = (() => {
