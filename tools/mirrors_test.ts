@@ -201,3 +201,62 @@ Deno.test("go_proxies: the proxy URLs of a GOPROXY value; none is a message", as
     assertStringIncludes(o.stderr, "run `go env -w GOPROXY=URL` or set GOPROXY=URL");
   }
 });
+
+/**
+ * Host names that look like a package registry, Go module proxy or distribution mirror: a dotted name under a
+ * public top-level domain with a label naming one. Reserved example names (example.com/.org/.net) are not hosts.
+ */
+export function registryHosts(text: string): string[] {
+  const out: string[] = [];
+  const host = /\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|cn|de|eu|uk|fr|jp|ru|info|co|land)\b/gi;
+  for (const m of text.matchAll(host)) {
+    const name = m[0].toLowerCase();
+    if (/(^|\.)example\.(com|org|net)$/.test(name)) continue;
+    const labels = name.split(".").slice(0, -1);
+    if (
+      labels.some((l) =>
+        /registry|npmjs|yarnpkg|proxy|mirror|debian|ubuntu|pypi|rubygems|crates|maven/.test(l)
+      )
+    ) {
+      out.push(name);
+    }
+  }
+  return out;
+}
+
+Deno.test("registryHosts: finds registry-, proxy- and mirror-like hosts, not example names or paths", () => {
+  // Made-up names, joined here so that this file names no host itself.
+  const h = (...labels: string[]) => labels.join(".");
+  const hosts = [
+    h("registry", "acme-corp", "com"),
+    h("goproxy", "acme-corp", "io"),
+    h("ftp", "de", "debian-mirror", "net"),
+    h("npm", "registry-host", "org"),
+  ];
+  assertEquals(
+    registryHosts(
+      `curl https://${hosts[0]}/x; GOPROXY=https://${hosts[1]},direct; deb http://${hosts[2]}/debian; ` +
+        `cache/npm/${hosts[3]}/@esbuild`,
+    ),
+    hosts,
+  );
+  assertEquals(registryHosts("https://registry.example.com/a lib/store/proxy.ts golang.org/toolchain"), []);
+});
+
+Deno.test("the repository names no package-registry host (mirrors come from the machine)", () => {
+  const root = new URL("..", import.meta.url).pathname;
+  const found: string[] = [];
+  const walk = (rel: string): void => {
+    for (const e of Deno.readDirSync(`${root}${rel}`)) {
+      const path = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory && ![".git", "dist", "node_modules"].includes(e.name)) walk(path);
+      else if (e.isFile) {
+        const bytes = Deno.readFileSync(`${root}${path}`);
+        if (bytes.includes(0)) continue; // binary
+        for (const h of registryHosts(new TextDecoder().decode(bytes))) found.push(`${path}: ${h}`);
+      }
+    }
+  };
+  walk("");
+  assertEquals(found, []);
+});
