@@ -1,8 +1,8 @@
 /**
  * The code-map gate of `deno task gate` (`deno task codemap`): fails (exit 1) when a folder of lib/ has no
- * line in the code map of docs/architecture.md (a table under `## Code map` whose first cell is the folder,
- * e.g. `` | `lib/store/etcd/` | … ``), or when the map names a folder that no longer exists. A new folder
- * is documented in the same commit that makes it: what it owns and who may import it.
+ * entry in the code map of docs/architecture.md (a list item under `## Code map` that starts with the
+ * folder, e.g. `` - `lib/store/etcd/`: … ``), or when the map names a folder that no longer exists. A new
+ * folder is documented in the same commit that makes it: what it owns and who may import it.
  * @module
  */
 import { ROOT } from "./ts_files.ts";
@@ -10,16 +10,20 @@ import { ROOT } from "./ts_files.ts";
 /** The map's document, relative to the project root. */
 export const MAP_FILE = "docs/architecture.md";
 
-/** The folders named by the code map's table rows (`lib/x/` or `lib/x/y/`), in order. */
-export function mapFolders(markdown: string): string[] {
+/** The lines of the `## Code map` section (without its heading), or none. */
+function mapSection(markdown: string): string[] {
   const start = markdown.search(/^## Code map\s*$/m);
   if (start < 0) return [];
   const rest = markdown.slice(start).split("\n").slice(1);
   const end = rest.findIndex((l) => l.startsWith("## "));
-  const section = end < 0 ? rest : rest.slice(0, end);
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+/** The folders named by the code map's entries (`lib/x/` or `lib/x/y/` starting a list item), in order. */
+export function mapFolders(markdown: string): string[] {
   const out: string[] = [];
-  for (const line of section) {
-    const m = /^\|\s*`(lib\/[^`]*?)\/?`\s*\|/.exec(line);
+  for (const line of mapSection(markdown)) {
+    const m = /^- `(lib\/[^`]*?)\/?`/.exec(line);
     if (m) out.push(m[1]);
   }
   return out;
@@ -65,7 +69,7 @@ if (import.meta.main) {
   for (const p of problems) console.error(`codemap: ${p}`);
   if (problems.length) {
     console.error(
-      `codemap: ${problems.length} problem(s): add one table row per folder (what it owns, who may use it)`,
+      `codemap: ${problems.length} problem(s): one entry per folder (- \`lib/x/\`: what it owns, then who may use it)`,
     );
     Deno.exit(1);
   }

@@ -4,19 +4,20 @@ import { ROOT } from "./ts_files.ts";
 
 const doc = [
   "# Architecture",
-  "| `lib/mentioned/` | not in the map: before the section |",
+  "- `lib/mentioned/`: not in the map: before the section",
   "## Code map",
-  "| folder | owns | used by |",
-  "| --- | --- | --- |",
-  "| `lib/base/` | basics | everyone |",
-  "| `lib/store/etcd/` | etcd | store |",
-  "| `lib/gone` | removed | nobody |",
-  "text with `lib/daemon/` in it is not a row",
+  "- `lib/base/`: basics",
+  "  - used by: everyone",
+  "- `lib/store/etcd/`: etcd, and `lib/cni/` named inside an entry",
+  "  - used by: store",
+  "- `lib/gone`: removed",
+  "text with `lib/daemon/` in it is not an entry",
+  "  - `lib/nested/`: a sub-item is not an entry",
   "## Flows",
-  "| `lib/after/` | not in the map: after the section |",
+  "- `lib/after/`: not in the map: after the section",
 ].join("\n");
 
-Deno.test("codemap: the rows of the Code map section name folders, nothing else", () => {
+Deno.test("codemap: the entries of the Code map section name folders, nothing else", () => {
   assertEquals(mapFolders(doc), ["lib/base", "lib/store/etcd", "lib/gone"]);
   assertEquals(mapFolders("# no map here"), []);
 });

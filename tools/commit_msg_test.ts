@@ -5,9 +5,9 @@ import { ROOT } from "./ts_files.ts";
 const MAP = [
   "# Architecture",
   "## Code map",
-  "| `lib/base/` | basics | everyone |",
-  "| `lib/store/etcd/` | the etcd store | store |",
-  "| `lib/doctor/checks/` | check families | doctor |",
+  "- `lib/base/`: basics",
+  "- `lib/store/etcd/`: the etcd store",
+  "- `lib/doctor/checks/`: check families",
   "## Boundaries",
 ].join("\n");
 const AREAS = allowedAreas(MAP, ["performance", "lab"]);
