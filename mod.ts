@@ -41,7 +41,8 @@ export {
   writeSubnetEnv,
 } from "./lib/node/subnet_env.ts";
 export type * from "./lib/netlink/types.ts";
-export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
+export { NetlinkError, openNetlink } from "./lib/netlink/mod.ts";
+export { inNetns, listNamedNetns, netnsPath } from "./lib/os/mod.ts";
 export { ConfigError, parseNetConfig, type ParseNetConfigOptions } from "./lib/config/netconf.ts";
 export type * from "./lib/config/types.ts";
 export {

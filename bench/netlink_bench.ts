@@ -114,7 +114,7 @@ async function programLibrary(ps: Peer[], pipelined: boolean): Promise<{ ms: num
             { op: "replaceRoute", route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: true } },
           );
         }
-        const failed = h.writeMany!(writes).filter((e) => e !== null);
+        const failed = h.writeMany(writes).filter((e) => e !== null);
         if (failed.length) throw failed[0];
       } else {
         for (const p of ps) {

@@ -5,7 +5,8 @@
  */
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
-import { inNetns, NetlinkError, netnsPath, openNetlink } from "../lib/netlink/mod.ts";
+import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { inNetns, netnsPath } from "../lib/os/mod.ts";
 import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/base/errors.ts";
 import { asCidr, asIp, asMac } from "./addr.ts";
 

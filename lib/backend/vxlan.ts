@@ -211,7 +211,7 @@ export class VxlanBackend implements Backend {
     }
     // flanneld's docs say `ethtool -K flannel.1 tx-checksum-ip-generic off`; a new device has it on, and
     // anyone may switch it on again: checked on every ensure (start and each resync).
-    if (!this.#txCsumOffload && nl.txChecksum && nl.setTxChecksum) {
+    if (!this.#txCsumOffload) {
       try {
         if (nl.txChecksum(name)) {
           nl.setTxChecksum(name, false);

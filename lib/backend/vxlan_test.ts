@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { ConfigError } from "../config/netconf.ts";
 import { IPNet } from "../base/cidr.ts";
-import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
+import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import { lookupRoute, type UnderlayRoute } from "../base/route_lookup.ts";
 import { parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";

@@ -132,6 +132,11 @@ async function netlink() {
   return await import("../netlink/mod.ts");
 }
 
+/** Loads the OS calls on demand, as {@link netlink}. */
+async function osCalls() {
+  return await import("../os/mod.ts");
+}
+
 /** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */
 async function openPod(netns: string): Promise<NetlinkHandle> {
   const nl = await netlink();
@@ -320,7 +325,7 @@ interface AddState {
   readonly c: PluginCall;
   readonly conf: BridgeConf;
   readonly args: CmdArgs;
-  readonly nl: Awaited<ReturnType<typeof netlink>>;
+  readonly os: Awaited<ReturnType<typeof osCalls>>;
   readonly pod: NetlinkHandle;
   readonly host: NetlinkHandle;
   /** The host end's MAC (picked here, so the result names it without a dump). */
@@ -476,11 +481,11 @@ const planStep: Step<AddState> = {
  */
 const podSysctls: Step<AddState> = {
   name: "pod-sysctls",
-  run({ ips, conf, args, nl }) {
+  run({ ips, conf, args, os }) {
     if (!conf.ipam) return;
     const v6 = ips.some((i) => familyOf(i.address) === "6");
     const dev = args.ifname;
-    nl.inNetns({ path: args.netns }, () => {
+    os.inNetns({ path: args.netns }, () => {
       if (conf.enableDad) {
         trySysctl(`net/ipv6/conf/${dev}/enhanced_dad`, "1");
         trySysctl(`net/ipv6/conf/${dev}/accept_dad`, "1");
@@ -627,6 +632,7 @@ const ADD_STEPS: readonly Step<AddState>[] = [
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = loadBridgeConf(c.conf, c.version, c.args.args);
   const nl = await netlink();
+  const os = await osCalls();
   trace("netlink loaded");
   const pod = await openPod(c.args.netns);
   const host = nl.openNetlink();
@@ -635,7 +641,7 @@ async function add(c: PluginCall): Promise<CniResult> {
     c,
     conf,
     args: c.args,
-    nl,
+    os,
     pod,
     host,
     hostMac: randomMac(),

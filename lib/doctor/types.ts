@@ -35,7 +35,11 @@ export interface Check {
   id: CheckId;
   /** One-line title for listings. */
   title: string;
-  /** Runs against the gathered state; never changes anything. */
+  /**
+   * Reads the node snapshot, and for itself what only it needs (files, the daemon's HTTP endpoints, the CRI
+   * socket, nmcli, ethtool, a second neighbour-table read, pings with --probe: docs/doctor.md); never changes
+   * anything.
+   */
   run(ctx: NodeSnapshot): Finding[] | Promise<Finding[]>;
 }
 

@@ -411,34 +411,33 @@ export interface NetlinkHandle {
 
   /**
    * Routes (one entry per next hop), filtered in the kernel where it can (strict dump checking: table,
-   * output device) and again here; no RouteInfo objects are built. Optional: a handle without it is read
-   * through {@link routes}.
+   * output device) and again here; no RouteInfo objects are built. A device name that does not exist is a
+   * NetlinkError ("Cannot find device"); an ifindex is passed to the kernel as it is.
    */
-  scanRoutes?(
+  scanRoutes(
     opts: { family?: 4 | 6; table?: number; dev?: LinkRef },
     each: (r: Readonly<RouteScanEntry>) => void,
   ): void;
-  /** Neighbours of one device (kernel-filtered by NDA_IFINDEX), without NeighInfo objects. Optional. */
-  scanNeighbours?(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
-  /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. Optional. */
-  scanFdb?(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
+  /** Neighbours of one device (kernel-filtered by NDA_IFINDEX), without NeighInfo objects. */
+  scanNeighbours(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
+  /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. */
+  scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
 
   /**
    * Every write of `writes`, pipelined: many requests in flight, the kernel's answers collected after.
    * Returns one slot per write, in order: null when it succeeded, else its error (named by the write's
    * operation, as the one-at-a-time method would throw it). A failed write never stops or hides the
-   * others; what belongs together (a peer's entries) is the caller's to undo. Optional: a handle without
-   * it is written one call at a time.
+   * others; what belongs together (a peer's entries) is the caller's to undo.
    */
-  writeMany?(writes: readonly NetlinkWrite[]): (Error | null)[];
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[];
 
   /**
    * True when TX checksum offload is on for the device (`ethtool -k NAME`: tx-checksumming; on a VXLAN
-   * device that is tx-checksum-ip-generic). Optional: handles without ethtool access leave it out.
+   * device that is tx-checksum-ip-generic).
    */
-  txChecksum?(name: string): boolean;
-  /** Switches TX checksum offload of the device on or off (`ethtool -K NAME tx on|off`). Optional. */
-  setTxChecksum?(name: string, on: boolean): void;
+  txChecksum(name: string): boolean;
+  /** Switches TX checksum offload of the device on or off (`ethtool -K NAME tx on|off`). */
+  setTxChecksum(name: string, on: boolean): void;
 
   /** Releases the socket and every libnl object held. Idempotent. */
   close(): void;

@@ -6,7 +6,7 @@
 import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { getTxChecksum } from "../../netlink/mod.ts";
+import { getTxChecksum } from "../../os/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
 import { chainPolicy, chainRules, vtepMacOf } from "../../observe/probes.ts";
 import { sh } from "../../base/shell.ts";
