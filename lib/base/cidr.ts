@@ -12,18 +12,15 @@ export type IPFamily = 4 | 6;
 
 /**
  * An IPv4 or IPv6 address in text form. Made only by {@link parseIp}, {@link tryIp} and
- * {@link IPAddr.toString} (and the netlink decoder, from kernel bytes): holding one means it was checked,
- * and the compiler keeps it from standing where a {@link Mac} or a {@link Cidr} is wanted.
+ * {@link IPAddr.toString}: holding one means it was checked, and the compiler keeps it from standing
+ * where a {@link Mac} or a {@link Cidr} is wanted. What a kernel dump returns stays a plain string.
  */
 export type Ip = string & { readonly __brand: "Ip" };
 
 /** A prefix `addr/len` in text form. Made only by {@link parseCidr}, {@link tryCidr}, {@link IPNet.toString}. */
 export type Cidr = string & { readonly __brand: "Cidr" };
 
-/**
- * A link-layer address, lower-case hex pairs joined by ":" (`aa:bb:cc:dd:ee:ff`). Made only by
- * {@link parseMac}, {@link tryMac} (six octets) and the netlink decoder (as the kernel reports it).
- */
+/** An Ethernet MAC, lower case (`aa:bb:cc:dd:ee:ff`). Made only by {@link parseMac} and {@link tryMac}. */
 export type Mac = string & { readonly __brand: "Mac" };
 
 /** `s` as an {@link Ip} (unchanged), or null when it is not an IPv4/IPv6 address. */
