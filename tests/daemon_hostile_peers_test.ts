@@ -25,6 +25,7 @@ import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { flanctl, ipJson, nsRun, nsSh, ROOT, sh } from "./netns.ts";
 import { KubeControlPlane } from "./kube_cluster.ts";
 import { requirePeers } from "./peers.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -260,7 +261,7 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
     ], {
       ns: a.ns,
     });
-    const own = (JSON.parse(doc.stdout) as { checks: { id: string; severity: string; detail: string }[] })
+    const own = (JSON.parse(doc.stdout) as { checks: { id: FindingId; severity: string; detail: string }[] })
       .checks
       .find((f) => f.id === "lease-own");
     assertEquals(own?.severity, "warning", doc.stdout);

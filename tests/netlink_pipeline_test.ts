@@ -9,8 +9,9 @@ import { NetlinkError, type NetlinkWrite, openNetlink } from "../lib/netlink/mod
 import { ParseError } from "../lib/base/errors.ts";
 import { Reconciler } from "../lib/reconcile/reconciler.ts";
 import type { DesiredPeer } from "../lib/reconcile/types.ts";
-import { IPNet } from "../lib/base/cidr.ts";
+import { type Cidr, type Ip, IPNet, type Mac, parseCidr, parseIp, parseMac } from "../lib/base/cidr.ts";
 import { Metrics } from "../lib/daemon/metrics.ts";
+import { asIp, asMac } from "./addr.ts";
 
 // deno-lint-ignore no-explicit-any
 type J = any;
@@ -28,14 +29,14 @@ async function overlay(ns: string): Promise<void> {
   await ip("link", "set", "flannel.1", "up");
 }
 
-function peer(i: number): { subnet: string; gw: string; mac: string; pub: string } {
+function peer(i: number): { subnet: Cidr; gw: Ip; mac: Mac; pub: Ip } {
   const a = 1 + (i >> 8), b = i & 255;
   const hex = (x: number) => x.toString(16).padStart(2, "0");
   return {
-    subnet: `10.${a}.${b}.0/24`,
-    gw: `10.${a}.${b}.0`,
-    mac: `0e:00:00:00:${hex(i >> 8)}:${hex(b)}`,
-    pub: `10.50.${1 + (i >> 8)}.${b}`,
+    subnet: parseCidr(`10.${a}.${b}.0/24`),
+    gw: parseIp(`10.${a}.${b}.0`),
+    mac: parseMac(`0e:00:00:00:${hex(i >> 8)}:${hex(b)}`),
+    pub: parseIp(`10.50.${1 + (i >> 8)}.${b}`),
   };
 }
 
@@ -63,7 +64,10 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
           route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: i !== BAD },
         });
       }
-      writes.push({ op: "replaceNeigh", neigh: { dev: "flannel.1", dst: "10.9.9.9", lladdr: "not-a-mac" } });
+      writes.push({
+        op: "replaceNeigh",
+        neigh: { dev: "flannel.1", dst: asIp("10.9.9.9"), lladdr: asMac("not-a-mac") },
+      });
       writes.push({ op: "deleteRoute", route: { dst: "10.99.0.0/24", dev: "nosuchdev0" } });
       const res = h.writeMany(writes);
       assertEquals(res.length, N + 2);

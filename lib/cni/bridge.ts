@@ -6,7 +6,7 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
-import { IPAddr, IPNet } from "../base/cidr.ts";
+import { IPAddr, IPNet, parseCidr, parseIp } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
 import {
@@ -527,9 +527,9 @@ const containerStep: Step<AddState> = {
         // As the reference (pkg/ipam ConfigureIface): scope universe unless the route names one (also for
         // a route without a gateway), the route's priority and table.
         pod.replaceRoute({
-          dst: r.dst,
+          dst: parseCidr(r.dst, "routes.dst"),
           dev: args.ifname,
-          ...(gw ? { via: gw } : {}),
+          ...(gw ? { via: parseIp(gw, "gateway") } : {}),
           scope: routeScope(r.scope),
           ...(r.priority !== undefined ? { metric: r.priority } : {}),
           ...(r.table !== undefined ? { table: r.table } : {}),

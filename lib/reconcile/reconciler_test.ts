@@ -1,18 +1,19 @@
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { IPNet } from "../base/cidr.ts";
+import { IPNet, parseCidr, parseIp, parseMac } from "../base/cidr.ts";
 import { Metrics } from "../daemon/metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import type { DesiredPeer } from "./types.ts";
+import { asIp, asMac } from "../../tests/addr.ts";
 
 const quiet = { info() {}, warn() {}, debug() {} };
 
 function vx(subnet: string, mac: string, pub: string): DesiredPeer {
-  const gw = subnet.split("/")[0];
+  const gw = parseIp(subnet.split("/")[0]);
   return {
-    route: { dst: subnet, via: gw, dev: "flannel.1", onlink: true },
-    neigh: { ip: gw, mac },
-    fdb: { mac, dst: pub },
+    route: { dst: parseCidr(subnet), via: gw, dev: "flannel.1", onlink: true },
+    neigh: { ip: gw, mac: parseMac(mac) },
+    fdb: { mac: parseMac(mac), dst: parseIp(pub) },
   };
 }
 
@@ -171,8 +172,8 @@ Deno.test("reconciler: an ARP entry with another MAC is replaced; a desired MAC'
   r.fullPass(() => peers);
   // The kernel's ARP entry for 10.244.2.0 now names another MAC; 02:aa:…:03 now points at another remote
   // (a unicast MAC has one remote: `fdb replace` moves it).
-  nl.replaceNeigh({ dev: "flannel.1", dst: "10.244.2.0", lladdr: "02:cc:00:00:00:02" });
-  nl.replaceFdb({ dev: "flannel.1", mac: "02:aa:00:00:00:03", dst: "192.0.2.77" });
+  nl.replaceNeigh({ dev: "flannel.1", dst: asIp("10.244.2.0"), lladdr: asMac("02:cc:00:00:00:02") });
+  nl.replaceFdb({ dev: "flannel.1", mac: asMac("02:aa:00:00:00:03"), dst: asIp("192.0.2.77") });
   nl.ops = [];
   const repairs = metrics.repairs;
   const res = r.fullPass(() => peers);
@@ -251,8 +252,8 @@ Deno.test("reconciler: a full pass writes its repairs and removals in one batch,
     ["10.244.3.0/24", bad],
     ["10.244.4.0/24", vx("10.244.4.0/24", "02:aa:00:00:00:04", "192.0.2.14")],
   ]);
-  nl.replaceNeigh({ dev: "flannel.1", dst: "10.244.8.0", lladdr: "02:bb:00:00:00:08" });
-  nl.replaceNeigh({ dev: "flannel.1", dst: "10.244.9.0", lladdr: "02:bb:00:00:00:09" });
+  nl.replaceNeigh({ dev: "flannel.1", dst: asIp("10.244.8.0"), lladdr: asMac("02:bb:00:00:00:08") });
+  nl.replaceNeigh({ dev: "flannel.1", dst: asIp("10.244.9.0"), lladdr: asMac("02:bb:00:00:00:09") });
   nl.ops = [];
   nl.failOn = ["deleteNeigh 10.244.8.0"];
 

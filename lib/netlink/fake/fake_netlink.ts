@@ -19,8 +19,10 @@
  */
 import type {
   AddrInfo,
+  FdbDelSpec,
   FdbInfo,
   FdbScanEntry,
+  FdbSpec,
   LinkInfo,
   LinkRef,
   NeighInfo,
@@ -28,6 +30,7 @@ import type {
   NeighSpec,
   NetlinkHandle,
   NetlinkWrite,
+  RouteDelSpec,
   RouteInfo,
   RouteScanEntry,
   RouteSpec,
@@ -245,7 +248,7 @@ export class FakeNetlink implements NetlinkHandle {
     if (at < 0) this.routeList.push(route);
     else this.routeList[at] = route;
   }
-  deleteRoute(r: RouteSpec): void {
+  deleteRoute(r: RouteDelSpec): void {
     const op = routeOp("del", r);
     const dev = r.dev === undefined ? null : this.#dev(r.dev, op);
     this.#op(`deleteRoute ${r.dst}`);
@@ -281,7 +284,7 @@ export class FakeNetlink implements NetlinkHandle {
     if (at < 0) throw refused(op, ENOENT);
     this.neighList.splice(at, 1);
   }
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void {
+  replaceFdb(f: FdbSpec): void {
     const dev = this.#dev(f.dev, fdbOp("replace", f));
     this.#op(`replaceFdb ${f.mac}`);
     const mac = f.mac.toLowerCase();
@@ -303,7 +306,7 @@ export class FakeNetlink implements NetlinkHandle {
       vlan: null,
     });
   }
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
+  deleteFdb(f: FdbDelSpec): void {
     const op = fdbOp("del", f);
     const dev = this.#dev(f.dev, op);
     this.#op(`deleteFdb ${f.mac}`);

@@ -5,6 +5,7 @@
 import { assert, assertEquals, assertThrows } from "../../../tests/assert.ts";
 import { NetlinkError } from "../mod.ts";
 import { FakeNetlink, fakeRoute } from "./fake_netlink.ts";
+import { asCidr, asIp, asMac } from "../../../tests/addr.ts";
 
 function kernel() {
   const nl = new FakeNetlink();
@@ -19,16 +20,19 @@ const text = (e: Error | null) => e === null ? null : e.message;
 Deno.test("fake netlink: route replace and del match as the kernel's; refusals carry errno and operation", () => {
   const { nl, vx } = kernel();
   const res = nl.writeMany([
-    { op: "replaceRoute", route: { dst: "10.9.9.0/24", via: "10.9.9.0", dev: "vx0" } },
-    { op: "replaceRoute", route: { dst: "10.9.7.0/24", via: "10.50.3.3", dev: "ul0" } },
-    { op: "replaceRoute", route: { dst: "10.9.7.0/24", via: "10.50.3.4", dev: "ul0" } },
+    { op: "replaceRoute", route: { dst: asCidr("10.9.9.0/24"), via: asIp("10.9.9.0"), dev: "vx0" } },
+    { op: "replaceRoute", route: { dst: asCidr("10.9.7.0/24"), via: asIp("10.50.3.3"), dev: "ul0" } },
+    { op: "replaceRoute", route: { dst: asCidr("10.9.7.0/24"), via: asIp("10.50.3.4"), dev: "ul0" } },
     {
       op: "replaceRoute",
-      route: { dst: "10.9.7.0/24", via: "10.9.7.0", dev: "vx0", onlink: true, metric: 5 },
+      route: { dst: asCidr("10.9.7.0/24"), via: asIp("10.9.7.0"), dev: "vx0", onlink: true, metric: 5 },
     },
     { op: "deleteRoute", route: { dst: "10.9.7.0/24", via: "10.50.3.3", dev: "ul0" } },
     { op: "deleteRoute", route: { dst: "10.9.6.0/24" } },
-    { op: "replaceNeigh", neigh: { dev: "nope0", dst: "10.9.9.0", lladdr: "02:00:00:00:00:01" } },
+    {
+      op: "replaceNeigh",
+      neigh: { dev: "nope0", dst: asIp("10.9.9.0"), lladdr: asMac("02:00:00:00:00:01") },
+    },
     { op: "deleteNeigh", neigh: { dev: "vx0", dst: "10.9.9.1" } },
   ]);
   assertEquals(res.map(text), [
@@ -61,7 +65,7 @@ Deno.test("fake netlink: route replace and del match as the kernel's; refusals c
 
 Deno.test("fake netlink: writeMany runs its writes in order, one slot each, a failure stopping nothing", () => {
   const { nl } = kernel();
-  const route = { dst: "10.9.9.0/24", via: "10.9.9.0", dev: "vx0", onlink: true };
+  const route = { dst: asCidr("10.9.9.0/24"), via: asIp("10.9.9.0"), dev: "vx0", onlink: true };
   const res = nl.writeMany([
     { op: "deleteRoute", route },
     { op: "replaceRoute", route },
@@ -73,8 +77,8 @@ Deno.test("fake netlink: writeMany runs its writes in order, one slot each, a fa
   assertEquals(nl.routeList.filter((r) => r.dst === route.dst).length, 1);
   nl.failOn = ["replaceNeigh 10.9.9.0"];
   const [a, b] = nl.writeMany([
-    { op: "replaceNeigh", neigh: { dev: "vx0", dst: "10.9.9.0", lladdr: "02:00:00:00:00:01" } },
-    { op: "replaceNeigh", neigh: { dev: "vx0", dst: "fd00::1", lladdr: "02:00:00:00:00:02" } },
+    { op: "replaceNeigh", neigh: { dev: "vx0", dst: asIp("10.9.9.0"), lladdr: asMac("02:00:00:00:00:01") } },
+    { op: "replaceNeigh", neigh: { dev: "vx0", dst: asIp("fd00::1"), lladdr: asMac("02:00:00:00:00:02") } },
   ]);
   assertEquals([text(a), b], ["injected failure: replaceNeigh 10.9.9.0", null]);
   assertEquals(nl.neighList.map((n) => [n.family, n.dst, n.state]), [[6, "fd00::1", ["PERMANENT"]]]);
@@ -83,13 +87,13 @@ Deno.test("fake netlink: one remote per unicast VXLAN MAC: replace moves it, del
   const nl = new FakeNetlink();
   nl.addLink("flannel.1", { kind: "vxlan" });
   const remotes = (mac: string) => nl.fdbList.filter((f) => f.mac === mac).map((f) => f.dst);
-  nl.replaceFdb({ dev: "flannel.1", mac: "02:aa:00:00:00:03", dst: "192.0.2.13" });
-  nl.replaceFdb({ dev: "flannel.1", mac: "02:aa:00:00:00:03", dst: "192.0.2.77" });
+  nl.replaceFdb({ dev: "flannel.1", mac: asMac("02:aa:00:00:00:03"), dst: asIp("192.0.2.13") });
+  nl.replaceFdb({ dev: "flannel.1", mac: asMac("02:aa:00:00:00:03"), dst: asIp("192.0.2.77") });
   assertEquals(remotes("02:aa:00:00:00:03"), ["192.0.2.77"]);
   nl.deleteFdb({ dev: "flannel.1", mac: "02:aa:00:00:00:03", dst: "192.0.2.13" });
   assertEquals(remotes("02:aa:00:00:00:03"), ["192.0.2.77"], "del of another remote: no change, no error");
-  nl.replaceFdb({ dev: "flannel.1", mac: "00:00:00:00:00:00", dst: "192.0.2.1" });
-  nl.replaceFdb({ dev: "flannel.1", mac: "00:00:00:00:00:00", dst: "192.0.2.2" });
+  nl.replaceFdb({ dev: "flannel.1", mac: asMac("00:00:00:00:00:00"), dst: asIp("192.0.2.1") });
+  nl.replaceFdb({ dev: "flannel.1", mac: asMac("00:00:00:00:00:00"), dst: asIp("192.0.2.2") });
   assertEquals(remotes("00:00:00:00:00:00"), ["192.0.2.1", "192.0.2.2"], "the all-zero MAC floods to many");
   const [e] = nl.writeMany([{ op: "deleteFdb", fdb: { dev: "flannel.1", mac: "02:aa:00:00:00:09" } }]);
   assertEquals(e?.message, "fdb del 02:aa:00:00:00:09 dev flannel.1 self: No such file or directory");
@@ -100,8 +104,13 @@ Deno.test("fake netlink: the compact scans filter as strict dumps do and reuse o
   nl.routeList.push(fakeRoute("10.9.9.0/24", "10.9.9.0", vx.index, "vx0", true, { table: 100 }));
   nl.routeList.push(fakeRoute("10.50.0.1", null, 10, "ul0", false, { table: 255, type: "local" }));
   nl.routeList.push(fakeRoute("fd00::/64", null, vx.index, "vx0", false, { family: 6 }));
-  nl.replaceNeigh({ dev: "vx0", dst: "10.9.9.0", lladdr: "02:AA:00:00:00:01" });
-  nl.replaceNeigh({ dev: "ul0", dst: "10.50.0.2", lladdr: "02:aa:00:00:00:02", state: "reachable" });
+  nl.replaceNeigh({ dev: "vx0", dst: asIp("10.9.9.0"), lladdr: asMac("02:AA:00:00:00:01") });
+  nl.replaceNeigh({
+    dev: "ul0",
+    dst: asIp("10.50.0.2"),
+    lladdr: asMac("02:aa:00:00:00:02"),
+    state: "reachable",
+  });
   const seen: object[] = [];
   const dsts: string[] = [];
   nl.scanRoutes(
