@@ -8,10 +8,13 @@
 #    It is cached outside the checkout ($FLANCTL_IMAGE_CACHE, default /var/cache/flanctl-dev/image) under
 #    the sha256 of its tarball, found through the hash of its inputs (suite, mirrors, packages, options):
 #    later builds skip mmdebstrap (~1 min) and reuse the same packages, so they give the same digest.
-#    FLANCTL_IMAGE_REFRESH=1 builds the base again from the mirror of today.
+#    FLANCTL_IMAGE_REFRESH=1 builds the base again from the mirror of today. The mirrors are this machine's
+#    apt sources for the suite and its -updates and -security (tools/mirrors.sh: sources.list, *.list and
+#    deb822 *.sources files); the build stops, naming what to add, when they have no source for the suite.
 # 2. install.sh run inside that root filesystem (chroot): the pinned Deno (this machine's, the version
 #    install.sh pins), the sources, the bundles (cni.js, daemon.js) and the launcher, laid out exactly as on
-#    a host; `deno compile` where it can fetch its runtime, else the launcher.
+#    a host; `deno compile` where it can fetch its runtime, else the launcher. npm packages come from this
+#    machine's npm registry (NPM_CONFIG_REGISTRY, else `npm config get registry`).
 # 3. Caches and logs stripped (apt, /var/log, ldconfig's aux-cache, Deno's SQLite caches, V8 code caches),
 #    then one layer tar: names sorted, every mtime = SOURCE_DATE_EPOCH (default: the last commit's time),
 #    numeric owners, no atime/ctime; tools/oci_layout.ts writes the config (labelled with deno.json's version),
@@ -28,11 +31,6 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${1:-$HERE/dist/flanctl-image.tar}
 CACHE=${FLANCTL_IMAGE_CACHE:-/var/cache/flanctl-dev/image}
 SUITE=bookworm
-MIRRORS=(
-  "deb http://deb.debian.org/debian $SUITE main"
-  "deb http://deb.debian.org/debian $SUITE-updates main"
-  "deb http://deb.debian.org/debian-security $SUITE-security main"
-)
 # install.sh's product list (it checks them with dpkg-query inside the image) and conntrack (portmap's
 # fallback for clearing UDP entries).
 PACKAGES=libnl-3-200,libnl-route-3-200,iproute2,iptables,nftables,libnftables1,kmod,procps,ca-certificates,iputils-ping,conntrack
@@ -55,6 +53,13 @@ die() { printf 'build-image: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (mmdebstrap and chroot need it)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap not found: apt-get install mmdebstrap (./install.sh --dev does)"
 command -v unshare >/dev/null || die "unshare not found: apt-get install util-linux"
+
+# Where packages come from: this machine's configuration, never a host written here (tools/mirrors.sh).
+# shellcheck source=../tools/mirrors.sh
+source "$HERE/tools/mirrors.sh"
+mirrors=$(apt_sources "$SUITE" 2>&1) || die "$mirrors"
+mapfile -t MIRRORS <<<"$mirrors"
+NPM_REGISTRY=$(npm_registry 2>&1) || die "$NPM_REGISTRY"
 
 DENO_VERSION=$(sed -n 's/^DENO_VERSION=//p' "$HERE/install.sh")
 DENO=${FLANCTL_DENO_BIN:-$(command -v deno || true)}
@@ -128,15 +133,15 @@ unshare --mount --propagation private -- bash -euc '
   mount --bind /dev "$R/dev"
   mount -t tmpfs tmpfs "$R/tmp"
   rm -f "$R/etc/resolv.conf"; cp -L /etc/resolv.conf "$R/etc/resolv.conf"
-  # The npm registry is reached as this host reaches it: its CA bundle (a TLS-inspecting proxy'"'"'s CA
-  # included) and proxy settings, for the build only (in the tmpfs, not in the image).
+  # The npm registry is reached as this host reaches it: its registry, its CA bundle (a TLS-inspecting
+  # proxy'"'"'s CA included) and proxy settings, for the build only (in the tmpfs, not in the image).
   cp -L "$4" "$R/tmp/host-ca.crt"
   proxies=(); for v in HTTPS_PROXY HTTP_PROXY NO_PROXY https_proxy http_proxy no_proxy; do
     [ -n "${!v:-}" ] && proxies+=("$v=${!v}"); done
   chroot "$R" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-    SOURCE_DATE_EPOCH="$3" CNI_BIN_DIR=/tmp/cni-bin DENO_CERT=/tmp/host-ca.crt "${proxies[@]}" \
-    bash "/$SRC/install.sh"
-' _ "$R" "$SRC" "$SOURCE_DATE_EPOCH" "${DENO_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" \
+    SOURCE_DATE_EPOCH="$3" CNI_BIN_DIR=/tmp/cni-bin DENO_CERT=/tmp/host-ca.crt NPM_CONFIG_REGISTRY="$5" \
+    "${proxies[@]}" bash "/$SRC/install.sh"
+' _ "$R" "$SRC" "$SOURCE_DATE_EPOCH" "${DENO_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" "$NPM_REGISTRY" \
   >"$WORK/install.log" 2>&1 || {
   cat "$WORK/install.log" >&2
   die "install.sh failed inside the image (log above)"
@@ -155,7 +160,7 @@ find "$R/var/log" -type f -delete
 # Not used at run time: the bundler's esbuild (install.sh's bundles are made), and the TypeScript compiler
 # (the gate's tools/ import it, the product never does): dropped from the installed copy's deno.json and
 # deno.lock too, as Deno caches every npm package of the lock before running main.ts.
-rm -rf "$L/cache/dl" "$L"/cache/npm/registry.npmjs.org/@esbuild "$L"/cache/npm/registry.npmjs.org/typescript
+rm -rf "$L/cache/dl" "$L"/cache/npm/*/@esbuild "$L"/cache/npm/*/typescript # npm/<registry host>/
 "$DENO" eval --quiet --no-config "
   const dev = 'typescript';
   const cfgPath = '$L/src/deno.json', lockPath = '$L/src/deno.lock';

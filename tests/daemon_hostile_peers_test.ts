@@ -25,6 +25,7 @@ import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { flanctl, ipJson, nsRun, nsSh, ROOT, sh } from "./netns.ts";
 import { KubeControlPlane } from "./kube_cluster.ts";
 import { requirePeers } from "./peers.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -260,7 +261,7 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
     ], {
       ns: a.ns,
     });
-    const own = (JSON.parse(doc.stdout) as { checks: { id: string; severity: string; detail: string }[] })
+    const own = (JSON.parse(doc.stdout) as { checks: { id: FindingId; severity: string; detail: string }[] })
       .checks
       .find((f) => f.id === "lease-own");
     assertEquals(own?.severity, "warning", doc.stdout);
@@ -312,11 +313,14 @@ async function putFile(c: DaemonCluster, key: string, value: string): Promise<vo
   const seqFile = `${c.storeDir}/seq`;
   const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
   await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
-  await Deno.writeTextFile(
-    `${c.storeDir}/subnets/${key}`,
-    `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
-  );
-  await Deno.writeTextFile(seqFile, `${seq}\n`);
+  await Deno.mkdir(`${c.storeDir}/tmp`, { recursive: true });
+  // As the file store writes: into tmp/, then renamed into place, so a watching daemon never reads a
+  // half-written lease (a truncated file read as "Unexpected end of JSON input" made it drop its own lease).
+  const tmp = `${c.storeDir}/tmp/test-${key}`;
+  await Deno.writeTextFile(tmp, `{"lease":${value},"expiration":null,"seq":${seq}}\n`);
+  await Deno.rename(tmp, `${c.storeDir}/subnets/${key}`);
+  await Deno.writeTextFile(`${tmp}.seq`, `${seq}\n`);
+  await Deno.rename(`${tmp}.seq`, seqFile);
 }
 
 Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {

@@ -324,7 +324,7 @@ Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are cons
     await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
     await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
     const run = await runDoctorJson(n);
-    for (const id of ["peer-routes", "peer-arp", "peer-fdb", "peer-entries"]) {
+    for (const id of ["peer-routes", "peer-arp", "peer-fdb", "peer-entries"] as const) {
       assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
     }
     assertEquals(run.code, 0, run.stdout);

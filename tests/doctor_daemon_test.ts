@@ -6,10 +6,11 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd, sh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; why: string | null }[];
+  checks: { id: FindingId; severity: string; detail: string; why: string | null }[];
 }
 
 function daemonPid(s: { procs: { pid: number; what: string }[] }, node: string): number {

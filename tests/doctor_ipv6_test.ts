@@ -12,10 +12,11 @@ import { labExec, withLab } from "./lab_fixture.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { IPNet } from "../lib/base/cidr.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; fix?: string[]; why?: string }[];
+  checks: { id: FindingId; severity: string; detail: string; fix?: string[]; why?: string }[];
 }
 
 Deno.test({
@@ -64,7 +65,7 @@ Deno.test({
         await nsSh(n1.netns, "bridge", "fdb", "del", mac2, "dev", "flannel-v6.1", "dst", n2.publicIPv6!);
         await nsSh(n1.netns, "ip6tables", "-t", "nat", "-F", "FLANNEL-POSTRTG");
         d = await doctor();
-        const sev = (id: string) => d.rep.checks.filter((c) => c.id === id).map((c) => c.severity);
+        const sev = (id: CheckId) => d.rep.checks.filter((c) => c.id === id).map((c) => c.severity);
         assertEquals(sev("ipv6-forward"), ["critical"], d.out);
         assertEquals(sev("flannel-v6-device"), ["warning"], d.out);
         assertEquals(sev("peers-v6"), ["critical"], d.out);

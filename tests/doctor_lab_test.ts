@@ -8,10 +8,11 @@
 import { assertEquals } from "./assert.ts";
 import { flanctlCmd } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; fix: string[] }[];
+  checks: { id: FindingId; severity: string; detail: string; fix: string[] }[];
 }
 
 Deno.test({

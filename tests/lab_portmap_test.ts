@@ -12,6 +12,7 @@ import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { loadState } from "../lib/lab/state.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import { waitUntil } from "./lab_verify.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 /** Listens on :8080 in `netns`, connects from `clientNs` to ip:port, and returns what the client read. */
 async function tcpThrough(netns: string, clientNs: string, ip: string, port: number): Promise<string> {
@@ -161,10 +162,10 @@ Deno.test({
         // skipped here and proven by its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts).
         const doc = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json", "--skip", "neigh-gc"));
         const rep = JSON.parse(doc.stdout) as {
-          checks: { id: string; severity: string; detail: string }[];
+          checks: { id: FindingId; severity: string; detail: string }[];
         };
         assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], doc.stdout);
-        const detail = (id: string) => rep.checks.find((c) => c.id === id)!.detail;
+        const detail = (id: CheckId) => rep.checks.find((c) => c.id === id)!.detail;
         const sub6 = nodeSubnet6(n1)!;
         assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
         assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
@@ -172,7 +173,7 @@ Deno.test({
         await nsRun(n1.netns, ["ip6tables", "-t", "nat", "-N", "FLANNEL-POSTRTG"]);
         const mixed = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
         const fm = (JSON.parse(mixed.stdout) as {
-          checks: { id: string; severity: string; detail: string; fix: string[] }[];
+          checks: { id: FindingId; severity: string; detail: string; fix: string[] }[];
         })
           .checks.find((c) => c.id === "firewall-mode")!;
         assertEquals(fm.severity, "warning", mixed.stdout);

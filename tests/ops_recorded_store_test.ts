@@ -13,10 +13,11 @@ import { FakeApiServer, kubeconfigYaml, TOKEN } from "./kube_fake_api.ts";
 import { flanctl, withNetns } from "./netns.ts";
 import type { StatusJson } from "../lib/status/status.ts";
 import type { LeaseJson } from "../lib/store/types.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 interface DoctorJsonView {
   summary: { exitCode: number };
-  checks: { id: string; severity: string; detail: string }[];
+  checks: { id: FindingId; severity: string; detail: string }[];
 }
 
 Deno.test("ops tools without store flags use the kube store the daemon records, and name the node", async () => {
@@ -78,7 +79,7 @@ Deno.test("ops tools without store flags use the kube store the daemon records, 
     // doctor: reads the kube store; the own lease is found and worded as a Node's, peers are not stale.
     const dr = await flanctl(["doctor", "--subnet-file", a.subnetFile, "-o", "json"], { ns: a.ns });
     const dj = JSON.parse(dr.stdout) as DoctorJsonView;
-    const check = (id: string) => dj.checks.find((x) => x.id === id);
+    const check = (id: CheckId) => dj.checks.find((x) => x.id === id);
     assertEquals(check("store")?.severity, "ok", dr.stdout);
     assertEquals(check("lease-own")?.severity, "ok", dr.stdout);
     assertStringIncludes(check("lease-expiry")!.detail, "node kn1's podCIDR");

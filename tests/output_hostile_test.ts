@@ -9,6 +9,7 @@ import { assert, assertEquals } from "./assert.ts";
 import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
 import { flanctl, flanctlCmd, run, sh } from "./netns.ts";
 import { shq } from "../lib/lab/proc.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const HOSTILE = ["v$(>pwn1)", "veth$(>pwn2)"];
 const ESC = ["e\x1b[2Jz", "veth\x1b]0;T"];
@@ -23,7 +24,7 @@ Deno.test("output: fix lines quote hostile link names; tables escape control byt
     await sh("ip", "-n", N, "link", "add", ESC[0], "type", "veth", "peer", "name", ESC[1]);
 
     const r = await flanctl(doctorArgs(n, "-o", "json"));
-    const doc = JSON.parse(r.stdout) as { checks: { id: string; fix: string[] }[] };
+    const doc = JSON.parse(r.stdout) as { checks: { id: FindingId; fix: string[] }[] };
     const lines = doc.checks.flatMap((c) => c.fix).filter((f) => f.includes("pwn"));
     const ids = new Set(doc.checks.filter((c) => c.fix.some((f) => f.includes("pwn"))).map((c) => c.id));
     assert(ids.has("veths") && ids.has("pod-network-routes"), `fix lines naming the links: ${[...ids]}`);

@@ -12,6 +12,7 @@ import { flanctl, nsRun, sh } from "./netns.ts";
 import { routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { addPod46, addV6Underlay, linkOf, MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
 import { requirePeers } from "./peers.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const HAVE = requirePeers(["flanneld", "etcd", "etcdctl"]);
 const netconf = (type: string) => JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: type } });
@@ -146,7 +147,7 @@ Deno.test({
         ["doctor", "--subnet-file", a.subnetFile, "--etcd-endpoints", c.etcdUrl, "-o", "json"],
         { ns: a.ns },
       );
-      const left = (JSON.parse(dr.stdout).checks as { id: string; severity: string; detail: string }[])
+      const left = (JSON.parse(dr.stdout).checks as { id: FindingId; severity: string; detail: string }[])
         .find((x) => x.id === "udp-leftover");
       assertEquals(left?.severity, "critical", dr.stdout);
       assertStringIncludes(left!.detail, "flannel0: TUN device no process holds open, while flannel1 (pid");

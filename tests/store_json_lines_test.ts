@@ -45,6 +45,7 @@ function byteStream(parts: Uint8Array[], end: "close" | "never") {
         reads.push("default");
         c.enqueue(part);
       }
+      return Promise.resolve();
     },
     cancel() {
       cancelled = true;

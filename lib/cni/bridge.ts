@@ -6,7 +6,7 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
-import { IPAddr, IPNet } from "../base/cidr.ts";
+import { IPAddr, IPNet, parseCidr, parseIp } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
 import {
@@ -141,6 +141,11 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
 /** Loads the kernel layer on demand (so config errors never load libnl). */
 async function netlink() {
   return await import("../netlink/mod.ts");
+}
+
+/** Loads the OS calls on demand, as {@link netlink}. */
+async function osCalls() {
+  return await import("../os/mod.ts");
 }
 
 /** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */
@@ -331,7 +336,7 @@ interface AddState {
   readonly c: PluginCall;
   readonly conf: BridgeConf;
   readonly args: CmdArgs;
-  readonly nl: Awaited<ReturnType<typeof netlink>>;
+  readonly os: Awaited<ReturnType<typeof osCalls>>;
   readonly pod: NetlinkHandle;
   readonly host: NetlinkHandle;
   /** The host end's MAC (picked here, so the result names it without a dump). */
@@ -487,11 +492,11 @@ const planStep: Step<AddState> = {
  */
 const podSysctls: Step<AddState> = {
   name: "pod-sysctls",
-  run({ ips, conf, args, nl }) {
+  run({ ips, conf, args, os }) {
     if (!conf.ipam) return;
     const v6 = ips.some((i) => familyOf(i.address) === "6");
     const dev = args.ifname;
-    nl.inNetns({ path: args.netns }, () => {
+    os.inNetns({ path: args.netns }, () => {
       if (conf.enableDad) {
         trySysctl(`net/ipv6/conf/${dev}/enhanced_dad`, "1");
         trySysctl(`net/ipv6/conf/${dev}/accept_dad`, "1");
@@ -533,9 +538,9 @@ const containerStep: Step<AddState> = {
         // As the reference (pkg/ipam ConfigureIface): scope universe unless the route names one (also for
         // a route without a gateway), the route's priority and table.
         pod.replaceRoute({
-          dst: r.dst,
+          dst: parseCidr(r.dst, "routes.dst"),
           dev: args.ifname,
-          ...(gw ? { via: gw } : {}),
+          ...(gw ? { via: parseIp(gw, "gateway") } : {}),
           scope: routeScope(r.scope),
           ...(r.priority !== undefined ? { metric: r.priority } : {}),
           ...(r.table !== undefined ? { table: r.table } : {}),
@@ -638,6 +643,7 @@ const ADD_STEPS: readonly Step<AddState>[] = [
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = loadBridgeConf(c.conf, c.version, c.args.args);
   const nl = await netlink();
+  const os = await osCalls();
   trace("netlink loaded");
   const pod = await openPod(c.args.netns);
   const host = nl.openNetlink();
@@ -646,7 +652,7 @@ async function add(c: PluginCall): Promise<CniResult> {
     c,
     conf,
     args: c.args,
-    nl,
+    os,
     pod,
     host,
     hostMac: randomMac(),

@@ -15,7 +15,7 @@
  * @module
  */
 import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
-import { tunOwnerPids } from "../netlink/mod.ts";
+import { tunOwnerPids } from "../os/mod.ts";
 import { readSubnetEnv } from "../node/subnet_env.ts";
 import type { IPNet } from "../base/cidr.ts";
 import { IPNet as Net } from "../base/cidr.ts";

@@ -29,7 +29,16 @@ import {
   putReplaceNeigh,
 } from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
-import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry, NeighSpec } from "./types.ts";
+import type {
+  FdbDelSpec,
+  FdbInfo,
+  FdbScanEntry,
+  FdbSpec,
+  LinkRef,
+  NeighInfo,
+  NeighScanEntry,
+  NeighSpec,
+} from "./types.ts";
 
 /** `NetlinkHandle.neighbours()` on the socket of `c`: IPv4/IPv6 neighbour entries. */
 export function neighbours(c: Conn, family?: 4 | 6): NeighInfo[] {
@@ -106,13 +115,13 @@ export function deleteNeigh(c: Conn, n: { dev: LinkRef; dst: string }): void {
 }
 
 /** `NetlinkHandle.replaceFdb()`: `bridge fdb replace MAC dev REF dst IP self permanent`. */
-export function replaceFdb(c: Conn, f: { dev: LinkRef; mac: string; dst: string }): void {
+export function replaceFdb(c: Conn, f: FdbSpec): void {
   const op = () => fdbOp("replace", f);
   c.retry(() => requestOne(c, op, (w, s, x) => putReplaceFdb(w, f, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteFdb()`: `bridge fdb del MAC dev REF [dst IP] self`. */
-export function deleteFdb(c: Conn, f: { dev: LinkRef; mac: string; dst?: string }): void {
+export function deleteFdb(c: Conn, f: FdbDelSpec): void {
   const op = () => fdbOp("del", f);
   c.retry(() => requestOne(c, op, (w, s, x) => putDeleteFdb(w, f, c.index, s, x)));
 }

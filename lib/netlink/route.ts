@@ -33,7 +33,7 @@ import { scan } from "./io.ts";
 import { requestOne } from "./batch.ts";
 import { putRoute, routeOp } from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
-import type { LinkRef, RouteInfo, RouteScanEntry, RouteSpec } from "./types.ts";
+import type { LinkRef, RouteDelSpec, RouteInfo, RouteScanEntry, RouteSpec } from "./types.ts";
 
 /**
  * `NetlinkHandle.routes()` on the socket of `c`: one RouteInfo per next hop. The dump is parsed here from
@@ -121,7 +121,7 @@ export function replaceRoute(c: Conn, spec: RouteSpec): void {
 }
 
 /** `ip route del`: matches any scope/protocol unless given. */
-export function deleteRoute(c: Conn, spec: RouteSpec): void {
+export function deleteRoute(c: Conn, spec: RouteDelSpec): void {
   const op = () => routeOp("del", spec);
   c.retry(() => requestOne(c, op, (w, s, x) => putRoute(w, spec, true, c.index, s, x, op)));
 }

@@ -1,10 +1,10 @@
 /**
  * The node snapshot: what a node looks like now, gathered ONCE per run and read by `flanctl doctor` (its
  * checks), `flanctl trace`, `flanctl status` and the doctor's bundle — the kernel objects (links, addresses,
- * routes, neighbours, FDB) through the netlink layer, the sysctls of the checked namespace, iptables-save
- * output, ethtool features of the VXLAN device, subnet.env, CNI files, pod namespaces, and the leases
- * and network config from the store when one is reachable. Readers only read from here (lib/observe/probes.ts
- * holds the reads they share).
+ * routes, neighbours, FDB) through the netlink layer, the neighbour tables, the sysctls of the checked
+ * namespace, iptables-save output and the nft ruleset, subnet.env, pod namespaces, and the leases and
+ * network config from the store when one is reachable (lib/observe/probes.ts holds the reads its readers
+ * share). What one doctor check alone needs it reads itself (`Check.run`, lib/doctor/types.ts).
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, NeighTableInfo, RouteInfo } from "../netlink/types.ts";
@@ -17,7 +17,8 @@ import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { inNetns, nftLibrary, openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { inNetns, nftLibrary } from "../os/mod.ts";
 import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";

@@ -5,7 +5,8 @@
  * exactly by asking each namespace for the id it gives every other one (RTM_GETNSID with NETNSA_FD).
  * @module
  */
-import { closeFd, listNamedNetns, netnsIdentity, nsidOf, openNetlink, openNetnsFd } from "../netlink/mod.ts";
+import { nsidOf, openNetlink } from "../netlink/mod.ts";
+import { closeFd, listNamedNetns, netnsIdentity, openNetnsFd } from "../os/mod.ts";
 import type { LinkInfo, NetlinkHandle, NetnsRef } from "../netlink/types.ts";
 
 /** One end of a veth pair. `netns`: a netns name, "pid:PID" for an unnamed one, null for ours. */

@@ -9,7 +9,7 @@
  */
 import { openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
-import type { Finding } from "../doctor/types.ts";
+import type { CheckId, Finding } from "../doctor/types.ts";
 import { doctorText, lookupText, type Path, type Why } from "./path.ts";
 import type { LabUnderlay, TraceNode } from "./types.ts";
 import { daemonCheck } from "../doctor/mod.ts";
@@ -346,7 +346,7 @@ export async function remoteRouteHop(
     /** "IPv6 " for the IPv6 walk: "this node's IPv6 subnet". */
     family: "" | "IPv6 ";
     /** The doctor check of the family's forwarding sysctl ("ip-forward", "ipv6-forward"). */
-    forwardCheck: string;
+    forwardCheck: CheckId;
   },
   p: Path,
 ): Promise<boolean> {

@@ -7,7 +7,7 @@
 import { IPAddr } from "../base/cidr.ts";
 import type { RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
-import { ALL_CHECKS } from "../doctor/mod.ts";
+import { ALL_CHECKS, type CheckId } from "../doctor/mod.ts";
 import type { NodeSnapshot } from "../observe/snapshot.ts";
 import {
   isPod,
@@ -22,11 +22,11 @@ import {
 export interface Why {
   why: string;
   fix: string[];
-  check?: string;
+  check?: CheckId;
 }
 
 /** The why/fix of doctor check `id` on a node, when that check finds a problem there. */
-export async function doctorText(ctx: NodeSnapshot, id: string): Promise<Why | null> {
+export async function doctorText(ctx: NodeSnapshot, id: CheckId): Promise<Why | null> {
   const c = ALL_CHECKS.find((c) => c.id === id);
   if (!c) return null;
   const f = (await c.run(ctx)).find((f) => f.severity === "critical" || f.severity === "warning");

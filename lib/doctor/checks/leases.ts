@@ -3,7 +3,7 @@
  * overlap with host routes.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
@@ -12,7 +12,7 @@ import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { UDP_DEVICE } from "../../observe/probes.ts";
 import { sh } from "../../base/shell.ts";
 
-function noStore(ctx: NodeSnapshot, id: string): Finding | null {
+function noStore(ctx: NodeSnapshot, id: CheckId): Finding | null {
   if (ctx.store.state === "ok") return null;
   return unknown(id, `leases not readable: ${ctx.store.hint ?? ctx.store.error}`);
 }
@@ -261,7 +261,7 @@ export const routeOverlap: Check = {
     // and the /32 of our subnet on it are the backend's own, as flanneld's udp backend makes them).
     const udp = ctx.backendType === "udp" ? ctx.link(UDP_DEVICE)?.index : undefined;
     const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index, udp]);
-    const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
+    const leaseSubs = new Set<string | undefined>(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
     const bad: string[] = [];
     const fix: string[] = [];

@@ -5,7 +5,7 @@
  * the kernel (routes → ARP → FDB) and only internal consistency is checked.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { ok, unknown } from "../types.ts";
 import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
@@ -72,7 +72,7 @@ function leaseGuard(ctx: NodeSnapshot): string | null {
  */
 function vxlanPeerSetup(
   ctx: NodeSnapshot,
-  id: string,
+  id: CheckId,
 ): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
   const b = ctx.backendType;
   if (ctx.ipv4Disabled) return { done: [ok(id, "IPv4 disabled: no ARP/FDB entries (IPv6: see peers-v6)")] };
@@ -336,8 +336,8 @@ export const stalePeers: Check = {
       }
     } else {
       const leases = ctx.store.leases.filter((l) => l.subnet);
-      const subnets = new Set(leases.map((l) => l.subnet!.toString()));
-      const gwIPs = new Set(leases.map((l) => l.subnet!.ip.toString()));
+      const subnets = new Set<string>(leases.map((l) => l.subnet!.toString()));
+      const gwIPs = new Set<string>(leases.map((l) => l.subnet!.ip.toString()));
       const macs = new Set(leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter(Boolean));
       const net = ctx.network;
       const cni0 = ctx.link("cni0")?.index;

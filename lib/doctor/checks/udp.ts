@@ -8,7 +8,7 @@
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { tunOwnerPids } from "../../netlink/mod.ts";
+import { tunOwnerPids } from "../../os/mod.ts";
 import { chainPolicy, chainRules, UDP_DEVICE, udpPort } from "../../observe/probes.ts";
 import { sh } from "../../base/shell.ts";
 

@@ -31,7 +31,7 @@ import {
   RTNH_F_ONLINK,
 } from "./consts.ts";
 import type { MsgWriter } from "./msg.ts";
-import type { LinkRef, NeighSpec, RouteSpec } from "../types.ts";
+import type { FdbDelSpec, FdbSpec, LinkRef, NeighSpec, RouteDelSpec } from "../types.ts";
 
 const RTM_NEWROUTE = 24, RTM_DELROUTE = 25, RTM_NEWNEIGH = 28, RTM_DELNEIGH = 29;
 const RTN_UNICAST = 1, RTN_BLACKHOLE = 6, RT_SCOPE_UNIVERSE = 0, RT_SCOPE_LINK = 253;
@@ -93,7 +93,7 @@ function macBytes(s: string, field: string): Uint8Array {
 export type IndexOf = (ref: LinkRef, op: () => string) => number;
 
 /** The operation name of a route request (iproute2 style). */
-export function routeOp(verb: string, r: RouteSpec): string {
+export function routeOp(verb: string, r: RouteDelSpec): string {
   return `route ${verb} ${r.dst}` + (r.via ? ` via ${r.via}` : "") +
     (r.dev !== undefined ? ` dev ${r.dev}` : "") + (r.onlink ? " onlink" : "") +
     (r.scope ? ` scope ${r.scope}` : "") +
@@ -112,7 +112,7 @@ export function routeOp(verb: string, r: RouteSpec): string {
  */
 export function putRoute(
   w: MsgWriter,
-  spec: RouteSpec,
+  spec: RouteDelSpec,
   forDelete: boolean,
   index: IndexOf,
   seq: number,
@@ -291,7 +291,7 @@ export function putDeleteNeigh(
 }
 
 /** The operation name of an FDB request. */
-export function fdbOp(verb: "replace" | "del", f: { dev: LinkRef; mac: string; dst?: string }): string {
+export function fdbOp(verb: "replace" | "del", f: FdbDelSpec): string {
   return verb === "replace"
     ? `fdb replace ${f.mac} dev ${f.dev} dst ${f.dst} self permanent`
     : `fdb del ${f.mac} dev ${f.dev}${f.dst ? ` dst ${f.dst}` : ""} self`;
@@ -300,7 +300,7 @@ export function fdbOp(verb: "replace" | "del", f: { dev: LinkRef; mac: string; d
 /** `bridge fdb replace MAC dev REF dst IP self permanent` into `w`. */
 export function putReplaceFdb(
   w: MsgWriter,
-  f: { dev: LinkRef; mac: string; dst: string },
+  f: FdbSpec,
   index: IndexOf,
   seq: number,
   extra: number,
@@ -325,7 +325,7 @@ export function putReplaceFdb(
 /** `bridge fdb del MAC dev REF [dst IP] self` into `w`. */
 export function putDeleteFdb(
   w: MsgWriter,
-  f: { dev: LinkRef; mac: string; dst?: string },
+  f: FdbDelSpec,
   index: IndexOf,
   seq: number,
   extra: number,

@@ -55,7 +55,7 @@ const routeSpec: fc.Arbitrary<RouteSpec> = fc.record({
   metric: fc.oneof(fc.nat(), fc.integer({ min: -1, max: 2 ** 34 }), fc.double()),
   src: ipText,
   type: fc.constantFrom("unicast", "blackhole") as fc.Arbitrary<RouteSpec["type"]>,
-}, { requiredKeys: ["dst"] });
+}, { requiredKeys: ["dst"] }).map((s) => s as unknown as RouteSpec); // raw text, as the writer may get it
 
 /** The attributes of the message at `b[0..len)` after a header of `hdr` bytes: type → value bytes. */
 function attrs(b: Uint8Array, hdr: number): Map<number, Uint8Array> {
@@ -135,7 +135,7 @@ Deno.test("route requests (property): a batch is its messages one after another"
       table: fc.oneof(fc.constantFrom(254, 255), fc.integer({ min: 0, max: 0xffffffff })),
       metric: fc.integer({ min: 0, max: 0xffffffff }),
       protocol: fc.constantFrom("boot", "static", 42),
-    }, { requiredKeys: ["dst"] })
+    }, { requiredKeys: ["dst"] }).map((s) => s as unknown as RouteSpec)
   );
   check(
     fc.property(fc.array(valid, { minLength: 2, maxLength: 5 }), (specs) => {
