@@ -194,8 +194,8 @@ export function excerpt(text: string, max = EXCERPT_MAX): string {
 }
 
 /**
- * Untrusted text (a server's, a store's) made safe to log: control characters escaped, at most `max` characters (an error body
- * or message from an untrusted server is never printed raw).
+ * Untrusted text (a server's, a store's) made safe to log: control characters escaped, at most `max`
+ * characters (an error body or message from an untrusted server is never printed raw).
  */
 export function safeText(s: string, max = 300): string {
   const t = s.replace(
