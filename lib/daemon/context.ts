@@ -11,7 +11,8 @@ import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
-import { RetryDelay, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { withTimeout as raceTimeout } from "../base/sleep.ts";
+import { Backoff } from "../base/backoff.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
@@ -117,7 +118,7 @@ export async function retryStore<T>(
   fn: () => Promise<T>,
 ): Promise<T> {
   // Jittered (0.5-1 s doubling to 10-20 s): daemons restarted together do not retry in step.
-  const delay = new RetryDelay(500, 10_000, 1.0);
+  const delay = new Backoff({ minMs: 500, maxMs: 10_000, jitter: 1.0 });
   while (true) {
     try {
       const r = await fn();
@@ -127,8 +128,10 @@ export async function retryStore<T>(
       const retryable = retryableStoreError(e);
       if (!retryable || n.signal.aborted) throw e;
       if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
-      n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay.ms });
-      await delay.wait(n.signal);
+      await delay.wait(
+        n.signal,
+        (ms) => n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: ms }),
+      );
       if (n.signal.aborted) throw e;
     }
   }

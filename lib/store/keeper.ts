@@ -15,7 +15,8 @@
 import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
-import { RetryDelay, sleep, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { sleep, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { Backoff } from "../base/backoff.ts";
 import { errText } from "../base/errors.ts";
 
 /** flannel's default renew margin: 60 minutes. */
@@ -117,7 +118,10 @@ export class LeaseKeeper {
   /** Renews (and re-acquires) until the signal aborts. Never rejects. */
   async run(): Promise<void> {
     const signal = this.#o.signal;
-    const backoff = new RetryDelay(MIN_RETRY_MS, this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS);
+    const backoff = new Backoff({
+      minMs: MIN_RETRY_MS,
+      maxMs: this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS,
+    });
     let renewFailing = false;
     /** When the next renewal is due (ms since the epoch); null = compute from the lease. */
     let nextTry: number | null = null;

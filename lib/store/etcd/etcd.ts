@@ -24,7 +24,7 @@ import {
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
 import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "../errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
-import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
+import { DEFAULT_LEASE_TTL_MS, diffLeases, WatchRetry } from "../util.ts";
 import { type Warn, warnOnce } from "../../base/warn.ts";
 import { errText } from "../../base/errors.ts";
 
@@ -413,7 +413,8 @@ export class EtcdStore implements SubnetStore {
 
   /**
    * Watches `<prefix>/subnets/` from `cursor`+1. After a compaction it re-lists and yields the difference;
-   * when etcd is unreachable it logs the error, retries with backoff (0.5 s … 10 s) and resumes.
+   * when etcd is unreachable it logs the error, retries with client-go's backoff (0.8 s doubling to 30 s,
+   * jittered up to 2×: `CLIENT_GO_BACKOFF` in lib/store/util.ts) and resumes.
    */
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
@@ -427,7 +428,7 @@ export class EtcdStore implements SubnetStore {
       known = new Map([...l.leases].map(([k, v]) => [k, v.lease]));
       if (!rev) rev = l.revision;
     }
-    const backoff = new Backoff(this.#warn);
+    const backoff = new WatchRetry(this.#warn);
     let failing = false;
     while (!stop.aborted) {
       let relist = false;
