@@ -11,13 +11,13 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { errno, libc } from "../sys/ffi.ts";
+import { AttrWalk } from "./codec/attrs.ts";
 
 const AF_NETLINK = 16, SOCK_RAW = 3, SOCK_CLOEXEC = 0o2000000, NETLINK_NETFILTER = 12;
 const NFNL_SUBSYS_CTNETLINK = 1, IPCTNL_MSG_CT_GET = 1, IPCTNL_MSG_CT_DELETE = 2;
 const NLM_F_REQUEST = 1, NLM_F_ACK = 4, NLM_F_DUMP = 0x300;
 const NLMSG_ERROR = 2, NLMSG_DONE = 3;
 const CTA_TUPLE_ORIG = 1, CTA_ZONE = 18, CTA_TUPLE_PROTO = 2, CTA_PROTO_NUM = 1, CTA_PROTO_DST_PORT = 3;
-const NLA_TYPE_MASK = 0x3fff;
 
 /** A ctnetlink operation failed (errno from the kernel or libc). */
 export class ConntrackError extends FlanctlError {
@@ -52,12 +52,8 @@ function header(type: number, flags: number, seq: number, family: number, payloa
 /** Attributes (type → bytes of the whole attribute, header included) of a message's payload. */
 function attrs(b: Uint8Array, from: number, to: number): Map<number, Uint8Array> {
   const out = new Map<number, Uint8Array>();
-  const v = new DataView(b.buffer, b.byteOffset);
-  for (let a = from; a + 4 <= to;) {
-    const len = v.getUint16(a, true);
-    if (len < 4 || a + len > to) break;
-    out.set(v.getUint16(a + 2, true) & NLA_TYPE_MASK, b.subarray(a, a + len));
-    a += (len + 3) & ~3;
+  for (const at = new AttrWalk(new DataView(b.buffer, b.byteOffset), from, to); at.next();) {
+    out.set(at.type, b.subarray(at.v - 4, at.v + at.vlen));
   }
   return out;
 }

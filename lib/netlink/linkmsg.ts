@@ -9,6 +9,7 @@
 import { NetlinkError, NLE } from "../sys/errors.ts";
 import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./codec/format.ts";
 import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./codec/consts.ts";
+import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
 import { queryOne, requestOne } from "./batch.ts";
@@ -24,30 +25,6 @@ const IFLA_INFO_KIND = 1, IFLA_INFO_DATA = 2, VETH_INFO_PEER = 1;
 const IFLA_VXLAN_ID = 1, IFLA_VXLAN_LINK = 3, IFLA_VXLAN_LOCAL = 4, IFLA_VXLAN_LEARNING = 7;
 const IFLA_VXLAN_PORT = 15, IFLA_VXLAN_LOCAL6 = 17, IFLA_VXLAN_GBP = 23;
 const IFA_ADDRESS = 1, IFA_LOCAL = 2, IFA_BROADCAST = 4, IFA_FLAGS = 8;
-
-const dec = new TextDecoder();
-
-/** A NUL-terminated string attribute value. */
-function attrStr(b: Uint8Array, v: number, vlen: number): string {
-  let end = v;
-  while (end < v + vlen && b[end] !== 0) end++;
-  return dec.decode(b.subarray(v, end));
-}
-
-/** Walks the attributes in `b[from..to)`: `fn(type, valueOffset, valueLength)`. */
-function attrs(
-  dv: DataView,
-  from: number,
-  to: number,
-  fn: (type: number, v: number, vlen: number) => void,
-): void {
-  for (let a = from; a + 4 <= to;) {
-    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-    if (alen < 4 || a + alen > to) break;
-    fn(atype, a + 4, alen - 4);
-    a += (alen + 3) & ~3;
-  }
-}
 
 /** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
 export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
@@ -66,7 +43,8 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     linkNetnsId: null,
   };
   let dataOff = -1, dataLen = 0;
-  attrs(dv, o + 16, o + len, (t, v, vlen) => {
+  for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+    const t = at.type, v = at.v, vlen = at.vlen;
     if (t === IFLA_IFNAME) info.name = attrStr(b, v, vlen);
     else if (t === IFLA_MTU && vlen >= 4) info.mtu = dv.getUint32(v, true);
     else if (t === IFLA_ADDRESS && vlen !== 0 && vlen !== 4 && vlen !== 16) {
@@ -76,18 +54,20 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     else if (t === IFLA_OPERSTATE && vlen >= 1) info.operstate = operstateName(b[v]);
     else if (t === IFLA_LINK_NETNSID && vlen >= 4) info.linkNetnsId = dv.getInt32(v, true);
     else if (t === IFLA_LINKINFO) {
-      attrs(dv, v, v + vlen, (it, iv, ivlen) => {
+      for (const inner = new AttrWalk(dv, v, v + vlen); inner.next();) {
+        const it = inner.type, iv = inner.v, ivlen = inner.vlen;
         if (it === IFLA_INFO_KIND) info.kind = attrStr(b, iv, ivlen);
         else if (it === IFLA_INFO_DATA) [dataOff, dataLen] = [iv, ivlen];
-      });
+      }
     }
-  });
+  }
   if (info.master !== null && info.master <= 0) info.master = null;
   if (info.parent !== null && info.parent <= 0) info.parent = null;
   if (info.kind === "vxlan") {
     const x: VxlanInfo = { vni: 0, port: 0, local: null, dev: null, learning: false, gbp: false };
     if (dataOff >= 0) {
-      attrs(dv, dataOff, dataOff + dataLen, (t, v, vlen) => {
+      for (const at = new AttrWalk(dv, dataOff, dataOff + dataLen); at.next();) {
+        const t = at.type, v = at.v, vlen = at.vlen;
         if (t === IFLA_VXLAN_ID && vlen >= 4) x.vni = dv.getUint32(v, true);
         else if (t === IFLA_VXLAN_PORT && vlen >= 2) x.port = dv.getUint16(v, false);
         else if (t === IFLA_VXLAN_LINK && vlen >= 4) x.dev = dv.getUint32(v, true) || null;
@@ -95,7 +75,7 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
           x.local = ip4or6(b, v, vlen);
         } else if (t === IFLA_VXLAN_LEARNING && vlen >= 1) x.learning = b[v] > 0;
         else if (t === IFLA_VXLAN_GBP) x.gbp = true;
-      });
+      }
     }
     info.vxlan = x;
   }
@@ -136,9 +116,10 @@ export function linkNamesRaw(c: Conn): Map<number, string> {
   const req = new Uint8Array(16);
   scan(c, "link show", RTM_GETLINK, req, (b, dv, o, len) => {
     let name = "";
-    attrs(dv, o + 16, o + len, (t, v, vlen) => {
+    for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFLA_IFNAME) name = attrStr(b, v, vlen);
-    });
+    }
     m.set(dv.getInt32(o + 4, true), name);
   }, false);
   return m;
@@ -261,10 +242,11 @@ export function addrsRaw(c: Conn, names: Map<number, string>, family?: 4 | 6): A
     const f = fam(b[o]);
     if (f === null || (family && f !== family)) return;
     let local: string | null = null, address: string | null = null;
-    attrs(dv, o + 8, o + len, (t, v, vlen) => {
+    for (const at = new AttrWalk(dv, o + 8, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFA_LOCAL) local = ip4or6(b, v, vlen);
       else if (t === IFA_ADDRESS) address = ip4or6(b, v, vlen);
-    });
+    }
     const index = dv.getUint32(o + 4, true);
     list.push({
       index,
