@@ -6,6 +6,7 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
@@ -44,10 +45,6 @@ export interface BridgeConf {
 
 function cfgErr(details: string): never {
   throw new CniError(ErrCode.InvalidNetworkConfig, "invalid bridge config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
 }
 
 function bool(c: Record<string, unknown>, k: string): boolean {

@@ -7,6 +7,7 @@
  * an attachment list does nothing; STATUS fails only while subnet.env is missing (the daemon is not up).
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../node/subnet_env.ts";
 import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
@@ -34,10 +35,6 @@ export interface FlannelConf {
 
 function cfgErr(details: string): never {
   throw new CniError(ErrCode.InvalidNetworkConfig, "invalid flannel config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
 }
 
 /** Parses the flannel config and checks the delegate section. */

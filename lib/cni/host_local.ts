@@ -6,6 +6,7 @@
  * allocated IPs (no directory scan per ADD; see host_local_store.ts).
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
@@ -39,10 +40,6 @@ export interface HostLocalConf {
 
 function cfgErr(details: string): never {
   throw new CniError(ErrCode.InvalidNetworkConfig, "invalid host-local config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
 }
 
 function parseIP(x: unknown, field: string): IPAddr {

@@ -15,6 +15,7 @@
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { isObj } from "../base/json.ts";
 import { Iptables, splitSave, tools } from "../firewall/iptables.ts";
 import { type NftDriver, nftDriver } from "../firewall/nft.ts";
 import {
@@ -54,10 +55,6 @@ export interface PortMapConf {
 
 function cfgErr(details: string): never {
   throw new CniError(ErrCode.InvalidNetworkConfig, "invalid portmap configuration", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
 }
 
 function conditions(c: Record<string, unknown>, key: string): string[] {
