@@ -14,7 +14,7 @@ import { delegate } from "./delegate.ts";
 import { deleteOrphanVeth } from "./orphan.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
-import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
 
@@ -33,9 +33,7 @@ export interface FlannelConf {
   runtimeConfig: Record<string, unknown> | null;
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid flannel config", details);
-}
+const cfgErr: (details: string) => never = configError("invalid flannel config");
 
 /** Parses the flannel config and checks the delegate section. */
 export function loadFlannelConf(c: Record<string, unknown>): FlannelConf {

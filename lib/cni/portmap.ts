@@ -35,7 +35,7 @@ import {
 import { type Family, FirewallError } from "../firewall/types.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
-import { CniError, ErrCode } from "./spec.ts";
+import { CniError, configError, ErrCode } from "./spec.ts";
 import { runProcess } from "../base/run.ts";
 import type { Log } from "../base/log.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -53,9 +53,7 @@ export interface PortMapConf {
   mappings: PortMapping[];
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid portmap configuration", details);
-}
+const cfgErr: (details: string) => never = configError("invalid portmap configuration");
 
 function conditions(c: Record<string, unknown>, key: string): string[] {
   const v = c[key];
