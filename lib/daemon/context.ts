@@ -11,7 +11,6 @@ import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
-import { withTimeout as raceTimeout } from "../base/sleep.ts";
 import { Backoff } from "../base/backoff.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
@@ -100,11 +99,6 @@ export interface NodeContext extends NodeBase {
   /** Where the store's watch starts (the listing's revision). */
   readonly watchCursor: string;
   readonly state: NodeState;
-}
-
-/** `p`, or a {@link StoreUnavailableError} naming `what` after `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return raceTimeout(p, ms, () => new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`));
 }
 
 /**

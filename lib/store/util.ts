@@ -1,11 +1,13 @@
 /**
  * Small helpers shared by the stores: an in-process mutex, a wake-up signal, the
- * default lease TTL, the watch loops' retry backoff, reading a newline-delimited JSON stream and diffing
- * two lease snapshots.
+ * default lease TTL, the watch loops' retry backoff, the timeout of a store call, reading a
+ * newline-delimited JSON stream and diffing two lease snapshots.
  * @module
  */
 import { stderrLine, type Warn } from "../base/warn.ts";
 import { Backoff, type BackoffShape } from "../base/backoff.ts";
+import { withTimeout } from "../base/sleep.ts";
+import { StoreUnavailableError } from "./errors.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 import { ResponseTooLargeError } from "./limits.ts";
 import { VERSION } from "../base/version.ts";
@@ -58,6 +60,14 @@ export class Wakeup {
       this.#waiter = done;
     });
   }
+}
+
+/**
+ * `p`, or a {@link StoreUnavailableError} `WHAT timed out after Ns` when the store has not answered within
+ * `ms`: a store that does not answer is unavailable (readiness and the error classes say so), whoever asked.
+ */
+export function withStoreTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return withTimeout(p, ms, () => new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`));
 }
 
 /**
