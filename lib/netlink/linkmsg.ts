@@ -8,7 +8,47 @@
  */
 import { NetlinkError, NLE } from "../sys/errors.ts";
 import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./codec/format.ts";
-import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./codec/consts.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  AF_UNSPEC,
+  fam,
+  IFA_ADDRESS,
+  IFA_BROADCAST,
+  IFA_FLAGS,
+  IFA_LOCAL,
+  IFF_UP,
+  IFLA_ADDRESS,
+  IFLA_IFNAME,
+  IFLA_INFO_DATA,
+  IFLA_INFO_KIND,
+  IFLA_LINK,
+  IFLA_LINK_NETNSID,
+  IFLA_LINKINFO,
+  IFLA_MASTER,
+  IFLA_MTU,
+  IFLA_NET_NS_FD,
+  IFLA_OPERSTATE,
+  IFLA_TXQLEN,
+  IFLA_VXLAN_GBP,
+  IFLA_VXLAN_ID,
+  IFLA_VXLAN_LEARNING,
+  IFLA_VXLAN_LINK,
+  IFLA_VXLAN_LOCAL,
+  IFLA_VXLAN_LOCAL6,
+  IFLA_VXLAN_PORT,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  NLM_F_REQUEST,
+  RTM_DELADDR,
+  RTM_DELLINK,
+  RTM_GETADDR,
+  RTM_GETLINK,
+  RTM_NEWADDR,
+  RTM_NEWLINK,
+  RTM_SETLINK,
+  VETH_INFO_PEER,
+} from "./codec/consts.ts";
 import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
@@ -16,15 +56,6 @@ import { queryOne, requestOne } from "./batch.ts";
 import { scan } from "./io.ts";
 import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
-
-export const RTM_NEWLINK = 16, RTM_DELLINK = 17, RTM_GETLINK = 18, RTM_SETLINK = 19;
-export const RTM_NEWADDR = 20, RTM_DELADDR = 21, RTM_GETADDR = 22;
-const IFLA_ADDRESS = 1, IFLA_IFNAME = 3, IFLA_MTU = 4, IFLA_LINK = 5, IFLA_MASTER = 10, IFLA_TXQLEN = 13;
-const IFLA_OPERSTATE = 16, IFLA_LINKINFO = 18, IFLA_NET_NS_FD = 28, IFLA_LINK_NETNSID = 37;
-const IFLA_INFO_KIND = 1, IFLA_INFO_DATA = 2, VETH_INFO_PEER = 1;
-const IFLA_VXLAN_ID = 1, IFLA_VXLAN_LINK = 3, IFLA_VXLAN_LOCAL = 4, IFLA_VXLAN_LEARNING = 7;
-const IFLA_VXLAN_PORT = 15, IFLA_VXLAN_LOCAL6 = 17, IFLA_VXLAN_GBP = 23;
-const IFA_ADDRESS = 1, IFA_LOCAL = 2, IFA_BROADCAST = 4, IFA_FLAGS = 8;
 
 /** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
 export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
@@ -220,7 +251,7 @@ export function addrRaw(
       8,
     );
     const flags = opts.flags ?? 0;
-    w.buf[h] = local.length === 4 ? 2 : 10;
+    w.buf[h] = local.length === 4 ? AF_INET : AF_INET6;
     w.buf[h + 1] = prefix;
     w.buf[h + 2] = flags & 0xff;
     w.buf[h + 3] = opts.scope ?? 0;
@@ -237,7 +268,7 @@ export function addrRaw(
 export function addrsRaw(c: Conn, names: Map<number, string>, family?: 4 | 6): AddrInfo[] {
   const list: AddrInfo[] = [];
   const req = new Uint8Array(8);
-  req[0] = family === 4 ? 2 : family === 6 ? 10 : AF_UNSPEC;
+  req[0] = family === 4 ? AF_INET : family === 6 ? AF_INET6 : AF_UNSPEC;
   scan(c, "address show", RTM_GETADDR, req, (b, dv, o, len) => {
     const f = fam(b[o]);
     if (f === null || (family && f !== family)) return;

@@ -5,14 +5,13 @@
  * same from any namespace: the thresholds and counters are host-wide.
  * @module
  */
-import { AF_INET, AF_INET6, AF_UNSPEC, fam } from "./codec/consts.ts";
+import { AF_INET, AF_INET6, AF_UNSPEC, fam, RTM_GETNEIGHTBL } from "./codec/consts.ts";
 import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import type { Conn } from "./conn.ts";
 import { scan } from "./io.ts";
 import type { NeighTableInfo } from "./types.ts";
 
 /** RTM_GETNEIGHTBL and its answer type (linux/rtnetlink.h). */
-const RTM_GETNEIGHTBL = 66;
 /** NDTA_* attributes (linux/neighbour.h). */
 const NDTA_NAME = 1,
   NDTA_THRESH1 = 2,

@@ -5,18 +5,24 @@
  * @module
  */
 import { nl } from "../sys/ffi.ts";
-import { AF_INET, AF_INET6, RTA_DST, RTA_OIF } from "./codec/consts.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  RTA_DST,
+  RTA_IIF,
+  RTA_OIF,
+  RTA_SRC,
+  RTM_F_FIB_MATCH,
+  RTM_F_LOOKUP_TABLE,
+  RTM_GETROUTE,
+  RTM_NEWROUTE,
+} from "./codec/consts.ts";
 import { nexthopFlagNames, parseIPBytes, routeScopeName, routeTypeName } from "./codec/format.ts";
 import type { Conn } from "./conn.ts";
 import { newRouteMsg, readRouteMsg, routeDst } from "./routemsg.ts";
 import { rawRequest, readAck } from "./io.ts";
 import { errnoText } from "../sys/errors.ts";
 import { ParseError } from "../base/errors.ts";
-
-const RTA_SRC = 2, RTA_IIF = 3;
-/** rtm_flags of the request: answer with the table id / with the matched FIB entry (linux/rtnetlink.h). */
-const RTM_F_LOOKUP_TABLE = 0x1000, RTM_F_FIB_MATCH = 0x2000;
-const RTM_GETROUTE = 26, RTM_NEWROUTE = 24;
 
 /** One packet to look up. */
 export interface RouteQuery {

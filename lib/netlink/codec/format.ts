@@ -6,6 +6,7 @@
  */
 import { ParseError } from "../../base/errors.ts";
 import { IPAddr } from "../../base/cidr.ts";
+import { IFF_RUNNING, IFF_UP } from "./consts.ts";
 
 const HEX = "0123456789abcdef";
 
@@ -121,7 +122,6 @@ export function maskBytes(bytes: Uint8Array<ArrayBuffer>, prefix: number): Uint8
 }
 
 // Interface flags (linux/if.h) in the order iproute2's print_link_flags() prints them.
-const IFF_UP = 0x1, IFF_RUNNING = 0x40;
 const LINK_FLAG_ORDER: [number, string][] = [
   [0x8, "LOOPBACK"],
   [0x2, "BROADCAST"],
