@@ -283,13 +283,13 @@ async function conntrackTool(fam: Family, port: number): Promise<void> {
 
 /** Sets route_localnet on the interface routing the container's IPv4 address (so 127/8 can be DNATed). */
 async function routeLocalnet(addr: string): Promise<void> {
-  const { openNetlink } = await import("../netlink/mod.ts");
+  const { openNetlink, RT_TABLE_MAIN } = await import("../netlink/mod.ts");
   const ip = IPAddr.parse(addr.split("/")[0]);
   const h = openNetlink();
   let dev: string | null = null;
   try {
     let best = -1;
-    for (const r of h.routes({ family: 4, table: 254 })) {
+    for (const r of h.routes({ family: 4, table: RT_TABLE_MAIN })) {
       const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
       if (net && net.contains(ip) && net.prefix > best && r.devName) {
         best = net.prefix;

@@ -15,7 +15,7 @@
  * @module
  */
 import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
-import { tunOwnerPids } from "../netlink/mod.ts";
+import { RT_TABLE_MAIN, tunOwnerPids } from "../netlink/mod.ts";
 import { readSubnetEnv } from "../node/subnet_env.ts";
 import type { IPNet } from "../base/cidr.ts";
 import { IPNet as Net } from "../base/cidr.ts";
@@ -121,7 +121,7 @@ export async function resetNode(
   // underlay) and the blackhole route of our subnet. Routes to pods (a device, no gateway: cni0's, a
   // runtime's veths) are not the daemon's.
   for (const fam of [4, 6] as const) {
-    for (const r of nl.routes({ family: fam, table: 254 })) {
+    for (const r of nl.routes({ family: fam, table: RT_TABLE_MAIN })) {
       if (r.dst === "default" || (r.type !== "blackhole" && r.gateway === null)) continue;
       const dst = Net.tryParse(r.dst);
       if (!dst || !nets.some((n) => n.family === dst.family && n.contains(dst))) continue;

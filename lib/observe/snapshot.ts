@@ -17,7 +17,7 @@ import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { inNetns, nftLibrary, openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { inNetns, nftLibrary, openNetlink, readNeighTables, RT_TABLE_MAIN } from "../netlink/mod.ts";
 import { withStoreTimeout } from "../store/util.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
@@ -369,7 +369,9 @@ export class NodeSnapshot {
     const r = byAddr(this.ownLease()?.attrs.PublicIP, "holds the lease's PublicIP") ??
       byAddr(vx?.vxlan?.local, `holds ${vx?.name} local address`);
     if (r) return r;
-    const def = this.kernel?.routes.find((r) => r.family === 4 && r.dst === "default" && r.table === 254);
+    const def = this.kernel?.routes.find((r) =>
+      r.family === 4 && r.dst === "default" && r.table === RT_TABLE_MAIN
+    );
     const l = this.link(def?.dev);
     return l ? { link: l, how: "default route" } : null;
   }

@@ -31,7 +31,7 @@
  */
 import { ConfigError } from "../../config/netconf.ts";
 import type { IPNet } from "../../base/cidr.ts";
-import { NetlinkError, type NetlinkHandle } from "../../netlink/mod.ts";
+import { NetlinkError, type NetlinkHandle, RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import {
   bindUdp,
   closeFdQuiet,
@@ -344,7 +344,7 @@ export class UdpBackend implements Backend {
       changes.push("up");
     }
     const net = this.#network.toString();
-    const hasRoute = nl.routes({ family: 4, table: 254 }).some((r) =>
+    const hasRoute = nl.routes({ family: 4, table: RT_TABLE_MAIN }).some((r) =>
       r.dst === net && r.devName === UDP_DEVICE && !r.gateway
     );
     if (!hasRoute) {

@@ -119,7 +119,7 @@ export const RTNL_LINK_VXLAN_F_GBP = 0x1;
 /** Address flag "noprefixroute" (linux/if_addr.h). */
 export const IFA_F_NOPREFIXROUTE = 0x200;
 /** Route tables (linux/rtnetlink.h). */
-export const RT_TABLE_MAIN = 254, RT_TABLE_LOCAL = 255;
+export const RT_TABLE_DEFAULT = 253, RT_TABLE_MAIN = 254, RT_TABLE_LOCAL = 255;
 /** Route scopes (linux/rtnetlink.h). */
 export const RT_SCOPE_UNIVERSE = 0, RT_SCOPE_LINK = 253, RT_SCOPE_HOST = 254, RT_SCOPE_NOWHERE = 255;
 

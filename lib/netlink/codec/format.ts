@@ -6,7 +6,7 @@
  */
 import { ParseError } from "../../base/errors.ts";
 import { IPAddr } from "../../base/cidr.ts";
-import { IFF_RUNNING, IFF_UP } from "./consts.ts";
+import { IFF_RUNNING, IFF_UP, RT_SCOPE_HOST, RT_SCOPE_LINK, RT_SCOPE_NOWHERE } from "./consts.ts";
 
 const HEX = "0123456789abcdef";
 
@@ -222,11 +222,11 @@ function scopeTail(s: number): string {
   switch (s) {
     case 200:
       return "site";
-    case 253:
+    case RT_SCOPE_LINK:
       return "link";
-    case 254:
+    case RT_SCOPE_HOST:
       return "host";
-    case 255:
+    case RT_SCOPE_NOWHERE:
       return "nowhere";
     default:
       return String(s);
@@ -243,11 +243,11 @@ export function scopeValue(s: string | undefined, field: string): number {
     case "site":
       return 200;
     case "link":
-      return 253;
+      return RT_SCOPE_LINK;
     case "host":
-      return 254;
+      return RT_SCOPE_HOST;
     case "nowhere":
-      return 255;
+      return RT_SCOPE_NOWHERE;
   }
   throw new ParseError(field, `unknown scope '${s}' (want universe, link or host)`);
 }
