@@ -6,6 +6,7 @@
  * `ns/net` files, as namespaces(7) says to compare them), so both commands answer alike for one process.
  * @module
  */
+import { netnsIdentity } from "../base/netns_id.ts";
 import { safeText } from "../store/limits.ts";
 
 /** A daemon process found by {@link findDaemonProcess}. */
@@ -57,23 +58,13 @@ export function isDaemonArgv(argv: readonly string[]): boolean {
   return s.script === "main.ts" && s.args[0] === "daemon";
 }
 
-/** Device and inode of a namespace file (`/proc/PID/ns/net`, a bind mount under /var/run/netns), or null. */
-function nsId(path: string): string | null {
-  try {
-    const st = Deno.statSync(path);
-    return `${st.dev}:${st.ino}`;
-  } catch {
-    return null;
-  }
-}
-
 /**
  * The first daemon process ({@link isDaemonArgv}) by pid whose network namespace is the one of `netns` (a
  * namespace file: {@link OWN_NETNS}, {@link namedNetnsPath}), this process excepted; null when there is
  * none or `netns` cannot be read. `proc` is the proc file system's mount point (tests build a fake one).
  */
 export function findDaemonProcess(netns: string, proc = "/proc", self = Deno.pid): DaemonProcess | null {
-  const want = nsId(netns);
+  const want = netnsIdentity(netns);
   if (want === null) return null;
   let pids: number[];
   try {
@@ -91,7 +82,7 @@ export function findDaemonProcess(netns: string, proc = "/proc", self = Deno.pid
       continue; // gone, or not ours to read
     }
     if (argv.at(-1) === "") argv.pop();
-    if (!isDaemonArgv(argv) || nsId(`${proc}/${pid}/ns/net`) !== want) continue;
+    if (!isDaemonArgv(argv) || netnsIdentity(`${proc}/${pid}/ns/net`) !== want) continue;
     return { pid, cmd: safeText(argv.join(" "), 120) };
   }
   return null;

@@ -105,12 +105,5 @@ export function listNamedNetns(): string[] {
   }
 }
 
-/** Identity of a namespace file: `dev:ino` of the nsfs inode, or null if it cannot be stat'ed. */
-export function netnsIdentity(path: string): string | null {
-  try {
-    const st = Deno.statSync(path);
-    return `${st.dev}:${st.ino}`;
-  } catch {
-    return null;
-  }
-}
+/** Identity of a namespace file (`dev:ino`), or null: lib/base/netns_id.ts. */
+export { netnsIdentity } from "../base/netns_id.ts";
