@@ -10,9 +10,6 @@
  * @module
  */
 
-/** NLM_F_ACK (linux/netlink.h). */
-export const NLM_F_ACK = 0x4;
-
 /** One growing buffer of netlink messages. */
 export class MsgWriter {
   buf: Uint8Array<ArrayBuffer>;
