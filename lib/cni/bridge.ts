@@ -6,6 +6,7 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { IPAddr, IPNet, parseCidr, parseIp } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
@@ -18,7 +19,7 @@ import {
   parseResult,
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
-import { type CmdArgs, CniError, ErrCode, parseCniArgs, validateIfName } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode, parseCniArgs, validateIfName } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { runSteps, type Step, StepError } from "../base/steps.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -42,13 +43,7 @@ export interface BridgeConf {
   dns: CniDNS | null;
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid bridge config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
-}
+const cfgErr: (details: string) => never = configError("invalid bridge config");
 
 function bool(c: Record<string, unknown>, k: string): boolean {
   const v = c[k];
@@ -199,11 +194,7 @@ function ensureBridge(host: NetlinkHandle, c: BridgeConf): LinkInfo {
     if (!br) throw new CniError(ErrCode.KernelFailure, "failed to create bridge", c.bridge);
   }
   if (br.kind !== "bridge") {
-    throw new CniError(
-      ErrCode.InvalidNetworkConfig,
-      "invalid bridge config",
-      `"${c.bridge}" already exists but is not a bridge`,
-    );
+    cfgErr(`"${c.bridge}" already exists but is not a bridge`);
   }
   // The node owns the bridge's routes: no router advertisement from a pod may add a default route or a
   // SLAAC address (as the reference, in every mode; before the bridge goes up when we create it).
@@ -471,11 +462,7 @@ const planStep: Step<AddState> = {
         const def = familyOf(ip.address) === "4" ? "0.0.0.0/0" : "::/0";
         const clash = st.routes.find((r) => r.dst === def && r.gw && r.gw !== ip.gateway);
         if (clash) {
-          throw new CniError(
-            ErrCode.InvalidNetworkConfig,
-            "invalid bridge config",
-            `isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`,
-          );
+          cfgErr(`isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`);
         }
         st.routes.push({ dst: def, gw: ip.gateway });
       }

@@ -76,6 +76,18 @@ export interface CniErrorWire {
   details: string;
 }
 
+/**
+ * The thrower of one plugin's invalid-config errors (the spec's code 7, InvalidNetworkConfig): `msg` is the
+ * short message (`invalid bridge config`), each call's argument the details. Keep it in a const declared
+ * with its type (`const cfgErr: (details: string) => never = …`): TypeScript narrows after a call that never
+ * returns only through a declared type.
+ */
+export function configError(msg: string): (details: string) => never {
+  return (details) => {
+    throw new CniError(ErrCode.InvalidNetworkConfig, msg, details);
+  };
+}
+
 /** Turns anything thrown into a {@link CniError} (unknown errors become code 999 with their message). */
 export function toCniError(e: unknown): CniError {
   if (e instanceof CniError) return e;

@@ -9,6 +9,7 @@ import { plainWarn, warnOnce } from "../base/warn.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import { safeJson, safeText } from "../base/capped_read.ts";
+import { isObj } from "../base/json.ts";
 import type { BackendConfig, NetConfig } from "./types.ts";
 
 /** A network config that is malformed or inconsistent. `field` names the offending field. */
@@ -278,10 +279,10 @@ export function parseNetConfig(text: string, opts: ParseNetConfigOptions = {}): 
         `{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`,
     );
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+  if (!isObj(doc)) {
     throw new ConfigError("json", `net-conf must be a JSON object like {"Network": "10.244.0.0/16"}`);
   }
-  const f = pickFields(doc as Record<string, unknown>);
+  const f = pickFields(doc);
   const enableIPv4 = wantBool("EnableIPv4", f.EnableIPv4, true);
   const enableIPv6 = wantBool("EnableIPv6", f.EnableIPv6, false);
   const enableNFTables = wantBool("EnableNFTables", f.EnableNFTables, false);

@@ -8,6 +8,7 @@ import { plainWarn, type Warn } from "../base/warn.ts";
 import { errText, FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import { safeJson, safeText } from "../base/capped_read.ts";
+import { isObj } from "../base/json.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
 /**
@@ -77,11 +78,9 @@ export function decodeLeaseAttrs(key: string, text: string): LeaseAttrsWire {
 
 /** Validates an already-parsed lease value (field names as flannel, case-insensitive). */
 export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw new MalformedLeaseError(key, "value is not a JSON object");
-  }
+  if (!isObj(v)) throw new MalformedLeaseError(key, "value is not a JSON object");
   const get = (name: string): unknown => {
-    const o = v as Record<string, unknown>;
+    const o = v;
     if (Object.hasOwn(o, name)) return o[name];
     const k = Object.keys(o).find((x) => x.toLowerCase() === name.toLowerCase());
     return k === undefined ? undefined : o[k];

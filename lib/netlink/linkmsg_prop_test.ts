@@ -10,14 +10,29 @@ import { check, ipv4Addr, ipv6Addr, mutatedBytes } from "../../tests/prop.ts";
 import { validateIfName } from "../cni/spec.ts";
 import { MsgWriter } from "./codec/msg.ts";
 import { formatIP, formatMac, linkFlagNames, operstateName } from "./codec/format.ts";
-import { IFF_UP } from "./codec/consts.ts";
-import { parseLink, RTM_NEWLINK } from "./linkmsg.ts";
+import {
+  IFF_UP,
+  IFLA_ADDRESS,
+  IFLA_IFNAME,
+  IFLA_INFO_DATA,
+  IFLA_INFO_KIND,
+  IFLA_LINK,
+  IFLA_LINK_NETNSID,
+  IFLA_LINKINFO,
+  IFLA_MASTER,
+  IFLA_MTU,
+  IFLA_OPERSTATE,
+  IFLA_VXLAN_GBP,
+  IFLA_VXLAN_ID,
+  IFLA_VXLAN_LEARNING,
+  IFLA_VXLAN_LINK,
+  IFLA_VXLAN_LOCAL,
+  IFLA_VXLAN_LOCAL6,
+  IFLA_VXLAN_PORT,
+  RTM_NEWLINK,
+} from "./codec/consts.ts";
+import { parseLink } from "./linkmsg.ts";
 import type { LinkInfo } from "./types.ts";
-
-const IFLA_ADDRESS = 1, IFLA_IFNAME = 3, IFLA_MTU = 4, IFLA_LINK = 5, IFLA_MASTER = 10, IFLA_OPERSTATE = 16;
-const IFLA_LINKINFO = 18, IFLA_LINK_NETNSID = 37, IFLA_INFO_KIND = 1, IFLA_INFO_DATA = 2;
-const IFLA_VXLAN_ID = 1, IFLA_VXLAN_LINK = 3, IFLA_VXLAN_LOCAL = 4, IFLA_VXLAN_LEARNING = 7;
-const IFLA_VXLAN_PORT = 15, IFLA_VXLAN_LOCAL6 = 17, IFLA_VXLAN_GBP = 23;
 
 /** Interface names the CNI spec and the kernel take (any UTF-8, 15 bytes; NUL aside: C ends the name there). */
 const ifName = fc.oneof(

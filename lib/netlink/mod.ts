@@ -16,6 +16,15 @@
  */
 import { openLibnl } from "./handle.ts";
 export { nsidOf, readNeighTables, routeGet } from "./handle.ts";
+/** The kernel numbers callers compare route and neighbour entries with (tables, route type and protocol, NUD). */
+export {
+  NUD_PERMANENT,
+  RT_TABLE_DEFAULT,
+  RT_TABLE_LOCAL,
+  RT_TABLE_MAIN,
+  RTN_UNICAST,
+  RTPROT_KERNEL,
+} from "./codec/consts.ts";
 export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 

@@ -16,6 +16,7 @@ import {
   RTM_GETNEIGH,
   RTM_NEWNEIGH,
 } from "./codec/consts.ts";
+import { AttrWalk } from "./codec/attrs.ts";
 import { ip4or6, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { rawDump, scan } from "./io.ts";
@@ -146,12 +147,10 @@ export function scanNeighbours(
     const f = fam(b[o]);
     if (f === null || (opts.family && f !== opts.family) || dv.getInt32(o + 4, true) !== index) return;
     let dst: string | null = null, ll: string | null = null;
-    for (let a = o + 12; a + 4 <= o + len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
-      else if (atype === NDA_LLADDR && alen - 4 === 6) ll = formatMac(b.subarray(a + 4, a + 10));
-      a += (alen + 3) & ~3;
+    for (const at = new AttrWalk(dv, o + 12, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
+      if (t === NDA_DST) dst = ip4or6(b, v, vlen);
+      else if (t === NDA_LLADDR && vlen === 6) ll = formatMac(b.subarray(v, v + 6));
     }
     if (dst === null) return;
     e.family = f, e.dst = dst, e.lladdr = ll, e.state = dv.getUint16(o + 8, true);
@@ -171,12 +170,10 @@ export function scanFdb(c: Conn, dev: LinkRef, each: (f: Readonly<FdbScanEntry>)
   scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
     if (b[o] !== AF_BRIDGE || dv.getInt32(o + 4, true) !== index) return;
     let dst: string | null = null, mac: string | null = null;
-    for (let a = o + 12; a + 4 <= o + len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
-      else if (atype === NDA_LLADDR && alen - 4 === 6) mac = formatMac(b.subarray(a + 4, a + 10));
-      a += (alen + 3) & ~3;
+    for (const at = new AttrWalk(dv, o + 12, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
+      if (t === NDA_DST) dst = ip4or6(b, v, vlen);
+      else if (t === NDA_LLADDR && vlen === 6) mac = formatMac(b.subarray(v, v + 6));
     }
     if (mac === null) return;
     e.mac = mac, e.dst = dst;

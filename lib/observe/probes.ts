@@ -7,6 +7,7 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { LinkInfo } from "../netlink/types.ts";
+import { type DaemonProcess, findDaemonProcess, namedNetnsPath, OWN_NETNS } from "../node/daemon_process.ts";
 import { type NodeSnapshot, pickCI } from "./snapshot.ts";
 
 /** The UDP backend's TUN device name. */
@@ -86,36 +87,7 @@ export function nftablesMode(ctx: NodeSnapshot): boolean {
   return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
 }
 
-/** Inode of the network namespace the doctor checks ("net:[4026…]"), or null. */
-function checkedNetns(ctx: NodeSnapshot): string | null {
-  try {
-    if (ctx.opts.netns === null) return Deno.readLinkSync("/proc/self/ns/net");
-    const st = Deno.statSync(`/var/run/netns/${ctx.opts.netns}`);
-    return `net:[${st.ino}]`;
-  } catch {
-    return null;
-  }
-}
-
 /** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
-export function scanForDaemon(ctx: NodeSnapshot): { pid: number; cmd: string } | null {
-  const want = checkedNetns(ctx);
-  if (!want) return null;
-  let entries: Deno.DirEntry[];
-  try {
-    entries = [...Deno.readDirSync("/proc")];
-  } catch {
-    return null;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
-    try {
-      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
-      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
-        (argv.some((a) => /flanctl/.test(a)) && argv.includes("daemon"));
-      if (!daemon || Deno.readLinkSync(`/proc/${e.name}/ns/net`) !== want) continue;
-      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
-    } catch { /* gone or not ours to read */ }
-  }
-  return null;
+export function scanForDaemon(ctx: NodeSnapshot): DaemonProcess | null {
+  return findDaemonProcess(ctx.opts.netns === null ? OWN_NETNS : namedNetnsPath(ctx.opts.netns));
 }

@@ -17,9 +17,9 @@ import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { openNetlink, readNeighTables, RT_TABLE_MAIN } from "../netlink/mod.ts";
 import { inNetns, nftLibrary } from "../os/mod.ts";
-import { withTimeout as raceTimeout } from "../base/sleep.ts";
+import { withStoreTimeout } from "../store/util.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
 import { permanentEntries } from "./neigh_gc.ts";
@@ -370,7 +370,9 @@ export class NodeSnapshot {
     const r = byAddr(this.ownLease()?.attrs.PublicIP, "holds the lease's PublicIP") ??
       byAddr(vx?.vxlan?.local, `holds ${vx?.name} local address`);
     if (r) return r;
-    const def = this.kernel?.routes.find((r) => r.family === 4 && r.dst === "default" && r.table === 254);
+    const def = this.kernel?.routes.find((r) =>
+      r.family === 4 && r.dst === "default" && r.table === RT_TABLE_MAIN
+    );
     const l = this.link(def?.dev);
     return l ? { link: l, how: "default route" } : null;
   }
@@ -625,16 +627,16 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
   }
   let store: SubnetStore | null = null;
   try {
-    store = await withTimeout(ctx.opts.openStore(), 5000, "opening the store");
+    store = await withStoreTimeout(ctx.opts.openStore(), 5000, "opening the store");
     ctx.store.kind = store.kind;
-    const { leases } = await withTimeout(store.listLeases(), 5000, "listing leases");
+    const { leases } = await withStoreTimeout(store.listLeases(), 5000, "listing leases");
     const now = Date.now();
     const dead = (l: Lease) => l.expiration !== null && l.expiration.getTime() <= now;
     ctx.store.leases = leases.filter((l) => !dead(l));
     ctx.store.expired = leases.filter(dead);
     if (store instanceof FileStoreReader) ctx.store.malformed = [...store.malformed];
     try {
-      ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
+      ctx.store.config = await withStoreTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {
       ctx.store.error = `network config: ${(e as Error).message}`;
     }
@@ -646,8 +648,4 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
   } finally {
     await store?.close().catch(() => {});
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return raceTimeout(p, ms, () => new Error(`timed out after ${ms / 1000}s ${what}`));
 }

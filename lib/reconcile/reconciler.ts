@@ -13,6 +13,7 @@
  * @module
  */
 import type { NetlinkHandle, NetlinkWrite } from "../netlink/types.ts";
+import { NUD_PERMANENT, RT_TABLE_MAIN, RTN_UNICAST, RTPROT_KERNEL } from "../netlink/mod.ts";
 import { IPNet } from "../base/cidr.ts";
 import { lookupRoute, type UnderlayRoute, v4Cidr } from "../base/route_lookup.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
@@ -91,8 +92,6 @@ interface KindDiff {
   ok: (d: DesiredPeer) => boolean;
   stale: Stale[];
 }
-
-const RTN_UNICAST = 1, RTPROT_KERNEL = 2, NUD_PERMANENT = 0x80;
 
 /** A route's next hop as one compact string ("gateway|dev|onlink"), kept per route during a pass. */
 function routeKey(gateway: string | null, devName: string | null, onlink: boolean): string {
@@ -215,8 +214,8 @@ export class Reconciler {
       names.set(l.index, l.name);
       if (l.name === this.#overlay) this.#overlayIndex = l.index;
     }
-    nl.scanRoutes({ family: this.#family, table: 254 }, (r) => {
-      if (r.family !== this.#family || r.table !== 254 || r.type !== RTN_UNICAST) return;
+    nl.scanRoutes({ family: this.#family, table: RT_TABLE_MAIN }, (r) => {
+      if (r.family !== this.#family || r.table !== RT_TABLE_MAIN || r.type !== RTN_UNICAST) return;
       v.dst = r.dst, v.gateway = r.gateway, v.devName = r.dev === null ? null : names.get(r.dev) ?? null;
       v.onlink = r.onlink, v.kernel = r.protocol === RTPROT_KERNEL, v.metric = r.metric ?? 0;
       fn(v);

@@ -8,6 +8,7 @@
 import { httpGet as get } from "../observe/http_get.ts";
 import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { LinkInfo } from "../netlink/types.ts";
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import {
   daemonRunning,
@@ -187,7 +188,7 @@ function peerAccounting(
   ctx: NodeSnapshot,
   f: Family,
 ): { leases: number; programmed: number; missing: string[]; stale: string[] } {
-  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === 254);
+  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === RT_TABLE_MAIN);
   const dev = f.dev;
   const missing: string[] = [];
   let programmed = 0;

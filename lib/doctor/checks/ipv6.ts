@@ -6,6 +6,7 @@
  * has no IPv6 network.
  * @module
  */
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
@@ -175,7 +176,7 @@ export const peersV6: Check = {
     }
     const k = ctx.kernel;
     const dev = dev6(ctx);
-    const routes = k.routes.filter((r) => r.family === 6 && r.table === 254);
+    const routes = k.routes.filter((r) => r.family === 6 && r.table === RT_TABLE_MAIN);
     const out: Finding[] = [];
     let good = 0;
     for (const l of peers6(ctx)) {

@@ -3,6 +3,7 @@
  * overlap with host routes.
  * @module
  */
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
@@ -266,7 +267,9 @@ export const routeOverlap: Check = {
     const bad: string[] = [];
     const fix: string[] = [];
     for (const r of ctx.kernel.routes) {
-      if (r.family !== 4 || r.dst === "default" || r.table !== 254 || own.has(r.dev ?? -1)) continue;
+      if (r.family !== 4 || r.dst === "default" || r.table !== RT_TABLE_MAIN || own.has(r.dev ?? -1)) {
+        continue;
+      }
       const d = IPNet.tryParse(r.dst);
       // Wider routes (10.0.0.0/8 via a corporate gateway) lose to the more specific pod routes: only
       // routes inside the pod network can steal its traffic.

@@ -11,6 +11,7 @@ import { ok, unknown } from "../types.ts";
 import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import { vtepMacOf } from "../../observe/probes.ts";
 import { sh } from "../../base/shell.ts";
 
@@ -30,7 +31,7 @@ interface PeerState {
 const ZERO_MAC = "00:00:00:00:00:00";
 
 function mainRoutes4(ctx: NodeSnapshot): RouteInfo[] {
-  return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === 254);
+  return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === RT_TABLE_MAIN);
 }
 
 function peerStates(ctx: NodeSnapshot): PeerState[] {

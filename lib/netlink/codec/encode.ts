@@ -20,7 +20,9 @@ import {
   NUD_NOARP,
   NUD_PERMANENT,
   NUD_REACHABLE,
+  RT_SCOPE_LINK,
   RT_SCOPE_NOWHERE,
+  RT_SCOPE_UNIVERSE,
   RT_TABLE_MAIN,
   RTA_DST,
   RTA_GATEWAY,
@@ -28,13 +30,16 @@ import {
   RTA_PREFSRC,
   RTA_PRIORITY,
   RTA_TABLE,
+  RTM_DELNEIGH,
+  RTM_DELROUTE,
+  RTM_NEWNEIGH,
+  RTM_NEWROUTE,
+  RTN_BLACKHOLE,
+  RTN_UNICAST,
   RTNH_F_ONLINK,
 } from "./consts.ts";
 import type { MsgWriter } from "./msg.ts";
 import type { FdbDelSpec, FdbSpec, LinkRef, NeighSpec, RouteDelSpec } from "../types.ts";
-
-const RTM_NEWROUTE = 24, RTM_DELROUTE = 25, RTM_NEWNEIGH = 28, RTM_DELNEIGH = 29;
-const RTN_UNICAST = 1, RTN_BLACKHOLE = 6, RT_SCOPE_UNIVERSE = 0, RT_SCOPE_LINK = 253;
 
 /**
  * Dotted-quad IPv4 text to bytes in `out` (no allocation: the hot path of a 5,000-peer batch), false for

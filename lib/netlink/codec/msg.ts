@@ -12,9 +12,6 @@
 
 const utf8 = new TextEncoder();
 
-/** NLM_F_ACK (linux/netlink.h). */
-export const NLM_F_ACK = 0x4;
-
 /** One growing buffer of netlink messages. */
 export class MsgWriter {
   buf: Uint8Array<ArrayBuffer>;
