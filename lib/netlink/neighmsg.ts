@@ -28,8 +28,15 @@ export function newNeighMsg(): NeighMsg {
   return { family: 0, ifindex: 0, state: 0, flags: 0, dst: null, lladdr: null };
 }
 
-/** Decodes the neighbour message body `b[o..o+len)` (`dv` over the same bytes) into `m`. */
+/** struct ndmsg's size (linux/neighbour.h); the attributes follow it. */
+const NDMSG_LEN = 12;
+
+/**
+ * Decodes the neighbour message body `b[o..o+len)` (`dv` over the same bytes) into `m`. False (and `m`
+ * unchanged) when it is shorter than struct ndmsg: its fields would be read from the bytes after it.
+ */
 export function readNeighMsg(b: Uint8Array, dv: DataView, o: number, len: number, m: NeighMsg): boolean {
+  if (len < NDMSG_LEN) return false;
   m.family = b[o];
   m.ifindex = dv.getInt32(o + 4, true);
   m.state = dv.getUint16(o + 8, true);
