@@ -1,10 +1,11 @@
 /**
  * The root tier's one gate. A test in tests/ that needs root (it makes namespaces, links, firewall rules, a
  * lab or a daemon, or runs mmdebstrap) is declared with `needsRoot.test` instead of `Deno.test`: as root it
- * is registered unchanged; as any other user it is registered ignored, and stderr says once per test file
- * why. Under CI (`CI=true`) a non-root run also registers a failing test per file that says so: the suite
- * cannot pass without its root tests. Tests that need neither root nor namespaces live beside the code
- * (lib/, cli/, tools/: `deno task test:unit`).
+ * is registered unchanged; as any other user it is registered ignored, its name ending in "(needs root)"
+ * (which `deno test --quiet`, hiding console output, still shows), and stderr says once per test file why
+ * and what to run instead. Under CI (`CI=true`) a non-root run also registers a failing test per file that
+ * says so: the suite cannot pass without its root tests. Tests that need neither root nor namespaces live
+ * beside the code (lib/, cli/, tools/: `deno task test:unit`).
  * @module
  */
 
@@ -52,7 +53,7 @@ export function rootGate(uid: number | null, ci: string | undefined): RootGate {
       const def = (typeof a === "string" ? { name: a, fn } : fn ? { ...a, fn } : a) as Deno.TestDefinition;
       if (uid === 0) return Deno.test(def);
       tell();
-      Deno.test({ ...def, ignore: true });
+      Deno.test({ ...def, name: `${def.name} (needs root)`, ignore: true });
     },
   };
 }
