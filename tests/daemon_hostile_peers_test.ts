@@ -10,6 +10,7 @@
  * its PublicIP: our lease is written back at once, the other node's FDB keeps pointing at us, the pods keep
  * pinging and doctor names the claimant.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import {
   DaemonCluster,
@@ -62,7 +63,7 @@ async function metrics(c: DaemonCluster, n: TestNode): Promise<string> {
 const rejected = (body: string, reason: string) =>
   metric(body, `flanctl_rejected_peers_total{reason="${reason}"}`);
 
-Deno.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unannotated, duplicate or claiming ours program nothing", async () => {
+needsRoot.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unannotated, duplicate or claiming ours program nothing", async () => {
   const c = new DaemonCluster("10.95");
   let api: FakeApiServer | null = null;
   try {
@@ -172,7 +173,7 @@ Deno.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unan
   }
 });
 
-Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subnet is written back, node2 keeps pointing at us", async () => {
+needsRoot.test("hostile peers, etcd: bad leases program nothing; a claim of our subnet is written back, node2 keeps pointing at us", async () => {
   const c = new DaemonCluster("10.94");
   let etcd: Deno.ChildProcess | null = null;
   const url = "http://10.94.0.1:2379";
@@ -276,7 +277,7 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
   }
 });
 
-Deno.test("hostile peers, file store + host-gw: a whole-Network lease on the segment and a /25 in ours are not routed; our record is written back", async () => {
+needsRoot.test("hostile peers, file store + host-gw: a whole-Network lease on the segment and a /25 in ours are not routed; our record is written back", async () => {
   const c = new DaemonCluster("10.92");
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "host-gw" } }));
@@ -323,7 +324,7 @@ async function putFile(c: DaemonCluster, key: string, value: string): Promise<vo
   await Deno.rename(`${tmp}.seq`, seqFile);
 }
 
-Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
+needsRoot.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
   const c = new DaemonCluster("10.91");
   try {
     await c.init(JSON.stringify({
@@ -400,7 +401,7 @@ Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refus
   }
 });
 
-Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot in the data path's table", async () => {
+needsRoot.test("hostile peers, udp: a whole-Network lease gets no route and no slot in the data path's table", async () => {
   const c = new DaemonCluster("10.89");
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }));
@@ -429,7 +430,7 @@ Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot i
   }
 });
 
-Deno.test({
+needsRoot.test({
   name:
     "hostile peers, real kube-apiserver: refused Nodes program nothing; our overwritten annotation is patched back",
   ignore: !requirePeers(["kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdctl"]),

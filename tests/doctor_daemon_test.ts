@@ -3,6 +3,7 @@
  * (with its /healthz), killed → `daemon` critical, reported first, exit 2; a clean stop removes the file.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd, sh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -31,7 +32,7 @@ async function waitGone(pid: number): Promise<void> {
   }
 }
 
-Deno.test({
+needsRoot.test({
   name: "doctor: daemon killed on a lab node → critical 'daemon' first, exit 2; running → ok with /healthz",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -4,12 +4,13 @@
  * alone, lease-dependent checks are unknown with a hint and do not change the exit code.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, run, sh, TEST_PREFIX } from "./netns.ts";
 import { doctorArgs, findings, PEER_MAC, withDoctorNode } from "./doctor_fixture.ts";
 import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
-Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
+needsRoot.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
   await withDoctorNode(async (n) => {
     const missing = `${TEST_PREFIX}doesnotexist0`;
     const gone = await flanctl(["doctor", "--netns", missing, "-o", "json"]);
@@ -44,7 +45,7 @@ Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad
   });
 });
 
-Deno.test("doctor: without a store, peers come from kernel state and lease checks are unknown", async () => {
+needsRoot.test("doctor: without a store, peers come from kernel state and lease checks are unknown", async () => {
   await withDoctorNode(async (n) => {
     // No store flags and no default store: run inside the node namespace (as `lab exec` does) with an
     // empty tmpfs over /var/lib in a private mount namespace, so /var/lib/flanctl does not exist.

@@ -6,6 +6,7 @@
  * lowered under the IPv6 VXLAN device's + 70 is a flannel-v6-device warning.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd, nsSh, run } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -19,7 +20,7 @@ interface Report {
   checks: { id: FindingId; severity: string; detail: string; fix?: string[]; why?: string }[];
 }
 
-Deno.test({
+needsRoot.test({
   name: "doctor: IPv6 checks on a dual-stack lab node (healthy, broken, fixed by the printed commands)",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -122,7 +123,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "doctor: an IPv6-only lab node (no flannel.1, PublicIP 0.0.0.0 leases) is all ok",
   sanitizeOps: false,
   sanitizeResources: false,

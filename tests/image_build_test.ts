@@ -9,6 +9,7 @@
  * content hash, so later runs take ~25 s per build. Without mmdebstrap the build tests are skipped with a
  * warning, and fail under CI=true (./install.sh --dev installs it).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, uniqueName } from "./netns.ts";
 import { buildLayout, splitRef } from "../tools/oci_layout.ts";
@@ -115,7 +116,7 @@ async function tarText(archive: string, member: string): Promise<string> {
   return o.stdout;
 }
 
-Deno.test({
+needsRoot.test({
   name: "build-image.sh: two builds, one digest; contents, labels and name",
   ignore: !HAVE_MMDEBSTRAP,
   sanitizeResources: false,

@@ -8,6 +8,7 @@
  * (tools/mirrors.sh) and cached in /var/cache/flanctl-dev/image by the hash of its package list and mirrors. Without mmdebstrap the test is skipped with
  * a warning, and fails under CI=true (./install.sh --dev installs it).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { installCni } from "../lib/install/cni.ts";
 import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
@@ -84,7 +85,7 @@ async function minimalRoot(pkgs: string[]): Promise<string> {
   return tar;
 }
 
-Deno.test({
+needsRoot.test({
   name: "install-cni: the installed plugins work in a root with only the listed host packages (no libnl)",
   ignore: !HAVE_MMDEBSTRAP,
   sanitizeResources: false,

@@ -5,6 +5,7 @@
  * leaves no veth, IP, saved config or rule, and the doctor asks each node's containerd and is clean.
  * `lab down` removes the sandboxes through CRI and leaves nothing (lab_fixture.ts).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctl, flanctlCmd, nsRun } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -37,7 +38,7 @@ async function nodeLeft(n: NodeState): Promise<{ veths: number; ips: number; sav
   return { veths, ips, saved, dnat };
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab --runtime containerd: hostPort and plain pods on every node through CRI, cross-node, doctor",
   ignore: MISSING.length > 0,
   fn: async () => {

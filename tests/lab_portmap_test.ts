@@ -4,6 +4,7 @@
  * from node2 itself to node1's public IP:18080 (and from itself, hairpin, and node1's 127.0.0.1), in iptables mode and in nftables mode (`lab up --net-conf`
  * with EnableNFTables); `lab del-pod` (conflist DEL in reverse order) leaves no hostPort rule.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, nsRun } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -84,7 +85,7 @@ async function publishedPodAnswers(name: string, nft: boolean) {
   assert(!loadState(name).pods.some((p) => p.name === pub.name));
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap through the conflist, iptables mode",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -114,7 +115,7 @@ async function withNetConfLab(
   }
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap through the conflist, nftables mode (lab up --net-conf with EnableNFTables)",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -136,7 +137,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name:
     "lab e2e: dual stack in nftables mode (--net-conf with EnableIPv6): doctor ok, hostPort over IPv4 and IPv6",
   sanitizeOps: false,
@@ -211,7 +212,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap in a dual-stack lab (--ip-family dual, iptables mode): hostPort over IPv4 and IPv6",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -4,6 +4,7 @@
  * daemon restart under a 100 pps cross-node ping costs only the packets of the gap (printed: docs/udp.md's
  * number), after which traffic flows again with the same kernel state.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd, ipJson } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -13,7 +14,7 @@ import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 import type { FindingId } from "../lib/doctor/mod.ts";
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: udp + file store (3 nodes x 1 pod), restart gap",
   sanitizeOps: false,
   sanitizeResources: false,

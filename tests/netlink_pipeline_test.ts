@@ -3,6 +3,7 @@
  * namespaces with iproute2 as the oracle: one bad entry among 1000 is reported with its entry, does not
  * hide or stop the others, and leaves nothing half-programmed for its peer.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
 import { NetlinkError, type NetlinkWrite, openNetlink } from "../lib/netlink/mod.ts";
@@ -49,7 +50,7 @@ async function kernel(ns: string) {
   return { routes, neigh, fdb };
 }
 
-Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input: both reported by index, the rest applied", async () => {
+needsRoot.test("writeMany: 1000 requests, one refused by the kernel and one bad input: both reported by index, the rest applied", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("pw");
     await overlay(ns);
@@ -90,7 +91,7 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
   });
 });
 
-Deno.test("reconciler bulk pass: one bad peer among 1000 is reported and left with no entries, the 999 others are programmed", async () => {
+needsRoot.test("reconciler bulk pass: one bad peer among 1000 is reported and left with no entries, the 999 others are programmed", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("pr");
     await overlay(ns);
@@ -155,7 +156,7 @@ Deno.test("reconciler bulk pass: one bad peer among 1000 is reported and left wi
   });
 });
 
-Deno.test("reconciler bulk pass: a peer MAC's moved FDB remote is moved back by one replace, nothing removed", async () => {
+needsRoot.test("reconciler bulk pass: a peer MAC's moved FDB remote is moved back by one replace, nothing removed", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("pf");
     await overlay(ns);

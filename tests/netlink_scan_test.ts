@@ -4,6 +4,7 @@
  * (routes/neighbours/fdb, themselves checked against iproute2 in netlink_read_test.ts) return for the same
  * filter, and ethtool -k must agree with getTxChecksum/setTxChecksum.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertThrows } from "./assert.ts";
 import { nsRun, sh, withNetns } from "./netns.ts";
 import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
@@ -11,7 +12,7 @@ import { getTxChecksum, setTxChecksum } from "../lib/os/mod.ts";
 
 const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 
-Deno.test("netlink scan: routes, neighbours and FDB of one device equal the full readers' view", async () => {
+needsRoot.test("netlink scan: routes, neighbours and FDB of one device equal the full readers' view", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("sc");
     await ip(ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p");
@@ -122,7 +123,7 @@ Deno.test("netlink scan: routes, neighbours and FDB of one device equal the full
   });
 });
 
-Deno.test("netlink ethtool: TX checksum offload read and switched as ethtool -k shows it", async () => {
+needsRoot.test("netlink ethtool: TX checksum offload read and switched as ethtool -k shows it", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("et");
     await ip(ns, "link", "add", "flannel.1", "type", "vxlan", "id", "1", "dstport", "8472", "nolearning");

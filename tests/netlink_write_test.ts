@@ -3,6 +3,7 @@
  * namespaces and checked with `ip -j` / `bridge -j` (iproute2 is the oracle); errors carry the operation
  * and libnl's code; namespaces are switched and restored.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
 import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
@@ -16,7 +17,7 @@ type J = any;
 const link = async (ns: string, name: string): Promise<J> =>
   (await ipJson<J[]>(ns, "-d", "link", "show", "dev", name))[0];
 
-Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/mac/master/hairpin, move, delete", async () => {
+needsRoot.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/mac/master/hairpin, move, delete", async () => {
   await withNetns(async (fx) => {
     const n1 = await fx.add("wl"), n2 = await fx.add("wl"), n3 = await fx.add("wl");
     const h = openNetlink({ name: n1 });
@@ -105,7 +106,7 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
   });
 });
 
-Deno.test("netlink write: createDummy where the kernel supports it", async () => {
+needsRoot.test("netlink write: createDummy where the kernel supports it", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("wd");
     const probe = await new Deno.Command("ip", { args: ["-n", n, "link", "add", "probe0", "type", "dummy"] })
@@ -128,7 +129,7 @@ Deno.test("netlink write: createDummy where the kernel supports it", async () =>
   });
 });
 
-Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric), neighbours, FDB", async () => {
+needsRoot.test("netlink write: addresses, routes (replace/onlink/scope/table/metric), neighbours, FDB", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("wr");
     const h = openNetlink({ name: n });
@@ -260,7 +261,7 @@ Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric),
   });
 });
 
-Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; missing netns; close", async () => {
+needsRoot.test("netlink errors: operation + iproute2 text + libnl code; bad input; missing netns; close", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("we");
     const h = openNetlink({ name: n });
@@ -348,7 +349,7 @@ Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; mi
   });
 });
 
-Deno.test("inNetns: runs in the namespace (sysctl write), always switches back", async () => {
+needsRoot.test("inNetns: runs in the namespace (sysctl write), always switches back", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("ws");
     const before = Deno.readTextFileSync("/proc/sys/net/ipv4/ip_forward");

@@ -7,6 +7,7 @@
  * pod's daemon (in-cluster account) read on the host.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml, TOKEN } from "./kube_fake_api.ts";
@@ -20,7 +21,7 @@ interface DoctorJsonView {
   checks: { id: FindingId; severity: string; detail: string }[];
 }
 
-Deno.test("ops tools without store flags use the kube store the daemon records, and name the node", async () => {
+needsRoot.test("ops tools without store flags use the kube store the daemon records, and name the node", async () => {
   const c = new DaemonCluster("10.93");
   let api: FakeApiServer | null = null;
   try {
@@ -118,7 +119,7 @@ Deno.test("ops tools without store flags use the kube store the daemon records, 
   }
 });
 
-Deno.test("ops tools on the host of a pod's daemon: the recorded in-cluster store is named, with the fix", async () => {
+needsRoot.test("ops tools on the host of a pod's daemon: the recorded in-cluster store is named, with the fix", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("rs");
     const dir = Deno.makeTempDirSync({ prefix: "flanctl-recorded-" });

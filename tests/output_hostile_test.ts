@@ -5,6 +5,7 @@
  * a reader that is already gone (`| true`, what `| head` does after its lines) ends quietly — no stack
  * trace — with the exit code the command has unpiped.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
 import { flanctl, flanctlCmd, run, sh } from "./netns.ts";
@@ -14,7 +15,7 @@ import type { FindingId } from "../lib/doctor/mod.ts";
 const HOSTILE = ["v$(>pwn1)", "veth$(>pwn2)"];
 const ESC = ["e\x1b[2Jz", "veth\x1b]0;T"];
 
-Deno.test("output: fix lines quote hostile link names; tables escape control bytes", async () => {
+needsRoot.test("output: fix lines quote hostile link names; tables escape control bytes", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     await sh("ip", "-n", N, "link", "add", HOSTILE[0], "type", "veth", "peer", "name", HOSTILE[1]);
@@ -64,7 +65,7 @@ Deno.test("output: fix lines quote hostile link names; tables escape control byt
   });
 });
 
-Deno.test("output: a closed pipe (| head) ends doctor, status, inspect and lease quietly, same exit code", async () => {
+needsRoot.test("output: a closed pipe (| head) ends doctor, status, inspect and lease quietly, same exit code", async () => {
   await withDoctorNode(async (n) => {
     const cmds = [
       doctorArgs(n),

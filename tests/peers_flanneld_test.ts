@@ -7,6 +7,7 @@
  * `flanctl reset` flanneld opens flannel0 and the pods talk again.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun, sh } from "./netns.ts";
 import { routes, type TestNode, waitFor } from "./daemon_fixture.ts";
@@ -18,7 +19,7 @@ const HAVE = requirePeers(["flanneld", "etcd", "etcdctl"]);
 const netconf = (type: string) => JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: type } });
 
 for (const type of ["vxlan", "host-gw", "udp"]) {
-  Deno.test({
+  needsRoot.test({
     name: `mixed with flanneld over etcd (${type}): each programs the other, pods ping both ways`,
     ignore: !HAVE,
     async fn() {
@@ -84,7 +85,7 @@ for (const type of ["vxlan", "host-gw", "udp"]) {
   });
 }
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld (vxlan): swapping a node each way under a running ping loses nothing",
   ignore: !HAVE,
   async fn() {
@@ -118,7 +119,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "udp rollback to flanneld: the leftover flannel0 is named by doctor; flanctl reset clears the way",
   ignore: !HAVE,
   async fn() {
@@ -189,7 +190,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld over etcd (vxlan, dual stack): pods ping both ways in both families; the MTUs",
   ignore: !HAVE,
   async fn() {

@@ -3,8 +3,8 @@
  * for `--skip`; an unknown id is a usage error that lists both.
  * @module
  */
-import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl } from "./netns.ts";
+import { assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { flanctl } from "../tests/netns.ts";
 import { CHECK_IDS, OLD_IDS } from "../lib/doctor/mod.ts";
 
 Deno.test("doctor ids: new ids listed, old ids accepted by --skip as aliases, unknown ids refused", async () => {

@@ -4,11 +4,11 @@
  * `items` keys included) and refuses what breaks a cap; the watch line reader refuses a line over its cap and
  * reads a last line without a newline; the watch backoff is client-go's (jittered, doubling, capped, reset).
  */
-import { assert, assertEquals, assertRejects, assertThrows } from "./assert.ts";
-import { JsonListScanner, readJsonList } from "../lib/store/kube/json_list.ts";
-import { ResponseTooLargeError } from "../lib/store/limits.ts";
-import { StoreError } from "../lib/store/errors.ts";
-import { jsonLines, WatchRetry } from "../lib/store/util.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../../tests/assert.ts";
+import { JsonListScanner, readJsonList } from "./kube/json_list.ts";
+import { ResponseTooLargeError } from "./limits.ts";
+import { StoreError } from "./errors.ts";
+import { jsonLines, WatchRetry } from "./util.ts";
 
 const TRICKY = [
   '"',
