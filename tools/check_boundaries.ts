@@ -11,7 +11,8 @@
  *   the product reaches kernel objects through lib/netlink/mod.ts (an `import type` of
  *   lib/netlink/types.ts, the layer's declared types, aside) and every other OS call through lib/os/mod.ts;
  *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
- * - lib/netlink/fake (the in-memory NetlinkHandle) is for unit tests: no product module imports it.
+ * - lib/netlink/fake (the in-memory NetlinkHandle) is for unit tests: no product module imports it; nor
+ *   fast-check, the property tests' library (tests/ is the cycle check's: product code never imports it).
  * - lib/doctor/checks is the doctor's own: nothing outside lib/doctor imports it. What a node looks like is
  *   read from lib/observe (the snapshot and its probes); a check's finding is reached through
  *   lib/doctor/mod.ts.
@@ -56,6 +57,7 @@ const NETLINK_FACES = ["lib/netlink/mod.ts"];
 const SYS_RULE =
   "lib/sys is imported by lib/netlink, lib/os and lib/backend/udp only (others: lib/netlink/mod.ts, lib/os/mod.ts)";
 const FAKE_RULE = "lib/netlink/fake is for unit tests: product code never imports it";
+const TEST_RULE = "fast-check is the property tests' library: product code never imports it";
 const CHECKS_RULE =
   "nothing outside lib/doctor imports lib/doctor/checks (read lib/observe; findings via lib/doctor/mod.ts)";
 /** The layers that may import lib/sys directly. */
@@ -95,6 +97,11 @@ function fakeImport(file: string, target: string | null): boolean {
   return !!target?.startsWith("lib/netlink/fake/") && !file.startsWith("lib/netlink/fake/");
 }
 
+/** Whether `spec` is the property-test library (the import map's name or the npm specifier). */
+function testImport(spec: string): boolean {
+  return spec === "fast-check" || spec.startsWith("fast-check/") || spec.startsWith("npm:fast-check");
+}
+
 /** Whether an import of `target` from `file` reaches into the doctor's checks from outside lib/doctor. */
 function doctorChecksInternal(file: string, target: string | null): boolean {
   return !!target?.startsWith("lib/doctor/checks/") && !file.startsWith("lib/doctor/");
@@ -123,6 +130,7 @@ export function violations(file: string, text: string): Violation[] {
       const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
       if (fakeImport(file, resolveImport(file, spec))) add(node, what, FAKE_RULE);
       else if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
+      if (testImport(spec)) add(node, what, TEST_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, what, SYS_RULE);
       if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, what, CHECKS_RULE);
     }
@@ -135,6 +143,7 @@ export function violations(file: string, text: string): Violation[] {
       else if (netlinkInternal(file, resolveImport(file, spec), false)) {
         add(node, `import(${spec})`, NETLINK_RULE);
       }
+      if (testImport(spec)) add(node, `import(${spec})`, TEST_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, SYS_RULE);
       if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, CHECKS_RULE);
     }

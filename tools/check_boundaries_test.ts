@@ -105,6 +105,17 @@ Deno.test("boundaries: no product module imports the fake handle of lib/netlink/
   assertEquals(violations("lib/netlink/fake/x.ts", 'import { NLE } from "../../sys/errors.ts";'), []);
 });
 
+Deno.test("boundaries: no product module imports fast-check (the property tests' library)", () => {
+  const imports = [
+    'import fc from "fast-check";',
+    'const fc2 = await import("npm:fast-check@4.11.0");',
+    'import { parse } from "yaml";',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
+  assertEquals(found("lib/lease/wire.ts"), ["1 fast-check", "2 fast-check"]);
+  assertEquals(found("cli/main.ts"), ["1 fast-check", "2 fast-check"]);
+});
+
 Deno.test("boundaries: nothing outside lib/doctor imports lib/doctor/checks", () => {
   const imports = [
     'import { udpDevice } from "../doctor/checks/udp.ts";',

@@ -19,7 +19,7 @@ import {
   parseResult,
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
-import { type CmdArgs, CniError, configError, ErrCode, parseCniArgs } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode, parseCniArgs, validateIfName } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { runSteps, type Step, StepError } from "../base/steps.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -54,12 +54,23 @@ function bool(c: Record<string, unknown>, k: string): boolean {
 
 const MAC_RE = /^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$/;
 
+function isIfName(name: string): boolean {
+  try {
+    validateIfName(name);
+    return true;
+  } catch (e) {
+    if (e instanceof CniError) return false;
+    throw e;
+  }
+}
+
 /** Parses and checks the bridge config (and the MAC from CNI_ARGS / runtimeConfig / args). */
 export function loadBridgeConf(c: Record<string, unknown>, version: string, cniArgs: string): BridgeConf {
   const a = parseCniArgs(cniArgs, ["MAC"]);
   const br = c.bridge ?? "cni0";
-  if (typeof br !== "string" || br === "" || br.length > 15 || /[/:\s]/.test(br)) {
-    cfgErr(`'bridge' must be an interface name of 1-15 characters, got ${JSON.stringify(br)}`);
+  // The kernel's rule for interface names, as CNI_IFNAME's: 15 bytes (not UTF-16 units), not . or ..
+  if (typeof br !== "string" || !isIfName(br)) {
+    cfgErr(`'bridge' must be an interface name of 1-15 bytes, got ${JSON.stringify(br)}`);
   }
   const mtu = c.mtu ?? 0;
   if (

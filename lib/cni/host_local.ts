@@ -70,7 +70,10 @@ export function canonicalizeRange(x: unknown, field: string): IPRange {
     if (!subnet.contains(ip)) cfgErr(`${field}: ${what} ${ip} not in network ${subnet}`);
     return ip;
   };
-  const gateway = x.gateway !== undefined ? parseIP(x.gateway, `${field}.gateway`) : subnet.ip.add(1);
+  // As the reference (allocator.Range.Canonicalize): a given gateway must be in the subnet.
+  const gateway = x.gateway !== undefined
+    ? inNet(parseIP(x.gateway, `${field}.gateway`), "gateway")
+    : subnet.ip.add(1);
   const rangeStart = x.rangeStart !== undefined
     ? inNet(parseIP(x.rangeStart, `${field}.rangeStart`), "RangeStart")
     : subnet.ip.add(1);

@@ -3,23 +3,21 @@
  * @module
  */
 import { rt } from "../sys/ffi.ts";
-import { formatMac, ntfNames, nudNames } from "./codec/format.ts";
+import { ntfNames, nudNames } from "./codec/format.ts";
 import {
   AF_BRIDGE,
   AF_INET,
   AF_INET6,
   AF_UNSPEC,
   fam,
-  NDA_DST,
   NDA_IFINDEX,
-  NDA_LLADDR,
   RTM_GETNEIGH,
   RTM_NEWNEIGH,
 } from "./codec/consts.ts";
-import { AttrWalk } from "./codec/attrs.ts";
-import { ip4or6, readIp, readMac } from "./conn.ts";
+import { readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { rawDump, scan } from "./io.ts";
+import { newNeighMsg, readNeighMsg } from "./neighmsg.ts";
 import { requestOne } from "./batch.ts";
 import {
   fdbOp,
@@ -143,17 +141,12 @@ export function scanNeighbours(
   req[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
   rv.setUint16(12, 8, true), rv.setUint16(14, NDA_IFINDEX, true), rv.setUint32(16, index, true);
   const e: NeighScanEntry = { family: 4, index, dst: "", lladdr: null, state: 0 };
+  const m = newNeighMsg();
   scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
-    const f = fam(b[o]);
-    if (f === null || (opts.family && f !== opts.family) || dv.getInt32(o + 4, true) !== index) return;
-    let dst: string | null = null, ll: string | null = null;
-    for (const at = new AttrWalk(dv, o + 12, o + len); at.next();) {
-      const t = at.type, v = at.v, vlen = at.vlen;
-      if (t === NDA_DST) dst = ip4or6(b, v, vlen);
-      else if (t === NDA_LLADDR && vlen === 6) ll = formatMac(b.subarray(v, v + 6));
-    }
-    if (dst === null) return;
-    e.family = f, e.dst = dst, e.lladdr = ll, e.state = dv.getUint16(o + 8, true);
+    if (!readNeighMsg(b, dv, o, len, m)) return;
+    const f = fam(m.family);
+    if (f === null || (opts.family && f !== opts.family) || m.ifindex !== index || m.dst === null) return;
+    e.family = f, e.dst = m.dst, e.lladdr = m.lladdr, e.state = m.state;
     each(e);
   });
 }
@@ -167,16 +160,11 @@ export function scanFdb(c: Conn, dev: LinkRef, each: (f: Readonly<FdbScanEntry>)
   req[0] = AF_BRIDGE;
   new DataView(req.buffer).setInt32(4, index, true);
   const e: FdbScanEntry = { index, mac: "", dst: null };
+  const m = newNeighMsg();
   scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
-    if (b[o] !== AF_BRIDGE || dv.getInt32(o + 4, true) !== index) return;
-    let dst: string | null = null, mac: string | null = null;
-    for (const at = new AttrWalk(dv, o + 12, o + len); at.next();) {
-      const t = at.type, v = at.v, vlen = at.vlen;
-      if (t === NDA_DST) dst = ip4or6(b, v, vlen);
-      else if (t === NDA_LLADDR && vlen === 6) mac = formatMac(b.subarray(v, v + 6));
-    }
-    if (mac === null) return;
-    e.mac = mac, e.dst = dst;
+    if (!readNeighMsg(b, dv, o, len, m)) return;
+    if (m.family !== AF_BRIDGE || m.ifindex !== index || m.lladdr === null) return;
+    e.mac = m.lladdr, e.dst = m.dst;
     each(e);
   });
 }

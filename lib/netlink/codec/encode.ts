@@ -126,9 +126,16 @@ export function putRoute(
 ): void {
   if (!spec || typeof spec.dst !== "string") throw new ParseError("dst", "missing route destination");
   const via = spec.via !== undefined ? ipBytes(spec.via, "via", V4B) : null;
-  const dst = prefixOf(spec.dst, via ? (via.length === 4 ? 4 : 6) : 4);
+  const src = spec.src !== undefined ? parseIPBytes(spec.src, "src") : null;
+  // "default" takes the family of the gateway, else of the source address (as `ip route` does).
+  const hint = via ?? src;
+  const dst = prefixOf(spec.dst, hint ? (hint.length === 4 ? 4 : 6) : 4);
   if (via && (via.length === 4 ? 4 : 6) !== dst.family) {
     throw new ParseError("via", `gateway ${spec.via} is not in the address family of ${spec.dst}`);
+  }
+  // As libnl's rtnl_route_set_pref_src (NLE_AF_MISMATCH): the kernel refuses a source of the other family.
+  if (src && (src.length === 4 ? 4 : 6) !== dst.family) {
+    throw new ParseError("src", `source ${spec.src} is not in the address family of ${spec.dst}`);
   }
   const table = spec.table ?? RT_TABLE_MAIN;
   if (!Number.isInteger(table) || table < 0 || table > 0xffffffff) {
@@ -143,10 +150,13 @@ export function putRoute(
     ? RT_SCOPE_UNIVERSE
     : RT_SCOPE_LINK;
   const protocol = forDelete && spec.protocol === undefined ? 0 : protocolValue(spec.protocol, "protocol");
-  if (spec.metric !== undefined && (!Number.isInteger(spec.metric) || spec.metric < 0)) {
+  // RTA_PRIORITY is a u32: a larger metric would be written as another (2^32 as 0).
+  if (
+    spec.metric !== undefined &&
+    (!Number.isInteger(spec.metric) || spec.metric < 0 || spec.metric > 0xffffffff)
+  ) {
     throw new ParseError("metric", `bad metric ${spec.metric}`);
   }
-  const src = spec.src !== undefined ? parseIPBytes(spec.src, "src") : null;
   const dev = spec.dev !== undefined ? index(spec.dev, op) : 0;
   const flags = forDelete ? NLM_F_REQUEST | extra : NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | extra;
   const h = w.begin(forDelete ? RTM_DELROUTE : RTM_NEWROUTE, flags, seq, 12);

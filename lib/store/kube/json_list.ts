@@ -77,14 +77,16 @@ export class JsonListScanner {
     this.#skel.push(s);
   }
 
+  #itemTooLarge(): never {
+    this.#tooLarge(
+      `an item is larger than ${this.#caps.maxItemBytes} bytes (FLANCTL_API_MAX_EVENT_BYTES)`,
+      "event",
+    );
+  }
+
   #addItemPart(s: string): void {
     this.#itemLen += s.length;
-    if (this.#itemLen > this.#caps.maxItemBytes) {
-      this.#tooLarge(
-        `an item is larger than ${this.#caps.maxItemBytes} bytes (FLANCTL_API_MAX_EVENT_BYTES)`,
-        "event",
-      );
-    }
+    if (this.#itemLen > this.#caps.maxItemBytes) this.#itemTooLarge();
     this.#itemParts.push(s);
   }
 
@@ -129,6 +131,9 @@ export class JsonListScanner {
 
   /** Tries `text` as the whole item; true (and the item handed over) when it parses. */
   #tryItem(text: string): boolean {
+    // The item runs at least to this candidate's end: past the cap, it is too large whether or not it parses
+    // (#fastPush checks the cap itself only after a chunk that holds no marker).
+    if (text.length > this.#caps.maxItemBytes) this.#itemTooLarge();
     let v: unknown;
     try {
       v = JSON.parse(text);
