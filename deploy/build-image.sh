@@ -157,18 +157,20 @@ rm -rf "${R:?}/$SRC" "$R"/tmp/* "$R"/var/tmp/* "$R"/root/.cache "$R"/root/.npm "
   "$R"/var/cache/debconf/*-old "$R"/var/lib/dpkg/*-old \
   "$L/compile.log" "$L/cni-cache" "$L"/cache/*_cache_v2* "$L/cache/gen"
 find "$R/var/log" -type f -delete
-# Not used at run time: the bundler's esbuild (install.sh's bundles are made), and the TypeScript compiler
-# (the gate's tools/ import it, the product never does): dropped from the installed copy's deno.json and
-# deno.lock too, as Deno caches every npm package of the lock before running main.ts.
-rm -rf "$L/cache/dl" "$L"/cache/npm/*/@esbuild "$L"/cache/npm/*/typescript # npm/<registry host>/
+# Not used at run time: the bundler's esbuild (install.sh's bundles are made), the TypeScript compiler (the
+# gate's tools/ import it) and fast-check (the property tests' generators; the boundary gate keeps it out of
+# product code): dropped from the installed copy's deno.json and deno.lock too, as Deno caches every npm
+# package of the lock before running main.ts.
+rm -rf "$L/cache/dl" "$L"/cache/npm/*/@esbuild "$L"/cache/npm/*/typescript \
+  "$L"/cache/npm/*/fast-check "$L"/cache/npm/*/pure-rand # npm/<registry host>/
 "$DENO" eval --quiet --no-config "
-  const dev = 'typescript';
+  const devs = ['typescript', 'fast-check', 'pure-rand'];
   const cfgPath = '$L/src/deno.json', lockPath = '$L/src/deno.lock';
   const cfg = JSON.parse(Deno.readTextFileSync(cfgPath));
-  delete cfg.imports[dev];
+  for (const dev of devs) delete cfg.imports[dev];
   Deno.writeTextFileSync(cfgPath, JSON.stringify(cfg, null, 2) + '\\n');
   const lock = JSON.parse(Deno.readTextFileSync(lockPath));
-  const drop = (k) => k === 'npm:' + dev || k.startsWith('npm:' + dev + '@') || k.startsWith(dev + '@');
+  const drop = (k) => devs.some((dev) => k === 'npm:' + dev || k.startsWith('npm:' + dev + '@') || k.startsWith(dev + '@'));
   for (const sec of ['specifiers', 'npm']) for (const k of Object.keys(lock[sec] ?? {})) if (drop(k)) delete lock[sec][k];
   lock.workspace.dependencies = lock.workspace.dependencies.filter((d) => !drop(d));
   Deno.writeTextFileSync(lockPath, JSON.stringify(lock, null, 2) + '\\n');

@@ -175,6 +175,11 @@ needsRoot.test({
         /^tmp\/.+/.test(n) || /^usr\/src\/.+/.test(n)
       );
       assertEquals(leftovers, [], "build leftovers in the image");
+      // The gate's and the tests' npm packages (TypeScript, fast-check) are not the product's.
+      const devPkgs = [...names].filter((n) =>
+        /\/cache\/npm\/[^/]+\/(typescript|fast-check|pure-rand)\//.test(n)
+      );
+      assertEquals(devPkgs.slice(0, 3), [], "test-only npm packages in the image");
       assertEquals(lines.filter((l) => /^[cb]/.test(l)), [], "device nodes in the layer");
       const stamps = new Set(lines.map((l) => `${l.split(/\s+/)[3]} ${l.split(/\s+/)[4]}`));
       assertEquals(stamps.size, 1, `one mtime for every file (SOURCE_DATE_EPOCH), got ${[...stamps]}`);
