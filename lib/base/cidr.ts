@@ -23,24 +23,33 @@ export type Cidr = string & { readonly __brand: "Cidr" };
 /** An Ethernet MAC, lower case (`aa:bb:cc:dd:ee:ff`). Made only by {@link parseMac} and {@link tryMac}. */
 export type Mac = string & { readonly __brand: "Mac" };
 
-/** `s` as an {@link Ip} (unchanged), or null when it is not an IPv4/IPv6 address. */
+/**
+ * `s` as an {@link Ip} in canonical form (as the kernel's dumps print it: `2001:DB8::5` → `2001:db8::5`), or
+ * null when it is not an IPv4/IPv6 address.
+ */
 export function tryIp(s: unknown): Ip | null {
-  return typeof s === "string" && IPAddr.tryParse(s) ? s as Ip : null;
+  return typeof s === "string" ? IPAddr.tryParse(s)?.toString() ?? null : null;
 }
 
-/** `s` as an {@link Ip}. Throws {@link ParseError} naming `field`. */
+/** `s` as an {@link Ip} in canonical form. Throws {@link ParseError} naming `field`. */
 export function parseIp(s: string, field = "ip"): Ip {
-  return IPAddr.parse(s, field) && s as Ip;
+  return IPAddr.parse(s, field).toString();
 }
 
-/** `s` as a {@link Cidr} (unchanged, host bits kept), or null when it is not `addr/len`. */
+/**
+ * `s` as a {@link Cidr} with its address in canonical form and its host bits kept (`2001:DB8::5/64` →
+ * `2001:db8::5/64`), or null when it is not `addr/len`.
+ */
 export function tryCidr(s: unknown): Cidr | null {
-  return typeof s === "string" && IPNet.tryParse(s) ? s as Cidr : null;
+  if (typeof s !== "string" || !IPNet.tryParse(s)) return null;
+  const slash = s.indexOf("/");
+  return `${IPAddr.tryParse(s.slice(0, slash))}/${Number(s.slice(slash + 1))}` as Cidr;
 }
 
-/** `s` as a {@link Cidr}. Throws {@link ParseError} naming `field`. */
+/** `s` as a {@link Cidr} as {@link tryCidr} gives it. Throws {@link ParseError} naming `field`. */
 export function parseCidr(s: string, field = "cidr"): Cidr {
-  return IPNet.parse(s, field) && s as Cidr;
+  IPNet.parse(s, field);
+  return tryCidr(s)!;
 }
 
 const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
@@ -100,6 +109,9 @@ function parseV6(s: string): bigint | null {
   return v;
 }
 
+// RFC 5952 text without a dotted IPv4 tail, the form flannel's lease keys carry (Go's net.IP.String());
+// glibc's inet_ntop, which lib/netlink/codec/format.ts copies for kernel dumps, writes ::a.b.c.d and
+// ::ffff:a.b.c.d with one: the two differ on those addresses only.
 function formatV6(v: bigint): string {
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((v >> BigInt(i * 16)) & 0xffffn));

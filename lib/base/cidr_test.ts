@@ -61,6 +61,12 @@ Deno.test("ipnet", () => {
 Deno.test("brands: Ip, Cidr and Mac only from text that is one; MACs lower-cased; errors name the field", () => {
   assertEquals(tryIp("10.244.1.5"), "10.244.1.5");
   assertEquals(tryIp("fd00::1"), "fd00::1");
+  // Canonical, as the kernel's dumps print it: a peer's address compares equal to the kernel's entry.
+  assertEquals(tryIp("2001:DB8::5"), "2001:db8::5");
+  assertEquals(tryIp("2001:db8:0:0:0:0:0:5"), "2001:db8::5");
+  assertEquals(parseIp("FD00:0::1"), "fd00::1");
+  assertEquals(tryCidr("2001:DB8:0::5/64"), "2001:db8::5/64");
+  assertEquals(parseCidr("FD00::/48"), "fd00::/48");
   for (const bad of ["", "10.244.1.256", "10.244.1.0/24", "02:aa:00:00:00:02", null, 7]) {
     assertEquals(tryIp(bad), null);
   }
