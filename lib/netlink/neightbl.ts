@@ -11,7 +11,6 @@ import type { Conn } from "./conn.ts";
 import { scan } from "./io.ts";
 import type { NeighTableInfo } from "./types.ts";
 
-/** RTM_GETNEIGHTBL and its answer type (linux/rtnetlink.h). */
 /** NDTA_* attributes (linux/neighbour.h). */
 const NDTA_NAME = 1,
   NDTA_THRESH1 = 2,

@@ -12,7 +12,7 @@ import { safeText } from "../store/limits.ts";
 /** A daemon process found by {@link findDaemonProcess}. */
 export interface DaemonProcess {
   pid: number;
-  /** Its command line, control characters escaped, at most 120 characters. */
+  /** Its command line, control characters escaped; past 120 characters cut, then `… (N chars)` appended. */
   cmd: string;
 }
 
