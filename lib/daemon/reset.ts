@@ -57,14 +57,6 @@ export function isOverlayDevice(name: string, kind: string | null): boolean {
   return kind === "tun" && name === "flannel0";
 }
 
-function ownNetInode(): number | undefined {
-  try {
-    return Deno.statSync(OWN_NETNS).ino ?? undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function routeText(r: RouteInfo): string {
   if (r.type === "blackhole") return `route blackhole ${r.dst}`;
   return `route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""}${r.devName ? ` dev ${r.devName}` : ""}`;
@@ -108,11 +100,11 @@ export async function resetNode(
 
   // Devices (their routes, ARP and FDB entries go with them). A udp TUN some process still holds open is
   // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
-  const ino = ownNetInode();
   const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
   for (const l of devs) {
-    if (l.kind === "tun" && tunOwnerPids(l.name, ino).length) {
-      rep.failed.push(`device ${l.name}: held open by pid ${tunOwnerPids(l.name, ino).join(",")}`);
+    const owners = l.kind === "tun" ? tunOwnerPids(l.name, OWN_NETNS) : [];
+    if (owners.length) {
+      rep.failed.push(`device ${l.name}: held open by pid ${owners.join(",")}`);
       continue;
     }
     attempt(`device ${l.name}`, () => nl.deleteLink(l.name));

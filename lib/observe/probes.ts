@@ -87,7 +87,12 @@ export function nftablesMode(ctx: NodeSnapshot): boolean {
   return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
 }
 
+/** The namespace file of the checked namespace (`--netns NAME`, else this thread's own). */
+export function checkedNetns(ctx: NodeSnapshot): string {
+  return ctx.opts.netns === null ? OWN_NETNS : namedNetnsPath(ctx.opts.netns);
+}
+
 /** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
 export function scanForDaemon(ctx: NodeSnapshot): DaemonProcess | null {
-  return findDaemonProcess(ctx.opts.netns === null ? OWN_NETNS : namedNetnsPath(ctx.opts.netns));
+  return findDaemonProcess(checkedNetns(ctx));
 }
