@@ -7,7 +7,8 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { LinkInfo } from "../netlink/types.ts";
-import { type DaemonProcess, findDaemonProcess, namedNetnsPath, OWN_NETNS } from "../node/daemon_process.ts";
+import { netnsPath } from "../base/netns_id.ts";
+import { type DaemonProcess, findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { type NodeSnapshot, pickCI } from "./snapshot.ts";
 
 /** The UDP backend's TUN device name. */
@@ -89,7 +90,7 @@ export function nftablesMode(ctx: NodeSnapshot): boolean {
 
 /** The namespace file of the checked namespace (`--netns NAME`, else this thread's own). */
 export function checkedNetns(ctx: NodeSnapshot): string {
-  return ctx.opts.netns === null ? OWN_NETNS : namedNetnsPath(ctx.opts.netns);
+  return ctx.opts.netns === null ? OWN_NETNS : netnsPath({ name: ctx.opts.netns });
 }
 
 /** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
