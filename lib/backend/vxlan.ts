@@ -13,6 +13,7 @@ import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 import { loadMac, randomLocalMac, saveMac } from "./vtep_mac.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** VXLAN encapsulation overhead (outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14). */
 export const VXLAN_OVERHEAD = 50;
@@ -243,9 +244,7 @@ export class VxlanBackend implements Backend {
         return { route: { dst, via: pub, dev: r.devName, onlink: false }, neigh: null, fdb: null };
       }
     }
-    const data = p.backendData as Partial<VxlanBackendData> | null | undefined;
-    const mac = data && typeof data === "object" ? data.VtepMAC : undefined;
-    const m = tryMac(mac);
+    const m = vtepMacOf(p.backendData);
     if (!m) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
     const gw = p.subnet.ip.toString();
     return {

@@ -21,14 +21,6 @@ export function udpPort(ctx: NodeSnapshot): number {
   return typeof v === "number" && v > 0 ? v : 8285;
 }
 
-/** Lease BackendData.VtepMAC, or null. */
-export function vtepMacOf(data: unknown): string | null {
-  if (typeof data !== "object" || data === null) return null;
-  const o = data as Record<string, unknown>;
-  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
-  return typeof v === "string" ? v.toLowerCase() : null;
-}
-
 /** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
 export function network6(ctx: NodeSnapshot): IPNet | null {
   if (ctx.store.config && !ctx.store.config.enableIPv6) return null;

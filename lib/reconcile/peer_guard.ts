@@ -15,6 +15,7 @@
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { vtepMacField } from "../lease/backend_data.ts";
 
 /** Why a peer is refused (the `reason` label of `flanctl_rejected_peers_total`). */
 export const REJECT_REASONS = [
@@ -160,8 +161,7 @@ export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
     return { reason: "public_ip", detail: `PublicIP ${p.publicIP} is inside the pod network ${r.network}` };
   }
   if (p.backendType === "vxlan") {
-    const d = p.backendData;
-    const mac = d !== null && typeof d === "object" ? (d as { VtepMAC?: unknown }).VtepMAC : undefined;
+    const mac = vtepMacField(p.backendData);
     const bad = badVtepMac(mac);
     if (bad) {
       const shown = typeof mac === "string" ? mac.slice(0, 40) : typeof mac;

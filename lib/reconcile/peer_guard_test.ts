@@ -65,6 +65,14 @@ Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
     ["VtepMAC missing", V4, peer("10.244.2.0/24", "192.0.2.12", null), "vtep_mac"],
     ["VtepMAC garbage", V4, peer("10.244.2.0/24", "192.0.2.12", "02:aa:bb"), "vtep_mac"],
     ["VtepMAC upper case is fine", V4, peer("10.244.2.0/24", "192.0.2.12", "02:AA:BB:CC:DD:EE"), null],
+    ["vtepmac, the key in lower case, is VtepMAC", V4, {
+      ...peer("10.244.2.0/24", "192.0.2.12", null),
+      backendData: { vtepmac: "02:aa:bb:cc:dd:ee" },
+    }, null],
+    ["vtepmac broadcast", V4, {
+      ...peer("10.244.2.0/24", "192.0.2.12", null),
+      backendData: { vtepmac: "ff:ff:ff:ff:ff:ff" },
+    }, "vtep_mac"],
     ["IPv6: a good peer", V6, peer("fd00:10:244:2::/64", "2001:db8::12"), null],
     ["IPv6: the whole network", V6, peer("fd00:10:244::/56", "2001:db8::12"), "subnet_length"],
     ["IPv6: a /65 inside ours", V6, peer("fd00:10:244:1:8000::/65", "2001:db8::12"), "subnet_length"],

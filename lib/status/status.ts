@@ -18,7 +18,8 @@ import {
   readDaemonState,
 } from "../node/daemon_state.ts";
 import { IPNet } from "../base/cidr.ts";
-import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon, vtepMacOf } from "../observe/probes.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon } from "../observe/probes.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod.ts";
 
 /** The `-o json` view of `flanctl status`. */

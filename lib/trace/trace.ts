@@ -26,7 +26,8 @@ import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
-import { UDP_DEVICE, vtepMacOf } from "../observe/probes.ts";
+import { UDP_DEVICE } from "../observe/probes.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** Errnos a route lookup answers with (asm-generic/errno.h). */
 const EHOSTUNREACH = 113;
