@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";
+import { isObj } from "../base/json.ts";
 import { goFold, NET_CONF, type Shape } from "./gojson.ts";
 
 /** The newest spec version we speak. */
@@ -271,7 +272,7 @@ export function parseNetConf(
   } catch (e) {
     throw new CniError(ErrCode.DecodingFailure, "error unmarshall network config", (e as Error).message);
   }
-  if (conf === null || typeof conf !== "object" || Array.isArray(conf)) {
+  if (!isObj(conf)) {
     throw new CniError(
       ErrCode.DecodingFailure,
       "error unmarshall network config",
@@ -279,7 +280,7 @@ export function parseNetConf(
     );
   }
   checkDepth(conf);
-  const c = goFold(conf as Record<string, unknown>, shape);
+  const c = goFold(conf, shape);
   const v = c.cniVersion;
   if (v !== undefined && typeof v !== "string") {
     throw new CniError(
