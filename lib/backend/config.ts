@@ -77,6 +77,9 @@ export function parseVxlanOptions(b: BackendConfig): VxlanOptions {
   };
 }
 
+/** The UDP backend's TUN device (flannel opens "flannel%d": the first is flannel0). */
+export const UDP_DEVICE = "flannel0";
+
 /** UDP backend options with flannel's defaults applied. */
 export interface UdpOptions {
   /** UDP port of every node (default 8285). */

@@ -24,6 +24,7 @@ import { FlanctlError } from "../base/errors.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
 import { findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { Log } from "../base/log.ts";
 
@@ -54,7 +55,7 @@ export class DaemonRunningError extends FlanctlError {
 /** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
 export function isOverlayDevice(name: string, kind: string | null): boolean {
   if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
-  return kind === "tun" && name === "flannel0";
+  return kind === "tun" && name === UDP_DEVICE;
 }
 
 function routeText(r: RouteInfo): string {

@@ -11,9 +11,6 @@ import { netnsPath } from "../base/netns_id.ts";
 import { type DaemonProcess, findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { type NodeSnapshot, pickCI } from "./snapshot.ts";
 
-/** The UDP backend's TUN device name. */
-export const UDP_DEVICE = "flannel0";
-
 /** The configured UDP port (Backend.Port, default 8285). */
 export function udpPort(ctx: NodeSnapshot): number {
   const raw = ctx.store.config?.backend.raw;

@@ -9,7 +9,8 @@ import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../os/mod.ts";
-import { chainPolicy, chainRules, checkedNetns, UDP_DEVICE, udpPort } from "../../observe/probes.ts";
+import { chainPolicy, chainRules, checkedNetns, udpPort } from "../../observe/probes.ts";
+import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
 
 const DEV = UDP_DEVICE;
