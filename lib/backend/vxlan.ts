@@ -8,6 +8,7 @@
 import { ConfigError } from "../config/netconf.ts";
 import { IPAddr, type IPNet, type Mac, tryIp, tryMac } from "../base/cidr.ts";
 import { errText } from "../base/errors.ts";
+import { safeJson } from "../base/capped_read.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
@@ -233,10 +234,10 @@ export class VxlanBackend implements Backend {
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "vxlan") return `its BackendType is "${p.backendType}", ours is "vxlan"`;
     if (this.family === 6 && IPAddr.tryParse(p.publicIP)?.family !== 6) {
-      return `its lease has no PublicIPv6 (${JSON.stringify(p.publicIP)}): the node does not run IPv6`;
+      return `its lease has no PublicIPv6 (${safeJson(p.publicIP)}): the node does not run IPv6`;
     }
     const pub = tryIp(p.publicIP);
-    if (!pub) return `its PublicIP ${JSON.stringify(p.publicIP)} is not an IP address`;
+    if (!pub) return `its PublicIP ${safeJson(p.publicIP)} is not an IP address`;
     const dst = p.subnet.toString();
     if (this.#o.directRouting) {
       const r = reach(pub);
@@ -245,7 +246,7 @@ export class VxlanBackend implements Backend {
       }
     }
     const m = vtepMacOf(p.backendData);
-    if (!m) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
+    if (!m) return `its BackendData has no valid VtepMAC (${safeJson(p.backendData)})`;
     const gw = p.subnet.ip.toString();
     return {
       route: { dst, via: gw, dev: this.overlayDev, onlink: true },

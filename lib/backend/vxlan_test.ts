@@ -93,6 +93,15 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
     assert(typeof b.peer({ ...peer("192.0.2.12"), backendType: "host-gw" }, reach) === "string");
     // Its FDB entry would name an underlay IP that is none: refused with the reason, no entries.
     assertEquals(b.peer(peer("192.0.2.312"), reach), `its PublicIP "192.0.2.312" is not an IP address`);
+    // A hostile lease is quoted bounded and escaped, never whole.
+    for (
+      const why of [
+        b.peer(peer("x".repeat(1e5)), reach),
+        b.peer(peer("192.0.2.12", { p: "y".repeat(1e5) }), reach),
+      ]
+    ) {
+      assert(typeof why === "string" && why.length < 300, `${String(why).length} chars`);
+    }
 
     const d = new VxlanBackend(
       nl,

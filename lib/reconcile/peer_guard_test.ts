@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../base/cidr.ts";
 import {
   badPublicIP,
@@ -90,6 +90,12 @@ Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
   for (const [name, rules, p, want] of cases) {
     assertEquals(checkPeer(p, rules)?.reason ?? null, want, name);
   }
+});
+
+Deno.test("checkPeer: a hostile PublicIP is quoted bounded and escaped", () => {
+  const r = checkPeer(peer("10.244.2.0/24", "\u001b[2J" + "x".repeat(1e5)), V4);
+  assertEquals(r?.reason, "public_ip");
+  assert(r!.detail.length < 300 && !r!.detail.includes("\u001b"), r!.detail.slice(0, 300));
 });
 
 Deno.test("badPublicIP: link-local peers are fine when our underlay is link-local", () => {

@@ -10,7 +10,7 @@
  * @module
  */
 import type { NetConfig } from "../../config/types.ts";
-import { readCappedTextAsync } from "../../base/capped_read.ts";
+import { readCappedTextAsync, safeJson } from "../../base/capped_read.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import {
   encodeLeaseAttrs,
@@ -38,7 +38,7 @@ export function parseLeaseFile(name: string, text: string): FileLeaseEntry {
     if (!isObj(doc)) throw new Error("not a JSON object");
     const attrs = validateLeaseAttrs(name, doc.lease);
     const exp = typeof doc.expiration === "string" ? new Date(doc.expiration) : null;
-    if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${JSON.stringify(doc.expiration)}`);
+    if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${safeJson(doc.expiration)}`);
     const seq = typeof doc.seq === "number" ? doc.seq : 0;
     // `created`: the seq of the file's first write (files from before it was recorded: their last write).
     const created = typeof doc.created === "number" && Number.isSafeInteger(doc.created) ? doc.created : seq;
