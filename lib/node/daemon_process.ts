@@ -7,7 +7,7 @@
  * @module
  */
 import { netnsIdentity } from "../base/netns_id.ts";
-import { safeText } from "../store/limits.ts";
+import { safeText } from "../base/capped_read.ts";
 
 /** A daemon process found by {@link findDaemonProcess}. */
 export interface DaemonProcess {
