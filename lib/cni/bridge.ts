@@ -128,9 +128,9 @@ async function netlink() {
   return await import("../netlink/mod.ts");
 }
 
-/** Loads the OS calls on demand, as {@link netlink}. */
+/** Loads the netns calls on demand, as {@link netlink} (their own entry: the lib/os barrel loads far more). */
 async function osCalls() {
-  return await import("../os/mod.ts");
+  return await import("../os/netns.ts");
 }
 
 /** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */
