@@ -27,10 +27,6 @@ function mapLines(markdown: string): { lines: string[]; heading: number } {
   return { lines: end < 0 ? rest : rest.slice(0, end), heading };
 }
 
-function mapSection(markdown: string): string[] {
-  return mapLines(markdown).lines;
-}
-
 /** The code map's lines longer than {@link MAX_LINE} characters, as problems naming line and length. */
 export function longLines(markdown: string): string[] {
   const { lines, heading } = mapLines(markdown);
@@ -50,7 +46,7 @@ export function longLines(markdown: string): string[] {
 /** The folders named by the code map's entries (`lib/x/` or `lib/x/y/` starting a list item), in order. */
 export function mapFolders(markdown: string): string[] {
   const out: string[] = [];
-  for (const line of mapSection(markdown)) {
+  for (const line of mapLines(markdown).lines) {
     const m = /^- `(lib\/[^`]*?)\/?`/.exec(line);
     if (m) out.push(m[1]);
   }

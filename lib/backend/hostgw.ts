@@ -6,6 +6,7 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import { type IPNet, tryIp } from "../base/cidr.ts";
+import { safeJson } from "../base/capped_read.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 
@@ -55,7 +56,7 @@ export class HostGwBackend implements Backend {
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "host-gw") return `its BackendType is "${p.backendType}", ours is "host-gw"`;
     const pub = tryIp(p.publicIP);
-    if (!pub) return `its PublicIP ${JSON.stringify(p.publicIP)} is not an IP address`;
+    if (!pub) return `its PublicIP ${safeJson(p.publicIP)} is not an IP address`;
     const r = reach(pub);
     if (!r || r.gateway !== null || !r.devName) {
       const how = !r ? "no route" : `only via gateway ${r.gateway}`;

@@ -8,11 +8,13 @@
 import { ConfigError } from "../config/netconf.ts";
 import { IPAddr, type IPNet, type Mac, tryIp, tryMac } from "../base/cidr.ts";
 import { errText } from "../base/errors.ts";
+import { safeJson } from "../base/capped_read.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 import { loadMac, randomLocalMac, saveMac } from "./vtep_mac.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** VXLAN encapsulation overhead (outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14). */
 export const VXLAN_OVERHEAD = 50;
@@ -232,10 +234,10 @@ export class VxlanBackend implements Backend {
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "vxlan") return `its BackendType is "${p.backendType}", ours is "vxlan"`;
     if (this.family === 6 && IPAddr.tryParse(p.publicIP)?.family !== 6) {
-      return `its lease has no PublicIPv6 (${JSON.stringify(p.publicIP)}): the node does not run IPv6`;
+      return `its lease has no PublicIPv6 (${safeJson(p.publicIP)}): the node does not run IPv6`;
     }
     const pub = tryIp(p.publicIP);
-    if (!pub) return `its PublicIP ${JSON.stringify(p.publicIP)} is not an IP address`;
+    if (!pub) return `its PublicIP ${safeJson(p.publicIP)} is not an IP address`;
     const dst = p.subnet.toString();
     if (this.#o.directRouting) {
       const r = reach(pub);
@@ -243,10 +245,8 @@ export class VxlanBackend implements Backend {
         return { route: { dst, via: pub, dev: r.devName, onlink: false }, neigh: null, fdb: null };
       }
     }
-    const data = p.backendData as Partial<VxlanBackendData> | null | undefined;
-    const mac = data && typeof data === "object" ? data.VtepMAC : undefined;
-    const m = tryMac(mac);
-    if (!m) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
+    const m = vtepMacOf(p.backendData);
+    if (!m) return `its BackendData has no valid VtepMAC (${safeJson(p.backendData)})`;
     const gw = p.subnet.ip.toString();
     return {
       route: { dst, via: gw, dev: this.overlayDev, onlink: true },

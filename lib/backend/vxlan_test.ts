@@ -84,9 +84,24 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
       fdb: { mac: "02:aa:00:00:00:02", dst: "192.0.2.12" },
     });
     assert(typeof b.peer(peer("192.0.2.12", { VNI: 1 }), reach) === "string");
+    // flanneld's encoding/json takes the key in any case: so does the daemon (lib/lease/backend_data.ts).
+    assertEquals(b.peer(peer("192.0.2.12", { VNI: 1, vtepmac: "02:AA:00:00:00:03" }), reach), {
+      route: { dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true },
+      neigh: { ip: "10.244.2.0", mac: "02:aa:00:00:00:03" },
+      fdb: { mac: "02:aa:00:00:00:03", dst: "192.0.2.12" },
+    });
     assert(typeof b.peer({ ...peer("192.0.2.12"), backendType: "host-gw" }, reach) === "string");
     // Its FDB entry would name an underlay IP that is none: refused with the reason, no entries.
     assertEquals(b.peer(peer("192.0.2.312"), reach), `its PublicIP "192.0.2.312" is not an IP address`);
+    // A hostile lease is quoted bounded and escaped, never whole.
+    for (
+      const why of [
+        b.peer(peer("x".repeat(1e5)), reach),
+        b.peer(peer("192.0.2.12", { p: "y".repeat(1e5) }), reach),
+      ]
+    ) {
+      assert(typeof why === "string" && why.length < 300, `${String(why).length} chars`);
+    }
 
     const d = new VxlanBackend(
       nl,

@@ -26,6 +26,16 @@ export const RETRY_BACKOFF: Readonly<BackoffShape> = {
   resetAfterMs: Infinity,
 };
 
+/** How {@link Backoff.wait} sleeps. */
+export interface WaitOptions {
+  /** Ends the sleep early (with lib/base/sleep.ts's `sleep`). */
+  signal?: AbortSignal;
+  /** Told the delay before sleeping it. */
+  announce?: (ms: number) => void;
+  /** The caller's own sleep instead (e.g. one another event can wake); `signal` is then unused. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
 /**
  * The delay before the next try is {@link Backoff.ms} (drawn once per step, so it can be logged and then
  * slept); {@link Backoff.grow} doubles it up to `maxMs`, {@link Backoff.next} takes it and grows,
@@ -76,11 +86,14 @@ export class Backoff {
     return ms;
   }
 
-  /** Sleeps {@link next}'s delay (cut short by `signal`), told first to `announce` (for the retry's log line). */
-  async wait(signal?: AbortSignal, announce?: (ms: number) => void): Promise<void> {
+  /**
+   * Sleeps {@link next}'s delay, told first to `announce` (for the retry's log line): with `sleep` when the
+   * caller has its own (one it can wake early), else {@link sleep} cut short by `signal`.
+   */
+  async wait(o: WaitOptions = {}): Promise<void> {
     const ms = this.next();
-    announce?.(ms);
-    await sleep(ms, signal);
+    o.announce?.(ms);
+    await (o.sleep ? o.sleep(ms) : sleep(ms, o.signal));
     this.#last = Date.now();
   }
 }

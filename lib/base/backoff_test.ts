@@ -37,3 +37,24 @@ Deno.test("Backoff: back to the first delay after resetAfterMs without a retry, 
   await new Promise((res) => setTimeout(res, 5));
   assertEquals([d.next(), d.next(), d.next(), d.next(), d.next()], [200, 400, 800, 1000, 1000]);
 });
+
+Deno.test("Backoff.wait: the caller's own sleep gets each delay, announced first, and the delay grows", async () => {
+  const b = new Backoff({ minMs: 50, maxMs: 200 });
+  const log: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    await b.wait({
+      announce: (ms) => log.push(`announce ${ms}`),
+      sleep: (ms) => (log.push(`sleep ${ms}`), Promise.resolve()),
+    });
+  }
+  assertEquals(log, [
+    "announce 50",
+    "sleep 50",
+    "announce 100",
+    "sleep 100",
+    "announce 200",
+    "sleep 200",
+    "announce 200",
+    "sleep 200",
+  ]);
+});

@@ -19,7 +19,7 @@ import {
   parseResult,
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
-import { type CmdArgs, CniError, configError, ErrCode, parseCniArgs, validateIfName } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode, isIfName, parseCniArgs } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { runSteps, type Step, StepError } from "../base/steps.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -53,16 +53,6 @@ function bool(c: Record<string, unknown>, k: string): boolean {
 }
 
 const MAC_RE = /^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$/;
-
-function isIfName(name: string): boolean {
-  try {
-    validateIfName(name);
-    return true;
-  } catch (e) {
-    if (e instanceof CniError) return false;
-    throw e;
-  }
-}
 
 /** Parses and checks the bridge config (and the MAC from CNI_ARGS / runtimeConfig / args). */
 export function loadBridgeConf(c: Record<string, unknown>, version: string, cniArgs: string): BridgeConf {
@@ -138,9 +128,9 @@ async function netlink() {
   return await import("../netlink/mod.ts");
 }
 
-/** Loads the OS calls on demand, as {@link netlink}. */
+/** Loads the netns calls on demand, as {@link netlink} (their own entry: the lib/os barrel loads far more). */
 async function osCalls() {
-  return await import("../os/mod.ts");
+  return await import("../os/netns.ts");
 }
 
 /** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */

@@ -198,13 +198,13 @@ function parseBackend(v: unknown, warn: (m: string) => void): BackendConfig {
     );
     return { type: DEFAULT_BACKEND_TYPE, raw: { Type: DEFAULT_BACKEND_TYPE } };
   }
-  if (typeof v !== "object" || Array.isArray(v)) {
+  if (!isObj(v)) {
     throw new ConfigError(
       "Backend",
       `Backend must be an object like {"Type": "vxlan"}, got ${safeJson(v)}`,
     );
   }
-  const raw = v as Record<string, unknown>;
+  const raw = v;
   const typeKey = Object.keys(raw).find((k) => k === "Type") ??
     Object.keys(raw).find((k) => k.toLowerCase() === "type");
   const t = typeKey === undefined ? undefined : raw[typeKey];

@@ -122,10 +122,10 @@ export async function retryStore<T>(
       const retryable = retryableStoreError(e);
       if (!retryable || n.signal.aborted) throw e;
       if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
-      await delay.wait(
-        n.signal,
-        (ms) => n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: ms }),
-      );
+      await delay.wait({
+        signal: n.signal,
+        announce: (ms) => n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: ms }),
+      });
       if (n.signal.aborted) throw e;
     }
   }

@@ -240,8 +240,7 @@ class Responder {
           this.limits.onError("health server: accepting a connection failed; retrying", msg);
         }
         lastErr = msg;
-        await this.#sleep(backoff.ms);
-        backoff.grow();
+        await backoff.wait({ sleep: (ms) => this.#sleep(ms) });
         continue;
       }
       lastErr = "";

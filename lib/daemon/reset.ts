@@ -24,6 +24,7 @@ import { FlanctlError } from "../base/errors.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
 import { findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { Log } from "../base/log.ts";
 
@@ -54,15 +55,7 @@ export class DaemonRunningError extends FlanctlError {
 /** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
 export function isOverlayDevice(name: string, kind: string | null): boolean {
   if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
-  return kind === "tun" && name === "flannel0";
-}
-
-function ownNetInode(): number | undefined {
-  try {
-    return Deno.statSync(OWN_NETNS).ino ?? undefined;
-  } catch {
-    return undefined;
-  }
+  return kind === "tun" && name === UDP_DEVICE;
 }
 
 function routeText(r: RouteInfo): string {
@@ -108,11 +101,11 @@ export async function resetNode(
 
   // Devices (their routes, ARP and FDB entries go with them). A udp TUN some process still holds open is
   // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
-  const ino = ownNetInode();
   const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
   for (const l of devs) {
-    if (l.kind === "tun" && tunOwnerPids(l.name, ino).length) {
-      rep.failed.push(`device ${l.name}: held open by pid ${tunOwnerPids(l.name, ino).join(",")}`);
+    const owners = l.kind === "tun" ? tunOwnerPids(l.name, OWN_NETNS) : [];
+    if (owners.length) {
+      rep.failed.push(`device ${l.name}: held open by pid ${owners.join(",")}`);
       continue;
     }
     attempt(`device ${l.name}`, () => nl.deleteLink(l.name));

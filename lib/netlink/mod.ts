@@ -16,8 +16,15 @@
  */
 import { openLibnl } from "./handle.ts";
 export { nsidOf, readNeighTables, routeGet } from "./handle.ts";
-/** The kernel numbers callers compare route and neighbour entries with (tables, route type and protocol, NUD). */
+/**
+ * The kernel numbers callers compare route and neighbour entries with (tables, route type and protocol, NUD)
+ * and the errno values a route lookup answers with ({@link RouteLookup}'s `errno`: rp_filter's EXDEV, a
+ * martian source's EINVAL, EHOSTUNREACH for an unreachable route).
+ */
 export {
+  EHOSTUNREACH,
+  EINVAL,
+  EXDEV,
   NUD_PERMANENT,
   RT_TABLE_DEFAULT,
   RT_TABLE_LOCAL,

@@ -7,7 +7,7 @@
  * @module
  */
 import { netnsIdentity } from "../base/netns_id.ts";
-import { safeText } from "../store/limits.ts";
+import { safeText } from "../base/capped_read.ts";
 
 /** A daemon process found by {@link findDaemonProcess}. */
 export interface DaemonProcess {
@@ -18,11 +18,6 @@ export interface DaemonProcess {
 
 /** The network namespace of this thread (a netns switch is per thread: not `/proc/self`). */
 export const OWN_NETNS = "/proc/thread-self/ns/net";
-
-/** The path of a named network namespace (`ip netns add NAME`). */
-export function namedNetnsPath(name: string): string {
-  return `/var/run/netns/${name}`;
-}
 
 const base = (p: string | undefined): string => p?.slice(p.lastIndexOf("/") + 1) ?? "";
 
@@ -60,8 +55,8 @@ export function isDaemonArgv(argv: readonly string[]): boolean {
 
 /**
  * The first daemon process ({@link isDaemonArgv}) by pid whose network namespace is the one of `netns` (a
- * namespace file: {@link OWN_NETNS}, {@link namedNetnsPath}), this process excepted; null when there is
- * none or `netns` cannot be read. `proc` is the proc file system's mount point (tests build a fake one).
+ * namespace file: {@link OWN_NETNS}, or lib/base/netns_id.ts's `netnsPath`), this process excepted; null
+ * when there is none or `netns` cannot be read. `proc` is the proc file system's mount point (tests build a fake one).
  */
 export function findDaemonProcess(netns: string, proc = "/proc", self = Deno.pid): DaemonProcess | null {
   const want = netnsIdentity(netns);

@@ -7,25 +7,15 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { LinkInfo } from "../netlink/types.ts";
-import { type DaemonProcess, findDaemonProcess, namedNetnsPath, OWN_NETNS } from "../node/daemon_process.ts";
+import { netnsPath } from "../base/netns_id.ts";
+import { type DaemonProcess, findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { type NodeSnapshot, pickCI } from "./snapshot.ts";
-
-/** The UDP backend's TUN device name. */
-export const UDP_DEVICE = "flannel0";
 
 /** The configured UDP port (Backend.Port, default 8285). */
 export function udpPort(ctx: NodeSnapshot): number {
   const raw = ctx.store.config?.backend.raw;
   const v = raw ? pickCI(raw, "Port") : undefined;
   return typeof v === "number" && v > 0 ? v : 8285;
-}
-
-/** Lease BackendData.VtepMAC, or null. */
-export function vtepMacOf(data: unknown): string | null {
-  if (typeof data !== "object" || data === null) return null;
-  const o = data as Record<string, unknown>;
-  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
-  return typeof v === "string" ? v.toLowerCase() : null;
 }
 
 /** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
@@ -87,7 +77,12 @@ export function nftablesMode(ctx: NodeSnapshot): boolean {
   return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
 }
 
+/** The namespace file of the checked namespace (`--netns NAME`, else this thread's own). */
+export function checkedNetns(ctx: NodeSnapshot): string {
+  return ctx.opts.netns === null ? OWN_NETNS : netnsPath({ name: ctx.opts.netns });
+}
+
 /** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
 export function scanForDaemon(ctx: NodeSnapshot): DaemonProcess | null {
-  return findDaemonProcess(ctx.opts.netns === null ? OWN_NETNS : namedNetnsPath(ctx.opts.netns));
+  return findDaemonProcess(checkedNetns(ctx));
 }

@@ -18,7 +18,7 @@ import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
 import { openNetlink, readNeighTables, RT_TABLE_MAIN } from "../netlink/mod.ts";
-import { inNetns, nftLibrary } from "../os/mod.ts";
+import { inNetns, netnsPath, nftLibrary } from "../os/mod.ts";
 import { withStoreTimeout } from "../store/util.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
@@ -411,7 +411,7 @@ export async function gatherSnapshot(opts: SnapshotOptions): Promise<NodeSnapsho
   const ctx = new NodeSnapshot(opts);
   if (opts.netns !== null) {
     try {
-      Deno.statSync(`/var/run/netns/${opts.netns}`);
+      Deno.statSync(netnsPath({ name: opts.netns })); // a malformed name throws: not found either
     } catch {
       ctx.fatal.push(`network namespace '${opts.netns}' not found (see 'ip netns list')`);
       return ctx;

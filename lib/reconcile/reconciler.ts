@@ -130,8 +130,6 @@ export class Reconciler {
   readonly #macRefs = new Map<string, number>();
   #ownSubnet: string | null = null;
   #underlay: UnderlayRoute[] = [];
-  /** The overlay device's ifindex in the last dump's links (null: none, or no such device). */
-  #overlayIndex: number | null = null;
   readonly #netBase: number;
   readonly #netMask: number;
   /** 4 or 6: the family of the Network; an IPv6 reconciler dumps and programs IPv6 entries only. */
@@ -202,17 +200,17 @@ export class Reconciler {
   /**
    * Every unicast route of our family in the main table, as one reused {@link RouteView}, from the handle's
    * compact scan (kernel-filtered to the main table, no RouteInfo per route: a pass over 5,000 peers then
-   * makes a fraction of the garbage). The links dump that names the devices also gives
-   * {@link #overlayIndex}.
+   * makes a fraction of the garbage). Returns the overlay device's ifindex in the links dump that names the
+   * devices (null: no overlay, or no such device).
    */
-  #eachRoute(fn: (r: RouteView) => void): void {
+  #eachRoute(fn: (r: RouteView) => void): number | null {
     const v: RouteView = { dst: "", gateway: null, devName: null, onlink: false, kernel: false, metric: 0 };
     const nl = this.#nl;
     const names = new Map<number, string>();
-    this.#overlayIndex = null;
+    let overlayIndex: number | null = null;
     for (const l of nl.links()) {
       names.set(l.index, l.name);
-      if (l.name === this.#overlay) this.#overlayIndex = l.index;
+      if (l.name === this.#overlay) overlayIndex = l.index;
     }
     nl.scanRoutes({ family: this.#family, table: RT_TABLE_MAIN }, (r) => {
       if (r.family !== this.#family || r.table !== RT_TABLE_MAIN || r.type !== RTN_UNICAST) return;
@@ -220,6 +218,7 @@ export class Reconciler {
       v.onlink = r.onlink, v.kernel = r.protocol === RTPROT_KERNEL, v.metric = r.metric ?? 0;
       fn(v);
     });
+    return overlayIndex;
   }
 
   #ref(mac: string, d: number): void {
@@ -325,13 +324,14 @@ export class Reconciler {
    * Dumps routes once: refreshes the underlay view and returns our routes by dst: {@link CANONICAL} for the
    * one vxlan form (via the dst's network address, onlink, on the overlay device: no string kept per route),
    * else the route key, or the keys when there are several. The dst text is the desired entry's own string
-   * where there is one (the dump's copy dies young), which keeps a pass's peak down.
+   * where there is one (the dump's copy dies young), which keeps a pass's peak down. With them the overlay
+   * device's ifindex in the same dump, which names the device to {@link #eachNeigh} and {@link #eachFdb}.
    */
-  #dumpRoutes(): Map<string, RouteKeys> {
+  #dumpRoutes(): { routes: Map<string, RouteKeys>; overlayIndex: number | null } {
     const underlay: UnderlayRoute[] = [];
     const out = new Map<string, RouteKeys>();
     const ov = this.#overlay;
-    this.#eachRoute((r) => {
+    const overlayIndex = this.#eachRoute((r) => {
       if (!this.#isOurs(r)) {
         const u = this.#underlayOf(r);
         if (u) underlay.push(u);
@@ -347,7 +347,7 @@ export class Reconciler {
       else out.set(dst, [...this.#routeKeys(dst, l), ...this.#routeKeys(dst, k)]);
     });
     this.#underlay = underlay;
-    return out;
+    return { routes: out, overlayIndex };
   }
 
   /** The route keys of a {@link #dumpRoutes} entry. */
@@ -359,20 +359,20 @@ export class Reconciler {
 
   /**
    * Permanent neighbours on the overlay device, each handed to `each` (IP, MAC) as the compact scan delivers
-   * it. The device is named by the ifindex of this pass's links dump: a device that is gone has no entries,
-   * and one made again since the handle cached its name is still read.
+   * it. The device is named by `index`, its ifindex in this pass's links dump ({@link #dumpRoutes}): a device
+   * that is gone (null) has no entries, and one made again since the handle cached its name is still read.
    */
-  #eachNeigh(each: (ip: string, mac: string | null) => void): void {
-    if (this.#overlayIndex === null) return;
-    this.#nl.scanNeighbours({ family: this.#family, dev: this.#overlayIndex }, (n) => {
+  #eachNeigh(index: number | null, each: (ip: string, mac: string | null) => void): void {
+    if (index === null) return;
+    this.#nl.scanNeighbours({ family: this.#family, dev: index }, (n) => {
       if (n.state & NUD_PERMANENT) each(n.dst, n.lladdr);
     });
   }
 
   /** FDB entries with a remote on the overlay device, each handed to `each` (MAC, remote IP); as {@link #eachNeigh}. */
-  #eachFdb(each: (mac: string, dst: string) => void): void {
-    if (this.#overlayIndex === null) return;
-    this.#nl.scanFdb(this.#overlayIndex, (f) => {
+  #eachFdb(index: number | null, each: (mac: string, dst: string) => void): void {
+    if (index === null) return;
+    this.#nl.scanFdb(index, (f) => {
       if (f.dst !== null) each(f.mac, f.dst);
     });
   }
@@ -504,7 +504,7 @@ export class Reconciler {
     const res: PassResult = { programmed: 0, removed: 0, errors: 0 };
     // The route dump is reduced to compact strings (it is taken before `compute`, which needs its underlay
     // routes); neighbours and FDB entries are compared against the desired state while they are dumped.
-    const actualRoutes = this.#dumpRoutes();
+    const { routes: actualRoutes, overlayIndex } = this.#dumpRoutes();
     // Peers not desired before this pass: their entries are programmed for the first time, not repaired.
     let fresh: Set<string> | null = null;
     if (compute) {
@@ -514,8 +514,8 @@ export class Reconciler {
     }
     const ov = this.#overlay;
     const routes = this.#routeDiff(actualRoutes);
-    const neigh = this.#neighDiff(ov);
-    const fdb = this.#fdbDiff(ov);
+    const neigh = this.#neighDiff(ov, overlayIndex);
+    const fdb = this.#fdbDiff(ov, overlayIndex);
     const repairs: Repair[] = [];
     for (const [key, d] of this.#desired) {
       const neighOk = neigh.ok(d), fdbOk = fdb.ok(d), routeOk = routes.ok(d);
@@ -580,7 +580,7 @@ export class Reconciler {
    * Compared while the dump runs, against the desired entries by IP: no map of every kernel entry is built
    * (its strings would be promoted with it); only what differs is kept.
    */
-  #neighDiff(ov: string | null): KindDiff {
+  #neighDiff(ov: string | null, index: number | null): KindDiff {
     const stale: Stale[] = [];
     if (!ov) return { ok: () => true, stale };
     const want = new Map<string, DesiredPeer>();
@@ -590,7 +590,7 @@ export class Reconciler {
     /** The kernel's MAC for a desired IP where it is not the desired one. */
     const other = new Map<string, string | null>();
     const staleIps = new Set<string>();
-    this.#eachNeigh((ip, mac) => {
+    this.#eachNeigh(index, (ip, mac) => {
       const d = want.get(ip);
       if (!d) staleIps.add(ip);
       else if (mac === d.neigh!.mac) right.add(d), other.delete(ip);
@@ -618,7 +618,7 @@ export class Reconciler {
    * not stale: the kernel keeps one remote per unicast MAC and the repair's `fdb replace` moves it (a
    * `fdb del MAC dst OLD` after it would succeed without removing anything).
    */
-  #fdbDiff(ov: string | null): KindDiff {
+  #fdbDiff(ov: string | null, index: number | null): KindDiff {
     const stale: Stale[] = [];
     if (!ov) return { ok: () => true, stale };
     const want = new Map<string, DesiredPeer>();
@@ -632,7 +632,7 @@ export class Reconciler {
       if (l) l.push(dst);
       else other.set(mac, [dst]);
     };
-    this.#eachFdb((mac, dst) => {
+    this.#eachFdb(index, (mac, dst) => {
       const d = want.get(mac);
       if (d && dst === d.fdb!.dst) right.add(d);
       else add(mac, dst);

@@ -18,7 +18,9 @@ import {
   readDaemonState,
 } from "../node/daemon_state.ts";
 import { IPNet } from "../base/cidr.ts";
-import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon, vtepMacOf } from "../observe/probes.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon } from "../observe/probes.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod.ts";
 
 /** The `-o json` view of `flanctl status`. */
@@ -222,7 +224,7 @@ function peerAccounting(
 function backendDevice(ctx: NodeSnapshot): LinkInfo | null {
   const t = ctx.backendType;
   if (t === "vxlan" || t === null) return ctx.vxlanDevice();
-  if (t === "udp") return ctx.link("flannel0");
+  if (t === "udp") return ctx.link(UDP_DEVICE);
   return null;
 }
 
@@ -372,7 +374,7 @@ function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
       (ctx.backendType === "vxlan"
         ? ctx.vxlanName
         : ctx.backendType === "udp"
-        ? "flannel0"
+        ? UDP_DEVICE
         : ctx.underlay()?.link.name ?? null),
     deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
     mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,

@@ -192,8 +192,7 @@ export class LeaseKeeper {
         if (signal.aborted) break;
         this.#o.onError?.("re-acquiring the lease", e);
         this.#problem("re-acquiring the lease", e);
-        await this.#sleep(backoff.ms);
-        backoff.grow();
+        await backoff.wait({ sleep: (ms) => this.#sleep(ms) });
       }
     }
   }

@@ -139,9 +139,6 @@ export function etcdLimits(env: Record<string, string | undefined> = Deno.env.to
   };
 }
 
-/** A server's text made safe to log (lib/base/capped_read.ts). */
-export { safeText };
-
 /**
  * Reads a response body to its end, at most `max` bytes: one byte more cancels it and throws
  * {@link ResponseTooLargeError} naming `what` and the variable that raises the cap.

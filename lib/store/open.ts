@@ -10,6 +10,7 @@
 import type { Command } from "commander";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 import { errText, FlanctlError, UsageError } from "../base/errors.ts";
+import { isObj } from "../base/json.ts";
 import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
 import { StoreError } from "./errors.ts";
@@ -347,16 +348,15 @@ function decodeURIComponentSafe(s: string): string {
  * known kind; fields that are not its kind's, or not short printable strings, are dropped.
  */
 export function parseStoreRecord(o: unknown): StoreRecord | null {
-  if (typeof o !== "object" || o === null) return null;
-  const x = o as Record<string, unknown>;
-  if (x.kind !== "kube" && x.kind !== "etcd" && x.kind !== "file") return null;
+  if (!isObj(o)) return null;
+  if (o.kind !== "kube" && o.kind !== "etcd" && o.kind !== "file") return null;
   const r: Record<string, string> = {};
-  for (const k of RECORD_FIELDS[x.kind]) {
-    const v = x[k];
+  for (const k of RECORD_FIELDS[o.kind]) {
+    const v = o[k];
     // deno-lint-ignore no-control-regex
     if (typeof v === "string" && v && v.length <= RECORD_FIELD_MAX && !/[\x00-\x1f\x7f]/.test(v)) r[k] = v;
   }
-  return { kind: x.kind, ...r } as StoreRecord;
+  return { kind: o.kind, ...r } as StoreRecord;
 }
 
 /** Whether `given` (the store flags given on the command line or in the environment) chooses a store. */

@@ -108,7 +108,10 @@ export class WatchRetry {
 
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    await this.backoff.wait(signal, (ms) => this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`));
+    await this.backoff.wait({
+      signal,
+      announce: (ms) => this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`),
+    });
   }
 }
 

@@ -28,10 +28,15 @@ export const O_RDONLY = 0, O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000
 export const IFNAMSIZ = 16;
 /** errno values (asm-generic/errno-base.h, asm-generic/errno.h). */
 export const ENOENT = 2,
+  ESRCH = 3,
   EINTR = 4,
   EIO = 5,
   EAGAIN = 11,
   EBUSY = 16,
+  EXDEV = 18,
+  ENODEV = 19,
   EINVAL = 22,
   EOPNOTSUPP = 95,
-  EADDRINUSE = 98;
+  EADDRINUSE = 98,
+  ENETUNREACH = 101,
+  EHOSTUNREACH = 113;

@@ -10,6 +10,7 @@
 import { cstr, errno, libc } from "./ffi.ts";
 import { errnoText, NetlinkError, syscallError } from "./errors.ts";
 import { errText } from "../base/errors.ts";
+import { netnsIdentity } from "../base/netns_id.ts";
 import {
   AF_INET,
   EBUSY,
@@ -153,11 +154,13 @@ export function closeFdQuiet(fd: number): void {
 
 /**
  * The pids of processes holding a descriptor attached to TUN device `name` (from /proc/PID/fdinfo, whose
- * `iff:` line names the device of a TUN fd). `netInode`: only processes whose network namespace has this
- * inode (`stat -L /proc/PID/ns/net`), since every namespace may have its own `flannel0`. Reading only.
+ * `iff:` line names the device of a TUN fd). `netns` (a namespace file, e.g. `/proc/thread-self/ns/net`):
+ * only processes in that network namespace ({@link netnsIdentity}: device and inode), since every namespace
+ * may have its own `flannel0`; all of them when it is not given or cannot be read. Reading only.
  */
-export function tunOwnerPids(name: string, netInode?: number): number[] {
+export function tunOwnerPids(name: string, netns?: string): number[] {
   const out: number[] = [];
+  const want = netns === undefined ? null : netnsIdentity(netns);
   let procs: Iterable<Deno.DirEntry>;
   try {
     procs = Deno.readDirSync("/proc");
@@ -166,13 +169,7 @@ export function tunOwnerPids(name: string, netInode?: number): number[] {
   }
   for (const p of procs) {
     if (!/^\d+$/.test(p.name)) continue;
-    if (netInode !== undefined) {
-      try {
-        if (Deno.statSync(`/proc/${p.name}/ns/net`).ino !== netInode) continue;
-      } catch {
-        continue;
-      }
-    }
+    if (want !== null && netnsIdentity(`/proc/${p.name}/ns/net`) !== want) continue;
     let fds: Iterable<Deno.DirEntry>;
     try {
       fds = Deno.readDirSync(`/proc/${p.name}/fd`);

@@ -47,7 +47,7 @@ import {
   UdpDataplane,
 } from "./dataplane.ts";
 import type { DesiredPeer } from "../../reconcile/types.ts";
-import type { UdpOptions } from "../config.ts";
+import { UDP_DEVICE, type UdpOptions } from "../config.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../types.ts";
 import type { Log } from "../../base/log.ts";
 import { errText } from "../../base/errors.ts";
@@ -57,8 +57,6 @@ import { EBUSY } from "../../sys/consts.ts";
 export const UDP_OVERHEAD = 28;
 /** flannel's UDP port. */
 export const DEFAULT_UDP_PORT = 8285;
-/** The TUN device name (flannel opens "flannel%d": the first is flannel0). */
-export const UDP_DEVICE = "flannel0";
 
 /**
  * flannel0's queue: the kernel drops once this many packets wait for the TX worker. 500 (the default) made

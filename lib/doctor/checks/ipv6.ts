@@ -13,7 +13,8 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import { masqRules } from "../../firewall/masq_rules.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
-import { dev6, dev6Name, network6, own6, vtepMacOf } from "../../observe/probes.ts";
+import { dev6, dev6Name, network6, own6 } from "../../observe/probes.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh, singleQuote } from "../../base/shell.ts";
 
 /** sysctl key of a per-interface IPv6 setting (slash form: device names hold dots). */

@@ -10,7 +10,7 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
 import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
-import { UDP_DEVICE } from "../../observe/probes.ts";
+import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
 
 function noStore(ctx: NodeSnapshot, id: CheckId): Finding | null {

@@ -12,7 +12,7 @@ import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
 import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
-import { vtepMacOf } from "../../observe/probes.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
 
 /** What the kernel has for one peer lease. */
@@ -339,7 +339,9 @@ export const stalePeers: Check = {
       const leases = ctx.store.leases.filter((l) => l.subnet);
       const subnets = new Set<string>(leases.map((l) => l.subnet!.toString()));
       const gwIPs = new Set<string>(leases.map((l) => l.subnet!.ip.toString()));
-      const macs = new Set(leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter(Boolean));
+      const macs = new Set<string>(
+        leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter((m) => m !== null),
+      );
       const net = ctx.network;
       const cni0 = ctx.link("cni0")?.index;
       for (const r of mainRoutes4(ctx)) {

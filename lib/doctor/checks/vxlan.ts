@@ -8,7 +8,8 @@ import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { getTxChecksum } from "../../os/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
-import { chainPolicy, chainRules, vtepMacOf } from "../../observe/probes.ts";
+import { chainPolicy, chainRules } from "../../observe/probes.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
 
 function notVxlan(ctx: NodeSnapshot, id: CheckId): Finding | null {

@@ -39,10 +39,8 @@ import type {
 import { errnoText, errnoToNle, NetlinkError, NLE } from "../../sys/errors.ts";
 import { fdbOp, neighOp, routeOp } from "../codec/encode.ts";
 import { nudNames, protocolValue, routeTypeName } from "../codec/format.ts";
-import { RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../codec/consts.ts";
+import { ENETUNREACH, ENODEV, ENOENT, ESRCH, RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../codec/consts.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
-
-const ENOENT = 2, ESRCH = 3, ENODEV = 19, ENETUNREACH = 101;
 
 /** The kernel's refusal of `op` with `errno` (and its extended-ack text), as the libnl handle reports it. */
 function refused(op: string, errno: number, extack: string | null = null): NetlinkError {

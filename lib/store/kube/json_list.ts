@@ -10,6 +10,7 @@
  * {@link ResponseTooLargeError}. Malformed JSON throws a StoreError.
  * @module
  */
+import { isObj } from "../../base/json.ts";
 import { StoreError } from "../errors.ts";
 import { type CapKind, ResponseTooLargeError } from "../limits.ts";
 import { JSON_LINES_CHUNK } from "../util.ts";
@@ -317,8 +318,8 @@ export class JsonListScanner {
     } catch {
       this.#bad("its fields do not parse");
     }
-    if (top === null || typeof top !== "object" || Array.isArray(top)) this.#bad("not an object");
-    return top as Record<string, unknown>;
+    if (!isObj(top)) this.#bad("not an object");
+    return top;
   }
 }
 

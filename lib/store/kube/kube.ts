@@ -33,9 +33,9 @@ import {
 } from "./kube_client.ts";
 import { DEFAULT_LEASE_TTL_MS, diffLeases, WatchRetry } from "../util.ts";
 import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
-import { readCappedTextAsync } from "../../base/capped_read.ts";
+import { readCappedTextAsync, safeText } from "../../base/capped_read.ts";
 import { type KubeNode, type ListFrom, listNodesPaged, projectNode } from "./kube_node.ts";
-import { type ResponseLimits, safeText } from "../limits.ts";
+import type { ResponseLimits } from "../limits.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
