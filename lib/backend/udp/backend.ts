@@ -193,7 +193,7 @@ export class UdpBackend implements Backend {
     return null;
   }
 
-  /** Opens (or re-attaches to) flannel0 and starts the data path when not running. */
+  /** Opens (or re-attaches to) flannel0; a dead data path is stopped here, `ensure()` starts the next. */
   #attach(changes: string[]): void {
     let l = this.#nl.link(UDP_DEVICE);
     if (l && l.kind !== "tun") {
