@@ -311,17 +311,25 @@ needsRoot.test("hostile peers, file store + host-gw: a whole-Network lease on th
 
 /** Writes lease file `key` into the cluster's file store and announces it (as a foreign writer would). */
 async function putFile(c: DaemonCluster, key: string, value: string): Promise<void> {
-  const seqFile = `${c.storeDir}/seq`;
-  const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
   await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
   await Deno.mkdir(`${c.storeDir}/tmp`, { recursive: true });
-  // As the file store writes: into tmp/, then renamed into place, so a watching daemon never reads a
-  // half-written lease (a truncated file read as "Unexpected end of JSON input" made it drop its own lease).
-  const tmp = `${c.storeDir}/tmp/test-${key}`;
-  await Deno.writeTextFile(tmp, `{"lease":${value},"expiration":null,"seq":${seq}}\n`);
-  await Deno.rename(tmp, `${c.storeDir}/subnets/${key}`);
-  await Deno.writeTextFile(`${tmp}.seq`, `${seq}\n`);
-  await Deno.rename(`${tmp}.seq`, seqFile);
+  // As the file store writes (lib/store/file/file.ts): under the exclusive flock of .lock, the lease renamed
+  // into place from tmp/, then seq bumped the same way. Without the lock a daemon renewing its own lease
+  // between our read and write of seq gave two changes one number, and its watch skipped ours; without the
+  // rename it could read a half-written lease.
+  const lock = await Deno.open(`${c.storeDir}/.lock`, { read: true, write: true, create: true });
+  try {
+    await lock.lock(true);
+    const seqFile = `${c.storeDir}/seq`;
+    const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
+    const tmp = `${c.storeDir}/tmp/test-${key}`;
+    await Deno.writeTextFile(tmp, `{"lease":${value},"expiration":null,"seq":${seq}}\n`);
+    await Deno.rename(tmp, `${c.storeDir}/subnets/${key}`);
+    await Deno.writeTextFile(`${tmp}.seq`, `${seq}\n`);
+    await Deno.rename(`${tmp}.seq`, seqFile);
+  } finally {
+    lock.close();
+  }
 }
 
 needsRoot.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
