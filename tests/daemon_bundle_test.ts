@@ -12,7 +12,6 @@ import { nsRun, run } from "./netns.ts";
 import { VERSION } from "../lib/base/version.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { installDaemonInto } from "./installed_daemon.ts";
-import { BUNDLE_DENO_RUN_FLAGS, CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
 needsRoot.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
@@ -97,28 +96,4 @@ needsRoot.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (np
     await c.close();
     await Deno.remove(libdir, { recursive: true });
   }
-});
-
-const LAUNCHER = "/usr/local/bin/flanctl";
-const launcherText = (() => {
-  try {
-    return Deno.readTextFileSync(LAUNCHER);
-  } catch {
-    return null;
-  }
-})();
-
-Deno.test({
-  name: "daemon bundle: install.sh's launcher runs daemon.js with the bundles' flags (lib/cni/launch.ts)",
-  // Only where install.sh installed a launcher (CI runs it first; a compiled binary has no launcher).
-  ignore: !launcherText?.startsWith("#!/bin/sh"),
-  fn() {
-    const lines = launcherText!.split("\n").filter((l) => l.includes("/daemon.js"));
-    assertEquals(lines.length, 2, `the flanneld and the daemon line:\n${launcherText}`);
-    for (const l of lines) {
-      assert(l.includes(` run ${BUNDLE_DENO_RUN_FLAGS.join(" ")} $v8 "`), l);
-    }
-    const cni = launcherText!.split("\n").find((l) => l.includes("/cni.js"));
-    assert(cni?.includes(` run ${CNI_DENO_RUN_FLAGS.join(" ")} "`), cni);
-  },
 });

@@ -4,12 +4,11 @@
  * @module
  */
 import { needsRoot } from "./root.ts";
-import { assert, assertEquals, assertRejects } from "./assert.ts";
+import { assert, assertEquals } from "./assert.ts";
 import { nsSh, withNetns } from "./netns.ts";
 import { NsExec } from "../lib/observe/exec.ts";
 import { IpCliReader } from "../lib/observe/kernel_ip.ts";
 import { openKernel } from "../lib/observe/kernel.ts";
-import { CommandNotFoundError, runProcess } from "../lib/base/run.ts";
 import { httpGet } from "../lib/observe/http_get.ts";
 
 needsRoot.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {
@@ -33,25 +32,6 @@ needsRoot.test("doctor: the ip -j reader matches the netlink layer in a namespac
       nl.close();
     }
   });
-});
-
-Deno.test("proc: a missing binary is a CommandNotFoundError; a timeout kills and says so", async () => {
-  const e = await assertRejects(
-    () => runProcess(["/nonexistent/flanctl-no-such-binary"]),
-    CommandNotFoundError,
-  ) as CommandNotFoundError;
-  assertEquals(e.command, "/nonexistent/flanctl-no-such-binary");
-  const r = await runProcess(["sleep", "30"], { timeoutMs: 200 });
-  assert(r.timedOut);
-  assert(r.code !== 0);
-  const cat = await runProcess(["cat"], { stdin: "hello", env: { X: "1" } });
-  assertEquals([cat.code, cat.stdout, cat.timedOut], [0, "hello", false]);
-  const env = await runProcess(["sh", "-c", 'printf %s "$FLANCTL_RUN_TEST"'], {
-    env: { FLANCTL_RUN_TEST: "v" },
-  });
-  assertEquals(env.stdout, "v");
-  const none = await new NsExec(null).run(["flanctl-no-such-binary"]);
-  assertEquals(none.code, null);
 });
 
 needsRoot.test("doctor: health endpoints are asked from inside the checked namespace, without curl", async () => {

@@ -12,7 +12,6 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, uniqueName } from "./netns.ts";
-import { buildLayout, splitRef } from "../tools/oci_layout.ts";
 
 const onPath = (cmd: string) =>
   (Deno.env.get("PATH") ?? "/usr/bin:/bin").split(":").some((d) => {
@@ -42,54 +41,6 @@ const IMAGE = [
   ),
 ];
 const EPOCH = "1767225600"; // fixed for the test: 2026-01-01
-
-Deno.test("oci_layout: the manifest names the image and the version; same input, same bytes", () => {
-  assertEquals(IMAGE.length, 1, "kube-flanctl.yml names one image");
-  assertEquals(splitRef("localhost:5000/a/b:1.2"), { name: "localhost:5000/a/b", tag: "1.2" });
-  let err = "";
-  try {
-    splitRef("localhost:5000/a/b");
-  } catch (e) {
-    err = String(e);
-  }
-  assertStringIncludes(err, "give NAME:TAG");
-  const input = {
-    ref: IMAGE[0],
-    version: VERSION,
-    created: 1767225600,
-    revision: "abc",
-    arch: "amd64",
-    layerSha: "0".repeat(64),
-    layerSize: 10,
-  };
-  const a = buildLayout(input), b = buildLayout(input);
-  assertEquals(a.manifestDigest, b.manifestDigest);
-  assertEquals([...a.files.values()], [...b.files.values()]);
-  const index = JSON.parse(new TextDecoder().decode(a.files.get("index.json")));
-  assertEquals(index.manifests[0].annotations["io.containerd.image.name"], IMAGE[0]);
-  assertEquals(index.manifests[0].annotations["org.opencontainers.image.ref.name"], splitRef(IMAGE[0]).tag);
-  const docker = JSON.parse(new TextDecoder().decode(a.files.get("manifest.json")));
-  assertEquals(docker[0].RepoTags, [IMAGE[0]]);
-  const config = JSON.parse(new TextDecoder().decode([...a.blobs.values()][0]));
-  assertEquals(config.config.Labels["org.opencontainers.image.version"], VERSION);
-  assertEquals(config.created, "2026-01-01T00:00:00Z");
-  // Another revision: another config, another digest.
-  assert(buildLayout({ ...input, revision: "abd" }).manifestDigest !== a.manifestDigest);
-});
-
-Deno.test("Containerfile: build-image.sh's packages and deno.json's version", () => {
-  const cf = Deno.readTextFileSync(`${ROOT}deploy/Containerfile`);
-  const sh = Deno.readTextFileSync(`${ROOT}deploy/build-image.sh`);
-  const cfPkgs = /^ARG PACKAGES="([^"]+)"/m.exec(cf)?.[1].split(" ");
-  const shPkgs = /^PACKAGES=(\S+)$/m.exec(sh)?.[1].split(",");
-  assert(cfPkgs && shPkgs, "package lists not found");
-  assertEquals(cfPkgs, shPkgs);
-  assertEquals(/^ARG VERSION=(\S+)$/m.exec(cf)?.[1], VERSION);
-  // install.sh's product packages are all in the image (it checks them with dpkg-query inside it).
-  const inst = /^pkgs=\(([^)]+)\)$/m.exec(Deno.readTextFileSync(`${ROOT}install.sh`))?.[1].split(" ");
-  assert(inst, "install.sh's package list not found");
-  assertEquals(inst.filter((p) => !shPkgs.includes(p)), []);
-});
 
 interface Built {
   out: string;

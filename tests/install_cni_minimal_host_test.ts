@@ -13,6 +13,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { installCni } from "../lib/install/cni.ts";
 import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
 import { ROOT, run, sh, withNetns } from "./netns.ts";
+import { hostPackages } from "./host_packages.ts";
 
 const HAVE_MMDEBSTRAP = (() => {
   try {
@@ -29,20 +30,6 @@ if (!HAVE_MMDEBSTRAP) {
     });
   } else console.error(`warning: ${what}; skipping the minimal-host install-cni test`);
 }
-
-/** The Debian packages docs/deploy.md says a node must have. */
-export function hostPackages(): string[] {
-  const doc = Deno.readTextFileSync(`${ROOT}docs/deploy.md`);
-  const m = /<!-- host-packages: ([^>]+) -->/.exec(doc);
-  if (!m) throw new Error("docs/deploy.md: no host-packages line");
-  return m[1].trim().split(/\s+/);
-}
-
-Deno.test("docs/deploy.md: every host package is named in its list", () => {
-  const doc = Deno.readTextFileSync(`${ROOT}docs/deploy.md`);
-  const section = doc.slice(doc.indexOf("## What a node must have"), doc.indexOf("<!-- host-packages"));
-  for (const p of hostPackages()) assertStringIncludes(section, `\`${p}\``);
-});
 
 const CACHE = "/var/cache/flanctl-dev/image";
 

@@ -5,7 +5,7 @@
  * (which `deno test --quiet`, hiding console output, still shows), and stderr says once per test file why
  * and what to run instead. Under CI (`CI=true`) a non-root run also registers a failing test per file that
  * says so: the suite cannot pass without its root tests. Tests that need neither root nor namespaces live
- * beside the code (lib/, cli/, tools/: `deno task test:unit`).
+ * beside the code (lib/, cli/, tools/, deploy/: `deno task test:unit`).
  * @module
  */
 

@@ -75,8 +75,15 @@ Deno.test("CNI results (property): any JSON is a result or a CniError, and a res
     fc.property(anyResult, versions, (x, fallback) => {
       const r = outcome(() => parseResult(x, fallback), isCniError);
       if (!r.ok) return;
-      // A parsed result can be written in every version (or refused as the spec says, with a CniError).
-      for (const v of SUPPORTED_VERSIONS) outcome(() => formatResult(r.value, v), isCniError);
+      // A parsed result can be written in every version (or refused as the spec says, with a CniError), and
+      // what is written reads back as the same result in that version's shape.
+      const parsed = r.value;
+      for (const v of SUPPORTED_VERSIONS) {
+        const w = outcome(() => formatResult(parsed, v), isCniError);
+        if (!w.ok) continue;
+        const back = parseResult(JSON.parse(JSON.stringify(w.value)), v);
+        assertEquals(formatResult(back, v), w.value, `written as ${v}`);
+      }
     }),
     500,
   );

@@ -74,7 +74,7 @@ export function hasCodeCache(denoDir: string, specifier: string): boolean {
  *
  * Deno stores the cache from a background thread that the bundle's exit usually beats (how often:
  * docs/performance.md, "The CNI code cache"). With 5 tries the cache was missing for a few installs in a
- * hundred (a CI run of tests/install_cni_test.ts hit it); 30 tries (≤ ~2 s, once per install) make a miss
+ * hundred (a CI run of lib/install/cni_test.ts hit it); 30 tries (≤ ~2 s, once per install) make a miss
  * about one in 10^8.
  */
 export async function warmCodeCache(

@@ -125,7 +125,7 @@ export class FileStore implements SubnetStore {
    * place and then bumps `seq`, both under the exclusive lock: read under a shared lock of `.lock`, `seq`
    * counts every lease file already in place, so a watch that reads it after inotify started misses none
    * (read without the lock, a file renamed just before the watch started and counted just after it was
-   * never seen: tests/store_file_test.ts). Only read access: reading never writes. No `.lock` (no writer
+   * never seen: lib/store/file/file_test.ts). Only read access: reading never writes. No `.lock` (no writer
    * ever ran), no right to open it, or not a regular file (a FIFO would block the open): the counter as
    * it is.
    */

@@ -132,9 +132,13 @@ export class JsonListScanner {
 
   /** Tries `text` as the whole item; true (and the item handed over) when it parses. */
   #tryItem(text: string): boolean {
-    // The item runs at least to this candidate's end: past the cap, it is too large whether or not it parses
-    // (#fastPush checks the cap itself only after a chunk that holds no marker).
-    if (text.length > this.#caps.maxItemBytes) this.#itemTooLarge();
+    // Past the cap the candidate is no item the fast path may hand out; yet it may run over several items
+    // (an item followed by one that is not `{"metadata":…}` has no marker after it), so the character scan
+    // decides, and enforces the cap on each item.
+    if (text.length > this.#caps.maxItemBytes) {
+      this.#fastFails = Infinity;
+      return false;
+    }
     let v: unknown;
     try {
       v = JSON.parse(text);

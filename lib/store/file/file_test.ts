@@ -2,14 +2,14 @@
  * File store: lease life cycle, watch events (including expiry), and many processes acquiring at once.
  * Everything lives in a temp directory; nothing touches the network.
  */
-import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { FileStore } from "../lib/store/file/file.ts";
-import { IPNet } from "../lib/base/cidr.ts";
-import type { LeaseEvent } from "../lib/store/types.ts";
-import { LeaseNotFoundError, NoNetworkConfigError, StoreDirNotFoundError } from "../lib/store/errors.ts";
-import { encodeLeaseFile, FileStoreReader } from "../lib/store/file/file_reader.ts";
-import { OutOfSubnetsError } from "../lib/lease/allocator.ts";
-import { acquireInProcesses, NET50, nextEvents } from "./store_helpers.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "../../../tests/assert.ts";
+import { FileStore } from "./file.ts";
+import { IPNet } from "../../base/cidr.ts";
+import type { LeaseEvent } from "../types.ts";
+import { LeaseNotFoundError, NoNetworkConfigError, StoreDirNotFoundError } from "../errors.ts";
+import { encodeLeaseFile, FileStoreReader } from "./file_reader.ts";
+import { OutOfSubnetsError } from "../../lease/allocator.ts";
+import { acquireInProcesses, NET50, nextEvents } from "../../../tests/store_helpers.ts";
 
 async function withDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
   const dir = await Deno.makeTempDir({ prefix: "flanctl-store-" });

@@ -1,20 +1,20 @@
 /**
  * Kubernetes store against the in-test fake API server (tests/kube_fake_api.ts, Deno.serve on loopback).
  */
-import { assert, assertEquals, assertRejects, assertStringIncludes } from "./assert.ts";
-import { ROOT, run } from "./netns.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "../../../tests/assert.ts";
+import { ROOT, run } from "../../../tests/netns.ts";
 import {
   KubeStartError,
   type KubeStoreOptions,
   leaseFromNode,
   openKubeStore,
   PodCidrNotAssignedError,
-} from "../lib/store/kube/kube.ts";
-import { retryableStoreError } from "../lib/store/classify.ts";
-import { VERSION } from "../lib/base/version.ts";
-import type { LeaseEvent } from "../lib/store/types.ts";
-import { leaseCli, nextEvents } from "./store_helpers.ts";
-import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
+} from "./kube.ts";
+import { retryableStoreError } from "../classify.ts";
+import { VERSION } from "../../base/version.ts";
+import type { LeaseEvent } from "../types.ts";
+import { leaseCli, nextEvents } from "../../../tests/store_helpers.ts";
+import { FakeApiServer, TOKEN } from "../../../tests/kube_fake_api.ts";
 
 const NETCONF = JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } });
 
@@ -503,7 +503,7 @@ Deno.test("kube store: the token file is re-read when it changes (rotated servic
 });
 
 Deno.test("kube store: in-cluster config as client-go (KUBERNETES_SERVICE_HOST/PORT, SA token and CA)", async () => {
-  const { inClusterConnection } = await import("../lib/store/kube/kube_client.ts");
+  const { inClusterConnection } = await import("./kube_client.ts");
   const sa = await Deno.makeTempDir({ prefix: "flanctl-sa-" });
   try {
     await Deno.writeTextFile(`${sa}/token`, "tok\n");
@@ -632,9 +632,9 @@ async function waitUntil(f: () => boolean, ms = 5000): Promise<void> {
 
 Deno.test("kube watch: Nodes beyond the item or kept-data cap end the watch in a re-list, with backoff", async () => {
   const t = await setup();
-  const { KubeStore } = await import("../lib/store/kube/kube.ts");
-  const { KubeClient } = await import("../lib/store/kube/kube_client.ts");
-  const { KUBE_LIMITS } = await import("../lib/store/limits.ts");
+  const { KubeStore } = await import("./kube.ts");
+  const { KubeClient } = await import("./kube_client.ts");
+  const { KUBE_LIMITS } = await import("../limits.ts");
   const ann = (i: number, pad: number) => ({
     "flannel.alpha.coreos.com/public-ip": `10.0.0.${i}`,
     "flannel.alpha.coreos.com/backend-type": "host-gw",

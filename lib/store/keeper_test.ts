@@ -3,11 +3,11 @@
  * the same subnet after a revocation, and survives raw filesystem errors longer than the TTL — the cause
  * reported once, validity false while the lease is expired, the same subnet re-acquired afterwards.
  */
-import { assert, assertEquals } from "./assert.ts";
-import { FileStore } from "../lib/store/file/file.ts";
-import { LeaseKeeper, renewDelayMs } from "../lib/store/keeper.ts";
-import type { SubnetStore } from "../lib/store/types.ts";
-import { StoreUnavailableError } from "../lib/store/errors.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
+import { FileStore } from "./file/file.ts";
+import { LeaseKeeper, renewDelayMs } from "./keeper.ts";
+import type { SubnetStore } from "./types.ts";
+import { StoreUnavailableError } from "./errors.ts";
 
 const ATTRS = { PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" };
 const until = async (what: string, fn: () => boolean, ms = 30_000) => {

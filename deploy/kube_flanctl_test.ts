@@ -4,8 +4,8 @@
  * (valid for flanctl's own parsers), and a DaemonSet whose arguments and env flanctl's parsers accept.
  */
 import { parseAllDocuments } from "yaml";
-import { assert, assertEquals } from "./assert.ts";
-import { ROOT } from "./netns.ts";
+import { assert, assertEquals } from "../tests/assert.ts";
+import { ROOT } from "../tests/netns.ts";
 import { parseNetConfig } from "../lib/config/netconf.ts";
 import { parseDaemonArgs } from "../lib/daemon/options.ts";
 import { buildProgram } from "../cli/root.ts";

@@ -3,11 +3,11 @@
  * reported, and atomicity: while it replaces the binary again and again, concurrent execs of a plugin name
  * never fail and concurrent reads never see a partial file.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { BACKUP_SUFFIX, INSTALL_LOCK, installCni } from "../lib/install/cni.ts";
-import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
-import { PLUGINS } from "../lib/cni/plugins.ts";
-import { flanctl, flanctlCmd, ROOT, run } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
+import { BACKUP_SUFFIX, INSTALL_LOCK, installCni } from "./cni.ts";
+import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
+import { PLUGINS } from "../cni/plugins.ts";
+import { flanctl, flanctlCmd, ROOT, run } from "../../tests/netns.ts";
 
 const CONFLIST = JSON.stringify({
   name: "cbr0",

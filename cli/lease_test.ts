@@ -1,7 +1,7 @@
 /** `flanctl lease` against the file store in a temp dir: config, reserve, list/show, watch, revoke, errors. */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { leaseCli, leaseCliCommand } from "./store_helpers.ts";
-import { flanctlCmd } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { leaseCli, leaseCliCommand } from "../tests/store_helpers.ts";
+import { flanctlCmd } from "../tests/netns.ts";
 import { FileStore } from "../lib/store/file/file.ts";
 
 const CONF = JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan", VNI: 1 } });

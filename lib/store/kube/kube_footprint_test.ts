@@ -2,16 +2,11 @@
  * Kube store footprint: under 5000 realistic (~10 KB) Nodes the store keeps only the projected fields, and
  * the list is paginated (`limit`/`continue`) with every node listed exactly once.
  */
-import { assert, assertEquals } from "./assert.ts";
-import {
-  LIST_PAGE_SIZE,
-  LIST_RELEASE_EVERY,
-  listNodesPaged,
-  projectNode,
-} from "../lib/store/kube/kube_node.ts";
-import { KubeClient } from "../lib/store/kube/kube_client.ts";
-import { FakeApiServer, TOKEN } from "./kube_fake_api.ts";
-import { fillRealistic, realisticNode } from "./kube_nodes_fixture.ts";
+import { assert, assertEquals } from "../../../tests/assert.ts";
+import { LIST_PAGE_SIZE, LIST_RELEASE_EVERY, listNodesPaged, projectNode } from "./kube_node.ts";
+import { KubeClient } from "./kube_client.ts";
+import { FakeApiServer, TOKEN } from "../../../tests/kube_fake_api.ts";
+import { fillRealistic, realisticNode } from "../../../tests/kube_nodes_fixture.ts";
 
 const PREFIX = "flannel.alpha.coreos.com/";
 

@@ -4,8 +4,8 @@
  * capability bounding set to what the daemon needs. Needs systemd-analyze (systemd >= 252, Debian 12);
  * without it the test is ignored with its reason in the name.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { ROOT, run } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { ROOT, run } from "../tests/netns.ts";
 
 const UNIT = `${ROOT}deploy/flanctl.service`;
 const HAVE = (() => {

@@ -5,12 +5,12 @@
  * runtime carries the libraries the plugins dlopen; an upgrade switches the runtime while an old plugin
  * still runs and removes the old directory only once nothing runs from it.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { BACKUP_SUFFIX, installCni, type InstallStep } from "../lib/install/cni.ts";
-import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
-import { RUNTIME_LOCK } from "../lib/cni/launch.ts";
-import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
-import { flanctl, ROOT } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
+import { BACKUP_SUFFIX, installCni, type InstallStep } from "./cni.ts";
+import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
+import { RUNTIME_LOCK } from "../cni/launch.ts";
+import { RUNTIME_LIB_DIR } from "../os/mod.ts";
+import { flanctl, ROOT } from "../../tests/netns.ts";
 
 const CONFLIST = JSON.stringify({
   name: "cbr0",

@@ -3,8 +3,8 @@
  * launcher script that sets FLANCTL_ARGV0="$0" and execs Deno on main.ts (the shape install.sh installs);
  * each answers VERSION. Also `flanctl cni <plugin>` through the command tree, and an ADD through a symlink.
  */
-import { assertEquals } from "./assert.ts";
-import { flanctl, ROOT, run } from "./netns.ts";
+import { assertEquals } from "../tests/assert.ts";
+import { flanctl, ROOT, run } from "../tests/netns.ts";
 import { CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
 const VERSION_JSON = {
