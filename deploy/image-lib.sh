@@ -74,7 +74,7 @@ image_archive() {
 # Prints the image line and digest as flanctl's build does.
 image_peer() {
   local name=$1 out=$2 dev=${FLANCTL_DEV_CACHE:-/var/cache/flanctl-dev} versions k8s coredns
-  versions=$("$HERE/tools/peers/build.sh" versions)
+  versions=$("$HERE/tools/peers/build.sh" versions 2>/dev/null)
   k8s=$(sed -n 's/.*kubernetes=\([^ ]*\).*/\1/p' <<<"$versions")
   coredns=$(sed -n 's/.*coredns=\([^ ]*\).*/\1/p' <<<"$versions")
   local bin ref version packages="" entry cmd="" dest
