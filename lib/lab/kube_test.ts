@@ -2,6 +2,7 @@ import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.t
 import {
   containerdConfig,
   findProgram,
+  imageNameOfIndex,
   kubeletConfig,
   labPodManifest,
   nodeScript,
@@ -46,6 +47,8 @@ Deno.test("kube lab: kubelet and containerd configs carry the facts measured her
       "cgroupDriver: cgroupfs",
       "cgroupsPerQOS: false",
       'address: "192.0.2.11"',
+      'clusterDNS: ["10.96.0.10"]',
+      'clusterDomain: "cluster.local"',
     ]
   ) {
     assertStringIncludes(k, want);
@@ -83,4 +86,29 @@ Deno.test("kube lab: FLANCTL_PEER_<NAME> overrides where a program is found; a b
     findProgram("sh", { PATH: "/nonexistent:/bin", FLANCTL_DEV_CACHE: "/nonexistent" }),
     "/bin/sh",
   );
+});
+
+Deno.test("kube lab: a peer archive's image name comes from its index, validated", () => {
+  const index = (name: unknown) =>
+    JSON.stringify({ manifests: [{ annotations: { "io.containerd.image.name": name } }] });
+  assertEquals(
+    imageNameOfIndex(index("flanctl.local/coredns:v1.15.0"), "a"),
+    "flanctl.local/coredns:v1.15.0",
+  );
+  for (const bad of ["", "X\u001b[31m", 42, "a b"]) {
+    let err = "";
+    try {
+      imageNameOfIndex(index(bad), "a.tar");
+    } catch (e) {
+      err = String(e);
+    }
+    assertStringIncludes(err, "a.tar: its index.json names no image");
+  }
+  let err = "";
+  try {
+    imageNameOfIndex("{not json", "b.tar");
+  } catch (e) {
+    err = String(e);
+  }
+  assertStringIncludes(err, "b.tar");
 });
