@@ -294,6 +294,16 @@ function checkCommand(lab: Command): void {
     .action(async (o: { parallel: number; name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       if (o.parallel < 1) throw new UsageError("--parallel: give at least 1");
+      const k = m.readState(o.name) ? null : m.readKubeRecord(o.name);
+      if (k) {
+        // A --kube lab: pods, Service VIPs and DNS from a pod on every node (lib/lab/kube_check.ts).
+        const probes = await m.kubeServiceCheck(
+          k.nodes,
+          (args, stdin) => m.runKubectl(o.name, args, stdin),
+        );
+        for (const l of m.formatKubeCheck(probes)) say(l);
+        return exitWith(probes.every((p) => p.ok) ? 0 : 1);
+      }
       await pingReport(m.loadState(o.name), o.parallel);
     });
 }

@@ -19,6 +19,8 @@ export { findProgram, kubeAddPod, kubectlCmd, KubeLabError, kubePaths, kubeUp, r
 export type { KubeUpOptions } from "./kube.ts";
 export { formatKubeStatus, kubeLabStatus, readKubeRecord } from "./kube_status.ts";
 export type { KubeLabRecord, KubeStatusJson } from "./kube_status.ts";
+export { formatKubeCheck, kubeServiceCheck } from "./kube_check.ts";
+export type { KubeProbe } from "./kube_check.ts";
 export { listLabs } from "./list.ts";
 export type { LabListJson } from "./list.ts";
 export { copyLog, daemonLogPath, LabNodeNotFoundError } from "./logs.ts";
