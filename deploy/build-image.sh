@@ -2,7 +2,7 @@
 # deploy/build-image.sh — flanctl's container image, built without a registry or a container engine:
 #
 #   deploy/build-image.sh [OUT]        (root; default OUT: dist/flanctl-image.tar)
-#   deploy/build-image.sh --peer kube-proxy|coredns|agnhost [OUT]   (the --kube lab's peer images, from the
+#   deploy/build-image.sh --peer kube-proxy|coredns|agnhost|glibc-dns-testing [OUT]   (the --kube lab's peer images, from the
 #                                      programs tools/peers/build.sh built; deploy/image-lib.sh, image_peer)
 #
 # 1. A Debian root filesystem (mmdebstrap, --variant=essential) with only what the daemon and install-cni

@@ -64,6 +64,9 @@ image_archive() {
   mv -f "$out.tmp" "$out"
 }
 
+# The e2e suite's images (agnhost, glibc-dns-testing) share one base: its pods exec these programs.
+E2E_PACKAGES=ca-certificates,curl,netcat-openbsd,iproute2,dnsutils,iputils-ping
+
 # image_peer NAME OUT: a peer image of the --kube lab from the dev cache's build (tools/peers/build.sh):
 #   kube-proxy  flanctl's Debian base (iptables, nftables, conntrack, kmod, iproute2: what kube-proxy runs) +
 #               /usr/local/bin/kube-proxy; named flanctl.local/kube-proxy:<kubernetes version>
@@ -71,6 +74,7 @@ image_archive() {
 #   agnhost     a base with curl, netcat-openbsd, iproute2, dnsutils, iputils-ping (the e2e suite execs them in
 #               its pods) + /agnhost, `pause` by default; named FLANCTL_AGNHOST_REF (default
 #               flanctl.local/e2e/agnhost:<the suite's agnhost tag>)
+#   glibc-dns-testing  the same base + /coredns; named FLANCTL_GLIBC_DNS_REF (the suite's glibc DNS prober)
 # Prints the image line and digest as flanctl's build does.
 image_peer() {
   local name=$1 out=$2 dev=${FLANCTL_DEV_CACHE:-/var/cache/flanctl-dev} versions k8s coredns
@@ -88,9 +92,13 @@ image_peer() {
     agnhost)
       bin=$dev/agnhost-$k8s/bin/agnhost version=$k8s
       ref=${FLANCTL_AGNHOST_REF:-flanctl.local/e2e/agnhost:2.66.1}
-      packages=ca-certificates,curl,netcat-openbsd,iproute2,dnsutils,iputils-ping
-      dest=agnhost entry='["/agnhost"]' cmd='["pause"]' ;;
-    *) die "--peer $name: kube-proxy, coredns or agnhost" ;;
+      packages=$E2E_PACKAGES dest=agnhost entry='["/agnhost"]' cmd='["pause"]' ;;
+    glibc-dns-testing)
+      # The suite's glibc resolver prober: Debian (glibc) with dig, and a /coredns of its own.
+      bin=$dev/coredns-$coredns/bin/coredns version=$coredns
+      ref=${FLANCTL_GLIBC_DNS_REF:-flanctl.local/e2e/glibc-dns-testing:2.1.1}
+      packages=$E2E_PACKAGES dest=coredns entry='[]' cmd='["bash"]' ;;
+    *) die "--peer $name: kube-proxy, coredns, agnhost or glibc-dns-testing" ;;
   esac
   [ -x "$bin" ] || die "$bin not found: tools/peers/build.sh ${name} (./install.sh --dev builds it)"
   [ -n "${out:-}" ] || out=$HERE/dist/$name-image.tar
