@@ -319,6 +319,19 @@ function execCommand(lab: Command): void {
     .allowUnknownOption()
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
+      const k = m.readState(o.name) ? null : m.readKubeRecord(o.name);
+      if (k) {
+        // A --kube lab's node: its namespace, its files, the API as its DaemonSet's store.
+        const { argv, env } = m.kubeExecArgv(k, target, command);
+        const st = await new Deno.Command(argv[0], {
+          args: argv.slice(1),
+          env,
+          stdin: "inherit",
+          stdout: "inherit",
+          stderr: "inherit",
+        }).output();
+        return exitWith(st.code);
+      }
       exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
 }

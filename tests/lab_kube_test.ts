@@ -9,7 +9,8 @@
  * of it on the host's own CNI paths.
  * Issue 35: kube-proxy (iptables mode) and CoreDNS run as kubeadm deploys them (no hand-made DNAT of the API's
  * VIP on the nodes); `lab check` reaches every node's pod by address, by its Service's ClusterIP and by name
- * from a pod on every node, and resolves kubernetes.default; `lab list` and `lab status` know the lab.
+ * from a pod on every node, and resolves kubernetes.default; `lab list` and `lab status` know the lab, and
+ * `lab exec node1 -- flanctl doctor` runs in the node's kubelet's namespaces against the API and passes.
  *
  * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler, kube-proxy, CoreDNS), etcd,
  * containerd, busybox, mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
@@ -138,6 +139,25 @@ Deno.test({
         assertStringIncludes(nat.stdout, "-A KUBE-SERVICES -d 10.96.0.1/32");
         assert(!/^-A OUTPUT .*-d 10\.96\.0\.1\/32.*-j DNAT/m.test(nat.stdout), nat.stdout);
       }
+      // lab exec on a kube node: the kubelet's namespaces, the API as the store: flanctl's doctor passes there.
+      const doctor = await flanctl(
+        "lab",
+        "exec",
+        "node1",
+        "--name",
+        name,
+        "--",
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-check",
+        "--quiet",
+        `${ROOT}main.ts`,
+        "doctor",
+      );
+      assertEquals(doctor.code, 0, doctor.stdout + doctor.stderr);
+      assertStringIncludes(doctor.stdout, "DOCTOR OK: 0 critical, 0 warning");
+      assertStringIncludes(doctor.stdout, "kube store: 2 lease(s)");
       // Services and DNS from a pod on every node: by address, ClusterIP and name; kubernetes.default resolves.
       const t1 = Date.now();
       const check = await flanctl("lab", "check", "--name", name);

@@ -26,7 +26,7 @@ import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.t
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
 import type { CmdResult } from "./proc.ts";
 import type { PodPort } from "./types.ts";
-import { writeKubeRecord } from "./kube_status.ts";
+import { kubeletRunning, writeKubeRecord } from "./kube_status.ts";
 import type { KubeLabRecord } from "./kube_status.ts";
 
 /** The Kubernetes release install.sh --dev builds (tools/peers/build.sh). */
@@ -696,4 +696,37 @@ export async function kubeAddPod(
     }`,
   );
   return { name: pod, node, ip };
+}
+
+/**
+ * `lab exec nodeN -- CMD` on a --kube lab: CMD in the node's kubelet's namespaces (network and mount, entered
+ * with nsenter by the recorded pid), so it sees the node's directories at the default paths as the kubelet,
+ * containerd and flanctl's DaemonSet do (/opt/cni/bin, /etc/cni/net.d, /var/lib/cni, /run/flannel, and
+ * containerd's sandbox namespaces under /run/netns), with the store flanctl's DaemonSet uses in the
+ * environment (the API: kube subnet manager, the lab's admin kubeconfig, the node's name), so `flanctl doctor`
+ * or `flanctl lease list` work there.
+ */
+export function kubeExecArgv(
+  r: KubeLabRecord,
+  target: string,
+  cmd: string[],
+  running: (r: KubeLabRecord, i: number) => boolean = kubeletRunning,
+): { argv: string[]; env: Record<string, string> } {
+  const i = Number(/^node([1-9][0-9]{0,2})$/.exec(target)?.[1]);
+  if (!i || i > r.nodes) {
+    const known = Array.from({ length: r.nodes }, (_, k) => `node${k + 1}`);
+    throw new KubeLabError(
+      `lab '${r.name}' has no node '${target}' (known: ${known.join(", ")}; a pod: flanctl lab kubectl ` +
+        `--name ${r.name} -- exec POD -- CMD)`,
+    );
+  }
+  if (!running(r, i)) throw new KubeLabError(`lab '${r.name}': the kubelet of ${target} is not running`);
+  return {
+    argv: ["nsenter", "-t", String(r.kubeletPids[i - 1]), "-m", "-n", "--", ...cmd],
+    env: {
+      FLANNELD_KUBE_SUBNET_MGR: "true",
+      FLANNELD_KUBECONFIG_FILE: kubePaths(r.name).admin,
+      NODE_NAME: `node${i}`,
+    },
+  };
 }

@@ -3,6 +3,7 @@ import {
   containerdConfig,
   findProgram,
   imageNameOfIndex,
+  kubeExecArgv,
   kubeletConfig,
   labPodManifest,
   nodeScript,
@@ -111,4 +112,36 @@ Deno.test("kube lab: a peer archive's image name comes from its index, validated
     err = String(e);
   }
   assertStringIncludes(err, "b.tar");
+});
+
+Deno.test("kube lab: lab exec on a node enters its kubelet's namespaces, the API as its store", () => {
+  const r = {
+    name: "k1",
+    nodes: 2,
+    network: "10.244.0.0/16",
+    backend: "vxlan",
+    proxyMode: "iptables",
+    createdAt: "",
+    kubeletPids: [101, 202],
+  };
+  const { argv, env } = kubeExecArgv(r, "node2", ["flanctl", "doctor"], () => true);
+  assertEquals(argv, ["nsenter", "-t", "202", "-m", "-n", "--", "flanctl", "doctor"]);
+  assertEquals(env.NODE_NAME, "node2");
+  assertEquals(env.FLANNELD_KUBE_SUBNET_MGR, "true");
+  for (const bad of ["node3", "node0", "node1-pod1", "x"]) {
+    let err = "";
+    try {
+      kubeExecArgv(r, bad, ["true"], () => true);
+    } catch (e) {
+      err = String(e);
+    }
+    assertStringIncludes(err, `lab 'k1' has no node '${bad}' (known: node1, node2`);
+  }
+  let err = "";
+  try {
+    kubeExecArgv(r, "node1", ["true"], () => false);
+  } catch (e) {
+    err = String(e);
+  }
+  assertStringIncludes(err, "the kubelet of node1 is not running");
 });

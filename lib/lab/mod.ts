@@ -15,7 +15,16 @@ export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
 export { connectivityCheck, formatCheck, waitConverged } from "./check.ts";
-export { findProgram, kubeAddPod, kubectlCmd, KubeLabError, kubePaths, kubeUp, runKubectl } from "./kube.ts";
+export {
+  findProgram,
+  kubeAddPod,
+  kubectlCmd,
+  kubeExecArgv,
+  KubeLabError,
+  kubePaths,
+  kubeUp,
+  runKubectl,
+} from "./kube.ts";
 export type { KubeUpOptions } from "./kube.ts";
 export { formatKubeStatus, kubeLabStatus, readKubeRecord } from "./kube_status.ts";
 export type { KubeLabRecord, KubeStatusJson } from "./kube_status.ts";
