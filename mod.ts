@@ -18,7 +18,20 @@
  * @module
  */
 export { FlanctlError, ParseError, UsageError } from "./lib/base/errors.ts";
-export { IPAddr, type IPFamily, IPNet } from "./lib/base/cidr.ts";
+export {
+  type Cidr,
+  type Ip,
+  IPAddr,
+  type IPFamily,
+  IPNet,
+  type Mac,
+  parseCidr,
+  parseIp,
+  parseMac,
+  tryCidr,
+  tryIp,
+  tryMac,
+} from "./lib/base/cidr.ts";
 export {
   formatSubnetEnv,
   parseSubnetEnv,
@@ -28,7 +41,8 @@ export {
   writeSubnetEnv,
 } from "./lib/node/subnet_env.ts";
 export type * from "./lib/netlink/types.ts";
-export { inNetns, listNamedNetns, NetlinkError, netnsPath, openNetlink } from "./lib/netlink/mod.ts";
+export { NetlinkError, openNetlink } from "./lib/netlink/mod.ts";
+export { inNetns, listNamedNetns, netnsPath } from "./lib/os/mod.ts";
 export { ConfigError, parseNetConfig, type ParseNetConfigOptions } from "./lib/config/netconf.ts";
 export type * from "./lib/config/types.ts";
 export {
@@ -51,5 +65,13 @@ export {
 export { openStore, type StoreChoice, storeChoice, type StoreOptions } from "./lib/store/open.ts";
 export type { ReservationV6 } from "./lib/lease/reservation.ts";
 export type { Warn, WarnFields } from "./lib/base/warn.ts";
-export { runDoctor } from "./lib/doctor/mod.ts";
-export type { DoctorReport, Finding, Severity, SnapshotOptions, Summary } from "./lib/doctor/mod.ts";
+export { CHECK_IDS, runDoctor } from "./lib/doctor/mod.ts";
+export type {
+  CheckId,
+  DoctorReport,
+  Finding,
+  FindingId,
+  Severity,
+  SnapshotOptions,
+  Summary,
+} from "./lib/doctor/mod.ts";

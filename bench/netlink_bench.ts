@@ -14,6 +14,7 @@
  */
 import { mustRun } from "../lib/lab/proc.ts";
 import { type NetlinkWrite, openNetlink } from "../lib/netlink/mod.ts";
+import { type Cidr, type Ip, type Mac, parseCidr, parseIp, parseMac } from "../lib/base/cidr.ts";
 
 const PEERS = [1000, 5000];
 const READ_ROUTES = 10_000;
@@ -70,10 +71,10 @@ async function underlay(ns: string): Promise<void> {
 }
 
 interface Peer {
-  subnet: string;
-  gw: string;
-  mac: string;
-  underlay: string;
+  subnet: Cidr;
+  gw: Ip;
+  mac: Mac;
+  underlay: Ip;
 }
 
 function peers(n: number): Peer[] {
@@ -81,10 +82,10 @@ function peers(n: number): Peer[] {
     const a = 200 + (i >> 8), b = i & 255;
     const hex = (x: number) => x.toString(16).padStart(2, "0");
     return {
-      subnet: `10.${a}.${b}.0/24`,
-      gw: `10.${a}.${b}.0`,
-      mac: `0e:00:00:00:${hex(i >> 8)}:${hex(b)}`,
-      underlay: `10.50.${1 + (i >> 8)}.${b}`,
+      subnet: parseCidr(`10.${a}.${b}.0/24`),
+      gw: parseIp(`10.${a}.${b}.0`),
+      mac: parseMac(`0e:00:00:00:${hex(i >> 8)}:${hex(b)}`),
+      underlay: parseIp(`10.50.${1 + (i >> 8)}.${b}`),
     };
   });
 }
@@ -113,7 +114,7 @@ async function programLibrary(ps: Peer[], pipelined: boolean): Promise<{ ms: num
             { op: "replaceRoute", route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: true } },
           );
         }
-        const failed = h.writeMany!(writes).filter((e) => e !== null);
+        const failed = h.writeMany(writes).filter((e) => e !== null);
         if (failed.length) throw failed[0];
       } else {
         for (const p of ps) {

@@ -34,8 +34,10 @@ if (import.meta.main) {
   Deno.env.delete("FLANCTL_ARGV0");
   const code = await cniMain(name);
   // One turn of the event loop before exiting (an async op; a timer would load Deno's node:timers): the
-  // runtime stores V8's code cache of this module in that turn when it had none (lib/cni/launch.ts) — often,
-  // not always: 8 of 30 fresh runs measured, so install repeats its warm-up run (lib/install/code_cache.ts).
+  // runtime can store V8's code cache of this module in that turn when it had none (lib/cni/launch.ts), but
+  // the exit usually comes first: the first run into a fresh DENO_DIR wrote it in only 8 and 13 of 30
+  // directories (two rounds; docs/performance.md, "The CNI code cache"), so install repeats its warm-up run
+  // until it is there (lib/install/code_cache.ts).
   // The plugin's own work is synchronous, so without it Deno.exit came first and no cache was ever written.
   await Deno.lstat("/");
   Deno.exit(code);

@@ -3,7 +3,6 @@
  * @module
  */
 import type { Command } from "commander";
-import { UsageError } from "../lib/base/errors.ts";
 import type { StoreOptions } from "../lib/store/open.ts";
 import { addSharedStoreOptions } from "./store_flags.ts";
 import { exitWith } from "./exit.ts";
@@ -70,22 +69,11 @@ export function register(program: Command): void {
     .option("--log-file <path>", "daemon log to include in --bundle (default: journalctl -u flanctl)");
   addSharedStoreOptions(cmd);
   cmd.action(async (flags: DoctorFlags, c: Command) => {
-    const { runDoctor, renderJson, renderTable, CHECK_IDS, OLD_IDS, canonicalId } = await import(
-      "../lib/doctor/mod.ts"
-    );
+    const { runDoctor, renderJson, renderTable, parseCheckIds } = await import("../lib/doctor/mod.ts");
     const { doctorStore } = await import("../lib/observe/store_select.ts");
     parseOutput(flags.output);
     // Old ids (peer-route-missing, …) stay valid aliases of the current ones.
-    const skip = new Set((flags.skip ?? "").split(",").map((s) => canonicalId(s.trim())).filter(Boolean));
-    for (const id of skip) {
-      if (!CHECK_IDS.includes(id) && id !== "doctor") {
-        throw new UsageError(
-          `--skip: unknown check id '${id}' (known: ${CHECK_IDS.join(", ")}; old aliases: ${
-            Object.keys(OLD_IDS).join(", ")
-          })`,
-        );
-      }
-    }
+    const skip = parseCheckIds("--skip", flags.skip ?? "");
     const src = c.getOptionValueSource("storeDir");
     const { open, explicit } = doctorStore(flags, src === "cli" || src === "env");
     const doctorOpts = {

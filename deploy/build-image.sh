@@ -10,10 +10,13 @@
 #    It is cached outside the checkout ($FLANCTL_IMAGE_CACHE, default /var/cache/flanctl-dev/image) under
 #    the sha256 of its tarball, found through the hash of its inputs (suite, mirrors, packages, options):
 #    later builds skip mmdebstrap (~1 min) and reuse the same packages, so they give the same digest.
-#    FLANCTL_IMAGE_REFRESH=1 builds the base again from the mirror of today.
+#    FLANCTL_IMAGE_REFRESH=1 builds the base again from the mirror of today. The mirrors are this machine's
+#    apt sources for the suite and its -updates and -security (tools/mirrors.sh: sources.list, *.list and
+#    deb822 *.sources files); the build stops, naming what to add, when they have no source for the suite.
 # 2. install.sh run inside that root filesystem (chroot): the pinned Deno (this machine's, the version
 #    install.sh pins), the sources, the bundles (cni.js, daemon.js) and the launcher, laid out exactly as on
-#    a host; `deno compile` where it can fetch its runtime, else the launcher.
+#    a host; `deno compile` where it can fetch its runtime, else the launcher. npm packages come from this
+#    machine's npm registry (NPM_CONFIG_REGISTRY, else `npm config get registry`).
 # 3. Caches and logs stripped (apt, /var/log, ldconfig's aux-cache, Deno's SQLite caches, V8 code caches),
 #    then one layer tar: names sorted, every mtime = SOURCE_DATE_EPOCH (default: the last commit's time),
 #    numeric owners, no atime/ctime; tools/oci_layout.ts writes the config (labelled with deno.json's version),
@@ -30,11 +33,6 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${1:-$HERE/dist/flanctl-image.tar}
 CACHE=${FLANCTL_IMAGE_CACHE:-/var/cache/flanctl-dev/image}
 SUITE=bookworm
-MIRRORS=(
-  "deb http://deb.debian.org/debian $SUITE main"
-  "deb http://deb.debian.org/debian $SUITE-updates main"
-  "deb http://deb.debian.org/debian-security $SUITE-security main"
-)
 # install.sh's product list (it checks them with dpkg-query inside the image) and conntrack (portmap's
 # fallback for clearing UDP entries).
 PACKAGES=libnl-3-200,libnl-route-3-200,iproute2,iptables,nftables,libnftables1,kmod,procps,ca-certificates,iputils-ping,conntrack
@@ -59,6 +57,13 @@ die() { printf 'build-image: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (mmdebstrap and chroot need it)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap not found: apt-get install mmdebstrap (./install.sh --dev does)"
 command -v unshare >/dev/null || die "unshare not found: apt-get install util-linux"
+
+# Where packages come from: this machine's configuration, never a host written here (tools/mirrors.sh).
+# shellcheck source=../tools/mirrors.sh
+source "$HERE/tools/mirrors.sh"
+mirrors=$(apt_sources "$SUITE" 2>&1) || die "$mirrors"
+mapfile -t MIRRORS <<<"$mirrors"
+NPM_REGISTRY=$(npm_registry 2>&1) || die "$NPM_REGISTRY"
 
 DENO_VERSION=$(sed -n 's/^DENO_VERSION=//p' "$HERE/install.sh")
 DENO=${FLANCTL_DENO_BIN:-$(command -v deno || true)}
@@ -115,15 +120,15 @@ unshare --mount --propagation private -- bash -euc '
   mount --bind /dev "$R/dev"
   mount -t tmpfs tmpfs "$R/tmp"
   rm -f "$R/etc/resolv.conf"; cp -L /etc/resolv.conf "$R/etc/resolv.conf"
-  # The npm registry is reached as this host reaches it: its CA bundle (a TLS-inspecting proxy'"'"'s CA
-  # included) and proxy settings, for the build only (in the tmpfs, not in the image).
+  # The npm registry is reached as this host reaches it: its registry, its CA bundle (a TLS-inspecting
+  # proxy'"'"'s CA included) and proxy settings, for the build only (in the tmpfs, not in the image).
   cp -L "$4" "$R/tmp/host-ca.crt"
   proxies=(); for v in HTTPS_PROXY HTTP_PROXY NO_PROXY https_proxy http_proxy no_proxy; do
     [ -n "${!v:-}" ] && proxies+=("$v=${!v}"); done
   chroot "$R" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-    SOURCE_DATE_EPOCH="$3" CNI_BIN_DIR=/tmp/cni-bin DENO_CERT=/tmp/host-ca.crt "${proxies[@]}" \
-    bash "/$SRC/install.sh"
-' _ "$R" "$SRC" "$SOURCE_DATE_EPOCH" "${DENO_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" \
+    SOURCE_DATE_EPOCH="$3" CNI_BIN_DIR=/tmp/cni-bin DENO_CERT=/tmp/host-ca.crt NPM_CONFIG_REGISTRY="$5" \
+    "${proxies[@]}" bash "/$SRC/install.sh"
+' _ "$R" "$SRC" "$SOURCE_DATE_EPOCH" "${DENO_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}" "$NPM_REGISTRY" \
   >"$WORK/install.log" 2>&1 || {
   cat "$WORK/install.log" >&2
   die "install.sh failed inside the image (log above)"
@@ -139,18 +144,20 @@ rm -rf "${R:?}/$SRC" "$R"/tmp/* "$R"/var/tmp/* "$R"/root/.cache "$R"/root/.npm "
   "$R"/var/cache/debconf/*-old "$R"/var/lib/dpkg/*-old \
   "$L/compile.log" "$L/cni-cache" "$L"/cache/*_cache_v2* "$L/cache/gen"
 find "$R/var/log" -type f -delete
-# Not used at run time: the bundler's esbuild (install.sh's bundles are made), and the TypeScript compiler
-# (the gate's tools/ import it, the product never does): dropped from the installed copy's deno.json and
-# deno.lock too, as Deno caches every npm package of the lock before running main.ts.
-rm -rf "$L/cache/dl" "$L"/cache/npm/registry.npmjs.org/@esbuild "$L"/cache/npm/registry.npmjs.org/typescript
+# Not used at run time: the bundler's esbuild (install.sh's bundles are made), the TypeScript compiler (the
+# gate's tools/ import it) and fast-check (the property tests' generators; the boundary gate keeps it out of
+# product code): dropped from the installed copy's deno.json and deno.lock too, as Deno caches every npm
+# package of the lock before running main.ts.
+rm -rf "$L/cache/dl" "$L"/cache/npm/*/@esbuild "$L"/cache/npm/*/typescript \
+  "$L"/cache/npm/*/fast-check "$L"/cache/npm/*/pure-rand # npm/<registry host>/
 "$DENO" eval --quiet --no-config "
-  const dev = 'typescript';
+  const devs = ['typescript', 'fast-check', 'pure-rand'];
   const cfgPath = '$L/src/deno.json', lockPath = '$L/src/deno.lock';
   const cfg = JSON.parse(Deno.readTextFileSync(cfgPath));
-  delete cfg.imports[dev];
+  for (const dev of devs) delete cfg.imports[dev];
   Deno.writeTextFileSync(cfgPath, JSON.stringify(cfg, null, 2) + '\\n');
   const lock = JSON.parse(Deno.readTextFileSync(lockPath));
-  const drop = (k) => k === 'npm:' + dev || k.startsWith('npm:' + dev + '@') || k.startsWith(dev + '@');
+  const drop = (k) => devs.some((dev) => k === 'npm:' + dev || k.startsWith('npm:' + dev + '@') || k.startsWith(dev + '@'));
   for (const sec of ['specifiers', 'npm']) for (const k of Object.keys(lock[sec] ?? {})) if (drop(k)) delete lock[sec][k];
   lock.workspace.dependencies = lock.workspace.dependencies.filter((d) => !drop(d));
   Deno.writeTextFileSync(lockPath, JSON.stringify(lock, null, 2) + '\\n');

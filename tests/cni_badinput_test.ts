@@ -3,6 +3,7 @@
  * kernel conflicts. Each case must give the spec error JSON with the right code on stdout, exit 1, and
  * leave no partial state (links, IP files, index entries, saved configs, nat rules) behind.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, type CniCall, cniOk, listFiles, pool, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
@@ -26,7 +27,7 @@ interface Case {
   says?: string;
 }
 
-Deno.test("cni bad-input matrix: right error code, no partial state", () =>
+needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
   withNetns(async (fx) => {
     const node = await fx.add("bin"), pod = await fx.add("bip"), pod0 = await fx.add("bip");
     const d = tempDir();

@@ -5,6 +5,7 @@
  * names and MACs) and the same interfaces, addresses, routes, bridge state and nat rules; DEL leaves the
  * same (empty) state. Also: host-local allocations made by one are released by the other.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, vethTxqlen } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
@@ -102,7 +103,7 @@ async function nodeState(ns: string) {
   };
 }
 
-Deno.test({
+needsRoot.test({
   name: "cni bridge+host-local: same results and kernel state as the reference (0.3.1, 0.4.0, 1.0.0)",
   ignore: !HAVE_REF,
   fn: () =>
@@ -209,7 +210,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "cni bridge forceAddress: another address on the bridge is replaced, as the reference does",
   ignore: !HAVE_REF,
   fn: () =>
@@ -269,7 +270,7 @@ async function nodeV6State(ns: string) {
   return { ...(await v6State(ns)), nat6, fwd6 };
 }
 
-Deno.test({
+needsRoot.test({
   name:
     "cni bridge+host-local dual stack: same results, addresses, routes, ip6tables and files as the reference",
   ignore: !HAVE_REF,
@@ -340,7 +341,7 @@ Deno.test({
     }),
 });
 
-Deno.test({
+needsRoot.test({
   name: "cni bridge: IPAM routes without a gateway, with priority or table, installed as the reference does",
   ignore: !HAVE_REF,
   fn: () =>

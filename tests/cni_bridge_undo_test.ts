@@ -5,6 +5,7 @@
  * (iptables-restore not on PATH). A successful ADD before each makes the shared state (bridge, gateway
  * addresses) that a failed ADD rightly keeps.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk, listFiles, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
@@ -42,7 +43,7 @@ async function snapshot(node: string, pod: string, dataDir: string) {
   };
 }
 
-Deno.test("bridge ADD: a late failure (address refused, masquerade failing) undoes veth, IPAM and chain", () =>
+needsRoot.test("bridge ADD: a late failure (address refused, masquerade failing) undoes veth, IPAM and chain", () =>
   withNetns(async (fx) => {
     const node = await fx.add("bun"), ok = await fx.add("bup"), pod = await fx.add("bup");
     const d = tempDir();

@@ -7,6 +7,7 @@
  * 20 sandboxes in parallel; `flanctl doctor` asks the runtime over CRI, is clean with live pods and names a
  * leaked IP and saved config of a sandbox the runtime does not have.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { listFiles, pool, tempDir, waitFor } from "./cni_helpers.ts";
 import { flanctl, ipJson, nsRun, sh, withNetns } from "./netns.ts";
@@ -120,7 +121,7 @@ async function doctorSandboxes(node: string, socket: string, d: string): Promise
   return rep.checks.find((c) => c.id === "cri-sandboxes")!;
 }
 
-Deno.test({
+needsRoot.test({
   name:
     "cni under containerd: hostPort pods, dual-stack ping, failed ADD and stopp/rmp leave nothing, doctor",
   ignore: MISSING.length > 0,

@@ -3,6 +3,7 @@
  * rounds. One wins; the losers must not remove the winner's saved delegate config, so the DEL that follows
  * removes everything: eth0 in the pod, the host veth, the host-local IP and the CNI- masquerade chain.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniEnv, listFiles, pluginCmd, tempDir } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
@@ -39,7 +40,7 @@ async function racingAdds(n: number, node: string, pod: string, id: string, conf
   }));
 }
 
-Deno.test("cni flannel: 6-way duplicate ADD race, then DEL leaves nothing (30 rounds)", () =>
+needsRoot.test("cni flannel: 6-way duplicate ADD race, then DEL leaves nothing (30 rounds)", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fdn"), pod = await fx.add("fdp");
     const d = tempDir();

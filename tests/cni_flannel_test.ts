@@ -3,6 +3,7 @@
  * and routes, the delegate config saved as flannel saves it, pods reach each other over cni0, CHECK,
  * STATUS (50 without subnet.env), GC, and DEL that cleans everything, also with the netns gone.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, waitFor } from "./cni_helpers.ts";
 import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
@@ -29,7 +30,7 @@ function writeEnv(dir: string, masq = true) {
   );
 }
 
-Deno.test("cni flannel: subnet.env to a working pod and back to nothing", () =>
+needsRoot.test("cni flannel: subnet.env to a working pod and back to nothing", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fln"), pod1 = await fx.add("flp"), pod2 = await fx.add("flp");
     const d = tempDir();
@@ -100,7 +101,7 @@ Deno.test("cni flannel: subnet.env to a working pod and back to nothing", () =>
     }
   }));
 
-Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone releases IP and masquerade", () =>
+needsRoot.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone releases IP and masquerade", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fln"), pod1 = await fx.add("flp"), pod2 = await fx.add("flp");
     const d = tempDir();
@@ -198,7 +199,7 @@ Deno.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gone rel
     }
   }));
 
-Deno.test({
+needsRoot.test({
   name: "cni flannel: a delegate type that is not ours is exec'd from CNI_PATH (reference ptp)",
   ignore: !requireRefPlugins(["ptp", "host-local"]),
 }, async () => {
@@ -223,7 +224,7 @@ Deno.test({
   });
 });
 
-Deno.test("cni loopback: same result as the reference; DEL sets lo down; netns gone is fine", () =>
+needsRoot.test("cni loopback: same result as the reference; DEL sets lo down; netns gone is fine", () =>
   withNetns(async (fx) => {
     const a = await fx.add("lpa"), b = await fx.add("lpb");
     await nsSh(a, "ip", "link", "set", "lo", "down");
@@ -265,7 +266,7 @@ Deno.test("cni loopback: same result as the reference; DEL sets lo down; netns g
     assertEquals([gone.code, gone.stdout], [0, ""]);
   }));
 
-Deno.test("cni flannel dual stack: IPv4 and IPv6 from subnet.env, no DAD wait in the pod", () =>
+needsRoot.test("cni flannel dual stack: IPv4 and IPv6 from subnet.env, no DAD wait in the pod", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fln"), pod = await fx.add("flp");
     const d = tempDir();
@@ -297,7 +298,7 @@ Deno.test("cni flannel dual stack: IPv4 and IPv6 from subnet.env, no DAD wait in
     }
   }));
 
-Deno.test("cni flannel IPv6-only: the pod gets only an IPv6 address, routes and masquerade", () =>
+needsRoot.test("cni flannel IPv6-only: the pod gets only an IPv6 address, routes and masquerade", () =>
   withNetns(async (fx) => {
     const node = await fx.add("f6n"), pod = await fx.add("f6p");
     const d = tempDir();
@@ -332,7 +333,7 @@ Deno.test("cni flannel IPv6-only: the pod gets only an IPv6 address, routes and 
       d.cleanup();
     }
   }));
-Deno.test("cni flannel: runtimeConfig goes to the delegate as flannel's plugin does (static IP and MAC)", () =>
+needsRoot.test("cni flannel: runtimeConfig goes to the delegate as flannel's plugin does (static IP and MAC)", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fln"), pod = await fx.add("flp");
     const d = tempDir();

@@ -4,13 +4,14 @@
  * they must still remove CNI_IFNAME and its host veth when it is our bridge's (37 pods, as in the report),
  * and leave an interface that is not ours alone.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { cni, cniOk, listFiles, pool, tempDir } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
 
 const PODS = 37;
 
-Deno.test("cni flannel: DEL after GC removes the pod's veth pair (37 pods); a foreign interface stays", () =>
+needsRoot.test("cni flannel: DEL after GC removes the pod's veth pair (37 pods); a foreign interface stays", () =>
   withNetns(async (fx) => {
     const node = await fx.add("fgn");
     const pods: string[] = [];

@@ -8,6 +8,7 @@
  * asserted against the measured v1.10 ones. Then a pod
  * sends a router advertisement and the node's routes and addresses do not change.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cniOk, refSpeaks11, requireRefPlugins, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsRun, withNetns } from "./netns.ts";
@@ -111,7 +112,7 @@ async function observe(isRef: boolean, ranges: unknown[][], fx: { add(t: string)
 }
 
 for (const [label, ranges] of Object.entries(MODES)) {
-  Deno.test({
+  needsRoot.test({
     name: `cni kernel state (${label}): bridge, veths, pod sysctls and host-local files as the reference`,
     ignore: !HAVE_REF,
     fn: () =>
@@ -208,7 +209,7 @@ async function nodeNet(node: string): Promise<string[]> {
 }
 
 for (const [label, ranges] of Object.entries(MODES)) {
-  Deno.test(`cni bridge (${label}): a pod's router advertisement changes no route or address of the node`, () =>
+  needsRoot.test(`cni bridge (${label}): a pod's router advertisement changes no route or address of the node`, () =>
     withNetns(async (fx) => {
       const node = await fx.add("ran"), pod = await fx.add("rap");
       const d = tempDir();

@@ -4,11 +4,12 @@
  * change); host-local refuses an IPv4-mapped IPv6 range (`::ffff:10.251.0.0/120`) as the reference does
  * (Go canonicalizes it to an IPv4 address with an IPv6 mask); wrong-typed optional keys name the key.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, listFiles, tempDir } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
 
-Deno.test("cni limits: deep nesting, long container IDs, mapped ranges, wrong-typed keys", () =>
+needsRoot.test("cni limits: deep nesting, long container IDs, mapped ranges, wrong-typed keys", () =>
   withNetns(async (fx) => {
     const node = await fx.add("lmn"), pod = await fx.add("lmp");
     const d = tempDir();

@@ -5,6 +5,7 @@
  * network's containers, a container recorded by two networks, and rules nobody recorded (the reference
  * plugin's) are left alone. CHECK of a kept container still passes; DEL removes the record too.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniOk } from "./cni_helpers.ts";
 import { nsRun, nsSh, withNetns } from "./netns.ts";
@@ -48,7 +49,7 @@ function gcConf(network: string, valid: string[]) {
   };
 }
 
-Deno.test("cni portmap (nftables): GC removes only this network's stale containers, both families", () =>
+needsRoot.test("cni portmap (nftables): GC removes only this network's stale containers, both families", () =>
   withNetns(async (fx) => {
     const node = await fx.add("pg");
     const add = (id: string, c: unknown) =>

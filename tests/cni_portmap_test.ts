@@ -5,6 +5,7 @@
  * by the other, DEL without a netns, CHECK, GC; the nftables backend; bad port mappings → CNI error with
  * nothing installed; UDP conntrack entries cleared on DEL. Each case runs in namespaces of its own.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk } from "./cni_helpers.ts";
 import { nsRun, withNetns } from "./netns.ts";
@@ -78,7 +79,7 @@ const CASES: [string, Record<string, unknown>, unknown[], unknown][] = [
   ],
 ];
 
-Deno.test("cni portmap (iptables): same rules and result as the reference", async () => {
+needsRoot.test("cni portmap (iptables): same rules and result as the reference", async () => {
   await withNetns(async (fx) => {
     for (const [label, extra, maps, prev] of CASES) {
       const ours = await fx.add("po"), ref = await fx.add("pr");
@@ -122,7 +123,7 @@ Deno.test("cni portmap (iptables): same rules and result as the reference", asyn
   });
 });
 
-Deno.test("cni portmap (iptables): ADD with ours, DEL with theirs and back; CHECK; DEL without netns; GC", async () => {
+needsRoot.test("cni portmap (iptables): ADD with ours, DEL with theirs and back; CHECK; DEL without netns; GC", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("px");
     const c = conf({}, BASIC);
@@ -206,7 +207,7 @@ Deno.test("cni portmap (iptables): ADD with ours, DEL with theirs and back; CHEC
   });
 });
 
-Deno.test("cni portmap: bad port mappings are CNI errors and install nothing", async () => {
+needsRoot.test("cni portmap: bad port mappings are CNI errors and install nothing", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("pb");
     const bad: [string, unknown[], string][] = [
@@ -256,7 +257,7 @@ Deno.test("cni portmap: bad port mappings are CNI errors and install nothing", a
   });
 });
 
-Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL removes only this container's", async () => {
+needsRoot.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL removes only this container's", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("pn");
     const c1 = conf({ backend: "nftables" }, BASIC, PREV46);
@@ -321,7 +322,7 @@ Deno.test("cni portmap (nftables): cni_hostport rules per container; CHECK; DEL 
   });
 });
 
-Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host ports (ctnetlink)", async () => {
+needsRoot.test("cni portmap: DEL clears UDP conntrack entries of the mapped host ports (ctnetlink)", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("pc");
     const c = conf({}, [{ hostPort: 18081, containerPort: 81, protocol: "udp" }]);
@@ -361,7 +362,7 @@ Deno.test("cni portmap: DEL clears UDP conntrack entries of the mapped host port
   });
 });
 
-Deno.test("cni portmap (nftables): a container ID over 128 bytes (nft's comment limit) is error 4, nothing installed", async () => {
+needsRoot.test("cni portmap (nftables): a container ID over 128 bytes (nft's comment limit) is error 4, nothing installed", async () => {
   await withNetns(async (fx) => {
     const node = await fx.add("pl");
     const c = conf({ backend: "nftables" }, BASIC);

@@ -3,13 +3,14 @@
  * ordinary unknown names everywhere a config or the environment names something: as a delegate type,
  * an IPAM type and CNI_COMMAND they get the same error as any other unknown name, never error 999.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, tempDir } from "./cni_helpers.ts";
 import { withNetns } from "./netns.ts";
 
 const NAMES = ["constructor", "toString", "hasOwnProperty", "valueOf"];
 
-Deno.test("cni: prototype names as delegate type, ipam type and CNI_COMMAND are plain unknown names", () =>
+needsRoot.test("cni: prototype names as delegate type, ipam type and CNI_COMMAND are plain unknown names", () =>
   withNetns(async (fx) => {
     const node = await fx.add("pro"), pod = await fx.add("prp");
     const d = tempDir();

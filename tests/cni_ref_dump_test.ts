@@ -8,6 +8,7 @@
  * came up first), and the bridge's carrier after the last DEL once the kernel's linkwatch has settled. Needs
  * the reference v1.5+ (spec 1.1): Debian's 1.1.1 predates what v1.10 changed (docs/cni.md).
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { cniOk, refSpeaks11, requireRefPlugins, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsRun, withNetns } from "./netns.ts";
@@ -183,7 +184,7 @@ async function dump(isRef: boolean, ranges: unknown[][], fx: { add(t: string): P
 }
 
 for (const [label, ranges] of Object.entries(MODES)) {
-  Deno.test({
+  needsRoot.test({
     name:
       `cni bridge+host-local (${label}): every link, address, route, sysctl, rule and file as the reference`,
     ignore: !REF_NEW,

@@ -4,6 +4,7 @@
  * untagged `HostPort`/`ContainerPort`, CRI-O sends `hostPort`), unknown keys are ignored. DEL never fails on
  * input its ADD refused and still removes what an earlier ADD made; GC without an attachment list exits 0.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir } from "./cni_helpers.ts";
 import { ipJson, nsRun, withNetns } from "./netns.ts";
@@ -44,7 +45,7 @@ async function cniRules(ns: string): Promise<string[]> {
     .map((l) => l.replace(/\[\d+:\d+\]/, "")).sort();
 }
 
-Deno.test({
+needsRoot.test({
   name: "cni runtime bytes: portmap takes containerd's and CRI-O's portMappings as the reference does",
   ignore: !HAVE_REF,
   fn: () =>
@@ -78,7 +79,7 @@ Deno.test({
     }),
 });
 
-Deno.test({
+needsRoot.test({
   name: "cni runtime bytes: loopback takes go-cni's cni-loopback config and CNI_ARGS as the reference",
   ignore: !HAVE_REF,
   fn: () =>
@@ -137,7 +138,7 @@ function normResult(r: J | null): unknown {
   return x;
 }
 
-Deno.test({
+needsRoot.test({
   name: "cni runtime bytes: bridge and host-local read Go-spelled keys as the reference; unknown ignored",
   ignore: !HAVE_REF,
   fn: () =>
@@ -181,7 +182,7 @@ Deno.test({
     }),
 });
 
-Deno.test("cni runtime bytes: flannel reads SubnetFile/DataDir/Delegate spelled as Go fields", () =>
+needsRoot.test("cni runtime bytes: flannel reads SubnetFile/DataDir/Delegate spelled as Go fields", () =>
   withNetns(async (fx) => {
     const node = await fx.add("rfn"), pod = await fx.add("rfp");
     const d = tempDir();
@@ -213,7 +214,7 @@ Deno.test("cni runtime bytes: flannel reads SubnetFile/DataDir/Delegate spelled 
     }
   }));
 
-Deno.test("cni DEL: never fails on input its ADD refused, and still removes what an earlier ADD made", () =>
+needsRoot.test("cni DEL: never fails on input its ADD refused, and still removes what an earlier ADD made", () =>
   withNetns(async (fx) => {
     const node = await fx.add("rdn"), pod = await fx.add("rdp");
     const d = tempDir();
@@ -282,7 +283,7 @@ Deno.test("cni DEL: never fails on input its ADD refused, and still removes what
 /** Whether the installed reference speaks 1.1.0 (GC); Debian's 1.1.1 plugins stop at 1.0.0. */
 const REF_GC = HAVE_REF && await refSpeaks11("portmap");
 
-Deno.test({
+needsRoot.test({
   name: "cni GC: cni.dev/valid-attachments absent or null exits 0 (as the reference), nothing collected",
   fn: () =>
     withNetns(async (fx) => {

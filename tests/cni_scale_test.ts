@@ -3,6 +3,7 @@
  * leave nothing (IP files, index entries, veths, masquerade rules, saved delegate configs). And ADDs killed
  * with SIGKILL at random points, followed by GC, leak nothing either.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniEnv, listFiles, pluginCmd, pool, tempDir, waitFor } from "./cni_helpers.ts";
 import { ipJson, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
@@ -28,7 +29,7 @@ async function natRules(node: string): Promise<string[]> {
   return (await nsSh(node, "iptables-save", "-t", "nat")).split("\n").filter((l) => l.includes("CNI-"));
 }
 
-Deno.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind", () =>
+needsRoot.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind", () =>
   withNetns(async (fx) => {
     const node = await fx.add("scn");
     const d = tempDir();
@@ -42,11 +43,12 @@ Deno.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind", () 
         fx.names.push(name);
         pods.push(name);
       }
-      const adds = await pool(pods, 20, (pod, i) =>
-        cni({ plugin: "flannel", command: "ADD", node, netns: pod, containerId: `s${i}`, conf }));
-      const failed = adds.filter((r) =>
-        r.code !== 0
+      const adds = await pool(
+        pods,
+        20,
+        (pod, i) => cni({ plugin: "flannel", command: "ADD", node, netns: pod, containerId: `s${i}`, conf }),
       );
+      const failed = adds.filter((r) => r.code !== 0);
       assertEquals(failed.map((r) => r.stdout), [], "every ADD succeeds");
       const ips = adds.map((r) => ((r.json!.ips as J[])[0].address as string));
       assertEquals(new Set(ips).size, N, "distinct IPs");
@@ -54,14 +56,13 @@ Deno.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind", () 
       assertEquals((await ipJson<J[]>(node, "link", "show", "master", "cni0")).length, N);
       assertEquals((await natRules(node)).filter((l) => l.startsWith("-A POSTROUTING")).length, N);
 
-      const dels = await pool(pods, 20, (pod, i) =>
-        cni({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: `s${i}`, conf }));
+      const dels = await pool(
+        pods,
+        20,
+        (pod, i) => cni({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: `s${i}`, conf }),
+      );
       assertEquals(
-        dels.filter((r) =>
-          r.code !== 0
-        ).map((r) =>
-          r.stdout
-        ),
+        dels.filter((r) => r.code !== 0).map((r) => r.stdout),
         [],
         "every DEL succeeds",
       );
@@ -77,7 +78,7 @@ Deno.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind", () 
     }
   }));
 
-Deno.test("cni scale: ADDs killed with SIGKILL at random points, then GC: nothing leaked", () =>
+needsRoot.test("cni scale: ADDs killed with SIGKILL at random points, then GC: nothing leaked", () =>
   withNetns(async (fx) => {
     const node = await fx.add("kln");
     const d = tempDir();

@@ -4,6 +4,7 @@
  * error JSON, code 5, naming the limit; the plugin stops reading at the cap (exits while the writer still
  * has data), and nothing is made in the pod's netns. Plugins run inside a node netns of their own.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cniEnv, pluginCmd } from "./cni_helpers.ts";
 import { nsRun, run, withNetns } from "./netns.ts";
@@ -55,7 +56,7 @@ async function piped(node: string, pod: string, dir: string, source: string) {
   return { source: Number(m[1]), plugin: Number(m[2]), stdout: r.stdout, stderr: r.stderr };
 }
 
-Deno.test("cni stdin: a 17 MiB config and 256 MiB of /dev/zero are refused with code 5 naming the cap", () =>
+needsRoot.test("cni stdin: a 17 MiB config and 256 MiB of /dev/zero are refused with code 5 naming the cap", () =>
   withNetns(async (fx) => {
     const node = await fx.add("scn"), pod = await fx.add("scp");
     const dir = Deno.makeTempDirSync({ prefix: "flanctl-cap-" });

@@ -4,6 +4,7 @@
  * while what flanneld keeps across a restart (the lease, a device that existed before, subnet.env, rules)
  * stays in place.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, runDaemonOnce, type TestNode } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
@@ -46,7 +47,7 @@ async function unwritableSubnetEnv(n: TestNode): Promise<string[]> {
   return ["--subnet-file", file];
 }
 
-Deno.test("daemon start-up failing after the device step removes the device it created, keeps the lease", () =>
+needsRoot.test("daemon start-up failing after the device step removes the device it created, keeps the lease", () =>
   withNode("10.89", async (c, n) => {
     const bad = await unwritableSubnetEnv(n);
     const r = await runDaemonOnce(n.ns, [...c.daemonArgs(n, ["--ip-masq"]), ...bad]);
@@ -68,7 +69,7 @@ Deno.test("daemon start-up failing after the device step removes the device it c
     assert(!save.includes("FLANNEL-POSTRTG"), "the rules step never ran");
   }));
 
-Deno.test("daemon start-up failing keeps what a previous run left (device, subnet.env, rules); a taken health port fails at step=http", () =>
+needsRoot.test("daemon start-up failing keeps what a previous run left (device, subnet.env, rules); a taken health port fails at step=http", () =>
   withNode("10.88", async (c, n) => {
     c.start(n, ["--ip-masq"]);
     await c.waitReady(n);

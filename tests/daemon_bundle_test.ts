@@ -5,6 +5,7 @@
  * daemons run with the launcher's flags (install.sh's DAEMON_DENO_FLAGS / DAEMON_V8_FLAGS: --jitless, FFI
  * and the workers included), and a udp daemon replaces itself (same pid) by one with the JIT.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { nsRun, run } from "./netns.ts";
@@ -13,7 +14,7 @@ import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { installDaemonInto } from "./installed_daemon.ts";
 import { BUNDLE_DENO_RUN_FLAGS, CNI_DENO_RUN_FLAGS } from "../lib/cni/launch.ts";
 
-Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
+needsRoot.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp workers from FLANCTL_LIBDIR/src", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
   const c = new DaemonCluster("10.94");
   try {
@@ -58,7 +59,7 @@ Deno.test("daemon bundle: daemon.js as install.sh builds it runs flags, and udp 
   }
 });
 
-Deno.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yaml inside the bundle) gets ready", async () => {
+needsRoot.test("daemon bundle: daemon.js in kube mode with a kubeconfig file (npm:yaml inside the bundle) gets ready", async () => {
   const libdir = await Deno.makeTempDir({ prefix: "flanctl-daemon-js-" });
   const c = new DaemonCluster("10.89");
   let api: FakeApiServer | null = null;

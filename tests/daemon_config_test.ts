@@ -3,6 +3,7 @@
  * flags, end with a non-zero exit, a message naming the field, and no kernel state (no flannel.1, no
  * subnet.env, no rules). Also: flags from FLANNELD_* environment variables.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, runDaemonOnce } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
@@ -33,7 +34,7 @@ const BAD: [string, string, string][] = [
   ["not JSON", "{nope", "not valid JSON"],
 ];
 
-Deno.test("daemon: bad network config exits non-zero with a clear message and leaves no state", async () => {
+needsRoot.test("daemon: bad network config exits non-zero with a clear message and leaves no state", async () => {
   const c = new DaemonCluster();
   try {
     await c.init();
@@ -60,7 +61,7 @@ Deno.test("daemon: bad network config exits non-zero with a clear message and le
   }
 });
 
-Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", async () => {
+needsRoot.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", async () => {
   const c = new DaemonCluster();
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "vxlan" } }));
@@ -88,7 +89,7 @@ Deno.test("daemon: bad flags are usage errors; FLANNELD_* env vars set flags", a
   }
 });
 
-Deno.test("daemon: its stderr is logfmt only — the store's and the config parser's warnings included", async () => {
+needsRoot.test("daemon: its stderr is logfmt only — the store's and the config parser's warnings included", async () => {
   // No Backend.Type (the parser warns: flanneld would use udp) and two malformed lease files (the file store
   // warns): library code reports them through the daemon's Logger, never as plain `flanctl: …` lines.
   const c = new DaemonCluster("10.97");

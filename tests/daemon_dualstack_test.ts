@@ -5,6 +5,7 @@
  * both families, ip6tables lines, repair of hand-deleted v6 entries, a restart under a 100 pps ping6 that
  * loses nothing, and bad input (IPv6Network missing, --public-ipv6 not on the host) with nothing made.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import {
   DaemonCluster,
@@ -163,7 +164,7 @@ interface LinkD {
   linkinfo: { info_kind: string; info_data: { id: number; local?: string; local6?: string } };
 }
 
-Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, ip6tables, repair, restart", async () => {
+needsRoot.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, ip6tables, repair, restart", async () => {
   const c = new DaemonCluster("10.97");
   try {
     const [a, b] = await pair(c, "vxlan", "dual");
@@ -310,7 +311,7 @@ Deno.test("daemon dual stack vxlan: flannel-v6.1, v6 triplets, pods over v4+v6, 
   }
 });
 
-Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet, no ip6tables rules, repair", async () => {
+needsRoot.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet, no ip6tables rules, repair", async () => {
   const c = new DaemonCluster("10.95");
   try {
     const [a, b] = await pair(c, "vxlan", "dual", { EnableNFTables: true });
@@ -353,7 +354,7 @@ Deno.test("daemon dual stack nftables: flannel-ipv6 masquerades our IPv6 subnet,
   }
 });
 
-Deno.test("daemon IPv6-only vxlan: flanneld's IPv6-only lease and subnet.env, no IPv4 device, pods over v6", async () => {
+needsRoot.test("daemon IPv6-only vxlan: flanneld's IPv6-only lease and subnet.env, no IPv4 device, pods over v6", async () => {
   const c = new DaemonCluster("10.96");
   try {
     const [a, b] = await pair(c, "vxlan", "ipv6");
@@ -406,7 +407,7 @@ Deno.test("daemon IPv6-only vxlan: flanneld's IPv6-only lease and subnet.env, no
   }
 });
 
-Deno.test("daemon dual stack host-gw: v4 and v6 routes via the peer's public addresses", async () => {
+needsRoot.test("daemon dual stack host-gw: v4 and v6 routes via the peer's public addresses", async () => {
   const c = new DaemonCluster("10.95");
   try {
     const [a, b] = await pair(c, "host-gw", "dual");
@@ -441,7 +442,7 @@ Deno.test("daemon dual stack host-gw: v4 and v6 routes via the peer's public add
   }
 });
 
-Deno.test("daemon IPv6 bad input: IPv6Network missing, --public-ipv6 not on the host, v4 overlay on a v6-only underlay", async () => {
+needsRoot.test("daemon IPv6 bad input: IPv6Network missing, --public-ipv6 not on the host, v4 overlay on a v6-only underlay", async () => {
   const c = new DaemonCluster("10.94");
   try {
     const [a] = await pair(c, "vxlan", "dual");
@@ -509,7 +510,7 @@ Deno.test("daemon IPv6 bad input: IPv6Network missing, --public-ipv6 not on the 
   }
 });
 
-Deno.test("daemon dual stack vxlan: a lease written by flanneld is programmed in both families; one without IPv6 data is skipped for IPv6 only", async () => {
+needsRoot.test("daemon dual stack vxlan: a lease written by flanneld is programmed in both families; one without IPv6 data is skipped for IPv6 only", async () => {
   const c = new DaemonCluster("10.93");
   try {
     const [a] = await pair(c, "vxlan", "dual");

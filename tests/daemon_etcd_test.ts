@@ -3,11 +3,12 @@
  * programmed, and while etcd is down /readyz answers 503, pod traffic keeps flowing, and readiness returns
  * when etcd is back.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, spawnEtcd, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
 
-Deno.test("daemon etcd: serves peers, not ready while etcd is down, data plane unaffected, recovers", async () => {
+needsRoot.test("daemon etcd: serves peers, not ready while etcd is down, data plane unaffected, recovers", async () => {
   const c = new DaemonCluster();
   let etcd: Deno.ChildProcess | null = null;
   const url = "http://10.99.0.1:2379";

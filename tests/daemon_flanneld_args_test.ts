@@ -7,11 +7,12 @@
  * the masquerade rules with and without --random-fully, forward rules off/on, the blackhole route, the
  * regex interface choice, -v, the health port, and the two nodes programming each other.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, spawnEtcd, waitFor } from "./daemon_fixture.ts";
 import { flanctlCmd, NetnsFixture, nsRun, ROOT, sh } from "./netns.ts";
 
-Deno.test("daemon: flanneld unit-file and manifest argument lists, each flag's effect", async () => {
+needsRoot.test("daemon: flanneld unit-file and manifest argument lists, each flag's effect", async () => {
   const c = new DaemonCluster("10.97");
   let etcd: Deno.ChildProcess | null = null;
   const procs: Deno.ChildProcess[] = [];
@@ -162,7 +163,7 @@ Deno.test("daemon: flanneld unit-file and manifest argument lists, each flag's e
   }
 });
 
-Deno.test("daemon: no store flag means flanneld's default etcd, and errors say so", async () => {
+needsRoot.test("daemon: no store flag means flanneld's default etcd, and errors say so", async () => {
   const fx = new NetnsFixture();
   try {
     const ns = await fx.add("st");

@@ -3,6 +3,7 @@
  * full (each reconnecting as soon as it is closed, idle or slow), 60 kubelet-style probes of /healthz —
  * each a new connection with a 1 s deadline — all get their 200.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { nsRun, ROOT } from "./netns.ts";
@@ -10,7 +11,7 @@ import { nsRun, ROOT } from "./netns.ts";
 const WORKERS = 300;
 const PROBES = 60;
 
-Deno.test("daemon health port: under a connection flood every 1 s probe of /healthz succeeds", async () => {
+needsRoot.test("daemon health port: under a connection flood every 1 s probe of /healthz succeeds", async () => {
   const c = new DaemonCluster("10.95");
   let flood: Deno.ChildProcess | null = null;
   try {

@@ -3,6 +3,7 @@
  * than the limit, the daemon stays alive, keeps reconciling (a peer that joins meanwhile gets its route),
  * closes a slowloris connection within the header timeout, and answers /healthz once the flood ends.
  */
+import { needsRoot } from "./root.ts";
 import { assert } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { flanctlCmd, ROOT } from "./netns.ts";
@@ -10,7 +11,7 @@ import { flanctlCmd, ROOT } from "./netns.ts";
 const FD_LIMIT = 160;
 const FLOOD = 400;
 
-Deno.test("daemon health port: fd flood and slowloris neither kill the daemon nor stop reconciling", async () => {
+needsRoot.test("daemon health port: fd flood and slowloris neither kill the daemon nor stop reconciling", async () => {
   const c = new DaemonCluster("10.97");
   let flood: Deno.ChildProcess | null = null;
   try {

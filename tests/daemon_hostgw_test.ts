@@ -3,6 +3,7 @@
  * a router: peers on the same segment get a direct route via their public IP; a peer one hop away is
  * refused by host-gw (clear log line, skipped) and reached through VXLAN with DirectRouting.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, routes, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
@@ -11,7 +12,7 @@ async function ping(fromNs: string, ip: string): Promise<boolean> {
   return (await nsRun(fromNs, ["ping", "-c", "1", "-W", "1", ip])).code === 0;
 }
 
-Deno.test("daemon host-gw: routes via peer public IPs, pods ping, off-segment peer refused", async () => {
+needsRoot.test("daemon host-gw: routes via peer public IPs, pods ping, off-segment peer refused", async () => {
   const c = new DaemonCluster();
   try {
     await c.init(JSON.stringify({ Network: "10.245.0.0/16", Backend: { Type: "host-gw" } }));
@@ -46,7 +47,7 @@ Deno.test("daemon host-gw: routes via peer public IPs, pods ping, off-segment pe
   }
 });
 
-Deno.test("daemon vxlan DirectRouting: direct route on the same segment, vxlan across the router", async () => {
+needsRoot.test("daemon vxlan DirectRouting: direct route on the same segment, vxlan across the router", async () => {
   const c = new DaemonCluster();
   try {
     await c.init(

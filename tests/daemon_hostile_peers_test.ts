@@ -10,6 +10,7 @@
  * its PublicIP: our lease is written back at once, the other node's FDB keeps pointing at us, the pods keep
  * pinging and doctor names the claimant.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import {
   DaemonCluster,
@@ -25,6 +26,7 @@ import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { flanctl, ipJson, nsRun, nsSh, ROOT, sh } from "./netns.ts";
 import { KubeControlPlane } from "./kube_cluster.ts";
 import { requirePeers } from "./peers.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const P = "flannel.alpha.coreos.com/";
 const FAST = ["--resync-interval", "1", "--iptables-resync", "1"];
@@ -61,7 +63,7 @@ async function metrics(c: DaemonCluster, n: TestNode): Promise<string> {
 const rejected = (body: string, reason: string) =>
   metric(body, `flanctl_rejected_peers_total{reason="${reason}"}`);
 
-Deno.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unannotated, duplicate or claiming ours program nothing", async () => {
+needsRoot.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unannotated, duplicate or claiming ours program nothing", async () => {
   const c = new DaemonCluster("10.95");
   let api: FakeApiServer | null = null;
   try {
@@ -171,7 +173,7 @@ Deno.test("hostile peers, kube: Nodes with bad podCIDRs, addresses or MACs, unan
   }
 });
 
-Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subnet is written back, node2 keeps pointing at us", async () => {
+needsRoot.test("hostile peers, etcd: bad leases program nothing; a claim of our subnet is written back, node2 keeps pointing at us", async () => {
   const c = new DaemonCluster("10.94");
   let etcd: Deno.ChildProcess | null = null;
   const url = "http://10.94.0.1:2379";
@@ -260,7 +262,7 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
     ], {
       ns: a.ns,
     });
-    const own = (JSON.parse(doc.stdout) as { checks: { id: string; severity: string; detail: string }[] })
+    const own = (JSON.parse(doc.stdout) as { checks: { id: FindingId; severity: string; detail: string }[] })
       .checks
       .find((f) => f.id === "lease-own");
     assertEquals(own?.severity, "warning", doc.stdout);
@@ -275,7 +277,7 @@ Deno.test("hostile peers, etcd: bad leases program nothing; a claim of our subne
   }
 });
 
-Deno.test("hostile peers, file store + host-gw: a whole-Network lease on the segment and a /25 in ours are not routed; our record is written back", async () => {
+needsRoot.test("hostile peers, file store + host-gw: a whole-Network lease on the segment and a /25 in ours are not routed; our record is written back", async () => {
   const c = new DaemonCluster("10.92");
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "host-gw" } }));
@@ -309,17 +311,28 @@ Deno.test("hostile peers, file store + host-gw: a whole-Network lease on the seg
 
 /** Writes lease file `key` into the cluster's file store and announces it (as a foreign writer would). */
 async function putFile(c: DaemonCluster, key: string, value: string): Promise<void> {
-  const seqFile = `${c.storeDir}/seq`;
-  const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
   await Deno.mkdir(`${c.storeDir}/subnets`, { recursive: true });
-  await Deno.writeTextFile(
-    `${c.storeDir}/subnets/${key}`,
-    `{"lease":${value},"expiration":null,"seq":${seq}}\n`,
-  );
-  await Deno.writeTextFile(seqFile, `${seq}\n`);
+  await Deno.mkdir(`${c.storeDir}/tmp`, { recursive: true });
+  // As the file store writes (lib/store/file/file.ts): under the exclusive flock of .lock, the lease renamed
+  // into place from tmp/, then seq bumped the same way. Without the lock a daemon renewing its own lease
+  // between our read and write of seq gave two changes one number, and its watch skipped ours; without the
+  // rename it could read a half-written lease.
+  const lock = await Deno.open(`${c.storeDir}/.lock`, { read: true, write: true, create: true });
+  try {
+    await lock.lock(true);
+    const seqFile = `${c.storeDir}/seq`;
+    const seq = Number(await Deno.readTextFile(seqFile).catch(() => "0")) + 1;
+    const tmp = `${c.storeDir}/tmp/test-${key}`;
+    await Deno.writeTextFile(tmp, `{"lease":${value},"expiration":null,"seq":${seq}}\n`);
+    await Deno.rename(tmp, `${c.storeDir}/subnets/${key}`);
+    await Deno.writeTextFile(`${tmp}.seq`, `${seq}\n`);
+    await Deno.rename(`${tmp}.seq`, seqFile);
+  } finally {
+    lock.close();
+  }
 }
 
-Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
+needsRoot.test("hostile peers, dual stack vxlan with DirectRouting: each family refuses what is bad for it", async () => {
   const c = new DaemonCluster("10.91");
   try {
     await c.init(JSON.stringify({
@@ -396,7 +409,7 @@ Deno.test("hostile peers, dual stack vxlan with DirectRouting: each family refus
   }
 });
 
-Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot in the data path's table", async () => {
+needsRoot.test("hostile peers, udp: a whole-Network lease gets no route and no slot in the data path's table", async () => {
   const c = new DaemonCluster("10.89");
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp" } }));
@@ -425,7 +438,7 @@ Deno.test("hostile peers, udp: a whole-Network lease gets no route and no slot i
   }
 });
 
-Deno.test({
+needsRoot.test({
   name:
     "hostile peers, real kube-apiserver: refused Nodes program nothing; our overwritten annotation is patched back",
   ignore: !requirePeers(["kube-apiserver", "kube-controller-manager", "kubectl", "etcd", "etcdctl"]),

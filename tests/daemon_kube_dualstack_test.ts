@@ -6,6 +6,7 @@
  * backend-data and backend-v6-data annotations. IPv6-only vxlan: the annotations flanneld writes (no backend-data,
  * no public-ip), the peer programmed on flannel-v6.1, the MAC kept from backend-v6-data.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
@@ -20,7 +21,7 @@ const macOf = async (n: TestNode, dev: string) =>
 const routes6 = (n: TestNode) => ipJson<{ dst: string; dev: string }[]>(n.ns, "-6", "route", "show");
 const routes4 = (n: TestNode) => ipJson<{ dst: string; dev: string }[]>(n.ns, "route", "show");
 
-Deno.test("daemon kube dual stack: both families published, peer programmed in both, both MACs kept", async () => {
+needsRoot.test("daemon kube dual stack: both families published, peer programmed in both, both MACs kept", async () => {
   const c = new DaemonCluster("10.92");
   let api: FakeApiServer | null = null;
   try {
@@ -122,7 +123,7 @@ Deno.test("daemon kube dual stack: both families published, peer programmed in b
   }
 });
 
-Deno.test("daemon kube IPv6-only vxlan: flanneld's annotations (no backend-data/public-ip), peer programmed, MAC kept", async () => {
+needsRoot.test("daemon kube IPv6-only vxlan: flanneld's annotations (no backend-data/public-ip), peer programmed, MAC kept", async () => {
   const c = new DaemonCluster("10.90");
   let api: FakeApiServer | null = null;
   const V6 = "fc00:90";

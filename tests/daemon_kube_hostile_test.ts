@@ -6,6 +6,7 @@
  * meanwhile — once the server behaves. Before the caps, the 100 MB list alone took the daemon to ~950 MiB.
  * The daemon runs with install.sh's V8 flags (from source without them its peak was 162 MiB).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
@@ -55,7 +56,7 @@ const isList = (req: Request, u: URL) =>
 const isWatch = (req: Request, u: URL) =>
   req.method === "GET" && u.pathname === "/api/v1/nodes" && u.searchParams.has("watch");
 
-Deno.test("daemon kube: a hostile API server never takes the daemon over 200 MiB or down; it recovers", async () => {
+needsRoot.test("daemon kube: a hostile API server never takes the daemon over 200 MiB or down; it recovers", async () => {
   const c = new DaemonCluster("10.84");
   let api: FakeApiServer | null = null;
   try {

@@ -6,6 +6,7 @@
  * missing node exited at once, the pod cases retried for ever as "reading our node's annotations", the RBAC
  * case retried for ever.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, runDaemonOnce } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
@@ -17,7 +18,7 @@ function failLine(stderr: string): string {
   return l;
 }
 
-Deno.test("daemon kube start-up: missing node, missing pod, pod without nodeName, RBAC denying nodes/status", async () => {
+needsRoot.test("daemon kube start-up: missing node, missing pod, pod without nodeName, RBAC denying nodes/status", async () => {
   const c = new DaemonCluster("10.83");
   let api: FakeApiServer | null = null;
   try {

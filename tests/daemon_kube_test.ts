@@ -8,6 +8,7 @@
  * (A from FLANNELD_KUBE_ANNOTATION_PREFIX, B from the flag); A's missing `--iface` falls through to
  * `--iface-can-reach`.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
@@ -17,7 +18,7 @@ import { nsRun, sh } from "./netns.ts";
 // normalises it ("-" appended to a prefix with a slash).
 const P = "example.com/flannel-";
 
-Deno.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailable after the data plane, MAC kept", async () => {
+needsRoot.test("daemon kube: DaemonSet args, node name from the pod, NetworkUnavailable after the data plane, MAC kept", async () => {
   const c = new DaemonCluster("10.95");
   let api: FakeApiServer | null = null;
   try {

@@ -4,13 +4,14 @@
  * lease is held /readyz is 503 and flanctl_ready 0; the node keeps its VXLAN device and subnet.env; once
  * writes work again each node re-acquires its own subnet and is ready again.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { nsRun, run } from "./netns.ts";
 
 const TTL = "3";
 
-Deno.test("daemon lease outage (file store, chattr +i): not ready while expired, same subnet after", async () => {
+needsRoot.test("daemon lease outage (file store, chattr +i): not ready while expired, same subnet after", async () => {
   const c = new DaemonCluster("10.96");
   let immutable = "";
   try {
@@ -67,7 +68,7 @@ Deno.test("daemon lease outage (file store, chattr +i): not ready while expired,
   }
 });
 
-Deno.test("daemon start while the file store refuses writes: waits (not ready), then acquires", async () => {
+needsRoot.test("daemon start while the file store refuses writes: waits (not ready), then acquires", async () => {
   const c = new DaemonCluster("10.95");
   let immutable = "";
   try {

@@ -5,6 +5,7 @@
  * `--ip-masq-fully-random-disable` (plain `masquerade`, kept by the repair); and the other way round: iptables
  * mode removes the flannel-ipv4/-ipv6 tables of a previous run.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, flannelNftListing, nftTable, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh } from "./netns.ts";
@@ -21,7 +22,7 @@ async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
 
 const expectedV4 = (sub: string) => flannelNftListing("ip", N, sub);
 
-Deno.test("daemon nftables: flannel's tables, no iptables rules, traffic, masquerade, repair, restart", async () => {
+needsRoot.test("daemon nftables: flannel's tables, no iptables rules, traffic, masquerade, repair, restart", async () => {
   const c = new DaemonCluster("10.98");
   try {
     await c.init(NFT_CONF);
@@ -116,7 +117,7 @@ Deno.test("daemon nftables: flannel's tables, no iptables rules, traffic, masque
   }
 });
 
-Deno.test("daemon iptables mode: removes flannel-ipv4/-ipv6 tables left by an nftables-mode run", async () => {
+needsRoot.test("daemon iptables mode: removes flannel-ipv4/-ipv6 tables left by an nftables-mode run", async () => {
   const c = new DaemonCluster("10.97");
   try {
     await c.init(IPT_CONF);
@@ -136,7 +137,7 @@ Deno.test("daemon iptables mode: removes flannel-ipv4/-ipv6 tables left by an nf
   }
 });
 
-Deno.test("daemon nftables: --ip-masq-fully-random-disable masquerades without fully-random, also after repair", async () => {
+needsRoot.test("daemon nftables: --ip-masq-fully-random-disable masquerades without fully-random, also after repair", async () => {
   const c = new DaemonCluster("10.91");
   try {
     await c.init(NFT_CONF);

@@ -5,6 +5,7 @@
  * checksum errors and answers none of them (a RST to port 9 would mean it took the data). The same pairs
  * with good checksums are answered, so the path works.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh } from "./netns.ts";
@@ -19,7 +20,7 @@ async function tcpStats(ns: string): Promise<{ rsts: number; csumErrors: number 
   return { rsts: vals[names.indexOf("OutRsts")], csumErrors: vals[names.indexOf("InCsumErrors")] };
 }
 
-Deno.test("daemon udp: corrupted TCP segments are not coalesced into data the pod accepts", async () => {
+needsRoot.test("daemon udp: corrupted TCP segments are not coalesced into data the pod accepts", async () => {
   const c = new DaemonCluster("10.96");
   try {
     await c.init(NETCONF);

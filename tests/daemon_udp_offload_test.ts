@@ -9,6 +9,7 @@
  * exceeds the underlay MTU and none is IP-fragmented; the counters prove each technique ran where it
  * should, and flannel0 loses its offloads when A stops.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, metric, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh, ROOT } from "./netns.ts";
@@ -66,7 +67,7 @@ function random(n: number): Uint8Array {
   return b;
 }
 
-Deno.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate with a plain peer; no oversized datagram on the wire", async () => {
+needsRoot.test("daemon udp offloads: TSO split + UDP GSO + coalescing interoperate with a plain peer; no oversized datagram on the wire", async () => {
   const c = new DaemonCluster("10.89");
   let capture: Deno.ChildProcess | null = null;
   try {

@@ -6,6 +6,7 @@
  * transmit worker (it carries packets too) and back; a node with FLANCTL_UDP_STEAL=0 never takes that
  * path and still talks to the others.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, metric, routes, waitFor } from "./daemon_fixture.ts";
 import { nsRun } from "./netns.ts";
@@ -55,7 +56,7 @@ async function tcpCheck(c: DaemonCluster, from: string, to: { ns: string; ip: st
   assert(got.every((x, i) => x === data[i]), "received bytes differ");
 }
 
-Deno.test("daemon udp steal: the receive worker carries light traffic, hands bulk over and back, nothing lost", async () => {
+needsRoot.test("daemon udp steal: the receive worker carries light traffic, hands bulk over and back, nothing lost", async () => {
   const c = new DaemonCluster("10.88");
   try {
     await c.init(NETCONF);
@@ -118,7 +119,7 @@ Deno.test("daemon udp steal: the receive worker carries light traffic, hands bul
   }
 });
 
-Deno.test("daemon udp steal: the first packet to a node just learned goes out (the idle receive worker reads the new table)", async () => {
+needsRoot.test("daemon udp steal: the first packet to a node just learned goes out (the idle receive worker reads the new table)", async () => {
   const c = new DaemonCluster("10.87");
   try {
     await c.init(NETCONF);

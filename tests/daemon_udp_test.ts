@@ -4,6 +4,7 @@
  * path (ping and a 1 MB TCP transfer checked byte for byte), peers learned and dropped without restart,
  * datagrams from addresses holding no lease dropped and counted, and bad input refused with nothing made.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, metric, routes, waitFor } from "./daemon_fixture.ts";
 import { flanctl, ipJson, nsRun, sh } from "./netns.ts";
@@ -18,7 +19,7 @@ async function ping(fromNs: string, ip: string, count = 2): Promise<boolean> {
   return r.code === 0;
 }
 
-Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () => {
+needsRoot.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () => {
   const c = new DaemonCluster();
   try {
     await c.init(NETCONF);
@@ -72,7 +73,7 @@ Deno.test("daemon udp: flannel0, lease, pod ping both ways, metrics", async () =
   }
 });
 
-Deno.test("daemon udp: the receive worker warms up on loopback, counts none of it, keeps nothing of it", async () => {
+needsRoot.test("daemon udp: the receive worker warms up on loopback, counts none of it, keeps nothing of it", async () => {
   const c = new DaemonCluster("10.97");
   try {
     await c.init(NETCONF);
@@ -131,7 +132,7 @@ function icmpEcho(src: string, dst: string): Uint8Array {
   return b;
 }
 
-Deno.test("daemon udp: 1 MB TCP byte for byte, node joins and is revoked under traffic, foreign datagrams dropped", async () => {
+needsRoot.test("daemon udp: 1 MB TCP byte for byte, node joins and is revoked under traffic, foreign datagrams dropped", async () => {
   const c = new DaemonCluster("10.98");
   try {
     await c.init(NETCONF);
@@ -199,7 +200,7 @@ Deno.test("daemon udp: 1 MB TCP byte for byte, node joins and is revoked under t
   }
 });
 
-Deno.test("daemon udp: bad Port and a second daemon on the same port fail clearly, nothing half-made", async () => {
+needsRoot.test("daemon udp: bad Port and a second daemon on the same port fail clearly, nothing half-made", async () => {
   const c = new DaemonCluster("10.97");
   try {
     await c.init(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "udp", Port: 0 } }));

@@ -3,6 +3,7 @@
  * the per-peer ARP/FDB/route triplets, pod traffic, flannel's masquerade lines, health/metrics, repair of
  * hand-deleted entries and of the device, peers joining and leaving, and a restart without packet loss.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, fdbs, neighs, routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { ipJson, nsRun, sh } from "./netns.ts";
@@ -68,7 +69,7 @@ async function readyPair(c: DaemonCluster) {
   return [a, b];
 }
 
-Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, readyz/metrics", async () => {
+needsRoot.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, readyz/metrics", async () => {
   const c = new DaemonCluster();
   try {
     await c.init(NETCONF);
@@ -199,7 +200,7 @@ Deno.test("daemon vxlan: subnet.env, flannel.1, triplets, pod ping, masq rules, 
   }
 });
 
-Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and leave", async () => {
+needsRoot.test("daemon vxlan: repairs hand-deleted entries and device; peers join and leave", async () => {
   const c = new DaemonCluster();
   try {
     const [a, b] = await readyPair(c);
@@ -277,7 +278,7 @@ Deno.test("daemon vxlan: repairs hand-deleted entries and device; peers join and
   }
 });
 
-Deno.test("daemon vxlan: restart keeps entries and loses no packets; own lease revoked → exit", async () => {
+needsRoot.test("daemon vxlan: restart keeps entries and loses no packets; own lease revoked → exit", async () => {
   const c = new DaemonCluster();
   try {
     const [a, b] = await readyPair(c);

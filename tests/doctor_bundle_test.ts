@@ -5,6 +5,7 @@
  * and in the log) are nowhere in it, nor is a private key.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, sh } from "./netns.ts";
 import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
@@ -12,7 +13,7 @@ import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
 const PASSWORD = "etcdPW-s3cr3t-4711";
 const TOKEN = "kubeTOKEN-s3cr3t-0815.abcdef";
 
-Deno.test("doctor --bundle: everything a maintainer asks for, no etcd password, kube token or key", async () => {
+needsRoot.test("doctor --bundle: everything a maintainer asks for, no etcd password, kube token or key", async () => {
   await withDoctorNode(async (n) => {
     await Deno.mkdir(`${n.confDir}/flannel.d`);
     await Deno.writeTextFile(
@@ -90,7 +91,7 @@ Deno.test("doctor --bundle: everything a maintainer asks for, no etcd password, 
   });
 });
 
-Deno.test("doctor --bundle: the password in the file named by --etcd-password-file is redacted too", async () => {
+needsRoot.test("doctor --bundle: the password in the file named by --etcd-password-file is redacted too", async () => {
   await withDoctorNode(async (n) => {
     const secret = "pw-from-a-file-7f3a9";
     const pwFile = `${n.dir}/etcd-password`;

@@ -5,6 +5,7 @@
  * duplicate/expiring leases, missing peer routes, overlapping host routes.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsSh, sh } from "./netns.ts";
 import {
@@ -23,7 +24,7 @@ import { IPNet } from "../lib/base/cidr.ts";
 const FWD_JUMP = ["-m", "comment", "--comment", "flanneld forward", "-j", "FLANNEL-FWD"];
 const MASQ_JUMP = ["-m", "comment", "--comment", "flanneld masq", "-j", "FLANNEL-POSTRTG"];
 
-Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends, VXLAN port blocked)", async () => {
+needsRoot.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends, VXLAN port blocked)", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     await nsSh(N, "iptables", "-D", "FORWARD", ...FWD_JUMP);
@@ -79,7 +80,7 @@ Deno.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-ends,
   });
 });
 
-Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, leaked IPs, caches, netns)", async () => {
+needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, leaked IPs, caches, netns)", async () => {
   await withDoctorNode(async (n, fx) => {
     const N = n.node;
     await Deno.writeTextFile(
@@ -195,7 +196,7 @@ Deno.test("doctor: file faults (subnet.env, cni0 address, CNI config/binaries, l
   });
 });
 
-Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, expiry, peer route, overlap)", async () => {
+needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, expiry, peer route, overlap)", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     // Our lease is re-acquired with a 30 min TTL (renewals failing), a second lease shares the peer's IP.
@@ -312,7 +313,7 @@ Deno.test("doctor: lease and device faults (VTEP MAC, device down, duplicates, e
   });
 });
 
-Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are consistent", async () => {
+needsRoot.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are consistent", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     await Deno.writeTextFile(
@@ -324,7 +325,7 @@ Deno.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are cons
     await sh("bridge", "-n", N, "fdb", "del", PEER_MAC, "dev", "flannel.1", "dst", "192.0.2.11");
     await sh("ip", "-n", N, "route", "replace", "10.244.2.0/24", "via", "192.0.2.11", "dev", "eth0");
     const run = await runDoctorJson(n);
-    for (const id of ["peer-routes", "peer-arp", "peer-fdb", "peer-entries"]) {
+    for (const id of ["peer-routes", "peer-arp", "peer-fdb", "peer-entries"] as const) {
       assertEquals(findings(run, id)[0].severity, "ok", `${id}: ${findings(run, id)[0].detail}`);
     }
     assertEquals(run.code, 0, run.stdout);

@@ -3,13 +3,15 @@
  * (with its /healthz), killed → `daemon` critical, reported first, exit 2; a clean stop removes the file.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd, sh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; why: string | null }[];
+  checks: { id: FindingId; severity: string; detail: string; why: string | null }[];
 }
 
 function daemonPid(s: { procs: { pid: number; what: string }[] }, node: string): number {
@@ -30,7 +32,7 @@ async function waitGone(pid: number): Promise<void> {
   }
 }
 
-Deno.test({
+needsRoot.test({
   name: "doctor: daemon killed on a lab node → critical 'daemon' first, exit 2; running → ok with /healthz",
   sanitizeOps: false,
   sanitizeResources: false,

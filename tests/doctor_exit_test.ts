@@ -4,11 +4,13 @@
  * alone, lease-dependent checks are unknown with a hint and do not change the exit code.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, run, sh, TEST_PREFIX } from "./netns.ts";
 import { doctorArgs, findings, PEER_MAC, withDoctorNode } from "./doctor_fixture.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
-Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
+needsRoot.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad flags", async () => {
   await withDoctorNode(async (n) => {
     const missing = `${TEST_PREFIX}doesnotexist0`;
     const gone = await flanctl(["doctor", "--netns", missing, "-o", "json"]);
@@ -30,7 +32,7 @@ Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad
     const e = JSON.parse(etcd.stdout);
     assertEquals(e.summary.status, "UNKNOWN");
     assertStringIncludes(
-      e.checks.find((c: { id: string }) => c.id === "doctor").detail,
+      e.checks.find((c: { id: FindingId }) => c.id === "doctor").detail,
       "store unreachable",
     );
 
@@ -43,7 +45,7 @@ Deno.test("doctor: exit 3 for a missing netns or an unreachable store, 2 for bad
   });
 });
 
-Deno.test("doctor: without a store, peers come from kernel state and lease checks are unknown", async () => {
+needsRoot.test("doctor: without a store, peers come from kernel state and lease checks are unknown", async () => {
   await withDoctorNode(async (n) => {
     // No store flags and no default store: run inside the node namespace (as `lab exec` does) with an
     // empty tmpfs over /var/lib in a private mount namespace, so /var/lib/flanctl does not exist.
@@ -65,7 +67,7 @@ Deno.test("doctor: without a store, peers come from kernel state and lease check
       ]);
     const r = await noStore();
     const doc = JSON.parse(r.stdout);
-    const by = (id: string) => doc.checks.filter((c: { id: string }) => c.id === id);
+    const by = (id: CheckId) => doc.checks.filter((c: { id: FindingId }) => c.id === id);
     assertEquals(r.code, 0, r.stdout + r.stderr);
     assertEquals(doc.summary.critical + doc.summary.warning, 0, r.stdout);
     assertEquals(by("store")[0].severity, "unknown");
@@ -84,7 +86,7 @@ Deno.test("doctor: without a store, peers come from kernel state and lease check
     const r2 = await noStore();
     const doc2 = JSON.parse(r2.stdout);
     assertEquals(r2.code, 2, r2.stdout);
-    const fdb = doc2.checks.find((c: { id: string }) => c.id === "peer-fdb");
+    const fdb = doc2.checks.find((c: { id: FindingId }) => c.id === "peer-fdb");
     assertEquals(fdb.severity, "critical");
     assertStringIncludes(fdb.detail, `ARP 10.244.2.0 → ${PEER_MAC} has no FDB entry on flannel.1`);
     assertEquals(

@@ -7,6 +7,7 @@
  */
 import { FileStore } from "../lib/store/file/file.ts";
 import { IPNet } from "../lib/base/cidr.ts";
+import type { FindingId, Severity } from "../lib/doctor/mod.ts";
 import { daemonStatePath, ownDaemonState, procStartTicks } from "../lib/node/daemon_state.ts";
 import { flanctl, type NetnsFixture, nsSh, sh, TEST_PREFIX, withNetns } from "./netns.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
@@ -56,7 +57,7 @@ export interface DoctorRun {
     critical: number;
     unknown: number;
   };
-  checks: { id: string; severity: string; detail: string; fix: string[]; why: string | null }[];
+  checks: { id: FindingId; severity: Severity; detail: string; fix: string[]; why: string | null }[];
   stdout: string;
   stderr: string;
 }
@@ -284,7 +285,7 @@ export async function runDoctorJson(n: DoctorNode, ...extra: string[]): Promise<
  * Asserts exactly one finding `id` with this severity whose detail contains `detail` (and, unless ok, a
  * fix); returns it.
  */
-export function expectFinding(run: DoctorRun, id: string, severity: string, detail: string) {
+export function expectFinding(run: DoctorRun, id: FindingId, severity: Severity, detail: string) {
   const f = findings(run, id);
   assertEquals(f.length, 1, `expected one ${id} finding:\n${run.stdout}`);
   assertEquals(f[0].severity, severity, `${id}: ${f[0].detail}`);
@@ -294,7 +295,7 @@ export function expectFinding(run: DoctorRun, id: string, severity: string, deta
 }
 
 /** The findings with this id. */
-export function findings(run: DoctorRun, id: string) {
+export function findings(run: DoctorRun, id: FindingId) {
   return run.checks.filter((c) => c.id === id);
 }
 

@@ -3,6 +3,7 @@
  * shape, `--probe` and `--readyz-url` against live namespaces.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { httpGet } from "../lib/observe/http_get.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun } from "./netns.ts";
@@ -16,7 +17,7 @@ import {
 } from "./doctor_fixture.ts";
 import { checkSnapshot } from "./doctor_snapshot.ts";
 
-Deno.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json, probe, readyz)", async () => {
+needsRoot.test("doctor: healthy node reports all ok and exits 0 (table snapshot, json, probe, readyz)", async () => {
   await withDoctorNode(async (n) => {
     let server: Deno.ChildProcess | null = null;
     try {

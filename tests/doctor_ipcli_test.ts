@@ -3,6 +3,7 @@
  * views as the netlink layer, and the async runner behind it reports a missing binary and a timeout.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertRejects } from "./assert.ts";
 import { nsSh, withNetns } from "./netns.ts";
 import { NsExec } from "../lib/observe/exec.ts";
@@ -11,7 +12,7 @@ import { openKernel } from "../lib/observe/kernel.ts";
 import { CommandNotFoundError, runProcess } from "../lib/base/run.ts";
 import { httpGet } from "../lib/observe/http_get.ts";
 
-Deno.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {
+needsRoot.test("doctor: the ip -j reader matches the netlink layer in a namespace", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("ipcli");
     await nsSh(ns, "ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1");
@@ -53,7 +54,7 @@ Deno.test("proc: a missing binary is a CommandNotFoundError; a timeout kills and
   assertEquals(none.code, null);
 });
 
-Deno.test("doctor: health endpoints are asked from inside the checked namespace, without curl", async () => {
+needsRoot.test("doctor: health endpoints are asked from inside the checked namespace, without curl", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("http");
     const dir = await Deno.makeTempDir({ prefix: "flanctl-http-" });

@@ -6,19 +6,21 @@
  * lowered under the IPv6 VXLAN device's + 70 is a flannel-v6-device warning.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd, nsSh, run } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
 import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { IPNet } from "../lib/base/cidr.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; fix?: string[]; why?: string }[];
+  checks: { id: FindingId; severity: string; detail: string; fix?: string[]; why?: string }[];
 }
 
-Deno.test({
+needsRoot.test({
   name: "doctor: IPv6 checks on a dual-stack lab node (healthy, broken, fixed by the printed commands)",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -64,7 +66,7 @@ Deno.test({
         await nsSh(n1.netns, "bridge", "fdb", "del", mac2, "dev", "flannel-v6.1", "dst", n2.publicIPv6!);
         await nsSh(n1.netns, "ip6tables", "-t", "nat", "-F", "FLANNEL-POSTRTG");
         d = await doctor();
-        const sev = (id: string) => d.rep.checks.filter((c) => c.id === id).map((c) => c.severity);
+        const sev = (id: CheckId) => d.rep.checks.filter((c) => c.id === id).map((c) => c.severity);
         assertEquals(sev("ipv6-forward"), ["critical"], d.out);
         assertEquals(sev("flannel-v6-device"), ["warning"], d.out);
         assertEquals(sev("peers-v6"), ["critical"], d.out);
@@ -121,7 +123,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "doctor: an IPv6-only lab node (no flannel.1, PublicIP 0.0.0.0 leases) is all ok",
   sanitizeOps: false,
   sanitizeResources: false,

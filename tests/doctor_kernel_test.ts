@@ -5,6 +5,7 @@
  * asserted, and the broken node's output is snapshot-tested.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsSh, run as runCmd, sh } from "./netns.ts";
 import {
@@ -19,7 +20,7 @@ import {
 } from "./doctor_fixture.ts";
 import { checkSnapshot } from "./doctor_snapshot.ts";
 
-Deno.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale entries, veths)", async () => {
+needsRoot.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, stale entries, veths)", async () => {
   await withDoctorNode(async (n, fx) => {
     let holder: Deno.ChildProcess | null = null;
     try {

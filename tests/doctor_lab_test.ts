@@ -5,16 +5,18 @@
  * what it finds.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { flanctlCmd } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 interface Report {
   summary: { status: string; exitCode: number };
-  checks: { id: string; severity: string; detail: string; fix: string[] }[];
+  checks: { id: FindingId; severity: string; detail: string; fix: string[] }[];
 }
 
-Deno.test({
+needsRoot.test({
   name: "doctor: healthy lab node (lab exec node1 -- flanctl doctor) is all ok and exits 0",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -4,6 +4,7 @@
  * iptables and nftables are a warning; hostPort rules (portmap, iptables and nftables backends) whose pod
  * is gone are a warning with the exact commands that remove them.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsRun, nsSh } from "./netns.ts";
 import { expectFinding, runDoctorJson, withDoctorNode } from "./doctor_fixture.ts";
@@ -47,7 +48,7 @@ async function dropIptablesFlannel(ns: string) {
   // The fixture's FORWARD DROP policy now needs nft's forward accepts (and the iptables checks skip).
 }
 
-Deno.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mixed modes", async () => {
+needsRoot.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mixed modes", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     // Healthy iptables node: the nftables checks are ok.
@@ -110,7 +111,7 @@ Deno.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found), mi
   });
 });
 
-Deno.test("doctor: hostPort rules whose pod is gone (iptables and nftables portmap rules)", async () => {
+needsRoot.test("doctor: hostPort rules whose pod is gone (iptables and nftables portmap rules)", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     // The fixture's pod is 10.244.1.2 (running); 10.244.1.9 is no pod.

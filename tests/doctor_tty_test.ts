@@ -3,6 +3,7 @@
  * has ANSI colour codes; through a pipe, with `-o json` on the TTY, and with NO_COLOR set, none. The
  * doctor checks an empty namespace of the test's own (a missing subnet.env is always critical).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd, run, withNetns } from "./netns.ts";
 
@@ -12,7 +13,7 @@ function shellQuote(argv: string[]): string {
   return argv.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(" ");
 }
 
-Deno.test("doctor: colour on a TTY only (not in pipes, JSON, or with NO_COLOR)", () =>
+needsRoot.test("doctor: colour on a TTY only (not in pipes, JSON, or with NO_COLOR)", () =>
   withNetns(async (fx) => {
     const ns = await fx.add("tty");
     const doctor = (...extra: string[]) => [

@@ -5,6 +5,7 @@
  * (doctor: critical, with the fix). A symlink inside its own directory (a ConfigMap mount's `..data/`
  * links) is still followed, and a file that does not parse is quoted by at most a short excerpt.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cniEnv, pluginCmd, tempDir } from "./cni_helpers.ts";
 import { doctorArgs, findings, withDoctorNode } from "./doctor_fixture.ts";
@@ -14,7 +15,7 @@ import { EXCERPT_MAX } from "../lib/base/capped_read.ts";
 const MARK = "TOPSECRET";
 const SECRET = `root:${MARK}1:19000:0:99999:7:::\nFLANNEL_MTU=${MARK}2\nFLANNEL_NETWORK=${MARK}3\n`;
 
-Deno.test("files: a symlinked subnet.env pointing outside its directory leaks nothing anywhere", async () => {
+needsRoot.test("files: a symlinked subnet.env pointing outside its directory leaks nothing anywhere", async () => {
   const outside = tempDir();
   try {
     const secret = `${outside.path}/shadow`;

@@ -4,6 +4,7 @@
  * the `nft` binary fallback programs the same tables; flannel's rules for both families in both modes, and
  * the switch between them.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { nsRun, withNetns } from "./netns.ts";
 import { inNetns } from "../lib/sys/netns.ts";
@@ -20,7 +21,7 @@ const SPEC = {
   subnet: IPNet.parse("10.244.1.0/24"),
 };
 
-Deno.test("libnftables FFI: one transaction per buffer, text/JSON listing, error text", async () => {
+needsRoot.test("libnftables FFI: one transaction per buffer, text/JSON listing, error text", async () => {
   const lib = nftLibrary();
   assert(lib, "libnftables.so.1 must load (Debian libnftables1, installed by install.sh)");
   await withNetns(async (fx) => {
@@ -53,7 +54,7 @@ Deno.test("libnftables FFI: one transaction per buffer, text/JSON listing, error
   });
 });
 
-Deno.test("nft driver: the binary fallback programs the same rules and raises FirewallError", async () => {
+needsRoot.test("nft driver: the binary fallback programs the same rules and raises FirewallError", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("nfb");
     const run = (cmd: string[], stdin?: string) => nsRun(ns, cmd, { stdin });
@@ -69,7 +70,7 @@ Deno.test("nft driver: the binary fallback programs the same rules and raises Fi
   });
 });
 
-Deno.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table render and apply", async () => {
+needsRoot.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table render and apply", async () => {
   const lib = nftLibrary()!;
   const spec = {
     ...SPEC,
@@ -117,7 +118,7 @@ Deno.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table 
   });
 });
 
-Deno.test("FlannelRules (iptables mode): removes only flannel's nft chains, keeps a foreign chain and its table", async () => {
+needsRoot.test("FlannelRules (iptables mode): removes only flannel's nft chains, keeps a foreign chain and its table", async () => {
   const lib = nftLibrary()!;
   await withNetns(async (fx) => {
     const ns = await fx.add("fwf");

@@ -9,6 +9,7 @@
  * content hash, so later runs take ~25 s per build. Without mmdebstrap the build tests are skipped with a
  * warning, and fail under CI=true (./install.sh --dev installs it).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, uniqueName } from "./netns.ts";
 import { buildLayout, splitRef } from "../tools/oci_layout.ts";
@@ -149,7 +150,7 @@ async function tarText(archive: string, member: string): Promise<string> {
   return o.stdout;
 }
 
-Deno.test({
+needsRoot.test({
   name: "build-image.sh: two builds, one digest; contents, labels and name",
   ignore: !HAVE_MMDEBSTRAP,
   sanitizeResources: false,
@@ -208,6 +209,11 @@ Deno.test({
         /^tmp\/.+/.test(n) || /^usr\/src\/.+/.test(n)
       );
       assertEquals(leftovers, [], "build leftovers in the image");
+      // The gate's and the tests' npm packages (TypeScript, fast-check) are not the product's.
+      const devPkgs = [...names].filter((n) =>
+        /\/cache\/npm\/[^/]+\/(typescript|fast-check|pure-rand)\//.test(n)
+      );
+      assertEquals(devPkgs.slice(0, 3), [], "test-only npm packages in the image");
       assertEquals(lines.filter((l) => /^[cb]/.test(l)), [], "device nodes in the layer");
       const stamps = new Set(lines.map((l) => `${l.split(/\s+/)[3]} ${l.split(/\s+/)[4]}`));
       assertEquals(stamps.size, 1, `one mtime for every file (SOURCE_DATE_EPOCH), got ${[...stamps]}`);

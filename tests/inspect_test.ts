@@ -2,6 +2,7 @@
  * `flanctl inspect`: every view in table and JSON form against a namespace built with iproute2, and the
  * error contract (bad arguments exit 2, a missing namespace exits 1 naming it).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, ipJson, ROOT, run, sh, withNetns } from "./netns.ts";
 import type { AddrView, FdbView, InspectView, LinkView, NeighView, RouteView } from "../cli/inspect.ts";
@@ -85,7 +86,7 @@ function assertCamel(v: unknown, where = "$"): void {
   }
 }
 
-Deno.test("inspect: links/addrs/routes/neigh/fdb/all as JSON views match iproute2 (contract)", async () => {
+needsRoot.test("inspect: links/addrs/routes/neigh/fdb/all as JSON views match iproute2 (contract)", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("in");
     await fixture(n);
@@ -143,7 +144,7 @@ Deno.test("inspect: links/addrs/routes/neigh/fdb/all as JSON views match iproute
   });
 });
 
-Deno.test("inspect neigh/fdb: sorted, flannel.* only by default, --all, --dev", async () => {
+needsRoot.test("inspect neigh/fdb: sorted, flannel.* only by default, --all, --dev", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("is");
     await fixture(n);
@@ -223,7 +224,7 @@ Deno.test("inspect neigh/fdb: sorted, flannel.* only by default, --all, --dev", 
   });
 });
 
-Deno.test("inspect: readable aligned tables", async () => {
+needsRoot.test("inspect: readable aligned tables", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("it");
     await fixture(n);

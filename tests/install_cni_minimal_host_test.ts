@@ -4,13 +4,14 @@
  * plugins — flannel ADD, CHECK, STATUS, DEL and portmap ADD/DEL over nftables through the bundled
  * libnftables — inside a node namespace of the test's own, the plugins chrooted into that root.
  *
- * The root filesystem is made with mmdebstrap (--variant=extract, ~15 s) and cached in
- * /var/cache/flanctl-dev/image by the hash of its package list. Without mmdebstrap the test is skipped with
+ * The root filesystem is made with mmdebstrap (--variant=extract, ~15 s) from this machine's apt sources
+ * (tools/mirrors.sh) and cached in /var/cache/flanctl-dev/image by the hash of its package list and mirrors. Without mmdebstrap the test is skipped with
  * a warning, and fails under CI=true (./install.sh --dev installs it).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { installCni } from "../lib/install/cni.ts";
-import { RUNTIME_LIB_DIR } from "../lib/netlink/mod.ts";
+import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
 import { ROOT, run, sh, withNetns } from "./netns.ts";
 
 const HAVE_MMDEBSTRAP = (() => {
@@ -45,12 +46,19 @@ Deno.test("docs/deploy.md: every host package is named in its list", () => {
 
 const CACHE = "/var/cache/flanctl-dev/image";
 
-/** The root filesystem of `pkgs` (mmdebstrap, cached by the hash of the list). */
+/** This machine's apt sources for bookworm as mmdebstrap's source lines (tools/mirrors.sh's apt_sources). */
+async function aptSources(): Promise<string[]> {
+  const r = await run(["bash", "-c", 'source "$1" && apt_sources bookworm', "_", `${ROOT}tools/mirrors.sh`]);
+  if (r.code !== 0) throw new Error(r.stderr.trim());
+  return r.stdout.trim().split("\n");
+}
+
+/** The root filesystem of `pkgs` (mmdebstrap, cached by the hash of the list and the mirrors). */
 async function minimalRoot(pkgs: string[]): Promise<string> {
+  const mirrors = await aptSources();
+  const inputs = ["bookworm", pkgs.join(","), ...mirrors].join("\n");
   const key = Array.from(
-    new Uint8Array(
-      await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`bookworm\n${pkgs.join(",")}`)),
-    ),
+    new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(inputs))),
     (b) => b.toString(16).padStart(2, "0"),
   ).join("").slice(0, 16);
   const tar = `${CACHE}/host-${key}.tar`;
@@ -67,7 +75,7 @@ async function minimalRoot(pkgs: string[]): Promise<string> {
     `--include=${pkgs.join(",")}`,
     "bookworm",
     tmp,
-    "deb http://deb.debian.org/debian bookworm main",
+    ...mirrors,
   ], { env: { SOURCE_DATE_EPOCH: "1700000000" } });
   if (r.code !== 0) {
     await Deno.remove(tmp).catch(() => {});
@@ -77,7 +85,7 @@ async function minimalRoot(pkgs: string[]): Promise<string> {
   return tar;
 }
 
-Deno.test({
+needsRoot.test({
   name: "install-cni: the installed plugins work in a root with only the listed host packages (no libnl)",
   ignore: !HAVE_MMDEBSTRAP,
   sanitizeResources: false,

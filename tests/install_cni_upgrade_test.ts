@@ -9,7 +9,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { BACKUP_SUFFIX, installCni, type InstallStep } from "../lib/install/cni.ts";
 import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
 import { RUNTIME_LOCK } from "../lib/cni/launch.ts";
-import { RUNTIME_LIB_DIR } from "../lib/netlink/mod.ts";
+import { RUNTIME_LIB_DIR } from "../lib/os/mod.ts";
 import { flanctl, ROOT } from "./netns.ts";
 
 const CONFLIST = JSON.stringify({

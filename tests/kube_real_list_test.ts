@@ -5,6 +5,7 @@
  * request, the watch's query (bookmarks, timeoutSeconds) is accepted and ended by the server at its timeout,
  * and managedFields name the client `flanctl` (the User-Agent's command), not `Deno`.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster } from "./daemon_fixture.ts";
 import { KubeControlPlane } from "./kube_cluster.ts";
@@ -47,7 +48,7 @@ c.close();
 console.log(JSON.stringify(out));
 `;
 
-Deno.test({
+needsRoot.test({
   name:
     "kube client vs kube-apiserver: client-go's list and watch queries, one request per list, manager flanctl",
   ignore: !HAVE,

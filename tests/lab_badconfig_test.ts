@@ -3,6 +3,7 @@
  * wrong, and leaves no half-made state (no VXLAN device, no subnet.env, no lease, no iptables chains).
  * Runs in a throwaway namespace shaped like a lab node (an interface with the default route).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd, nsRun, run, sh, withNetns } from "./netns.ts";
 
@@ -13,7 +14,7 @@ const CASES: { conf: string; mentions: string }[] = [
   { conf: `{"Network": "10.244.0.0/16", `, mentions: "json" },
 ];
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: bad network config in the store -> daemon exits with a clear message, nothing made",
   sanitizeOps: false,
   sanitizeResources: false,

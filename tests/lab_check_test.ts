@@ -3,12 +3,13 @@
  * a lab with a dead daemon and a deleted route fails with exactly the broken pairs, each explained (the
  * daemon, the missing route), after the silent pairs were asked three times.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl } from "./netns.ts";
 import { killLabProc, withLab } from "./lab_fixture.ts";
 import { run } from "./netns.ts";
 
-Deno.test({
+needsRoot.test({
   name: "lab check: one verdict for a working lab; a dead daemon + a missing route explained pair by pair",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -5,6 +5,7 @@
  * leaves no veth, IP, saved config or rule, and the doctor asks each node's containerd and is clean.
  * `lab down` removes the sandboxes through CRI and leaves nothing (lab_fixture.ts).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctl, flanctlCmd, nsRun } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -13,6 +14,7 @@ import { peerPath, requirePeers } from "./peers.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { missingRuntime } from "../lib/lab/containerd.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 // install.sh --dev's peers (under CI a missing one fails the suite); crictl of the pinned version, also for
 // the lab's flanctl processes (they inherit the variable).
@@ -36,7 +38,7 @@ async function nodeLeft(n: NodeState): Promise<{ veths: number; ips: number; sav
   return { veths, ips, saved, dnat };
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab --runtime containerd: hostPort and plain pods on every node through CRI, cross-node, doctor",
   ignore: MISSING.length > 0,
   fn: async () => {
@@ -106,7 +108,7 @@ Deno.test({
           "node1",
           flanctlCmd("doctor", "-o", "json", "--cri-socket", `${n1.dir}/containerd/containerd.sock`),
         );
-        const f = (JSON.parse(doc.stdout).checks as { id: string; severity: string; detail: string }[])
+        const f = (JSON.parse(doc.stdout).checks as { id: FindingId; severity: string; detail: string }[])
           .find((c) => c.id === "cri-sandboxes")!;
         assertEquals(f.severity, "ok", f.detail);
         assert(f.detail.includes("2 READY sandbox"), f.detail);
@@ -124,7 +126,11 @@ Deno.test({
           "node1",
           flanctlCmd("doctor", "-o", "json", "--cri-socket", `${n1.dir}/containerd/containerd.sock`),
         );
-        const checks = JSON.parse(after.stdout).checks as { id: string; severity: string; detail: string }[];
+        const checks = JSON.parse(after.stdout).checks as {
+          id: FindingId;
+          severity: string;
+          detail: string;
+        }[];
         for (const id of ["cri-sandboxes", "hostlocal-ips", "veths", "pod-netns", "cni-cache"]) {
           const c = checks.find((x) => x.id === id)!;
           assertEquals(c.severity, "ok", `${id}: ${c.detail}`);

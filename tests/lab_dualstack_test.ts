@@ -5,6 +5,7 @@
  * daemon restart under a 100 pps ping6 loses nothing; `lab status` shows both addresses; `lab down`
  * leaves nothing behind.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsSh } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
@@ -18,7 +19,7 @@ const others = (s: LabState, n: NodeState) => s.nodes.filter((x) => x !== n);
 
 for (const backend of ["vxlan", "host-gw"] as const) {
   for (const family of ["dual", "ipv6"] as const) {
-    Deno.test({
+    needsRoot.test({
       name: `lab e2e: ${backend} --ip-family ${family} (3 nodes x 1 pod)`,
       sanitizeOps: false,
       sanitizeResources: false,

@@ -4,6 +4,7 @@
  * leases through several TTLs; a crashed node's lease expires and every peer removes its route; `lab
  * down` leaves nothing (and is idempotent).
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { flanctl, run } from "./netns.ts";
 import { labDown, withLab } from "./lab_fixture.ts";
@@ -12,7 +13,7 @@ import { pingAllPods, tcpAcross, waitEntries } from "./lab_verify.ts";
 
 const TTL_S = 10;
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: host-gw + file store (3 nodes x 1 pod), lease expiry",
   sanitizeOps: false,
   sanitizeResources: false,

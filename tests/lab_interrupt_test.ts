@@ -2,6 +2,7 @@
  * Ctrl-C during `lab up`: once the lab has namespaces and running daemons, SIGINT makes `up` remove
  * everything it made (namespaces, processes, files) and exit 130.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd } from "./netns.ts";
 import { labDown, labName } from "./lab_fixture.ts";
@@ -9,7 +10,7 @@ import { labRoot } from "../lib/lab/paths.ts";
 import { readState } from "../lib/lab/state.ts";
 import { labLeftovers, waitUntil } from "./lab_verify.ts";
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: SIGINT during lab up cleans up everything made so far",
   sanitizeOps: false,
   sanitizeResources: false,

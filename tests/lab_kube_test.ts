@@ -15,6 +15,7 @@
  * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler, kube-proxy, CoreDNS), etcd,
  * containerd, busybox, mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
 import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
@@ -89,7 +90,7 @@ const DEPLOYMENT = (replicas: number) =>
     },
   });
 
-Deno.test({
+needsRoot.test({
   name: "lab up --kube: real kubelets run flanctl's DaemonSet; pods ping across nodes; nothing left after",
   ignore: missing.length > 0,
   sanitizeResources: false,

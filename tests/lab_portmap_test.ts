@@ -4,6 +4,7 @@
  * from node2 itself to node1's public IP:18080 (and from itself, hairpin, and node1's 127.0.0.1), in iptables mode and in nftables mode (`lab up --net-conf`
  * with EnableNFTables); `lab del-pod` (conflist DEL in reverse order) leaves no hostPort rule.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, nsRun } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -12,6 +13,7 @@ import { nodeSubnet6 } from "../lib/lab/status.ts";
 import { loadState } from "../lib/lab/state.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import { waitUntil } from "./lab_verify.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 /** Listens on :8080 in `netns`, connects from `clientNs` to ip:port, and returns what the client read. */
 async function tcpThrough(netns: string, clientNs: string, ip: string, port: number): Promise<string> {
@@ -83,7 +85,7 @@ async function publishedPodAnswers(name: string, nft: boolean) {
   assert(!loadState(name).pods.some((p) => p.name === pub.name));
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap through the conflist, iptables mode",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -113,7 +115,7 @@ async function withNetConfLab(
   }
 }
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap through the conflist, nftables mode (lab up --net-conf with EnableNFTables)",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -135,7 +137,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name:
     "lab e2e: dual stack in nftables mode (--net-conf with EnableIPv6): doctor ok, hostPort over IPv4 and IPv6",
   sanitizeOps: false,
@@ -161,10 +163,10 @@ Deno.test({
         // skipped here and proven by its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts).
         const doc = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json", "--skip", "neigh-gc"));
         const rep = JSON.parse(doc.stdout) as {
-          checks: { id: string; severity: string; detail: string }[];
+          checks: { id: FindingId; severity: string; detail: string }[];
         };
         assertEquals(rep.checks.filter((c) => c.severity !== "ok"), [], doc.stdout);
-        const detail = (id: string) => rep.checks.find((c) => c.id === id)!.detail;
+        const detail = (id: CheckId) => rep.checks.find((c) => c.id === id)!.detail;
         const sub6 = nodeSubnet6(n1)!;
         assertStringIncludes(detail("nft-rules"), `table ip6 flannel-ipv6 has flannel's rules for ${sub6}`);
         assertStringIncludes(detail("ip6tables-masq"), "see nft-rules");
@@ -172,7 +174,7 @@ Deno.test({
         await nsRun(n1.netns, ["ip6tables", "-t", "nat", "-N", "FLANNEL-POSTRTG"]);
         const mixed = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
         const fm = (JSON.parse(mixed.stdout) as {
-          checks: { id: string; severity: string; detail: string; fix: string[] }[];
+          checks: { id: FindingId; severity: string; detail: string; fix: string[] }[];
         })
           .checks.find((c) => c.id === "firewall-mode")!;
         assertEquals(fm.severity, "warning", mixed.stdout);
@@ -210,7 +212,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: portmap in a dual-stack lab (--ip-family dual, iptables mode): hostPort over IPv4 and IPv6",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -3,6 +3,7 @@
  * that cannot fit the host's current gc_thresh3 is refused up front with the numbers and the sysctl line,
  * and nothing is made (no namespace, no lab directory). The host's thresholds are only read.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, TEST_PREFIX } from "./netns.ts";
 import { hostFits, MAX_NODES } from "../lib/lab/mod.ts";
@@ -22,7 +23,7 @@ function tooMany(): number | null {
 
 const nodes = tooMany();
 
-Deno.test({
+needsRoot.test({
   name: "lab up: a node count the host's neighbour table cannot hold is refused up front, nothing made",
   ignore: nodes === null, // the host's gc_thresh3 holds even MAX_NODES nodes: nothing to refuse
   async fn() {

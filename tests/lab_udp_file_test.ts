@@ -4,6 +4,7 @@
  * daemon restart under a 100 pps cross-node ping costs only the packets of the gap (printed: docs/udp.md's
  * number), after which traffic flows again with the same kernel state.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd, ipJson } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -11,8 +12,9 @@ import { loadState } from "../lib/lab/state.ts";
 import { actualEntries, pingAllPods, startPing, tcpAcross, waitEntries, waitUntil } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: udp + file store (3 nodes x 1 pod), restart gap",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -59,7 +61,7 @@ Deno.test({
       assertEquals(await pingAllPods(s), 6);
 
       // doctor: flannel0 and the port are fine while the daemon runs; a TUN without its daemon is critical.
-      type Rep = { checks: { id: string; severity: string; detail: string }[] };
+      type Rep = { checks: { id: FindingId; severity: string; detail: string }[] };
       const doctor = async (n: string) =>
         (JSON.parse((await labExec(name, n, flanctlCmd("doctor", "-o", "json"))).stdout) as Rep).checks;
       const live = await doctor("node2");

@@ -7,6 +7,7 @@
  * is checked does not depend on the length: the daemons notice the outage within a few seconds (their
  * watch breaks) and nothing in the kernel depends on the store, so a longer outage adds no coverage.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctlCmd } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -15,7 +16,7 @@ import { actualEntries, pingAllPods, startPing, waitUntil } from "./lab_verify.t
 
 const OUTAGE_MS = 15_000;
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: vxlan + etcd (2 nodes x 1 pod), etcd outage",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -4,6 +4,7 @@
  * hand-deleted entries and device, lease revocation, a node joining, `lab status`/`lab exec`, and a
  * `lab down` that leaves nothing behind.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, ipJson, nsSh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
@@ -14,7 +15,7 @@ import { actualEntries, pingAllPods, restartUnderPing, tcpAcross, waitEntries } 
 import { ping } from "../lib/lab/check.ts";
 import { stopDaemon } from "../lib/lab/services.ts";
 
-Deno.test({
+needsRoot.test({
   name: "lab e2e: vxlan + file store (3 nodes x 2 pods)",
   sanitizeOps: false,
   sanitizeResources: false,

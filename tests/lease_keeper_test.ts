@@ -7,6 +7,7 @@ import { assert, assertEquals } from "./assert.ts";
 import { FileStore } from "../lib/store/file/file.ts";
 import { LeaseKeeper, renewDelayMs } from "../lib/store/keeper.ts";
 import type { SubnetStore } from "../lib/store/types.ts";
+import { StoreUnavailableError } from "../lib/store/errors.ts";
 
 const ATTRS = { PublicIP: "192.0.2.1", PublicIPv6: null, BackendType: "vxlan" };
 const until = async (what: string, fn: () => boolean, ms = 30_000) => {
@@ -98,6 +99,39 @@ Deno.test("lease keeper: EPERM longer than the TTL never ends the loop; same sub
       await until("valid again", () => k.valid);
       assert(k.lease.subnet!.equals(l.subnet!), `same subnet: ${k.lease.subnet} vs ${l.subnet}`);
       assertEquals(problems.at(-1), null);
+    } finally {
+      ac.abort();
+      await running;
+    }
+  });
+});
+
+Deno.test("lease keeper: a renewal the store never answers is the store unavailable, as the run loop's calls", async () => {
+  await withStore(60_000, async (s) => {
+    const l = await s.acquireLease(ATTRS);
+    let hang = true;
+    const hung: SubnetStore = Object.assign(Object.create(s), {
+      renewLease: (x: typeof l) => (hang ? new Promise<never>(() => {}) : s.renewLease(x)),
+    });
+    const ac = new AbortController();
+    const errors: unknown[] = [];
+    const problems: (string | null)[] = [];
+    const k = new LeaseKeeper(hung, l, ATTRS, {
+      signal: ac.signal,
+      renewMarginMs: 59_950, // renew at once
+      renewRetryMaxMs: 50,
+      callTimeoutMs: 50,
+      onError: (_w, e) => errors.push(e),
+      onProblem: (_w, c) => problems.push(c),
+    });
+    const running = k.run();
+    try {
+      await until("a timed-out renewal", () => errors.length > 0);
+      // Before, a plain Error ("other"): /readyz kept saying the store was up while every renewal hung.
+      assert(errors[0] instanceof StoreUnavailableError, String(errors[0]));
+      assertEquals(problems[0], "unreachable: renewing the lease timed out after 0.05s");
+      hang = false;
+      await until("renewed again", () => problems.at(-1) === null);
     } finally {
       ac.abort();
       await running;

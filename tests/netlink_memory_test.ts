@@ -3,10 +3,11 @@
  * addresses, routes, neighbours, FDB) must not keep growing the process RSS; a libnl object leaked per read
  * would show up as tens of MiB here.
  */
+import { needsRoot } from "./root.ts";
 import { assert } from "./assert.ts";
 import { run, sh, withNetns } from "./netns.ts";
 
-Deno.test("netlink memory: 10,000 read cycles of all objects keep RSS flat", async () => {
+needsRoot.test("netlink memory: 10,000 read cycles of all objects keep RSS flat", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("mm");
     // The VXLAN node of one peer: underlay veth, flannel.1, cni0 with a port, and the peer's triplet.

@@ -3,6 +3,7 @@
  * namespace equal `ip -s ntable show` (thresholds from /proc/sys of the initial namespace), and entries
  * made in the namespace count in the host's table. Thresholds are only read, never written.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { run, sh, withNetns } from "./netns.ts";
 import { openNetlink, readNeighTables } from "../lib/netlink/mod.ts";
@@ -18,7 +19,7 @@ async function ipNtable(name: string): Promise<Map<string, number>> {
   return m;
 }
 
-Deno.test("netlink readNeighTables: host-wide tables, thresholds and counters as ip -s ntable shows them", async () => {
+needsRoot.test("netlink readNeighTables: host-wide tables, thresholds and counters as ip -s ntable shows them", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("nt");
     await sh("ip", "-n", ns, "link", "add", "nb0", "type", "bridge");

@@ -3,14 +3,16 @@
  * namespaces with iproute2 as the oracle: one bad entry among 1000 is reported with its entry, does not
  * hide or stop the others, and leaves nothing half-programmed for its peer.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
 import { NetlinkError, type NetlinkWrite, openNetlink } from "../lib/netlink/mod.ts";
 import { ParseError } from "../lib/base/errors.ts";
 import { Reconciler } from "../lib/reconcile/reconciler.ts";
 import type { DesiredPeer } from "../lib/reconcile/types.ts";
-import { IPNet } from "../lib/base/cidr.ts";
+import { type Cidr, type Ip, IPNet, type Mac, parseCidr, parseIp, parseMac } from "../lib/base/cidr.ts";
 import { Metrics } from "../lib/daemon/metrics.ts";
+import { asIp, asMac } from "./addr.ts";
 
 // deno-lint-ignore no-explicit-any
 type J = any;
@@ -28,14 +30,14 @@ async function overlay(ns: string): Promise<void> {
   await ip("link", "set", "flannel.1", "up");
 }
 
-function peer(i: number): { subnet: string; gw: string; mac: string; pub: string } {
+function peer(i: number): { subnet: Cidr; gw: Ip; mac: Mac; pub: Ip } {
   const a = 1 + (i >> 8), b = i & 255;
   const hex = (x: number) => x.toString(16).padStart(2, "0");
   return {
-    subnet: `10.${a}.${b}.0/24`,
-    gw: `10.${a}.${b}.0`,
-    mac: `0e:00:00:00:${hex(i >> 8)}:${hex(b)}`,
-    pub: `10.50.${1 + (i >> 8)}.${b}`,
+    subnet: parseCidr(`10.${a}.${b}.0/24`),
+    gw: parseIp(`10.${a}.${b}.0`),
+    mac: parseMac(`0e:00:00:00:${hex(i >> 8)}:${hex(b)}`),
+    pub: parseIp(`10.50.${1 + (i >> 8)}.${b}`),
   };
 }
 
@@ -48,7 +50,7 @@ async function kernel(ns: string) {
   return { routes, neigh, fdb };
 }
 
-Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input: both reported by index, the rest applied", async () => {
+needsRoot.test("writeMany: 1000 requests, one refused by the kernel and one bad input: both reported by index, the rest applied", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("pw");
     await overlay(ns);
@@ -63,9 +65,12 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
           route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: i !== BAD },
         });
       }
-      writes.push({ op: "replaceNeigh", neigh: { dev: "flannel.1", dst: "10.9.9.9", lladdr: "not-a-mac" } });
+      writes.push({
+        op: "replaceNeigh",
+        neigh: { dev: "flannel.1", dst: asIp("10.9.9.9"), lladdr: asMac("not-a-mac") },
+      });
       writes.push({ op: "deleteRoute", route: { dst: "10.99.0.0/24", dev: "nosuchdev0" } });
-      const res = h.writeMany!(writes);
+      const res = h.writeMany(writes);
       assertEquals(res.length, N + 2);
       const failed = res.flatMap((e, i) => (e ? [i] : []));
       assertEquals(failed, [BAD, N, N + 1]);
@@ -79,14 +84,14 @@ Deno.test("writeMany: 1000 requests, one refused by the kernel and one bad input
       assertEquals(routes.length, N - 1);
       assert(!routes.some((r) => r.dst === peer(BAD).subnet));
       // The same writes again: all replace, nothing new fails.
-      assertEquals(h.writeMany!(writes.slice(0, BAD)).filter((x) => x !== null).length, 0);
+      assertEquals(h.writeMany(writes.slice(0, BAD)).filter((x) => x !== null).length, 0);
     } finally {
       h.close();
     }
   });
 });
 
-Deno.test("reconciler bulk pass: one bad peer among 1000 is reported and left with no entries, the 999 others are programmed", async () => {
+needsRoot.test("reconciler bulk pass: one bad peer among 1000 is reported and left with no entries, the 999 others are programmed", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("pr");
     await overlay(ns);
@@ -145,6 +150,53 @@ Deno.test("reconciler bulk pass: one bad peer among 1000 is reported and left wi
       assertEquals([shrink.removed, shrink.errors], [30, 0]);
       const k2 = await kernel(ns);
       assertEquals([k2.routes.length, k2.neigh.length, k2.fdb.length], [N - 11, N - 11, N - 11]);
+    } finally {
+      h.close();
+    }
+  });
+});
+
+needsRoot.test("reconciler bulk pass: a peer MAC's moved FDB remote is moved back by one replace, nothing removed", async () => {
+  await withNetns(async (fx) => {
+    const ns = await fx.add("pf");
+    await overlay(ns);
+    const h = openNetlink({ name: ns });
+    try {
+      const r = new Reconciler({
+        nl: h,
+        network: IPNet.parse("10.0.0.0/8"),
+        overlayDev: "flannel.1",
+        log: { info() {}, debug() {}, warn() {} },
+        stats: new Metrics(),
+      });
+      const want = new Map<string, DesiredPeer>();
+      for (const p of [peer(1), peer(2)]) {
+        want.set(p.subnet, {
+          route: { dst: p.subnet, via: p.gw, dev: "flannel.1", onlink: true },
+          neigh: { ip: p.gw, mac: p.mac },
+          fdb: { mac: p.mac, dst: p.pub },
+        });
+      }
+      assertEquals(r.fullPass(() => want).errors, 0);
+      // The kernel keeps one remote per unicast MAC: replace moves it (append would not add a second).
+      const p = peer(1);
+      await sh(
+        "bridge",
+        "-n",
+        ns,
+        "fdb",
+        "replace",
+        p.mac,
+        "dev",
+        "flannel.1",
+        "dst",
+        "10.50.9.9",
+        "self",
+        "permanent",
+      );
+      assertEquals((await kernel(ns)).fdb.filter((f) => f.mac === p.mac).map((f) => f.dst), ["10.50.9.9"]);
+      assertEquals(r.fullPass(), { programmed: 1, removed: 0, errors: 0 });
+      assertEquals((await kernel(ns)).fdb.filter((f) => f.mac === p.mac).map((f) => f.dst), [p.pub]);
     } finally {
       h.close();
     }

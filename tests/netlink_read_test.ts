@@ -2,6 +2,7 @@
  * Kernel layer, reading: state is built with iproute2 in throwaway namespaces and the library must read
  * exactly what `ip -j` / `bridge -j` report (iproute2 is the oracle).
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
 import { openNetlink } from "../lib/netlink/mod.ts";
@@ -29,7 +30,7 @@ async function agree<T>(read: () => Promise<[T, T]>): Promise<T> {
   }
 }
 
-Deno.test("netlink read: links (veth across namespaces, bridge port hairpin, vxlan) match ip -j -d link", async () => {
+needsRoot.test("netlink read: links (veth across namespaces, bridge port hairpin, vxlan) match ip -j -d link", async () => {
   await withNetns(async (fx) => {
     const n1 = await fx.add("rl"), n2 = await fx.add("rl");
     await ip(n1, "link", "add", "ul0", "type", "veth", "peer", "name", "ul1");
@@ -120,7 +121,7 @@ Deno.test("netlink read: links (veth across namespaces, bridge port hairpin, vxl
   });
 });
 
-Deno.test("netlink read: addresses v4/v6 match ip -j addr", async () => {
+needsRoot.test("netlink read: addresses v4/v6 match ip -j addr", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("ra");
     await ip(n, "link", "add", "ve0", "type", "veth", "peer", "name", "ve1");
@@ -178,7 +179,7 @@ async function routeOracle(n: string): Promise<string[]> {
   ).sort();
 }
 
-Deno.test("netlink read: routes (default, onlink, scope link, v6, other table, metric, src) match ip -j route", async () => {
+needsRoot.test("netlink read: routes (default, onlink, scope link, v6, other table, metric, src) match ip -j route", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("rr");
     await ip(n, "link", "add", "ve0", "type", "veth", "peer", "name", "ve1");
@@ -221,7 +222,7 @@ Deno.test("netlink read: routes (default, onlink, scope link, v6, other table, m
   });
 });
 
-Deno.test("netlink read: neighbours and FDB match ip -j neigh / bridge -j fdb", async () => {
+needsRoot.test("netlink read: neighbours and FDB match ip -j neigh / bridge -j fdb", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("rn");
     await ip(n, "link", "add", "ve0", "type", "veth", "peer", "name", "ve1");

@@ -2,13 +2,14 @@
  * Kernel layer, route lookups (RTM_GETROUTE with fibmatch): the matched route for output and input
  * (forwarded) packets, compared with `ip -j route get … fibmatch`, and the errno of failed lookups.
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
 import { openNetlink, routeGet } from "../lib/netlink/mod.ts";
 
 const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 
-Deno.test("netlink routeGet: output and input lookups match ip route get fibmatch; failures carry the errno", async () => {
+needsRoot.test("netlink routeGet: output and input lookups match ip route get fibmatch; failures carry the errno", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("rg");
     await ip(ns, "link", "add", "br0", "type", "bridge");

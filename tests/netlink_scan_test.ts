@@ -4,13 +4,15 @@
  * (routes/neighbours/fdb, themselves checked against iproute2 in netlink_read_test.ts) return for the same
  * filter, and ethtool -k must agree with getTxChecksum/setTxChecksum.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertThrows } from "./assert.ts";
 import { nsRun, sh, withNetns } from "./netns.ts";
-import { getTxChecksum, NetlinkError, openNetlink, setTxChecksum } from "../lib/netlink/mod.ts";
+import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { getTxChecksum, setTxChecksum } from "../lib/os/mod.ts";
 
 const ip = (ns: string, ...args: string[]) => sh("ip", "-n", ns, ...args);
 
-Deno.test("netlink scan: routes, neighbours and FDB of one device equal the full readers' view", async () => {
+needsRoot.test("netlink scan: routes, neighbours and FDB of one device equal the full readers' view", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("sc");
     await ip(ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p");
@@ -72,7 +74,7 @@ Deno.test("netlink scan: routes, neighbours and FDB of one device equal the full
           [x.family, x.dst, x.gateway, x.devName, x.flags.includes("onlink"), x.table, x.metric].join(" ")
         );
         const scanned: string[] = [];
-        h.scanRoutes!(opts, (x) => {
+        h.scanRoutes(opts, (x) => {
           scanned.push(
             [
               x.family,
@@ -90,38 +92,38 @@ Deno.test("netlink scan: routes, neighbours and FDB of one device equal the full
       }
       assert(h.routes({ family: 4, table: 254 }).length > 3000, "a multi-buffer dump");
       const viaVx0: string[] = [];
-      h.scanRoutes!({ family: 4, table: 254, dev: "vx0" }, (x) => viaVx0.push(x.dst));
+      h.scanRoutes({ family: 4, table: 254, dev: "vx0" }, (x) => viaVx0.push(x.dst));
       assertEquals(
         viaVx0.sort(),
         h.routes({ family: 4, table: 254 }).filter((x) => x.devName === "vx0").map((x) => x.dst).sort(),
       );
       // Multipath: one entry per next hop.
       const mp: string[] = [];
-      h.scanRoutes!({ family: 4 }, (x) => x.dst === "10.8.0.0/16" && mp.push(x.gateway!));
+      h.scanRoutes({ family: 4 }, (x) => x.dst === "10.8.0.0/16" && mp.push(x.gateway!));
       assertEquals(mp.sort(), ["192.0.2.2", "192.0.2.3"]);
 
       for (const dev of ["vx0", "vx1", "eth0"]) {
         const full = h.neighbours(4).filter((n) => n.ifname === dev)
           .map((n) => `${n.dst} ${n.lladdr} ${n.state.includes("PERMANENT")}`);
         const scanned: string[] = [];
-        h.scanNeighbours!(
+        h.scanNeighbours(
           { family: 4, dev },
           (n) => scanned.push(`${n.dst} ${n.lladdr} ${(n.state & 0x80) !== 0}`),
         );
         assertEquals(scanned.sort(), full.sort(), dev);
         const fdbFull = h.fdb().filter((f) => f.ifname === dev).map((f) => `${f.mac} ${f.dst}`);
         const fdbScan: string[] = [];
-        h.scanFdb!(dev, (f) => fdbScan.push(`${f.mac} ${f.dst}`));
+        h.scanFdb(dev, (f) => fdbScan.push(`${f.mac} ${f.dst}`));
         assertEquals(fdbScan.sort(), fdbFull.sort(), `fdb ${dev}`);
       }
-      assertThrows(() => h.scanFdb!("nope0", () => {}), NetlinkError, "Cannot find device");
+      assertThrows(() => h.scanFdb("nope0", () => {}), NetlinkError, "Cannot find device");
     } finally {
       h.close();
     }
   });
 });
 
-Deno.test("netlink ethtool: TX checksum offload read and switched as ethtool -k shows it", async () => {
+needsRoot.test("netlink ethtool: TX checksum offload read and switched as ethtool -k shows it", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("et");
     await ip(ns, "link", "add", "flannel.1", "type", "vxlan", "id", "1", "dstport", "8472", "nolearning");
@@ -131,13 +133,13 @@ Deno.test("netlink ethtool: TX checksum offload read and switched as ethtool -k 
     assertEquals(await shown(), "on", "a new vxlan device has offload on");
     const h = openNetlink({ name: ns });
     try {
-      assertEquals(h.txChecksum!("flannel.1"), true);
-      h.setTxChecksum!("flannel.1", false);
+      assertEquals(h.txChecksum("flannel.1"), true);
+      h.setTxChecksum("flannel.1", false);
       assertEquals(await shown(), "off");
       assertEquals(getTxChecksum({ name: ns }, "flannel.1"), false);
       setTxChecksum({ name: ns }, "flannel.1", true);
       assertEquals(await shown(), "on");
-      assertThrows(() => h.txChecksum!("nope0"), NetlinkError, "No such device");
+      assertThrows(() => h.txChecksum("nope0"), NetlinkError, "No such device");
     } finally {
       h.close();
     }

@@ -3,6 +3,7 @@
  * creation, ifindexes that repeat across namespaces. Checked through the library and through
  * `flanctl inspect veths -o json`.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { flanctl, sh, withNetns } from "./netns.ts";
 import { listHostNetns, listVethPairs, type VethPair } from "../lib/observe/veths.ts";
@@ -37,7 +38,7 @@ function keys(pairs: VethPair[], mine: Set<string>): string[] {
     .map((p) => norm(`${p.netns}/${p.name}<->${p.peer.netns}/${p.peer.name}`)).sort();
 }
 
-Deno.test("veth pairing: 3 namespaces, moved peer, repeated ifindexes (library and inspect veths -o json)", async () => {
+needsRoot.test("veth pairing: 3 namespaces, moved peer, repeated ifindexes (library and inspect veths -o json)", async () => {
   await withNetns(async (fx) => {
     const a = await fx.add("va"), b = await fx.add("vb"), c = await fx.add("vc");
     const want = await build(a, b, c);
@@ -91,7 +92,7 @@ Deno.test("veth pairing: namespaces are listed once each, ours first as null", (
   assertEquals(new Set(spaces.map((s) => s.id)).size, spaces.length);
 });
 
-Deno.test("veth pairing: a process's anonymous namespace is named pid:PID", async () => {
+needsRoot.test("veth pairing: a process's anonymous namespace is named pid:PID", async () => {
   await withNetns(async (fx) => {
     const a = await fx.add("vp");
     // `unshare -n` gives sleep its own unnamed namespace; a veth is then moved into it.

@@ -3,10 +3,13 @@
  * namespaces and checked with `ip -j` / `bridge -j` (iproute2 is the oracle); errors carry the operation
  * and libnl's code; namespaces are switched and restored.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
-import { inNetns, NetlinkError, netnsPath, openNetlink } from "../lib/netlink/mod.ts";
+import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { inNetns, netnsPath } from "../lib/os/mod.ts";
 import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/base/errors.ts";
+import { asCidr, asIp, asMac } from "./addr.ts";
 
 // deno-lint-ignore no-explicit-any
 type J = any;
@@ -14,7 +17,7 @@ type J = any;
 const link = async (ns: string, name: string): Promise<J> =>
   (await ipJson<J[]>(ns, "-d", "link", "show", "dev", name))[0];
 
-Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/mac/master/hairpin, move, delete", async () => {
+needsRoot.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/mac/master/hairpin, move, delete", async () => {
   await withNetns(async (fx) => {
     const n1 = await fx.add("wl"), n2 = await fx.add("wl"), n3 = await fx.add("wl");
     const h = openNetlink({ name: n1 });
@@ -30,7 +33,7 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
         dev: "ul0",
         learning: false,
         mtu: 1450,
-        mac: "0e:00:00:00:00:01",
+        mac: asMac("0e:00:00:00:00:01"),
       });
       h.createVxlan("vxg", { vni: 77, gbp: true, learning: true, local: "fd00::7" });
       h.createBridge("cni0", { mtu: 1450, mac: "0e:00:00:00:00:02" });
@@ -103,7 +106,7 @@ Deno.test("netlink write: bridge, vxlan, veth (peer in another netns), up/mtu/ma
   });
 });
 
-Deno.test("netlink write: createDummy where the kernel supports it", async () => {
+needsRoot.test("netlink write: createDummy where the kernel supports it", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("wd");
     const probe = await new Deno.Command("ip", { args: ["-n", n, "link", "add", "probe0", "type", "dummy"] })
@@ -126,7 +129,7 @@ Deno.test("netlink write: createDummy where the kernel supports it", async () =>
   });
 });
 
-Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric), neighbours, FDB", async () => {
+needsRoot.test("netlink write: addresses, routes (replace/onlink/scope/table/metric), neighbours, FDB", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("wr");
     const h = openNetlink({ name: n });
@@ -151,12 +154,22 @@ Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric),
       assert(!after.includes("10.7.9.9") && !after.includes("fd07::1") && after.includes("10.7.0.1"));
 
       // The VXLAN triplet for one peer, then replace it (idempotent), then change it.
-      h.replaceRoute({ dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true });
-      h.replaceRoute({ dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true });
-      h.replaceNeigh({ dev: "flannel.1", dst: "10.244.2.0", lladdr: "aa:bb:cc:dd:ee:02" });
-      h.replaceNeigh({ dev: "flannel.1", dst: "10.244.2.0", lladdr: "aa:bb:cc:dd:ee:02" });
-      h.replaceFdb({ dev: "flannel.1", mac: "aa:bb:cc:dd:ee:02", dst: "10.7.0.2" });
-      h.replaceFdb({ dev: "flannel.1", mac: "aa:bb:cc:dd:ee:02", dst: "10.7.0.2" });
+      h.replaceRoute({
+        dst: asCidr("10.244.2.0/24"),
+        via: asIp("10.244.2.0"),
+        dev: "flannel.1",
+        onlink: true,
+      });
+      h.replaceRoute({
+        dst: asCidr("10.244.2.0/24"),
+        via: asIp("10.244.2.0"),
+        dev: "flannel.1",
+        onlink: true,
+      });
+      h.replaceNeigh({ dev: "flannel.1", dst: asIp("10.244.2.0"), lladdr: asMac("aa:bb:cc:dd:ee:02") });
+      h.replaceNeigh({ dev: "flannel.1", dst: asIp("10.244.2.0"), lladdr: asMac("aa:bb:cc:dd:ee:02") });
+      h.replaceFdb({ dev: "flannel.1", mac: asMac("aa:bb:cc:dd:ee:02"), dst: asIp("10.7.0.2") });
+      h.replaceFdb({ dev: "flannel.1", mac: asMac("aa:bb:cc:dd:ee:02"), dst: asIp("10.7.0.2") });
       let routes = await ipJson<J[]>(n, "route", "show", "10.244.2.0/24");
       assertEquals(routes.length, 1);
       assertEquals([routes[0].gateway, routes[0].dev, routes[0].flags, routes[0].protocol ?? "boot"], [
@@ -181,14 +194,14 @@ Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric),
         ],
       );
 
-      h.replaceRoute({ dst: "10.244.2.0/24", via: "10.7.0.2", dev: "ul0", metric: 0 });
+      h.replaceRoute({ dst: asCidr("10.244.2.0/24"), via: asIp("10.7.0.2"), dev: "ul0", metric: 0 });
       h.replaceNeigh({
         dev: "flannel.1",
-        dst: "10.244.2.0",
-        lladdr: "aa:bb:cc:dd:ee:03",
+        dst: asIp("10.244.2.0"),
+        lladdr: asMac("aa:bb:cc:dd:ee:03"),
         state: "reachable",
       });
-      h.replaceFdb({ dev: "flannel.1", mac: "aa:bb:cc:dd:ee:02", dst: "10.7.0.3" });
+      h.replaceFdb({ dev: "flannel.1", mac: asMac("aa:bb:cc:dd:ee:02"), dst: asIp("10.7.0.3") });
       routes = await ipJson<J[]>(n, "route", "show", "10.244.2.0/24");
       assertEquals([routes.length, routes[0].gateway, routes[0].dev, routes[0].flags], [
         1,
@@ -203,18 +216,18 @@ Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric),
 
       // Scope, table, metric, protocol, src, IPv6 and default routes.
       h.replaceRoute({
-        dst: "10.9.0.0/16",
+        dst: asCidr("10.9.0.0/16"),
         dev: "ul0",
         scope: "link",
         table: 100,
         metric: 20,
         protocol: "static",
-        src: "10.7.0.1",
+        src: asIp("10.7.0.1"),
       });
-      h.replaceRoute({ dst: "10.10.0.0/16", dev: "ul0" });
-      h.replaceRoute({ dst: "default", via: "10.7.0.254" });
+      h.replaceRoute({ dst: asCidr("10.10.0.0/16"), dev: "ul0" });
+      h.replaceRoute({ dst: "default", via: asIp("10.7.0.254") });
       h.addAddr("ul0", "fd07::1/64");
-      h.replaceRoute({ dst: "fd08::/64", via: "fd07::2", dev: "ul0" });
+      h.replaceRoute({ dst: asCidr("fd08::/64"), via: asIp("fd07::2"), dev: "ul0" });
       const t100 = await ipJson<J[]>(n, "route", "show", "table", "100");
       assertEquals(t100.map((r: J) => [r.dst, r.dev, r.scope, r.metric, r.protocol, r.prefsrc]), [
         ["10.9.0.0/16", "ul0", "link", 20, "static", "10.7.0.1"],
@@ -248,14 +261,19 @@ Deno.test("netlink write: addresses, routes (replace/onlink/scope/table/metric),
   });
 });
 
-Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; missing netns; close", async () => {
+needsRoot.test("netlink errors: operation + iproute2 text + libnl code; bad input; missing netns; close", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("we");
     const h = openNetlink({ name: n });
     try {
       h.createVxlan("flannel.1", { vni: 1, port: 8472 });
       h.setUp("flannel.1", true);
-      h.replaceRoute({ dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true });
+      h.replaceRoute({
+        dst: asCidr("10.244.2.0/24"),
+        via: asIp("10.244.2.0"),
+        dev: "flannel.1",
+        onlink: true,
+      });
       const nle = (fn: () => unknown) => assertThrows(fn, NetlinkError) as NetlinkError;
       let e = nle(() => h.createBridge("flannel.1"));
       assertEquals(e.message, "link add flannel.1 type bridge: File exists");
@@ -270,7 +288,12 @@ Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; mi
       e = nle(() => h.addAddr("flannel.1", "10.1.1.1/24"));
       assert(e.message.startsWith("address add 10.1.1.1/24 dev flannel.1: File exists"), e.message);
       e = nle(() =>
-        h.replaceRoute({ dst: "10.244.3.0/24", via: "10.244.3.0", dev: "nosuch0", onlink: true })
+        h.replaceRoute({
+          dst: asCidr("10.244.3.0/24"),
+          via: asIp("10.244.3.0"),
+          dev: "nosuch0",
+          onlink: true,
+        })
       );
       assertEquals(
         e.message,
@@ -285,16 +308,24 @@ Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; mi
       e = nle(() => h.setMaster("flannel.1", 999));
       assertStringIncludes(e.message, "link set dev flannel.1 master 999: ");
       // The kernel's own explanation (extended ack) is kept, as iproute2 prints it.
-      e = nle(() => h.replaceRoute({ dst: "10.250.0.0/24", via: "10.99.0.1" }));
+      e = nle(() => h.replaceRoute({ dst: asCidr("10.250.0.0/24"), via: asIp("10.99.0.1") }));
       assertEquals(e.errno, 101);
       assertStringIncludes(e.message, "route replace 10.250.0.0/24 via 10.99.0.1: Network is unreachable");
-      e = nle(() => h.replaceRoute({ dst: "10.250.0.1/24", dev: "flannel.1" }));
+      e = nle(() => h.replaceRoute({ dst: asCidr("10.250.0.1/24"), dev: "flannel.1" }));
       assertStringIncludes(e.message, "Invalid argument (Invalid prefix for given prefix length)");
       assertEquals(e.kernelMessage, "Invalid prefix for given prefix length");
-      assertThrows(() => h.replaceRoute({ dst: "10.244.2.0/33", dev: "flannel.1" }), ParseError, "dst");
-      assertThrows(() => h.replaceRoute({ dst: "10.244.2.0/24", via: "fd00::1" }), ParseError, "via");
       assertThrows(
-        () => h.replaceNeigh({ dev: "flannel.1", dst: "10.1.1.2", lladdr: "zz" }),
+        () => h.replaceRoute({ dst: asCidr("10.244.2.0/33"), dev: "flannel.1" }),
+        ParseError,
+        "dst",
+      );
+      assertThrows(
+        () => h.replaceRoute({ dst: asCidr("10.244.2.0/24"), via: asIp("fd00::1") }),
+        ParseError,
+        "via",
+      );
+      assertThrows(
+        () => h.replaceNeigh({ dev: "flannel.1", dst: asIp("10.1.1.2"), lladdr: asMac("zz") }),
         ParseError,
         "lladdr",
       );
@@ -318,7 +349,7 @@ Deno.test("netlink errors: operation + iproute2 text + libnl code; bad input; mi
   });
 });
 
-Deno.test("inNetns: runs in the namespace (sysctl write), always switches back", async () => {
+needsRoot.test("inNetns: runs in the namespace (sysctl write), always switches back", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("ws");
     const before = Deno.readTextFileSync("/proc/sys/net/ipv4/ip_forward");

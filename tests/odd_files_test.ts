@@ -4,6 +4,7 @@
  * (doctor: `unknown` with the reason) well within the `timeout` the commands run under; a refused ADD
  * leaves no saved config behind.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cniEnv, listFiles, pluginCmd, tempDir } from "./cni_helpers.ts";
 import { doctorArgs, findings, withDoctorNode } from "./doctor_fixture.ts";
@@ -16,7 +17,7 @@ function mkfifo(path: string): Promise<unknown> {
   return run(["mkfifo", path]);
 }
 
-Deno.test("doctor: a FIFO or /dev/zero as --subnet-file, a FIFO as conflist: unknown with the reason", async () => {
+needsRoot.test("doctor: a FIFO or /dev/zero as --subnet-file, a FIFO as conflist: unknown with the reason", async () => {
   await withDoctorNode(async (n) => {
     const fifo = `${n.dir}/subnet.fifo`;
     await mkfifo(fifo);
@@ -43,7 +44,7 @@ Deno.test("doctor: a FIFO or /dev/zero as --subnet-file, a FIFO as conflist: unk
   });
 });
 
-Deno.test("cni flannel: a FIFO as subnetFile or CNI_NETNS, /dev/zero as subnetFile: clear error, nothing saved", () =>
+needsRoot.test("cni flannel: a FIFO as subnetFile or CNI_NETNS, /dev/zero as subnetFile: clear error, nothing saved", () =>
   withNetns(async (fx) => {
     const node = await fx.add("odn"), pod = await fx.add("odp");
     const d = tempDir();

@@ -7,19 +7,21 @@
  * pod's daemon (in-cluster account) read on the host.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml, TOKEN } from "./kube_fake_api.ts";
 import { flanctl, withNetns } from "./netns.ts";
 import type { StatusJson } from "../lib/status/status.ts";
 import type { LeaseJson } from "../lib/store/types.ts";
+import type { CheckId, FindingId } from "../lib/doctor/mod.ts";
 
 interface DoctorJsonView {
   summary: { exitCode: number };
-  checks: { id: string; severity: string; detail: string }[];
+  checks: { id: FindingId; severity: string; detail: string }[];
 }
 
-Deno.test("ops tools without store flags use the kube store the daemon records, and name the node", async () => {
+needsRoot.test("ops tools without store flags use the kube store the daemon records, and name the node", async () => {
   const c = new DaemonCluster("10.93");
   let api: FakeApiServer | null = null;
   try {
@@ -78,7 +80,7 @@ Deno.test("ops tools without store flags use the kube store the daemon records, 
     // doctor: reads the kube store; the own lease is found and worded as a Node's, peers are not stale.
     const dr = await flanctl(["doctor", "--subnet-file", a.subnetFile, "-o", "json"], { ns: a.ns });
     const dj = JSON.parse(dr.stdout) as DoctorJsonView;
-    const check = (id: string) => dj.checks.find((x) => x.id === id);
+    const check = (id: CheckId) => dj.checks.find((x) => x.id === id);
     assertEquals(check("store")?.severity, "ok", dr.stdout);
     assertEquals(check("lease-own")?.severity, "ok", dr.stdout);
     assertStringIncludes(check("lease-expiry")!.detail, "node kn1's podCIDR");
@@ -117,7 +119,7 @@ Deno.test("ops tools without store flags use the kube store the daemon records, 
   }
 });
 
-Deno.test("ops tools on the host of a pod's daemon: the recorded in-cluster store is named, with the fix", async () => {
+needsRoot.test("ops tools on the host of a pod's daemon: the recorded in-cluster store is named, with the fix", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("rs");
     const dir = Deno.makeTempDirSync({ prefix: "flanctl-recorded-" });

@@ -5,15 +5,17 @@
  * a reader that is already gone (`| true`, what `| head` does after its lines) ends quietly — no stack
  * trace — with the exit code the command has unpiped.
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
 import { flanctl, flanctlCmd, run, sh } from "./netns.ts";
 import { shq } from "../lib/lab/proc.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const HOSTILE = ["v$(>pwn1)", "veth$(>pwn2)"];
 const ESC = ["e\x1b[2Jz", "veth\x1b]0;T"];
 
-Deno.test("output: fix lines quote hostile link names; tables escape control bytes", async () => {
+needsRoot.test("output: fix lines quote hostile link names; tables escape control bytes", async () => {
   await withDoctorNode(async (n) => {
     const N = n.node;
     await sh("ip", "-n", N, "link", "add", HOSTILE[0], "type", "veth", "peer", "name", HOSTILE[1]);
@@ -23,7 +25,7 @@ Deno.test("output: fix lines quote hostile link names; tables escape control byt
     await sh("ip", "-n", N, "link", "add", ESC[0], "type", "veth", "peer", "name", ESC[1]);
 
     const r = await flanctl(doctorArgs(n, "-o", "json"));
-    const doc = JSON.parse(r.stdout) as { checks: { id: string; fix: string[] }[] };
+    const doc = JSON.parse(r.stdout) as { checks: { id: FindingId; fix: string[] }[] };
     const lines = doc.checks.flatMap((c) => c.fix).filter((f) => f.includes("pwn"));
     const ids = new Set(doc.checks.filter((c) => c.fix.some((f) => f.includes("pwn"))).map((c) => c.id));
     assert(ids.has("veths") && ids.has("pod-network-routes"), `fix lines naming the links: ${[...ids]}`);
@@ -63,7 +65,7 @@ Deno.test("output: fix lines quote hostile link names; tables escape control byt
   });
 });
 
-Deno.test("output: a closed pipe (| head) ends doctor, status, inspect and lease quietly, same exit code", async () => {
+needsRoot.test("output: a closed pipe (| head) ends doctor, status, inspect and lease quietly, same exit code", async () => {
   await withDoctorNode(async (n) => {
     const cmds = [
       doctorArgs(n),

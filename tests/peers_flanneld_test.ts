@@ -7,17 +7,19 @@
  * `flanctl reset` flanneld opens flannel0 and the pods talk again.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun, sh } from "./netns.ts";
 import { routes, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { addPod46, addV6Underlay, linkOf, MixedCluster, pingCount, waitPing } from "./peers_fixture.ts";
 import { requirePeers } from "./peers.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const HAVE = requirePeers(["flanneld", "etcd", "etcdctl"]);
 const netconf = (type: string) => JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: type } });
 
 for (const type of ["vxlan", "host-gw", "udp"]) {
-  Deno.test({
+  needsRoot.test({
     name: `mixed with flanneld over etcd (${type}): each programs the other, pods ping both ways`,
     ignore: !HAVE,
     async fn() {
@@ -83,7 +85,7 @@ for (const type of ["vxlan", "host-gw", "udp"]) {
   });
 }
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld (vxlan): swapping a node each way under a running ping loses nothing",
   ignore: !HAVE,
   async fn() {
@@ -117,7 +119,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "udp rollback to flanneld: the leftover flannel0 is named by doctor; flanctl reset clears the way",
   ignore: !HAVE,
   async fn() {
@@ -146,7 +148,7 @@ Deno.test({
         ["doctor", "--subnet-file", a.subnetFile, "--etcd-endpoints", c.etcdUrl, "-o", "json"],
         { ns: a.ns },
       );
-      const left = (JSON.parse(dr.stdout).checks as { id: string; severity: string; detail: string }[])
+      const left = (JSON.parse(dr.stdout).checks as { id: FindingId; severity: string; detail: string }[])
         .find((x) => x.id === "udp-leftover");
       assertEquals(left?.severity, "critical", dr.stdout);
       assertStringIncludes(left!.detail, "flannel0: TUN device no process holds open, while flannel1 (pid");
@@ -188,7 +190,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld over etcd (vxlan, dual stack): pods ping both ways in both families; the MTUs",
   ignore: !HAVE,
   async fn() {

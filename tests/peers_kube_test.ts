@@ -9,6 +9,7 @@
  * produce on demand.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertNotEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, runDaemonOnce, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { KubeControlPlane } from "./kube_cluster.ts";
@@ -70,7 +71,7 @@ async function vtepMac(n: TestNode): Promise<string> {
   return JSON.parse(await sh("ip", "-n", n.ns, "-j", "link", "show", "flannel.1"))[0].address;
 }
 
-Deno.test({
+needsRoot.test({
   name:
     "kube mode on a real kube-apiserver: RBAC of the manifest, annotations, condition, peers, rotation, delete",
   ignore: !HAVE,
@@ -142,7 +143,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "kube mode on a real kube-apiserver: a watch older than etcd's compaction gets 410 and re-lists",
   ignore: !HAVE,
   async fn() {
@@ -200,7 +201,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name:
     "kube mode on a real kube-apiserver: a missing Node and an RBAC that denies nodes/status fail clearly",
   ignore: !HAVE,
@@ -253,7 +254,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld over the real API (vxlan): pods ping both ways, a swap each way loses nothing",
   ignore: !HAVE_FLANNELD,
   async fn() {
@@ -306,7 +307,7 @@ Deno.test({
 });
 
 for (const type of ["host-gw", "udp"]) {
-  Deno.test({
+  needsRoot.test({
     name: `mixed with flanneld over the real API (${type}): each programs the other, pods ping both ways`,
     ignore: !HAVE_FLANNELD,
     async fn() {
@@ -350,7 +351,7 @@ for (const type of ["host-gw", "udp"]) {
   });
 }
 
-Deno.test({
+needsRoot.test({
   name: "mixed with flanneld over the real API (vxlan, dual stack): pods ping both ways in both families",
   ignore: !HAVE_FLANNELD,
   async fn() {

@@ -4,6 +4,7 @@
  * families' lease, device and peers; rules from nft-rules), an IPv6-only lab and a udp lab (flannel0).
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd } from "./netns.ts";
 import { DUAL_NFT_NETCONF, killLabProc, labExec, withLab, withNetConf } from "./lab_fixture.ts";
@@ -46,7 +47,7 @@ function assertShape(st: StatusJson): void {
   }
 }
 
-Deno.test({
+needsRoot.test({
   name:
     "status (etcd lab): JSON shape, numbers equal /metrics, store killed → unreachable, daemon killed → down",
   sanitizeOps: false,
@@ -180,7 +181,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "status (dual-stack lab, nftables mode): both subnets, both devices, peers per family, nft-rules",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -225,7 +226,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "status (IPv6-only lab, udp lab): the IPv6 lease, device and peers; udp's device is flannel0",
   sanitizeOps: false,
   sanitizeResources: false,

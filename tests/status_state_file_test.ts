@@ -3,11 +3,12 @@
  * claiming there is none (run in a namespace of its own, with a file store in a temp dir).
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, withNetns } from "./netns.ts";
 import type { StatusJson } from "../lib/status/status.ts";
 
-Deno.test("status: a malformed or unreadable state file is named with its problem, not reported as missing", async () => {
+needsRoot.test("status: a malformed or unreadable state file is named with its problem, not reported as missing", async () => {
   await withNetns(async (fx) => {
     const ns = await fx.add("st");
     const dir = Deno.makeTempDirSync({ prefix: "flanctl-status-" });

@@ -51,6 +51,28 @@ console.log(uniqueName("dn"), labName("lv"));`;
   assertStringIncludes(bad.out, "FLANCTL_TEST_PREFIX: 'Bad!'");
 });
 
+Deno.test("root tests: run as root; skipped with the reason elsewhere; under CI=true a non-root run fails", async () => {
+  const args = ["test", "-A", "--no-check=remote", "tests/fixtures/root_probe.ts"];
+  const quiet = [...args.slice(0, 3), "--quiet", ...args.slice(3)]; // as deno task test runs
+  const root = await deno(args, { FLANCTL_PROBE_UID: "0", CI: "true" });
+  assertEquals(root.code, 0, root.out);
+  assertStringIncludes(root.out, "3 passed | 0 failed");
+  assert(!root.out.includes("needs root)") && !root.out.includes("not root"), root.out);
+  const why = "tests/fixtures/root_probe.ts: not root (uid 1000); its tests that need root";
+  const dev = await deno(args, { FLANCTL_PROBE_UID: "1000", CI: "false" });
+  assertEquals(dev.code, 0, dev.out);
+  assertStringIncludes(dev.out, "0 passed | 0 failed | 3 ignored");
+  assertEquals(dev.out.split(`warning: ${why}`).length, 2, `the reason, once per file:\n${dev.out}`);
+  const devQuiet = await deno(quiet, { FLANCTL_PROBE_UID: "1000", CI: "false" });
+  assertEquals(devQuiet.code, 0, devQuiet.out);
+  assertStringIncludes(devQuiet.out, "probe: needs root, options and a body (needs root) ... ignored");
+  const ci = await deno(quiet, { FLANCTL_PROBE_UID: "1000", CI: "true" });
+  assert(ci.code !== 0, `under CI a non-root run must fail:\n${ci.out}`);
+  assertStringIncludes(ci.out, "tests/fixtures/root_probe.ts: tests that need root ... FAILED");
+  assertStringIncludes(ci.out, `${why} (namespaces, links, firewall rules, labs, daemons) are skipped`);
+  assertStringIncludes(ci.out, "0 passed | 1 failed | 3 ignored");
+});
+
 Deno.test("reference plugins: missing ones fail the suite under CI=true, are skipped with a warning elsewhere", async () => {
   assertEquals(missingRefPlugins(["flanctl-no-such-plugin"]), ["flanctl-no-such-plugin"]);
   const args = ["test", "-A", "--no-check=remote", "tests/fixtures/ref_plugins_probe.ts"];

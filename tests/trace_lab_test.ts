@@ -5,6 +5,7 @@
  * documented contract. The daemons' resyncs are slowed down so they do not repair the faults first.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, ipJson, sh } from "./netns.ts";
 import { killLabProc, labExec, withLab, withNetConf } from "./lab_fixture.ts";
@@ -36,7 +37,7 @@ function assertContract(t: Trace): void {
   else assert(typeof t.brokenAt === "number" && typeof t.why === "string" && Array.isArray(t.fix));
 }
 
-Deno.test({
+needsRoot.test({
   name: "trace (vxlan lab): healthy path, masquerade decision, then each fault at its hop",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -194,7 +195,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "trace (host-gw lab): healthy pod → pod path via the peer's PublicIP",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -234,7 +235,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "trace (vxlan lab in nftables mode): healthy, the masquerade hop defers to flannel's nft table",
   sanitizeOps: false,
   sanitizeResources: false,

@@ -5,13 +5,14 @@
  * the lease), and a killed remote daemon is found at the remote daemon with its flannel0 left ownerless.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { sh } from "./netns.ts";
 import { killLabProc, withLab } from "./lab_fixture.ts";
 import { brokenAt, labTrace, podToPodSteps, SLOW, steps, wholeTrace } from "./trace_fixture.ts";
 import { nodeSubnet } from "../lib/lab/status.ts";
 
-Deno.test({
+needsRoot.test({
   name:
     "trace (udp lab): healthy path via flannel0, peer route deleted, INPUT drops 8285, remote daemon killed",
   sanitizeOps: false,

@@ -4,12 +4,13 @@
  * pod; a deleted NDP entry of the peer is found at the ndp hop.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { sh } from "./netns.ts";
 import { withLab } from "./lab_fixture.ts";
 import { brokenAt, labTrace, podIPv6, podToPodSteps, SLOW, steps, wholeTrace } from "./trace_fixture.ts";
 
-Deno.test({
+needsRoot.test({
   name: "trace (dual-stack vxlan lab): healthy path to a pod's IPv6 address, NDP entry deleted",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -44,7 +45,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "trace (IPv6-only vxlan lab): pod → pod by name takes the IPv6 walk and is whole",
   sanitizeOps: false,
   sanitizeResources: false,
@@ -63,7 +64,7 @@ Deno.test({
   },
 });
 
-Deno.test({
+needsRoot.test({
   name: "trace (dual-stack host-gw lab): a pod's IPv6 address is routed via the peer's PublicIPv6",
   sanitizeOps: false,
   sanitizeResources: false,

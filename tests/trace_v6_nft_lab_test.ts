@@ -6,12 +6,13 @@
  * at node1's masquerade hop with the nft-rules why/fix.
  * @module
  */
+import { needsRoot } from "./root.ts";
 import { assert, assertStringIncludes } from "./assert.ts";
 import { flanctl, nsRun } from "./netns.ts";
 import { DUAL_NFT_NETCONF, withLab, withNetConf } from "./lab_fixture.ts";
 import { brokenAt, labTrace, podIPv6, SLOW, wholeTrace } from "./trace_fixture.ts";
 
-Deno.test({
+needsRoot.test({
   name:
     "trace (dual-stack vxlan lab, nftables mode): IPv6 walk reads table ip6 flannel-ipv6; --probe over IPv6",
   sanitizeOps: false,

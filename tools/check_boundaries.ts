@@ -7,9 +7,13 @@
  *   libc/libnl symbol tables, lib/sys/ffi.ts, and the syscalls on them), lib/netlink (the kernel objects
  *   it reads and writes over those tables) and the udp data path's workers (lib/backend/udp/worker/:
  *   the addresses of its own packet buffers); pointers never leave them. lib/sys is imported only by
- *   lib/netlink and lib/backend/udp; the rest of the product reaches both through lib/netlink/mod.ts
- *   (an `import type` of lib/netlink/types.ts, the layer's declared types, aside);
+ *   lib/netlink, lib/os (its pointer-free facade of the other OS calls) and lib/backend/udp; the rest of
+ *   the product reaches kernel objects through lib/netlink/mod.ts (an `import type` of
+ *   lib/netlink/types.ts, the layer's declared types, aside) and every other OS call through lib/os/mod.ts
+ *   (or lib/os/netns.ts, its netns calls alone, for the CNI path that pays for each module it loads);
  *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
+ * - lib/netlink/fake (the in-memory NetlinkHandle) is for unit tests: no product module imports it; nor
+ *   fast-check, the property tests' library (tests/ is the cycle check's: product code never imports it).
  * - lib/doctor/checks is the doctor's own: nothing outside lib/doctor imports it. What a node looks like is
  *   read from lib/observe (the snapshot and its probes); a check's finding is reached through
  *   lib/doctor/mod.ts.
@@ -44,18 +48,21 @@ const FFI_APIS = new Set([
   "UnsafeCallback",
 ]);
 const FFI_RULE =
-  "FFI only in lib/sys and lib/netlink (lib/netlink/mod.ts exports what others need, without pointers)";
+  "FFI only in lib/sys and lib/netlink (lib/netlink/mod.ts and lib/os/mod.ts export what others need, without pointers)";
 const NETLINK_RULE = "lib/netlink is reached through its mod.ts (export what is needed there)";
 
 /** Modules still importing lib/netlink internals directly (none now; an entry is an open item, not a licence). */
 export const NETLINK_INTERNAL_ALLOWED = new Set<string>([]);
 /** The kernel layer's public face. */
 const NETLINK_FACES = ["lib/netlink/mod.ts"];
-const SYS_RULE = "lib/sys is imported by lib/netlink and lib/backend/udp only (others: lib/netlink/mod.ts)";
+const SYS_RULE =
+  "lib/sys is imported by lib/netlink, lib/os and lib/backend/udp only (others: lib/netlink/mod.ts, lib/os/mod.ts)";
+const FAKE_RULE = "lib/netlink/fake is for unit tests: product code never imports it";
+const TEST_RULE = "fast-check is the property tests' library: product code never imports it";
 const CHECKS_RULE =
   "nothing outside lib/doctor imports lib/doctor/checks (read lib/observe; findings via lib/doctor/mod.ts)";
 /** The layers that may import lib/sys directly. */
-const SYS_USERS = ["lib/sys/", "lib/netlink/", "lib/backend/udp/"];
+const SYS_USERS = ["lib/sys/", "lib/netlink/", "lib/os/", "lib/backend/udp/"];
 const PRINT_RULE = "library code never prints: take the Logger or a warn callback (lib/base/warn.ts)";
 
 /** Modules of lib/ allowed to write to the terminal (see the module doc). */
@@ -86,6 +93,16 @@ function netlinkInternal(file: string, target: string | null, typeOnly: boolean)
   return !(typeOnly && target === "lib/netlink/types.ts");
 }
 
+/** Whether an import of `target` from `file` brings the test-only fake handle into product code. */
+function fakeImport(file: string, target: string | null): boolean {
+  return !!target?.startsWith("lib/netlink/fake/") && !file.startsWith("lib/netlink/fake/");
+}
+
+/** Whether `spec` is the property-test library (the import map's name or the npm specifier). */
+function testImport(spec: string): boolean {
+  return spec === "fast-check" || spec.startsWith("fast-check/") || spec.startsWith("npm:fast-check");
+}
+
 /** Whether an import of `target` from `file` reaches into the doctor's checks from outside lib/doctor. */
 function doctorChecksInternal(file: string, target: string | null): boolean {
   return !!target?.startsWith("lib/doctor/checks/") && !file.startsWith("lib/doctor/");
@@ -112,7 +129,9 @@ export function violations(file: string, text: string): Violation[] {
             node.importClause.namedBindings.elements.every((e) => e.isTypeOnly))
         : node.isTypeOnly;
       const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
-      if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
+      if (fakeImport(file, resolveImport(file, spec))) add(node, what, FAKE_RULE);
+      else if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
+      if (testImport(spec)) add(node, what, TEST_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, what, SYS_RULE);
       if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, what, CHECKS_RULE);
     }
@@ -121,7 +140,11 @@ export function violations(file: string, text: string): Violation[] {
       node.arguments.length === 1 && ts.isStringLiteral(node.arguments[0])
     ) {
       const spec = node.arguments[0].text;
-      if (netlinkInternal(file, resolveImport(file, spec), false)) add(node, `import(${spec})`, NETLINK_RULE);
+      if (fakeImport(file, resolveImport(file, spec))) add(node, `import(${spec})`, FAKE_RULE);
+      else if (netlinkInternal(file, resolveImport(file, spec), false)) {
+        add(node, `import(${spec})`, NETLINK_RULE);
+      }
+      if (testImport(spec)) add(node, `import(${spec})`, TEST_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, SYS_RULE);
       if (doctorChecksInternal(file, resolveImport(file, spec))) add(node, `import(${spec})`, CHECKS_RULE);
     }

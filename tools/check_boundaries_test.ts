@@ -61,14 +61,59 @@ Deno.test("boundaries: lib/netlink is reached through its mod.ts; import type of
   assertEquals(violations("mod.ts", 'export { x } from "./lib/sys/ethtool.ts";').length, 1);
 });
 
-Deno.test("boundaries: lib/sys is imported by lib/netlink and lib/backend/udp only", () => {
+Deno.test("boundaries: lib/sys is imported by lib/netlink, lib/os and lib/backend/udp only", () => {
   const imports = 'import { libc } from "../sys/ffi.ts";\nimport { inNetns } from "../../sys/netns.ts";';
   const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
   assertEquals(found("lib/doctor/x.ts"), ["1 lib/sys"]);
   assertEquals(found("lib/doctor/checks/x.ts"), ["2 lib/sys"]);
   assertEquals(found("lib/netlink/x.ts"), []);
+  assertEquals(found("lib/os/mod.ts"), []);
   assertEquals(found("lib/backend/udp/x.ts"), []);
   assertEquals(found("lib/backend/vxlan.ts"), ["1 lib/sys"]);
+  assertEquals(found("lib/osx/mod.ts"), ["1 lib/sys"], "lib/os/ is a directory, not a prefix of names");
+});
+
+Deno.test("boundaries: the other OS calls come through lib/os/mod.ts, which holds no FFI", () => {
+  const imports = [
+    'import { sendUnixDatagram } from "../os/mod.ts";',
+    'import { sendUnixDatagram as s } from "../sys/unix_dgram.ts";',
+    'const { inNetns } = await import("../sys/netns.ts");',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.what}`);
+  assertEquals(found("lib/daemon/sdnotify.ts"), [
+    "2 import from ../sys/unix_dgram.ts",
+    "3 import(../sys/netns.ts)",
+  ]);
+  assertEquals(found("lib/os/mod.ts"), []);
+  assertEquals(whats("lib/os/mod.ts").slice(0, 2), ["3 Deno.dlopen", "4 Deno.UnsafePointer"]);
+});
+
+Deno.test("boundaries: no product module imports the fake handle of lib/netlink/fake", () => {
+  const imports = [
+    'import { FakeNetlink } from "../netlink/fake/fake_netlink.ts";',
+    'const { FakeNetlink: F } = await import("./fake/fake_netlink.ts");',
+    'import { openNetlink } from "../netlink/mod.ts";',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
+  assertEquals(found("lib/reconcile/reconciler.ts"), ["1 lib/netlink/fake"]);
+  assertEquals(
+    found("lib/netlink/handle.ts"),
+    ["1 lib/netlink/fake", "2 lib/netlink/fake"],
+    "nor inside lib/netlink",
+  );
+  assertEquals(found("lib/netlink/fake/more.ts"), [], "the fake's own modules");
+  assertEquals(violations("lib/netlink/fake/x.ts", 'import { NLE } from "../../sys/errors.ts";'), []);
+});
+
+Deno.test("boundaries: no product module imports fast-check (the property tests' library)", () => {
+  const imports = [
+    'import fc from "fast-check";',
+    'const fc2 = await import("npm:fast-check@4.11.0");',
+    'import { parse } from "yaml";',
+  ].join("\n");
+  const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
+  assertEquals(found("lib/lease/wire.ts"), ["1 fast-check", "2 fast-check"]);
+  assertEquals(found("cli/main.ts"), ["1 fast-check", "2 fast-check"]);
 });
 
 Deno.test("boundaries: nothing outside lib/doctor imports lib/doctor/checks", () => {

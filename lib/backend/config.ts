@@ -5,6 +5,7 @@
  */
 import { ConfigError } from "../config/netconf.ts";
 import type { BackendConfig } from "../config/types.ts";
+import { safeJson } from "../base/capped_read.ts";
 
 /** Backends the daemon implements. */
 export const SUPPORTED_BACKENDS = ["vxlan", "host-gw", "udp"] as const;
@@ -34,7 +35,7 @@ function int(raw: Record<string, unknown>, name: string, dflt: number, min: numb
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
     throw new ConfigError(
       `Backend.${name}`,
-      `Backend.${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`,
+      `Backend.${name} must be an integer from ${min} to ${max}, got ${safeJson(v)}`,
     );
   }
   return v;
@@ -46,7 +47,7 @@ function bool(raw: Record<string, unknown>, name: string): boolean {
   if (typeof v !== "boolean") {
     throw new ConfigError(
       `Backend.${name}`,
-      `Backend.${name} must be true or false, got ${JSON.stringify(v)}`,
+      `Backend.${name} must be true or false, got ${safeJson(v)}`,
     );
   }
   return v;
@@ -76,6 +77,9 @@ export function parseVxlanOptions(b: BackendConfig): VxlanOptions {
     mtu: int(raw, "MTU", 0, 0, 65535) || 0,
   };
 }
+
+/** The UDP backend's TUN device (flannel opens "flannel%d": the first is flannel0). */
+export const UDP_DEVICE = "flannel0";
 
 /** UDP backend options with flannel's defaults applied. */
 export interface UdpOptions {

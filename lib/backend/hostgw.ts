@@ -5,7 +5,8 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import type { IPNet } from "../base/cidr.ts";
+import { type IPNet, tryIp } from "../base/cidr.ts";
+import { safeJson } from "../base/capped_read.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 
@@ -54,14 +55,16 @@ export class HostGwBackend implements Backend {
 
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "host-gw") return `its BackendType is "${p.backendType}", ours is "host-gw"`;
-    const r = reach(p.publicIP);
+    const pub = tryIp(p.publicIP);
+    if (!pub) return `its PublicIP ${safeJson(p.publicIP)} is not an IP address`;
+    const r = reach(pub);
     if (!r || r.gateway !== null || !r.devName) {
       const how = !r ? "no route" : `only via gateway ${r.gateway}`;
       return `host-gw cannot reach ${p.publicIP} directly (${how}): the nodes must share one L2 segment ` +
         `(use the vxlan backend, optionally with DirectRouting, across routers)`;
     }
     return {
-      route: { dst: p.subnet.toString(), via: p.publicIP, dev: r.devName, onlink: false },
+      route: { dst: p.subnet.toString(), via: pub, dev: r.devName, onlink: false },
       neigh: null,
       fdb: null,
     };

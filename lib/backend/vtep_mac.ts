@@ -4,17 +4,13 @@
  * @module
  */
 import { readCappedText } from "../base/capped_read.ts";
+import { type Mac, parseMac, tryMac } from "../base/cidr.ts";
 
 /** A random unicast, locally administered MAC ("x2:xx:xx:xx:xx:xx"). */
-export function randomLocalMac(): string {
+export function randomLocalMac(): Mac {
   const b = crypto.getRandomValues(new Uint8Array(6));
   b[0] = (b[0] & 0xfe) | 0x02;
-  return [...b].map((x) => x.toString(16).padStart(2, "0")).join(":");
-}
-
-/** True for "aa:bb:cc:dd:ee:ff" (any case). */
-export function isMac(s: unknown): s is string {
-  return typeof s === "string" && /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(s);
+  return parseMac([...b].map((x) => x.toString(16).padStart(2, "0")).join(":"));
 }
 
 /** Path of the persisted MAC for a device. */
@@ -23,17 +19,16 @@ export function macStatePath(stateDir: string, dev: string): string {
 }
 
 /** The persisted MAC, or null when none (or the file is unreadable/garbled). */
-export function loadMac(stateDir: string, dev: string): string | null {
+export function loadMac(stateDir: string, dev: string): Mac | null {
   try {
-    const s = readCappedText(macStatePath(stateDir, dev), 4096).trim().toLowerCase();
-    return isMac(s) ? s : null;
+    return tryMac(readCappedText(macStatePath(stateDir, dev), 4096).trim());
   } catch {
     return null;
   }
 }
 
 /** Persists the MAC atomically (temp file + rename), creating the directory. */
-export function saveMac(stateDir: string, dev: string, mac: string): void {
+export function saveMac(stateDir: string, dev: string, mac: Mac): void {
   Deno.mkdirSync(stateDir, { recursive: true });
   const p = macStatePath(stateDir, dev);
   const tmp = `${p}.tmp.${Deno.pid}`;

@@ -6,13 +6,15 @@
  * @module
  */
 import { ConfigError } from "../config/netconf.ts";
-import { IPAddr, type IPNet } from "../base/cidr.ts";
+import { IPAddr, type IPNet, type Mac, tryIp, tryMac } from "../base/cidr.ts";
 import { errText } from "../base/errors.ts";
+import { safeJson } from "../base/capped_read.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { VxlanOptions } from "./config.ts";
 import type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
-import { isMac, loadMac, randomLocalMac, saveMac } from "./vtep_mac.ts";
+import { loadMac, randomLocalMac, saveMac } from "./vtep_mac.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** VXLAN encapsulation overhead (outer IP 20 + UDP 8 + VXLAN 8 + inner Ethernet 14). */
 export const VXLAN_OVERHEAD = 50;
@@ -47,8 +49,8 @@ export class VxlanBackend implements Backend {
   /** /proc/sys of the daemon's namespace (accept_ra=0 on the device); null: none written (unit tests). */
   readonly #sysctl: SysctlIO | null;
   /** The MAC the store still publishes for us (kube: our backend-data annotation), if any. */
-  readonly #storedMac: string | null;
-  #mac = "";
+  readonly #storedMac: Mac | null;
+  #mac: Mac | null = null;
   #saved = false;
 
   /**
@@ -68,7 +70,7 @@ export class VxlanBackend implements Backend {
     opts: { txChecksumOffload?: boolean; family?: 4 | 6; sysctl?: SysctlIO; storedMac?: string | null } = {},
   ) {
     this.#nl = nl;
-    this.#storedMac = opts.storedMac && isMac(opts.storedMac) ? opts.storedMac.toLowerCase() : null;
+    this.#storedMac = tryMac(opts.storedMac);
     this.#sysctl = opts.sysctl ?? null;
     this.family = opts.family ?? 4;
     const v6 = this.family === 6;
@@ -96,9 +98,15 @@ export class VxlanBackend implements Backend {
     }
   }
 
-  /** The VTEP MAC in use. */
+  /** The VTEP MAC in use ("" before {@link prepare}). */
   get mac(): string {
-    return this.#mac;
+    return this.#mac ?? "";
+  }
+
+  /** The VTEP MAC, choosing it first when {@link prepare} has not run. */
+  #vtep(): Mac {
+    if (this.#mac === null) this.prepare();
+    return this.#mac!;
   }
 
   /** Why an existing device cannot be reused, or null when it can. */
@@ -131,19 +139,19 @@ export class VxlanBackend implements Backend {
       return;
     }
     const l = this.#nl.link(this.overlayDev);
-    this.#mac = l && l.mac && isMac(l.mac) && this.incompatibility(l) === null
-      ? l.mac.toLowerCase()
-      : randomLocalMac();
+    const kept = l && this.incompatibility(l) === null ? tryMac(l.mac) : null;
+    this.#mac = kept ?? randomLocalMac();
   }
 
   backendData(): VxlanBackendData {
-    return { VNI: this.#o.vni, VtepMAC: this.#mac };
+    return { VNI: this.#o.vni, VtepMAC: this.#vtep() };
   }
 
   ensure(own: IPNet): string[] {
     const nl = this.#nl;
     const name = this.overlayDev;
     const changes: string[] = [];
+    const mac = this.#vtep();
     let l = nl.link(name);
     if (l) {
       const why = this.incompatibility(l);
@@ -162,7 +170,7 @@ export class VxlanBackend implements Backend {
         learning: this.#o.learning,
         gbp: this.#o.gbp,
         mtu: this.mtu,
-        mac: this.#mac,
+        mac,
       });
       if (!changes.length) changes.push("created");
       l = nl.link(name);
@@ -172,9 +180,9 @@ export class VxlanBackend implements Backend {
       nl.setMtu(name, this.mtu);
       changes.push(`mtu ${l.mtu}->${this.mtu}`);
     }
-    if ((l.mac ?? "").toLowerCase() !== this.#mac) {
-      nl.setMac(name, this.#mac);
-      changes.push(`mac ${l.mac}->${this.#mac}`);
+    if ((l.mac ?? "").toLowerCase() !== mac) {
+      nl.setMac(name, mac);
+      changes.push(`mac ${l.mac}->${mac}`);
     }
     const want = own.ip.toString();
     const hostLen = this.family === 6 ? 128 : 32;
@@ -205,7 +213,7 @@ export class VxlanBackend implements Backend {
     }
     // flanneld's docs say `ethtool -K flannel.1 tx-checksum-ip-generic off`; a new device has it on, and
     // anyone may switch it on again: checked on every ensure (start and each resync).
-    if (!this.#txCsumOffload && nl.txChecksum && nl.setTxChecksum) {
+    if (!this.#txCsumOffload) {
       try {
         if (nl.txChecksum(name)) {
           nl.setTxChecksum(name, false);
@@ -217,7 +225,7 @@ export class VxlanBackend implements Backend {
       }
     }
     if (!this.#saved) {
-      saveMac(this.#stateDir, name, this.#mac);
+      saveMac(this.#stateDir, name, mac);
       this.#saved = true;
     }
     return changes;
@@ -226,24 +234,24 @@ export class VxlanBackend implements Backend {
   peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string {
     if (p.backendType !== "vxlan") return `its BackendType is "${p.backendType}", ours is "vxlan"`;
     if (this.family === 6 && IPAddr.tryParse(p.publicIP)?.family !== 6) {
-      return `its lease has no PublicIPv6 (${JSON.stringify(p.publicIP)}): the node does not run IPv6`;
+      return `its lease has no PublicIPv6 (${safeJson(p.publicIP)}): the node does not run IPv6`;
     }
+    const pub = tryIp(p.publicIP);
+    if (!pub) return `its PublicIP ${safeJson(p.publicIP)} is not an IP address`;
     const dst = p.subnet.toString();
     if (this.#o.directRouting) {
-      const r = reach(p.publicIP);
+      const r = reach(pub);
       if (r && r.gateway === null && r.devName) {
-        return { route: { dst, via: p.publicIP, dev: r.devName, onlink: false }, neigh: null, fdb: null };
+        return { route: { dst, via: pub, dev: r.devName, onlink: false }, neigh: null, fdb: null };
       }
     }
-    const data = p.backendData as Partial<VxlanBackendData> | null | undefined;
-    const mac = data && typeof data === "object" ? data.VtepMAC : undefined;
-    if (!isMac(mac)) return `its BackendData has no valid VtepMAC (${JSON.stringify(p.backendData)})`;
-    const m = mac.toLowerCase();
+    const m = vtepMacOf(p.backendData);
+    if (!m) return `its BackendData has no valid VtepMAC (${safeJson(p.backendData)})`;
     const gw = p.subnet.ip.toString();
     return {
       route: { dst, via: gw, dev: this.overlayDev, onlink: true },
       neigh: { ip: gw, mac: m },
-      fdb: { mac: m, dst: p.publicIP },
+      fdb: { mac: m, dst: pub },
     };
   }
 }

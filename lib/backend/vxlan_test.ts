@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { ConfigError } from "../config/netconf.ts";
 import { IPNet } from "../base/cidr.ts";
-import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
+import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import { lookupRoute, type UnderlayRoute } from "../base/route_lookup.ts";
 import { parseVxlanOptions } from "./config.ts";
 import { HostGwBackend } from "./hostgw.ts";
@@ -47,6 +47,10 @@ Deno.test("vxlan: creates flannel.1 (learning off, MTU-50, /32 address), persist
     assertEquals(b.ensure(OWN), [], "idempotent");
     assertEquals(Deno.readTextFileSync(`${dir}/flannel.1.mac`).trim(), mac);
 
+    // Without prepare() the MAC is still the persisted one, never "" in the lease or on the device.
+    const b1 = new VxlanBackend(nl, opts, ext, dir);
+    assertEquals(b1.backendData(), { VNI: 1, VtepMAC: mac });
+
     // A restart reuses the persisted MAC; an incompatible device is recreated with it.
     const b2 = new VxlanBackend(nl, { ...opts, gbp: true }, ext, dir);
     b2.prepare();
@@ -80,7 +84,24 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
       fdb: { mac: "02:aa:00:00:00:02", dst: "192.0.2.12" },
     });
     assert(typeof b.peer(peer("192.0.2.12", { VNI: 1 }), reach) === "string");
+    // flanneld's encoding/json takes the key in any case: so does the daemon (lib/lease/backend_data.ts).
+    assertEquals(b.peer(peer("192.0.2.12", { VNI: 1, vtepmac: "02:AA:00:00:00:03" }), reach), {
+      route: { dst: "10.244.2.0/24", via: "10.244.2.0", dev: "flannel.1", onlink: true },
+      neigh: { ip: "10.244.2.0", mac: "02:aa:00:00:00:03" },
+      fdb: { mac: "02:aa:00:00:00:03", dst: "192.0.2.12" },
+    });
     assert(typeof b.peer({ ...peer("192.0.2.12"), backendType: "host-gw" }, reach) === "string");
+    // Its FDB entry would name an underlay IP that is none: refused with the reason, no entries.
+    assertEquals(b.peer(peer("192.0.2.312"), reach), `its PublicIP "192.0.2.312" is not an IP address`);
+    // A hostile lease is quoted bounded and escaped, never whole.
+    for (
+      const why of [
+        b.peer(peer("x".repeat(1e5)), reach),
+        b.peer(peer("192.0.2.12", { p: "y".repeat(1e5) }), reach),
+      ]
+    ) {
+      assert(typeof why === "string" && why.length < 300, `${String(why).length} chars`);
+    }
 
     const d = new VxlanBackend(
       nl,
@@ -101,6 +122,7 @@ Deno.test("vxlan: peer entries, DirectRouting, and refusals", () => {
     assertEquals((h.peer(hp, reach) as { route: { via: string } }).route.via, "192.0.2.12");
     const far = h.peer({ ...hp, publicIP: "198.51.100.7" }, reach);
     assert(typeof far === "string" && far.includes("only via gateway 192.0.2.1"), String(far));
+    assertEquals(h.peer({ ...hp, publicIP: "" }, reach), `its PublicIP "" is not an IP address`);
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

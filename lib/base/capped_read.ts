@@ -192,3 +192,21 @@ export function excerpt(text: string, max = EXCERPT_MAX): string {
   }).join("");
   return `'${head}'${cut ? "…" : ""}`;
 }
+
+/**
+ * Untrusted text (a server's, a store's) made safe to log: control characters escaped, at most `max`
+ * characters (an error body or message from an untrusted server is never printed raw).
+ */
+export function safeText(s: string, max = 300): string {
+  const t = s.replace(
+    // deno-lint-ignore no-control-regex
+    /[\u0000-\u001f\u007f-\u009f]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`,
+  );
+  return t.length > max ? `${t.slice(0, max)}… (${s.length} chars)` : t;
+}
+
+/** A value of untrusted input as JSON text for a message: bounded and escaped as {@link safeText}. */
+export function safeJson(v: unknown, max = 120): string {
+  return safeText(JSON.stringify(v) ?? String(v), max);
+}

@@ -1,5 +1,6 @@
 /**
- * IPv4/IPv6 address and prefix arithmetic. Written by hand: it is ~200 lines, every other module
+ * IPv4/IPv6 address and prefix arithmetic, and the branded address strings ({@link Ip}, {@link Cidr},
+ * {@link Mac}) the kernel-facing types take. Written by hand: it is ~200 lines, every other module
  * needs it on the hot path, and the npm packages that do it (ipaddr.js, ip-cidr) either lack subnet
  * iteration or pull dependencies into every CNI start-up.
  * @module
@@ -8,6 +9,62 @@ import { ParseError } from "./errors.ts";
 
 /** Address family: 4 or 6. */
 export type IPFamily = 4 | 6;
+
+/**
+ * An IPv4 or IPv6 address in text form. Made only by {@link parseIp}, {@link tryIp} and
+ * {@link IPAddr.toString}: holding one means it was checked, and the compiler keeps it from standing
+ * where a {@link Mac} or a {@link Cidr} is wanted. What a kernel dump returns stays a plain string.
+ */
+export type Ip = string & { readonly __brand: "Ip" };
+
+/** A prefix `addr/len` in text form. Made only by {@link parseCidr}, {@link tryCidr}, {@link IPNet.toString}. */
+export type Cidr = string & { readonly __brand: "Cidr" };
+
+/** An Ethernet MAC, lower case (`aa:bb:cc:dd:ee:ff`). Made only by {@link parseMac} and {@link tryMac}. */
+export type Mac = string & { readonly __brand: "Mac" };
+
+/**
+ * `s` as an {@link Ip} in canonical form (as the kernel's dumps print it: `2001:DB8::5` → `2001:db8::5`), or
+ * null when it is not an IPv4/IPv6 address.
+ */
+export function tryIp(s: unknown): Ip | null {
+  return typeof s === "string" ? IPAddr.tryParse(s)?.toString() ?? null : null;
+}
+
+/** `s` as an {@link Ip} in canonical form. Throws {@link ParseError} naming `field`. */
+export function parseIp(s: string, field = "ip"): Ip {
+  return IPAddr.parse(s, field).toString();
+}
+
+/**
+ * `s` as a {@link Cidr} with its address in canonical form and its host bits kept (`2001:DB8::5/64` →
+ * `2001:db8::5/64`), or null when it is not `addr/len`.
+ */
+export function tryCidr(s: unknown): Cidr | null {
+  if (typeof s !== "string" || !IPNet.tryParse(s)) return null;
+  const slash = s.indexOf("/");
+  return `${IPAddr.tryParse(s.slice(0, slash))}/${Number(s.slice(slash + 1))}` as Cidr;
+}
+
+/** `s` as a {@link Cidr} as {@link tryCidr} gives it. Throws {@link ParseError} naming `field`. */
+export function parseCidr(s: string, field = "cidr"): Cidr {
+  IPNet.parse(s, field);
+  return tryCidr(s)!;
+}
+
+const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
+
+/** `s` (`aa:bb:cc:dd:ee:ff`, any case) as a lower-case {@link Mac}, or null when it is not one. */
+export function tryMac(s: unknown): Mac | null {
+  return typeof s === "string" && MAC_RE.test(s) ? s.toLowerCase() as Mac : null;
+}
+
+/** `s` as a lower-case {@link Mac}. Throws {@link ParseError} naming `field`. */
+export function parseMac(s: string, field = "mac"): Mac {
+  const m = tryMac(s);
+  if (m === null) throw new ParseError(field, `'${s}' is not a MAC address (want aa:bb:cc:dd:ee:ff)`);
+  return m;
+}
 
 const V4_MAX = (1n << 32n) - 1n;
 const V6_MAX = (1n << 128n) - 1n;
@@ -52,6 +109,9 @@ function parseV6(s: string): bigint | null {
   return v;
 }
 
+// RFC 5952 text without a dotted IPv4 tail, the form flannel's lease keys carry (Go's net.IP.String());
+// glibc's inet_ntop, which lib/netlink/codec/format.ts copies for kernel dumps, writes ::a.b.c.d and
+// ::ffff:a.b.c.d with one: the two differ on those addresses only.
 function formatV6(v: bigint): string {
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((v >> BigInt(i * 16)) & 0xffffn));
@@ -150,12 +210,12 @@ export class IPAddr {
   }
 
   /** Canonical text form. */
-  toString(): string {
+  toString(): Ip {
     if (this.family === 4) {
       const v = Number(this.value);
-      return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
+      return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}` as Ip;
     }
-    return formatV6(this.value);
+    return formatV6(this.value) as Ip;
   }
 
   /** JSON form is the text form. */
@@ -257,8 +317,8 @@ export class IPNet {
   }
 
   /** `10.244.1.0/24`. */
-  toString(): string {
-    return `${this.ip}/${this.prefix}`;
+  toString(): Cidr {
+    return `${this.ip}/${this.prefix}` as Cidr;
   }
 
   /** JSON form is the text form. */

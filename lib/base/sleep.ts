@@ -1,6 +1,6 @@
 /**
- * The one sleep, the one timeout and the one retry backoff of the product (a leaf: stores, daemon,
- * doctor, lab and CLI use these instead of their own `new Promise(setTimeout…)` and doubling delays).
+ * The one sleep and the one timeout of the product (a leaf: stores, daemon, doctor, lab and CLI use these
+ * instead of their own `new Promise(setTimeout…)`; the one retry backoff is lib/base/backoff.ts).
  * @module
  */
 
@@ -28,56 +28,4 @@ export function withTimeout<T>(p: Promise<T>, ms: number, timeoutError: () => Er
     t = setTimeout(() => rej(timeoutError()), Math.max(0, Math.min(ms, MAX_TIMER_MS)));
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(t));
-}
-
-/**
- * The one retry backoff: `ms` starts at `minMs` (0.5 s) and doubles on each {@link RetryDelay.grow} (or
- * {@link RetryDelay.wait}) up to `maxMs` (10 s); {@link RetryDelay.reset} once the call works again. The
- * stores' watch loops, the daemon's start-up store retry and the lease keeper's re-acquire all use it.
- */
-export class RetryDelay {
-  /** The first delay. */
-  readonly minMs: number;
-  /** The longest delay. */
-  readonly maxMs: number;
-  #ms: number;
-
-  /** Each delay is the base × (1 + jitter × rand) (0: none; client-go's reflector uses 1.0). */
-  readonly jitter: number;
-  #jittered: number;
-
-  constructor(minMs = 500, maxMs = 10_000, jitter = 0) {
-    this.minMs = minMs;
-    this.maxMs = maxMs;
-    this.jitter = jitter;
-    this.#ms = minMs;
-    this.#jittered = this.#jitter();
-  }
-
-  #jitter(): number {
-    return this.jitter ? Math.round(this.#ms * (1 + this.jitter * Math.random())) : this.#ms;
-  }
-
-  /** The delay before the next try (jittered). */
-  get ms(): number {
-    return this.#jittered;
-  }
-
-  /** Doubles the delay, up to `maxMs`. */
-  grow(): void {
-    this.#ms = Math.min(this.#ms * 2, this.maxMs);
-    this.#jittered = this.#jitter();
-  }
-
-  /** Back to the first delay. */
-  reset(): void {
-    this.#ms = this.minMs;
-    this.#jittered = this.#jitter();
-  }
-
-  /** Sleeps the current delay (cut short by `signal`), then doubles it. */
-  async wait(signal?: AbortSignal): Promise<void> {
-    await sleep(this.#jittered, signal);
-    this.grow();
-  }
 }

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../../tests/assert.ts";
-import { RetryDelay, sleep, withTimeout } from "./sleep.ts";
+import { sleep, withTimeout } from "./sleep.ts";
 
 Deno.test("sleep: resolves, and an abort ends it early without rejecting", async () => {
   await sleep(1);
@@ -24,20 +24,4 @@ Deno.test("withTimeout: the value when in time, the given error when not", async
   assertEquals(await withTimeout(Promise.resolve(7), 1000, () => new Error("late")), 7);
   const never = new Promise<never>(() => {});
   await assertRejects(() => withTimeout(never, 10, () => new RangeError("too slow")), RangeError, "too slow");
-});
-
-Deno.test("RetryDelay: 0.5 s doubling to 10 s, reset to the first; custom bounds", async () => {
-  const d = new RetryDelay();
-  const seen: number[] = [];
-  for (let i = 0; i < 7; i++) {
-    seen.push(d.ms);
-    d.grow();
-  }
-  assertEquals(seen, [500, 1000, 2000, 4000, 8000, 10_000, 10_000]);
-  d.reset();
-  assertEquals(d.ms, 500);
-  const short = new RetryDelay(1, 3);
-  await short.wait();
-  await short.wait();
-  assertEquals(short.ms, 3);
 });

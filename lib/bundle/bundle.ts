@@ -33,6 +33,7 @@ import { VERSION } from "../base/version.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { runProcess } from "../base/run.ts";
 import { readCappedText } from "../base/capped_read.ts";
+import { isObj } from "../base/json.ts";
 import { parseSubnetEnv } from "../node/subnet_env.ts";
 
 /** What goes into the bundle besides the gathered context. */
@@ -127,7 +128,7 @@ function subnetEnvError(text: string): string | null {
 function jsonObjectError(text: string): string | null {
   try {
     const v = JSON.parse(text);
-    return v !== null && typeof v === "object" && !Array.isArray(v) ? null : "not a JSON object";
+    return isObj(v) ? null : "not a JSON object";
   } catch {
     return "not valid JSON";
   }

@@ -6,7 +6,8 @@
  * {@link delegate} (host-local in-process). Kernel changes go through the netlink layer only.
  * @module
  */
-import { IPAddr, IPNet } from "../base/cidr.ts";
+import { isObj } from "../base/json.ts";
+import { IPAddr, IPNet, parseCidr, parseIp } from "../base/cidr.ts";
 import type { LinkInfo, NetlinkHandle } from "../netlink/types.ts";
 import { delegate } from "./delegate.ts";
 import {
@@ -18,7 +19,7 @@ import {
   parseResult,
 } from "./result.ts";
 import { type Plugin, type PluginCall, trace } from "./skel.ts";
-import { type CmdArgs, CniError, ErrCode, parseCniArgs } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode, isIfName, parseCniArgs } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { runSteps, type Step, StepError } from "../base/steps.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -42,13 +43,7 @@ export interface BridgeConf {
   dns: CniDNS | null;
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid bridge config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
-}
+const cfgErr: (details: string) => never = configError("invalid bridge config");
 
 function bool(c: Record<string, unknown>, k: string): boolean {
   const v = c[k];
@@ -63,8 +58,9 @@ const MAC_RE = /^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$/;
 export function loadBridgeConf(c: Record<string, unknown>, version: string, cniArgs: string): BridgeConf {
   const a = parseCniArgs(cniArgs, ["MAC"]);
   const br = c.bridge ?? "cni0";
-  if (typeof br !== "string" || br === "" || br.length > 15 || /[/:\s]/.test(br)) {
-    cfgErr(`'bridge' must be an interface name of 1-15 characters, got ${JSON.stringify(br)}`);
+  // The kernel's rule for interface names, as CNI_IFNAME's: 15 bytes (not UTF-16 units), not . or ..
+  if (typeof br !== "string" || !isIfName(br)) {
+    cfgErr(`'bridge' must be an interface name of 1-15 bytes, got ${JSON.stringify(br)}`);
   }
   const mtu = c.mtu ?? 0;
   if (
@@ -132,6 +128,11 @@ async function netlink() {
   return await import("../netlink/mod.ts");
 }
 
+/** Loads the netns calls on demand, as {@link netlink} (their own entry: the lib/os barrel loads far more). */
+async function osCalls() {
+  return await import("../os/netns.ts");
+}
+
 /** Opens a handle on the pod netns; a missing netns is error 3 (nothing to clean up). */
 async function openPod(netns: string): Promise<NetlinkHandle> {
   const nl = await netlink();
@@ -183,11 +184,7 @@ function ensureBridge(host: NetlinkHandle, c: BridgeConf): LinkInfo {
     if (!br) throw new CniError(ErrCode.KernelFailure, "failed to create bridge", c.bridge);
   }
   if (br.kind !== "bridge") {
-    throw new CniError(
-      ErrCode.InvalidNetworkConfig,
-      "invalid bridge config",
-      `"${c.bridge}" already exists but is not a bridge`,
-    );
+    cfgErr(`"${c.bridge}" already exists but is not a bridge`);
   }
   // The node owns the bridge's routes: no router advertisement from a pod may add a default route or a
   // SLAAC address (as the reference, in every mode; before the bridge goes up when we create it).
@@ -320,7 +317,7 @@ interface AddState {
   readonly c: PluginCall;
   readonly conf: BridgeConf;
   readonly args: CmdArgs;
-  readonly nl: Awaited<ReturnType<typeof netlink>>;
+  readonly os: Awaited<ReturnType<typeof osCalls>>;
   readonly pod: NetlinkHandle;
   readonly host: NetlinkHandle;
   /** The host end's MAC (picked here, so the result names it without a dump). */
@@ -455,11 +452,7 @@ const planStep: Step<AddState> = {
         const def = familyOf(ip.address) === "4" ? "0.0.0.0/0" : "::/0";
         const clash = st.routes.find((r) => r.dst === def && r.gw && r.gw !== ip.gateway);
         if (clash) {
-          throw new CniError(
-            ErrCode.InvalidNetworkConfig,
-            "invalid bridge config",
-            `isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`,
-          );
+          cfgErr(`isDefaultGateway ineffective because IPAM sets default route via "${clash.gw}"`);
         }
         st.routes.push({ dst: def, gw: ip.gateway });
       }
@@ -476,11 +469,11 @@ const planStep: Step<AddState> = {
  */
 const podSysctls: Step<AddState> = {
   name: "pod-sysctls",
-  run({ ips, conf, args, nl }) {
+  run({ ips, conf, args, os }) {
     if (!conf.ipam) return;
     const v6 = ips.some((i) => familyOf(i.address) === "6");
     const dev = args.ifname;
-    nl.inNetns({ path: args.netns }, () => {
+    os.inNetns({ path: args.netns }, () => {
       if (conf.enableDad) {
         trySysctl(`net/ipv6/conf/${dev}/enhanced_dad`, "1");
         trySysctl(`net/ipv6/conf/${dev}/accept_dad`, "1");
@@ -522,9 +515,9 @@ const containerStep: Step<AddState> = {
         // As the reference (pkg/ipam ConfigureIface): scope universe unless the route names one (also for
         // a route without a gateway), the route's priority and table.
         pod.replaceRoute({
-          dst: r.dst,
+          dst: parseCidr(r.dst, "routes.dst"),
           dev: args.ifname,
-          ...(gw ? { via: gw } : {}),
+          ...(gw ? { via: parseIp(gw, "gateway") } : {}),
           scope: routeScope(r.scope),
           ...(r.priority !== undefined ? { metric: r.priority } : {}),
           ...(r.table !== undefined ? { table: r.table } : {}),
@@ -627,6 +620,7 @@ const ADD_STEPS: readonly Step<AddState>[] = [
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = loadBridgeConf(c.conf, c.version, c.args.args);
   const nl = await netlink();
+  const os = await osCalls();
   trace("netlink loaded");
   const pod = await openPod(c.args.netns);
   const host = nl.openNetlink();
@@ -635,7 +629,7 @@ async function add(c: PluginCall): Promise<CniResult> {
     c,
     conf,
     args: c.args,
-    nl,
+    os,
     pod,
     host,
     hostMac: randomMac(),

@@ -7,13 +7,14 @@
  * an attachment list does nothing; STATUS fails only while subnet.env is missing (the daemon is not up).
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { DEFAULT_SUBNET_FILE, readSubnetEnv, type SubnetEnv, SubnetEnvError } from "../node/subnet_env.ts";
 import { lockDir, withContainerLock } from "./container_lock.ts";
 import { delegate } from "./delegate.ts";
 import { deleteOrphanVeth } from "./orphan.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import type { Plugin, PluginCall } from "./skel.ts";
-import { type CmdArgs, CniError, ErrCode } from "./spec.ts";
+import { type CmdArgs, CniError, configError, ErrCode } from "./spec.ts";
 import { CappedReadError, checkNsFile, readCappedText } from "../base/capped_read.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
 
@@ -32,13 +33,7 @@ export interface FlannelConf {
   runtimeConfig: Record<string, unknown> | null;
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid flannel config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
-}
+const cfgErr: (details: string) => never = configError("invalid flannel config");
 
 /** Parses the flannel config and checks the delegate section. */
 export function loadFlannelConf(c: Record<string, unknown>): FlannelConf {

@@ -11,6 +11,7 @@
  * the canonical spellings of a {@link Shape}, so plugin code reads one spelling.
  * @module
  */
+import { isObj } from "../base/json.ts";
 
 /**
  * The fields of a Go struct: each canonical JSON name maps to the shape of its value: `null` for a scalar
@@ -44,10 +45,6 @@ function foldIndex(shape: Shape): Map<string, string> {
     folded.set(shape, m);
   }
   return m;
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
 }
 
 function foldValue(v: unknown, s: Shape | ShapeList | null): unknown {

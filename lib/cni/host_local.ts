@@ -6,11 +6,12 @@
  * allocated IPs (no directory scan per ADD; see host_local_store.ts).
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import { DiskStore, type Owner } from "./host_local_store.ts";
 import type { CniDNS, CniIPConfig, CniResult, CniRoute } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
-import { CniError, compareVersions, ErrCode, parseCniArgs } from "./spec.ts";
+import { CniError, compareVersions, configError, ErrCode, parseCniArgs } from "./spec.ts";
 import { readCappedText } from "../base/capped_read.ts";
 import { HOST_LOCAL_IPAM, NET_CONF } from "./gojson.ts";
 
@@ -37,13 +38,7 @@ export interface HostLocalConf {
   requested: IPAddr[];
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid host-local config", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
-}
+const cfgErr: (details: string) => never = configError("invalid host-local config");
 
 function parseIP(x: unknown, field: string): IPAddr {
   const ip = typeof x === "string" ? IPAddr.tryParse(x) : null;
@@ -75,7 +70,10 @@ export function canonicalizeRange(x: unknown, field: string): IPRange {
     if (!subnet.contains(ip)) cfgErr(`${field}: ${what} ${ip} not in network ${subnet}`);
     return ip;
   };
-  const gateway = x.gateway !== undefined ? parseIP(x.gateway, `${field}.gateway`) : subnet.ip.add(1);
+  // As the reference (allocator.Range.Canonicalize): a given gateway must be in the subnet.
+  const gateway = x.gateway !== undefined
+    ? inNet(parseIP(x.gateway, `${field}.gateway`), "gateway")
+    : subnet.ip.add(1);
   const rangeStart = x.rangeStart !== undefined
     ? inNet(parseIP(x.rangeStart, `${field}.rangeStart`), "RangeStart")
     : subnet.ip.add(1);

@@ -25,6 +25,22 @@ Deno.test("host-local ranges: defaults and checks as the reference", () => {
   );
 });
 
+Deno.test("host-local ranges: a gateway outside the subnet is refused, as the reference v1.10", () => {
+  // Found by host_local_prop_test.ts ({"subnet":"10.183.224.0/19","gateway":"fc00::"} was taken and put
+  // in the result); the reference plugins' host-local v1.10.0 answers "gateway fc00:: not in network".
+  for (const gateway of ["fc00::", "10.1.1.1", "10.183.192.1"]) {
+    assertThrows(
+      () => canonicalizeRange({ subnet: "10.183.224.0/19", gateway }, "r"),
+      CniError,
+      `gateway ${gateway} not in network 10.183.224.0/19`,
+    );
+  }
+  assertEquals(
+    String(canonicalizeRange({ subnet: "10.183.224.0/19", gateway: "10.183.255.254" }, "r").gateway),
+    "10.183.255.254",
+  );
+});
+
 Deno.test("host-local round robin: after last reserved, wraps, skips the gateway, one lap", () => {
   const set = [canonicalizeRange({ subnet: "10.0.0.0/29" }, "r")]; // .1 gw, .2-.6 usable
   const lap = (last: string | null) =>

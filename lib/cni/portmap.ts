@@ -15,6 +15,7 @@
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { isObj } from "../base/json.ts";
 import { Iptables, splitSave, tools } from "../firewall/iptables.ts";
 import { type NftDriver, nftDriver } from "../firewall/nft.ts";
 import {
@@ -34,7 +35,7 @@ import {
 import { type Family, FirewallError } from "../firewall/types.ts";
 import { type CniResult, parseResult } from "./result.ts";
 import { log, type Plugin, type PluginCall } from "./skel.ts";
-import { CniError, ErrCode } from "./spec.ts";
+import { CniError, configError, ErrCode } from "./spec.ts";
 import { runProcess } from "../base/run.ts";
 import type { Log } from "../base/log.ts";
 import { NET_CONF, type Shape } from "./gojson.ts";
@@ -52,13 +53,7 @@ export interface PortMapConf {
   mappings: PortMapping[];
 }
 
-function cfgErr(details: string): never {
-  throw new CniError(ErrCode.InvalidNetworkConfig, "invalid portmap configuration", details);
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
-}
+const cfgErr: (details: string) => never = configError("invalid portmap configuration");
 
 function conditions(c: Record<string, unknown>, key: string): string[] {
   const v = c[key];
@@ -288,13 +283,13 @@ async function conntrackTool(fam: Family, port: number): Promise<void> {
 
 /** Sets route_localnet on the interface routing the container's IPv4 address (so 127/8 can be DNATed). */
 async function routeLocalnet(addr: string): Promise<void> {
-  const { openNetlink } = await import("../netlink/mod.ts");
+  const { openNetlink, RT_TABLE_MAIN } = await import("../netlink/mod.ts");
   const ip = IPAddr.parse(addr.split("/")[0]);
   const h = openNetlink();
   let dev: string | null = null;
   try {
     let best = -1;
-    for (const r of h.routes({ family: 4, table: 254 })) {
+    for (const r of h.routes({ family: 4, table: RT_TABLE_MAIN })) {
       const net = r.dst === "default" ? IPNet.parse("0.0.0.0/0") : IPNet.tryParse(r.dst);
       if (net && net.contains(ip) && net.prefix > best && r.devName) {
         best = net.prefix;

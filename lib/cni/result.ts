@@ -4,6 +4,7 @@
  * follows the reference library's structs so results diff cleanly against the Go plugins.
  * @module
  */
+import { isObj } from "../base/json.ts";
 import { CniError, compareVersions, ErrCode } from "./spec.ts";
 
 /** An interface in a result. */
@@ -151,10 +152,6 @@ export function formatResult(r: CniResult, version: string): Record<string, unkn
   if (v04 || Object.keys(dns).length) out.dns = dns;
   // types/100's MarshalJSON re-marshals through a map: a 1.x result's keys come out sorted at every level.
   return v04 ? out : sortedKeys(out) as Record<string, unknown>;
-}
-
-function isObj(x: unknown): x is Record<string, unknown> {
-  return x !== null && typeof x === "object" && !Array.isArray(x);
 }
 
 function bad(what: string): never {

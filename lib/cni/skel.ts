@@ -88,8 +88,9 @@ export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<stri
       }
       await plugin.gc(call);
       return null;
+    default:
+      throw new CniError(ErrCode.InvalidEnv, `unknown CNI_COMMAND: ${args.command}`);
   }
-  throw new CniError(ErrCode.InvalidEnv, `unknown CNI_COMMAND: ${args.command}`);
 }
 
 /**

@@ -6,6 +6,7 @@
  * @module
  */
 import { FlanctlError } from "../base/errors.ts";
+import { isObj } from "../base/json.ts";
 import { goFold, NET_CONF, type Shape } from "./gojson.ts";
 
 /** The newest spec version we speak. */
@@ -76,6 +77,18 @@ export interface CniErrorWire {
   details: string;
 }
 
+/**
+ * The thrower of one plugin's invalid-config errors (the spec's code 7, InvalidNetworkConfig): `msg` is the
+ * short message (`invalid bridge config`), each call's argument the details. Keep it in a const declared
+ * with its type (`const cfgErr: (details: string) => never = …`): TypeScript narrows after a call that never
+ * returns only through a declared type.
+ */
+export function configError(msg: string): (details: string) => never {
+  return (details) => {
+    throw new CniError(ErrCode.InvalidNetworkConfig, msg, details);
+  };
+}
+
 /** Turns anything thrown into a {@link CniError} (unknown errors become code 999 with their message). */
 export function toCniError(e: unknown): CniError {
   if (e instanceof CniError) return e;
@@ -118,20 +131,26 @@ export function validateContainerId(id: string): void {
   if (!ID_RE.test(id)) throw new CniError(ErrCode.InvalidEnv, "invalid characters in containerID", id);
 }
 
-/** Checks an interface name (error 4 as the reference: ≤15 chars, not . or .., no / : or whitespace). */
-export function validateIfName(name: string): void {
-  if (name === "") throw new CniError(ErrCode.InvalidEnv, "interface name is empty");
+/** Why `name` is no interface name (the reference's message and details), or null when it is one. */
+function ifNameProblem(name: string): [msg: string, details?: string] | null {
+  if (name === "") return ["interface name is empty"];
   if (new TextEncoder().encode(name).length > 15) {
-    throw new CniError(
-      ErrCode.InvalidEnv,
-      "interface name is too long",
-      "interface name should be less than 16 characters",
-    );
+    return ["interface name is too long", "interface name should be less than 16 characters"];
   }
-  if (name === "." || name === "..") throw new CniError(ErrCode.InvalidEnv, "interface name is . or ..");
-  if (/[/:\s]/.test(name)) {
-    throw new CniError(ErrCode.InvalidEnv, "interface name contains / or : or whitespace characters");
-  }
+  if (name === "." || name === "..") return ["interface name is . or .."];
+  if (/[/:\s]/.test(name)) return ["interface name contains / or : or whitespace characters"];
+  return null;
+}
+
+/** Whether `name` is an interface name: ≤15 bytes, not . or .., no / : or whitespace (the kernel's rule). */
+export function isIfName(name: string): boolean {
+  return ifNameProblem(name) === null;
+}
+
+/** Checks an interface name as {@link isIfName} (error 4 with the reference's message when it is not one). */
+export function validateIfName(name: string): void {
+  const p = ifNameProblem(name);
+  if (p) throw new CniError(ErrCode.InvalidEnv, ...p);
 }
 
 /** Checks a network name (error 7). */
@@ -259,7 +278,7 @@ export function parseNetConf(
   } catch (e) {
     throw new CniError(ErrCode.DecodingFailure, "error unmarshall network config", (e as Error).message);
   }
-  if (conf === null || typeof conf !== "object" || Array.isArray(conf)) {
+  if (!isObj(conf)) {
     throw new CniError(
       ErrCode.DecodingFailure,
       "error unmarshall network config",
@@ -267,7 +286,7 @@ export function parseNetConf(
     );
   }
   checkDepth(conf);
-  const c = goFold(conf as Record<string, unknown>, shape);
+  const c = goFold(conf, shape);
   const v = c.cniVersion;
   if (v !== undefined && typeof v !== "string") {
     throw new CniError(

@@ -4,6 +4,7 @@ import {
   checkCommand,
   checkVersion,
   CniError,
+  configError,
   parseCniArgs,
   parseNetConf,
   readEnv,
@@ -72,6 +73,12 @@ Deno.test("cni config: decode (6), name (7), version (1), default 0.1.0", () => 
     cniVersion: "1.1.0",
     supportedVersions: ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
   });
+});
+
+Deno.test("cni config errors: one plugin's thrower gives code 7, its message and the details", () => {
+  const cfgErr: (details: string) => never = configError("invalid bridge config");
+  const e = assertThrows(() => cfgErr("'mtu' must be an integer"), CniError) as CniError;
+  assertEquals([e.code, e.msg, e.details], [7, "invalid bridge config", "'mtu' must be an integer"]);
 });
 
 Deno.test("cni results: every version's shape, and back", () => {

@@ -8,6 +8,8 @@
 import { plainWarn, warnOnce } from "../base/warn.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { safeJson, safeText } from "../base/capped_read.ts";
+import { isObj } from "../base/json.ts";
 import type { BackendConfig, NetConfig } from "./types.ts";
 
 /** A network config that is malformed or inconsistent. `field` names the offending field. */
@@ -76,7 +78,7 @@ function pickFields(obj: Record<string, unknown>): Partial<Record<Field, unknown
 function wantBool(f: Field, v: unknown, dflt: boolean): boolean {
   if (v === undefined || v === null) return dflt;
   if (typeof v !== "boolean") {
-    throw new ConfigError(f, `${f} must be true or false, got ${JSON.stringify(v)}`);
+    throw new ConfigError(f, `${f} must be true or false, got ${safeJson(v)}`);
   }
   return v;
 }
@@ -84,7 +86,7 @@ function wantBool(f: Field, v: unknown, dflt: boolean): boolean {
 function wantUint(f: Field, v: unknown): number {
   if (v === undefined || v === null) return 0;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
-    throw new ConfigError(f, `${f} must be a non-negative integer prefix length, got ${JSON.stringify(v)}`);
+    throw new ConfigError(f, `${f} must be a non-negative integer prefix length, got ${safeJson(v)}`);
   }
   return v;
 }
@@ -92,12 +94,15 @@ function wantUint(f: Field, v: unknown): number {
 function wantNet(f: Field, v: unknown, family: 4 | 6): IPNet | null {
   if (v === undefined || v === null || v === "") return null;
   if (typeof v !== "string") {
-    throw new ConfigError(f, `${f} must be a CIDR string like "10.244.0.0/16", got ${JSON.stringify(v)}`);
+    throw new ConfigError(f, `${f} must be a CIDR string like "10.244.0.0/16", got ${safeJson(v)}`);
   }
   const n = IPNet.tryParse(v);
   if (!n || n.family !== family) {
     const ex = family === 4 ? "10.244.0.0/16" : "fc00::/48";
-    throw new ConfigError(f, `${f} '${v}' is not a valid IPv${family} CIDR (expected e.g. "${ex}")`);
+    throw new ConfigError(
+      f,
+      `${f} '${safeText(v, 120)}' is not a valid IPv${family} CIDR (expected e.g. "${ex}")`,
+    );
   }
   return n;
 }
@@ -105,12 +110,12 @@ function wantNet(f: Field, v: unknown, family: 4 | 6): IPNet | null {
 function wantIP(f: Field, v: unknown, family: 4 | 6): IPAddr | null {
   if (v === undefined || v === null || v === "") return null;
   if (typeof v !== "string") {
-    throw new ConfigError(f, `${f} must be an IP address string, got ${JSON.stringify(v)}`);
+    throw new ConfigError(f, `${f} must be an IP address string, got ${safeJson(v)}`);
   }
   // flannel accepts a bare address; tolerate "a.b.c.d/len" too and use its address.
   const ip = IPAddr.tryParse(v.split("/")[0]);
   if (!ip || ip.family !== family) {
-    throw new ConfigError(f, `${f} '${v}' is not a valid IPv${family} address`);
+    throw new ConfigError(f, `${f} '${safeText(v, 120)}' is not a valid IPv${family} address`);
   }
   return ip;
 }
@@ -193,13 +198,13 @@ function parseBackend(v: unknown, warn: (m: string) => void): BackendConfig {
     );
     return { type: DEFAULT_BACKEND_TYPE, raw: { Type: DEFAULT_BACKEND_TYPE } };
   }
-  if (typeof v !== "object" || Array.isArray(v)) {
+  if (!isObj(v)) {
     throw new ConfigError(
       "Backend",
-      `Backend must be an object like {"Type": "vxlan"}, got ${JSON.stringify(v)}`,
+      `Backend must be an object like {"Type": "vxlan"}, got ${safeJson(v)}`,
     );
   }
-  const raw = v as Record<string, unknown>;
+  const raw = v;
   const typeKey = Object.keys(raw).find((k) => k === "Type") ??
     Object.keys(raw).find((k) => k.toLowerCase() === "type");
   const t = typeKey === undefined ? undefined : raw[typeKey];
@@ -213,14 +218,16 @@ function parseBackend(v: unknown, warn: (m: string) => void): BackendConfig {
   if (typeof t !== "string") {
     throw new ConfigError(
       "Backend.Type",
-      `Backend.Type must be a string like "vxlan", got ${JSON.stringify(t)}`,
+      `Backend.Type must be a string like "vxlan", got ${safeJson(t)}`,
     );
   }
   const type = t.toLowerCase();
   if (!(KNOWN_BACKENDS as readonly string[]).includes(type)) {
     throw new ConfigError(
       "Backend.Type",
-      `Backend.Type "${t}" is not a known backend type (use one of: ${KNOWN_BACKENDS.join(", ")})`,
+      `Backend.Type "${safeText(t, 60)}" is not a known backend type (use one of: ${
+        KNOWN_BACKENDS.join(", ")
+      })`,
     );
   }
   return { type, raw };
@@ -240,7 +247,7 @@ function parseFamily(f: Partial<Record<Field, unknown>>, v6: boolean): FamilyRes
     net = wantNet(netField, f[netField], family);
   } catch { /* reported below with flannel's text */ }
   if (!net || net.prefix === 0) {
-    const got = f[netField] === undefined ? "missing" : `got ${JSON.stringify(f[netField])}`;
+    const got = f[netField] === undefined ? "missing" : `got ${safeJson(f[netField])}`;
     throw new ConfigError(
       netField,
       `please define a correct ${netField} parameter in the flannel config (${got}; e.g. "${example}")`,
@@ -268,14 +275,14 @@ export function parseNetConfig(text: string, opts: ParseNetConfigOptions = {}): 
   } catch (e) {
     throw new ConfigError(
       "json",
-      `net-conf is not valid JSON (${(e as Error).message}); expected e.g. ` +
+      `net-conf is not valid JSON (${safeText((e as Error).message, 160)}); expected e.g. ` +
         `{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`,
     );
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+  if (!isObj(doc)) {
     throw new ConfigError("json", `net-conf must be a JSON object like {"Network": "10.244.0.0/16"}`);
   }
-  const f = pickFields(doc as Record<string, unknown>);
+  const f = pickFields(doc);
   const enableIPv4 = wantBool("EnableIPv4", f.EnableIPv4, true);
   const enableIPv6 = wantBool("EnableIPv6", f.EnableIPv6, false);
   const enableNFTables = wantBool("EnableNFTables", f.EnableNFTables, false);

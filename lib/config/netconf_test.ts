@@ -149,3 +149,23 @@ Deno.test("netconf: every flannel error, with the field named", () => {
     assert(e instanceof FlanctlError);
   }
 });
+
+Deno.test("netconf: errors quote the config bounded and escaped", () => {
+  // Found by netconf_prop_test.ts: the JSON error carried the text's control characters raw, and a bad
+  // Network, SubnetMin or Backend.Type value was quoted whole.
+  const long = "\u001b[2J" + "x".repeat(5000);
+  const inputs: unknown[] = [
+    "\u0000".repeat(300),
+    { Network: long },
+    { Network: "10.0.0.0/16", SubnetMin: long },
+    { Network: "10.0.0.0/16", Backend: { Type: long } },
+    { Network: "10.0.0.0/16", Backend: { Type: [long] } },
+    { Network: "10.0.0.0/16", EnableIPv6: { x: long } },
+  ];
+  for (const input of inputs) {
+    const e = assertThrows(() => parse(input), ConfigError) as ConfigError;
+    // deno-lint-ignore no-control-regex
+    assert(!/[\u0000-\u001f\u007f-\u009f]/.test(e.message), JSON.stringify(e.message));
+    assert(e.message.length <= 400, `${e.message.length} characters`);
+  }
+});

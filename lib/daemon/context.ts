@@ -11,7 +11,7 @@ import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../base/cidr.ts";
 import type { NetlinkHandle } from "../netlink/types.ts";
 import { StoreUnavailableError } from "../store/errors.ts";
-import { RetryDelay, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { Backoff } from "../base/backoff.ts";
 import { retryableStoreError } from "../store/classify.ts";
 import type { Lease, LeaseAttrsWire, SubnetStore } from "../store/types.ts";
 import type { Backend, ExternalIface } from "../backend/types.ts";
@@ -101,11 +101,6 @@ export interface NodeContext extends NodeBase {
   readonly state: NodeState;
 }
 
-/** `p`, or a {@link StoreUnavailableError} naming `what` after `ms`. */
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return raceTimeout(p, ms, () => new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`));
-}
-
 /**
  * Retries `fn` while the store is unavailable, has no config yet, or refuses (EPERM/EROFS/ENOSPC, etcd
  * auth or quota), as flanneld retries at start; a bad config and other errors propagate, and so does the
@@ -117,7 +112,7 @@ export async function retryStore<T>(
   fn: () => Promise<T>,
 ): Promise<T> {
   // Jittered (0.5-1 s doubling to 10-20 s): daemons restarted together do not retry in step.
-  const delay = new RetryDelay(500, 10_000, 1.0);
+  const delay = new Backoff({ minMs: 500, maxMs: 10_000, jitter: 1.0 });
   while (true) {
     try {
       const r = await fn();
@@ -127,8 +122,10 @@ export async function retryStore<T>(
       const retryable = retryableStoreError(e);
       if (!retryable || n.signal.aborted) throw e;
       if (e instanceof StoreUnavailableError) n.readiness.setStoreUp(false, errText(e));
-      n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: delay.ms });
-      await delay.wait(n.signal);
+      await delay.wait({
+        signal: n.signal,
+        announce: (ms) => n.log.warn(`${what} failed; retrying`, { error: errText(e), retry_in_ms: ms }),
+      });
       if (n.signal.aborted) throw e;
     }
   }

@@ -14,6 +14,8 @@
  * @module
  */
 import { readCappedText } from "../base/capped_read.ts";
+import { errText } from "../base/errors.ts";
+import { Backoff } from "../base/backoff.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** Why the daemon is not ready, or null when it is. */
@@ -106,10 +108,6 @@ const REASON: Record<number, string> = {
 };
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-
-function errText(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-}
 
 /** Resolves after `ms` unless cancelled; returns the cancel function. */
 function timer(ms: number, fn: () => void): () => void {
@@ -229,7 +227,7 @@ class Responder {
   /** Accepts until closed; accept errors are reported once per change and retried with backoff. */
   async acceptLoop(): Promise<void> {
     let lastErr = "";
-    let backoff = 50;
+    const backoff = new Backoff({ minMs: 50, maxMs: 1_000 });
     while (!this.#closed) {
       let c: Deno.Conn;
       try {
@@ -242,12 +240,11 @@ class Responder {
           this.limits.onError("health server: accepting a connection failed; retrying", msg);
         }
         lastErr = msg;
-        await this.#sleep(backoff);
-        backoff = Math.min(backoff * 2, 1_000);
+        await backoff.wait({ sleep: (ms) => this.#sleep(ms) });
         continue;
       }
       lastErr = "";
-      backoff = 50;
+      backoff.reset();
       if (this.#open.size >= this.limits.maxConns) {
         // Full: first one event-loop turn, in which the requests that have arrived (a probe sends its own
         // at once) are read, so a connection being answered is not the one evicted; then the oldest of

@@ -12,6 +12,7 @@
 import { FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
 import type { AddrInfo, LinkInfo, NetlinkHandle } from "../netlink/types.ts";
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { ExternalIface } from "../backend/types.ts";
 import { lookupRoute, type UnderlayRoute } from "../base/route_lookup.ts";
 import type { Log } from "../base/log.ts";
@@ -75,7 +76,7 @@ export type MainRoute = UnderlayRoute & { prefsrc: string | null };
 export function mainRoutes(nl: NetlinkHandle, family: 4 | 6): MainRoute[] {
   const out: MainRoute[] = [];
   const any = IPNet.parse(family === 4 ? "0.0.0.0/0" : "::/0");
-  for (const r of nl.routes({ family, table: 254 })) {
+  for (const r of nl.routes({ family, table: RT_TABLE_MAIN })) {
     const net = r.dst === "default" ? any : IPNet.tryParse(r.dst);
     if (r.family !== family || !net || r.dev === null || r.type !== "unicast") continue;
     out.push({ net, gateway: r.gateway, devName: r.devName, metric: r.metric ?? 0, prefsrc: r.prefsrc });

@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
+import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import { IfaceError } from "./iface.ts";
 import { selectExternal } from "./iface6.ts";
 

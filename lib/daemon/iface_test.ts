@@ -1,5 +1,5 @@
 import { assertEquals, assertStringIncludes, assertThrows } from "../../tests/assert.ts";
-import { FakeNetlink, fakeRoute } from "../../tests/fake_netlink.ts";
+import { FakeNetlink, fakeRoute } from "../netlink/fake/fake_netlink.ts";
 import { IfaceError, type IfaceSelection, selectIface } from "./iface.ts";
 
 function kernel() {

@@ -8,6 +8,7 @@
  */
 import { IPAddr, type IPNet } from "../base/cidr.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../backend/types.ts";
 import type { Reconciler } from "../reconcile/reconciler.ts";
 import type { RejectionReporter } from "../reconcile/peer_guard.ts";
@@ -44,12 +45,6 @@ export function ownIPs(ext: ExternalIface, family: 4 | 6): string[] {
   return l.filter((x): x is string => !!x);
 }
 
-/** The VtepMAC in a lease's backend data, if it has one. */
-function vtepMac(d: unknown): string | null {
-  const m = d !== null && typeof d === "object" ? (d as { VtepMAC?: unknown }).VtepMAC : undefined;
-  return typeof m === "string" ? m.toLowerCase() : null;
-}
-
 /**
  * How `seen` (our own lease record as the store has it now) differs from `ours` in what steers traffic to
  * us: the PublicIP and VtepMAC of each family we run. Null when it does not.
@@ -65,7 +60,7 @@ export function claimOf(
     return { publicIP: a.PublicIPv6 ?? "", what: "PublicIPv6" };
   }
   const mac = (x: unknown, y: unknown) =>
-    vtepMac(x) !== null && vtepMac(y) !== null && vtepMac(x) !== vtepMac(y);
+    vtepMacOf(x) !== null && vtepMacOf(y) !== null && vtepMacOf(x) !== vtepMacOf(y);
   if (families.v4 && mac(a.BackendData, b.BackendData)) return { publicIP: a.PublicIP, what: "VtepMAC" };
   if (families.v6 && mac(a.BackendV6Data, b.BackendV6Data)) {
     return { publicIP: a.PublicIPv6 ?? "", what: "IPv6 VtepMAC" };

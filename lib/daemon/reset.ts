@@ -15,13 +15,16 @@
  * @module
  */
 import type { NetlinkHandle, RouteInfo } from "../netlink/types.ts";
-import { tunOwnerPids } from "../netlink/mod.ts";
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
+import { tunOwnerPids } from "../os/mod.ts";
 import { readSubnetEnv } from "../node/subnet_env.ts";
 import type { IPNet } from "../base/cidr.ts";
 import { IPNet as Net } from "../base/cidr.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
+import { findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { Log } from "../base/log.ts";
 
@@ -52,37 +55,7 @@ export class DaemonRunningError extends FlanctlError {
 /** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
 export function isOverlayDevice(name: string, kind: string | null): boolean {
   if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
-  return kind === "tun" && name === "flannel0";
-}
-
-/** A flanctl daemon or flanneld process in the network namespace `netInode`, or null. */
-function daemonProcess(netInode: number | undefined): { pid: number; cmd: string } | null {
-  if (netInode === undefined) return null;
-  let entries: Deno.DirEntry[];
-  try {
-    entries = [...Deno.readDirSync("/proc")];
-  } catch {
-    return null;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
-    try {
-      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
-      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
-        (argv.some((a) => /flanctl|main\.ts$|daemon\.js$/.test(a)) && argv.includes("daemon"));
-      if (!daemon || Deno.statSync(`/proc/${e.name}/ns/net`).ino !== netInode) continue;
-      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
-    } catch { /* gone, or not ours to read */ }
-  }
-  return null;
-}
-
-function ownNetInode(): number | undefined {
-  try {
-    return Deno.statSync("/proc/thread-self/ns/net").ino ?? undefined;
-  } catch {
-    return undefined;
-  }
+  return kind === "tun" && name === UDP_DEVICE;
 }
 
 function routeText(r: RouteInfo): string {
@@ -105,7 +78,7 @@ export async function resetNode(
     if (st && daemonRunning(st) === true) {
       throw new DaemonRunningError(`the flanctl daemon (pid ${st.pid}, ${statePath}) is running`);
     }
-    const p = daemonProcess(ownNetInode());
+    const p = findDaemonProcess(OWN_NETNS);
     if (p) throw new DaemonRunningError(`a daemon runs in this network namespace (pid ${p.pid}: ${p.cmd})`);
   }
   const nl = deps.nl;
@@ -128,11 +101,11 @@ export async function resetNode(
 
   // Devices (their routes, ARP and FDB entries go with them). A udp TUN some process still holds open is
   // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
-  const ino = ownNetInode();
   const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
   for (const l of devs) {
-    if (l.kind === "tun" && tunOwnerPids(l.name, ino).length) {
-      rep.failed.push(`device ${l.name}: held open by pid ${tunOwnerPids(l.name, ino).join(",")}`);
+    const owners = l.kind === "tun" ? tunOwnerPids(l.name, OWN_NETNS) : [];
+    if (owners.length) {
+      rep.failed.push(`device ${l.name}: held open by pid ${owners.join(",")}`);
       continue;
     }
     attempt(`device ${l.name}`, () => nl.deleteLink(l.name));
@@ -142,7 +115,7 @@ export async function resetNode(
   // underlay) and the blackhole route of our subnet. Routes to pods (a device, no gateway: cni0's, a
   // runtime's veths) are not the daemon's.
   for (const fam of [4, 6] as const) {
-    for (const r of nl.routes({ family: fam, table: 254 })) {
+    for (const r of nl.routes({ family: fam, table: RT_TABLE_MAIN })) {
       if (r.dst === "default" || (r.type !== "blackhole" && r.gateway === null)) continue;
       const dst = Net.tryParse(r.dst);
       if (!dst || !nets.some((n) => n.family === dst.family && n.contains(dst))) continue;

@@ -3,7 +3,8 @@
  * {@link Daemon}, and stops cleanly on SIGTERM/SIGINT (kernel state, rules and the lease stay in place).
  * @module
  */
-import { execProcess, openNetlink, releaseFreeMemory, unmapBinaryPages } from "../netlink/mod.ts";
+import { openNetlink } from "../netlink/mod.ts";
+import { execProcess, releaseFreeMemory, unmapBinaryPages } from "../os/mod.ts";
 import { openStore, storeChoice, type StoreOptions, storeRecord } from "../store/open.ts";
 import type { SubnetStore } from "../store/types.ts";
 import { VERSION } from "../base/version.ts";

@@ -12,7 +12,8 @@ import { LeaseKeeper } from "../store/keeper.ts";
 import type { Lease, LeaseEvent } from "../store/types.ts";
 import { subnetOf } from "./family.ts";
 import { leaseId } from "./peer_gate.ts";
-import { type NodeContext, withTimeout } from "./context.ts";
+import type { NodeContext } from "./context.ts";
+import { withStoreTimeout } from "../store/util.ts";
 import { sleep } from "../base/sleep.ts";
 import { ensureDevice, ensureRules, ruleSpec, writeNodeSubnetEnv } from "./steps.ts";
 import { errText } from "../base/errors.ts";
@@ -59,7 +60,11 @@ export class RunLoop {
       do {
         this.#reclaimAgain = false;
         try {
-          const l = await withTimeout(store.reclaimLease!(state.lease), 10_000, "writing our lease back");
+          const l = await withStoreTimeout(
+            store.reclaimLease!(state.lease),
+            10_000,
+            "writing our lease back",
+          );
           state.lease = { ...state.lease, expiration: l.expiration ?? state.lease.expiration };
           metrics.ownLeaseRewrites++;
           log.warn("our lease is written back", {
@@ -200,7 +205,7 @@ export class RunLoop {
         readiness.setStoreUp(false, errText(e));
         await sleep(1000, signal);
         try {
-          const { leases, cursor: c } = await withTimeout(store.listLeases(), 10_000, "listing leases");
+          const { leases, cursor: c } = await withStoreTimeout(store.listLeases(), 10_000, "listing leases");
           cursor = c;
           peers.reset(leases);
           const ours = leaseId(state.lease);
@@ -242,7 +247,7 @@ export class RunLoop {
   async #probeStore(): Promise<void> {
     const { store, readiness, log } = this.ctx;
     try {
-      const cfg = await withTimeout(store.getNetworkConfig(), 5_000, "reading the network config");
+      const cfg = await withStoreTimeout(store.getNetworkConfig(), 5_000, "reading the network config");
       readiness.setStoreUp(true);
       if (cfg.source.trim() !== this.#cfgSource.trim()) {
         log.warn("the network config in the store changed; restart the daemon to apply it");

@@ -6,7 +6,7 @@
  * ignores under the default NotifyAccess=main.
  * @module
  */
-import { sendUnixDatagram } from "../netlink/mod.ts";
+import { sendUnixDatagram } from "../os/mod.ts";
 
 /**
  * Sends `state` (e.g. "READY=1", "STOPPING=1", "STATUS=...") to systemd when NOTIFY_SOCKET is set.

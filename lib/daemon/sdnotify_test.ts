@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../../tests/assert.ts";
-import { NetlinkError } from "../netlink/mod.ts";
+import { NetlinkError } from "../os/mod.ts";
 import { sockaddrUn } from "../sys/unix_dgram.ts";
 import { sdNotify } from "./sdnotify.ts";
 

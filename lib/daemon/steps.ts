@@ -10,6 +10,7 @@
  * part before it throws (lib/base/steps.ts never undoes the failed step).
  * @module
  */
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
 import { ConfigError } from "../config/netconf.ts";
 import type { NetConfig } from "../config/types.ts";
 import type { IPNet } from "../base/cidr.ts";
@@ -152,7 +153,9 @@ export function ruleSpec(
 function ensureBlackhole(n: NodeParts): void {
   if (!n.o.ipBlackholeRoute) return;
   const dst = n.state.own.toString();
-  if (n.nl.routes({ family: 4, table: 254 }).some((r) => r.type === "blackhole" && r.dst === dst)) return;
+  if (n.nl.routes({ family: 4, table: RT_TABLE_MAIN }).some((r) => r.type === "blackhole" && r.dst === dst)) {
+    return;
+  }
   n.nl.replaceRoute({ dst, type: "blackhole" });
   n.log.info("blackhole route added", { subnet: dst });
 }

@@ -5,6 +5,7 @@
  */
 import type { Check, DoctorReport, Finding, Summary } from "./types.ts";
 import { SEVERITY_ORDER } from "./types.ts";
+import { CHECK_IDS } from "./ids.ts";
 import { gatherSnapshot, type SnapshotOptions } from "../observe/snapshot.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
@@ -23,6 +24,7 @@ import { IPV6_CHECKS } from "./checks/ipv6.ts";
 import { SANDBOX_CHECKS } from "./checks/sandboxes.ts";
 
 export type { Check, DoctorReport, Finding, Severity, Summary } from "./types.ts";
+export { CHECK_IDS, type CheckId, checkId, type FindingId, OLD_IDS, parseCheckIds } from "./ids.ts";
 export { DEFAULT_PATHS, type SnapshotOptions } from "../observe/snapshot.ts";
 export { renderJson, renderTable } from "./render.ts";
 /**
@@ -53,32 +55,6 @@ export const ALL_CHECKS: Check[] = [
   ...IPV6_CHECKS,
   ...ACTIVE_CHECKS,
 ];
-
-/** Old check ids that read as failures when ok → their current ids (old ones stay valid for --skip). */
-export const OLD_IDS: Record<string, string> = {
-  "peer-route-missing": "peer-routes",
-  "peer-arp-missing": "peer-arp",
-  "peer-fdb-missing": "peer-fdb",
-  "stale-peer-entries": "peer-entries",
-  "veth-orphan": "veths",
-  "hostlocal-leak": "hostlocal-ips",
-  "netns-leak": "pod-netns",
-  "cni-cache-stale": "cni-cache",
-  "lease-duplicate": "lease-unique",
-  "route-overlap": "pod-network-routes",
-  "iptables-mixed": "iptables-backend",
-  "ipv6-disabled": "ipv6",
-  "firewall-mixed": "firewall-mode",
-  "hostport-stale": "hostports",
-};
-
-/** The current id of `id` (an old alias maps to its new id; anything else is returned as is). */
-export function canonicalId(id: string): string {
-  return Object.hasOwn(OLD_IDS, id) ? OLD_IDS[id] : id;
-}
-
-/** Ids of every check (for `--skip` validation and docs/doctor.md). */
-export const CHECK_IDS: string[] = ALL_CHECKS.map((c) => c.id);
 
 /** Runs the doctor. Never throws for node problems: they become findings or a fatal (exit 3) summary. */
 export async function runDoctor(opts: SnapshotOptions): Promise<DoctorReport> {

@@ -3,6 +3,9 @@
  * @module
  */
 import type { NodeSnapshot } from "../observe/snapshot.ts";
+import type { CheckId, FindingId } from "./ids.ts";
+
+export type { CheckId, FindingId } from "./ids.ts";
 
 /** How bad a finding is. `unknown` means the check could not run (the reason is in `detail`). */
 export type Severity = "ok" | "warning" | "critical" | "unknown";
@@ -13,7 +16,7 @@ export const SEVERITY_ORDER: Record<Severity, number> = { critical: 0, warning: 
 /** One result of one check. A check may return several findings with the same id (e.g. one per peer). */
 export interface Finding {
   /** Stable check id (skippable with `--skip`). */
-  id: string;
+  id: FindingId;
   /** How bad it is. */
   severity: Severity;
   /** What was seen, with exact values. */
@@ -29,10 +32,14 @@ export interface Finding {
 /** A doctor check: a family module exports one or more of these. */
 export interface Check {
   /** Stable id; also the id of its findings. */
-  id: string;
+  id: CheckId;
   /** One-line title for listings. */
   title: string;
-  /** Runs against the gathered state; never changes anything. */
+  /**
+   * Reads the node snapshot, and for itself what only it needs (files, the daemon's HTTP endpoints, the CRI
+   * socket, nmcli, ethtool, a second neighbour-table read, pings with --probe: docs/doctor.md); never changes
+   * anything.
+   */
   run(ctx: NodeSnapshot): Finding[] | Promise<Finding[]>;
 }
 
@@ -49,7 +56,7 @@ export interface Summary {
   /** Checks that could not tell. */
   unknown: number;
   /** Checks that were skipped with --skip. */
-  skipped: string[];
+  skipped: CheckId[];
   /** Nagios exit code (0 ok, 1 warning, 2 critical, 3 could not check). */
   exitCode: number;
   /** Where the doctor looked (netns name, or null for the current one). */
@@ -65,11 +72,11 @@ export interface DoctorReport {
 }
 
 /** Convenience constructor for an ok finding. */
-export function ok(id: string, detail: string): Finding {
+export function ok(id: CheckId, detail: string): Finding {
   return { id, severity: "ok", detail };
 }
 
 /** Convenience constructor for an unknown finding (the check could not run). */
-export function unknown(id: string, detail: string, fix: string[] = []): Finding {
+export function unknown(id: CheckId, detail: string, fix: string[] = []): Finding {
   return { id, severity: "unknown", detail, fix };
 }

@@ -12,7 +12,7 @@
  * table is gone. Comparing with our own listing keeps this independent of how an nft version prints rules.
  * @module
  */
-import { releaseNftLibrary } from "../netlink/mod.ts";
+import { releaseNftLibrary } from "../os/mod.ts";
 import type { IPNet } from "../base/cidr.ts";
 import { forwardRules, masqRules, type TableRules } from "./masq_rules.ts";
 import { Iptables, RuleManager } from "./iptables.ts";

@@ -4,6 +4,7 @@
  * flannel.* neighbours and FDB entries show the subnet they serve. Pure functions; no kernel access.
  * @module
  */
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
 import { cell as dash, renderTable as table } from "../base/ui/table.ts";
 import type { AddrView, FdbView, InspectView, LinkView, NeighView, RouteView, VethView } from "./views.ts";
 
@@ -82,7 +83,7 @@ export function routesTable(routes: RouteView[]): string {
       dash(r.dev ?? r.ifindex),
       r.scope,
       r.protocol,
-      r.table === 254 ? "main" : String(r.table),
+      r.table === RT_TABLE_MAIN ? "main" : String(r.table),
       r.type,
       dash(r.prefsrc),
       dash(r.metric),

@@ -26,7 +26,7 @@ import { FlanctlError } from "../base/errors.ts";
 import { readCappedBytes, readCappedText } from "../base/capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { CNI_DENO_RUN_FLAGS, RUNTIME_LOCK } from "../cni/launch.ts";
-import { CNI_LIBRARIES, RUNTIME_LIB_DIR } from "../netlink/mod.ts";
+import { CNI_LIBRARIES, RUNTIME_LIB_DIR } from "../os/mod.ts";
 import { runProcess } from "../base/run.ts";
 import { warmCodeCache } from "./code_cache.ts";
 

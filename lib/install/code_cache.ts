@@ -4,7 +4,7 @@
  * run not enough:
  *
  * - Deno writes the code cache from a background thread after the module ran; a run that exits at once
- *   (CNI VERSION) beats that thread now and then (docs/performance.md, "The CNI code cache"), and then no cache is
+ *   (CNI VERSION) usually beats that thread (docs/performance.md, "The CNI code cache"), and then no cache is
  *   written: the first pod's ADD compiles the whole bundle, and whichever call writes the cache later
  *   leaves it in the write-ahead log. {@link warmCodeCache} runs the bundle until the entry is there.
  * - A Deno process never closes the databases (it exits), so what a run wrote stays in the write-ahead
@@ -72,10 +72,10 @@ export function hasCodeCache(denoDir: string, specifier: string): boolean {
  * code cache of `specifier`, at most `tries` times, then checkpoints the databases. Returns whether the
  * cache is there. `run`'s own failures are the caller's to report (it is called again regardless).
  *
- * Deno stores the cache from a background thread that the bundle's exit often beats: measured, a run into a
- * fresh DENO_DIR wrote it in 8 of 30 (idle machine), and 20 fresh directories needed 1–5 runs each (median
- * 1.5). With 5 tries that left the cache missing for a few installs in a hundred (a CI run of
- * tests/install_cni_test.ts hit it); 30 tries (≤ ~2 s, once per install) make a miss about one in 10^9.
+ * Deno stores the cache from a background thread that the bundle's exit usually beats (how often:
+ * docs/performance.md, "The CNI code cache"). With 5 tries the cache was missing for a few installs in a
+ * hundred (a CI run of tests/install_cni_test.ts hit it); 30 tries (≤ ~2 s, once per install) make a miss
+ * about one in 10^8.
  */
 export async function warmCodeCache(
   denoDir: string,

@@ -11,7 +11,7 @@ import { inNs, isOurProcess, runCmd } from "./proc.ts";
 import type { LabState, NodeState, PodState } from "./types.ts";
 import { httpGet } from "../observe/http_get.ts";
 import { hostNeighTable } from "../observe/neigh_gc.ts";
-import { openNetlink } from "../netlink/mod.ts";
+import { openNetlink, RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
 import { IPNet } from "../base/cidr.ts";
 import { sleep } from "../base/sleep.ts";
@@ -335,7 +335,7 @@ function missingEntries(n: NodeState | undefined, ip: string | null): string[] {
     try {
       const fam = ip.includes(":") ? 6 : 4;
       const dst = IPNet.parse(`${ip}/${fam === 4 ? 32 : 128}`, "ip");
-      const routes = h.routes({ family: fam, table: 254 }).filter((r) => {
+      const routes = h.routes({ family: fam, table: RT_TABLE_MAIN }).filter((r) => {
         const net = r.dst === "default" ? null : IPNet.tryParse(r.dst);
         return net?.contains(dst) && net.prefix < dst.prefix;
       }).sort((a, b) => Number(b.dst.split("/")[1]) - Number(a.dst.split("/")[1]));

@@ -7,14 +7,19 @@
 import { plainWarn, type Warn } from "../base/warn.ts";
 import { errText, FlanctlError } from "../base/errors.ts";
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { safeJson, safeText } from "../base/capped_read.ts";
+import { isObj } from "../base/json.ts";
 import type { Lease, LeaseAttrsWire, LeaseJson } from "./types.ts";
 
-/** A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. */
+/**
+ * A stored lease that does not parse (foreign writer, corruption). Stores skip it with a warning. The
+ * message quotes the store's key and values bounded and escaped (it is printed as it is).
+ */
 export class MalformedLeaseError extends FlanctlError {
   /** The key (or file name) of the bad entry. */
   readonly key: string;
   constructor(key: string, message: string) {
-    super(`malformed lease ${key}: ${message}`, 1);
+    super(`malformed lease ${safeText(key, 128)}: ${message}`, 1);
     this.key = key;
   }
 }
@@ -31,12 +36,15 @@ export function parseLeaseKey(key: string): { subnet: IPNet | null; ipv6Subnet: 
   // as Go writes it: a key with upper-case hex is foreign to flanneld, and skipped here too.
   const m = /^(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})-(\d{1,2})(?:&([0-9a-f:]+)-(\d{1,3}))?$/.exec(key);
   if (!m) return null;
+  // Only the key flannel writes for the subnet (no host bits, no leading zeros, IPv6 as Go prints it): the
+  // stores find a lease again by that key (renew, delete, compare-and-swap), so another spelling of it
+  // would name an entry they cannot reach.
   const v4 = IPNet.tryParse(`${m[1]}/${m[2]}`);
-  if (!v4 || (v4.ip.toString() !== m[1])) return null;
+  if (!v4 || v4.toKey() !== `${m[1]}-${m[2]}`) return null;
   let v6: IPNet | null = null;
   if (m[3] !== undefined) {
     v6 = IPNet.tryParse(`${m[3]}/${m[4]}`);
-    if (!v6 || v6.family !== 6) return null;
+    if (!v6 || v6.family !== 6 || v6.toKey() !== `${m[3]}-${m[4]}`) return null;
   }
   const subnet = v4.prefix === 0 && v4.ip.value === 0n ? null : v4;
   if (!subnet && !v6) return null;
@@ -63,35 +71,33 @@ export function decodeLeaseAttrs(key: string, text: string): LeaseAttrsWire {
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new MalformedLeaseError(key, `value is not JSON (${(e as Error).message})`);
+    throw new MalformedLeaseError(key, `value is not JSON (${safeText((e as Error).message, 160)})`);
   }
   return validateLeaseAttrs(key, v);
 }
 
 /** Validates an already-parsed lease value (field names as flannel, case-insensitive). */
 export function validateLeaseAttrs(key: string, v: unknown): LeaseAttrsWire {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) {
-    throw new MalformedLeaseError(key, "value is not a JSON object");
-  }
+  if (!isObj(v)) throw new MalformedLeaseError(key, "value is not a JSON object");
   const get = (name: string): unknown => {
-    const o = v as Record<string, unknown>;
+    const o = v;
     if (Object.hasOwn(o, name)) return o[name];
     const k = Object.keys(o).find((x) => x.toLowerCase() === name.toLowerCase());
     return k === undefined ? undefined : o[k];
   };
   const pub = get("PublicIP");
   if (typeof pub !== "string" || IPAddr.tryParse(pub)?.family !== 4) {
-    throw new MalformedLeaseError(key, `PublicIP ${JSON.stringify(pub)} is not an IPv4 address`);
+    throw new MalformedLeaseError(key, `PublicIP ${safeJson(pub)} is not an IPv4 address`);
   }
   const pub6 = get("PublicIPv6");
   if (
     pub6 !== undefined && pub6 !== null && (typeof pub6 !== "string" || IPAddr.tryParse(pub6)?.family !== 6)
   ) {
-    throw new MalformedLeaseError(key, `PublicIPv6 ${JSON.stringify(pub6)} is not an IPv6 address`);
+    throw new MalformedLeaseError(key, `PublicIPv6 ${safeJson(pub6)} is not an IPv6 address`);
   }
   const bt = get("BackendType");
   if (bt !== undefined && bt !== null && typeof bt !== "string") {
-    throw new MalformedLeaseError(key, `BackendType ${JSON.stringify(bt)} is not a string`);
+    throw new MalformedLeaseError(key, `BackendType ${safeJson(bt)} is not a string`);
   }
   const out: LeaseAttrsWire = {
     PublicIP: pub,
@@ -138,5 +144,5 @@ export function leaseToJson(l: Lease): LeaseJson {
 /** Reports a skipped entry to `warn` (default: a plain warning on stderr); never throws. */
 export function warnMalformed(e: unknown, where: string, warn: Warn = plainWarn): void {
   const msg = errText(e);
-  warn(`${where}: skipping ${msg}`);
+  warn(`${safeText(where, 200)}: skipping ${msg}`);
 }

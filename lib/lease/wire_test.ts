@@ -1,9 +1,10 @@
 /** flannel's lease key and value format, and the `lease list -o json` shape. */
-import { assertEquals, assertThrows } from "../../tests/assert.ts";
+import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
 import { IPNet } from "../base/cidr.ts";
 import {
   decodeLeaseAttrs,
   encodeLeaseAttrs,
+  keyOf,
   leaseFromKV,
   leaseKey,
   leaseToJson,
@@ -21,6 +22,27 @@ Deno.test("wire: keys as flannel (single and dual stack)", () => {
   for (const bad of ["10.5.52.0", "10.5.52.1-24", "x-24", "10.5.52.0-24&zz-64", "0.0.0.0-0"]) {
     assertEquals(parseLeaseKey(bad), null, bad);
   }
+});
+
+Deno.test("wire: a key spelled otherwise than flannel writes it is foreign (skipped)", () => {
+  // Found by wire_prop_test.ts: the IPv6 half was taken with host bits or in another spelling, so the
+  // lease's own key (keyOf) named another etcd entry and acquireLease's `leases.get(key)!` found nothing.
+  for (
+    const bad of [
+      "0.0.0.0-0&0000:0000:0000:0000:0000:0000:0000:0000-0",
+      "10.5.52.0-24&fc00::1-64",
+      "10.5.52.0-24&fc00:0::-64",
+      "10.5.52.0-24&fc00::-064",
+      "10.5.52.0-08",
+    ]
+  ) {
+    assertEquals(parseLeaseKey(bad), null, bad);
+    assertThrows(() => leaseFromKV(bad, `{"PublicIP":"192.0.2.1"}`, null), MalformedLeaseError, bad);
+  }
+  assertEquals(
+    keyOf(leaseFromKV("10.5.52.0-24&fc00::-64", `{"PublicIP":"192.0.2.1"}`, null)),
+    "10.5.52.0-24&fc00::-64",
+  );
 });
 
 Deno.test("wire: value JSON in flannel's field order, omitempty, null PublicIPv6", () => {
@@ -129,5 +151,34 @@ Deno.test("wire: flannel's own key fixtures (pkg/subnet/subnet_test.go) and an I
     () => leaseFromKV("10.244.3.0-24&fc00:0:0:3::-64", dual.replace("fc00:99::12", "10.0.0.1"), null),
     MalformedLeaseError,
     "PublicIPv6",
+  );
+});
+
+Deno.test("wire: a malformed lease's message quotes the store's key and values bounded and escaped", () => {
+  // Found by wire_prop_test.ts and kube_prop_test.ts: the key (an etcd key, `node <name>`) and PublicIP
+  // went into the message raw and whole, and the CLI prints it as it is.
+  const cases: [string, string][] = [
+    ["\u00000.0.0.0-0&::-0", "{}"],
+    ["node \u001b[2J" + "n".repeat(5000), `{"PublicIP":"192.0.2.1"}`],
+    ["10.5.52.0-24", JSON.stringify({ PublicIP: "\u001b[31m" + "x".repeat(5000) })],
+    ["10.5.52.0-24", JSON.stringify({ PublicIP: "192.0.2.1", PublicIPv6: ["\u009b", "y".repeat(5000)] })],
+    ["10.5.52.0-24", "{\u001b" + "z".repeat(5000)],
+  ];
+  for (const [key, value] of cases) {
+    let msg = "";
+    try {
+      leaseFromKV(key, value, null);
+    } catch (e) {
+      assert(e instanceof MalformedLeaseError);
+      msg = e.message;
+    }
+    // deno-lint-ignore no-control-regex
+    assert(msg !== "" && !/[\u0000-\u001f\u007f-\u009f]/.test(msg), JSON.stringify(msg));
+    assert(msg.length <= 400, `${msg.length} characters`);
+  }
+  assertThrows(
+    () => leaseFromKV("10.5.52.0-24", `{"PublicIP":"10.1"}`, null),
+    MalformedLeaseError,
+    `malformed lease 10.5.52.0-24: PublicIP "10.1" is not an IPv4 address`,
   );
 });

@@ -11,9 +11,8 @@
  */
 import { errno, libc } from "../sys/ffi.ts";
 import { NetlinkError, NLE, syscallError } from "../sys/errors.ts";
-import { EINTR, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./codec/consts.ts";
+import { EINTR, NLM_F_ACK, NLM_F_ACK_TLVS, NLMSG_ERROR } from "./codec/consts.ts";
 import { extackOf, kernelError, recvDatagram } from "./io.ts";
-import { NLM_F_ACK } from "./codec/msg.ts";
 import { MsgWriter } from "./codec/msg.ts";
 import type { Conn } from "./conn.ts";
 import type { NetlinkWrite } from "./types.ts";

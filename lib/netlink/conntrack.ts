@@ -11,13 +11,24 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { errno, libc } from "../sys/ffi.ts";
+import { AttrWalk } from "./codec/attrs.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  AF_NETLINK,
+  ENOENT,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  SOCK_CLOEXEC,
+  SOCK_RAW,
+} from "./codec/consts.ts";
 
-const AF_NETLINK = 16, SOCK_RAW = 3, SOCK_CLOEXEC = 0o2000000, NETLINK_NETFILTER = 12;
+const NETLINK_NETFILTER = 12;
 const NFNL_SUBSYS_CTNETLINK = 1, IPCTNL_MSG_CT_GET = 1, IPCTNL_MSG_CT_DELETE = 2;
-const NLM_F_REQUEST = 1, NLM_F_ACK = 4, NLM_F_DUMP = 0x300;
-const NLMSG_ERROR = 2, NLMSG_DONE = 3;
 const CTA_TUPLE_ORIG = 1, CTA_ZONE = 18, CTA_TUPLE_PROTO = 2, CTA_PROTO_NUM = 1, CTA_PROTO_DST_PORT = 3;
-const NLA_TYPE_MASK = 0x3fff;
 
 /** A ctnetlink operation failed (errno from the kernel or libc). */
 export class ConntrackError extends FlanctlError {
@@ -52,12 +63,8 @@ function header(type: number, flags: number, seq: number, family: number, payloa
 /** Attributes (type → bytes of the whole attribute, header included) of a message's payload. */
 function attrs(b: Uint8Array, from: number, to: number): Map<number, Uint8Array> {
   const out = new Map<number, Uint8Array>();
-  const v = new DataView(b.buffer, b.byteOffset);
-  for (let a = from; a + 4 <= to;) {
-    const len = v.getUint16(a, true);
-    if (len < 4 || a + len > to) break;
-    out.set(v.getUint16(a + 2, true) & NLA_TYPE_MASK, b.subarray(a, a + len));
-    a += (len + 3) & ~3;
+  for (const at = new AttrWalk(new DataView(b.buffer, b.byteOffset), from, to); at.next();) {
+    out.set(at.type, b.subarray(at.v - 4, at.v + at.vlen));
   }
   return out;
 }
@@ -85,7 +92,7 @@ function receive(fd: number, seq: number, each: (msg: Uint8Array) => void): void
       if (type === NLMSG_ERROR) {
         const err = -v.getInt32(off + 16, true);
         // ENOENT: the entry went away meanwhile (it timed out, or another DEL got it).
-        if (err !== 0 && err !== 2) throw new ConntrackError("delete", err);
+        if (err !== 0 && err !== ENOENT) throw new ConntrackError("delete", err);
         if (s === seq) return;
       } else each(buf.slice(off, off + len));
       off += (len + 3) & ~3;
@@ -97,7 +104,7 @@ function receive(fd: number, seq: number, each: (msg: Uint8Array) => void): void
 export function deleteConntrack(f: ConntrackFilter): number {
   const fd = libc().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
   if (fd < 0) throw new ConntrackError("socket", errno());
-  const family = f.family === 4 ? 2 : 10;
+  const family = f.family === 4 ? AF_INET : AF_INET6;
   try {
     const victims: Uint8Array[] = [];
     const dump = header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, 1, family, new Uint8Array(0));

@@ -40,16 +40,20 @@ import { indexOfName } from "./linkmsg.ts";
 import { writeMany } from "./batch.ts";
 import type {
   AddrInfo,
+  FdbDelSpec,
   FdbInfo,
   FdbScanEntry,
+  FdbSpec,
   LinkInfo,
   LinkRef,
   NeighInfo,
   NeighScanEntry,
+  NeighSpec,
   NeighTableInfo,
   NetlinkHandle,
   NetlinkWrite,
   NetnsRef,
+  RouteDelSpec,
   RouteInfo,
   RouteScanEntry,
   RouteSpec,
@@ -293,7 +297,7 @@ class LibnlHandle implements NetlinkHandle {
     return route.replaceRoute(this.#c, spec);
   }
 
-  deleteRoute(spec: RouteSpec): void {
+  deleteRoute(spec: RouteDelSpec): void {
     return route.deleteRoute(this.#c, spec);
   }
 
@@ -312,9 +316,7 @@ class LibnlHandle implements NetlinkHandle {
     return neigh.fdb(this.#c);
   }
 
-  replaceNeigh(
-    n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
-  ): void {
+  replaceNeigh(n: NeighSpec): void {
     return neigh.replaceNeigh(this.#c, n);
   }
 
@@ -322,11 +324,11 @@ class LibnlHandle implements NetlinkHandle {
     return neigh.deleteNeigh(this.#c, n);
   }
 
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void {
+  replaceFdb(f: FdbSpec): void {
     return neigh.replaceFdb(this.#c, f);
   }
 
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void {
+  deleteFdb(f: FdbDelSpec): void {
     return neigh.deleteFdb(this.#c, f);
   }
 

@@ -26,6 +26,7 @@ import {
   SOL_NETLINK,
   ZERO,
 } from "./codec/consts.ts";
+import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 
@@ -105,16 +106,11 @@ export function extack(p: NonNullable<Ptr>, len: number, flags: number): string 
 
 /** NLMSGERR_ATTR_MSG of the NLMSG_ERROR message at `b[off]` (length `len`), or null. */
 export function extackOf(b: Uint8Array, off: number, len: number, flags: number): string | null {
-  const dv = new DataView(b.buffer, b.byteOffset + off, len);
+  const m = b.subarray(off, off + len);
+  const dv = new DataView(m.buffer, m.byteOffset, m.length);
   const echoed = flags & NLM_F_CAPPED ? 16 : dv.getUint32(20, true);
-  for (let a = 20 + ((echoed + 3) & ~3); a + 4 <= len;) {
-    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-    if (alen < 4) break;
-    if (atype === NLMSGERR_ATTR_MSG) {
-      const text = new TextDecoder().decode(b.subarray(off + a + 4, off + a + alen)).replace(/\0.*$/s, "");
-      return text || null;
-    }
-    a += (alen + 3) & ~3;
+  for (const at = new AttrWalk(dv, 20 + ((echoed + 3) & ~3), m.length); at.next();) {
+    if (at.type === NLMSGERR_ATTR_MSG) return attrStr(m, at.v, at.vlen) || null;
   }
   return null;
 }

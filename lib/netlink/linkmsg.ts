@@ -8,46 +8,54 @@
  */
 import { NetlinkError, NLE } from "../sys/errors.ts";
 import { addrScopeName, formatMac, linkFlagNames, operstateName } from "./codec/format.ts";
-import { AF_UNSPEC, fam, IFF_UP, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST } from "./codec/consts.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  AF_UNSPEC,
+  fam,
+  IFA_ADDRESS,
+  IFA_BROADCAST,
+  IFA_FLAGS,
+  IFA_LOCAL,
+  IFF_UP,
+  IFLA_ADDRESS,
+  IFLA_IFNAME,
+  IFLA_INFO_DATA,
+  IFLA_INFO_KIND,
+  IFLA_LINK,
+  IFLA_LINK_NETNSID,
+  IFLA_LINKINFO,
+  IFLA_MASTER,
+  IFLA_MTU,
+  IFLA_NET_NS_FD,
+  IFLA_OPERSTATE,
+  IFLA_TXQLEN,
+  IFLA_VXLAN_GBP,
+  IFLA_VXLAN_ID,
+  IFLA_VXLAN_LEARNING,
+  IFLA_VXLAN_LINK,
+  IFLA_VXLAN_LOCAL,
+  IFLA_VXLAN_LOCAL6,
+  IFLA_VXLAN_PORT,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  NLM_F_REQUEST,
+  RTM_DELADDR,
+  RTM_DELLINK,
+  RTM_GETADDR,
+  RTM_GETLINK,
+  RTM_NEWADDR,
+  RTM_NEWLINK,
+  RTM_SETLINK,
+  VETH_INFO_PEER,
+} from "./codec/consts.ts";
+import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
 import { queryOne, requestOne } from "./batch.ts";
 import { scan } from "./io.ts";
 import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
-
-export const RTM_NEWLINK = 16, RTM_DELLINK = 17, RTM_GETLINK = 18, RTM_SETLINK = 19;
-export const RTM_NEWADDR = 20, RTM_DELADDR = 21, RTM_GETADDR = 22;
-const IFLA_ADDRESS = 1, IFLA_IFNAME = 3, IFLA_MTU = 4, IFLA_LINK = 5, IFLA_MASTER = 10, IFLA_TXQLEN = 13;
-const IFLA_OPERSTATE = 16, IFLA_LINKINFO = 18, IFLA_NET_NS_FD = 28, IFLA_LINK_NETNSID = 37;
-const IFLA_INFO_KIND = 1, IFLA_INFO_DATA = 2, VETH_INFO_PEER = 1;
-const IFLA_VXLAN_ID = 1, IFLA_VXLAN_LINK = 3, IFLA_VXLAN_LOCAL = 4, IFLA_VXLAN_LEARNING = 7;
-const IFLA_VXLAN_PORT = 15, IFLA_VXLAN_LOCAL6 = 17, IFLA_VXLAN_GBP = 23;
-const IFA_ADDRESS = 1, IFA_LOCAL = 2, IFA_BROADCAST = 4, IFA_FLAGS = 8;
-
-const dec = new TextDecoder();
-
-/** A NUL-terminated string attribute value. */
-function attrStr(b: Uint8Array, v: number, vlen: number): string {
-  let end = v;
-  while (end < v + vlen && b[end] !== 0) end++;
-  return dec.decode(b.subarray(v, end));
-}
-
-/** Walks the attributes in `b[from..to)`: `fn(type, valueOffset, valueLength)`. */
-function attrs(
-  dv: DataView,
-  from: number,
-  to: number,
-  fn: (type: number, v: number, vlen: number) => void,
-): void {
-  for (let a = from; a + 4 <= to;) {
-    const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-    if (alen < 4 || a + alen > to) break;
-    fn(atype, a + 4, alen - 4);
-    a += (alen + 3) & ~3;
-  }
-}
 
 /** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
 export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
@@ -66,7 +74,8 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     linkNetnsId: null,
   };
   let dataOff = -1, dataLen = 0;
-  attrs(dv, o + 16, o + len, (t, v, vlen) => {
+  for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+    const t = at.type, v = at.v, vlen = at.vlen;
     if (t === IFLA_IFNAME) info.name = attrStr(b, v, vlen);
     else if (t === IFLA_MTU && vlen >= 4) info.mtu = dv.getUint32(v, true);
     else if (t === IFLA_ADDRESS && vlen !== 0 && vlen !== 4 && vlen !== 16) {
@@ -76,18 +85,20 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     else if (t === IFLA_OPERSTATE && vlen >= 1) info.operstate = operstateName(b[v]);
     else if (t === IFLA_LINK_NETNSID && vlen >= 4) info.linkNetnsId = dv.getInt32(v, true);
     else if (t === IFLA_LINKINFO) {
-      attrs(dv, v, v + vlen, (it, iv, ivlen) => {
+      for (const inner = new AttrWalk(dv, v, v + vlen); inner.next();) {
+        const it = inner.type, iv = inner.v, ivlen = inner.vlen;
         if (it === IFLA_INFO_KIND) info.kind = attrStr(b, iv, ivlen);
         else if (it === IFLA_INFO_DATA) [dataOff, dataLen] = [iv, ivlen];
-      });
+      }
     }
-  });
+  }
   if (info.master !== null && info.master <= 0) info.master = null;
   if (info.parent !== null && info.parent <= 0) info.parent = null;
   if (info.kind === "vxlan") {
     const x: VxlanInfo = { vni: 0, port: 0, local: null, dev: null, learning: false, gbp: false };
     if (dataOff >= 0) {
-      attrs(dv, dataOff, dataOff + dataLen, (t, v, vlen) => {
+      for (const at = new AttrWalk(dv, dataOff, dataOff + dataLen); at.next();) {
+        const t = at.type, v = at.v, vlen = at.vlen;
         if (t === IFLA_VXLAN_ID && vlen >= 4) x.vni = dv.getUint32(v, true);
         else if (t === IFLA_VXLAN_PORT && vlen >= 2) x.port = dv.getUint16(v, false);
         else if (t === IFLA_VXLAN_LINK && vlen >= 4) x.dev = dv.getUint32(v, true) || null;
@@ -95,7 +106,7 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
           x.local = ip4or6(b, v, vlen);
         } else if (t === IFLA_VXLAN_LEARNING && vlen >= 1) x.learning = b[v] > 0;
         else if (t === IFLA_VXLAN_GBP) x.gbp = true;
-      });
+      }
     }
     info.vxlan = x;
   }
@@ -136,9 +147,10 @@ export function linkNamesRaw(c: Conn): Map<number, string> {
   const req = new Uint8Array(16);
   scan(c, "link show", RTM_GETLINK, req, (b, dv, o, len) => {
     let name = "";
-    attrs(dv, o + 16, o + len, (t, v, vlen) => {
+    for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFLA_IFNAME) name = attrStr(b, v, vlen);
-    });
+    }
     m.set(dv.getInt32(o + 4, true), name);
   }, false);
   return m;
@@ -239,7 +251,7 @@ export function addrRaw(
       8,
     );
     const flags = opts.flags ?? 0;
-    w.buf[h] = local.length === 4 ? 2 : 10;
+    w.buf[h] = local.length === 4 ? AF_INET : AF_INET6;
     w.buf[h + 1] = prefix;
     w.buf[h + 2] = flags & 0xff;
     w.buf[h + 3] = opts.scope ?? 0;
@@ -256,15 +268,16 @@ export function addrRaw(
 export function addrsRaw(c: Conn, names: Map<number, string>, family?: 4 | 6): AddrInfo[] {
   const list: AddrInfo[] = [];
   const req = new Uint8Array(8);
-  req[0] = family === 4 ? 2 : family === 6 ? 10 : AF_UNSPEC;
+  req[0] = family === 4 ? AF_INET : family === 6 ? AF_INET6 : AF_UNSPEC;
   scan(c, "address show", RTM_GETADDR, req, (b, dv, o, len) => {
     const f = fam(b[o]);
     if (f === null || (family && f !== family)) return;
     let local: string | null = null, address: string | null = null;
-    attrs(dv, o + 8, o + len, (t, v, vlen) => {
+    for (const at = new AttrWalk(dv, o + 8, o + len); at.next();) {
+      const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFA_LOCAL) local = ip4or6(b, v, vlen);
       else if (t === IFA_ADDRESS) address = ip4or6(b, v, vlen);
-    });
+    }
     const index = dv.getUint32(o + 4, true);
     list.push({
       index,

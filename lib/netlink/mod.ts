@@ -1,7 +1,8 @@
 /**
- * The kernel layer's public face: open a {@link NetlinkHandle} on any network namespace, run code inside
- * a namespace, list named namespaces. The implementation uses libnl through FFI (`handle.ts`), loaded on
- * first use.
+ * The kernel layer's public face: open a {@link NetlinkHandle} on any network namespace (links, addresses,
+ * routes, neighbours, FDB, pipelined writes), route lookups, neighbour tables, nsids, conntrack deletion.
+ * The implementation speaks netlink through libnl and libc over FFI (`handle.ts`), loaded on first use.
+ * Other OS calls (namespaces, ethtool, TUN, nftables, memory, exec) are lib/os's.
  *
  * ```ts
  * const h = openNetlink({ name: "blue" });
@@ -15,30 +16,29 @@
  */
 import { openLibnl } from "./handle.ts";
 export { nsidOf, readNeighTables, routeGet } from "./handle.ts";
+/**
+ * The kernel numbers callers compare route and neighbour entries with (tables, route type and protocol, NUD)
+ * and the errno values a route lookup answers with ({@link RouteLookup}'s `errno`: rp_filter's EXDEV, a
+ * martian source's EINVAL, EHOSTUNREACH for an unreachable route).
+ */
+export {
+  EHOSTUNREACH,
+  EINVAL,
+  EXDEV,
+  NUD_PERMANENT,
+  RT_TABLE_DEFAULT,
+  RT_TABLE_LOCAL,
+  RT_TABLE_MAIN,
+  RTN_UNICAST,
+  RTPROT_KERNEL,
+} from "./codec/consts.ts";
 export type { RouteLookup, RouteQuery } from "./routeget.ts";
 import type { NetlinkHandle, NetnsRef } from "./types.ts";
 
 export type * from "./types.ts";
 export { NetlinkError } from "../sys/errors.ts";
-export {
-  closeFd,
-  inNetns,
-  listNamedNetns,
-  netnsIdentity,
-  netnsLabel,
-  netnsPath,
-  openNetnsFd,
-} from "../sys/netns.ts";
-export { CNI_LIBRARIES, LibraryLoadError, RUNTIME_LIB_DIR } from "../sys/ffi.ts";
-export { getTxChecksum, setTxChecksum } from "../sys/ethtool.ts";
-export { sendUnixDatagram } from "../sys/unix_dgram.ts";
 export { ConntrackError, deleteConntrack } from "./conntrack.ts";
 export type { ConntrackFilter } from "./conntrack.ts";
-export { tunOwnerPids } from "../sys/tun.ts";
-export { nftLibrary, releaseNftLibrary } from "../sys/nftables.ts";
-export type { NftLibrary, NftRunOptions, NftRunResult } from "../sys/nftables.ts";
-export { releaseFreeMemory, unmapBinaryPages } from "../sys/malloc.ts";
-export { execProcess } from "../sys/exec.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created

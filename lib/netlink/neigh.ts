@@ -3,22 +3,21 @@
  * @module
  */
 import { rt } from "../sys/ffi.ts";
-import { formatMac, ntfNames, nudNames } from "./codec/format.ts";
+import { ntfNames, nudNames } from "./codec/format.ts";
 import {
   AF_BRIDGE,
   AF_INET,
   AF_INET6,
   AF_UNSPEC,
   fam,
-  NDA_DST,
   NDA_IFINDEX,
-  NDA_LLADDR,
   RTM_GETNEIGH,
   RTM_NEWNEIGH,
 } from "./codec/consts.ts";
-import { ip4or6, readIp, readMac } from "./conn.ts";
+import { readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { rawDump, scan } from "./io.ts";
+import { newNeighMsg, readNeighMsg } from "./neighmsg.ts";
 import { requestOne } from "./batch.ts";
 import {
   fdbOp,
@@ -29,7 +28,16 @@ import {
   putReplaceNeigh,
 } from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
-import type { FdbInfo, FdbScanEntry, LinkRef, NeighInfo, NeighScanEntry, NeighSpec } from "./types.ts";
+import type {
+  FdbDelSpec,
+  FdbInfo,
+  FdbScanEntry,
+  FdbSpec,
+  LinkRef,
+  NeighInfo,
+  NeighScanEntry,
+  NeighSpec,
+} from "./types.ts";
 
 /** `NetlinkHandle.neighbours()` on the socket of `c`: IPv4/IPv6 neighbour entries. */
 export function neighbours(c: Conn, family?: 4 | 6): NeighInfo[] {
@@ -106,13 +114,13 @@ export function deleteNeigh(c: Conn, n: { dev: LinkRef; dst: string }): void {
 }
 
 /** `NetlinkHandle.replaceFdb()`: `bridge fdb replace MAC dev REF dst IP self permanent`. */
-export function replaceFdb(c: Conn, f: { dev: LinkRef; mac: string; dst: string }): void {
+export function replaceFdb(c: Conn, f: FdbSpec): void {
   const op = () => fdbOp("replace", f);
   c.retry(() => requestOne(c, op, (w, s, x) => putReplaceFdb(w, f, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteFdb()`: `bridge fdb del MAC dev REF [dst IP] self`. */
-export function deleteFdb(c: Conn, f: { dev: LinkRef; mac: string; dst?: string }): void {
+export function deleteFdb(c: Conn, f: FdbDelSpec): void {
   const op = () => fdbOp("del", f);
   c.retry(() => requestOne(c, op, (w, s, x) => putDeleteFdb(w, f, c.index, s, x)));
 }
@@ -133,19 +141,12 @@ export function scanNeighbours(
   req[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
   rv.setUint16(12, 8, true), rv.setUint16(14, NDA_IFINDEX, true), rv.setUint32(16, index, true);
   const e: NeighScanEntry = { family: 4, index, dst: "", lladdr: null, state: 0 };
+  const m = newNeighMsg();
   scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
-    const f = fam(b[o]);
-    if (f === null || (opts.family && f !== opts.family) || dv.getInt32(o + 4, true) !== index) return;
-    let dst: string | null = null, ll: string | null = null;
-    for (let a = o + 12; a + 4 <= o + len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
-      else if (atype === NDA_LLADDR && alen - 4 === 6) ll = formatMac(b.subarray(a + 4, a + 10));
-      a += (alen + 3) & ~3;
-    }
-    if (dst === null) return;
-    e.family = f, e.dst = dst, e.lladdr = ll, e.state = dv.getUint16(o + 8, true);
+    if (!readNeighMsg(b, dv, o, len, m)) return;
+    const f = fam(m.family);
+    if (f === null || (opts.family && f !== opts.family) || m.ifindex !== index || m.dst === null) return;
+    e.family = f, e.dst = m.dst, e.lladdr = m.lladdr, e.state = m.state;
     each(e);
   });
 }
@@ -159,18 +160,11 @@ export function scanFdb(c: Conn, dev: LinkRef, each: (f: Readonly<FdbScanEntry>)
   req[0] = AF_BRIDGE;
   new DataView(req.buffer).setInt32(4, index, true);
   const e: FdbScanEntry = { index, mac: "", dst: null };
+  const m = newNeighMsg();
   scan(c, op, RTM_GETNEIGH, req, (b, dv, o, len) => {
-    if (b[o] !== AF_BRIDGE || dv.getInt32(o + 4, true) !== index) return;
-    let dst: string | null = null, mac: string | null = null;
-    for (let a = o + 12; a + 4 <= o + len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      if (atype === NDA_DST) dst = ip4or6(b, a + 4, alen - 4);
-      else if (atype === NDA_LLADDR && alen - 4 === 6) mac = formatMac(b.subarray(a + 4, a + 10));
-      a += (alen + 3) & ~3;
-    }
-    if (mac === null) return;
-    e.mac = mac, e.dst = dst;
+    if (!readNeighMsg(b, dv, o, len, m)) return;
+    if (m.family !== AF_BRIDGE || m.ifindex !== index || m.lladdr === null) return;
+    e.mac = m.lladdr, e.dst = m.dst;
     each(e);
   });
 }

@@ -5,13 +5,12 @@
  * same from any namespace: the thresholds and counters are host-wide.
  * @module
  */
-import { AF_INET, AF_INET6, AF_UNSPEC, fam } from "./codec/consts.ts";
+import { AF_INET, AF_INET6, AF_UNSPEC, fam, RTM_GETNEIGHTBL } from "./codec/consts.ts";
+import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import type { Conn } from "./conn.ts";
 import { scan } from "./io.ts";
 import type { NeighTableInfo } from "./types.ts";
 
-/** RTM_GETNEIGHTBL and its answer type (linux/rtnetlink.h). */
-const RTM_GETNEIGHTBL = 66;
 /** NDTA_* attributes (linux/neighbour.h). */
 const NDTA_NAME = 1,
   NDTA_THRESH1 = 2,
@@ -43,13 +42,10 @@ export function parseNeighTable(
   if (f === null) return null;
   const t: Partial<NeighTableInfo> & { family: 4 | 6 } = { family: f };
   let stats = false;
-  for (let a = off + 4; a + 4 <= off + len;) {
-    const alen = dv.getUint16(a, true), type = dv.getUint16(a + 2, true) & 0x3fff;
-    if (alen < 4 || a + alen > off + len) break;
-    const v = a + 4, vlen = alen - 4;
-    if (type === NDTA_NAME) {
-      t.name = new TextDecoder().decode(b.subarray(v, v + vlen)).replace(/\0.*$/s, "");
-    } else if (type === NDTA_THRESH1 && vlen >= 4) t.gcThresh1 = dv.getUint32(v, true);
+  for (const at = new AttrWalk(dv, off + 4, off + len); at.next();) {
+    const type = at.type, v = at.v, vlen = at.vlen;
+    if (type === NDTA_NAME) t.name = attrStr(b, v, vlen);
+    else if (type === NDTA_THRESH1 && vlen >= 4) t.gcThresh1 = dv.getUint32(v, true);
     else if (type === NDTA_THRESH2 && vlen >= 4) t.gcThresh2 = dv.getUint32(v, true);
     else if (type === NDTA_THRESH3 && vlen >= 4) t.gcThresh3 = dv.getUint32(v, true);
     else if (type === NDTA_GC_INTERVAL && vlen >= 8) t.gcIntervalMs = Number(dv.getBigUint64(v, true));
@@ -65,7 +61,6 @@ export function parseNeighTable(
       t.forcedGcRuns = u64(STATS.forcedGcRuns);
       t.tableFulls = u64(STATS.tableFulls);
     }
-    a += (alen + 3) & ~3;
   }
   // Table messages carry the thresholds and statistics; per-device parameter messages only NDTA_PARMS.
   if (t.gcThresh3 === undefined || t.entries === undefined || !stats || !t.name) return null;

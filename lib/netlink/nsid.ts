@@ -4,6 +4,7 @@
  */
 import { nl } from "../sys/ffi.ts";
 import { NETNSA_FD, NETNSA_NSID, RTM_GETNSID, RTM_NEWNSID } from "./codec/consts.ts";
+import { AttrWalk } from "./codec/attrs.ts";
 import type { Conn } from "./conn.ts";
 import { kernelError, rawRequest, readAck } from "./io.ts";
 
@@ -37,14 +38,10 @@ export function nsidOf(c: Conn, fd: number): number | null {
     const bytes = new Uint8Array(len);
     Deno.UnsafePointerView.copyInto(p, bytes);
     const dv = new DataView(bytes.buffer);
-    for (let a = 16 + 4; a + 4 <= len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      if (atype === NETNSA_NSID && alen >= 8) {
-        const id = dv.getInt32(a + 4, true);
-        nsid = id >= 0 ? id : null;
-      }
-      a += (alen + 3) & ~3;
+    for (const at = new AttrWalk(dv, 16 + 4, len); at.next();) {
+      if (at.type !== NETNSA_NSID || at.vlen < 4) continue;
+      const id = dv.getInt32(at.v, true);
+      nsid = id >= 0 ? id : null;
     }
   });
   if (err !== 0) throw kernelError(op(), err, text);

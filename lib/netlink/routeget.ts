@@ -5,17 +5,24 @@
  * @module
  */
 import { nl } from "../sys/ffi.ts";
-import { AF_INET, AF_INET6, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_PRIORITY, RTA_TABLE } from "./codec/consts.ts";
+import {
+  AF_INET,
+  AF_INET6,
+  RTA_DST,
+  RTA_IIF,
+  RTA_OIF,
+  RTA_SRC,
+  RTM_F_FIB_MATCH,
+  RTM_F_LOOKUP_TABLE,
+  RTM_GETROUTE,
+  RTM_NEWROUTE,
+} from "./codec/consts.ts";
 import { nexthopFlagNames, parseIPBytes, routeScopeName, routeTypeName } from "./codec/format.ts";
-import { type Conn, ip4or6 } from "./conn.ts";
+import type { Conn } from "./conn.ts";
+import { newRouteMsg, readRouteMsg, routeDst } from "./routemsg.ts";
 import { rawRequest, readAck } from "./io.ts";
 import { errnoText } from "../sys/errors.ts";
 import { ParseError } from "../base/errors.ts";
-
-const RTA_SRC = 2, RTA_IIF = 3, RTA_PREFSRC = 7;
-/** rtm_flags of the request: answer with the table id / with the matched FIB entry (linux/rtnetlink.h). */
-const RTM_F_LOOKUP_TABLE = 0x1000, RTM_F_FIB_MATCH = 0x2000;
-const RTM_GETROUTE = 26, RTM_NEWROUTE = 24;
 
 /** One packet to look up. */
 export interface RouteQuery {
@@ -105,28 +112,14 @@ export function routeGet(c: Conn, q: RouteQuery, names: (ifindex: number) => str
     if (type !== RTM_NEWROUTE) return;
     const b = new Uint8Array(len);
     Deno.UnsafePointerView.copyInto(p, b);
-    const dv = new DataView(b.buffer);
-    const dstLen = b[16 + 1], table8 = b[16 + 4], scope = b[16 + 6], rtype = b[16 + 7];
-    const rflags = dv.getUint32(16 + 8, true);
-    let rdst: string | null = null;
-    let table = table8;
-    for (let a = 16 + 12; a + 4 <= len;) {
-      const alen = dv.getUint16(a, true), atype = dv.getUint16(a + 2, true) & 0x3fff;
-      if (alen < 4) break;
-      const v = a + 4, vlen = alen - 4;
-      if (atype === RTA_DST) rdst = ip4or6(b, v, vlen);
-      else if (atype === RTA_GATEWAY) res.gateway = ip4or6(b, v, vlen);
-      else if (atype === RTA_PREFSRC) res.prefsrc = ip4or6(b, v, vlen);
-      else if (atype === RTA_OIF && vlen >= 4) res.dev = dv.getInt32(v, true);
-      else if (atype === RTA_PRIORITY && vlen >= 4) res.metric = dv.getUint32(v, true);
-      else if (atype === RTA_TABLE && vlen >= 4) table = dv.getUint32(v, true);
-      a += (alen + 3) & ~3;
-    }
-    res.route = dstLen === 0 ? "default" : `${rdst}/${dstLen}`;
-    res.type = routeTypeName(rtype);
-    res.table = table;
-    res.scope = routeScopeName(scope);
-    res.flags = nexthopFlagNames(rflags & 0xff);
+    const m = newRouteMsg();
+    if (!readRouteMsg(b, new DataView(b.buffer), 16, len - 16, m)) return;
+    res.route = routeDst(m);
+    res.type = routeTypeName(m.type);
+    res.table = m.table;
+    res.scope = routeScopeName(m.scope);
+    res.flags = nexthopFlagNames(m.flags & 0xff);
+    res.gateway = m.gateway, res.prefsrc = m.prefsrc, res.dev = m.oif, res.metric = m.metric;
   });
   if (err !== 0) {
     res.errno = err;

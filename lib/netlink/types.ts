@@ -6,6 +6,7 @@
  */
 
 import type { NetnsRef } from "../sys/netns.ts";
+import type { Cidr, Ip, Mac } from "../base/cidr.ts";
 export type { NetnsRef };
 
 /** Parameters of a VXLAN device. */
@@ -220,12 +221,31 @@ export interface FdbScanEntry {
 /** A link named by ifindex or by name. */
 export type LinkRef = number | string;
 
+/**
+ * A VXLAN FDB entry: frames for VTEP MAC `mac` leave device `dev` towards the underlay IP `dst` (flannel's
+ * one entry per peer; `bridge fdb replace MAC dev DEV dst IP self permanent`).
+ */
+export interface FdbSpec {
+  /** The VXLAN device. */
+  dev: LinkRef;
+  /** The remote VTEP's MAC. */
+  mac: Mac;
+  /** The remote VTEP's underlay (public) IP. */
+  dst: Ip;
+}
+
+/**
+ * The FDB entry {@link NetlinkHandle.deleteFdb} removes, named as the kernel reported it (plain strings:
+ * deletes take what a dump returned); without `dst`, every remote of `mac` on `dev`.
+ */
+export type FdbDelSpec = Omit<FdbSpec, "mac" | "dst"> & { mac: string; dst?: string };
+
 /** What to create/replace/delete for a route. */
 export interface RouteSpec {
   /** "default" or CIDR. */
-  dst: string;
+  dst: Cidr | "default";
   /** Next-hop gateway. */
-  via?: string;
+  via?: Ip;
   /** Output device. */
   dev?: LinkRef;
   /** RTNH_F_ONLINK: the gateway is on the link even without a route to it. */
@@ -239,19 +259,29 @@ export interface RouteSpec {
   /** Priority/metric. */
   metric?: number;
   /** Preferred source address. */
-  src?: string;
+  src?: Ip;
   /** Route type: "unicast" (default) or "blackhole" (`ip route add blackhole CIDR`, no device). */
   type?: "unicast" | "blackhole";
 }
+
+/**
+ * The route {@link NetlinkHandle.deleteRoute} removes, named as the kernel reported it (plain strings, as
+ * {@link FdbDelSpec}).
+ */
+export type RouteDelSpec = Omit<RouteSpec, "dst" | "via" | "src"> & {
+  dst: string;
+  via?: string;
+  src?: string;
+};
 
 /** A neighbour entry to replace (`ip neigh replace DST lladdr MAC dev DEV nud STATE`). */
 export interface NeighSpec {
   /** The device. */
   dev: LinkRef;
   /** The IP address. */
-  dst: string;
+  dst: Ip;
   /** The link-layer (MAC) address. */
-  lladdr: string;
+  lladdr: Mac;
   /** Default "permanent". */
   state?: "permanent" | "reachable" | "noarp";
 }
@@ -259,11 +289,11 @@ export interface NeighSpec {
 /** One request of {@link NetlinkHandle.writeMany}: the arguments of the one-at-a-time method it names. */
 export type NetlinkWrite =
   | { op: "replaceRoute"; route: RouteSpec }
-  | { op: "deleteRoute"; route: RouteSpec }
+  | { op: "deleteRoute"; route: RouteDelSpec }
   | { op: "replaceNeigh"; neigh: NeighSpec }
   | { op: "deleteNeigh"; neigh: { dev: LinkRef; dst: string } }
-  | { op: "replaceFdb"; fdb: { dev: LinkRef; mac: string; dst: string } }
-  | { op: "deleteFdb"; fdb: { dev: LinkRef; mac: string; dst?: string } };
+  | { op: "replaceFdb"; fdb: FdbSpec }
+  | { op: "deleteFdb"; fdb: FdbDelSpec };
 
 /** Parameters for {@link NetlinkHandle.createVxlan} (`ip link add NAME type vxlan id VNI ...`). */
 export interface VxlanCreateOptions {
@@ -281,8 +311,8 @@ export interface VxlanCreateOptions {
   gbp?: boolean;
   /** MTU in bytes. */
   mtu?: number;
-  /** MAC address of the device. */
-  mac?: string;
+  /** MAC address of the device (the VTEP MAC peers put in their ARP and FDB entries). */
+  mac?: Mac;
 }
 
 /** Parameters for {@link NetlinkHandle.createVeth}. */
@@ -368,49 +398,46 @@ export interface NetlinkHandle {
   /** Creates or replaces a route (`ip route replace`). */
   replaceRoute(r: RouteSpec): void;
   /** Deletes a route (`ip route del`). */
-  deleteRoute(r: RouteSpec): void;
+  deleteRoute(r: RouteDelSpec): void;
 
   /** Replaces a neighbour entry; default state permanent. */
-  replaceNeigh(
-    n: { dev: LinkRef; dst: string; lladdr: string; state?: "permanent" | "reachable" | "noarp" },
-  ): void;
+  replaceNeigh(n: NeighSpec): void;
   /** Deletes a neighbour entry. */
   deleteNeigh(n: { dev: LinkRef; dst: string }): void;
   /** Replaces an FDB entry on a VXLAN device (`bridge fdb replace MAC dev DEV dst IP self permanent`). */
-  replaceFdb(f: { dev: LinkRef; mac: string; dst: string }): void;
+  replaceFdb(f: FdbSpec): void;
   /** Deletes an FDB entry (`bridge fdb del MAC dev DEV [dst IP] self`). */
-  deleteFdb(f: { dev: LinkRef; mac: string; dst?: string }): void;
+  deleteFdb(f: FdbDelSpec): void;
 
   /**
    * Routes (one entry per next hop), filtered in the kernel where it can (strict dump checking: table,
-   * output device) and again here; no RouteInfo objects are built. Optional: a handle without it is read
-   * through {@link routes}.
+   * output device) and again here; no RouteInfo objects are built. A device name that does not exist is a
+   * NetlinkError ("Cannot find device"); an ifindex is passed to the kernel as it is.
    */
-  scanRoutes?(
+  scanRoutes(
     opts: { family?: 4 | 6; table?: number; dev?: LinkRef },
     each: (r: Readonly<RouteScanEntry>) => void,
   ): void;
-  /** Neighbours of one device (kernel-filtered by NDA_IFINDEX), without NeighInfo objects. Optional. */
-  scanNeighbours?(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
-  /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. Optional. */
-  scanFdb?(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
+  /** Neighbours of one device (kernel-filtered by NDA_IFINDEX), without NeighInfo objects. */
+  scanNeighbours(opts: { family?: 4 | 6; dev: LinkRef }, each: (n: Readonly<NeighScanEntry>) => void): void;
+  /** FDB entries of one device (kernel-filtered by ifindex), without FdbInfo objects. */
+  scanFdb(dev: LinkRef, each: (f: Readonly<FdbScanEntry>) => void): void;
 
   /**
    * Every write of `writes`, pipelined: many requests in flight, the kernel's answers collected after.
    * Returns one slot per write, in order: null when it succeeded, else its error (named by the write's
    * operation, as the one-at-a-time method would throw it). A failed write never stops or hides the
-   * others; what belongs together (a peer's entries) is the caller's to undo. Optional: a handle without
-   * it is written one call at a time.
+   * others; what belongs together (a peer's entries) is the caller's to undo.
    */
-  writeMany?(writes: readonly NetlinkWrite[]): (Error | null)[];
+  writeMany(writes: readonly NetlinkWrite[]): (Error | null)[];
 
   /**
    * True when TX checksum offload is on for the device (`ethtool -k NAME`: tx-checksumming; on a VXLAN
-   * device that is tx-checksum-ip-generic). Optional: handles without ethtool access leave it out.
+   * device that is tx-checksum-ip-generic).
    */
-  txChecksum?(name: string): boolean;
-  /** Switches TX checksum offload of the device on or off (`ethtool -K NAME tx on|off`). Optional. */
-  setTxChecksum?(name: string, on: boolean): void;
+  txChecksum(name: string): boolean;
+  /** Switches TX checksum offload of the device on or off (`ethtool -K NAME tx on|off`). */
+  setTxChecksum(name: string, on: boolean): void;
 
   /** Releases the socket and every libnl object held. Idempotent. */
   close(): void;

@@ -5,7 +5,7 @@
  * without it both happen here.
  * @module
  */
-import { inNetns } from "../netlink/mod.ts";
+import { inNetns } from "../os/mod.ts";
 import { readCappedText } from "../base/capped_read.ts";
 import { runProcess } from "../base/run.ts";
 

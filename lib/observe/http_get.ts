@@ -7,7 +7,7 @@
  * the request is the smallest HTTP there is (GET, `Connection: close`, body up to EOF).
  * @module
  */
-import { inNetns } from "../netlink/mod.ts";
+import { inNetns } from "../os/mod.ts";
 
 /** An HTTP answer: `status` null when there was none (refused, timed out, unparsable), with the reason. */
 export interface HttpAnswer {

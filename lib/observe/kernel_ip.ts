@@ -6,6 +6,7 @@
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../netlink/types.ts";
+import { RT_TABLE_DEFAULT, RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { ExecResult, NsExec } from "./exec.ts";
 
 /** The read-only part of the netlink handle the doctor needs. */
@@ -21,7 +22,11 @@ export interface KernelReader {
 // deno-lint-ignore no-explicit-any
 type J = any;
 
-const TABLES: Record<string, number> = { main: 254, local: 255, default: 253 };
+const TABLES: Record<string, number> = {
+  main: RT_TABLE_MAIN,
+  local: RT_TABLE_LOCAL,
+  default: RT_TABLE_DEFAULT,
+};
 
 /** The commands behind the reader's default views (all links, addresses, routes, neighbours, fdb). */
 const SNAPSHOT_COMMANDS: string[][] = [
@@ -125,7 +130,7 @@ export class IpCliReader implements KernelReader {
       const table = opts.table !== undefined ? String(opts.table) : "all";
       for (const r of this.#json(["ip", `-${fam}`, "-j", "route", "show", "table", table])) {
         const tableId = r.table === undefined
-          ? (opts.table ?? 254)
+          ? (opts.table ?? RT_TABLE_MAIN)
           : (Object.hasOwn(TABLES, r.table) ? TABLES[r.table] : Number(r.table));
         if (opts.table === undefined && tableId === 255) continue;
         let dst: string = r.dst;

@@ -4,19 +4,12 @@
  * the file store is opened read-only).
  * @module
  */
+import { isDirectory } from "../base/exists.ts";
 import type { SnapshotOptions } from "./snapshot.ts";
 import { DEFAULT_PATHS } from "./paths.ts";
 import { FileStoreReader } from "../store/file/file_reader.ts";
 import { openStore, storeKind, type StoreOptions } from "../store/open.ts";
 import { DEFAULT_STORE_DIR } from "../store/file/file.ts";
-
-function isDir(p: string): boolean {
-  try {
-    return Deno.statSync(p).isDirectory;
-  } catch {
-    return false;
-  }
-}
 
 /** Options for reading this node (or `netns`) with the store named by `store`. */
 export function localSnapshotOptions(
@@ -39,7 +32,7 @@ export function localSnapshotOptions(
     probe: false,
     openStore: kind !== "file"
       ? () => openStore(store)
-      : isDir(dir)
+      : isDirectory(dir)
       ? () => Promise.resolve(new FileStoreReader(dir))
       : null,
     storeExplicit: false,

@@ -11,7 +11,8 @@
  * @module
  */
 import { readCappedText } from "../base/capped_read.ts";
-import { listNamedNetns, openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { openNetlink, readNeighTables } from "../netlink/mod.ts";
+import { listNamedNetns } from "../os/mod.ts";
 import type { NeighTableInfo } from "../netlink/types.ts";
 
 /** gc_thresh1/2/3 of one family. */

@@ -7,24 +7,15 @@
  */
 import type { IPNet } from "../base/cidr.ts";
 import type { LinkInfo } from "../netlink/types.ts";
+import { netnsPath } from "../base/netns_id.ts";
+import { type DaemonProcess, findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { type NodeSnapshot, pickCI } from "./snapshot.ts";
-
-/** The UDP backend's TUN device name. */
-export const UDP_DEVICE = "flannel0";
 
 /** The configured UDP port (Backend.Port, default 8285). */
 export function udpPort(ctx: NodeSnapshot): number {
   const raw = ctx.store.config?.backend.raw;
   const v = raw ? pickCI(raw, "Port") : undefined;
   return typeof v === "number" && v > 0 ? v : 8285;
-}
-
-/** Lease BackendData.VtepMAC, or null. */
-export function vtepMacOf(data: unknown): string | null {
-  if (typeof data !== "object" || data === null) return null;
-  const o = data as Record<string, unknown>;
-  const v = o.VtepMAC ?? o.vtepMAC ?? o.vtepmac;
-  return typeof v === "string" ? v.toLowerCase() : null;
 }
 
 /** The node's IPv6 network (config, else subnet.env), or null when IPv6 is not configured. */
@@ -86,36 +77,12 @@ export function nftablesMode(ctx: NodeSnapshot): boolean {
   return text !== null && nftTable(text, "ip", "flannel-ipv4") !== null;
 }
 
-/** Inode of the network namespace the doctor checks ("net:[4026…]"), or null. */
-function checkedNetns(ctx: NodeSnapshot): string | null {
-  try {
-    if (ctx.opts.netns === null) return Deno.readLinkSync("/proc/self/ns/net");
-    const st = Deno.statSync(`/var/run/netns/${ctx.opts.netns}`);
-    return `net:[${st.ino}]`;
-  } catch {
-    return null;
-  }
+/** The namespace file of the checked namespace (`--netns NAME`, else this thread's own). */
+export function checkedNetns(ctx: NodeSnapshot): string {
+  return ctx.opts.netns === null ? OWN_NETNS : netnsPath({ name: ctx.opts.netns });
 }
 
 /** A flanneld/flanctl daemon process running in the checked namespace (process scan), or null. */
-export function scanForDaemon(ctx: NodeSnapshot): { pid: number; cmd: string } | null {
-  const want = checkedNetns(ctx);
-  if (!want) return null;
-  let entries: Deno.DirEntry[];
-  try {
-    entries = [...Deno.readDirSync("/proc")];
-  } catch {
-    return null;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e.name) || Number(e.name) === Deno.pid) continue;
-    try {
-      const argv = Deno.readTextFileSync(`/proc/${e.name}/cmdline`).split("\0").filter(Boolean);
-      const daemon = argv.some((a) => /(^|\/)flanneld$/.test(a)) ||
-        (argv.some((a) => /flanctl/.test(a)) && argv.includes("daemon"));
-      if (!daemon || Deno.readLinkSync(`/proc/${e.name}/ns/net`) !== want) continue;
-      return { pid: Number(e.name), cmd: argv.join(" ").slice(0, 120) };
-    } catch { /* gone or not ours to read */ }
-  }
-  return null;
+export function scanForDaemon(ctx: NodeSnapshot): DaemonProcess | null {
+  return findDaemonProcess(checkedNetns(ctx));
 }

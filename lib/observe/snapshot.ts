@@ -1,10 +1,10 @@
 /**
  * The node snapshot: what a node looks like now, gathered ONCE per run and read by `flanctl doctor` (its
  * checks), `flanctl trace`, `flanctl status` and the doctor's bundle — the kernel objects (links, addresses,
- * routes, neighbours, FDB) through the netlink layer, the sysctls of the checked namespace, iptables-save
- * output, ethtool features of the VXLAN device, subnet.env, CNI files, pod namespaces, and the leases
- * and network config from the store when one is reachable. Readers only read from here (lib/observe/probes.ts
- * holds the reads they share).
+ * routes, neighbours, FDB) through the netlink layer, the neighbour tables, the sysctls of the checked
+ * namespace, iptables-save output and the nft ruleset, subnet.env, pod namespaces, and the leases and
+ * network config from the store when one is reachable (lib/observe/probes.ts holds the reads its readers
+ * share). What one doctor check alone needs it reads itself (`Check.run`, lib/doctor/types.ts).
  * @module
  */
 import type { AddrInfo, FdbInfo, LinkInfo, NeighInfo, NeighTableInfo, RouteInfo } from "../netlink/types.ts";
@@ -17,8 +17,9 @@ import { keyOf } from "../lease/wire.ts";
 import { NsExec } from "./exec.ts";
 import { IpCliReader, type KernelReader } from "./kernel_ip.ts";
 import { openKernel } from "./kernel.ts";
-import { inNetns, nftLibrary, openNetlink, readNeighTables } from "../netlink/mod.ts";
-import { withTimeout as raceTimeout } from "../base/sleep.ts";
+import { openNetlink, readNeighTables, RT_TABLE_MAIN } from "../netlink/mod.ts";
+import { inNetns, netnsPath, nftLibrary } from "../os/mod.ts";
+import { withStoreTimeout } from "../store/util.ts";
 import type { NetnsRef } from "../netlink/types.ts";
 import { listVethPairs } from "./veths.ts";
 import { permanentEntries } from "./neigh_gc.ts";
@@ -369,7 +370,9 @@ export class NodeSnapshot {
     const r = byAddr(this.ownLease()?.attrs.PublicIP, "holds the lease's PublicIP") ??
       byAddr(vx?.vxlan?.local, `holds ${vx?.name} local address`);
     if (r) return r;
-    const def = this.kernel?.routes.find((r) => r.family === 4 && r.dst === "default" && r.table === 254);
+    const def = this.kernel?.routes.find((r) =>
+      r.family === 4 && r.dst === "default" && r.table === RT_TABLE_MAIN
+    );
     const l = this.link(def?.dev);
     return l ? { link: l, how: "default route" } : null;
   }
@@ -408,7 +411,7 @@ export async function gatherSnapshot(opts: SnapshotOptions): Promise<NodeSnapsho
   const ctx = new NodeSnapshot(opts);
   if (opts.netns !== null) {
     try {
-      Deno.statSync(`/var/run/netns/${opts.netns}`);
+      Deno.statSync(netnsPath({ name: opts.netns })); // a malformed name throws: not found either
     } catch {
       ctx.fatal.push(`network namespace '${opts.netns}' not found (see 'ip netns list')`);
       return ctx;
@@ -624,16 +627,16 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
   }
   let store: SubnetStore | null = null;
   try {
-    store = await withTimeout(ctx.opts.openStore(), 5000, "opening the store");
+    store = await withStoreTimeout(ctx.opts.openStore(), 5000, "opening the store");
     ctx.store.kind = store.kind;
-    const { leases } = await withTimeout(store.listLeases(), 5000, "listing leases");
+    const { leases } = await withStoreTimeout(store.listLeases(), 5000, "listing leases");
     const now = Date.now();
     const dead = (l: Lease) => l.expiration !== null && l.expiration.getTime() <= now;
     ctx.store.leases = leases.filter((l) => !dead(l));
     ctx.store.expired = leases.filter(dead);
     if (store instanceof FileStoreReader) ctx.store.malformed = [...store.malformed];
     try {
-      ctx.store.config = await withTimeout(store.getNetworkConfig(), 5000, "reading the network config");
+      ctx.store.config = await withStoreTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {
       ctx.store.error = `network config: ${(e as Error).message}`;
     }
@@ -645,8 +648,4 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
   } finally {
     await store?.close().catch(() => {});
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return raceTimeout(p, ms, () => new Error(`timed out after ${ms / 1000}s ${what}`));
 }

@@ -5,6 +5,7 @@
  * an absent etcd). The file store is opened read-only.
  * @module
  */
+import { isDirectory } from "../base/exists.ts";
 import type { SubnetStore } from "../store/types.ts";
 import { openStore, storeChoice, type StoreOptions } from "../store/open.ts";
 import { DEFAULT_STORE_DIR } from "../store/file/file.ts";
@@ -14,14 +15,6 @@ import { FileStoreReader } from "../store/file/file_reader.ts";
 export interface DoctorStore {
   open: (() => Promise<SubnetStore>) | null;
   explicit: boolean;
-}
-
-function isDir(p: string): boolean {
-  try {
-    return Deno.statSync(p).isDirectory;
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -45,7 +38,7 @@ export function doctorStore(flags: StoreOptions, storeDirGiven: boolean): Doctor
   const missingDir = () => Promise.reject(new Error(`${what}: no such directory`));
   const open = kind !== "file"
     ? () => openStore(flags)
-    : isDir(dir)
+    : isDirectory(dir)
     ? () => Promise.resolve(new FileStoreReader(dir, { warnConfig: () => {} }))
     : explicit || recordedDir
     ? missingDir

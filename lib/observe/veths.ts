@@ -5,7 +5,8 @@
  * exactly by asking each namespace for the id it gives every other one (RTM_GETNSID with NETNSA_FD).
  * @module
  */
-import { closeFd, listNamedNetns, netnsIdentity, nsidOf, openNetlink, openNetnsFd } from "../netlink/mod.ts";
+import { nsidOf, openNetlink } from "../netlink/mod.ts";
+import { closeFd, listNamedNetns, netnsIdentity, netnsPath, openNetnsFd } from "../os/mod.ts";
 import type { LinkInfo, NetlinkHandle, NetnsRef } from "../netlink/types.ts";
 
 /** One end of a veth pair. `netns`: a netns name, "pid:PID" for an unnamed one, null for ours. */
@@ -45,7 +46,7 @@ export function listHostNetns(): HostNetns[] {
     out.push({ ref, label, id });
   };
   add(null, null, "/proc/thread-self/ns/net");
-  for (const name of listNamedNetns()) add({ name }, name, `/var/run/netns/${name}`);
+  for (const name of listNamedNetns()) add({ name }, name, netnsPath({ name }));
   const pids: number[] = [];
   try {
     for (const e of Deno.readDirSync("/proc")) if (/^\d+$/.test(e.name)) pids.push(Number(e.name));
@@ -96,7 +97,7 @@ export function listVethPairs(opts: { netns?: string | null } = {}): VethPair[] 
 function wantedLabel(spaces: HostNetns[], netns: string | null | undefined): string | null | undefined {
   if (netns === undefined || netns === null) return netns;
   closeFd(openNetnsFd({ name: netns }));
-  const id = netnsIdentity(`/var/run/netns/${netns}`);
+  const id = netnsIdentity(netnsPath({ name: netns }));
   const hit = spaces.find((s) => s.id === id);
   return hit ? hit.label : netns;
 }

@@ -15,6 +15,8 @@
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
+import { vtepMacField } from "../lease/backend_data.ts";
+import { safeJson } from "../base/capped_read.ts";
 
 /** Why a peer is refused (the `reason` label of `flanctl_rejected_peers_total`). */
 export const REJECT_REASONS = [
@@ -149,7 +151,7 @@ export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
   const d = derive(r);
   const pub = IPAddr.tryParse(p.publicIP);
   const why = pub ? badAddr(pub, fam, d.linkLocal) : "is not an IP address";
-  if (why || !pub) return { reason: "public_ip", detail: `PublicIP ${JSON.stringify(p.publicIP)} ${why}` };
+  if (why || !pub) return { reason: "public_ip", detail: `PublicIP ${safeJson(p.publicIP)} ${why}` };
   if (d.own.some((a) => a.equals(pub))) {
     return {
       reason: "own_public_ip",
@@ -160,8 +162,7 @@ export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
     return { reason: "public_ip", detail: `PublicIP ${p.publicIP} is inside the pod network ${r.network}` };
   }
   if (p.backendType === "vxlan") {
-    const d = p.backendData;
-    const mac = d !== null && typeof d === "object" ? (d as { VtepMAC?: unknown }).VtepMAC : undefined;
+    const mac = vtepMacField(p.backendData);
     const bad = badVtepMac(mac);
     if (bad) {
       const shown = typeof mac === "string" ? mac.slice(0, 40) : typeof mac;

@@ -1,4 +1,4 @@
-import { assertEquals } from "../../tests/assert.ts";
+import { assert, assertEquals } from "../../tests/assert.ts";
 import { IPNet } from "../base/cidr.ts";
 import {
   badPublicIP,
@@ -65,6 +65,14 @@ Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
     ["VtepMAC missing", V4, peer("10.244.2.0/24", "192.0.2.12", null), "vtep_mac"],
     ["VtepMAC garbage", V4, peer("10.244.2.0/24", "192.0.2.12", "02:aa:bb"), "vtep_mac"],
     ["VtepMAC upper case is fine", V4, peer("10.244.2.0/24", "192.0.2.12", "02:AA:BB:CC:DD:EE"), null],
+    ["vtepmac, the key in lower case, is VtepMAC", V4, {
+      ...peer("10.244.2.0/24", "192.0.2.12", null),
+      backendData: { vtepmac: "02:aa:bb:cc:dd:ee" },
+    }, null],
+    ["vtepmac broadcast", V4, {
+      ...peer("10.244.2.0/24", "192.0.2.12", null),
+      backendData: { vtepmac: "ff:ff:ff:ff:ff:ff" },
+    }, "vtep_mac"],
     ["IPv6: a good peer", V6, peer("fd00:10:244:2::/64", "2001:db8::12"), null],
     ["IPv6: the whole network", V6, peer("fd00:10:244::/56", "2001:db8::12"), "subnet_length"],
     ["IPv6: a /65 inside ours", V6, peer("fd00:10:244:1:8000::/65", "2001:db8::12"), "subnet_length"],
@@ -82,6 +90,12 @@ Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
   for (const [name, rules, p, want] of cases) {
     assertEquals(checkPeer(p, rules)?.reason ?? null, want, name);
   }
+});
+
+Deno.test("checkPeer: a hostile PublicIP is quoted bounded and escaped", () => {
+  const r = checkPeer(peer("10.244.2.0/24", "\u001b[2J" + "x".repeat(1e5)), V4);
+  assertEquals(r?.reason, "public_ip");
+  assert(r!.detail.length < 300 && !r!.detail.includes("\u001b"), r!.detail.slice(0, 300));
 });
 
 Deno.test("badPublicIP: link-local peers are fine when our underlay is link-local", () => {

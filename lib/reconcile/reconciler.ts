@@ -13,6 +13,7 @@
  * @module
  */
 import type { NetlinkHandle, NetlinkWrite } from "../netlink/types.ts";
+import { NUD_PERMANENT, RT_TABLE_MAIN, RTN_UNICAST, RTPROT_KERNEL } from "../netlink/mod.ts";
 import { IPNet } from "../base/cidr.ts";
 import { lookupRoute, type UnderlayRoute, v4Cidr } from "../base/route_lookup.ts";
 import type { DesiredPeer, DesiredRoute } from "./types.ts";
@@ -91,8 +92,6 @@ interface KindDiff {
   ok: (d: DesiredPeer) => boolean;
   stale: Stale[];
 }
-
-const RTN_UNICAST = 1, RTPROT_KERNEL = 2, NUD_PERMANENT = 0x80;
 
 /** A route's next hop as one compact string ("gateway|dev|onlink"), kept per route during a pass. */
 function routeKey(gateway: string | null, devName: string | null, onlink: boolean): string {
@@ -199,30 +198,27 @@ export class Reconciler {
   }
 
   /**
-   * Every unicast route of our family in the main table, as one reused {@link RouteView}. Uses the handle's compact
-   * scan when it has one (kernel-filtered to the main table, no RouteInfo per route: a pass over 5,000
-   * peers then makes a fraction of the garbage), else {@link NetlinkHandle.routes}.
+   * Every unicast route of our family in the main table, as one reused {@link RouteView}, from the handle's
+   * compact scan (kernel-filtered to the main table, no RouteInfo per route: a pass over 5,000 peers then
+   * makes a fraction of the garbage). Returns the overlay device's ifindex in the links dump that names the
+   * devices (null: no overlay, or no such device).
    */
-  #eachRoute(fn: (r: RouteView) => void): void {
+  #eachRoute(fn: (r: RouteView) => void): number | null {
     const v: RouteView = { dst: "", gateway: null, devName: null, onlink: false, kernel: false, metric: 0 };
     const nl = this.#nl;
-    if (nl.scanRoutes) {
-      const names = new Map<number, string>();
-      for (const l of nl.links()) names.set(l.index, l.name);
-      nl.scanRoutes({ family: this.#family, table: 254 }, (r) => {
-        if (r.family !== this.#family || r.table !== 254 || r.type !== RTN_UNICAST) return;
-        v.dst = r.dst, v.gateway = r.gateway, v.devName = r.dev === null ? null : names.get(r.dev) ?? null;
-        v.onlink = r.onlink, v.kernel = r.protocol === RTPROT_KERNEL, v.metric = r.metric ?? 0;
-        fn(v);
-      });
-      return;
+    const names = new Map<number, string>();
+    let overlayIndex: number | null = null;
+    for (const l of nl.links()) {
+      names.set(l.index, l.name);
+      if (l.name === this.#overlay) overlayIndex = l.index;
     }
-    for (const r of nl.routes({ family: this.#family, table: 254 })) {
-      if (r.family !== this.#family || r.table !== 254 || r.type !== "unicast") continue;
-      v.dst = r.dst, v.gateway = r.gateway, v.devName = r.devName, v.onlink = r.flags.includes("onlink");
-      v.kernel = r.protocol === "kernel", v.metric = r.metric ?? 0;
+    nl.scanRoutes({ family: this.#family, table: RT_TABLE_MAIN }, (r) => {
+      if (r.family !== this.#family || r.table !== RT_TABLE_MAIN || r.type !== RTN_UNICAST) return;
+      v.dst = r.dst, v.gateway = r.gateway, v.devName = r.dev === null ? null : names.get(r.dev) ?? null;
+      v.onlink = r.onlink, v.kernel = r.protocol === RTPROT_KERNEL, v.metric = r.metric ?? 0;
       fn(v);
-    }
+    });
+    return overlayIndex;
   }
 
   #ref(mac: string, d: number): void {
@@ -328,13 +324,14 @@ export class Reconciler {
    * Dumps routes once: refreshes the underlay view and returns our routes by dst: {@link CANONICAL} for the
    * one vxlan form (via the dst's network address, onlink, on the overlay device: no string kept per route),
    * else the route key, or the keys when there are several. The dst text is the desired entry's own string
-   * where there is one (the dump's copy dies young), which keeps a pass's peak down.
+   * where there is one (the dump's copy dies young), which keeps a pass's peak down. With them the overlay
+   * device's ifindex in the same dump, which names the device to {@link #eachNeigh} and {@link #eachFdb}.
    */
-  #dumpRoutes(): Map<string, RouteKeys> {
+  #dumpRoutes(): { routes: Map<string, RouteKeys>; overlayIndex: number | null } {
     const underlay: UnderlayRoute[] = [];
     const out = new Map<string, RouteKeys>();
     const ov = this.#overlay;
-    this.#eachRoute((r) => {
+    const overlayIndex = this.#eachRoute((r) => {
       if (!this.#isOurs(r)) {
         const u = this.#underlayOf(r);
         if (u) underlay.push(u);
@@ -350,7 +347,7 @@ export class Reconciler {
       else out.set(dst, [...this.#routeKeys(dst, l), ...this.#routeKeys(dst, k)]);
     });
     this.#underlay = underlay;
-    return out;
+    return { routes: out, overlayIndex };
   }
 
   /** The route keys of a {@link #dumpRoutes} entry. */
@@ -361,59 +358,23 @@ export class Reconciler {
   }
 
   /**
-   * Permanent neighbours on the overlay device, each handed to `each` (IP, MAC) as the dump delivers it: the
-   * compact scan where the handle has one (a failed scan calls `restart` and falls back to the full dump).
+   * Permanent neighbours on the overlay device, each handed to `each` (IP, MAC) as the compact scan delivers
+   * it. The device is named by `index`, its ifindex in this pass's links dump ({@link #dumpRoutes}): a device
+   * that is gone (null) has no entries, and one made again since the handle cached its name is still read.
    */
-  #eachNeigh(ov: string, each: (ip: string, mac: string | null) => void, restart: () => void): void {
-    if (this.#nl.scanNeighbours) {
-      try {
-        this.#nl.scanNeighbours({ family: this.#family, dev: ov }, (n) => {
-          if (n.state & NUD_PERMANENT) each(n.dst, n.lladdr);
-        });
-        return;
-      } catch {
-        restart(); // e.g. the device is gone: the full dump below says "no entries" as before
-      }
-    }
-    for (const n of this.#nl.neighbours(this.#family)) {
-      if (n.ifname === ov && n.state.includes("PERMANENT")) each(n.dst, n.lladdr?.toLowerCase() ?? null);
-    }
+  #eachNeigh(index: number | null, each: (ip: string, mac: string | null) => void): void {
+    if (index === null) return;
+    this.#nl.scanNeighbours({ family: this.#family, dev: index }, (n) => {
+      if (n.state & NUD_PERMANENT) each(n.dst, n.lladdr);
+    });
   }
 
   /** FDB entries with a remote on the overlay device, each handed to `each` (MAC, remote IP); as {@link #eachNeigh}. */
-  #eachFdb(ov: string, each: (mac: string, dst: string) => void, restart: () => void): void {
-    if (this.#nl.scanFdb) {
-      try {
-        this.#nl.scanFdb(ov, (f) => {
-          if (f.dst !== null) each(f.mac, f.dst);
-        });
-        return;
-      } catch {
-        restart();
-      }
-    }
-    for (const f of this.#nl.fdb()) {
-      if (f.ifname !== ov || f.dst === null) continue;
-      each(f.mac.toLowerCase(), f.dst);
-    }
-  }
-
-  /** One write through the one-at-a-time methods. */
-  #write(w: NetlinkWrite): void {
-    switch (w.op) {
-      case "replaceRoute":
-        return this.#nl.replaceRoute(w.route);
-      case "deleteRoute":
-        return this.#nl.deleteRoute(w.route);
-      case "replaceNeigh":
-        return this.#nl.replaceNeigh(w.neigh);
-      case "deleteNeigh":
-        return this.#nl.deleteNeigh(w.neigh);
-      case "replaceFdb":
-        return this.#nl.replaceFdb(w.fdb);
-      case "deleteFdb":
-        return this.#nl.deleteFdb(w.fdb);
-    }
+  #eachFdb(index: number | null, each: (mac: string, dst: string) => void): void {
+    if (index === null) return;
+    this.#nl.scanFdb(index, (f) => {
+      if (f.dst !== null) each(f.mac, f.dst);
+    });
   }
 
   /**
@@ -472,34 +433,17 @@ export class Reconciler {
     });
   }
 
-  /** Repairs one peer with one call per entry (handles without writeMany). */
-  #repairOne(r: Repair, res: PassResult, fail: (what: string, key: string, e: unknown) => void): void {
-    try {
-      for (const { write, quiet } of this.#repairWrites(r)) {
-        if (quiet) this.#quiet("delete route", () => this.#write(write));
-        else {
-          this.#write(write);
-          res.programmed++;
-        }
-      }
-      this.#logRepaired(r);
-    } catch (e) {
-      fail("repairing peer", r.key, e);
-    }
-  }
-
   /**
-   * Repairs and stale removals through {@link NetlinkHandle.writeMany}: every write pipelined, each failure
-   * reported with its peer or entry. A peer whose write failed keeps nothing of this pass: the ARP and FDB
-   * entries just written for it are deleted again (the FDB entry only when no other peer uses the MAC), so
-   * no peer is left half-programmed; the next pass retries it.
+   * Applies a pass's repairs and stale removals through {@link NetlinkHandle.writeMany}: every write
+   * pipelined, each failure reported with its peer or entry. A peer whose write failed keeps nothing of this
+   * pass: the ARP and FDB entries just written for it are deleted again (the FDB entry only when no other
+   * peer uses the MAC), so no peer is left half-programmed; the next pass retries it.
    */
-  #applyMany(
-    repairs: Repair[],
-    stale: Stale[],
-    res: PassResult,
-    fail: (what: string, key: string, e: unknown) => void,
-  ): void {
+  #applyPass(repairs: Repair[], stale: Stale[], res: PassResult): void {
+    const fail = (what: string, key: string, e: unknown) => {
+      res.errors++;
+      this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
+    };
     const writes: NetlinkWrite[] = [];
     const groups: { r: Repair; from: number; quiet: boolean[] }[] = [];
     for (const r of repairs) {
@@ -509,7 +453,7 @@ export class Reconciler {
     }
     const staleFrom = writes.length;
     for (const st of stale) writes.push(st.write);
-    const errs = this.#nl.writeMany!(writes);
+    const errs = this.#nl.writeMany(writes);
     const undo: NetlinkWrite[] = [];
     for (const g of groups) {
       let first: Error | null = null;
@@ -543,7 +487,7 @@ export class Reconciler {
       }
     });
     if (undo.length) {
-      this.#nl.writeMany!(undo).forEach((e) => {
+      this.#nl.writeMany(undo).forEach((e) => {
         if (e) this.#log.debug("undo (already gone?)", { error: errText(e) });
       });
     }
@@ -560,7 +504,7 @@ export class Reconciler {
     const res: PassResult = { programmed: 0, removed: 0, errors: 0 };
     // The route dump is reduced to compact strings (it is taken before `compute`, which needs its underlay
     // routes); neighbours and FDB entries are compared against the desired state while they are dumped.
-    const actualRoutes = this.#dumpRoutes();
+    const { routes: actualRoutes, overlayIndex } = this.#dumpRoutes();
     // Peers not desired before this pass: their entries are programmed for the first time, not repaired.
     let fresh: Set<string> | null = null;
     if (compute) {
@@ -570,8 +514,8 @@ export class Reconciler {
     }
     const ov = this.#overlay;
     const routes = this.#routeDiff(actualRoutes);
-    const neigh = this.#neighDiff(ov);
-    const fdb = this.#fdbDiff(ov);
+    const neigh = this.#neighDiff(ov, overlayIndex);
+    const fdb = this.#fdbDiff(ov, overlayIndex);
     const repairs: Repair[] = [];
     for (const [key, d] of this.#desired) {
       const neighOk = neigh.ok(d), fdbOk = fdb.ok(d), routeOk = routes.ok(d);
@@ -636,7 +580,7 @@ export class Reconciler {
    * Compared while the dump runs, against the desired entries by IP: no map of every kernel entry is built
    * (its strings would be promoted with it); only what differs is kept.
    */
-  #neighDiff(ov: string | null): KindDiff {
+  #neighDiff(ov: string | null, index: number | null): KindDiff {
     const stale: Stale[] = [];
     if (!ov) return { ok: () => true, stale };
     const want = new Map<string, DesiredPeer>();
@@ -646,12 +590,12 @@ export class Reconciler {
     /** The kernel's MAC for a desired IP where it is not the desired one. */
     const other = new Map<string, string | null>();
     const staleIps = new Set<string>();
-    this.#eachNeigh(ov, (ip, mac) => {
+    this.#eachNeigh(index, (ip, mac) => {
       const d = want.get(ip);
       if (!d) staleIps.add(ip);
       else if (mac === d.neigh!.mac) right.add(d), other.delete(ip);
       else right.delete(d), other.set(ip, mac);
-    }, () => (right.clear(), other.clear(), staleIps.clear()));
+    });
     for (const ip of staleIps) {
       stale.push({
         write: { op: "deleteNeigh", neigh: { dev: ov, dst: ip } },
@@ -669,29 +613,32 @@ export class Reconciler {
   }
 
   /**
-   * FDB entries on the overlay device (none without one): MAC → the desired remote, others stale. Compared
-   * while the dump runs, as {@link #neighDiff}.
+   * FDB entries on the overlay device (none without one): MAC → the desired remote, entries of MACs no peer
+   * wants stale. Compared while the dump runs, as {@link #neighDiff}. A desired MAC with another remote is
+   * not stale: the kernel keeps one remote per unicast MAC and the repair's `fdb replace` moves it (a
+   * `fdb del MAC dst OLD` after it would succeed without removing anything).
    */
-  #fdbDiff(ov: string | null): KindDiff {
+  #fdbDiff(ov: string | null, index: number | null): KindDiff {
     const stale: Stale[] = [];
     if (!ov) return { ok: () => true, stale };
     const want = new Map<string, DesiredPeer>();
     for (const d of this.#desired.values()) if (d.fdb) want.set(d.fdb.mac, d);
     /** Desired MACs (by their desired peer) whose desired remote the kernel holds. */
     const right = new Set<DesiredPeer>();
-    /** Other remotes the kernel holds per MAC (stale: removed below). */
+    /** Other remotes the kernel holds per MAC (stale, below, unless the MAC is desired). */
     const other = new Map<string, string[]>();
     const add = (mac: string, dst: string) => {
       const l = other.get(mac);
       if (l) l.push(dst);
       else other.set(mac, [dst]);
     };
-    this.#eachFdb(ov, (mac, dst) => {
+    this.#eachFdb(index, (mac, dst) => {
       const d = want.get(mac);
       if (d && dst === d.fdb!.dst) right.add(d);
       else add(mac, dst);
-    }, () => (right.clear(), other.clear()));
+    });
     for (const [mac, dsts] of other) {
+      if (want.has(mac)) continue;
       for (const dst of dsts) {
         stale.push({
           write: { op: "deleteFdb", fdb: { dev: ov, mac, dst } },
@@ -708,27 +655,5 @@ export class Reconciler {
         (other.get(d.fdb.mac)?.includes(d.fdb.dst) ?? false);
     };
     return { ok, stale };
-  }
-
-  /** Applies a pass's repairs and removals: batched when the handle can, else one write at a time. */
-  #applyPass(repairs: Repair[], stale: Stale[], res: PassResult): void {
-    const fail = (what: string, key: string, e: unknown) => {
-      res.errors++;
-      this.#log.warn(`${what} failed`, { subnet: key, error: errText(e) });
-    };
-    if (this.#nl.writeMany) {
-      this.#applyMany(repairs, stale, res, fail);
-      return;
-    }
-    for (const r of repairs) this.#repairOne(r, res, fail);
-    for (const st of stale) {
-      try {
-        this.#write(st.write);
-        res.removed++;
-        this.#log.info(`removed ${st.what}`, st.fields);
-      } catch (e) {
-        fail(`removing ${st.what}`, st.key, e);
-      }
-    }
   }
 }

@@ -1,15 +1,17 @@
 /**
  * The desired kernel state of one peer, as the backends compute it from a lease and the reconciler
- * programs it. Plain strings only: 5,000 of these must stay small.
+ * programs it. Plain (branded) strings only: 5,000 of these must stay small.
  * @module
  */
+import type { Cidr, Ip, Mac } from "../base/cidr.ts";
+import type { FdbSpec } from "../netlink/types.ts";
 
 /** The route to a peer's subnet. */
 export interface DesiredRoute {
   /** The peer subnet, e.g. "10.244.2.0/24". */
-  dst: string;
+  dst: Cidr;
   /** Next hop: the peer subnet's network address (vxlan) or the peer's public IP (DirectRouting, host-gw). */
-  via: string;
+  via: Ip;
   /** Output device name: the VXLAN device or the underlay interface. */
   dev: string;
   /** True for the vxlan route (next hop is not on a connected subnet). */
@@ -20,9 +22,9 @@ export interface DesiredRoute {
 export interface DesiredPeer {
   route: DesiredRoute;
   /** Permanent ARP entry on the overlay device: peer subnet address → peer VTEP MAC (vxlan only). */
-  neigh: { ip: string; mac: string } | null;
+  neigh: { ip: Ip; mac: Mac } | null;
   /** Permanent FDB entry on the overlay device: peer VTEP MAC → peer public IP (vxlan only). */
-  fdb: { mac: string; dst: string } | null;
+  fdb: Omit<FdbSpec, "dev"> | null;
 }
 
 /** True when both describe the same kernel entries. */

@@ -8,6 +8,7 @@
 import { httpGet as get } from "../observe/http_get.ts";
 import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { LinkInfo } from "../netlink/types.ts";
+import { RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import {
   daemonRunning,
@@ -17,7 +18,9 @@ import {
   readDaemonState,
 } from "../node/daemon_state.ts";
 import { IPNet } from "../base/cidr.ts";
-import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon, vtepMacOf } from "../observe/probes.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon } from "../observe/probes.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod.ts";
 
 /** The `-o json` view of `flanctl status`. */
@@ -187,7 +190,7 @@ function peerAccounting(
   ctx: NodeSnapshot,
   f: Family,
 ): { leases: number; programmed: number; missing: string[]; stale: string[] } {
-  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === 254);
+  const routes = (ctx.kernel?.routes ?? []).filter((r) => r.family === f.family && r.table === RT_TABLE_MAIN);
   const dev = f.dev;
   const missing: string[] = [];
   let programmed = 0;
@@ -221,7 +224,7 @@ function peerAccounting(
 function backendDevice(ctx: NodeSnapshot): LinkInfo | null {
   const t = ctx.backendType;
   if (t === "vxlan" || t === null) return ctx.vxlanDevice();
-  if (t === "udp") return ctx.link("flannel0");
+  if (t === "udp") return ctx.link(UDP_DEVICE);
   return null;
 }
 
@@ -371,7 +374,7 @@ function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
       (ctx.backendType === "vxlan"
         ? ctx.vxlanName
         : ctx.backendType === "udp"
-        ? "flannel0"
+        ? UDP_DEVICE
         : ctx.underlay()?.link.name ?? null),
     deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
     mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,

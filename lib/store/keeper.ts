@@ -15,7 +15,9 @@
 import type { Lease, LeaseAttrsWire, SubnetStore } from "./types.ts";
 import { LeaseNotFoundError } from "./errors.ts";
 import { storeErrorCause, storeErrorKind } from "./classify.ts";
-import { RetryDelay, sleep, withTimeout as raceTimeout } from "../base/sleep.ts";
+import { sleep } from "../base/sleep.ts";
+import { withStoreTimeout } from "./util.ts";
+import { Backoff } from "../base/backoff.ts";
 import { errText } from "../base/errors.ts";
 
 /** flannel's default renew margin: 60 minutes. */
@@ -62,11 +64,6 @@ export interface LeaseKeeperOptions {
   onError?: (what: string, error: unknown) => void;
   /** Validity changed (see {@link LeaseKeeper.valid}). */
   onValidity?: (valid: boolean) => void;
-}
-
-/** Rejects with a timeout error when `p` takes longer than `ms`. */
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return raceTimeout(p, ms, () => new Error(`${what} timed out after ${ms / 1000}s`));
 }
 
 /** Keeps one lease; {@link run} until the signal aborts. */
@@ -117,7 +114,10 @@ export class LeaseKeeper {
   /** Renews (and re-acquires) until the signal aborts. Never rejects. */
   async run(): Promise<void> {
     const signal = this.#o.signal;
-    const backoff = new RetryDelay(MIN_RETRY_MS, this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS);
+    const backoff = new Backoff({
+      minMs: MIN_RETRY_MS,
+      maxMs: this.#o.acquireRetryMaxMs ?? MAX_ACQUIRE_RETRY_MS,
+    });
     let renewFailing = false;
     /** When the next renewal is due (ms since the epoch); null = compute from the lease. */
     let nextTry: number | null = null;
@@ -147,7 +147,7 @@ export class LeaseKeeper {
         if (Date.now() < nextTry) continue; // woke for the validity check only
         nextTry = null;
         try {
-          const l = await withTimeout(
+          const l = await withStoreTimeout(
             this.#store.renewLease(this.#lease),
             this.#o.callTimeoutMs ?? 10_000,
             "renewing the lease",
@@ -172,7 +172,7 @@ export class LeaseKeeper {
       }
       try {
         const old = this.#lease;
-        const l = await withTimeout(
+        const l = await withStoreTimeout(
           this.#store.acquireLease(this.#attrs, { previousSubnet: old.subnet }),
           this.#o.callTimeoutMs ?? 10_000,
           "re-acquiring the lease",
@@ -192,8 +192,7 @@ export class LeaseKeeper {
         if (signal.aborted) break;
         this.#o.onError?.("re-acquiring the lease", e);
         this.#problem("re-acquiring the lease", e);
-        await this.#sleep(backoff.ms);
-        backoff.grow();
+        await backoff.wait({ sleep: (ms) => this.#sleep(ms) });
       }
     }
   }

@@ -26,6 +26,7 @@
  */
 import { StoreError } from "./errors.ts";
 import { UsageError } from "../base/errors.ts";
+import { safeText } from "../base/capped_read.ts";
 
 /** The caps of one client. */
 export interface ResponseLimits {
@@ -136,19 +137,6 @@ export function etcdLimits(env: Record<string, string | undefined> = Deno.env.to
     maxItems: envNumber(env, "FLANCTL_API_MAX_ITEMS", d.maxItems, false),
     watchTimeoutSec: envNumber(env, "FLANCTL_ETCD_WATCH_IDLE_SECONDS", d.watchTimeoutSec, false),
   };
-}
-
-/**
- * A server's text made safe to log: control characters escaped, at most `max` characters (an error body
- * or message from an untrusted server is never printed raw).
- */
-export function safeText(s: string, max = 300): string {
-  const t = s.replace(
-    // deno-lint-ignore no-control-regex
-    /[\u0000-\u001f\u007f-\u009f]/g,
-    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`,
-  );
-  return t.length > max ? `${t.slice(0, max)}… (${s.length} chars)` : t;
 }
 
 /**

@@ -10,6 +10,7 @@
 import type { Command } from "commander";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 import { errText, FlanctlError, UsageError } from "../base/errors.ts";
+import { isObj } from "../base/json.ts";
 import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
 import { StoreError } from "./errors.ts";
@@ -238,48 +239,37 @@ export async function openStore(
   }
 }
 
+/** The {@link StoreOptions} fields a daemon records for each store kind (the chosen store's only). */
+const RECORD_FIELDS = {
+  etcd: [
+    "etcdEndpoints",
+    "etcdPrefix",
+    "etcdCafile",
+    "etcdCertfile",
+    "etcdKeyfile",
+    "etcdUsername",
+    "etcdPasswordFile",
+  ],
+  file: ["storeDir"],
+  kube: ["kubeconfigFile", "kubeApiUrl", "nodeName", "kubeAnnotationPrefix", "netConfigPath"],
+} as const satisfies Record<StoreChoice["kind"], readonly (keyof StoreOptions)[]>;
+
+type RecordOf<K extends StoreChoice["kind"]> =
+  & { kind: K }
+  & Pick<StoreOptions, typeof RECORD_FIELDS[K][number]>;
+
 /**
  * The store a daemon uses, as its state file records it (lib/node/daemon_state.ts): what `doctor`, `status`,
- * `trace` and `lease` need to open the same store when no store flag is given. Never a password or a
- * token: credentials embedded in an etcd endpoint URL are left out, a password file is recorded by path.
- * Paths are absolute.
+ * `trace` and `lease` need to open the same store when no store flag is given. One shape per kind, each with
+ * that store's {@link StoreOptions} fields only: etcd's endpoints (without userinfo), key prefix, TLS files,
+ * user name and password file; the file store's directory; kube's kubeconfig (absent: in-cluster service
+ * account), API URL, node name, annotation prefix and net-conf.json. Never a password or a token:
+ * credentials embedded in an etcd endpoint URL are left out, a password file is recorded by path. Paths are
+ * absolute.
  */
-export interface StoreRecord {
-  kind: "kube" | "etcd" | "file";
-  /** etcd: the endpoints (comma-separated, without userinfo), key prefix, TLS files and user name. */
-  etcdEndpoints?: string;
-  etcdPrefix?: string;
-  etcdCafile?: string;
-  etcdCertfile?: string;
-  etcdKeyfile?: string;
-  etcdUsername?: string;
-  etcdPasswordFile?: string;
-  /** file: the store directory. */
-  storeDir?: string;
-  /** kube: the kubeconfig (absent: in-cluster service account), API URL, node name, annotation prefix. */
-  kubeconfigFile?: string;
-  kubeApiUrl?: string;
-  nodeName?: string;
-  kubeAnnotationPrefix?: string;
-  netConfigPath?: string;
-}
+export type StoreRecord = RecordOf<"etcd"> | RecordOf<"file"> | RecordOf<"kube">;
 
-/** The string fields of {@link StoreRecord}, which are also {@link StoreOptions} fields of the same name. */
-const RECORD_FIELDS = [
-  "etcdEndpoints",
-  "etcdPrefix",
-  "etcdCafile",
-  "etcdCertfile",
-  "etcdKeyfile",
-  "etcdUsername",
-  "etcdPasswordFile",
-  "storeDir",
-  "kubeconfigFile",
-  "kubeApiUrl",
-  "nodeName",
-  "kubeAnnotationPrefix",
-  "netConfigPath",
-] as const;
+/** Fields whose values are paths (made absolute when recorded). */
 const PATH_FIELDS = new Set<string>([
   "etcdCafile",
   "etcdCertfile",
@@ -296,46 +286,53 @@ function absolute(p: string, cwd: string): string {
   return p.startsWith("/") ? p : `${cwd.replace(/\/$/, "")}/${p}`;
 }
 
+/** A record of `kind` with the fields of `values` that are set (paths made absolute against `cwd`). */
+function recordOf<K extends StoreChoice["kind"]>(
+  kind: K,
+  values: Omit<RecordOf<K>, "kind">,
+  cwd: string,
+): RecordOf<K> {
+  const r: Record<string, string> = {};
+  for (const [k, v] of Object.entries(values)) {
+    if (typeof v === "string" && v !== "") r[k] = PATH_FIELDS.has(k) ? absolute(v, cwd) : v;
+  }
+  return { kind, ...r } as RecordOf<K>;
+}
+
 /**
  * What a daemon with these store options records; `nodeName` is the node name it resolved (kube mode).
  * Only the chosen store's fields are kept.
  */
 export function storeRecord(opts: StoreOptions, nodeName?: string | null, cwd = Deno.cwd()): StoreRecord {
   const { kind } = storeChoice(opts);
-  const r: StoreRecord = { kind };
-  const set = (k: typeof RECORD_FIELDS[number], v: string | undefined) => {
-    if (v === undefined || v === "") return;
-    r[k] = PATH_FIELDS.has(k) ? absolute(v, cwd) : v;
-  };
-  if (kind === "etcd") {
-    let user = opts.etcdUsername;
-    const urls = (opts.etcdEndpoints || DEFAULT_ETCD_ENDPOINTS).split(",").map((u) => u.trim()).filter(
-      Boolean,
-    )
-      .map((u) => {
-        const m = /^(https?:\/\/)([^/]*)@/.exec(u);
-        if (!m) return u;
-        // user[:password]@ — the user name is kept (as --etcd-username would be), never the password.
-        user ??= decodeURIComponentSafe(m[2].split(":")[0]);
-        return m[1] + u.slice(m[0].length);
-      });
-    set("etcdEndpoints", urls.join(","));
-    set("etcdPrefix", opts.etcdPrefix ?? DEFAULT_ETCD_PREFIX);
-    set("etcdCafile", opts.etcdCafile);
-    set("etcdCertfile", opts.etcdCertfile);
-    set("etcdKeyfile", opts.etcdKeyfile);
-    set("etcdUsername", user);
-    set("etcdPasswordFile", opts.etcdPasswordFile);
-  } else if (kind === "file") {
-    set("storeDir", opts.storeDir || DEFAULT_STORE_DIR);
-  } else {
-    set("kubeconfigFile", opts.kubeconfigFile);
-    set("kubeApiUrl", opts.kubeApiUrl);
-    set("nodeName", nodeName ?? opts.nodeName);
-    set("kubeAnnotationPrefix", opts.kubeAnnotationPrefix);
-    set("netConfigPath", opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH);
+  if (kind === "file") return recordOf("file", { storeDir: opts.storeDir || DEFAULT_STORE_DIR }, cwd);
+  if (kind === "kube") {
+    return recordOf("kube", {
+      kubeconfigFile: opts.kubeconfigFile,
+      kubeApiUrl: opts.kubeApiUrl,
+      nodeName: nodeName ?? opts.nodeName,
+      kubeAnnotationPrefix: opts.kubeAnnotationPrefix,
+      netConfigPath: opts.netConfigPath ?? DEFAULT_NET_CONFIG_PATH,
+    }, cwd);
   }
-  return r;
+  let user = opts.etcdUsername;
+  const urls = (opts.etcdEndpoints || DEFAULT_ETCD_ENDPOINTS).split(",").map((u) => u.trim()).filter(Boolean)
+    .map((u) => {
+      const m = /^(https?:\/\/)([^/]*)@/.exec(u);
+      if (!m) return u;
+      // user[:password]@ — the user name is kept (as --etcd-username would be), never the password.
+      user ??= decodeURIComponentSafe(m[2].split(":")[0]);
+      return m[1] + u.slice(m[0].length);
+    });
+  return recordOf("etcd", {
+    etcdEndpoints: urls.join(","),
+    etcdPrefix: opts.etcdPrefix ?? DEFAULT_ETCD_PREFIX,
+    etcdCafile: opts.etcdCafile,
+    etcdCertfile: opts.etcdCertfile,
+    etcdKeyfile: opts.etcdKeyfile,
+    etcdUsername: user,
+    etcdPasswordFile: opts.etcdPasswordFile,
+  }, cwd);
 }
 
 function decodeURIComponentSafe(s: string): string {
@@ -348,19 +345,18 @@ function decodeURIComponentSafe(s: string): string {
 
 /**
  * A {@link StoreRecord} read back from a state file (untrusted): null when absent or not an object with a
- * known kind; fields that are not short printable strings are dropped.
+ * known kind; fields that are not its kind's, or not short printable strings, are dropped.
  */
 export function parseStoreRecord(o: unknown): StoreRecord | null {
-  if (typeof o !== "object" || o === null) return null;
-  const x = o as Record<string, unknown>;
-  if (x.kind !== "kube" && x.kind !== "etcd" && x.kind !== "file") return null;
-  const r: StoreRecord = { kind: x.kind };
-  for (const k of RECORD_FIELDS) {
-    const v = x[k];
+  if (!isObj(o)) return null;
+  if (o.kind !== "kube" && o.kind !== "etcd" && o.kind !== "file") return null;
+  const r: Record<string, string> = {};
+  for (const k of RECORD_FIELDS[o.kind]) {
+    const v = o[k];
     // deno-lint-ignore no-control-regex
     if (typeof v === "string" && v && v.length <= RECORD_FIELD_MAX && !/[\x00-\x1f\x7f]/.test(v)) r[k] = v;
   }
-  return r;
+  return { kind: o.kind, ...r } as StoreRecord;
 }
 
 /** Whether `given` (the store flags given on the command line or in the environment) chooses a store. */
@@ -381,8 +377,8 @@ export function withRecordedStore(
   recordPath: string,
 ): StoreOptions {
   if (choosesStore(given) || !record) return all;
-  const o: StoreOptions = { store: record.kind, recordedIn: recordPath };
-  for (const k of RECORD_FIELDS) if (record[k] !== undefined) o[k] = record[k];
+  const { kind, ...fields } = record;
+  const o: StoreOptions = { ...fields, store: kind, recordedIn: recordPath };
   for (const [k, v] of Object.entries(given)) {
     if (v !== undefined) (o as Record<string, unknown>)[k] = v;
   }

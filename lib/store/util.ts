@@ -1,11 +1,13 @@
 /**
  * Small helpers shared by the stores: an in-process mutex, a wake-up signal, the
- * default lease TTL, the watch loops' retry backoff, reading a newline-delimited JSON stream and diffing
- * two lease snapshots.
+ * default lease TTL, the watch loops' retry backoff, the timeout of a store call, reading a
+ * newline-delimited JSON stream and diffing two lease snapshots.
  * @module
  */
 import { stderrLine, type Warn } from "../base/warn.ts";
-import { sleep } from "../base/sleep.ts";
+import { Backoff, type BackoffShape } from "../base/backoff.ts";
+import { withTimeout } from "../base/sleep.ts";
+import { StoreUnavailableError } from "./errors.ts";
 import type { Lease, LeaseEvent } from "./types.ts";
 import { ResponseTooLargeError } from "./limits.ts";
 import { VERSION } from "../base/version.ts";
@@ -60,16 +62,12 @@ export class Wakeup {
   }
 }
 
-/** A backoff's shape. */
-export interface BackoffShape {
-  /** The first delay. */
-  minMs: number;
-  /** The longest delay (before jitter). */
-  maxMs: number;
-  /** Each delay is the base × (1 + jitter × rand): 1.0 spreads it over [base, 2 × base). */
-  jitter: number;
-  /** Back to the first delay when the last wait was longer ago than this (the connection held meanwhile). */
-  resetAfterMs: number;
+/**
+ * `p`, or a {@link StoreUnavailableError} `WHAT timed out after Ns` when the store has not answered within
+ * `ms`: a store that does not answer is unavailable (readiness and the error classes say so), whoever asked.
+ */
+export function withStoreTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return withTimeout(p, ms, () => new StoreUnavailableError(`${what} timed out after ${ms / 1000}s`));
 }
 
 /**
@@ -84,22 +82,17 @@ export const CLIENT_GO_BACKOFF: Readonly<BackoffShape> = {
 };
 
 /**
- * The watch loops' retry, reported: exponential with jitter ({@link CLIENT_GO_BACKOFF} by default), back to
- * the first delay when the last retry is {@link BackoffShape.resetAfterMs} ago, or on `reset()`.
+ * The watch loops' retry: the one {@link Backoff} in {@link CLIENT_GO_BACKOFF}'s shape, each retry and the
+ * recovery reported.
  */
-export class Backoff {
-  #shape: BackoffShape;
-  #base: number;
-  #last = -Infinity;
+export class WatchRetry {
+  readonly backoff: Backoff;
   #warn: Warn | undefined;
-  /** Retries so far (for tests and metrics). */
-  waits = 0;
 
   /** `warn` receives the retry and recovery lines (default: `flanctl: LINE` on stderr). */
-  constructor(warn?: Warn, shape: BackoffShape = CLIENT_GO_BACKOFF) {
+  constructor(warn?: Warn, shape: Readonly<BackoffShape> = CLIENT_GO_BACKOFF) {
     this.#warn = warn;
-    this.#shape = shape;
-    this.#base = shape.minMs;
+    this.backoff = new Backoff(shape);
   }
 
   #report(line: string): void {
@@ -107,34 +100,18 @@ export class Backoff {
     else stderrLine(`flanctl: ${line}`);
   }
 
-  /** Back to the first delay. */
-  reset(): void {
-    this.#base = this.#shape.minMs;
-  }
-
   /** Reports `msg` (the connection works again after a failure) where the retry lines go, and resets. */
   recovered(msg: string): void {
     this.#report(msg);
-    this.reset();
-  }
-
-  /** The next delay (jittered); grows the base. */
-  next(): number {
-    const now = Date.now();
-    if (now - this.#last > this.#shape.resetAfterMs) this.reset();
-    this.#last = now;
-    const ms = Math.round(this.#base * (1 + this.#shape.jitter * Math.random()));
-    this.#base = Math.min(this.#base * 2, this.#shape.maxMs);
-    this.waits++;
-    return ms;
+    this.backoff.reset();
   }
 
   /** Reports `MSG; retrying in Ns`, sleeps that long (cut short by `signal`), then doubles. */
   async wait(msg: string, signal: AbortSignal): Promise<void> {
-    const ms = this.next();
-    this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`);
-    await sleep(ms, signal);
-    this.#last = Date.now();
+    await this.backoff.wait({
+      signal,
+      announce: (ms) => this.#report(`${msg}; retrying in ${(ms / 1000).toFixed(1)}s`),
+    });
   }
 }
 

@@ -16,11 +16,10 @@ import { errno, libc } from "./ffi.ts";
 import { errnoText, errnoToNle, NetlinkError, syscallError } from "./errors.ts";
 import { closeFd, inNetns } from "./netns.ts";
 import type { NetnsRef } from "./netns.ts";
+import { AF_INET, IFNAMSIZ, SOCK_CLOEXEC, SOCK_DGRAM } from "./consts.ts";
 
-const AF_INET = 2, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000;
 const SIOCETHTOOL = 0x8946n;
 const ETHTOOL_GTXCSUM = 0x16, ETHTOOL_STXCSUM = 0x17;
-const IFNAMSIZ = 16;
 
 function fail(op: string, e: number): never {
   throw syscallError(op, e);

@@ -7,37 +7,13 @@
 import { FlanctlError, NetnsNotFoundError } from "../base/errors.ts";
 import { cstr, errno, libc } from "./ffi.ts";
 import { stderrLine } from "../base/warn.ts";
+import { ENOENT, O_CLOEXEC, O_NONBLOCK, O_RDONLY } from "./consts.ts";
+import { NETNS_RUN_DIR, netnsPath, type NetnsRef } from "../base/netns_id.ts";
 
-/** Which network namespace to operate in. */
-export type NetnsRef =
-  | { name: string } // /var/run/netns/NAME
-  | { path: string } // any nsfs file, e.g. /proc/123/ns/net
-  | { pid: number }; // /proc/PID/ns/net
+export { NETNS_RUN_DIR, netnsPath };
+export type { NetnsRef };
 
-const O_RDONLY = 0;
-const O_CLOEXEC = 0o2000000;
-/** A FIFO given as a namespace path must fail (setns: EINVAL), not block the open forever. */
-const O_NONBLOCK = 0o4000;
 const CLONE_NEWNET = 0x40000000;
-const ENOENT = 2;
-
-/** Directory of named namespaces (`ip netns add NAME`). */
-export const NETNS_RUN_DIR = "/var/run/netns";
-
-/** The nsfs path of a namespace reference. Throws {@link FlanctlError} for a malformed name. */
-export function netnsPath(ref: NetnsRef): string {
-  if ("name" in ref) {
-    if (!ref.name || ref.name.includes("/") || ref.name === "." || ref.name === "..") {
-      throw new FlanctlError(`invalid network namespace name '${ref.name}' (a name from 'ip netns list')`, 2);
-    }
-    return `${NETNS_RUN_DIR}/${ref.name}`;
-  }
-  if ("path" in ref) return ref.path;
-  if (!Number.isInteger(ref.pid) || ref.pid <= 0) {
-    throw new FlanctlError(`invalid pid ${ref.pid} for a network namespace`, 2);
-  }
-  return `/proc/${ref.pid}/ns/net`;
-}
 
 /** How a reference is named in messages: its name, path or `pid:N`. */
 export function netnsLabel(ref: NetnsRef): string {
@@ -45,8 +21,8 @@ export function netnsLabel(ref: NetnsRef): string {
 }
 
 /**
- * Opens the namespace file (O_RDONLY|O_CLOEXEC|O_NONBLOCK); throws {@link NetnsNotFoundError} when it is
- * missing.
+ * Opens the namespace file (O_RDONLY|O_CLOEXEC|O_NONBLOCK: a FIFO given as a namespace path must fail, at
+ * setns with EINVAL, not block the open forever); throws {@link NetnsNotFoundError} when it is missing.
  */
 export function openNetnsFd(ref: NetnsRef): number {
   const fd = libc().open(cstr(netnsPath(ref)), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -109,12 +85,5 @@ export function listNamedNetns(): string[] {
   }
 }
 
-/** Identity of a namespace file: `dev:ino` of the nsfs inode, or null if it cannot be stat'ed. */
-export function netnsIdentity(path: string): string | null {
-  try {
-    const st = Deno.statSync(path);
-    return `${st.dev}:${st.ino}`;
-  } catch {
-    return null;
-  }
-}
+/** Identity of a namespace file (`dev:ino`), or null: lib/base/netns_id.ts. */
+export { netnsIdentity } from "../base/netns_id.ts";

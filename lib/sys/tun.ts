@@ -10,8 +10,18 @@
 import { cstr, errno, libc } from "./ffi.ts";
 import { errnoText, NetlinkError, syscallError } from "./errors.ts";
 import { errText } from "../base/errors.ts";
+import { netnsIdentity } from "../base/netns_id.ts";
+import {
+  AF_INET,
+  EBUSY,
+  IFNAMSIZ,
+  O_CLOEXEC,
+  O_NONBLOCK,
+  O_RDWR,
+  SOCK_CLOEXEC,
+  SOCK_DGRAM,
+} from "./consts.ts";
 
-const O_RDWR = 0o2, O_NONBLOCK = 0o4000, O_CLOEXEC = 0o2000000;
 const IFF_TUN = 0x0001, IFF_NO_PI = 0x1000, IFF_MULTI_QUEUE = 0x0100, IFF_VNET_HDR = 0x4000;
 const TUNSETIFF = 0x400454can, TUNSETPERSIST = 0x400454cbn;
 const TUNSETOFFLOAD = 0x400454d0n, TUNSETVNETHDRSZ = 0x400454d8n;
@@ -22,7 +32,6 @@ const TUN_F_CSUM = 0x01, TUN_F_TSO4 = 0x02, TUN_F_TSO6 = 0x04;
 const TUN_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
 /** Bytes of the virtio_net_hdr before each packet on an IFF_VNET_HDR descriptor. */
 export const TUN_VNET_HDR_LEN = 10;
-const IFNAMSIZ = 16;
 
 /** The path of the TUN clone device. */
 export const TUN_CLONE_DEV = "/dev/net/tun";
@@ -99,7 +108,7 @@ export function openTunOffloaded(name: string, o: TunOptions = {}): OffloadedTun
     setTunOffload(fd, TUN_OFFLOADS);
     return { fd, offload: true };
   } catch (e) {
-    if (e instanceof NetlinkError && e.errno === 16) throw e; // EBUSY: held by another process
+    if (e instanceof NetlinkError && e.errno === EBUSY) throw e; // held by another process
     closeFdQuiet(fd);
     const plain = openTun(name, o);
     try {
@@ -114,7 +123,6 @@ export function setTunPersist(fd: number, on: boolean): void {
   if (libc().ioctl_int(fd, TUNSETPERSIST, on ? 1n : 0n) < 0) fail(`TUNSETPERSIST ${on ? 1 : 0}`, errno());
 }
 
-const AF_INET = 2, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000;
 const SIOCSIFTXQLEN = 0x8943n;
 
 /**
@@ -146,11 +154,13 @@ export function closeFdQuiet(fd: number): void {
 
 /**
  * The pids of processes holding a descriptor attached to TUN device `name` (from /proc/PID/fdinfo, whose
- * `iff:` line names the device of a TUN fd). `netInode`: only processes whose network namespace has this
- * inode (`stat -L /proc/PID/ns/net`), since every namespace may have its own `flannel0`. Reading only.
+ * `iff:` line names the device of a TUN fd). `netns` (a namespace file, e.g. `/proc/thread-self/ns/net`):
+ * only processes in that network namespace ({@link netnsIdentity}: device and inode), since every namespace
+ * may have its own `flannel0`; all of them when it is not given or cannot be read. Reading only.
  */
-export function tunOwnerPids(name: string, netInode?: number): number[] {
+export function tunOwnerPids(name: string, netns?: string): number[] {
   const out: number[] = [];
+  const want = netns === undefined ? null : netnsIdentity(netns);
   let procs: Iterable<Deno.DirEntry>;
   try {
     procs = Deno.readDirSync("/proc");
@@ -159,13 +169,7 @@ export function tunOwnerPids(name: string, netInode?: number): number[] {
   }
   for (const p of procs) {
     if (!/^\d+$/.test(p.name)) continue;
-    if (netInode !== undefined) {
-      try {
-        if (Deno.statSync(`/proc/${p.name}/ns/net`).ino !== netInode) continue;
-      } catch {
-        continue;
-      }
-    }
+    if (want !== null && netnsIdentity(`/proc/${p.name}/ns/net`) !== want) continue;
     let fds: Iterable<Deno.DirEntry>;
     try {
       fds = Deno.readDirSync(`/proc/${p.name}/fd`);

@@ -8,10 +8,9 @@
  */
 import { errno, libc } from "./ffi.ts";
 import { syscallError } from "./errors.ts";
+import { AF_UNIX, EINVAL, MSG_NOSIGNAL, SOCK_CLOEXEC, SOCK_DGRAM } from "./consts.ts";
 
-const AF_UNIX = 1, SOCK_DGRAM = 2, SOCK_CLOEXEC = 0o2000000, MSG_NOSIGNAL = 0x4000;
 const SUN_PATH_MAX = 108;
-const EINVAL = 22;
 
 function fail(op: string, e: number, message?: string): never {
   throw syscallError(op, e, message);

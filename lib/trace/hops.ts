@@ -7,17 +7,12 @@
  * goes on.
  * @module
  */
-import { openNetlink, routeGet } from "../netlink/mod.ts";
+import { EINVAL, EXDEV, openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
-import type { Finding } from "../doctor/types.ts";
+import type { CheckId, Finding } from "../doctor/types.ts";
 import { doctorText, lookupText, type Path, type Why } from "./path.ts";
 import type { LabUnderlay, TraceNode } from "./types.ts";
 import { daemonCheck } from "../doctor/mod.ts";
-
-/** errno of a route lookup that rp_filter refused on older kernels (asm-generic/errno.h EXDEV). */
-const EXDEV = 18;
-/** errno kernels ≥ 6.x return for every martian-source input lookup, rp_filter's included (EINVAL). */
-const EINVAL = 22;
 
 /**
  * Whether the IPv4 input lookup `r` of a packet from `src` arriving on `iif` was refused by rp_filter.
@@ -346,7 +341,7 @@ export async function remoteRouteHop(
     /** "IPv6 " for the IPv6 walk: "this node's IPv6 subnet". */
     family: "" | "IPv6 ";
     /** The doctor check of the family's forwarding sysctl ("ip-forward", "ipv6-forward"). */
-    forwardCheck: string;
+    forwardCheck: CheckId;
   },
   p: Path,
 ): Promise<boolean> {

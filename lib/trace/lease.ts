@@ -9,7 +9,8 @@ import type { IPAddr } from "../base/cidr.ts";
 import type { Lease } from "../store/types.ts";
 import type { NodeSnapshot } from "../observe/snapshot.ts";
 import type { TraceNode } from "./types.ts";
-import { own6, vtepMacOf } from "../observe/probes.ts";
+import { own6 } from "../observe/probes.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** The lease whose subnet holds `ip`, or null. */
 export function leaseFor(ctx: NodeSnapshot, ip: IPAddr): Lease | null {

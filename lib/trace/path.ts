@@ -5,9 +5,9 @@
  * @module
  */
 import { IPAddr } from "../base/cidr.ts";
-import type { RouteLookup } from "../netlink/mod.ts";
+import { type RouteLookup, RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
-import { ALL_CHECKS } from "../doctor/mod.ts";
+import { ALL_CHECKS, type CheckId } from "../doctor/mod.ts";
 import type { NodeSnapshot } from "../observe/snapshot.ts";
 import {
   isPod,
@@ -22,11 +22,11 @@ import {
 export interface Why {
   why: string;
   fix: string[];
-  check?: string;
+  check?: CheckId;
 }
 
 /** The why/fix of doctor check `id` on a node, when that check finds a problem there. */
-export async function doctorText(ctx: NodeSnapshot, id: string): Promise<Why | null> {
+export async function doctorText(ctx: NodeSnapshot, id: CheckId): Promise<Why | null> {
   const c = ALL_CHECKS.find((c) => c.id === id);
   if (!c) return null;
   const f = (await c.run(ctx)).find((f) => f.severity === "critical" || f.severity === "warning");
@@ -39,7 +39,7 @@ export function lookupText(r: RouteLookup): string {
   const via = r.gateway ? ` via ${r.gateway}` : "";
   const dev = r.devName ? ` dev ${r.devName}` : "";
   const flags = r.flags.length ? ` ${r.flags.join(" ")}` : "";
-  const table = r.table === 254 ? "main" : r.table === 255 ? "local" : String(r.table);
+  const table = r.table === RT_TABLE_MAIN ? "main" : r.table === RT_TABLE_LOCAL ? "local" : String(r.table);
   return `${r.type === "unicast" ? "" : `${r.type} `}${r.route}${via}${dev}${flags} table ${table}`;
 }
 

@@ -13,7 +13,7 @@
  * @module
  */
 import { IPAddr, type IPNet } from "../base/cidr.ts";
-import { routeGet } from "../netlink/mod.ts";
+import { EHOSTUNREACH, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
 import { ALL_CHECKS, forwardPolicy } from "../doctor/mod.ts";
@@ -26,10 +26,8 @@ import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
-import { UDP_DEVICE, vtepMacOf } from "../observe/probes.ts";
-
-/** Errnos a route lookup answers with (asm-generic/errno.h). */
-const EHOSTUNREACH = 113;
+import { UDP_DEVICE } from "../backend/config.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 
 /** Runs the trace. Never throws for node problems: they become broken hops. */
 export async function trace(inp: TraceInput): Promise<TraceReport> {

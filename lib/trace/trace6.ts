@@ -18,7 +18,8 @@ import { doctorText, finish, lookupText, type Path, startWalk, type Walk, type W
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
-import { dev6, dev6Name, network6, nftablesMode, own6, vtepMacOf } from "../observe/probes.ts";
+import { dev6, dev6Name, network6, nftablesMode, own6 } from "../observe/probes.ts";
+import { vtepMacOf } from "../lease/backend_data.ts";
 import { flannelV6Device, forwardFinding, ip6tablesMasq, nftFamilyFinding } from "../doctor/mod.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */

@@ -9,7 +9,8 @@ import type { Lease } from "../store/types.ts";
 import { deviceOf } from "./hops.ts";
 import { doctorText, type Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
-import { UDP_DEVICE, udpPort } from "../observe/probes.ts";
+import { udpPort } from "../observe/probes.ts";
+import { UDP_DEVICE } from "../backend/config.ts";
 import { udpDevice, udpPortCheck } from "../doctor/mod.ts";
 
 /**

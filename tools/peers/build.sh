@@ -24,7 +24,9 @@
 # Usage: tools/peers/build.sh [kubernetes|kube-scheduler|kube-proxy|agnhost|e2e|coredns|flanneld|crictl|cni-plugins|
 #   cnitool|go]...   (no argument: all of them)
 # Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
-# use; one that does not exist makes the script fetch the toolchain).
+# use; one that does not exist makes the script fetch the toolchain). The module proxy is this machine's:
+# GOPROXY, else `go env GOPROXY` of the go found (tools/mirrors.sh's go_proxies keeps its proxy URLs, without
+# `direct`); the script stops with one line naming what to configure when there is none.
 set -euo pipefail
 
 K8S_VERSION=v1.37.2
@@ -44,11 +46,26 @@ RECIPE=1
 CACHE=${FLANCTL_DEV_CACHE:-/var/cache/flanctl-dev}
 JOBS=${FLANCTL_BUILD_JOBS:-2}
 export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOFLAGS=-buildvcs=false GOTELEMETRY=off
-export GOPROXY=${GOPROXY:-https://proxy.golang.org} GOSUMDB=${GOSUMDB:-sum.golang.org} GOTOOLCHAIN=local
+export GOTOOLCHAIN=local
 mkdir -p "$CACHE"
 
 log() { printf 'peers: %s\n' "$*" >&2; }
 die() { printf 'peers: error: %s\n' "$*" >&2; exit 1; }
+
+# shellcheck source=../mirrors.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../mirrors.sh"
+# The module proxies: GOPROXY, else what the machine's go is configured with (`go env GOPROXY` reads
+# `go env -w` settings and knows go's own default), set once for every go command below.
+use_goproxy() {
+  local v=${GOPROXY:-} g
+  if [ -z "$v" ]; then
+    for g in "${FLANCTL_GO:-}" "$(command -v go || true)" /usr/local/go/bin/go; do
+      [ -n "$g" ] && [ -x "$g" ] && v=$("$g" env GOPROXY 2>/dev/null) && [ -n "$v" ] && break
+    done
+  fi
+  GOPROXY=$(go_proxies "$v" 2>&1) || die "$GOPROXY"
+  export GOPROXY
+}
 now() { date +%s; }
 
 # ver_ge A B: is Go version A >= B (1.26.8, 1.25, 1.25.0 ...)
@@ -357,6 +374,7 @@ build_cnitool() {
 main() {
   local what=("$@") w t0
   [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool flanneld kubernetes kube-scheduler kube-proxy coredns agnhost e2e)
+  [ "${what[*]}" = versions ] || use_goproxy
   t0=$(now)
   for w in "${what[@]}"; do
     case "$w" in

@@ -31,7 +31,7 @@
  */
 import { ConfigError } from "../../config/netconf.ts";
 import type { IPNet } from "../../base/cidr.ts";
-import { NetlinkError, type NetlinkHandle } from "../../netlink/mod.ts";
+import { NetlinkError, type NetlinkHandle, RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import {
   bindUdp,
   closeFdQuiet,
@@ -47,19 +47,17 @@ import {
   UdpDataplane,
 } from "./dataplane.ts";
 import type { DesiredPeer } from "../../reconcile/types.ts";
-import type { UdpOptions } from "../config.ts";
+import { UDP_DEVICE, type UdpOptions } from "../config.ts";
 import type { Backend, ExternalIface, PeerInfo } from "../types.ts";
 import type { Log } from "../../base/log.ts";
 import { errText } from "../../base/errors.ts";
+import { EBUSY } from "../../sys/consts.ts";
 
 /** Encapsulation overhead: outer IPv4 header 20 + UDP header 8. */
 export const UDP_OVERHEAD = 28;
 /** flannel's UDP port. */
 export const DEFAULT_UDP_PORT = 8285;
-/** The TUN device name (flannel opens "flannel%d": the first is flannel0). */
-export const UDP_DEVICE = "flannel0";
 
-const EBUSY = 16;
 /**
  * flannel0's queue: the kernel drops once this many packets wait for the TX worker. 500 (the default) made
  * TCP retransmit thousands of segments per second on a loaded machine (`ip -s link` TX dropped); 5000 none.
@@ -195,7 +193,7 @@ export class UdpBackend implements Backend {
     return null;
   }
 
-  /** Opens (or re-attaches to) flannel0 and starts the data path when not running. */
+  /** Opens (or re-attaches to) flannel0; a dead data path is stopped here, `ensure()` starts the next. */
   #attach(changes: string[]): void {
     let l = this.#nl.link(UDP_DEVICE);
     if (l && l.kind !== "tun") {
@@ -344,7 +342,7 @@ export class UdpBackend implements Backend {
       changes.push("up");
     }
     const net = this.#network.toString();
-    const hasRoute = nl.routes({ family: 4, table: 254 }).some((r) =>
+    const hasRoute = nl.routes({ family: 4, table: RT_TABLE_MAIN }).some((r) =>
       r.dst === net && r.devName === UDP_DEVICE && !r.gateway
     );
     if (!hasRoute) {

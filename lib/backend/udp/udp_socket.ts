@@ -6,11 +6,18 @@
  */
 import { errno, libc } from "../../sys/ffi.ts";
 import { errnoText, errnoToNle, NetlinkError, syscallError } from "../../sys/errors.ts";
-
-const AF_INET = 2, SOCK_DGRAM = 2, SOCK_NONBLOCK = 0o4000, SOCK_CLOEXEC = 0o2000000;
-const SOL_SOCKET = 1, SO_SNDBUFFORCE = 32, SO_RCVBUFFORCE = 33;
-
-const SOL_UDP = 17, UDP_SEGMENT = 103, UDP_GRO = 104;
+import {
+  AF_INET,
+  SO_RCVBUFFORCE,
+  SO_SNDBUFFORCE,
+  SOCK_CLOEXEC,
+  SOCK_DGRAM,
+  SOCK_NONBLOCK,
+  SOL_SOCKET,
+  SOL_UDP,
+  UDP_GRO,
+  UDP_SEGMENT,
+} from "../../sys/consts.ts";
 
 /**
  * True when the kernel takes UDP_SEGMENT (UDP GSO, Linux ≥ 4.18) on socket `fd`: one sendmsg of up to
@@ -33,7 +40,7 @@ export function setUdpGro(fd: number, on: boolean): boolean {
 }
 
 /** errno of "address already in use". */
-export const EADDRINUSE = 98;
+export { EADDRINUSE } from "../../sys/consts.ts";
 
 /** `struct sockaddr_in` for `ip:port` (16 bytes, network byte order). */
 export function sockaddrIn(ip: string, port: number): Uint8Array<ArrayBuffer> {

@@ -7,6 +7,7 @@ import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { CappedReadError, readCappedText } from "../../base/capped_read.ts";
+import { isObj } from "../../base/json.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
 export const SUPPORTED_CNI_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -56,7 +57,7 @@ export function cniConf(ctx: NodeSnapshot): CniConfView {
     const p = `${dir}/${v.first}`;
     try {
       const doc = JSON.parse(readCappedText(p));
-      if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new Error("not a JSON object");
+      if (!isObj(doc)) throw new Error("not a JSON object");
       v.doc = doc;
       v.plugins = Array.isArray(doc.plugins)
         ? doc.plugins.filter((x: unknown) => typeof x === "object" && x)

@@ -5,14 +5,14 @@
  * @module
  */
 import { httpGet } from "../../observe/http_get.ts";
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding, FindingId } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { scanForDaemon } from "../../observe/probes.ts";
 
 /** Ids of findings a dead daemon explains (their why then names it). */
-export const DAEMON_DEPENDENT = new Set([
+export const DAEMON_DEPENDENT: ReadonlySet<FindingId> = new Set<CheckId>([
   "readyz",
   "subnet-env",
   "flannel-device",

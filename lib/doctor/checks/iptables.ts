@@ -3,7 +3,7 @@
  * Works on `iptables-save` text of the checked namespace.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPNet } from "../../base/cidr.ts";
@@ -21,7 +21,7 @@ export function expectedMasq(network: string, subnet: string): string[] {
   return flannelMasq(IPNet.parse(network), IPNet.parse(subnet)).rules;
 }
 
-function noIptables(ctx: NodeSnapshot, id: string): Finding | null {
+function noIptables(ctx: NodeSnapshot, id: CheckId): Finding | null {
   // In nftables mode the FORWARD policy still matters (a drop in any base chain drops the packet, whatever
   // flannel's nft forward chain accepts), so forward-policy reads iptables in both modes.
   if (ctx.store.config?.enableNFTables && id !== "forward-policy") {

@@ -6,13 +6,15 @@
  * has no IPv6 network.
  * @module
  */
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
 import type { Check, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import { masqRules } from "../../firewall/masq_rules.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
-import { dev6, dev6Name, network6, own6, vtepMacOf } from "../../observe/probes.ts";
+import { dev6, dev6Name, network6, own6 } from "../../observe/probes.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh, singleQuote } from "../../base/shell.ts";
 
 /** sysctl key of a per-interface IPv6 setting (slash form: device names hold dots). */
@@ -175,7 +177,7 @@ export const peersV6: Check = {
     }
     const k = ctx.kernel;
     const dev = dev6(ctx);
-    const routes = k.routes.filter((r) => r.family === 6 && r.table === 254);
+    const routes = k.routes.filter((r) => r.family === 6 && r.table === RT_TABLE_MAIN);
     const out: Finding[] = [];
     let good = 0;
     for (const l of peers6(ctx)) {

@@ -3,16 +3,17 @@
  * overlap with host routes.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
 import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
-import { UDP_DEVICE } from "../../observe/probes.ts";
+import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
 
-function noStore(ctx: NodeSnapshot, id: string): Finding | null {
+function noStore(ctx: NodeSnapshot, id: CheckId): Finding | null {
   if (ctx.store.state === "ok") return null;
   return unknown(id, `leases not readable: ${ctx.store.hint ?? ctx.store.error}`);
 }
@@ -261,12 +262,14 @@ export const routeOverlap: Check = {
     // and the /32 of our subnet on it are the backend's own, as flanneld's udp backend makes them).
     const udp = ctx.backendType === "udp" ? ctx.link(UDP_DEVICE)?.index : undefined;
     const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index, udp]);
-    const leaseSubs = new Set(ctx.store.leases.map((l) => l.subnet?.toString()));
+    const leaseSubs = new Set<string | undefined>(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
     const bad: string[] = [];
     const fix: string[] = [];
     for (const r of ctx.kernel.routes) {
-      if (r.family !== 4 || r.dst === "default" || r.table !== 254 || own.has(r.dev ?? -1)) continue;
+      if (r.family !== 4 || r.dst === "default" || r.table !== RT_TABLE_MAIN || own.has(r.dev ?? -1)) {
+        continue;
+      }
       const d = IPNet.tryParse(r.dst);
       // Wider routes (10.0.0.0/8 via a corporate gateway) lose to the more specific pod routes: only
       // routes inside the pod network can steal its traffic.

@@ -5,13 +5,14 @@
  * the kernel (routes → ARP → FDB) and only internal consistency is checked.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { ok, unknown } from "../types.ts";
 import type { KernelSnapshot, NodeSnapshot } from "../../observe/snapshot.ts";
 import type { Lease } from "../../store/types.ts";
 import type { FdbInfo, LinkInfo, NeighInfo, RouteInfo } from "../../netlink/types.ts";
-import { vtepMacOf } from "../../observe/probes.ts";
+import { RT_TABLE_MAIN } from "../../netlink/mod.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
 
 /** What the kernel has for one peer lease. */
@@ -30,7 +31,7 @@ interface PeerState {
 const ZERO_MAC = "00:00:00:00:00:00";
 
 function mainRoutes4(ctx: NodeSnapshot): RouteInfo[] {
-  return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === 254);
+  return (ctx.kernel?.routes ?? []).filter((r) => r.family === 4 && r.table === RT_TABLE_MAIN);
 }
 
 function peerStates(ctx: NodeSnapshot): PeerState[] {
@@ -72,7 +73,7 @@ function leaseGuard(ctx: NodeSnapshot): string | null {
  */
 function vxlanPeerSetup(
   ctx: NodeSnapshot,
-  id: string,
+  id: CheckId,
 ): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
   const b = ctx.backendType;
   if (ctx.ipv4Disabled) return { done: [ok(id, "IPv4 disabled: no ARP/FDB entries (IPv6: see peers-v6)")] };
@@ -336,9 +337,11 @@ export const stalePeers: Check = {
       }
     } else {
       const leases = ctx.store.leases.filter((l) => l.subnet);
-      const subnets = new Set(leases.map((l) => l.subnet!.toString()));
-      const gwIPs = new Set(leases.map((l) => l.subnet!.ip.toString()));
-      const macs = new Set(leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter(Boolean));
+      const subnets = new Set<string>(leases.map((l) => l.subnet!.toString()));
+      const gwIPs = new Set<string>(leases.map((l) => l.subnet!.ip.toString()));
+      const macs = new Set<string>(
+        leases.map((l) => vtepMacOf(l.attrs.BackendData)).filter((m) => m !== null),
+      );
       const net = ctx.network;
       const cni0 = ctx.link("cni0")?.index;
       for (const r of mainRoutes4(ctx)) {

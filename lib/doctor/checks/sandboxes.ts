@@ -7,14 +7,14 @@
  * finding says what was not compared.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import { sh } from "../../base/shell.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { capList, readIpFiles } from "./pods.ts";
 import { CriError, type CriSandbox, DEFAULT_CRI_SOCKETS, findCriSocket, listPodSandboxes } from "../cri.ts";
 
-const ID = "cri-sandboxes";
+const ID: CheckId = "cri-sandboxes";
 
 /** The socket to ask: `--cri-socket` ("" or "none": do not ask), else the first default that exists. */
 export function criSocketOf(ctx: NodeSnapshot): string | null {

@@ -8,8 +8,9 @@
 import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { tunOwnerPids } from "../../netlink/mod.ts";
-import { chainPolicy, chainRules, UDP_DEVICE, udpPort } from "../../observe/probes.ts";
+import { tunOwnerPids } from "../../os/mod.ts";
+import { chainPolicy, chainRules, checkedNetns, udpPort } from "../../observe/probes.ts";
+import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
 
 const DEV = UDP_DEVICE;
@@ -17,16 +18,6 @@ const OVERHEAD = 28;
 
 function isUdp(ctx: NodeSnapshot): boolean {
   return ctx.backendType === "udp";
-}
-
-/** The network namespace inode of the checked namespace (for matching TUN owners). */
-function netInode(ctx: NodeSnapshot): number | undefined {
-  try {
-    return Deno.statSync(ctx.opts.netns ? `/var/run/netns/${ctx.opts.netns}` : "/proc/self/ns/net").ino ??
-      undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** udp-device: flannel0 present, TUN, up, addressed, MTU chain, owned by a live process. */
@@ -77,7 +68,7 @@ export const udpDevice: Check = {
       problems.push(`${DEV} MTU ${dev.mtu} != ${ul.name} MTU ${ul.mtu} − ${OVERHEAD}`);
       fix.push(restart + " (it sets the MTU from the interface)");
     }
-    const owners = tunOwnerPids(DEV, netInode(ctx));
+    const owners = tunOwnerPids(DEV, checkedNetns(ctx));
     if (owners.length === 0) {
       problems.push(`no process holds ${DEV} open (the daemon is not running: every packet is dropped)`);
       fix.push(restart);
@@ -150,10 +141,10 @@ export const udpLeftover: Check = {
   id: "udp-leftover",
   title: "No flannel TUN left behind that no process holds",
   run(ctx): Finding[] {
-    const ino = netInode(ctx);
+    const ns = checkedNetns(ctx);
     const tuns = (ctx.kernel?.links ?? []).filter((l) => l.kind === "tun" && /^flannel\d+$/.test(l.name));
     if (!tuns.length) return [];
-    const owned = new Map(tuns.map((t) => [t.name, tunOwnerPids(t.name, ino)]));
+    const owned = new Map(tuns.map((t) => [t.name, tunOwnerPids(t.name, ns)]));
     const orphans = tuns.filter((t) => !owned.get(t.name)!.length);
     const held = tuns.filter((t) => owned.get(t.name)!.length);
     if (!orphans.length) return [ok("udp-leftover", "no flannel TUN without an owner")];

@@ -3,15 +3,16 @@
  * UDP port, and MTUs of flannel.1, cni0, host veths and pod interfaces.
  * @module
  */
-import type { Check, Finding } from "../types.ts";
+import type { Check, CheckId, Finding } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { getTxChecksum } from "../../netlink/mod.ts";
+import { getTxChecksum } from "../../os/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
-import { chainPolicy, chainRules, vtepMacOf } from "../../observe/probes.ts";
+import { chainPolicy, chainRules } from "../../observe/probes.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
 
-function notVxlan(ctx: NodeSnapshot, id: string): Finding | null {
+function notVxlan(ctx: NodeSnapshot, id: CheckId): Finding | null {
   if (ctx.ipv4Disabled) return ok(id, `IPv4 disabled: no ${ctx.vxlanName} (IPv6: see flannel-v6-device)`);
   const b = ctx.backendType;
   if (b === "vxlan") return null;

@@ -20,7 +20,9 @@ import {
   NUD_NOARP,
   NUD_PERMANENT,
   NUD_REACHABLE,
+  RT_SCOPE_LINK,
   RT_SCOPE_NOWHERE,
+  RT_SCOPE_UNIVERSE,
   RT_TABLE_MAIN,
   RTA_DST,
   RTA_GATEWAY,
@@ -28,13 +30,16 @@ import {
   RTA_PREFSRC,
   RTA_PRIORITY,
   RTA_TABLE,
+  RTM_DELNEIGH,
+  RTM_DELROUTE,
+  RTM_NEWNEIGH,
+  RTM_NEWROUTE,
+  RTN_BLACKHOLE,
+  RTN_UNICAST,
   RTNH_F_ONLINK,
 } from "./consts.ts";
 import type { MsgWriter } from "./msg.ts";
-import type { LinkRef, NeighSpec, RouteSpec } from "../types.ts";
-
-const RTM_NEWROUTE = 24, RTM_DELROUTE = 25, RTM_NEWNEIGH = 28, RTM_DELNEIGH = 29;
-const RTN_UNICAST = 1, RTN_BLACKHOLE = 6, RT_SCOPE_UNIVERSE = 0, RT_SCOPE_LINK = 253;
+import type { FdbDelSpec, FdbSpec, LinkRef, NeighSpec, RouteDelSpec } from "../types.ts";
 
 /**
  * Dotted-quad IPv4 text to bytes in `out` (no allocation: the hot path of a 5,000-peer batch), false for
@@ -93,7 +98,7 @@ function macBytes(s: string, field: string): Uint8Array {
 export type IndexOf = (ref: LinkRef, op: () => string) => number;
 
 /** The operation name of a route request (iproute2 style). */
-export function routeOp(verb: string, r: RouteSpec): string {
+export function routeOp(verb: string, r: RouteDelSpec): string {
   return `route ${verb} ${r.dst}` + (r.via ? ` via ${r.via}` : "") +
     (r.dev !== undefined ? ` dev ${r.dev}` : "") + (r.onlink ? " onlink" : "") +
     (r.scope ? ` scope ${r.scope}` : "") +
@@ -112,7 +117,7 @@ export function routeOp(verb: string, r: RouteSpec): string {
  */
 export function putRoute(
   w: MsgWriter,
-  spec: RouteSpec,
+  spec: RouteDelSpec,
   forDelete: boolean,
   index: IndexOf,
   seq: number,
@@ -121,9 +126,16 @@ export function putRoute(
 ): void {
   if (!spec || typeof spec.dst !== "string") throw new ParseError("dst", "missing route destination");
   const via = spec.via !== undefined ? ipBytes(spec.via, "via", V4B) : null;
-  const dst = prefixOf(spec.dst, via ? (via.length === 4 ? 4 : 6) : 4);
+  const src = spec.src !== undefined ? parseIPBytes(spec.src, "src") : null;
+  // "default" takes the family of the gateway, else of the source address (as `ip route` does).
+  const hint = via ?? src;
+  const dst = prefixOf(spec.dst, hint ? (hint.length === 4 ? 4 : 6) : 4);
   if (via && (via.length === 4 ? 4 : 6) !== dst.family) {
     throw new ParseError("via", `gateway ${spec.via} is not in the address family of ${spec.dst}`);
+  }
+  // As libnl's rtnl_route_set_pref_src (NLE_AF_MISMATCH): the kernel refuses a source of the other family.
+  if (src && (src.length === 4 ? 4 : 6) !== dst.family) {
+    throw new ParseError("src", `source ${spec.src} is not in the address family of ${spec.dst}`);
   }
   const table = spec.table ?? RT_TABLE_MAIN;
   if (!Number.isInteger(table) || table < 0 || table > 0xffffffff) {
@@ -138,10 +150,13 @@ export function putRoute(
     ? RT_SCOPE_UNIVERSE
     : RT_SCOPE_LINK;
   const protocol = forDelete && spec.protocol === undefined ? 0 : protocolValue(spec.protocol, "protocol");
-  if (spec.metric !== undefined && (!Number.isInteger(spec.metric) || spec.metric < 0)) {
+  // RTA_PRIORITY is a u32: a larger metric would be written as another (2^32 as 0).
+  if (
+    spec.metric !== undefined &&
+    (!Number.isInteger(spec.metric) || spec.metric < 0 || spec.metric > 0xffffffff)
+  ) {
     throw new ParseError("metric", `bad metric ${spec.metric}`);
   }
-  const src = spec.src !== undefined ? parseIPBytes(spec.src, "src") : null;
   const dev = spec.dev !== undefined ? index(spec.dev, op) : 0;
   const flags = forDelete ? NLM_F_REQUEST | extra : NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | extra;
   const h = w.begin(forDelete ? RTM_DELROUTE : RTM_NEWROUTE, flags, seq, 12);
@@ -281,7 +296,7 @@ export function putDeleteNeigh(
 }
 
 /** The operation name of an FDB request. */
-export function fdbOp(verb: "replace" | "del", f: { dev: LinkRef; mac: string; dst?: string }): string {
+export function fdbOp(verb: "replace" | "del", f: FdbDelSpec): string {
   return verb === "replace"
     ? `fdb replace ${f.mac} dev ${f.dev} dst ${f.dst} self permanent`
     : `fdb del ${f.mac} dev ${f.dev}${f.dst ? ` dst ${f.dst}` : ""} self`;
@@ -290,7 +305,7 @@ export function fdbOp(verb: "replace" | "del", f: { dev: LinkRef; mac: string; d
 /** `bridge fdb replace MAC dev REF dst IP self permanent` into `w`. */
 export function putReplaceFdb(
   w: MsgWriter,
-  f: { dev: LinkRef; mac: string; dst: string },
+  f: FdbSpec,
   index: IndexOf,
   seq: number,
   extra: number,
@@ -315,7 +330,7 @@ export function putReplaceFdb(
 /** `bridge fdb del MAC dev REF [dst IP] self` into `w`. */
 export function putDeleteFdb(
   w: MsgWriter,
-  f: { dev: LinkRef; mac: string; dst?: string },
+  f: FdbDelSpec,
   index: IndexOf,
   seq: number,
   extra: number,

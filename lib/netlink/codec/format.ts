@@ -6,6 +6,7 @@
  */
 import { ParseError } from "../../base/errors.ts";
 import { IPAddr } from "../../base/cidr.ts";
+import { IFF_RUNNING, IFF_UP, RT_SCOPE_HOST, RT_SCOPE_LINK, RT_SCOPE_NOWHERE } from "./consts.ts";
 
 const HEX = "0123456789abcdef";
 
@@ -121,7 +122,6 @@ export function maskBytes(bytes: Uint8Array<ArrayBuffer>, prefix: number): Uint8
 }
 
 // Interface flags (linux/if.h) in the order iproute2's print_link_flags() prints them.
-const IFF_UP = 0x1, IFF_RUNNING = 0x40;
 const LINK_FLAG_ORDER: [number, string][] = [
   [0x8, "LOOPBACK"],
   [0x2, "BROADCAST"],
@@ -222,11 +222,11 @@ function scopeTail(s: number): string {
   switch (s) {
     case 200:
       return "site";
-    case 253:
+    case RT_SCOPE_LINK:
       return "link";
-    case 254:
+    case RT_SCOPE_HOST:
       return "host";
-    case 255:
+    case RT_SCOPE_NOWHERE:
       return "nowhere";
     default:
       return String(s);
@@ -243,11 +243,11 @@ export function scopeValue(s: string | undefined, field: string): number {
     case "site":
       return 200;
     case "link":
-      return 253;
+      return RT_SCOPE_LINK;
     case "host":
-      return 254;
+      return RT_SCOPE_HOST;
     case "nowhere":
-      return 255;
+      return RT_SCOPE_NOWHERE;
   }
   throw new ParseError(field, `unknown scope '${s}' (want universe, link or host)`);
 }

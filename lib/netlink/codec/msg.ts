@@ -10,8 +10,7 @@
  * @module
  */
 
-/** NLM_F_ACK (linux/netlink.h). */
-export const NLM_F_ACK = 0x4;
+const utf8 = new TextEncoder();
 
 /** One growing buffer of netlink messages. */
 export class MsgWriter {
@@ -104,8 +103,12 @@ export class MsgWriter {
     this.len += 8;
   }
 
-  /** A NUL-terminated string attribute (ASCII: interface names and link kinds). */
+  /** A NUL-terminated string attribute, UTF-8 as the kernel keeps interface names (ASCII written directly). */
   str(type: number, s: string): void {
+    let ascii = true;
+    for (let i = 0; i < s.length && ascii; i++) ascii = s.charCodeAt(i) < 0x80;
+    // Another character's code unit would be cut to its low byte: "¡" came back from the kernel as U+FFFD.
+    if (!ascii) return this.bytes(type, utf8.encode(s + "\0"));
     const alen = 4 + s.length + 1, pad = (alen + 3) & ~3;
     this.#room(pad);
     this.dv.setUint16(this.len, alen, true);

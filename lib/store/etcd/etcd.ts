@@ -8,7 +8,8 @@
  * Talks to etcd through its JSON gateway with fetch (see etcd_client.ts for why not npm:etcd3).
  * @module
  */
-import { checkReservationFamilies, reservationEntry, type ReservationV6 } from "../../lease/reservation.ts";
+import type { ReservationV6 } from "../../lease/reservation.ts";
+import { plannedReservation, replacedLeases } from "../reserve.ts";
 import type { NetConfig } from "../../config/types.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import type { IPNet } from "../../base/cidr.ts";
@@ -22,9 +23,9 @@ import {
   warnMalformed,
 } from "../../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
-import { LeaseNotFoundError, NoNetworkConfigError, StoreError, SubnetConflictError } from "../errors.ts";
+import { LeaseNotFoundError, NoNetworkConfigError, StoreError } from "../errors.ts";
 import { EtcdClient, type EtcdClientOptions, type EtcdKV, prefixEnd } from "./etcd_client.ts";
-import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
+import { DEFAULT_LEASE_TTL_MS, diffLeases, WatchRetry } from "../util.ts";
 import { type Warn, warnOnce } from "../../base/warn.ts";
 import { errText } from "../../base/errors.ts";
 
@@ -378,26 +379,11 @@ export class EtcdStore implements SubnetStore {
 
   /** Writes a reservation: a key without an etcd lease. */
   async reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
-    const cfg = await this.getNetworkConfig().catch((e) => {
-      if (e instanceof NoNetworkConfigError) return null;
-      throw e;
-    });
-    checkReservationFamilies(cfg, subnet, v6);
-    const r = reservationEntry(subnet, publicIP, v6);
+    const r = await plannedReservation(this, subnet, publicIP, v6);
     const { leases } = await this.#list();
-    const drop = new Set<string>();
-    for (const [key, { lease }] of leases) {
-      for (const [want, ip] of r.parts) {
-        const s = want.family === 4 ? lease.subnet : lease.ipv6Subnet;
-        const own = want.family === 4 ? lease.attrs.PublicIP : lease.attrs.PublicIPv6;
-        if (!s?.overlaps(want)) continue;
-        if (own !== ip) {
-          throw new SubnetConflictError(`${want} overlaps lease ${key} of ${own}: revoke it first`);
-        }
-        drop.add(key);
-      }
+    for (const key of replacedLeases(r, [...leases].map(([k, v]) => [k, v.lease] as const))) {
+      await this.client.delete(key);
     }
-    for (const key of drop) await this.client.delete(key);
     await this.client.txnPut(this.#subnets + r.key, encodeLeaseAttrs(r.attrs), null, null);
   }
 
@@ -413,7 +399,8 @@ export class EtcdStore implements SubnetStore {
 
   /**
    * Watches `<prefix>/subnets/` from `cursor`+1. After a compaction it re-lists and yields the difference;
-   * when etcd is unreachable it logs the error, retries with backoff (0.5 s … 10 s) and resumes.
+   * when etcd is unreachable it logs the error, retries with client-go's backoff (0.8 s doubling to 30 s,
+   * jittered up to 2×: `CLIENT_GO_BACKOFF` in lib/store/util.ts) and resumes.
    */
   async *watchLeases(cursor: string, signal: AbortSignal): AsyncIterable<LeaseEvent[]> {
     const stop = AbortSignal.any([signal, this.#closed.signal]);
@@ -427,7 +414,7 @@ export class EtcdStore implements SubnetStore {
       known = new Map([...l.leases].map(([k, v]) => [k, v.lease]));
       if (!rev) rev = l.revision;
     }
-    const backoff = new Backoff(this.#warn);
+    const backoff = new WatchRetry(this.#warn);
     let failing = false;
     while (!stop.aborted) {
       let relist = false;

@@ -10,14 +10,13 @@
 import { StoreError, StoreUnavailableError } from "../errors.ts";
 import { errText, UsageError } from "../../base/errors.ts";
 import { jsonLines, userAgent } from "../util.ts";
-import { readCappedText } from "../../base/capped_read.ts";
+import { readCappedText, safeText } from "../../base/capped_read.ts";
 import {
   etcdLimits,
   readBodyCapped,
   readJsonCapped,
   type ResponseLimits,
   ResponseTooLargeError,
-  safeText,
 } from "../limits.ts";
 
 /** Connection options. */

@@ -21,20 +21,15 @@
  * @module
  */
 import { plainWarn, type Warn, warnOnce } from "../../base/warn.ts";
-import { checkReservationFamilies, reservationEntry, type ReservationV6 } from "../../lease/reservation.ts";
+import type { ReservationV6 } from "../../lease/reservation.ts";
+import { plannedReservation, replacedLeases } from "../reserve.ts";
 import type { NetConfig } from "../../config/types.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import type { IPNet } from "../../base/cidr.ts";
 import { allocate } from "../../lease/allocator.ts";
 import { encodeLeaseAttrs, keyOf, leaseKey, parseLeaseKey, warnMalformed } from "../../lease/wire.ts";
 import type { AcquireOptions, Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
-import {
-  LeaseNotFoundError,
-  NoNetworkConfigError,
-  StoreDirNotFoundError,
-  StoreError,
-  SubnetConflictError,
-} from "../errors.ts";
+import { LeaseNotFoundError, StoreDirNotFoundError, StoreError } from "../errors.ts";
 import { encodeLeaseFile, type FileLeaseEntry, FileStoreReader, leaseExpired } from "./file_reader.ts";
 import { DEFAULT_LEASE_TTL_MS, Mutex, Wakeup } from "../util.ts";
 import { errText } from "../../base/errors.ts";
@@ -311,27 +306,10 @@ export class FileStore implements SubnetStore {
   /** Writes a reservation (no expiry) of `subnet` for `publicIP`. */
   reserve(subnet: IPNet, publicIP: string, v6?: ReservationV6): Promise<void> {
     return this.#locked(async () => {
-      const cfg = await this.getNetworkConfig().catch((e) => {
-        if (e instanceof NoNetworkConfigError) return null;
-        throw e;
-      });
-      checkReservationFamilies(cfg, subnet, v6);
-      const r = reservationEntry(subnet, publicIP, v6);
+      const r = await plannedReservation(this, subnet, publicIP, v6);
       const entries = await this.#liveEntries();
-      for (const [k, e] of entries) {
-        for (const [want, ip] of r.parts) {
-          const s = want.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet;
-          const own = want.family === 4 ? e.lease.attrs.PublicIP : e.lease.attrs.PublicIPv6;
-          if (!s?.overlaps(want)) continue;
-          if (own !== ip) {
-            throw new SubnetConflictError(`${want} overlaps lease ${k} of ${own}: revoke it first`);
-          }
-        }
-      }
-      for (const [k, e] of entries) {
-        if (r.parts.some(([w]) => (w.family === 4 ? e.lease.subnet : e.lease.ipv6Subnet)?.overlaps(w))) {
-          await this.#deleteEntry(k);
-        }
+      for (const k of replacedLeases(r, [...entries].map(([k, e]) => [k, e.lease] as const))) {
+        await this.#deleteEntry(k);
       }
       await this.#putEntry(r.key, r.attrs, null);
     });

@@ -10,7 +10,7 @@
  * @module
  */
 import type { NetConfig } from "../../config/types.ts";
-import { readCappedTextAsync } from "../../base/capped_read.ts";
+import { readCappedTextAsync, safeJson } from "../../base/capped_read.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import {
   encodeLeaseAttrs,
@@ -21,6 +21,7 @@ import {
 import type { Lease, LeaseAttrsWire, LeaseEvent, SubnetStore } from "../types.ts";
 import { NoNetworkConfigError, ReadOnlyStoreError, StoreDirNotFoundError, StoreError } from "../errors.ts";
 import { errText } from "../../base/errors.ts";
+import { isObj } from "../../base/json.ts";
 
 /** One lease file: its sequence number (the store's counter when it was written) and the lease. */
 export interface FileLeaseEntry {
@@ -33,16 +34,11 @@ export function parseLeaseFile(name: string, text: string): FileLeaseEntry {
   try {
     const k = parseLeaseKey(name);
     if (!k) throw new Error(`file name is not a subnet key (e.g. 10.5.52.0-24)`);
-    const doc = JSON.parse(text) as {
-      lease?: unknown;
-      expiration?: unknown;
-      seq?: unknown;
-      created?: unknown;
-    };
-    if (typeof doc !== "object" || doc === null) throw new Error("not a JSON object");
+    const doc: unknown = JSON.parse(text);
+    if (!isObj(doc)) throw new Error("not a JSON object");
     const attrs = validateLeaseAttrs(name, doc.lease);
     const exp = typeof doc.expiration === "string" ? new Date(doc.expiration) : null;
-    if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${JSON.stringify(doc.expiration)}`);
+    if (exp && isNaN(exp.getTime())) throw new Error(`bad expiration ${safeJson(doc.expiration)}`);
     const seq = typeof doc.seq === "number" ? doc.seq : 0;
     // `created`: the seq of the file's first write (files from before it was recorded: their last write).
     const created = typeof doc.created === "number" && Number.isSafeInteger(doc.created) ? doc.created : seq;

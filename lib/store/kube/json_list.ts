@@ -10,6 +10,7 @@
  * {@link ResponseTooLargeError}. Malformed JSON throws a StoreError.
  * @module
  */
+import { isObj } from "../../base/json.ts";
 import { StoreError } from "../errors.ts";
 import { type CapKind, ResponseTooLargeError } from "../limits.ts";
 import { JSON_LINES_CHUNK } from "../util.ts";
@@ -77,14 +78,16 @@ export class JsonListScanner {
     this.#skel.push(s);
   }
 
+  #itemTooLarge(): never {
+    this.#tooLarge(
+      `an item is larger than ${this.#caps.maxItemBytes} bytes (FLANCTL_API_MAX_EVENT_BYTES)`,
+      "event",
+    );
+  }
+
   #addItemPart(s: string): void {
     this.#itemLen += s.length;
-    if (this.#itemLen > this.#caps.maxItemBytes) {
-      this.#tooLarge(
-        `an item is larger than ${this.#caps.maxItemBytes} bytes (FLANCTL_API_MAX_EVENT_BYTES)`,
-        "event",
-      );
-    }
+    if (this.#itemLen > this.#caps.maxItemBytes) this.#itemTooLarge();
     this.#itemParts.push(s);
   }
 
@@ -129,6 +132,9 @@ export class JsonListScanner {
 
   /** Tries `text` as the whole item; true (and the item handed over) when it parses. */
   #tryItem(text: string): boolean {
+    // The item runs at least to this candidate's end: past the cap, it is too large whether or not it parses
+    // (#fastPush checks the cap itself only after a chunk that holds no marker).
+    if (text.length > this.#caps.maxItemBytes) this.#itemTooLarge();
     let v: unknown;
     try {
       v = JSON.parse(text);
@@ -312,8 +318,8 @@ export class JsonListScanner {
     } catch {
       this.#bad("its fields do not parse");
     }
-    if (top === null || typeof top !== "object" || Array.isArray(top)) this.#bad("not an object");
-    return top as Record<string, unknown>;
+    if (!isObj(top)) this.#bad("not an object");
+    return top;
   }
 }
 

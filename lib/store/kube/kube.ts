@@ -31,11 +31,11 @@ import {
   loadKubeconfig,
   WatchTimeoutError,
 } from "./kube_client.ts";
-import { Backoff, DEFAULT_LEASE_TTL_MS, diffLeases } from "../util.ts";
+import { DEFAULT_LEASE_TTL_MS, diffLeases, WatchRetry } from "../util.ts";
 import { errText, FlanctlError, UsageError } from "../../base/errors.ts";
-import { readCappedTextAsync } from "../../base/capped_read.ts";
+import { readCappedTextAsync, safeText } from "../../base/capped_read.ts";
 import { type KubeNode, type ListFrom, listNodesPaged, projectNode } from "./kube_node.ts";
-import { type ResponseLimits, safeText } from "../limits.ts";
+import type { ResponseLimits } from "../limits.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
@@ -671,7 +671,7 @@ export class KubeStore implements SubnetStore {
     let rv = cursor;
     let known = new KnownLeases(new Map(this.#snapshots.get(cursor) ?? []), this.client.limits);
     let needList = !this.#snapshots.has(cursor);
-    const backoff = new Backoff(this.#opts.warn);
+    const backoff = new WatchRetry(this.#opts.warn);
     while (!stop.aborted) {
       if (needList) {
         try {

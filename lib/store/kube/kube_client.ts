@@ -8,8 +8,8 @@
  */
 import { StoreError, StoreUnavailableError } from "../errors.ts";
 import { jsonLines, userAgent } from "../util.ts";
-import { excerpt, readCappedText } from "../../base/capped_read.ts";
-import { kubeLimits, readJsonCapped, type ResponseLimits, safeText } from "../limits.ts";
+import { excerpt, readCappedText, safeText } from "../../base/capped_read.ts";
+import { kubeLimits, readJsonCapped, type ResponseLimits } from "../limits.ts";
 import { readJsonList } from "./json_list.ts";
 import { errText } from "../../base/errors.ts";
 

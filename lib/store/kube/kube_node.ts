@@ -16,6 +16,7 @@
 
 import { KubeApiError, type KubeClient } from "./kube_client.ts";
 import { ResponseTooLargeError } from "../limits.ts";
+import { isObj } from "../../base/json.ts";
 
 /**
  * Nodes per list page: client-go's pager's (and so flanneld's informer's) 500. With `resourceVersion=0` the
@@ -47,8 +48,7 @@ export interface KubeNode {
 }
 
 type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj | undefined =>
-  v !== null && typeof v === "object" && !Array.isArray(v) ? v as Obj : undefined;
+const obj = (v: unknown): Obj | undefined => isObj(v) ? v : undefined;
 const str = (v: unknown): string | undefined => typeof v === "string" ? v : undefined;
 
 /**

@@ -20,7 +20,8 @@ import {
   TUN_TX,
 } from "../udp_layout.ts";
 
-export const EAGAIN = 11, EINTR = 4;
+/** The OS numbers the workers compare and pass (lib/sys/consts.ts). */
+export { EAGAIN, EINTR, EINVAL, EIO, SOL_UDP, UDP_GRO, UDP_SEGMENT } from "../../../sys/consts.ts";
 
 export const POLLIN = 1, POLLOUT = 4;
 
@@ -230,10 +231,6 @@ export class TunToken {
 
 /** Bytes of one UDP_SEGMENT control message (CMSG_SPACE(2)): cmsghdr 16 + u16 + padding. */
 export const CMSG = 24;
-
-export const SOL_UDP = 17, UDP_SEGMENT = 103, UDP_GRO = 104;
-
-export const EIO = 5, EINVAL = 22;
 
 /** Most UDP payload bytes in one (GSO) send: IPv4 total length 65535 − IP 20 − UDP 8. */
 export const MAX_UDP_PAYLOAD = 65507;

@@ -1,6 +1,6 @@
 /** Every usage error, whoever raises it (commander or our own checks): `flanctl: <flag>: <problem>; <hint>`, exit 2. */
-import { assert, assertEquals } from "./assert.ts";
-import { flanctl } from "./netns.ts";
+import { assert, assertEquals } from "../tests/assert.ts";
+import { flanctl } from "../tests/netns.ts";
 
 const FORMAT = /^flanctl: \S+: [^;\n]+; [^\n]+$/;
 

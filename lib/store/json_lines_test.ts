@@ -4,8 +4,8 @@
  * fetch's own signal was relied on to end that read); a byte stream (fetch's bodies) is read through a BYOB
  * reader into one 64 KiB buffer, lines and UTF-8 characters split across reads coming out whole.
  */
-import { assertEquals } from "./assert.ts";
-import { JSON_LINES_CHUNK, jsonLines } from "../lib/store/util.ts";
+import { assertEquals } from "../../tests/assert.ts";
+import { JSON_LINES_CHUNK, jsonLines } from "./util.ts";
 
 /** Runs `fn`; "timed out" when it has not finished after 10 s. */
 async function within10s<T>(p: Promise<T>): Promise<T | "timed out"> {
@@ -45,6 +45,7 @@ function byteStream(parts: Uint8Array[], end: "close" | "never") {
         reads.push("default");
         c.enqueue(part);
       }
+      return Promise.resolve();
     },
     cancel() {
       cancelled = true;

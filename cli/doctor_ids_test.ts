@@ -3,14 +3,14 @@
  * for `--skip`; an unknown id is a usage error that lists both.
  * @module
  */
-import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl } from "./netns.ts";
+import { assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { flanctl } from "../tests/netns.ts";
 import { CHECK_IDS, OLD_IDS } from "../lib/doctor/mod.ts";
 
 Deno.test("doctor ids: new ids listed, old ids accepted by --skip as aliases, unknown ids refused", async () => {
   for (const [old, now] of Object.entries(OLD_IDS)) {
     assertEquals(CHECK_IDS.includes(now), true, `${old} → ${now} is a check`);
-    assertEquals(CHECK_IDS.includes(old), false, `${old} is only an alias`);
+    assertEquals((CHECK_IDS as readonly string[]).includes(old), false, `${old} is only an alias`);
   }
   assertEquals(CHECK_IDS[0], "daemon");
   // A missing netns is exit 3 ("could not check"): the flags, old alias included, were accepted.

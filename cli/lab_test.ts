@@ -2,8 +2,8 @@
  * `flanctl lab list`, `lab logs NODE [-f]` and `lab up` name errors, against lab state files in a temp lab
  * root (FLANCTL_LAB_ROOT): no namespace is made.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, flanctlCmd } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { flanctl, flanctlCmd } from "../tests/netns.ts";
 import type { LabState } from "../lib/lab/types.ts";
 import type { LabListJson } from "../lib/lab/list.ts";
 

@@ -1,5 +1,11 @@
 /** Store selection and flags: flannel's names, FLANNELD_* env fallbacks, defaults. */
-import { assert, assertEquals, assertRejects, assertStringIncludes, assertThrows } from "./assert.ts";
+import {
+  assert,
+  assertEquals,
+  assertRejects,
+  assertStringIncludes,
+  assertThrows,
+} from "../../tests/assert.ts";
 import { Command } from "commander";
 import {
   addStoreOptions,
@@ -9,9 +15,9 @@ import {
   storeKind,
   StoreOpenError,
   type StoreOptions,
-} from "../lib/store/open.ts";
-import { UsageError } from "../lib/base/errors.ts";
-import { flanctlCmd, run } from "./netns.ts";
+} from "./open.ts";
+import { UsageError } from "../base/errors.ts";
+import { flanctlCmd, run } from "../../tests/netns.ts";
 
 function parse(args: string[], env: Record<string, string> = {}): StoreOptions {
   for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);

@@ -5,10 +5,10 @@
  * other leases are listed. Everything lives in a temp directory; nothing touches the network. Commands
  * run under `timeout`, so a regression fails instead of hanging.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { FileStore } from "../lib/store/file/file.ts";
-import { flanctlCmd, run } from "./netns.ts";
-import { NET50 } from "./store_helpers.ts";
+import { assert, assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
+import { FileStore } from "./file.ts";
+import { flanctlCmd, run } from "../../../tests/netns.ts";
+import { NET50 } from "../../../tests/store_helpers.ts";
 
 const attrs = {
   PublicIP: "192.0.2.1",

@@ -3,8 +3,8 @@
  * bash, completing real command lines); the zsh and fish scripts are checked for the same entries, and
  * syntax-checked with `zsh -n` / `fish -n` when those shells are installed.
  */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl, run } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { flanctl, run } from "../tests/netns.ts";
 
 async function script(shell: string): Promise<string> {
   const r = await flanctl(["completion", shell]);

@@ -4,11 +4,11 @@
  * `items` keys included) and refuses what breaks a cap; the watch line reader refuses a line over its cap and
  * reads a last line without a newline; the watch backoff is client-go's (jittered, doubling, capped, reset).
  */
-import { assert, assertEquals, assertRejects, assertThrows } from "./assert.ts";
-import { JsonListScanner, readJsonList } from "../lib/store/kube/json_list.ts";
-import { ResponseTooLargeError } from "../lib/store/limits.ts";
-import { StoreError } from "../lib/store/errors.ts";
-import { Backoff, jsonLines } from "../lib/store/util.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../../tests/assert.ts";
+import { JsonListScanner, readJsonList } from "./kube/json_list.ts";
+import { ResponseTooLargeError } from "./limits.ts";
+import { StoreError } from "./errors.ts";
+import { jsonLines, WatchRetry } from "./util.ts";
 
 const TRICKY = [
   '"',
@@ -138,13 +138,13 @@ Deno.test("watch lines: a line over the cap is refused; a last line without a ne
 });
 
 Deno.test("watch backoff: client-go's 0.8 s doubling to 30 s, jitter up to 2x, reset after 2 min", async () => {
-  const b = new Backoff(() => {});
+  const b = new WatchRetry(() => {}).backoff;
   const bases = [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000];
   for (const base of bases) {
     const ms = b.next();
     assert(ms >= base && ms <= 2 * base, `${ms} for base ${base}`);
   }
-  const d = new Backoff(() => {}, { minMs: 100, maxMs: 1000, jitter: 0, resetAfterMs: 60_000 });
+  const d = new WatchRetry(() => {}, { minMs: 100, maxMs: 1000, jitter: 0, resetAfterMs: 60_000 }).backoff;
   assertEquals([d.next(), d.next(), d.next(), d.next(), d.next(), d.next()], [
     100,
     200,
@@ -153,8 +153,25 @@ Deno.test("watch backoff: client-go's 0.8 s doubling to 30 s, jitter up to 2x, r
     1000,
     1000,
   ]);
-  const r = new Backoff(() => {}, { minMs: 100, maxMs: 1000, jitter: 0, resetAfterMs: 0 });
+  const r = new WatchRetry(() => {}, { minMs: 100, maxMs: 1000, jitter: 0, resetAfterMs: 0 }).backoff;
   assertEquals(r.next(), 100);
   await new Promise((res) => setTimeout(res, 5));
   assertEquals(r.next(), 100); // the last retry is "long ago" (resetAfterMs 0): back to the first delay
+});
+
+Deno.test("watch retry: each wait reports the delay it sleeps; a recovery is reported and starts over", async () => {
+  const lines: string[] = [];
+  const w = new WatchRetry((l) => lines.push(l), { minMs: 100, maxMs: 400, jitter: 0, resetAfterMs: 60_000 });
+  const stop = new AbortController();
+  stop.abort(); // the sleeps end at once; the delays still grow
+  await w.wait("etcd watch closed at once", stop.signal);
+  await w.wait("etcd watch closed at once", stop.signal);
+  w.recovered("etcd watch resumed");
+  await w.wait("etcd re-list failed", stop.signal);
+  assertEquals(lines, [
+    "etcd watch closed at once; retrying in 0.1s",
+    "etcd watch closed at once; retrying in 0.2s",
+    "etcd watch resumed",
+    "etcd re-list failed; retrying in 0.1s",
+  ]);
 });

@@ -1,6 +1,6 @@
 /** Help text: the store flags listed once (in `flanctl lease --help`), and no source paths anywhere. */
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctl } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { flanctl } from "../tests/netns.ts";
 import { STORE_FLAGS as STORE_FLAG_SPECS } from "../lib/store/flags.ts";
 import { flagEnv } from "../lib/base/goflag.ts";
 
