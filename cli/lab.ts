@@ -131,6 +131,25 @@ function upCommand(lab: Command): void {
       "dist/flanctl-image.tar",
     )
     .option("--manifest <file>", "with --kube: the manifest kubectl applies", "deploy/kube-flanctl.yml")
+    .option(
+      "--kube-proxy-image <tar>",
+      "with --kube: kube-proxy's image archive (deploy/build-image.sh --peer kube-proxy)",
+      "dist/kube-proxy-image.tar",
+    )
+    .option(
+      "--coredns-image <tar>",
+      "with --kube: CoreDNS's image archive (deploy/build-image.sh --peer coredns)",
+      "dist/coredns-image.tar",
+    )
+    .addOption(
+      new Option("--proxy-mode <mode>", "with --kube: kube-proxy's mode").choices(["iptables", "nftables"])
+        .default("iptables"),
+    )
+    .option(
+      "--import-image <tar>",
+      "with --kube: one more image archive imported into every node, repeatable (e.g. agnhost)",
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .addOption(nameOpt())
     .action(async (o: {
       check: boolean;
@@ -138,6 +157,10 @@ function upCommand(lab: Command): void {
       kube?: boolean;
       image: string;
       manifest: string;
+      kubeProxyImage: string;
+      corednsImage: string;
+      proxyMode: "iptables" | "nftables";
+      importImage?: string[];
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp";
@@ -162,11 +185,26 @@ function upCommand(lab: Command): void {
             image: Deno.realPathSync(o.image),
             manifest: Deno.realPathSync(o.manifest),
             clusterCidr: o.network,
+            proxyImage: Deno.realPathSync(o.kubeProxyImage),
+            dnsImage: Deno.realPathSync(o.corednsImage),
+            proxyMode: o.proxyMode,
+            extraImages: (o.importImage ?? []).map((f) => Deno.realPathSync(f)),
           }, say), made);
         say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
         return;
       }
-      const { kube: _k, image: _i, manifest: _m, daemonArg, check, ...rest } = o;
+      const {
+        kube: _k,
+        image: _i,
+        manifest: _m,
+        kubeProxyImage: _p,
+        corednsImage: _c,
+        proxyMode: _pm,
+        importImage: _ii,
+        daemonArg,
+        check,
+        ...rest
+      } = o;
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -233,6 +271,11 @@ function statusCommand(lab: Command): void {
     .action(async (o: { output: string; name: string }) => {
       const fmt = parseOutput(o.output);
       const m = await import("../lib/lab/mod.ts");
+      const k = m.readState(o.name) ? null : m.readKubeRecord(o.name);
+      if (k) {
+        const st = await m.kubeLabStatus(k, m.findProgram("kubectl") ?? "kubectl");
+        return say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatKubeStatus(k, st));
+      }
       const s = m.loadState(o.name);
       const st = await m.labStatus(s);
       say(fmt === "json" ? JSON.stringify(st, null, 2) : m.formatStatus(s, st));
@@ -251,6 +294,16 @@ function checkCommand(lab: Command): void {
     .action(async (o: { parallel: number; name: string }) => {
       const m = await import("../lib/lab/mod.ts");
       if (o.parallel < 1) throw new UsageError("--parallel: give at least 1");
+      const k = m.readState(o.name) ? null : m.readKubeRecord(o.name);
+      if (k) {
+        // A --kube lab: pods, Service VIPs and DNS from a pod on every node (lib/lab/kube_check.ts).
+        const probes = await m.kubeServiceCheck(
+          k.nodes,
+          (args, stdin) => m.runKubectl(o.name, args, stdin),
+        );
+        for (const l of m.formatKubeCheck(probes)) say(l);
+        return exitWith(probes.every((p) => p.ok) ? 0 : 1);
+      }
       await pingReport(m.loadState(o.name), o.parallel);
     });
 }
@@ -266,6 +319,19 @@ function execCommand(lab: Command): void {
     .allowUnknownOption()
     .action(async (target: string, command: string[], o: { name: string }) => {
       const m = await import("../lib/lab/mod.ts");
+      const k = m.readState(o.name) ? null : m.readKubeRecord(o.name);
+      if (k) {
+        // A --kube lab's node: its namespace, its files, the API as its DaemonSet's store.
+        const { argv, env } = m.kubeExecArgv(k, target, command);
+        const st = await new Deno.Command(argv[0], {
+          args: argv.slice(1),
+          env,
+          stdin: "inherit",
+          stdout: "inherit",
+          stderr: "inherit",
+        }).output();
+        return exitWith(st.code);
+      }
       exitWith(await m.labExec(m.loadState(o.name), target, command));
     });
 }

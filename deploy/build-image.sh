@@ -2,6 +2,8 @@
 # deploy/build-image.sh — flanctl's container image, built without a registry or a container engine:
 #
 #   deploy/build-image.sh [OUT]        (root; default OUT: dist/flanctl-image.tar)
+#   deploy/build-image.sh --peer kube-proxy|coredns|agnhost|glibc-dns-testing [OUT]   (the --kube lab's peer images, from the
+#                                      programs tools/peers/build.sh built; deploy/image-lib.sh, image_peer)
 #
 # 1. A Debian root filesystem (mmdebstrap, --variant=essential) with only what the daemon and install-cni
 #    need: libnl, libnftables, nftables, iptables, iproute2, conntrack, CA certificates (install.sh's list).
@@ -49,6 +51,8 @@ MMDEBSTRAP_OPTS=(
 
 log() { printf 'build-image: %s\n' "$*" >&2; }
 die() { printf 'build-image: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=deploy/image-lib.sh
+. "$HERE/deploy/image-lib.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root (mmdebstrap and chroot need it)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap not found: apt-get install mmdebstrap (./install.sh --dev does)"
@@ -73,6 +77,11 @@ case "$(uname -m)" in
   aarch64) ARCH=arm64 NPM_ARCH=arm64 ;;
   *) die "unsupported machine $(uname -m) (amd64 and arm64 are)" ;;
 esac
+# The lab's peer images (kube-proxy, CoreDNS, agnhost): the same base and packing (deploy/image-lib.sh).
+if [ "${1:-}" = --peer ]; then
+  image_peer "${2:-}" "${3:-}"
+  exit 0
+fi
 VERSION=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$HERE/deno.json" | head -1)
 [ -n "$VERSION" ] || die "deno.json: no version"
 mapfile -t refs < <(sed -n 's/^ *image: *//p' "$HERE/deploy/kube-flanctl.yml" | sort -u)
@@ -87,29 +96,7 @@ if [ -n "$REVISION" ] && [ -n "$(git -C "$HERE" status --porcelain --untracked-f
 fi
 
 # --- 1. the Debian base, cached by content -------------------------------------------------------------
-mkdir -p "$CACHE"
-key=$(printf '%s\n' "$SUITE" "$PACKAGES" "$BASE_EPOCH" "$ARCH" "${MIRRORS[@]}" "${MMDEBSTRAP_OPTS[@]}" \
-  "$(dpkg-query -W -f='${Version}' mmdebstrap)" | sha256sum | cut -c1-16)
-ref_file=$CACHE/base-inputs-$key
-base=""
-if [ "${FLANCTL_IMAGE_REFRESH:-0}" != 1 ] && [ -f "$ref_file" ]; then
-  sum=$(cat "$ref_file")
-  if [ -f "$CACHE/base-$sum.tar" ] && [ "$(sha256sum <"$CACHE/base-$sum.tar" | cut -d' ' -f1)" = "$sum" ]; then
-    base=$CACHE/base-$sum.tar
-    log "Debian base: cached $base"
-  fi
-fi
-if [ -z "$base" ]; then
-  log "Debian base: mmdebstrap $SUITE ($PACKAGES)"
-  tmp=$CACHE/.base-$$.tar
-  SOURCE_DATE_EPOCH=$BASE_EPOCH mmdebstrap --quiet "${MMDEBSTRAP_OPTS[@]}" --include="$PACKAGES" \
-    "$SUITE" "$tmp" "${MIRRORS[@]}" || { rm -f "$tmp"; die "mmdebstrap failed (see above)"; }
-  sum=$(sha256sum <"$tmp" | cut -d' ' -f1)
-  mv -f "$tmp" "$CACHE/base-$sum.tar"
-  printf '%s\n' "$sum" >"$ref_file.tmp" && mv -f "$ref_file.tmp" "$ref_file"
-  base=$CACHE/base-$sum.tar
-  log "Debian base: $base"
-fi
+image_base "$PACKAGES"
 
 # --- 2. flanctl inside it, by install.sh -----------------------------------------------------------------
 WORK=$(mktemp -d /var/tmp/flanctl-image.XXXXXX)
@@ -176,10 +163,7 @@ rm -rf "$L/cache/dl" "$L"/cache/npm/*/@esbuild "$L"/cache/npm/*/typescript \
   Deno.writeTextFileSync(lockPath, JSON.stringify(lock, null, 2) + '\\n');
 "
 # The CNI bundle's and main.ts's code caches are made on the host by install-cni / at first run.
-(cd "$R" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort) >"$WORK/files"
-tar --create --file "$WORK/layer.tar" --directory "$R" --no-recursion --verbatim-files-from \
-  --files-from "$WORK/files" --numeric-owner --format=pax \
-  --pax-option='exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime' --mtime="@$SOURCE_DATE_EPOCH"
+image_layer "$R" "$WORK/layer.tar" "$SOURCE_DATE_EPOCH"
 
 # What takes the space (before the rootfs goes).
 mb() { awk -v n="$1" -v b="$2" 'BEGIN { printf "  %-58s %7.1f MB\n", n, b / 1048576 }'; }
@@ -196,17 +180,8 @@ space() {
 }
 SPACE=$(space)
 
-mkdir -p "$WORK/oci"
-digest=$(cd "$HERE" && "$DENO" run --quiet --no-config --allow-read --allow-write tools/oci_layout.ts \
-  --layer "$WORK/layer.tar" --dir "$WORK/oci" --ref "$REF" --version "$VERSION" \
-  --created "$SOURCE_DATE_EPOCH" --revision "$REVISION" --arch "$ARCH")
-(cd "$WORK/oci" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort) >"$WORK/oci-files"
-mkdir -p "$(dirname "$OUT")"
-tar --create --file "$OUT.tmp" --directory "$WORK/oci" --no-recursion --verbatim-files-from \
-  --files-from "$WORK/oci-files" --owner=0 --group=0 --numeric-owner --format=pax \
-  --pax-option='exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime' --mtime="@$SOURCE_DATE_EPOCH" \
-  --mode='u+rw,go+r,go-w'
-mv -f "$OUT.tmp" "$OUT"
+image_archive "$WORK/layer.tar" "$WORK/oci" "$OUT" "$SOURCE_DATE_EPOCH" --ref "$REF" --version "$VERSION" \
+  --revision "$REVISION"
 gz=$(gzip -n -6 <"$OUT" | wc -c)
 log "built $OUT"
 printf 'image     %s\n' "$REF"

@@ -12,6 +12,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, uniqueName } from "./netns.ts";
+import { findProgram } from "../lib/lab/kube.ts";
 
 const onPath = (cmd: string) =>
   (Deno.env.get("PATH") ?? "/usr/bin:/bin").split(":").some((d) => {
@@ -215,3 +216,42 @@ async function importIntoContainerd(dir: string, img: Built): Promise<void> {
     await run(["ip", "netns", "del", ns]);
   }
 }
+
+const COREDNS = findProgram("coredns");
+needsRoot.test({
+  name: "build-image.sh --peer coredns: the static binary and the base's CA bundle, named for the lab",
+  // Needs the CoreDNS build (tools/peers/build.sh coredns); lab_kube_test covers it under CI with the peers.
+  ignore: !HAVE_MMDEBSTRAP || !COREDNS,
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "flanctl-peer-image-" });
+    try {
+      const r = await run([`${ROOT}deploy/build-image.sh`, "--peer", "coredns", `${dir}/c.tar`]);
+      assertEquals(r.code, 0, r.stderr.slice(-3000));
+      assertStringIncludes(r.stdout, "image     flanctl.local/coredns:v1.15.0");
+      const index = JSON.parse(await tarText(`${dir}/c.tar`, "index.json"));
+      assertEquals(
+        index.manifests[0].annotations["io.containerd.image.name"],
+        "flanctl.local/coredns:v1.15.0",
+      );
+      const manifest = JSON.parse(
+        await tarText(`${dir}/c.tar`, `blobs/sha256/${index.manifests[0].digest.slice(7)}`),
+      );
+      const config = JSON.parse(
+        await tarText(`${dir}/c.tar`, `blobs/sha256/${manifest.config.digest.slice(7)}`),
+      );
+      assertEquals(config.config.Entrypoint, ["/coredns"]);
+      const layer = `blobs/sha256/${manifest.layers[0].digest.slice(7)}`;
+      const x = await run(["sh", "-c", `tar -xOf '${dir}/c.tar' '${layer}' | tar -t`]);
+      assertEquals(x.stdout.trim().split("\n").sort(), [
+        "coredns",
+        "etc/",
+        "etc/ssl/",
+        "etc/ssl/certs/",
+        "etc/ssl/certs/ca-certificates.crt",
+      ]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -7,9 +7,13 @@
  * leaves no pod namespace, veth, IP allocation or hostPort rule on the nodes; a node drained and deleted is
  * removed from its peer (route and FDB entry); `lab down` leaves no namespace, process or file, and nothing
  * of it on the host's own CNI paths.
+ * Issue 35: kube-proxy (iptables mode) and CoreDNS run as kubeadm deploys them (no hand-made DNAT of the API's
+ * VIP on the nodes); `lab check` reaches every node's pod by address, by its Service's ClusterIP and by name
+ * from a pod on every node, and resolves kubernetes.default; `lab list` and `lab status` know the lab, and
+ * `lab exec node1 -- flanctl doctor` runs in the node's kubelet's namespaces against the API and passes.
  *
- * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler), etcd, containerd, busybox,
- * mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
+ * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler, kube-proxy, CoreDNS), etcd,
+ * containerd, busybox, mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -26,6 +30,8 @@ const NEEDED = [
   "busybox",
   "iptables",
   "mmdebstrap",
+  "kube-proxy",
+  "coredns",
 ];
 const missing = NEEDED.filter((p) => !findProgram(p));
 if (missing.length) {
@@ -97,6 +103,12 @@ needsRoot.test({
     try {
       const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
       assertEquals(img.code, 0, img.stderr.slice(-3000));
+      for (const peer of ["kube-proxy", "coredns"]) {
+        const t = Date.now();
+        const p = await run([`${ROOT}deploy/build-image.sh`, "--peer", peer, `${work}/${peer}.tar`]);
+        assertEquals(p.code, 0, p.stderr.slice(-3000));
+        console.error(`  ${peer} image: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+      }
       const t0 = Date.now();
       const up = await flanctl(
         "lab",
@@ -110,11 +122,62 @@ needsRoot.test({
         `${work}/image.tar`,
         "--manifest",
         `${ROOT}deploy/kube-flanctl.yml`,
+        "--kube-proxy-image",
+        `${work}/kube-proxy.tar`,
+        "--coredns-image",
+        `${work}/coredns.tar`,
       );
       assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
       console.error(`  lab up --kube --nodes 2: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-      assertStringIncludes(up.stdout, "2 nodes Ready");
+      assertStringIncludes(up.stdout, "2 nodes Ready, flanctl and kube-proxy on each");
+      assertStringIncludes(up.stdout, "kube-proxy (iptables mode)");
+      assertStringIncludes(up.stdout, "kube-dns 10.96.0.10");
       const kubectl = (...a: string[]) => flanctl("lab", "kubectl", "--name", name, "--", ...a);
+
+      // No hand-made DNAT of the API's VIP: kube-proxy's rules carry it (flanctl's DaemonSet is Ready through it).
+      for (let i = 1; i <= 2; i++) {
+        const nat = await run(["ip", "netns", "exec", `${name}-node${i}`, "iptables-save", "-t", "nat"]);
+        assertStringIncludes(nat.stdout, "-A KUBE-SERVICES -d 10.96.0.1/32");
+        assert(!/^-A OUTPUT .*-d 10\.96\.0\.1\/32.*-j DNAT/m.test(nat.stdout), nat.stdout);
+      }
+      // lab exec on a kube node: the kubelet's namespaces, the API as the store: flanctl's doctor passes there.
+      const doctor = await flanctl(
+        "lab",
+        "exec",
+        "node1",
+        "--name",
+        name,
+        "--",
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-check",
+        "--quiet",
+        `${ROOT}main.ts`,
+        "doctor",
+      );
+      assertEquals(doctor.code, 0, doctor.stdout + doctor.stderr);
+      assertStringIncludes(doctor.stdout, "DOCTOR OK: 0 critical, 0 warning");
+      assertStringIncludes(doctor.stdout, "kube store: 2 lease(s)");
+      // Services and DNS from a pod on every node: by address, ClusterIP and name; kubernetes.default resolves.
+      const t1 = Date.now();
+      const check = await flanctl("lab", "check", "--name", name);
+      console.error(`  lab check (services, DNS): ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+      assertEquals(check.code, 0, check.stdout + check.stderr);
+      assertStringIncludes(check.stdout, "all ok (DNS 2/2, pod 4/4, ClusterIP 4/4, by name 4/4)");
+      // lab list and lab status know a --kube lab.
+      const list = await flanctl("lab", "list", "-o", "json");
+      const row = JSON.parse(list.stdout).find((l: { name: string }) => l.name === name);
+      assertEquals([row?.store, row?.nodes, row?.daemonsRunning], ["kube", 2, 2], list.stdout);
+      const status = await flanctl("lab", "status", "--name", name, "-o", "json");
+      const st = JSON.parse(status.stdout);
+      assertEquals(st.nodes.map((n: { ready: string }) => n.ready), ["Ready", "Ready"], status.stdout);
+      assert(
+        st.pods.some((p: { namespace: string; name: string; phase: string }) =>
+          p.namespace === "kube-system" && p.name.startsWith("coredns-") && p.phase === "Running"
+        ),
+        status.stdout,
+      );
 
       // podCIDRs come from kube-controller-manager; flanctl's subnet.env on each node matches its Node.
       const cidrs = await kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.spec.podCIDR} {end}");
@@ -238,21 +301,42 @@ needsRoot.test({
         const r = await kubectl("get", "pods", "-l", "app=pinger", "-o", "name");
         return r.code === 0 && r.stdout.trim() === "";
       });
-      await until("no pod namespace, veth or IP allocation left on the nodes", 60_000, async () => {
-        for (let i = 1; i <= 2; i++) {
-          const d = `/var/lib/flanctl-lab/${name}/node${i}`;
-          if ([...Deno.readDirSync(`${d}/netns`)].length) return false;
-          const veths = await run(["ip", "-n", `${name}-node${i}`, "-o", "link", "show", "type", "veth"]);
-          // The node's own uplink (eth0, a veth to the underlay) stays.
-          if (veths.stdout.split("\n").some((l) => l.trim() && !l.includes(" eth0@"))) return false;
-          const ips = await run([
-            "sh",
-            "-c",
-            `ls ${d}/var-lib-cni/networks/cbr0 2>/dev/null | grep -c '^10\\.' || true`,
-          ]);
-          if (ips.stdout.trim() !== "0") return false;
-        }
-        return true;
+      // What stays: the pods of the pod network that were not deleted (CoreDNS; `lab check`'s are gone with
+      // its namespace), one netns, veth and IP each.
+      let kept = "";
+      await until(
+        "no pod namespace, veth or IP allocation left on the nodes but the pods kept",
+        90_000,
+        async () => {
+          const r = await kubectl(
+            "get",
+            "pods",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName} {.spec.hostNetwork}\n{end}",
+          );
+          if (r.code !== 0) return false;
+          const rows = r.stdout.split("\n").map((l) => l.trim().split(" ")).filter((x) => x[0]);
+          kept = "";
+          for (let i = 1; i <= 2; i++) {
+            const want = rows.filter((x) => x[0] === `node${i}` && x[1] !== "true").length;
+            const d = `/var/lib/flanctl-lab/${name}/node${i}`;
+            const netns = [...Deno.readDirSync(`${d}/netns`)].length;
+            const veths = await run(["ip", "-n", `${name}-node${i}`, "-o", "link", "show", "type", "veth"]);
+            // The node's own uplink (eth0, a veth to the underlay) stays.
+            const podVeths = veths.stdout.split("\n").filter((l) => l.trim() && !l.includes(" eth0@")).length;
+            const ips = await run([
+              "sh",
+              "-c",
+              `ls ${d}/var-lib-cni/networks/cbr0 2>/dev/null | grep -c '^10\\.' || true`,
+            ]);
+            kept += `node${i}: ${want} pods, ${netns} netns, ${podVeths} veths, ${ips.stdout.trim()} IPs; `;
+            if (netns !== want || podVeths !== want || Number(ips.stdout.trim()) !== want) return false;
+          }
+          return true;
+        },
+      ).catch((e) => {
+        throw new Error(`${e.message}: ${kept}`);
       });
 
       // A node drained and deleted is removed from every peer: node1 has no route or FDB entry for it.

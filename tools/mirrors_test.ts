@@ -204,14 +204,15 @@ Deno.test("go_proxies: the proxy URLs of a GOPROXY value; none is a message", as
 
 /**
  * Host names that look like a package registry, Go module proxy or distribution mirror: a dotted name under a
- * public top-level domain with a label naming one. Reserved example names (example.com/.org/.net) are not hosts.
+ * public top-level domain with a label naming one. Reserved example names (example.com/.org/.net) and
+ * Kubernetes' configuration API groups (`<component>.config.k8s.io`, e.g. kube-proxy's) are not hosts.
  */
 export function registryHosts(text: string): string[] {
   const out: string[] = [];
   const host = /\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|cn|de|eu|uk|fr|jp|ru|info|co|land)\b/gi;
   for (const m of text.matchAll(host)) {
     const name = m[0].toLowerCase();
-    if (/(^|\.)example\.(com|org|net)$/.test(name)) continue;
+    if (/(^|\.)example\.(com|org|net)$/.test(name) || /^[a-z0-9-]+\.config\.k8s\.io$/.test(name)) continue;
     const labels = name.split(".").slice(0, -1);
     if (
       labels.some((l) =>
@@ -241,6 +242,9 @@ Deno.test("registryHosts: finds registry-, proxy- and mirror-like hosts, not exa
     hosts,
   );
   assertEquals(registryHosts("https://registry.example.com/a lib/store/proxy.ts golang.org/toolchain"), []);
+  // An API group is no host, but a registry under the same domain is.
+  assertEquals(registryHosts(`apiVersion: ${h("kubeproxy", "config", "k8s", "io")}/v1alpha1`), []);
+  assertEquals(registryHosts(h("proxy", "k8s", "io")), [h("proxy", "k8s", "io")]);
 });
 
 Deno.test("the repository names no package-registry host (mirrors come from the machine)", () => {

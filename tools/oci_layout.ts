@@ -3,7 +3,8 @@
  * (lib/image/oci_layout.ts) that build-image.sh then tars deterministically.
  *
  *   deno run -A tools/oci_layout.ts --layer FILE --dir DIR --ref NAME:TAG --version V --created EPOCH
- *     [--revision R] [--arch amd64]
+ *     [--revision R] [--arch amd64] [--entrypoint JSON-ARRAY] [--cmd JSON-ARRAY] [--title T]
+ *     [--description D] [--created-by TEXT]
  *
  * Moves FILE into DIR/blobs/sha256/ and prints the manifest digest (the image's digest in containerd and
  * registries) on stdout.
@@ -36,6 +37,11 @@ async function main(): Promise<number> {
       created: { type: "string" },
       revision: { type: "string", default: "" },
       arch: { type: "string", default: "amd64" },
+      entrypoint: { type: "string" },
+      cmd: { type: "string" },
+      title: { type: "string" },
+      description: { type: "string" },
+      "created-by": { type: "string" },
     },
   });
   for (const k of ["layer", "dir", "ref", "version", "created"] as const) {
@@ -49,6 +55,23 @@ async function main(): Promise<number> {
     console.error(`oci_layout: --created ${v.created}: give SOURCE_DATE_EPOCH in seconds`);
     return 2;
   }
+  const argv = (flag: "entrypoint" | "cmd"): string[] | undefined => {
+    const text = v[flag];
+    if (text === undefined) return undefined;
+    const parsed: unknown = JSON.parse(text);
+    if (!Array.isArray(parsed) || !parsed.every((x) => typeof x === "string")) {
+      throw new Error(`--${flag} ${text}: give a JSON array of strings`);
+    }
+    return parsed;
+  };
+  let entrypoint: string[] | undefined, cmd: string[] | undefined;
+  try {
+    entrypoint = argv("entrypoint");
+    cmd = argv("cmd");
+  } catch (e) {
+    console.error(`oci_layout: ${e instanceof Error ? e.message : e}`);
+    return 2;
+  }
   const { hex, size } = await fileSha256(v.layer!);
   const layout = buildLayout({
     ref: v.ref!,
@@ -58,6 +81,11 @@ async function main(): Promise<number> {
     arch: v.arch!,
     layerSha: hex,
     layerSize: size,
+    entrypoint,
+    cmd,
+    title: v.title,
+    description: v.description,
+    createdBy: v["created-by"],
   });
   const blobs = `${v.dir}/blobs/sha256`;
   await Deno.mkdir(blobs, { recursive: true });

@@ -48,3 +48,36 @@ Deno.test("oci_layout: the manifest names the image and the version; same input,
   // Another revision: another config, another digest.
   assert(buildLayout({ ...input, revision: "abd" }).manifestDigest !== a.manifestDigest);
 });
+
+Deno.test("oci_layout: a peer image's entrypoint, arguments and labels; flanctl's bytes unchanged", () => {
+  const input = {
+    ref: "ghcr.io/flanctl/flanctl:0.1.0",
+    version: "0.1.0",
+    created: 1767225600,
+    revision: "abc",
+    arch: "amd64",
+    layerSha: "0".repeat(64),
+    layerSize: 10,
+  };
+  // The digest the layout had before peer images existed: flanctl's image keeps its bytes.
+  assertEquals(
+    buildLayout(input).manifestDigest,
+    "sha256:1dec27868ff5639bef042be58a6b331201092c48ee2a69f1470a186765fc03a9",
+  );
+  const peer = buildLayout({
+    ...input,
+    ref: "flanctl.local/e2e/agnhost:2.66.1",
+    entrypoint: ["/agnhost"],
+    cmd: ["pause"],
+    title: "agnhost",
+    description: "Kubernetes' e2e test image",
+    createdBy: "deploy/build-image.sh --peer agnhost",
+  });
+  const config = JSON.parse(new TextDecoder().decode([...peer.blobs.values()][0]));
+  assertEquals(config.config.Entrypoint, ["/agnhost"]);
+  assertEquals(config.config.Cmd, ["pause"]);
+  assertEquals(config.config.Labels["org.opencontainers.image.title"], "agnhost");
+  assertEquals(config.history[0].created_by, "deploy/build-image.sh --peer agnhost");
+  const flanctl = JSON.parse(new TextDecoder().decode([...buildLayout(input).blobs.values()][0]));
+  assertEquals("Cmd" in flanctl.config, false);
+});

@@ -5,7 +5,8 @@
  * Every byte is a function of the inputs (no clock, no random, keys in a fixed order): two builds of the same
  * layer give the same digests. The layer stays uncompressed (application/vnd.oci.image.layer.v1.tar, as
  * `docker save` stores it): every loader accepts it, and its bytes do not depend on a gzip version.
- * Used by deploy/build-image.sh (through tools/oci_layout.ts).
+ * Used by deploy/build-image.sh (through tools/oci_layout.ts), for flanctl's image and the lab's peer images
+ * (kube-proxy, CoreDNS, agnhost: their own entrypoint, arguments and labels).
  * @module
  */
 import { createHash } from "node:crypto";
@@ -27,6 +28,12 @@ export interface LayoutInput {
   layerSize: number;
   /** The config's Entrypoint (default: flanctl's launcher). */
   entrypoint?: string[];
+  /** The config's Cmd (the entrypoint's default arguments; none by default). */
+  cmd?: string[];
+  /** The title and description labels and the history line (default: flanctl's own image). */
+  title?: string;
+  description?: string;
+  createdBy?: string;
 }
 
 /** The blobs and top-level files of the layout, each as its exact bytes. */
@@ -56,8 +63,9 @@ export function buildLayout(i: LayoutInput): Layout {
   const { tag } = splitRef(i.ref);
   const created = new Date(i.created * 1000).toISOString().replace(".000Z", "Z");
   const labels: Record<string, string> = {
-    "org.opencontainers.image.title": "flanctl",
-    "org.opencontainers.image.description": "flannel-compatible container network (daemon and CNI plugins)",
+    "org.opencontainers.image.title": i.title ?? "flanctl",
+    "org.opencontainers.image.description": i.description ??
+      "flannel-compatible container network (daemon and CNI plugins)",
     "org.opencontainers.image.version": i.version,
     "org.opencontainers.image.created": created,
   };
@@ -69,11 +77,12 @@ export function buildLayout(i: LayoutInput): Layout {
     config: {
       Env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
       Entrypoint: i.entrypoint ?? ["/usr/local/bin/flanctl"],
+      ...(i.cmd ? { Cmd: i.cmd } : {}),
       WorkingDir: "/",
       Labels: labels,
     },
     rootfs: { type: "layers", diff_ids: [`sha256:${i.layerSha}`] },
-    history: [{ created, created_by: "deploy/build-image.sh (Debian packages + install.sh)" }],
+    history: [{ created, created_by: i.createdBy ?? "deploy/build-image.sh (Debian packages + install.sh)" }],
   });
   const configSha = sha256(config);
   const manifest = json({

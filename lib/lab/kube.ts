@@ -7,8 +7,11 @@
  * a mount namespace of their own where the node's directories are bound over /opt/cni/bin, /etc/cni/net.d,
  * /run/flannel, /run/netns and /var/log/pods, and the cgroup v1 hierarchies are mounted again (`ip netns
  * exec` hides them); the image (deploy/build-image.sh's archive) and a busybox sandbox image are imported
- * into each containerd; deploy/kube-flanctl.yml is applied with kubectl as it is. The service VIP
- * 10.96.0.1:443 (the pods' in-cluster config) is DNATed to the API server in each node (no kube-proxy here).
+ * into each containerd, with the peer images (kube-proxy, CoreDNS: `deploy/build-image.sh --peer`); kube-proxy
+ * and CoreDNS are deployed as kubeadm deploys them (lib/lab/kube_addons.ts): kube-proxy first, on its own
+ * kubeconfig against the control-plane endpoint, so that flanctl's DaemonSet then reaches the API through the
+ * Service VIP 10.96.0.1 as on a kubeadm node; deploy/kube-flanctl.yml is applied with kubectl as it is; CoreDNS
+ * last (it needs the pod network), kubelet's clusterDNS pointing at its `kube-dns` Service.
  *
  * Measured facts this follows (docs/lab.md, `lab up --kube`): restrict_oom_score_adj, cgroup v1 opt-in
  * `failCgroupV1: false`, --use-service-account-credentials for the CIDR patch.
@@ -16,13 +19,27 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { buildSandboxImage, SANDBOX_IMAGE } from "./containerd.ts";
+import { CLUSTER_DOMAIN, coreDnsObjects, DNS_VIP, kubeProxyObjects } from "./kube_addons.ts";
+import type { ProxyMode } from "./kube_addons.ts";
 import { ensureMountPoints } from "./exec.ts";
 import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.ts";
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
+import type { CmdResult } from "./proc.ts";
 import type { PodPort } from "./types.ts";
+import { kubeletRunning, writeKubeRecord } from "./kube_status.ts";
+import type { KubeLabRecord } from "./kube_status.ts";
 
 /** The Kubernetes release install.sh --dev builds (tools/peers/build.sh). */
 export const K8S_VERSION = "v1.37.2";
+/** The CoreDNS release install.sh --dev builds (tools/peers/build.sh's COREDNS_VERSION). */
+export const COREDNS_VERSION = "v1.15.0";
+/** The peer programs that go into images (deploy/build-image.sh --peer) or drive the e2e suite, by cache dir. */
+export const PEER_IMAGE_PROGRAMS: Record<string, string> = {
+  "kube-proxy": `kube-proxy-${K8S_VERSION}`,
+  "agnhost": `agnhost-${K8S_VERSION}`,
+  "e2e.test": `e2e-${K8S_VERSION}`,
+  "coredns": `coredns-${COREDNS_VERSION}`,
+};
 /** The Kubernetes programs the lab runs. */
 export const KUBE_PROGRAMS = [
   "kube-apiserver",
@@ -61,6 +78,13 @@ export interface KubeUpOptions {
   manifest: string;
   /** Pod network (the manifest's net-conf Network; kube-controller-manager's --cluster-cidr). */
   clusterCidr?: string;
+  /** The kube-proxy and CoreDNS image archives (`deploy/build-image.sh --peer kube-proxy|coredns`). */
+  proxyImage: string;
+  dnsImage: string;
+  /** kube-proxy's mode (default iptables, as kubeadm). */
+  proxyMode?: ProxyMode;
+  /** More image archives imported into every node (e.g. the e2e suite's agnhost). */
+  extraImages?: string[];
 }
 
 function isExecutable(p: string): boolean {
@@ -87,6 +111,8 @@ export function findProgram(prog: string, env = Deno.env.toObject()): string | n
       if (isExecutable(`${cache}/${dir}/bin/${prog}`)) return `${cache}/${dir}/bin/${prog}`;
     }
   }
+  const own = PEER_IMAGE_PROGRAMS[prog];
+  if (own && isExecutable(`${cache}/${own}/bin/${prog}`)) return `${cache}/${own}/bin/${prog}`;
   for (const d of (env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
     if (d && isExecutable(`${d}/${prog}`)) return `${d}/${prog}`;
   }
@@ -95,7 +121,7 @@ export function findProgram(prog: string, env = Deno.env.toObject()): string | n
 
 /** Every program of the kube lab, or a {@link KubeLabError} naming the missing ones and the fix. */
 export function kubePrograms(): Record<string, string> {
-  const need = [...KUBE_PROGRAMS, "etcd", "containerd", "ctr", "openssl", "busybox", "iptables"];
+  const need = [...KUBE_PROGRAMS, "etcd", "containerd", "ctr", "openssl", "busybox", "tar"];
   const found: Record<string, string> = {};
   const missing: string[] = [];
   for (const p of need) {
@@ -219,6 +245,8 @@ export function kubeletConfig(nodeDir: string, ip: string, pki: string, node: st
     "evictionHard: {}",
     "imageGCHighThresholdPercent: 100",
     "resolvConf: /etc/resolv.conf",
+    `clusterDNS: [${q(DNS_VIP)}]`,
+    `clusterDomain: ${q(CLUSTER_DOMAIN)}`,
     `tlsCertFile: ${q(`${pki}/${node}.crt`)}`,
     `tlsPrivateKeyFile: ${q(`${pki}/${node}.key`)}`,
   ].join("\n") + "\n";
@@ -298,6 +326,11 @@ export function kubectlCmd(
   ];
 }
 
+/** Runs kubectl against lab `name` (admin credentials, in the underlay namespace), `stdin` as its input. */
+export function runKubectl(name: string, args: string[], stdin?: string): Promise<CmdResult> {
+  return runCmd(kubectlCmd(name, args), { stdin });
+}
+
 async function waitFor(what: string, ms: number, fn: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -311,15 +344,19 @@ async function waitFor(what: string, ms: number, fn: () => Promise<boolean>): Pr
 export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promise<void> {
   validateLabName(o.name);
   const progs = kubePrograms();
-  for (const f of [o.image, o.manifest]) {
+  for (const f of [o.image, o.manifest, o.proxyImage, o.dnsImage, ...(o.extraImages ?? [])]) {
     try {
       Deno.statSync(f);
     } catch {
       throw new KubeLabError(
-        `${f}: not found (the image: deploy/build-image.sh builds dist/flanctl-image.tar)`,
+        `${f}: not found (deploy/build-image.sh builds dist/flanctl-image.tar; deploy/build-image.sh --peer ` +
+          `kube-proxy|coredns the peer images, dist/kube-proxy-image.tar and dist/coredns-image.tar)`,
       );
     }
   }
+  const images = [o.image, o.proxyImage, o.dnsImage, ...(o.extraImages ?? [])];
+  const proxyRef = await archiveImageName(o.proxyImage, progs.tar);
+  const dnsRef = await archiveImageName(o.dnsImage, progs.tar);
   const t0 = Date.now();
   const p = kubePaths(o.name);
   const ul = underlayAddrs(o.name);
@@ -327,6 +364,18 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   const un = underlayNetns(o.name);
   const nodeIPs = Array.from({ length: o.nodes }, (_, i) => ul.nodeIP(i + 1));
   await Deno.mkdir(p.pki, { recursive: true });
+  const clusterCidr = o.clusterCidr ?? "10.244.0.0/16";
+  const mode = o.proxyMode ?? "iptables";
+  const record: KubeLabRecord = {
+    name: o.name,
+    nodes: o.nodes,
+    network: clusterCidr,
+    backend: manifestBackend(await Deno.readTextFile(o.manifest)),
+    proxyMode: mode,
+    createdAt: new Date().toISOString(),
+    kubeletPids: Array(o.nodes).fill(0),
+  };
+  writeKubeRecord(record);
   ensureMountPoints(KUBE_NODE_PATHS);
 
   say(`underlay ${un}: bridge br0 ${api}/24, control plane`);
@@ -394,7 +443,7 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
       `--kubeconfig=${p.dir}/kcm.kubeconfig`,
       "--controllers=*",
       "--allocate-node-cidrs=true",
-      `--cluster-cidr=${o.clusterCidr ?? "10.244.0.0/16"}`,
+      `--cluster-cidr=${clusterCidr}`,
       "--node-cidr-mask-size=24",
       "--leader-elect=false",
       "--secure-port=0",
@@ -455,43 +504,33 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     await mustRun(["ip", "-n", ns, "addr", "add", `${ip}/24`, "dev", "eth0"]);
     await mustRun(["ip", "-n", ns, "link", "set", "eth0", "up"]);
     await mustRun(["ip", "-n", ns, "route", "add", "default", "via", api]);
-    // The pods' in-cluster config dials the service VIP; no kube-proxy here: DNAT it to the API server.
-    await mustRun([
-      "ip",
-      "netns",
-      "exec",
-      ns,
-      progs.iptables,
-      "-w",
-      "-t",
-      "nat",
-      "-A",
-      "OUTPUT",
-      "-d",
-      `${SERVICE_VIP}/32`,
-      "-p",
-      "tcp",
-      "--dport",
-      "443",
-      "-j",
-      "DNAT",
-      "--to-destination",
-      `${api}:6443`,
-    ]);
     await Deno.writeTextFile(`${d}/containerd/config.toml`, containerdConfig(d));
     await Deno.writeTextFile(`${d}/kubelet.yaml`, kubeletConfig(d, ip, p.pki, node));
     await Deno.writeTextFile(`${d}/kubeconfig`, kubeconfig(server, p.pki, node));
     await Deno.writeTextFile(
       `${d}/start.sh`,
-      nodeScript({ nodeDir: d, ip, node, pki: p.pki, images: [p.sandboxTar, o.image], progs }),
+      nodeScript({ nodeDir: d, ip, node, pki: p.pki, images: [p.sandboxTar, ...images], progs }),
     );
-    await spawnDetached(["ip", "netns", "exec", ns, "sh", `${d}/start.sh`], `${d}/kubelet.log`);
+    record.kubeletPids[i - 1] = await spawnDetached(
+      ["ip", "netns", "exec", ns, "sh", `${d}/start.sh`],
+      `${d}/kubelet.log`,
+    );
+    writeKubeRecord(record);
     say(`${node}: ${ns} ${ip}, containerd + kubelet ${K8S_VERSION}`);
   }
   await waitFor("every node registered", 120_000, async () => {
     const r = await kubectl(["get", "nodes", "-o", "name"]);
     return r.code === 0 && r.stdout.trim().split("\n").filter(Boolean).length === o.nodes;
   });
+  const apply = async (what: string, obj: Record<string, unknown>) => {
+    const r = await runCmd(kubectlCmd(o.name, ["apply", "-f", "-"], progs.kubectl), {
+      stdin: JSON.stringify(obj),
+    });
+    if (r.code !== 0) throw new KubeLabError(`kubectl apply (${what}): ${r.stderr.trim().slice(0, 2000)}`);
+  };
+  // kube-proxy first: it reaches the API on the control-plane endpoint and programs the VIPs the others use.
+  await apply("kube-proxy", kubeProxyObjects({ server, clusterCidr, mode, image: proxyRef }));
+  say(`kube-proxy (${mode} mode) as a DaemonSet: ${proxyRef}`);
   const applied = await kubectl(["apply", "-f", o.manifest]);
   if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
   say(`applied ${o.manifest}`);
@@ -517,7 +556,80 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     ]);
     return r.code === 0 && r.stdout.trim() === `${o.nodes}/${o.nodes}`;
   });
-  say(`${o.nodes} nodes Ready, flanctl on each, in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  // The control plane as a member of the pod network (a kubeadm control-plane node runs flannel too): the
+  // underlay routes each node's podCIDR to that node, so the API server's proxy to a pod (`pods/proxy`, which
+  // the e2e suite uses) and a client in the underlay (e2e.test) reach pods.
+  const cidrs = await kubectl([
+    "get",
+    "nodes",
+    "-o",
+    'jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{"\\n"}{end}',
+  ]);
+  for (const [node, cidr] of cidrs.stdout.split("\n").map((l) => l.trim().split(" "))) {
+    const i = Number(/^node(\d+)$/.exec(node ?? "")?.[1]);
+    if (!i || i > o.nodes || !/^[0-9.]+\/[0-9]{1,2}$/.test(cidr ?? "")) continue;
+    await mustRun(["ip", "-n", un, "route", "replace", cidr, "via", nodeIPs[i - 1]]);
+  }
+  await waitFor("kube-proxy ready on every node", 120_000, async () => {
+    const r = await kubectl([
+      "-n",
+      "kube-system",
+      "get",
+      "ds",
+      "kube-proxy",
+      "-o",
+      "jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}",
+    ]);
+    return r.code === 0 && r.stdout.trim() === `${o.nodes}/${o.nodes}`;
+  });
+  say(
+    `${o.nodes} nodes Ready, flanctl and kube-proxy on each, in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  const replicas = Math.min(2, o.nodes);
+  await apply("CoreDNS", coreDnsObjects({ image: dnsRef, replicas }));
+  await waitFor("CoreDNS ready", 180_000, async () => {
+    const r = await kubectl([
+      "-n",
+      "kube-system",
+      "get",
+      "deploy",
+      "coredns",
+      "-o",
+      "jsonpath={.status.readyReplicas}",
+    ]);
+    return r.code === 0 && r.stdout.trim() === String(replicas);
+  });
+  say(
+    `CoreDNS ${dnsRef} ready (${replicas} replicas), kube-dns ${DNS_VIP}, in ${
+      ((Date.now() - t0) / 1000).toFixed(1)
+    } s`,
+  );
+}
+
+/** The backend type of a manifest's net-conf.json ("vxlan" when it names none). */
+export function manifestBackend(manifest: string): string {
+  return /"Backend"\s*:\s*\{[^}]*?"Type"\s*:\s*"([a-z0-9-]{1,20})"/.exec(manifest)?.[1] ?? "vxlan";
+}
+
+/** The image name an archive carries (its index's io.containerd.image.name, as `ctr images import` names it). */
+export async function archiveImageName(archive: string, tar = "tar"): Promise<string> {
+  const r = await runCmd([tar, "-xOf", archive, "index.json"]);
+  if (r.code !== 0) throw new KubeLabError(`${archive}: no index.json (not an OCI archive?)`);
+  return imageNameOfIndex(r.stdout, archive);
+}
+
+/** The one image name of an OCI index.json (bounded and validated: the archive is a file from outside). */
+export function imageNameOfIndex(text: string, what: string): string {
+  let name: unknown;
+  try {
+    name = JSON.parse(text.slice(0, 65536))?.manifests?.[0]?.annotations?.["io.containerd.image.name"];
+  } catch {
+    name = undefined;
+  }
+  if (typeof name !== "string" || !/^[a-z0-9][a-z0-9._\/:-]{0,200}$/.test(name)) {
+    throw new KubeLabError(`${what}: its index.json names no image (io.containerd.image.name)`);
+  }
+  return name;
 }
 
 /** A pod `lab add-pod` made through the API of a --kube lab. */
@@ -584,4 +696,37 @@ export async function kubeAddPod(
     }`,
   );
   return { name: pod, node, ip };
+}
+
+/**
+ * `lab exec nodeN -- CMD` on a --kube lab: CMD in the node's kubelet's namespaces (network and mount, entered
+ * with nsenter by the recorded pid), so it sees the node's directories at the default paths as the kubelet,
+ * containerd and flanctl's DaemonSet do (/opt/cni/bin, /etc/cni/net.d, /var/lib/cni, /run/flannel, and
+ * containerd's sandbox namespaces under /run/netns), with the store flanctl's DaemonSet uses in the
+ * environment (the API: kube subnet manager, the lab's admin kubeconfig, the node's name), so `flanctl doctor`
+ * or `flanctl lease list` work there.
+ */
+export function kubeExecArgv(
+  r: KubeLabRecord,
+  target: string,
+  cmd: string[],
+  running: (r: KubeLabRecord, i: number) => boolean = kubeletRunning,
+): { argv: string[]; env: Record<string, string> } {
+  const i = Number(/^node([1-9][0-9]{0,2})$/.exec(target)?.[1]);
+  if (!i || i > r.nodes) {
+    const known = Array.from({ length: r.nodes }, (_, k) => `node${k + 1}`);
+    throw new KubeLabError(
+      `lab '${r.name}' has no node '${target}' (known: ${known.join(", ")}; a pod: flanctl lab kubectl ` +
+        `--name ${r.name} -- exec POD -- CMD)`,
+    );
+  }
+  if (!running(r, i)) throw new KubeLabError(`lab '${r.name}': the kubelet of ${target} is not running`);
+  return {
+    argv: ["nsenter", "-t", String(r.kubeletPids[i - 1]), "-m", "-n", "--", ...cmd],
+    env: {
+      FLANNELD_KUBE_SUBNET_MGR: "true",
+      FLANNELD_KUBECONFIG_FILE: kubePaths(r.name).admin,
+      NODE_NAME: `node${i}`,
+    },
+  };
 }

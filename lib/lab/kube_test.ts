@@ -2,6 +2,8 @@ import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.t
 import {
   containerdConfig,
   findProgram,
+  imageNameOfIndex,
+  kubeExecArgv,
   kubeletConfig,
   labPodManifest,
   nodeScript,
@@ -46,6 +48,8 @@ Deno.test("kube lab: kubelet and containerd configs carry the facts measured her
       "cgroupDriver: cgroupfs",
       "cgroupsPerQOS: false",
       'address: "192.0.2.11"',
+      'clusterDNS: ["10.96.0.10"]',
+      'clusterDomain: "cluster.local"',
     ]
   ) {
     assertStringIncludes(k, want);
@@ -83,4 +87,61 @@ Deno.test("kube lab: FLANCTL_PEER_<NAME> overrides where a program is found; a b
     findProgram("sh", { PATH: "/nonexistent:/bin", FLANCTL_DEV_CACHE: "/nonexistent" }),
     "/bin/sh",
   );
+});
+
+Deno.test("kube lab: a peer archive's image name comes from its index, validated", () => {
+  const index = (name: unknown) =>
+    JSON.stringify({ manifests: [{ annotations: { "io.containerd.image.name": name } }] });
+  assertEquals(
+    imageNameOfIndex(index("flanctl.local/coredns:v1.15.0"), "a"),
+    "flanctl.local/coredns:v1.15.0",
+  );
+  for (const bad of ["", "X\u001b[31m", 42, "a b"]) {
+    let err = "";
+    try {
+      imageNameOfIndex(index(bad), "a.tar");
+    } catch (e) {
+      err = String(e);
+    }
+    assertStringIncludes(err, "a.tar: its index.json names no image");
+  }
+  let err = "";
+  try {
+    imageNameOfIndex("{not json", "b.tar");
+  } catch (e) {
+    err = String(e);
+  }
+  assertStringIncludes(err, "b.tar");
+});
+
+Deno.test("kube lab: lab exec on a node enters its kubelet's namespaces, the API as its store", () => {
+  const r = {
+    name: "k1",
+    nodes: 2,
+    network: "10.244.0.0/16",
+    backend: "vxlan",
+    proxyMode: "iptables",
+    createdAt: "",
+    kubeletPids: [101, 202],
+  };
+  const { argv, env } = kubeExecArgv(r, "node2", ["flanctl", "doctor"], () => true);
+  assertEquals(argv, ["nsenter", "-t", "202", "-m", "-n", "--", "flanctl", "doctor"]);
+  assertEquals(env.NODE_NAME, "node2");
+  assertEquals(env.FLANNELD_KUBE_SUBNET_MGR, "true");
+  for (const bad of ["node3", "node0", "node1-pod1", "x"]) {
+    let err = "";
+    try {
+      kubeExecArgv(r, bad, ["true"], () => true);
+    } catch (e) {
+      err = String(e);
+    }
+    assertStringIncludes(err, `lab 'k1' has no node '${bad}' (known: node1, node2`);
+  }
+  let err = "";
+  try {
+    kubeExecArgv(r, "node1", ["true"], () => false);
+  } catch (e) {
+    err = String(e);
+  }
+  assertStringIncludes(err, "the kubelet of node1 is not running");
 });

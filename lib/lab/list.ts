@@ -1,6 +1,7 @@
 /**
- * `flanctl lab list`: every lab on this machine (each directory under the lab root with a state file),
- * as explicit view rows. Read-only.
+ * `flanctl lab list`: every lab on this machine (each directory under the lab root with a state file, or
+ * with the record of a `--kube` lab: store "kube", its pods the sandboxes on its nodes, its "daemons" the
+ * nodes' kubelets), as explicit view rows. Read-only.
  * @module
  */
 import { labRoot } from "./paths.ts";
@@ -8,6 +9,7 @@ import { readState } from "./state.ts";
 import { daemonStatus } from "./status.ts";
 import { familyOf, type LabIpFamily } from "./family.ts";
 import { errText } from "../base/errors.ts";
+import { kubeletRunning, kubePodSandboxes, readKubeRecord } from "./kube_status.ts";
 
 /** One row of `flanctl lab list -o json` (the contract; camelCase). */
 export interface LabListJson {
@@ -43,7 +45,29 @@ export function listLabs(): { labs: LabListJson[]; errors: string[] } {
       errors.push(errText(e));
       continue;
     }
-    if (!s) continue;
+    if (!s) {
+      try {
+        const k = readKubeRecord(name);
+        if (k) {
+          labs.push({
+            name,
+            backend: k.backend,
+            store: "kube",
+            network: k.network,
+            ipFamily: "ipv4",
+            nodes: k.nodes,
+            pods: kubePodSandboxes(k),
+            daemonsRunning: Array.from({ length: k.nodes }, (_, i) =>
+              kubeletRunning(k, i + 1)).filter(Boolean)
+              .length,
+            createdAt: k.createdAt,
+          });
+        }
+      } catch (e) {
+        errors.push(errText(e));
+      }
+      continue;
+    }
     labs.push({
       name: s.name,
       backend: s.backend,

@@ -15,8 +15,21 @@ export { labAddPod, labDelPod, parsePublish } from "./add_pod.ts";
 export type { DownReport } from "./down.ts";
 export { formatStatus, labStatus, nodeSubnet } from "./status.ts";
 export { connectivityCheck, formatCheck, waitConverged } from "./check.ts";
-export { findProgram, kubeAddPod, kubectlCmd, KubeLabError, kubePaths, kubeUp } from "./kube.ts";
+export {
+  findProgram,
+  kubeAddPod,
+  kubectlCmd,
+  kubeExecArgv,
+  KubeLabError,
+  kubePaths,
+  kubeUp,
+  runKubectl,
+} from "./kube.ts";
 export type { KubeUpOptions } from "./kube.ts";
+export { formatKubeStatus, kubeLabStatus, readKubeRecord } from "./kube_status.ts";
+export type { KubeLabRecord, KubeStatusJson } from "./kube_status.ts";
+export { formatKubeCheck, kubeServiceCheck } from "./kube_check.ts";
+export type { KubeProbe } from "./kube_check.ts";
 export { listLabs } from "./list.ts";
 export type { LabListJson } from "./list.ts";
 export { copyLog, daemonLogPath, LabNodeNotFoundError } from "./logs.ts";

@@ -8,7 +8,9 @@
 #   flanneld    from the module github.com/flannel-io/flannel, without the tencentcloud VPC backend (the proxy
 #               refuses its SDK: the blank import of pkg/backend/tencentvpc is removed from a copy of main.go)
 #   crictl      from the module sigs.k8s.io/cri-tools/cmd/crictl
-#   kube-scheduler  from the same wrapper module as kubernetes, in a cache directory of its own
+#   kube-scheduler, kube-proxy, agnhost, e2e (e2e.test)  from the same wrapper module as kubernetes, each in a
+#               cache directory of its own
+#   coredns     the lab's cluster DNS, from the module github.com/coredns/coredns (no replace: `go install`)
 #   cni-plugins the reference CNI plugins the CNI tests and benches compare against, from the module
 #               github.com/containernetworking/plugins (its go.mod has no replace: `go install pkg@version`)
 #   cnitool     libcni's command-line runtime, from the module github.com/containernetworking/cni (the
@@ -19,7 +21,8 @@
 # module and build caches live in $FLANCTL_DEV_CACHE/go{mod,cache}, so a fresh clone on this machine reuses
 # everything. Nothing of the peers' code is ever written into the checkout.
 #
-# Usage: tools/peers/build.sh [kubernetes|kube-scheduler|flanneld|crictl|cni-plugins|cnitool|go]...   (no argument: all of them)
+# Usage: tools/peers/build.sh [kubernetes|kube-scheduler|kube-proxy|agnhost|e2e|coredns|flanneld|crictl|cni-plugins|
+#   cnitool|go]...   (no argument: all of them)
 # Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
 # use; one that does not exist makes the script fetch the toolchain). The module proxy is this machine's:
 # GOPROXY, else `go env GOPROXY` of the go found (tools/mirrors.sh's go_proxies keeps its proxy URLs, without
@@ -31,6 +34,7 @@ FLANNEL_VERSION=v0.28.10
 CRICTL_VERSION=v1.37.0
 CNI_PLUGINS_VERSION=v1.10.0
 CNITOOL_VERSION=v1.3.0
+COREDNS_VERSION=v1.15.0
 # The reference plugins built (tests/cni_helpers.ts names these): the module's package of each.
 CNI_PLUGINS="main/bridge main/loopback main/ptp ipam/host-local meta/portmap"
 # The toolchain installed when the machine has no go, or one older than a module needs (golang.org/toolchain
@@ -199,33 +203,74 @@ EOF
   log "kubernetes $K8S_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/kube-apiserver" --version)"
 }
 
-# --- kube-scheduler (lab up --kube binds pods with it) ----------------------------------------------------
-# Its own cache directory, built from a copy of the kubernetes wrapper module (so a cached kubernetes build
-# stays valid): the same versions, the same ldflags.
-build_kube_scheduler() {
-  local dir=$CACHE/kube-scheduler-$K8S_VERSION want="kube-scheduler $K8S_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "kube-scheduler $K8S_VERSION: cached in $dir/bin"; return; fi
+# --- more programs from the kubernetes wrapper module -----------------------------------------------------
+# build_kube_cmds NAME PKG...: each in a cache directory of its own (NAME-<version>), built from a copy of the
+# kubernetes wrapper module (so a cached kubernetes build stays valid): the same versions, the same ldflags.
+# A package ending in /test/e2e is a test binary (`go test -c`, as upstream makes e2e.test).
+#   kube-scheduler  lab up --kube binds pods with it
+#   kube-proxy      Services in lab up --kube (its image: deploy/build-image.sh --peer kube-proxy)
+#   agnhost         the e2e suite's test image binary (static: CGO_ENABLED=0)
+#   e2e             e2e.test, Kubernetes' own conformance suite (deno task e2e)
+build_kube_cmds() {
+  local name=$1; shift
+  local dir=$CACHE/$name-$K8S_VERSION want="$name $K8S_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "$name $K8S_VERSION: cached in $dir/bin"; return; fi
   with_lock "$CACHE/kubernetes-$K8S_VERSION" build_kubernetes
   local t0; t0=$(now)
   local kdir=$CACHE/kubernetes-$K8S_VERSION
   need_go "$(gomod_go "$kdir/src/go.mod")"
-  local src=$dir/src
+  local src=$dir/src pkg
   rm -rf "$src" "$dir/bin" "$dir/stamp"
   mkdir -p "$src"
   cp "$kdir/src/go.mod" "$kdir/src/go.sum" "$src/"
-  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-scheduler"\n' >"$src/tools.go"
-  (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the kube-scheduler wrapper failed"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for pkg in "$@"; do printf '\t_ "%s"\n' "$pkg"; done
+    printf ')\n'
+  } >"$src/tools.go"
+  (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the $name wrapper failed"
   local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   local ld="-s -w" p
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   mkdir -p "$dir/bin.tmp"
-  (cd "$src" && CGO_ENABLED=0 "$GO" build -p "$JOBS" -trimpath -ldflags "$ld" -o "$dir/bin.tmp/" \
-    k8s.io/kubernetes/cmd/kube-scheduler) || die "building kube-scheduler $K8S_VERSION failed"
+  log "$name $K8S_VERSION: building $* (go -p $JOBS)"
+  for pkg in "$@"; do
+    if [ "${pkg%/test/e2e}" != "$pkg" ]; then
+      (cd "$src" && CGO_ENABLED=0 "$GO" test -c -p "$JOBS" -trimpath -ldflags "$ld" \
+        -o "$dir/bin.tmp/e2e.test" "$pkg") || die "building $pkg $K8S_VERSION failed"
+    else
+      (cd "$src" && CGO_ENABLED=0 "$GO" build -p "$JOBS" -trimpath -ldflags "$ld" -o "$dir/bin.tmp/" \
+        "$pkg") || die "building $pkg $K8S_VERSION failed"
+    fi
+  done
   rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
   echo "$want" >"$dir/stamp"
-  log "kube-scheduler $K8S_VERSION: built in $(($(now) - t0)) s"
+  log "$name $K8S_VERSION: built in $(($(now) - t0)) s ($(cd "$dir/bin" && du -sh -- * | tr '\t\n' ' '))"
+}
+
+# --- CoreDNS (the lab's cluster DNS; its image: deploy/build-image.sh --peer coredns) ------------------------
+build_coredns() {
+  local dir=$CACHE/coredns-$COREDNS_VERSION want="coredns $COREDNS_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "coredns $COREDNS_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local mod=github.com/coredns/coredns info gomod
+  info=$("$GO" mod download -json "$mod@$COREDNS_VERSION") || die "go mod download $mod@$COREDNS_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$gomod" ] || die "no go.mod for $mod@$COREDNS_VERSION"
+  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$COREDNS_VERSION's go.mod has replace directives: review this recipe"
+  need_go "$(gomod_go "$gomod")"
+  rm -rf "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir/bin.tmp"
+  # As upstream's release build: static, the version is the module's own (coremain.CoreVersion).
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X $mod/coremain.GitCommit=$COREDNS_VERSION" "$mod@$COREDNS_VERSION" ||
+    die "go install coredns $COREDNS_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "coredns $COREDNS_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/coredns" -version 2>&1 | head -1)"
 }
 
 # --- flanneld -----------------------------------------------------------------------------------------
@@ -328,20 +373,24 @@ build_cnitool() {
 
 main() {
   local what=("$@") w t0
-  [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool flanneld kubernetes kube-scheduler)
+  [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool flanneld kubernetes kube-scheduler kube-proxy coredns agnhost e2e)
   [ "${what[*]}" = versions ] || use_goproxy
   t0=$(now)
   for w in "${what[@]}"; do
     case "$w" in
       kubernetes) with_lock "$CACHE/kubernetes-$K8S_VERSION" build_kubernetes ;;
-      kube-scheduler) with_lock "$CACHE/kube-scheduler-$K8S_VERSION" build_kube_scheduler ;;
+      kube-scheduler) with_lock "$CACHE/kube-scheduler-$K8S_VERSION" build_kube_cmds kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler ;;
+      kube-proxy) with_lock "$CACHE/kube-proxy-$K8S_VERSION" build_kube_cmds kube-proxy k8s.io/kubernetes/cmd/kube-proxy ;;
+      agnhost) with_lock "$CACHE/agnhost-$K8S_VERSION" build_kube_cmds agnhost k8s.io/kubernetes/test/images/agnhost ;;
+      e2e) with_lock "$CACHE/e2e-$K8S_VERSION" build_kube_cmds e2e k8s.io/kubernetes/test/e2e ;;
+      coredns) with_lock "$CACHE/coredns-$COREDNS_VERSION" build_coredns ;;
       flanneld) with_lock "$CACHE/flanneld-$FLANNEL_VERSION" build_flanneld ;;
       crictl) with_lock "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
       cni-plugins) with_lock "$CACHE/cni-plugins-$CNI_PLUGINS_VERSION" build_cni_plugins ;;
       cnitool) with_lock "$CACHE/cnitool-$CNITOOL_VERSION" build_cnitool ;;
       go) need_go "$GO_TOOLCHAIN_VERSION"; log "go: $GO ($("$GO" env GOVERSION))" ;;
-      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cni-plugins=$CNI_PLUGINS_VERSION cnitool=$CNITOOL_VERSION cache=$CACHE" ;;
-      *) die "unknown peer '$w' (kubernetes, kube-scheduler, flanneld, crictl, cni-plugins, cnitool, go, versions)" ;;
+      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cni-plugins=$CNI_PLUGINS_VERSION cnitool=$CNITOOL_VERSION coredns=$COREDNS_VERSION cache=$CACHE" ;;
+      *) die "unknown peer '$w' (kubernetes, kube-scheduler, kube-proxy, agnhost, e2e, coredns, flanneld, crictl, cni-plugins, cnitool, go, versions)" ;;
     esac
   done
   log "done in $(($(now) - t0)) s (cache $CACHE)"
