@@ -10,7 +10,7 @@
 import { assertEquals, assertStringIncludes } from "./assert.ts";
 import { needsRoot } from "./root.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
-import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
+import { missingKubePeers } from "./kube_peers.ts";
 
 /** The subset: 9 specs of the default selection (`e2e.test --ginkgo.dry-run` selects exactly these). */
 export const SUBSET_FOCUS =
@@ -19,28 +19,7 @@ export const SUBSET_FOCUS =
   String
     .raw`multiport endpoints) from pods|DNS should provide DNS for (the cluster|services) *\[Conformance\]|HostPort)`;
 
-const NEEDED = [
-  ...KUBE_PROGRAMS,
-  "etcd",
-  "containerd",
-  "ctr",
-  "openssl",
-  "busybox",
-  "mmdebstrap",
-  "kube-proxy",
-  "coredns",
-  "agnhost",
-  "e2e.test",
-];
-const missing = NEEDED.filter((p) => !findProgram(p));
-if (missing.length) {
-  const what = `the e2e subset needs ${missing.join(", ")} (./install.sh --dev builds them)`;
-  if (Deno.env.get("CI") === "true") {
-    Deno.test("the e2e subset needs the Kubernetes peers", () => {
-      throw new Error(`${what}; under CI the test may not be skipped`);
-    });
-  } else console.error(`warning: ${what}; skipping the e2e subset`);
-}
+const missing = missingKubePeers("the e2e subset", ["agnhost", "e2e.test"]);
 
 needsRoot.test({
   name: "Kubernetes' e2e suite (sig-network subset) passes on a 3-node lab up --kube",

@@ -11,28 +11,9 @@
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { needsRoot } from "./root.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
-import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
+import { missingKubePeers } from "./kube_peers.ts";
 
-const NEEDED = [
-  ...KUBE_PROGRAMS,
-  "etcd",
-  "containerd",
-  "ctr",
-  "openssl",
-  "busybox",
-  "mmdebstrap",
-  "kube-proxy",
-  "coredns",
-];
-const missing = NEEDED.filter((p) => !findProgram(p));
-if (missing.length) {
-  const what = `lab up --kube needs ${missing.join(", ")} (./install.sh --dev builds and installs them)`;
-  if (Deno.env.get("CI") === "true") {
-    Deno.test("lab up --kube --proxy-mode nftables needs the Kubernetes peers", () => {
-      throw new Error(`${what}; under CI the test may not be skipped`);
-    });
-  } else console.error(`warning: ${what}; skipping the lab up --kube --proxy-mode nftables test`);
-}
+const missing = missingKubePeers("lab up --kube --proxy-mode nftables");
 
 const flanctl = (...a: string[]) =>
   run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);

@@ -18,30 +18,11 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
-import { findProgram, KUBE_PROGRAMS } from "../lib/lab/kube.ts";
+import { findProgram } from "../lib/lab/kube.ts";
+import { missingKubePeers } from "./kube_peers.ts";
 import { underlayAddrs } from "../lib/lab/paths.ts";
 
-const NEEDED = [
-  ...KUBE_PROGRAMS,
-  "etcd",
-  "containerd",
-  "ctr",
-  "openssl",
-  "busybox",
-  "iptables",
-  "mmdebstrap",
-  "kube-proxy",
-  "coredns",
-];
-const missing = NEEDED.filter((p) => !findProgram(p));
-if (missing.length) {
-  const what = `lab up --kube needs ${missing.join(", ")} (./install.sh --dev builds and installs them)`;
-  if (Deno.env.get("CI") === "true") {
-    Deno.test("lab up --kube needs the Kubernetes peers", () => {
-      throw new Error(`${what}; under CI the test may not be skipped`);
-    });
-  } else console.error(`warning: ${what}; skipping the lab up --kube test`);
-}
+const missing = missingKubePeers("lab up --kube");
 
 /** The underlay addresses of the lab's nodes (lib/lab/paths.ts's scheme). */
 function nodeIPs(name: string): string[] {
