@@ -241,7 +241,8 @@ Deno.test("registryHosts: finds registry-, proxy- and mirror-like hosts, not exa
     ),
     hosts,
   );
-  assertEquals(registryHosts("https://registry.example.com/a lib/store/proxy.ts golang.org/toolchain"), []);
+  const reserved = h("registry", "example", "com"); // reserved for examples (RFC 2606), never a real host
+  assertEquals(registryHosts(`https://${reserved}/a lib/store/proxy.ts golang.org/toolchain`), []);
   // An API group is no host, but a registry under the same domain is.
   assertEquals(registryHosts(`apiVersion: ${h("kubeproxy", "config", "k8s", "io")}/v1alpha1`), []);
   assertEquals(registryHosts(h("proxy", "k8s", "io")), [h("proxy", "k8s", "io")]);
