@@ -6,6 +6,7 @@
  * meanwhile — once the server behaves. Before the caps, the 100 MB list alone took the daemon to ~950 MiB.
  * The daemon runs with install.sh's V8 flags (from source without them its peak was 162 MiB).
  */
+import { streamed } from "./streamed_body.ts";
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, routes, type TestNode, waitFor } from "./daemon_fixture.ts";
@@ -20,28 +21,6 @@ async function mem(n: TestNode): Promise<{ hwm: number; rss: number }> {
   const st = await Deno.readTextFile(`/proc/${n.proc!.pid}/status`);
   const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(st)?.[1] ?? NaN);
   return { hwm: kb("VmHWM") / 1024, rss: kb("VmRSS") / 1024 };
-}
-
-/** A body of `total` bytes: `head`, then `unit` repeated, then `tail` (generated as read, never held). */
-function streamed(head: string, unit: string, tail: string, total: number): ReadableStream<Uint8Array> {
-  const enc = new TextEncoder();
-  const block = enc.encode(unit.repeat(Math.max(1, Math.floor(MiB / unit.length))));
-  let sent = 0, stage = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(c) {
-      if (stage === 0) {
-        c.enqueue(enc.encode(head));
-        stage = 1;
-      } else if (stage === 1) {
-        c.enqueue(block);
-        sent += block.length;
-        if (sent >= total) stage = 2;
-      } else {
-        c.enqueue(enc.encode(tail));
-        c.close();
-      }
-    },
-  });
 }
 
 const peerAnn = (ip: string, mac: string) => ({

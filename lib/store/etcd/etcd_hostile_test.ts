@@ -4,6 +4,7 @@
  * RSS under 200 MiB (measured in a child process), endless `more` pages stop at the page cap. The watch
  * retried with backoff waits ~30 s of real time: tests/etcd_hostile_test.ts.
  */
+import { streamed } from "../../../tests/streamed_body.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "../../../tests/assert.ts";
 import { EtcdClient } from "./etcd_client.ts";
 import { ETCD_LIMITS, ResponseTooLargeError } from "../limits.ts";
@@ -11,28 +12,6 @@ import { ROOT } from "../../../tests/netns.ts";
 import { fakeEtcd } from "../../../tests/etcd_fake.ts";
 
 const MiB = 1024 * 1024;
-
-/** A body of `head`, `unit` repeated to `total` bytes, then `tail`, generated as read. */
-function streamed(head: string, unit: string, tail: string, total: number): ReadableStream<Uint8Array> {
-  const enc = new TextEncoder();
-  const block = enc.encode(unit.repeat(Math.max(1, Math.floor(MiB / unit.length))));
-  let sent = 0, stage = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(c) {
-      if (stage === 0) {
-        c.enqueue(enc.encode(head));
-        stage = 1;
-      } else if (stage === 1) {
-        c.enqueue(block);
-        sent += block.length;
-        if (sent >= total) stage = 2;
-      } else {
-        c.enqueue(enc.encode(tail));
-        c.close();
-      }
-    },
-  });
-}
 
 const kv = (i: number) => ({
   key: btoa(`/coreos.com/network/subnets/10.5.${i & 255}.0-24`),
