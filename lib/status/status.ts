@@ -156,7 +156,8 @@ function v4Family(ctx: NodeSnapshot): Family {
   return {
     family: 4,
     dev: backendDevice(ctx),
-    peers: ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType),
+    // alloc, extension: nothing is programmed for any peer, so none can be missing.
+    peers: ctx.programsPeers ? ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType) : [],
     subnet: (l) => l.subnet!.toString(),
     gw: (l) => l.subnet!.ip.toString(),
     pub: (l) => l.attrs.PublicIP,
@@ -173,7 +174,8 @@ function v6Family(ctx: NodeSnapshot): Family {
     family: 6,
     dev: dev6(ctx),
     peers: ctx.store.leases.filter((l) =>
-      l !== own && l.ipv6Subnet && l.attrs.BackendType && !(sub && l.ipv6Subnet.equals(sub))
+      ctx.programsPeers && l !== own && l.ipv6Subnet && l.attrs.BackendType &&
+      !(sub && l.ipv6Subnet.equals(sub))
     ),
     subnet: (l) => l.ipv6Subnet!.toString(),
     gw: (l) => l.ipv6Subnet!.ip.toString(),
