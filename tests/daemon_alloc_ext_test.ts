@@ -33,6 +33,12 @@ async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Pro
   assertEquals(st.code, 0, st.stdout + st.stderr);
   assertStringIncludes(st.stdout, `backend    ${type}, device eth0 up, mtu 1500`);
   assertStringIncludes(st.stdout, "peers      1 leases: 0 programmed, 0 missing, 0 stale; daemon programs 0");
+  if (type === "extension") {
+    assertStringIncludes(
+      st.stdout,
+      "commands   PreStartupCommand 1 ok; PostStartupCommand 1 ok; SubnetAddCommand 1 ok\n",
+    );
+  } else assert(!st.stdout.includes("commands"), st.stdout);
 }
 
 /** Links of `ns` other than lo and eth0 (a backend without a data plane makes none). */

@@ -64,6 +64,8 @@ export interface StatusJson {
     mtu: number | null;
     /** The IPv6 overlay device (vxlan: flannel-v6.<VNI>) when IPv6 is configured, else null. */
     deviceV6: { name: string; up: boolean; mtu: number | null } | null;
+    /** extension: each command that ran (or was skipped), from the daemon's metrics. */
+    commands?: ExtensionCommandStatus[];
   };
   peers: {
     /** Peer leases in the store. */
@@ -116,6 +118,52 @@ export interface StatusNeighTable {
   gcThresh3: number;
   tableFulls: number;
   forcedGcRuns: number;
+}
+
+/** One extension command's runs by result and its last result (`status`). */
+export interface ExtensionCommandStatus {
+  command: string;
+  ok: number;
+  failed: number;
+  timeout: number;
+  /** Events skipped before a run (BackendData not a JSON string). */
+  skipped: number;
+  /** The last run's result, null when it never ran. */
+  last: "ok" | "failed" | null;
+}
+
+const EXTENSION_COMMANDS = [
+  "PreStartupCommand",
+  "PostStartupCommand",
+  "SubnetAddCommand",
+  "SubnetRemoveCommand",
+];
+
+/**
+ * The extension commands from the daemon's metrics (flanctl_extension_commands_total and the last run's
+ * timestamp): those that ran or were skipped, in flanneld's order; undefined when the daemon has none.
+ */
+export function extensionCommands(metrics: Map<string, number> | null): ExtensionCommandStatus[] | undefined {
+  if (!metrics) return undefined;
+  const out: ExtensionCommandStatus[] = [];
+  for (const command of EXTENSION_COMMANDS) {
+    const get = (r: string) =>
+      metrics.get(`flanctl_extension_commands_total{command="${command}",result="${r}"}`);
+    if (get("ok") === undefined) return undefined;
+    const [ok, failed, timeout, skipped] = ["ok", "failed", "timeout", "skipped"].map((r) => get(r) ?? 0);
+    const last = (r: string) =>
+      metrics.has(`flanctl_extension_command_last_run_timestamp_seconds{command="${command}",result="${r}"}`);
+    if (ok + failed + timeout + skipped === 0) continue;
+    out.push({
+      command,
+      ok,
+      failed,
+      timeout,
+      skipped,
+      last: last("ok") ? "ok" : last("failed") ? "failed" : null,
+    });
+  }
+  return out;
 }
 
 /** Prometheus text → name (with labels) → value. */
@@ -247,13 +295,18 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
       error: ctx.store.state === "ok" ? null : (ctx.store.error ?? ctx.store.hint),
     },
     lease: leaseStatus(ctx, mv),
-    backend: backendStatus(ctx),
+    backend: { ...backendStatus(ctx), ...withCommands(extensionCommands(ep.metrics)) },
     peers: peersStatus(ctx, mv),
     reconcile: reconcileStatus(mv),
     rules,
     health: { address: daemon.health, healthz: ep.healthz, readyz: ep.readyz, metrics: ep.metrics !== null },
     neighbours: neighStatus(ctx),
   };
+}
+
+/** `{ commands }` when there are some, else nothing (the JSON of other backends stays as it was). */
+function withCommands(c: ExtensionCommandStatus[] | undefined): { commands?: ExtensionCommandStatus[] } {
+  return c ? { commands: c } : {};
 }
 
 /** The neighbour tables of the families in use (IPv6's only when IPv6 is configured). */
