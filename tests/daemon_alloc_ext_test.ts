@@ -114,8 +114,10 @@ needsRoot.test({
       );
       assertEquals(await extraLinks(a.ns), []);
       assert(!(await routes(a.ns)).some((r) => r.dst === subB), "no route to the other node's subnet");
-      // B's lease revoked: A runs SubnetRemoveCommand with the last known lease.
+      // Our own lease never runs a command (flanneld's LeaseWatcher leaves it out).
+      assert(!(await events(a)).some((l) => l.includes(`|${subA}|`)), (await events(a)).join("\n"));
       await noFalseProblems(c, a, "extension");
+      // B's lease revoked: A runs SubnetRemoveCommand with the last known lease.
       const r = await flanctl(["lease", "revoke", subB, "--store-dir", c.storeDir]);
       assertEquals(r.code, 0, r.stderr);
       await waitFor(
