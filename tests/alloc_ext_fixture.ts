@@ -24,7 +24,7 @@ export async function extensionConf(dir: string, network: string): Promise<Recor
     Network: network,
     Backend: {
       Type: "extension",
-      PreStartupCommand: `${pre} $NODE_NAME`,
+      PreStartupCommand: `${pre} $EXT_NODE`,
       PostStartupCommand: `${post} \${OUT_DIR}`,
       SubnetAddCommand: `${rec} add $OUT_DIR`,
       SubnetRemoveCommand: `${rec} del $OUT_DIR`,

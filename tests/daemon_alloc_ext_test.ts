@@ -92,14 +92,14 @@ needsRoot.test({
         JSON.stringify(await extensionConf(c.tmp, "10.247.0.0/16")),
       );
       const a = await c.addNode(), b = await c.addNode();
-      for (const n of [a, b]) c.start(n, ["--resync-interval", "1"], { NODE_NAME: n.name, OUT_DIR: n.dir });
+      for (const n of [a, b]) c.start(n, ["--resync-interval", "1"], { EXT_NODE: n.name, OUT_DIR: n.dir });
       for (const n of [a, b]) await c.waitReady(n);
       const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
       assertEquals((await c.subnetEnv(a)).FLANNEL_MTU, "1500");
       // PostStartupCommand: flanneld's five variables, and the daemon's own environment.
       const env = await postEnv(a);
       assertEquals(
-        [env.NETWORK, env.SUBNET, env.PUBLIC_IP, env.IPV6SUBNET, env.PUBLIC_IPV6, env.NODE_NAME],
+        [env.NETWORK, env.SUBNET, env.PUBLIC_IP, env.IPV6SUBNET, env.PUBLIC_IPV6, env.EXT_NODE],
         ["10.247.0.0/16", subA, a.ip, "::/0", "<nil>", "node1"],
       );
       // Each node's SubnetAddCommand ran for the other's lease, with its BackendData (PreStartupCommand's

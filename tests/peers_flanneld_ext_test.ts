@@ -82,8 +82,8 @@ needsRoot.test({
     const c = new MixedCluster("10.76");
     try {
       const [a, b] = await c.initEtcd(JSON.stringify(await extensionConf(dir, "10.251.0.0/16")));
-      startFlanctl(c, a, { NODE_NAME: a.name, OUT_DIR: a.dir });
-      c.startFlanneld(b, [], { NODE_NAME: b.name, OUT_DIR: b.dir });
+      startFlanctl(c, a, { EXT_NODE: a.name, OUT_DIR: a.dir });
+      c.startFlanneld(b, [], { EXT_NODE: b.name, OUT_DIR: b.dir });
       await c.waitUp(a);
       await c.waitUp(b);
       const subA = await c.subnetOf(a), subB = await c.subnetOf(b);
@@ -123,7 +123,7 @@ needsRoot.test({
         c.explain("flanctl's remove for flanneld's lease"),
         async () => (await events(a)).includes(`del|${subB}|${b.ip}|data of node2`),
       );
-      c.startFlanneld(b, [], { NODE_NAME: b.name, OUT_DIR: b.dir });
+      c.startFlanneld(b, [], { EXT_NODE: b.name, OUT_DIR: b.dir });
       await c.waitUp(b);
       // (The restarted flanneld lists the leases: A's added again, as flanneld does after every start.)
       await waitFor(
