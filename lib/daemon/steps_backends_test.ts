@@ -8,6 +8,9 @@ import { PeerGate } from "./peer_gate.ts";
 import { RejectionReporter } from "../reconcile/peer_guard.ts";
 import { backendStep, Draft, NODE_STEPS } from "./steps.ts";
 import { fakeNodeBase } from "../../tests/node_base_fixture.ts";
+import { Reconciler } from "../reconcile/reconciler.ts";
+import { FakeNetlink } from "../netlink/fake/fake_netlink.ts";
+import { Peers } from "./peers.ts";
 
 const EXT = {
   name: "eth0",
@@ -137,4 +140,57 @@ Deno.test("peer gate: a backend without a data plane programs nothing and refuse
   assertEquals(keys, ["10.244.2.0/24"]);
   assertEquals(gate.desired(keys[0], gate.accepted(keys[0])!, () => null), null);
   assert(rejected.length === 0, rejected.join("\n"));
+});
+
+Deno.test("peers: a lease-event backend gets the other nodes' listing and events, never our own", () => {
+  const lines: string[] = [];
+  const base = fakeNodeBase(lines);
+  const listed: string[][] = [], events: string[] = [];
+  const be = createBackend(
+    {} as never,
+    parseNetConfig(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "alloc" } })),
+    EXT,
+    "/nonexistent",
+  );
+  be.leasesListed = (others) => listed.push(others.map((l) => String(l.subnet)));
+  be.leaseEvent = (ev) => events.push(`${ev.type} ${ev.lease.subnet}`);
+  const l = (n: number, pub = `192.0.2.${n}`): Lease => ({
+    subnet: IPNet.parse(`10.244.${n}.0/24`),
+    ipv6Subnet: null,
+    attrs: { PublicIP: pub, PublicIPv6: null, BackendType: "" },
+    expiration: null,
+  });
+  const own = l(1, "198.51.100.1");
+  const network = IPNet.parse("10.244.0.0/16");
+  const reconciler = new Reconciler({
+    nl: new FakeNetlink(),
+    network,
+    overlayDev: null,
+    log: base.log,
+    stats: base.metrics,
+  });
+  const peers = new Peers({
+    log: base.log,
+    metrics: base.metrics,
+    family: 4,
+    network,
+    subnetLen: 24,
+    ext: EXT,
+    backend: be,
+    reconciler,
+    v6: null,
+    reporter: new RejectionReporter({ log: base.log, count: (r) => base.metrics.rejectPeer(r) }),
+    state: { own: own.subnet!, lease: own },
+  });
+  peers.reset([own, l(2)]);
+  peers.fullPass();
+  peers.apply([
+    { type: "added", lease: own },
+    { type: "added", lease: l(3) },
+    { type: "removed", lease: l(2) },
+  ], () => {});
+  assertEquals(listed, [["10.244.2.0/24"]]);
+  assertEquals(events, ["added 10.244.3.0/24", "removed 10.244.2.0/24"]);
+  assertEquals(reconciler.size, 0, "nothing programmed");
+  assert(!lines.some((x) => x.includes("skipping peer") || x.includes("refused")), lines.join("\n"));
 });
