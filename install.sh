@@ -196,7 +196,7 @@ if [ -n "${cni_js:-}" ]; then
     if "$DENO_BIN" eval --quiet --no-config "
       import { warmCodeCache } from 'file://$LIBDIR/src/lib/install/code_cache.ts';
       const run = () => new Deno.Command('$CNI_BIN_DIR/loopback', {
-        env: { CNI_COMMAND: 'VERSION' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
+        env: { CNI_COMMAND: 'VERSION', FLANCTL_CNI_WARM: '1' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
       Deno.exit(await warmCodeCache('$CNI_DENO_DIR', new URL('file://$cni_js').href, run) ? 0 : 1);"; then
       log "CNI bundle run (V8 code cache written and checkpointed in $CNI_DENO_DIR)"
     else

@@ -43,6 +43,16 @@ export const CNI_DENO_RUN_FLAGS: readonly string[] = [
 ];
 
 /**
+ * Set to 1 in install's warm-up runs of the CNI bundle (CNI VERSION until the code cache is written,
+ * lib/install/code_cache.ts): the run then also starts a child process through lib/base/run.ts, as
+ * portmap's firewall tools do, so the code cache of the Deno modules that loads (process, streams,
+ * node:timers: ~1.1 MiB) is written at install too. Otherwise the node's first hostPort pod wrote it, into
+ * the write-ahead log of the cache database every later plugin call opens and SQLite reads whole on open
+ * (docs/performance.md, "The CNI code cache").
+ */
+export const CNI_WARM_ENV = "FLANCTL_CNI_WARM";
+
+/**
  * The lock file in a runtime directory of `flanctl install-cni` (`<cni bin dir>/.flanctl-runtime-<hash>/`):
  * every CNI call started from that directory holds it shared while it runs ({@link holdRuntime}), and
  * install-cni removes a superseded directory only when it can take the lock exclusively (lib/install/cni.ts).

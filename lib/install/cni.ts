@@ -25,7 +25,7 @@
 import { FlanctlError } from "../base/errors.ts";
 import { readCappedBytes, readCappedText } from "../base/capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
-import { CNI_DENO_RUN_FLAGS, earlyDelSh, RUNTIME_LOCK } from "../cni/launch.ts";
+import { CNI_DENO_RUN_FLAGS, CNI_WARM_ENV, earlyDelSh, RUNTIME_LOCK } from "../cni/launch.ts";
 import { DELETED_DIR_ENV } from "../cni/deleted.ts";
 import { CNI_LIBRARIES, RUNTIME_LIB_DIR } from "../os/mod.ts";
 import { runProcess } from "../base/run.ts";
@@ -401,7 +401,7 @@ function deletedDir(dir: string): string {
 async function warmRuntimeCache(dir: string): Promise<void> {
   const run = () =>
     runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
-      env: { ...launcherEnv(dir), FLANCTL_ARGV0: "loopback", CNI_COMMAND: "VERSION" },
+      env: { ...launcherEnv(dir), FLANCTL_ARGV0: "loopback", CNI_COMMAND: "VERSION", [CNI_WARM_ENV]: "1" },
       discardOutput: true,
       timeoutMs: 60_000,
     }).catch(() => {/* best effort, see above */});

@@ -5,6 +5,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
 import { BACKUP_SUFFIX, INSTALL_LOCK, installCni } from "./cni.ts";
+import { hasCodeCache } from "./code_cache.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { PLUGINS } from "../cni/plugins.ts";
 import { flanctl, flanctlCmd, ROOT, run } from "../../tests/netns.ts";
@@ -209,6 +210,8 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
       wal = Deno.statSync(`${cache}/v8_code_cache_v2-wal`).size;
     } catch { /* no log at all */ }
     assertEquals(wal, 0, "the code cache was left in the write-ahead log");
+    // ...with what a portmap firewall call loads of Deno's own modules, so no hostPort pod writes it later.
+    assert(hasCodeCache(cache, "ext:deno_process/40_process.js"), "Deno's process module not cached");
     // kubelet's view: a plugin name runs the CNI entry point with no checkout and no config.
     const p = new Deno.Command(`${bin}/loopback`, {
       env: { CNI_COMMAND: "VERSION" },
