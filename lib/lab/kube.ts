@@ -26,11 +26,12 @@ import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.t
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
 import type { CmdResult } from "./proc.ts";
 import type { PodPort } from "./types.ts";
-import { kubeletRunning, writeKubeRecord } from "./kube_status.ts";
+import { kubeletRunning, kubeNetConfPath, writeKubeRecord } from "./kube_status.ts";
 import type { KubeLabRecord } from "./kube_status.ts";
 import {
   clusterCidrs,
   dualStackManifest,
+  manifestNetConf,
   nodeMaskFlags,
   SERVICE_VIP,
   SERVICE_VIP6,
@@ -576,6 +577,8 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     stdin: applyManifest,
   });
   if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
+  const netConf = manifestNetConf(applyManifest);
+  if (netConf) await Deno.writeTextFile(kubeNetConfPath(o.name), netConf);
   say(`applied ${o.manifest}${family === "dual" ? " (net-conf: EnableIPv6, IPv6Network)" : ""}`);
   await waitFor("every node Ready (flanctl's DaemonSet running)", 240_000, async () => {
     const r = await kubectl([

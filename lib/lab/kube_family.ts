@@ -47,6 +47,21 @@ export function nodeMaskFlags(family: KubeIpFamily): string[] {
     : [`--node-cidr-mask-size=${NODE_MASK4}`];
 }
 
+/** The net-conf.json of a manifest's ConfigMap (the indented block after `net-conf.json: |`), or null. */
+export function manifestNetConf(manifest: string): string | null {
+  const lines = manifest.split("\n");
+  const at = lines.findIndex((l) => /^\s+net-conf\.json: \|/.test(l));
+  if (at < 0) return null;
+  const indent = /^\s*/.exec(lines[at])![0].length;
+  const body: string[] = [];
+  for (const l of lines.slice(at + 1)) {
+    if (l.trim() && /^\s*/.exec(l)![0].length <= indent) break;
+    body.push(l);
+  }
+  const text = body.join("\n").trim();
+  return text ? text + "\n" : null;
+}
+
 /**
  * The manifest with its net-conf.json made dual stack, as kube-flannel's documentation writes it:
  * `"EnableIPv6": true` and `"IPv6Network"` next to the `"Network"` line. A manifest whose net-conf has no

@@ -4,6 +4,7 @@ import {
   clusterCidrs,
   dualStackManifest,
   kubeFamily,
+  manifestNetConf,
   nodeMaskFlags,
   SERVICE_CIDR6,
   serviceCidrs,
@@ -12,24 +13,12 @@ import { pkiScript } from "./kube.ts";
 
 const MANIFEST = new URL("../../deploy/kube-flanctl.yml", import.meta.url);
 
-/** The net-conf.json block of a manifest's ConfigMap (the lines after `net-conf.json: |`, indented). */
-function netConf(manifest: string): string {
-  const lines = manifest.split("\n");
-  const at = lines.findIndex((l) => /^\s+net-conf\.json: \|/.test(l));
-  const body: string[] = [];
-  for (const l of lines.slice(at + 1)) {
-    if (!/^\s{4}/.test(l)) break;
-    body.push(l);
-  }
-  return body.join("\n");
-}
-
 Deno.test("kube family: the manifest's net-conf made dual stack parses with both networks", () => {
   const text = Deno.readTextFileSync(MANIFEST);
-  const before = parseNetConfig(netConf(text));
+  const before = parseNetConfig(manifestNetConf(text)!);
   assertEquals(before.enableIPv6, false);
   const dual = dualStackManifest(text);
-  const c = parseNetConfig(netConf(dual));
+  const c = parseNetConfig(manifestNetConf(dual)!);
   assertEquals(c.enableIPv4, true);
   assertEquals(c.enableIPv6, true);
   assertEquals(c.network?.toString(), "10.244.0.0/16");
@@ -42,6 +31,7 @@ Deno.test("kube family: the manifest's net-conf made dual stack parses with both
   assertEquals(JSON.parse(dualStackManifest(last)).IPv6Network, "fc00:244::/48");
   assertThrows(() => dualStackManifest(dual), Error, "already sets IPv6");
   assertThrows(() => dualStackManifest("kind: List\n"), Error, 'no net-conf "Network" line');
+  assertEquals(manifestNetConf("kind: List\n"), null);
 });
 
 Deno.test("kube family: dual stack's ranges and mask flags; IPv6-only refused", () => {

@@ -31,6 +31,14 @@ export function kubeRecordPath(name: string): string {
   return `${labDir(name)}/kube.json`;
 }
 
+/**
+ * The net-conf.json `lab up --kube` applied (the manifest's ConfigMap), kept for the lab's readers that
+ * open the API as flanctl's store (`lab trace`), as a node has it at /etc/kube-flannel/net-conf.json.
+ */
+export function kubeNetConfPath(name: string): string {
+  return `${labDir(name)}/net-conf.json`;
+}
+
 /** Writes the record atomically. */
 export function writeKubeRecord(r: KubeLabRecord): void {
   const p = kubeRecordPath(r.name);
