@@ -95,7 +95,10 @@ function upCommand(lab: Command): void {
       "net-conf.json to use (Network, Backend and the IP families from it; e.g. EnableNFTables)",
     )
     .addOption(
-      new Option("--ip-family <family>", "pod and underlay address families (IPv6 network fc00:244::/48)")
+      new Option(
+        "--ip-family <family>",
+        "pod and underlay address families (IPv6 network fc00:244::/48; --kube: ipv4 or dual)",
+      )
         .choices(["ipv4", "dual", "ipv6"]).default("ipv4"),
     )
     .option(
@@ -177,6 +180,7 @@ function upCommand(lab: Command): void {
       if (o.kube) {
         m.validateLabName(o.name);
         if (m.readState(o.name) || pathExists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
+        const ipFamily = m.kubeFamily(o.ipFamily);
         const made = { value: true };
         await guarded(o.name, () =>
           m.kubeUp({
@@ -189,6 +193,7 @@ function upCommand(lab: Command): void {
             dnsImage: Deno.realPathSync(o.corednsImage),
             proxyMode: o.proxyMode,
             extraImages: (o.importImage ?? []).map((f) => Deno.realPathSync(f)),
+            ipFamily,
           }, say), made);
         say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
         return;
@@ -300,6 +305,7 @@ function checkCommand(lab: Command): void {
         const probes = await m.kubeServiceCheck(
           k.nodes,
           (args, stdin) => m.runKubectl(o.name, args, stdin),
+          k.ipFamily === "dual",
         );
         for (const l of m.formatKubeCheck(probes)) say(l);
         return exitWith(probes.every((p) => p.ok) ? 0 : 1);

@@ -3,12 +3,15 @@
  * release) against a `flanctl lab up --kube` cluster: flanctl as the network, kube-proxy and CoreDNS.
  *
  *   deno task e2e [--nodes 3] [--focus REGEX] [--skip REGEX] [--name e2e] [--report-dir dist/e2e] [--keep]
+ *                 [--dual-stack]
  *
  * 1. The images: dist/flanctl-image.tar (deploy/build-image.sh, always: the tree may have changed), the peer
  *    images dist/{kube-proxy,coredns}-image.tar and the suite's own, named exactly as `e2e.test --list-images`
  *    names them under the override (agnhost, glibc-dns-testing: dist/e2e-images/<name>-<tag>.tar), each built
  *    by `build-image.sh --peer` when missing.
- * 2. `lab up --kube --nodes N` with the suite's images imported on every node.
+ * 2. `lab up --kube --nodes N` with the suite's images imported on every node; `--dual-stack`: a dual-stack
+ *    cluster (`--ip-family dual`) and, unless --focus is given, the dual-stack selection
+ *    {@link DUAL_STACK_FOCUS}.
  * 3. e2e.test in the lab's underlay namespace (where the API server and the nodes are reachable) with the
  *    admin kubeconfig, `--provider local`, the suite's image-repository override (KUBE_TEST_REPO_LIST: every
  *    registry the suite names becomes `flanctl.local/...`, so agnhost is the local image and nothing is
@@ -23,6 +26,8 @@ import { parseArgs } from "node:util";
 export const DEFAULT_FOCUS =
   String.raw`\[sig-network\] (Networking Granular Checks: Pods|Services .*\[Conformance\]|` +
   String.raw`DNS .*\[Conformance\]|HostPort)`;
+/** The suite's tests tagged for dual stack (`[Feature:IPv6DualStack]`: 23 specs in v1.37.2). */
+export const DUAL_STACK_FOCUS = String.raw`\[sig-network\] \[Feature:IPv6DualStack\]`;
 /**
  * Limits of this machine, each skipped by name with its reason when the machine has it (docs/lab.md,
  * "Kubernetes' e2e suite"): `protocols` is /proc/net/protocols.
@@ -31,7 +36,8 @@ export function machineSkips(protocols: string): { skip: string; why: string }[]
   const out: { skip: string; why: string }[] = [];
   if (!/^SCTP\s/m.test(protocols)) {
     out.push({
-      skip: String.raw`Granular Checks: Pods should function for (intra-pod|node-pod) communication: sctp`,
+      skip: String.raw`Granular Checks: (Pods should function for (intra-pod|node-pod) communication|` +
+        String.raw`Services Secondary IP Family \[LinuxOnly\] should function for pod-Service): sctp`,
       why: "no SCTP in this kernel (/proc/net/protocols has none: socket(…, IPPROTO_SCTP) fails " +
         "EPROTONOSUPPORT, agnhost's SCTP server exits)",
     });
@@ -109,13 +115,16 @@ async function main(): Promise<number> {
     args: Deno.args,
     options: {
       nodes: { type: "string", default: "3" },
-      focus: { type: "string", default: DEFAULT_FOCUS },
+      focus: { type: "string" },
+      "dual-stack": { type: "boolean", default: false },
       skip: { type: "string", default: "" },
       name: { type: "string", default: "e2e" },
       "report-dir": { type: "string", default: "dist/e2e" },
       keep: { type: "boolean", default: false },
     },
   });
+  const dual = v["dual-stack"]!;
+  const focus = v.focus ?? (dual ? DUAL_STACK_FOCUS : DEFAULT_FOCUS);
   const root = new URL("..", import.meta.url).pathname;
   const { findProgram, kubePaths, underlayNetns } = await import("../lib/lab/mod.ts");
   const e2e = findProgram("e2e.test");
@@ -183,12 +192,17 @@ async function main(): Promise<number> {
     "--coredns-image",
     `${dist}/coredns-image.tar`,
     ...suiteArchives.flatMap((a) => ["--import-image", a]),
+    ...(dual ? ["--ip-family", "dual"] : []),
   ]);
   if (up !== 0) {
     if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
     return 1;
   }
-  say(`lab up --kube --nodes ${v.nodes}: ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  say(
+    `lab up --kube --nodes ${v.nodes}${dual ? " --ip-family dual" : ""}: ${
+      ((Date.now() - t1) / 1000).toFixed(1)
+    } s`,
+  );
   const log = `${reportDir}/e2e.log`;
   let protocols = "";
   try {
@@ -212,12 +226,12 @@ async function main(): Promise<number> {
       "--provider=local",
       `--kubectl-path=${kubectl}`,
       `--report-dir=${reportDir}`,
-      `--ginkgo.focus=${v.focus}`,
+      `--ginkgo.focus=${focus}`,
       ...(skip ? [`--ginkgo.skip=${skip}`] : []),
       "--ginkgo.no-color",
       "--ginkgo.timeout=2h",
     ];
-    say(`e2e.test --ginkgo.focus='${v.focus}'${skip ? ` --ginkgo.skip='${skip}'` : ""} (log: ${log})`);
+    say(`e2e.test --ginkgo.focus='${focus}'${skip ? ` --ginkgo.skip='${skip}'` : ""} (log: ${log})`);
     code = await sh(["sh", "-c", `"$@" >${JSON.stringify(log)} 2>&1`, "sh", ...args]);
     const text = await Deno.readTextFile(log);
     for (const l of summary(text)) console.log(l);

@@ -1,5 +1,13 @@
 import { assertEquals } from "../tests/assert.ts";
-import { DEFAULT_FOCUS, LOCAL_REGISTRY, machineSkips, repoList, suiteRefs, summary } from "./e2e.ts";
+import {
+  DEFAULT_FOCUS,
+  DUAL_STACK_FOCUS,
+  LOCAL_REGISTRY,
+  machineSkips,
+  repoList,
+  suiteRefs,
+  summary,
+} from "./e2e.ts";
 
 Deno.test("e2e: every registry key of the override names the local repository", () => {
   const lines = repoList().trim().split("\n");
@@ -43,6 +51,15 @@ Deno.test("e2e: the suite's own summary lines and failures, colours stripped", (
     true,
   );
   assertEquals(new RegExp(DEFAULT_FOCUS).test("[sig-network] Netpol should deny ingress"), false);
+  const ds = new RegExp(DUAL_STACK_FOCUS);
+  assertEquals(
+    ds.test("[sig-network] [Feature:IPv6DualStack] should create service with ipv6 cluster ip"),
+    true,
+  );
+  assertEquals(
+    ds.test("[sig-network] Services should serve a basic endpoint from pods  [Conformance]"),
+    false,
+  );
 });
 
 Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", () => {
@@ -65,6 +82,21 @@ Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", (
   assertEquals(
     re.test(
       "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: udp",
+    ),
+    false,
+  );
+  // The dual-stack selection's SCTP test too (a Service over the secondary family), nothing else of it.
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: sctp [Feature:SCTPConnectivity]",
+    ),
+    true,
+  );
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: udp",
     ),
     false,
   );

@@ -118,6 +118,7 @@ Deno.test("kube lab: lab exec on a node enters its kubelet's namespaces, the API
   const r = {
     name: "k1",
     nodes: 2,
+    ipFamily: "ipv4" as const,
     network: "10.244.0.0/16",
     backend: "vxlan",
     proxyMode: "iptables",
