@@ -10,12 +10,15 @@ import { HostGwBackend } from "./hostgw.ts";
 import type { Backend, ExternalIface } from "./types.ts";
 import { UdpBackend } from "./udp/backend.ts";
 import { procSysctl, VxlanBackend } from "./vxlan.ts";
+import { WireguardBackend } from "./wireguard/backend.ts";
+import { parseWireguardOptions } from "./wireguard/options.ts";
 import type { Log } from "../base/log.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
 export { UdpBackend } from "./udp/backend.ts";
+export { WireguardBackend } from "./wireguard/backend.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
@@ -48,6 +51,11 @@ export function createBackend(
       );
     }
     return new UdpBackend(nl, parseUdpOptions(cfg.backend), ext, cfg.network, opts.log);
+  }
+  if (cfg.backend.type === "wireguard") {
+    const net = family === 6 ? cfg.ipv6Network : cfg.network;
+    if (!net) throw new ConfigError("Network", `the wireguard backend has no IPv${family} Network`);
+    return new WireguardBackend(nl, parseWireguardOptions(cfg.backend), ext, net, family, opts.log);
   }
   if (cfg.backend.type === "vxlan") {
     const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;
