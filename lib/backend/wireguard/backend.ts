@@ -90,11 +90,19 @@ export class WireguardBackend implements Backend {
   #key: WgKey | null = null;
   #way: WgWay | null = null;
   #peers: PeerSet[] = [];
+  /**
+   * The daemon has said which peers it accepted (syncPeers): until then a reconcile sets only the key and
+   * port, so a restarted daemon never removes the peers the device still serves.
+   */
+  #peersKnown = false;
   /** The reconcile running or queued; its failure (device level) is kept for settle(). */
   #chain: Promise<void> = Promise.resolve();
   #queued = false;
   #failure: Error | null = null;
-  /** The next reconcile writes every peer whole (after a start: a new PSK or keepalive reaches all). */
+  /**
+   * The next reconcile writes every peer whole (after a start: a new PSK or keepalive reaches all). A peer
+   * written with what it already has keeps its session (wireguard-go updates it in place).
+   */
   #full = true;
   #uapiErrors = 0;
   #lastPeers = 0;
@@ -281,6 +289,7 @@ export class WireguardBackend implements Backend {
   /** The peers the daemon accepted (after every change): the device is made to match, asynchronously. */
   syncPeers(peers: readonly PeerInfo[]): void {
     this.#peers = this.#desired(peers);
+    this.#peersKnown = true;
     this.#kick();
   }
 
@@ -306,7 +315,7 @@ export class WireguardBackend implements Backend {
     const st = await uapiGet(this.socket);
     const set = this.plan(st, this.#full);
     if (set) await uapiSet(this.socket, set);
-    this.#full = false;
+    if (this.#peersKnown) this.#full = false;
     this.#lastPeers = this.#peers.length;
   }
 
@@ -323,6 +332,7 @@ export class WireguardBackend implements Backend {
       set.listenPort = this.port;
       any = true;
     }
+    if (!this.#peersKnown) return any ? set : null;
     const have = new Map(st.peers.map((p) => [p.publicKey, p]));
     for (const want of this.#peers) {
       const h = have.get(want.publicKey);

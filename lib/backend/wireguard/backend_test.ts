@@ -35,7 +35,13 @@ function peer(subnet: string, ip: string, data: unknown): PeerInfo {
 /** A backend over a fake netlink and a fake UAPI server in a temp dir; `fn` runs with them, then cleanup. */
 async function withBackend(
   backend: Record<string, unknown>,
-  fn: (b: WireguardBackend, nl: FakeNetlink, fake: () => FakeUapi, logs: string[]) => Promise<void>,
+  fn: (
+    b: WireguardBackend,
+    nl: FakeNetlink,
+    fake: () => FakeUapi,
+    logs: string[],
+    again: () => WireguardBackend,
+  ) => Promise<void>,
   family: 4 | 6 = 4,
 ) {
   const dir = Deno.makeTempDirSync();
@@ -48,26 +54,27 @@ async function withBackend(
     error: (m: string, f?: unknown) => logs.push(`error ${m} ${JSON.stringify(f ?? {})}`),
     debug: () => {},
   } as unknown as Log;
-  const b = new WireguardBackend(
-    nl,
-    opts(backend),
-    EXT,
-    family === 6 ? IPNet.parse("fd00::/56") : NET,
-    family,
-    log,
-    {
-      keyFile: `${dir}/wgkey`,
-      program: "/nonexistent/wireguard-go",
-      socketDir: dir,
-      kernel: false,
-      start: (_prog, dev) => {
-        nl.addLink(dev, { kind: "tun", up: false, mtu: 1420, flags: [] });
-        fake = new FakeUapi(`${dir}/${dev}.sock`);
+  const make = () =>
+    new WireguardBackend(
+      nl,
+      opts(backend),
+      EXT,
+      family === 6 ? IPNet.parse("fd00::/56") : NET,
+      family,
+      log,
+      {
+        keyFile: `${dir}/wgkey`,
+        program: "/nonexistent/wireguard-go",
+        socketDir: dir,
+        kernel: false,
+        start: (_prog, dev) => {
+          nl.addLink(dev, { kind: "tun", up: false, mtu: 1420, flags: [] });
+          fake = new FakeUapi(`${dir}/${dev}.sock`);
+        },
       },
-    },
-  );
+    );
   try {
-    await fn(b, nl, () => fake!, logs);
+    await fn(make(), nl, () => fake!, logs, make);
   } finally {
     await (fake as FakeUapi | null)?.close();
     Deno.removeSync(dir, { recursive: true });
@@ -157,6 +164,29 @@ Deno.test("wireguard: peers as flanneld configures them; a removed lease removes
     await b.settle();
     assertEquals([...fake().peers.keys()], ["03".repeat(32)]);
     assert(fake().requests.at(-1)!.includes(`public_key=${KEY2_HEX}\nremove=true`));
+  });
+});
+
+Deno.test("wireguard: a restarted daemon keeps the device's peers until it knows its own", async () => {
+  await withBackend({}, async (b, _nl, fake, _logs, again) => {
+    b.ensure(OWN);
+    const p2 = peer("10.244.2.0/24", "192.0.2.12", { PublicKey: KEY2, Port: 51820 });
+    b.syncPeers([p2]);
+    await b.settle();
+    await b.close();
+    const sets = fake().requests.length;
+    const b2 = again(); // the device (and wireguard-go) outlived the daemon
+    assertEquals(b2.ensure(OWN), []);
+    await b2.settle();
+    assert(fake().peers.has(KEY2_HEX), "the first reconcile after a restart removed a peer");
+    assertEquals(fake().requests.length, sets + 1, "a get only: key and port are right");
+    b2.syncPeers([p2]);
+    await b2.settle();
+    assert(fake().requests.at(-1)!.startsWith("set=1"), "the peers are written whole once after a start");
+    assert(!fake().requests.at(-1)!.includes("remove=true"));
+    b2.syncPeers([]);
+    await b2.settle();
+    assertEquals(fake().peers.size, 0);
   });
 });
 
