@@ -86,7 +86,8 @@ function upCommand(lab: Command): void {
     )
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
-      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp"]).default("vxlan"),
+      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp", "wireguard"])
+        .default("vxlan"),
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
@@ -166,7 +167,7 @@ function upCommand(lab: Command): void {
       importImage?: string[];
       nodes: number;
       podsPerNode: number;
-      backend: "vxlan" | "host-gw" | "udp";
+      backend: "vxlan" | "host-gw" | "udp" | "wireguard";
       store: "file" | "etcd";
       network: string;
       ipFamily: "ipv4" | "dual" | "ipv6";
