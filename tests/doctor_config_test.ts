@@ -134,19 +134,27 @@ needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binari
       `${n.confDir}/00-broken.conf`,
       JSON.stringify({ cniVersion: "0.3.1", name: "x", type: "calico" }),
     );
-    const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-ips,cni-cache,pod-netns");
+    const run2 = await runDoctorJson(n, "--skip", "hostlocal-ips,cni-cache,pod-netns");
     expectFinding(
       run2,
       "cni0-address",
       "critical",
       "cni0 has 10.244.1.1/24, 10.244.7.1/24, FLANNEL_SUBNET is 10.244.1.1/24",
     );
-    expectFinding(
+    // The foreign config sorting first is the root cause (critical); its missing binary only a consequence,
+    // and flanctl is never proposed under the foreign plugin's name.
+    const foreign = expectFinding(
       run2,
       "cni-config",
-      "warning",
-      `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config`,
+      "critical",
+      `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config: it sorts first`,
     );
+    assertEquals(foreign.fix, [
+      `mkdir -p /root/cni-net.d.bak && mv ${n.confDir}/00-broken.conf /root/cni-net.d.bak/`,
+    ]);
+    const bins = expectFinding(run2, "cni-binaries", "warning", `missing in ${n.binDir}: calico`);
+    assertStringIncludes(bins.detail, "consequence of cni-config");
+    assert(!bins.fix.join("\n").includes("ln -sf"), bins.fix.join("\n"));
     expectFinding(run2, "subnet-env", "ok", "matches the lease");
     assertEquals(run2.code, 2);
 
