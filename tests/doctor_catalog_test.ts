@@ -11,6 +11,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctl, flanctlCmd, run } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
+import { teachPmtu } from "./pmtu.ts";
 import type { FindingId, Severity } from "../lib/doctor/mod.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
 
@@ -170,6 +171,39 @@ needsRoot.test({
           assertEquals(problems(await doctor(name)), []);
         },
       );
+
+      await t.step("a learned path MTU (route cache) to a remote pod is no stale peer route", async () => {
+        const s = loadState(name);
+        const p1 = s.pods.find((p) => p.node === "node1")!, p2 = s.pods.find((p) => p.node === "node2")!;
+        const vtep1 = p1.ip!.split(".").slice(0, 3).join(".") + ".0";
+        await teachPmtu(nodeOf(s, "node2").netns, vtep1, p2.ip!, 1300);
+        const got = await labExec(name, "node1", ["ip", "route", "get", p2.ip!]);
+        assertStringIncludes(got.stdout, "mtu 1300", "node1 learned the path MTU");
+        const rep = await doctor(name);
+        assertEquals(problems(rep), [], rep.raw);
+        await labExec(name, "node1", ["ip", "route", "flush", "cache"]);
+      });
+
+      await t.step("pods below FLANNEL_MTU (the node's MTU grew): quiet, never told to raise", async () => {
+        const s = loadState(name);
+        const p1 = s.pods.find((p) => p.node === "node1")!;
+        await run(["ip", "-n", p1.netns, "link", "set", "eth0", "mtu", "1400"]);
+        try {
+          const rep = await doctor(name);
+          assertEquals(problems(rep), [], rep.raw);
+          assertStringIncludes(finding(rep, "mtu").detail, "1 pod(s) below 1450");
+        } finally {
+          await run(["ip", "-n", p1.netns, "link", "set", "eth0", "mtu", "1450"]);
+        }
+        // Above what the overlay carries is the fault: lowered by the fix.
+        await run(["ip", "-n", p1.netns, "link", "set", "eth0", "mtu", "1500"]);
+        const rep = await doctor(name);
+        const m = finding(rep, "mtu");
+        assertEquals(m.severity, "warning", m.detail);
+        assertStringIncludes(m.detail, `pod netns ${p1.netns} eth0 MTU 1500 > 1450`);
+        await paste(name, m.fix);
+        assertEquals(problems(await doctor(name)), []);
+      });
     });
   },
 });
