@@ -342,22 +342,26 @@ export const mtu: Check = {
       crit.push(`FLANNEL_MTU ${envMtu} > ${under.link.name} MTU ${under.link.mtu}`);
       expected = under.link.mtu;
     }
+    // Only an MTU above what the overlay carries drops packets. One below it is safe (a pod made before the
+    // MTU grew — a jumbo underlay — or pinned lower on purpose): it is noted, never "raised".
+    const below: string[] = [];
     if (expected !== null) {
       const br = ctx.link("cni0");
       const veths = ctx.cni0Veths();
-      if (br && veths.length && br.mtu !== expected) {
-        warn.push(`cni0 MTU ${br.mtu} != ${expected}`);
+      if (br && veths.length && br.mtu > expected) {
+        warn.push(`cni0 MTU ${br.mtu} > ${expected}`);
         fix.push(ctx.cmd(sh`ip link set cni0 mtu ${expected}`));
       }
       for (const v of veths) {
-        if (v.mtu !== expected) {
-          warn.push(`host veth ${v.name} MTU ${v.mtu} != ${expected}`);
+        if (v.mtu > expected) {
+          warn.push(`host veth ${v.name} MTU ${v.mtu} > ${expected}`);
           fix.push(ctx.cmd(sh`ip link set ${v.name} mtu ${expected}`));
         }
       }
       for (const p of ctx.pods.values()) {
-        if (p.mtu !== null && p.mtu !== expected) {
-          warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} != ${expected}`);
+        if (p.mtu !== null && p.mtu < expected) below.push(`${p.name} ${p.mtu}`);
+        if (p.mtu !== null && p.mtu > expected) {
+          warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} > ${expected}`);
           const set = `link set ${p.ifname} mtu ${expected}`;
           fix.push(
             p.name.startsWith("pid:")
@@ -375,7 +379,12 @@ export const mtu: Check = {
         ctx.link("cni0") ? `cni0 ${ctx.link("cni0")!.mtu}` : null,
         `${ctx.cni0Veths().length} veth(s)`,
       ].filter(Boolean);
-      return [ok("mtu", `MTU chain consistent: ${parts.join(", ")}`)];
+      const note = below.length
+        ? `; ${below.length} pod(s) below ${expected} (${below.slice(0, 3).join(", ")}${
+          below.length > 3 ? ", …" : ""
+        }): safe, they get ${expected} when recreated`
+        : "";
+      return [ok("mtu", `MTU chain consistent: ${parts.join(", ")}${note}`)];
     }
     return [{
       id: "mtu",
