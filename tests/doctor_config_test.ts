@@ -38,11 +38,12 @@ needsRoot.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-
       run,
       "forward-policy",
       "critical",
-      "FORWARD policy DROP and no jump to FLANNEL-FWD",
+      "dropped at FORWARD by iptables-nft filter FORWARD policy DROP",
     );
+    assertStringIncludes(fwd.detail, "iptables-nft FORWARD has no jump to FLANNEL-FWD");
     assertStringIncludes(
       fwd.fix.join("\n"),
-      `ip netns exec ${N} iptables -A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`,
+      `ip netns exec ${N} iptables -I FORWARD 1 -s 10.244.0.0/16 -m comment --comment 'flannel forward' -j ACCEPT`,
     );
     const masq = expectFinding(
       run,
@@ -58,7 +59,8 @@ needsRoot.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-
       run,
       "vxlan-port",
       "critical",
-      "INPUT drops VXLAN: -A INPUT -p udp -m udp --dport 8472 -j DROP",
+      "VXLAN from 192.0.2.11 to UDP 8472: dropped at INPUT by iptables-nft filter INPUT rule 1 DROP: " +
+        "-A INPUT -p udp -m udp --dport 8472 -j DROP",
     );
     assertStringIncludes(port.detail, "other VXLAN device(s) on UDP 8472: vx2 (VNI 2)");
 
