@@ -85,6 +85,22 @@ export interface KubeUpOptions {
   proxyMode?: ProxyMode;
   /** More image archives imported into every node (e.g. the e2e suite's agnhost). */
   extraImages?: string[];
+  /** `--network-policy`: the manifest's FLANNELD_NETWORK_POLICY switch turned on (docs/networkpolicy.md). */
+  networkPolicy?: boolean;
+}
+
+/**
+ * The manifest with its commented `FLANNELD_NETWORK_POLICY` env entry switched on. Throws
+ * {@link KubeLabError} when the manifest has no such commented entry.
+ */
+export function manifestWithNetworkPolicy(text: string): string {
+  const re = /^(\s*)# - name: FLANNELD_NETWORK_POLICY\n\1# {3}value: "true"$/m;
+  if (!re.test(text)) {
+    throw new KubeLabError(
+      "--network-policy: the manifest has no commented FLANNELD_NETWORK_POLICY entry (as deploy/kube-flanctl.yml)",
+    );
+  }
+  return text.replace(re, '$1- name: FLANNELD_NETWORK_POLICY\n$1  value: "true"');
 }
 
 function isExecutable(p: string): boolean {
@@ -531,9 +547,14 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   // kube-proxy first: it reaches the API on the control-plane endpoint and programs the VIPs the others use.
   await apply("kube-proxy", kubeProxyObjects({ server, clusterCidr, mode, image: proxyRef }));
   say(`kube-proxy (${mode} mode) as a DaemonSet: ${proxyRef}`);
-  const applied = await kubectl(["apply", "-f", o.manifest]);
-  if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
-  say(`applied ${o.manifest}`);
+  let manifest = o.manifest;
+  if (o.networkPolicy) {
+    manifest = `${p.dir}/kube-flanctl-netpol.yml`;
+    await Deno.writeTextFile(manifest, manifestWithNetworkPolicy(await Deno.readTextFile(o.manifest)));
+  }
+  const applied = await kubectl(["apply", "-f", manifest]);
+  if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${manifest}: ${applied.stderr.trim()}`);
+  say(`applied ${manifest}${o.networkPolicy ? " (NetworkPolicy enforced)" : ""}`);
   await waitFor("every node Ready (flanctl's DaemonSet running)", 240_000, async () => {
     const r = await kubectl([
       "get",
