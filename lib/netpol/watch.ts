@@ -30,7 +30,7 @@ export type WatchUpdate<T> = { type: "reset"; items: Map<string, T> } | {
 
 const PAGE = 500;
 
-async function listAll<T>(
+export async function listAll<T>(
   client: KubeClient,
   k: Kind<T>,
   rv: string,
