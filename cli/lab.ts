@@ -145,6 +145,10 @@ function upCommand(lab: Command): void {
       "with --kube: CoreDNS's image archive (deploy/build-image.sh --peer coredns)",
       "dist/coredns-image.tar",
     )
+    .option(
+      "--network-policy",
+      "with --kube: flanctl's DaemonSet enforces NetworkPolicy (the manifest's FLANNELD_NETWORK_POLICY switch)",
+    )
     .addOption(
       new Option("--proxy-mode <mode>", "with --kube: kube-proxy's mode").choices(["iptables", "nftables"])
         .default("iptables"),
@@ -165,6 +169,7 @@ function upCommand(lab: Command): void {
       corednsImage: string;
       proxyMode: "iptables" | "nftables";
       importImage?: string[];
+      networkPolicy?: boolean;
       nodes: number;
       podsPerNode: number;
       backend: "vxlan" | "host-gw" | "udp" | "wireguard";
@@ -195,6 +200,7 @@ function upCommand(lab: Command): void {
             proxyMode: o.proxyMode,
             extraImages: (o.importImage ?? []).map((f) => Deno.realPathSync(f)),
             ipFamily,
+            networkPolicy: o.networkPolicy === true,
           }, say), made);
         say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
         return;
@@ -207,10 +213,14 @@ function upCommand(lab: Command): void {
         corednsImage: _c,
         proxyMode: _pm,
         importImage: _ii,
+        networkPolicy,
         daemonArg,
         check,
         ...rest
       } = o;
+      if (networkPolicy) {
+        throw new UsageError("--network-policy: needs --kube (NetworkPolicy is enforced in kube mode only)");
+      }
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
