@@ -5,10 +5,10 @@
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool, containerd,
-#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static; and the real peers built
-#                        with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
+#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static, ipset; and the real peers
+#                        built with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
 #                        kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy, agnhost,
-#                        e2e.test, CoreDNS, flanneld, crictl), cached in
+#                        e2e.test, CoreDNS, flanneld, crictl, kube-router), cached in
 #                        FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev); FLANCTL_DEV_PEERS=0 skips them.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
@@ -61,6 +61,8 @@ if [ "$DEV" = 1 ]; then
   # OCI image and local sandbox images, no registry), and what building the Go peers needs (cgo for
   # flanneld's udp backend; curl and unzip fetch a Go toolchain from the module proxy when there is none).
   pkgs+=(containerd runc mmdebstrap umoci skopeo buildah busybox-static gcc libc6-dev curl unzip)
+  # kube-router's policy controller (the NetworkPolicy peer) programs iptables with ipset sets.
+  pkgs+=(ipset)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
