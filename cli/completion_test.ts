@@ -36,6 +36,7 @@ Deno.test("completion bash: completes subcommands, options, argument and option 
       "vxlan",
       "host-gw",
       "udp",
+      "wireguard",
       "alloc",
       "extension",
     ]);

@@ -14,6 +14,8 @@ import { AllocBackend } from "./alloc.ts";
 import { DEFAULT_COMMAND_TIMEOUT_MS, ExtensionBackend } from "./extension/backend.ts";
 import { commandTimeoutMs, parseExtensionOptions, TIMEOUT_ENV } from "./extension/options.ts";
 import { quietLog } from "../base/log.ts";
+import { WireguardBackend } from "./wireguard/backend.ts";
+import { parseWireguardOptions } from "./wireguard/options.ts";
 import type { Log } from "../base/log.ts";
 
 export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
@@ -22,6 +24,7 @@ export { VxlanBackend } from "./vxlan.ts";
 export { UdpBackend } from "./udp/backend.ts";
 export { AllocBackend } from "./alloc.ts";
 export { ExtensionBackend } from "./extension/backend.ts";
+export { WireguardBackend } from "./wireguard/backend.ts";
 
 /**
  * Builds the backend for `cfg` (throws ConfigError for unsupported types or bad options). No kernel changes.
@@ -67,6 +70,11 @@ export function createBackend(
       );
     }
     return new UdpBackend(nl, parseUdpOptions(cfg.backend), ext, cfg.network, opts.log);
+  }
+  if (cfg.backend.type === "wireguard") {
+    const net = family === 6 ? cfg.ipv6Network : cfg.network;
+    if (!net) throw new ConfigError("Network", `the wireguard backend has no IPv${family} Network`);
+    return new WireguardBackend(nl, parseWireguardOptions(cfg.backend), ext, net, family, opts.log);
   }
   if (cfg.backend.type === "vxlan") {
     const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;

@@ -75,6 +75,8 @@ export interface Backend {
   syncPeers?(peers: readonly PeerInfo[]): void;
   /** Extra Prometheus lines for /metrics. */
   metricLines?(): string[];
+  /** Userspace devices (wireguard): waits for the configuration ensure() started; throws its failure. */
+  settle?(): Promise<void>;
   /** Stops what the backend runs (workers, descriptors); kernel state stays. */
   close?(): Promise<void>;
 }

@@ -279,6 +279,7 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
       vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
       family: 6,
       storedBackendData: await storedOf(6),
+      log: b.log,
     });
     try {
       await b6.prepare();
@@ -461,6 +462,8 @@ const device: Step<Draft> = {
     d.created = overlayDevs(d).filter((dev) => !nl.link(dev));
     try {
       ensureDevice(d.node());
+      await d.backend?.settle?.();
+      await d.v6?.backend.settle?.();
     } catch (e) {
       await removeCreated(d).catch((e2) =>
         d.base.log.warn("undo failed", { step: "device", error: errText(e2) })

@@ -15,7 +15,14 @@ import { checkRuntime, criAddPod, ensureNodeRuntime } from "./runtime.ts";
 import { conflistPath, labConflist } from "./conflist.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
-import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
+import {
+  ETCD_BIN,
+  etcdEndpoint,
+  labWireguardGo,
+  startDaemon,
+  startEtcd,
+  waitDaemonReady,
+} from "./services.ts";
 import { readState, saveState } from "./state.ts";
 import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
 import { pool } from "./check.ts";
@@ -55,7 +62,14 @@ export const MAX_NODES = 200;
 export const LAB_HEALTHZ_PORT = 10251;
 
 /** The backends `lab up --backend` takes. */
-export const LAB_BACKENDS: readonly LabBackend[] = ["vxlan", "host-gw", "udp", "alloc", "extension"];
+export const LAB_BACKENDS: readonly LabBackend[] = [
+  "vxlan",
+  "host-gw",
+  "udp",
+  "wireguard",
+  "alloc",
+  "extension",
+];
 
 /** Checks `lab up` options; throws a UsageError naming the flag. */
 export function validateUpOptions(o: LabUpOptions): void {
@@ -208,7 +222,7 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
     dir: `${s.dir}/${name}`,
   };
   s.nodes.push(n);
-  for (const d of ["run/flannel", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
+  for (const d of ["run/flannel", "run/wireguard", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
     Deno.mkdirSync(`${n.dir}/${d}`, { recursive: true });
   }
   Deno.writeTextFileSync(conflistPath(n), JSON.stringify(labConflist(nftablesMode(s)), null, 2) + "\n");
@@ -295,6 +309,7 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  if (o.backend === "wireguard") labWireguardGo(); // its daemons need it: said before anything is made
   // The host's neighbour tables are shared by every namespace: refuse up front, before making anything.
   const fits = checkHostFits(
     `lab ${o.name}: ${o.nodes} nodes with ${o.podsPerNode} pod${o.podsPerNode === 1 ? "" : "s"} each`,

@@ -61,9 +61,9 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
     ]);
     assertThrows(() => read({ ...v4, ...v6, Backend: { Type: "udp" } }), UsageError, "carries IPv4 only");
     assertThrows(
-      () => read({ ...v4, Backend: { Type: "wireguard" } }),
+      () => read({ ...v4, Backend: { Type: "ipip" } }),
       UsageError,
-      "vxlan, host-gw, udp, alloc, extension",
+      "vxlan, host-gw, udp, wireguard, alloc, extension",
     );
     // A FIFO (or /dev/stdin) is refused, not waited on.
     const fifo = `${file}.fifo`;

@@ -5,7 +5,7 @@
  */
 
 /** Backends the lab can build (alloc and extension: leases only, no cross-node data plane). */
-export type LabBackend = "vxlan" | "host-gw" | "udp" | "alloc" | "extension";
+export type LabBackend = "vxlan" | "host-gw" | "udp" | "wireguard" | "alloc" | "extension";
 
 /** True for a backend that carries pod traffic between nodes (not alloc, extension). */
 export function hasDataPlane(b: LabBackend): boolean {
