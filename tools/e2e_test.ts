@@ -4,6 +4,7 @@ import {
   DUAL_STACK_FOCUS,
   LOCAL_REGISTRY,
   machineSkips,
+  NETPOL_FOCUS,
   repoList,
   suiteRefs,
   summary,
@@ -60,13 +61,32 @@ Deno.test("e2e: the suite's own summary lines and failures, colours stripped", (
     ds.test("[sig-network] Services should serve a basic endpoint from pods  [Conformance]"),
     false,
   );
+  assertEquals(
+    new RegExp(NETPOL_FOCUS).test("[sig-network] Netpol NetworkPolicy between server and client"),
+    true,
+  );
 });
 
 Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", () => {
   const without = "protocol  size sockets\nUDP 1 2\nTCP 1 2\n";
   const skips = machineSkips(without);
-  assertEquals(skips.length, 1);
+  assertEquals(skips.length, 2);
   const re = new RegExp(skips[0].skip);
+  const netpol = new RegExp(skips[1].skip);
+  assertEquals(
+    netpol.test(
+      "[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client " +
+        "using SCTP should enforce policy based on Ports [Feature:NetworkPolicy]",
+    ),
+    true,
+  );
+  assertEquals(
+    netpol.test(
+      "[sig-network] Netpol NetworkPolicy between server and client should not mistakenly treat 'protocol: " +
+        "SCTP' as 'protocol: TCP', even if the plugin doesn't support SCTP [Feature:NetworkPolicy]",
+    ),
+    false,
+  );
   assertEquals(
     re.test(
       "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: sctp",

@@ -96,6 +96,22 @@ export interface KubeUpOptions {
   extraImages?: string[];
   /** ipv4 (default) or dual: both families for pods, Services and nodes (lib/lab/kube_family.ts). */
   ipFamily?: KubeIpFamily;
+  /** `--network-policy`: the manifest's FLANNELD_NETWORK_POLICY switch turned on (docs/networkpolicy.md). */
+  networkPolicy?: boolean;
+}
+
+/**
+ * The manifest with its commented `FLANNELD_NETWORK_POLICY` env entry switched on. Throws
+ * {@link KubeLabError} when the manifest has no such commented entry.
+ */
+export function manifestWithNetworkPolicy(text: string): string {
+  const re = /^(\s*)# - name: FLANNELD_NETWORK_POLICY\n\1# {3}value: "true"$/m;
+  if (!re.test(text)) {
+    throw new KubeLabError(
+      "--network-policy: the manifest has no commented FLANNELD_NETWORK_POLICY entry (as deploy/kube-flanctl.yml)",
+    );
+  }
+  return text.replace(re, '$1- name: FLANNELD_NETWORK_POLICY\n$1  value: "true"');
 }
 
 function isExecutable(p: string): boolean {
@@ -387,7 +403,8 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   const clusterCidr = clusterCidrs(family, o.clusterCidr ?? "10.244.0.0/16").join(",");
   const serviceCidr = serviceCidrs(family).join(",");
   const manifest = await Deno.readTextFile(o.manifest);
-  const applyManifest = family === "dual" ? dualStackManifest(manifest) : manifest;
+  const familyManifest = family === "dual" ? dualStackManifest(manifest) : manifest;
+  const applyManifest = o.networkPolicy ? manifestWithNetworkPolicy(familyManifest) : familyManifest;
   const mode = o.proxyMode ?? "iptables";
   const record: KubeLabRecord = {
     name: o.name,
@@ -579,7 +596,11 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
   const netConf = manifestNetConf(applyManifest);
   if (netConf) await Deno.writeTextFile(kubeNetConfPath(o.name), netConf);
-  say(`applied ${o.manifest}${family === "dual" ? " (net-conf: EnableIPv6, IPv6Network)" : ""}`);
+  say(
+    `applied ${o.manifest}${family === "dual" ? " (net-conf: EnableIPv6, IPv6Network)" : ""}${
+      o.networkPolicy ? " (NetworkPolicy enforced)" : ""
+    }`,
+  );
   await waitFor("every node Ready (flanctl's DaemonSet running)", 240_000, async () => {
     const r = await kubectl([
       "get",
