@@ -86,8 +86,9 @@ export function shQuote(s: string): string {
  * and no output — what the plugin's DEL answers then — when the environment is one the full path accepts
  * (CNI_CONTAINERID, CNI_IFNAME and CNI_PATH set; the ID and name of letters, digits, `_`, `.`, `-`) and
  * CNI_NETNS is empty or names nothing (not even a dangling link), so the full DEL would not have touched a
- * namespace either — or the plugin is portmap, whose DEL never looks at the netns. Everything else falls through to the exec that follows, as does a plugin name
- * (the basename of `$0`) without a record. The plugin name must be one of ours; the launcher's `case` makes sure.
+ * namespace either — or the plugin is portmap, whose DEL never looks at the netns. Everything else falls
+ * through to the exec that follows, as does a plugin name (the basename of `$0`) without a record. The
+ * plugin name must be one of ours; the launcher's `case` makes sure.
  */
 export function earlyDelSh(dir: string): string {
   return [
