@@ -296,7 +296,8 @@ try {
     } ms (median of 15). Plugin processes per ` +
       "operation (containerd 1.6): runp 3 (loopback, flannel with bridge and host-local in-process, portmap); " +
       "stopp 3 (the chain's DEL in reverse, then loopback) and rmp the same 3 DELs again, which our installed " +
-      "launchers answer without starting Deno (lib/cni/deleted.ts); cnitool ADD 2, DEL 2. The reference " +
+      "launchers answer without starting Deno (lib/cni/deleted.ts), as they answer portmap's DEL when its ADD " +
+      "had no port mapping (stopp 2 then); cnitool ADD 2, DEL 2 (1 without ports). The reference " +
       "chain starts one more process per ADD/DEL (bridge execs host-local).",
   );
 } finally {

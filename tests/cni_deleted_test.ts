@@ -121,11 +121,12 @@ needsRoot.test("cni deleted records: a repeated DEL answered by the launcher is 
         assert(traced(full), `${p}: the full path ran`);
         assertEquals([full.code, full.stdout], [early.code, early.stdout], `${p}: full DEL answers the same`);
         assertEquals(await state(), after, `${p}: the full DEL changed nothing either`);
-        // A netns that is gone (a path naming nothing) is the same; one that exists goes to Deno.
+        // A netns that is gone (a path naming nothing) is the same; one that exists goes to Deno, but for
+        // portmap, whose DEL never looks at the netns.
         const gone = await call(p, "DEL", c, { netns: `/var/run/netns/${pod}-gone` });
         assertEquals([gone.code, gone.stdout, traced(gone)], [0, "", false], `${p}: netns gone`);
         const withNs = await call(p, "DEL", c);
-        assertEquals([withNs.code, withNs.stdout, traced(withNs)], [0, "", true], `${p}: netns there`);
+        assertEquals([withNs.code, withNs.stdout, traced(withNs)], [0, "", p !== "portmap"], `${p}: netns`);
         // What the full path refuses is refused by it: no CNI_PATH, a container ID it rejects.
         const noPath = await call(p, "DEL", c, { netns: "", path: "" });
         assertEquals([noPath.code, traced(noPath)], [1, true], `${p}: no CNI_PATH`);
@@ -141,6 +142,25 @@ needsRoot.test("cni deleted records: a repeated DEL answered by the launcher is 
       const afterFail = await call("flannel", "DEL", flannel, { netns: "" });
       assertEquals([afterFail.code, afterFail.stdout, traced(afterFail)], [0, "", true], "full DEL after it");
       assertEquals(record("flannel"), "deleted\n");
+
+      // portmap without port mappings makes nothing: its ADD fills the record, and its DEL is answered by the
+      // launcher even with the netns there (portmap's DEL never looks at it), as the full DEL answers.
+      const id3 = "cd00000000000000ff";
+      const noPorts = { ...portmap(res.json), runtimeConfig: { portMappings: [] } };
+      const pmAdd = await call("portmap", "ADD", noPorts, { containerId: id3 });
+      assertEquals([pmAdd.code, pmAdd.json?.cniVersion], [0, "1.0.0"], pmAdd.stdout);
+      assertEquals(Deno.readTextFileSync(`${records}/portmap:eth0:${id3}`), "deleted\n", "ADD made nothing");
+      const noPortsDel = { ...noPorts, prevResult: undefined };
+      const before = await state();
+      const pmEarly = await call("portmap", "DEL", noPortsDel, { containerId: id3 });
+      assertEquals([pmEarly.code, pmEarly.stdout, pmEarly.stderr], [0, "", ""], "portmap DEL answered early");
+      const pmFull = await call("portmap", "DEL", noPortsDel, { containerId: id3, exe: undefined });
+      assertEquals(
+        [pmFull.code, pmFull.stdout, traced(pmFull)],
+        [0, "", true],
+        "the full DEL answers the same",
+      );
+      assertEquals(await state(), before, "neither changed anything");
 
       // No record (an attachment added by a version that kept none): the DEL runs in full and removes it.
       const id2 = "cdfedcba9876543210";

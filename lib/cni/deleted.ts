@@ -6,17 +6,20 @@
  *
  * One record per plugin and attachment ((CNI_CONTAINERID, CNI_IFNAME): the spec's identity of an
  * attachment), a file `<plugin>:<ifname>:<containerID>` in the directory the launcher names in
- * {@link DELETED_DIR_ENV}. Not empty means: this plugin's DEL of the attachment succeeded (its config
- * accepted) and no ADD of it has started since. Empty or absent means nothing. So:
+ * {@link DELETED_DIR_ENV}. Not empty means: this plugin holds nothing for the attachment — its DEL of it
+ * succeeded (its config accepted), or its ADD succeeded having made nothing (portmap without port mappings)
+ * — and no ADD of it has started since. Empty or absent means nothing. So:
  *
- * - ADD empties it before its first change (an ADD that cannot make sure of that fails before any change);
+ * - ADD empties it before its first change (an ADD that cannot make sure of that fails before any change),
+ *   and fills it again only when it succeeded having made nothing;
  * - DEL fills it only after its plugin's DEL succeeded;
  * - each holds an exclusive flock on the file for its whole run, so an ADD and a DEL of one attachment never
  *   overlap even when a runtime breaks the spec's rule against parallel calls (the holder checks after
  *   locking that the path still names the locked inode, as lib/cni/container_lock.ts; pruning locks too);
  * - the launcher ({@link earlyDelSh}) answers a DEL itself (exit 0, no output, as the full DEL on a deleted
  *   attachment) only when the record is not empty, the environment is one the full path accepts, and the
- *   netns is gone or not given — so nothing in it could have been touched by the full DEL either.
+ *   netns is gone or not given (or the plugin is portmap, whose DEL never looks at it) — so nothing in it
+ *   could have been touched by the full DEL either.
  *
  * A node upgraded from a version without records has none: every DEL runs in full until one succeeded. An
  * install that switches the launcher empties the directory first (lib/install/cni.ts, install.sh), so a
@@ -53,7 +56,10 @@ export function recordName(plugin: string, containerId: string, ifname: string):
 export interface DeletedRecord {
   /** ADD: empties it (before the first change). Throws when it cannot. */
   clear(): void;
-  /** DEL, after its plugin's DEL succeeded: fills it. Best effort (without it the next DEL runs in full). */
+  /**
+   * After the plugin's DEL succeeded, or its ADD succeeded having made nothing: fills it. Best effort (without
+   * it the next DEL runs in full).
+   */
   markDeleted(): void;
   /** Releases the lock. */
   close(): void;

@@ -86,8 +86,9 @@ export function shQuote(s: string): string {
  * and no output — what the plugin's DEL answers then — when the environment is one the full path accepts
  * (CNI_CONTAINERID, CNI_IFNAME and CNI_PATH set; the ID and name of letters, digits, `_`, `.`, `-`) and
  * CNI_NETNS is empty or names nothing (not even a dangling link), so the full DEL would not have touched a
- * namespace either. Everything else falls through to the exec that follows, as does a plugin name
- * (the basename of `$0`) without a record. The plugin name must be one of ours; the launcher's `case` makes sure.
+ * namespace either — or the plugin is portmap, whose DEL never looks at the netns. Everything else falls
+ * through to the exec that follows, as does a plugin name (the basename of `$0`) without a record. The
+ * plugin name must be one of ours; the launcher's `case` makes sure.
  */
 export function earlyDelSh(dir: string): string {
   return [
@@ -95,7 +96,7 @@ export function earlyDelSh(dir: string): string {
     'case "$flanctl_id" in [!A-Za-z0-9]*|*[!A-Za-z0-9_.-]*) flanctl_id= ;; esac',
     'case "$flanctl_if" in .|..|*[!A-Za-z0-9_.-]*) flanctl_if= ;; esac',
     'if [ "${CNI_COMMAND:-}" = DEL ] && [ -n "$flanctl_id" ] && [ -n "$flanctl_if" ] && [ -n "${CNI_PATH:-}" ] &&',
-    '  { [ -z "${CNI_NETNS:-}" ] || { [ ! -e "$CNI_NETNS" ] && [ ! -L "$CNI_NETNS" ]; }; } &&',
+    '  { [ -z "${CNI_NETNS:-}" ] || [ "${0##*/}" = portmap ] || { [ ! -e "$CNI_NETNS" ] && [ ! -L "$CNI_NETNS" ]; }; } &&',
     `  [ -s ${shQuote(dir)}/"\${0##*/}:$flanctl_if:$flanctl_id" ]; then exit 0; fi`,
   ].join("\n");
 }

@@ -30,6 +30,11 @@ export interface PluginCall {
   conf: Record<string, unknown>;
   /** The config's cniVersion (validated). */
   version: string;
+  /**
+   * ADD: the plugin tells that it made nothing for the attachment (portmap without port mappings), so a DEL
+   * with the same config has nothing to remove either (lib/cni/deleted.ts). Absent for delegates.
+   */
+  holdsNothing?: () => void;
 }
 
 /** A plugin: verb handlers. ADD returns the internal result; the others return nothing on success. */
@@ -46,22 +51,27 @@ export interface Plugin {
 /**
  * Runs one verb of `plugin` on already-read arguments. Returns the JSON to print (null when the verb prints
  * nothing). Throws {@link CniError}; its `cniVersion` for printing is in `.version` of the returned pair.
+ * `onNothingHeld` runs when the plugin holds nothing for the attachment afterwards: after its DEL succeeded
+ * on an accepted config, or after an ADD that succeeded having made nothing (lib/cni/deleted.ts).
  */
 export async function invoke(
   plugin: Plugin,
   args: CmdArgs,
-  onDeleted?: () => void,
+  onNothingHeld?: () => void,
 ): Promise<Record<string, unknown> | null> {
   if (args.command === "VERSION") return versionInfo();
-  if (args.command === "DEL") return await invokeDel(plugin, args, onDeleted);
+  if (args.command === "DEL") return await invokeDel(plugin, args, onNothingHeld);
   const { conf, version } = parseNetConf(args.stdin, plugin.shape);
   checkCommand(args);
   checkVersion(version);
   const call: PluginCall = { args, conf, version };
   switch (args.command) {
     case "ADD": {
-      const r = await plugin.add(call);
-      return formatResult(r, version);
+      let nothing = false;
+      const r = await plugin.add(onNothingHeld ? { ...call, holdsNothing: () => nothing = true } : call);
+      const out = formatResult(r, version);
+      if (nothing) onNothingHeld!();
+      return out;
     }
     case "CHECK":
       if (compareVersions(version, "0.4.0") < 0) {
@@ -223,7 +233,8 @@ export async function runExecutable(name: string, load: () => Promise<Plugin>): 
 
 /**
  * With a launcher's records directory ({@link DELETED_DIR_ENV}), the locked record of plugin `name`'s
- * attachment for an ADD (emptied here, before anything else happens) or a DEL (filled when it succeeds);
+ * attachment for an ADD (emptied here, before anything else happens; filled again when it succeeds having
+ * made nothing) or a DEL (filled when it succeeds);
  * null otherwise. An ADD that finds a record it cannot empty fails: a later DEL would be skipped.
  */
 function openDeletedRecord(name: string, a: CmdArgs): DeletedRecord | null {
