@@ -293,3 +293,57 @@ needsRoot.test("doctor catalog: --probe explains an overlay fault by the rule, a
     assertStringIncludes(probe.detail, "the path MTU through the overlay is 1354");
   });
 });
+
+needsRoot.test("doctor catalog: a NAT rule before flannel's decides the masquerade (flannel #1337)", async () => {
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    await reset(N);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+    // A MASQUERADE placed before flannel's RETURNs: pod → remote pod leaves with the node's address.
+    await nsSh(
+      N,
+      "iptables-nft",
+      "-t",
+      "nat",
+      "-I",
+      "POSTROUTING",
+      "1",
+      "-s",
+      "10.244.0.0/16",
+      "-j",
+      "MASQUERADE",
+    );
+    let f = expectFinding(
+      await runDoctorJson(n),
+      "masq-rules",
+      "warning",
+      "pod 10.244.1.2 → remote pod 10.244.2.2 (cni0 → flannel.1) is NATed by iptables-nft nat POSTROUTING rule 1 " +
+        "MASQUERADE: -A POSTROUTING -s 10.244.0.0/16 -j MASQUERADE",
+    );
+    assertEquals(f.fix, [`ip netns exec ${N} iptables -t nat -D POSTROUTING 1`]);
+    await paste(f.fix);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+    // A RETURN before flannel's jump: pods reach nothing outside.
+    await nsSh(
+      N,
+      "iptables-nft",
+      "-t",
+      "nat",
+      "-I",
+      "POSTROUTING",
+      "1",
+      "-s",
+      "10.244.0.0/16",
+      "-j",
+      "RETURN",
+    );
+    f = expectFinding(
+      await runDoctorJson(n),
+      "masq-rules",
+      "warning",
+      "pod 10.244.1.2 → 8.8.8.8 (cni0 → eth0) is not masqueraded",
+    );
+    await paste(f.fix);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+  });
+});
