@@ -312,7 +312,7 @@ function verdictOf(s: Record<string, J>): Action | null {
 }
 
 /** Statements that neither match nor decide (they count, log, or change what no match here reads). */
-const SIDE_EFFECTS = new Set(["counter", "log", "notrack", "set", "flow", "ct helper", "synproxy"]);
+const SIDE_EFFECTS = new Set(["counter", "log", "set", "flow", "ct helper", "synproxy"]);
 
 /** One rule's statements → matches, effects and action. */
 export function ruleOf(
@@ -342,12 +342,16 @@ export function ruleOf(
       continue;
     }
     const k = Object.keys(s)[0] ?? "";
+    if (k === "notrack") {
+      effects.push({ kind: "notrack" });
+      continue;
+    }
     if (SIDE_EFFECTS.has(k)) continue;
     // limit, quota, meter, xt and anything newer: whether the rule goes on cannot be told from here.
     matches.push({ kind: "unknown", text: renderStmt(s) });
   }
-  const mark = effects.pop();
-  return { matches, effects, action: mark ?? { kind: "continue" } };
+  const last = effects.pop();
+  return { matches, effects, action: last ?? { kind: "continue" } };
 }
 
 /** `meta mark set N` or `meta mark set meta mark ^|\||& N` as a mark action; null for anything else. */

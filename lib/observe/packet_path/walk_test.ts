@@ -428,3 +428,21 @@ Deno.test("packet path: nft marks set from the mark (xor) steer a later match", 
   assertEquals(v.verdict, "drop");
   assertEquals(v.dropped?.rule?.handle, 3);
 });
+
+Deno.test("packet path: NOTRACK makes the packet UNTRACKED (no NEW match, no NAT)", () => {
+  const t = [
+    "*raw",
+    ":PREROUTING ACCEPT [0:0]",
+    "-A PREROUTING -p udp -m udp --dport 8472 -j NOTRACK",
+    "COMMIT",
+    "*filter",
+    ":INPUT DROP [0:0]",
+    "-A INPUT -m conntrack --ctstate NEW -j REJECT",
+    "-A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT",
+    "COMMIT",
+    "",
+  ].join("\n");
+  assertEquals(walk({ nft: t }, vxlan).verdict, "pass");
+  assertEquals(walk({ nft: t.replace("-j NOTRACK", "-j CT --zone 1") }, vxlan).verdict, "drop");
+  assertEquals(walk({ nft: t.replace("-j NOTRACK", "-j CT --notrack") }, vxlan).verdict, "pass");
+});
