@@ -37,6 +37,22 @@ function noIptables(ctx: NodeSnapshot, id: CheckId): Finding | null {
   return null;
 }
 
+/** What accepts pod traffic of network `n` in FORWARD, in each tool's words. */
+export function forwardAccept(n: string): AcceptSpec {
+  return {
+    ipt: [sh`-s ${n}`, sh`-d ${n}`],
+    nft: [sh`ip saddr ${n}`, sh`ip daddr ${n}`],
+    ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
+    firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
+    comment: "flannel forward",
+  };
+}
+
+/** Why a FORWARD drop matters. */
+export const FORWARD_WHY =
+  "pod traffic to and from other nodes is forwarded, and dropped there (flannel #609, kubernetes #40182; " +
+  "Docker sets FORWARD DROP; RHEL's iptables-services rejects in FORWARD before flannel's jump, flannel #1033)";
+
 /**
  * forward-policy: a pod → remote pod packet and its answer (a new TCP connection each way between cni0
  * and the overlay device) walked through every FORWARD base chain of every back-end: the first rule (or
@@ -57,23 +73,7 @@ export const forwardPolicy: Check = {
     const rs = ruleset4(ctx);
     const checks = podForward(ctx, rs);
     if (!checks.length) return [unknown("forward-policy", "no subnet of this node known (subnet.env/lease)")];
-    const n = String(net);
-    const spec: AcceptSpec = {
-      ipt: [sh`-s ${n}`, sh`-d ${n}`],
-      nft: [sh`ip saddr ${n}`, sh`ip daddr ${n}`],
-      ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
-      firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
-      comment: "flannel forward",
-    };
-    const f = pathFinding(
-      ctx,
-      "forward-policy",
-      rs,
-      checks,
-      spec,
-      "pod traffic to and from other nodes is forwarded, and dropped there (flannel #609, kubernetes #40182; " +
-        "Docker sets FORWARD DROP; RHEL's iptables-services rejects in FORWARD before flannel's jump)",
-    );
+    const f = pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net)), FORWARD_WHY);
     if (f.severity === "critical") {
       const noJump = rs.tables.filter((t) =>
         t.backend !== "nftables" && t.name === "filter" &&
