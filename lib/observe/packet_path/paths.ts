@@ -98,11 +98,17 @@ export function overlayIn(
   return out;
 }
 
-/** The overlay device pod traffic leaves by: flannel.<VNI>, flannel0 (udp), the underlay (host-gw). */
+/**
+ * The overlay device pod traffic leaves by: flannel.<VNI> (vxlan, also when the backend is not known),
+ * flannel0 (udp), flannel-wg (wireguard, flanneld's name), the underlay (host-gw); "" for a backend
+ * without one here (alloc, extension): a rule naming an interface then does not match.
+ */
 export function overlayDevice(ctx: NodeSnapshot): string {
   const t = ctx.backendType;
   if (t === "udp") return "flannel0";
+  if (t === "wireguard") return "flannel-wg";
   if (t === "host-gw") return ctx.underlay()?.link.name ?? "";
+  if (t === "alloc" || t === "extension") return "";
   return ctx.vxlanName;
 }
 
