@@ -38,10 +38,11 @@ function noIptables(ctx: NodeSnapshot, id: CheckId): Finding | null {
 }
 
 /** What accepts pod traffic of network `n` in FORWARD, in each tool's words. */
-export function forwardAccept(n: string): AcceptSpec {
+export function forwardAccept(n: string, family: 4 | 6 = 4): AcceptSpec {
+  const ip = family === 4 ? "ip" : "ip6";
   return {
     ipt: [sh`-s ${n}`, sh`-d ${n}`],
-    nft: [sh`ip saddr ${n}`, sh`ip daddr ${n}`],
+    nft: [`${ip} ${sh`saddr ${n}`}`, `${ip} ${sh`daddr ${n}`}`],
     ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
     firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
     comment: "flannel forward",

@@ -173,6 +173,14 @@ export function podOutside(ctx: NodeSnapshot, rs: Ruleset): PathCheck | null {
 }
 
 const parsed = new WeakMap<NodeSnapshot, Ruleset>();
+const parsed6 = new WeakMap<NodeSnapshot, Ruleset>();
+
+/** The IPv6 ruleset of a snapshot (ip6tables-save and the native tables), parsed once per snapshot. */
+export function ruleset6(ctx: NodeSnapshot): Ruleset {
+  let rs = parsed6.get(ctx);
+  if (!rs) parsed6.set(ctx, rs = readRuleset(dumpsOf(ctx), 6));
+  return rs;
+}
 
 /**
  * The IPv4 ruleset of a snapshot, parsed once per snapshot (a node with kube-proxy's 20,000 iptables rules
