@@ -261,3 +261,89 @@ needsRoot.test("doctor catalog: firewalld's native table and ufw-style chains", 
     await quiet(n);
   });
 });
+
+needsRoot.test("doctor catalog: --probe explains an overlay fault by the rule, and finds the path MTU", async () => {
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    await reset(N);
+    // This node's INPUT drops the peer's VXLAN: the VTEP does not answer, and the probe names the rule.
+    await nsSh(N, "iptables-nft", "-A", "INPUT", "-p", "udp", "--dport", "8472", "-j", "DROP");
+    let run = await runDoctorJson(n, "--probe", "--skip", "readyz");
+    let probe = expectFinding(run, "peer-probe", "critical", "VTEP 10.244.2.0 does not (overlay fault)");
+    assertStringIncludes(
+      probe.detail,
+      "the replies are dropped here: dropped by iptables-nft filter INPUT rule 1 DROP: " +
+        "-A INPUT -p udp -m udp --dport 8472 -j DROP",
+    );
+    await paste(probe.fix);
+    run = await runDoctorJson(n, "--probe", "--skip", "readyz");
+    expectFinding(run, "peer-probe", "ok", "DF probes of 1450 bytes pass");
+
+    // The peer's underlay carries 1400 bytes: 1450-byte pod packets (1500 encapsulated) vanish; the DF
+    // probes find the largest that passes: 1400 − 50, plus the 4 bytes of a VLAN header a veth accepts
+    // beyond its MTU (is_skb_forwardable).
+    await nsSh(n.peer, "ip", "link", "set", "eth0", "mtu", "1400");
+    run = await runDoctorJson(n, "--probe", "--skip", "readyz");
+    probe = expectFinding(
+      run,
+      "peer-probe",
+      "critical",
+      "a DF probe of 1450 bytes (FLANNEL_MTU) to VTEP 10.244.2.0",
+    );
+    assertStringIncludes(probe.detail, "the path MTU through the overlay is 1354");
+  });
+});
+
+needsRoot.test("doctor catalog: a NAT rule before flannel's decides the masquerade (flannel #1337)", async () => {
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    await reset(N);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+    // A MASQUERADE placed before flannel's RETURNs: pod → remote pod leaves with the node's address.
+    await nsSh(
+      N,
+      "iptables-nft",
+      "-t",
+      "nat",
+      "-I",
+      "POSTROUTING",
+      "1",
+      "-s",
+      "10.244.0.0/16",
+      "-j",
+      "MASQUERADE",
+    );
+    let f = expectFinding(
+      await runDoctorJson(n),
+      "masq-rules",
+      "warning",
+      "pod 10.244.1.2 → remote pod 10.244.2.2 (cni0 → flannel.1) is NATed by iptables-nft nat POSTROUTING rule 1 " +
+        "MASQUERADE: -A POSTROUTING -s 10.244.0.0/16 -j MASQUERADE",
+    );
+    assertEquals(f.fix, [`ip netns exec ${N} iptables -t nat -D POSTROUTING 1`]);
+    await paste(f.fix);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+    // A RETURN before flannel's jump: pods reach nothing outside.
+    await nsSh(
+      N,
+      "iptables-nft",
+      "-t",
+      "nat",
+      "-I",
+      "POSTROUTING",
+      "1",
+      "-s",
+      "10.244.0.0/16",
+      "-j",
+      "RETURN",
+    );
+    f = expectFinding(
+      await runDoctorJson(n),
+      "masq-rules",
+      "warning",
+      "pod 10.244.1.2 → 8.8.8.8 (cni0 → eth0) is not masqueraded",
+    );
+    await paste(f.fix);
+    expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
+  });
+});

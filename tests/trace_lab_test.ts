@@ -52,6 +52,16 @@ needsRoot.test({
         steps(healthy),
         podToPodSteps(["vxlan-device", "arp", "fdb"], ["remote-input", "remote-vxlan"]),
       );
+      // The forward hops walk the traced packet itself (an ICMP echo, as --probe sends) through FORWARD.
+      const [ip1, ip2] = [s.pods[0].ip!, s.pods[1].ip!];
+      assertStringIncludes(
+        healthy.hops.find((h) => h.step === "forward")!.entry,
+        `ICMP echo ${ip1} → ${ip2} (cni0 → flannel.1): passes the firewall`,
+      );
+      assertStringIncludes(
+        healthy.hops.find((h) => h.step === "remote-forward")!.entry,
+        `ICMP echo ${ip1} → ${ip2} (flannel.1 → cni0): passes the firewall`,
+      );
       const route = healthy.hops.find((h) => h.step === "host-route")!;
       assertEquals(route.entry, `${peerSub} via ${peerGw} dev flannel.1 onlink table main`);
       assertStringIncludes(healthy.hops[2].entry, "port state forwarding hairpin on; cni0 up");

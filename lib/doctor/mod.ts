@@ -32,7 +32,7 @@ export { renderJson, renderTable } from "./render.ts";
  * reached through this module (nothing outside lib/doctor imports lib/doctor/checks).
  */
 export { daemonCheck } from "./checks/daemon.ts";
-export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
+export { FORWARD_WHY, forwardAccept, forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";

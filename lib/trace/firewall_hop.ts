@@ -4,9 +4,20 @@
  * trace broken by a firewall names the rule that drops it.
  * @module
  */
-import { overlayIn, ruleset4, verdictText } from "../observe/packet_path/mod.ts";
+import {
+  evaluate,
+  FORWARD_HOOKS,
+  overlayIn,
+  type Packet,
+  ruleset4,
+  ruleset6,
+  verdictText,
+} from "../observe/packet_path/mod.ts";
 import { safeText } from "../base/capped_read.ts";
-import { pathFinding, vxlanAccept } from "../doctor/mod.ts";
+import { IPAddr } from "../base/cidr.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
+import { network6 } from "../observe/probes.ts";
+import { type Finding, FORWARD_WHY, forwardAccept, pathFinding, vxlanAccept } from "../doctor/mod.ts";
 import type { Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
 
@@ -35,4 +46,44 @@ export function remoteInputHop(peer: TraceNode, from: string | null, leaseText: 
     lease: leaseText,
   }, ok ? null : { why: f.why ?? f.detail, fix: f.fix ?? [], check: "vxlan-port" });
   return ok;
+}
+
+/**
+ * forward-policy's finding for the traced packet itself — an ICMP (ICMPv6) echo request, what `--probe`
+ * sends, from `src` to `dst`, in on `iif`, out on `oif` — walked through FORWARD; null when it cannot be
+ * built (no source of the family, no network), then the caller falls back to the check's own packets.
+ */
+export function tracedForward(
+  ctx: NodeSnapshot,
+  src: string | null,
+  dst: string,
+  iif: string,
+  oif: string,
+): Finding | null {
+  const s = src ? IPAddr.tryParse(src) : null, d = IPAddr.tryParse(dst);
+  if (!s || !d || s.family !== d.family) return null;
+  const v6 = s.family === 6;
+  const net = v6 ? network6(ctx) : ctx.network;
+  if (!net) return null;
+  const rs = v6 ? ruleset6(ctx) : ruleset4(ctx);
+  const packet: Packet = {
+    family: s.family,
+    src: s,
+    dst: d,
+    iif,
+    oif,
+    proto: v6 ? 58 : 1,
+    sport: null,
+    dport: null,
+    icmpType: v6 ? 128 : 8,
+    srcLocal: false,
+    dstLocal: false,
+  };
+  const check = {
+    label: `ICMP${v6 ? "v6" : ""} echo ${s} → ${d} (${iif} → ${oif})`,
+    packet,
+    hooks: FORWARD_HOOKS,
+    verdict: evaluate(rs, packet, FORWARD_HOOKS),
+  };
+  return pathFinding(ctx, "forward-policy", rs, [check], forwardAccept(String(net), s.family), FORWARD_WHY);
 }

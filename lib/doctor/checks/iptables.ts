@@ -10,7 +10,7 @@ import { IPNet } from "../../base/cidr.ts";
 import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
 import { chainPolicy, chainRules } from "../../observe/probes.ts";
 import { sh, shellQuote } from "../../base/shell.ts";
-import { podForward, ruleset4 } from "../../observe/packet_path/mod.ts";
+import { placeText, podForward, podOutside, ruleset4, stepText } from "../../observe/packet_path/mod.ts";
 import { type AcceptSpec, hostExists, pathFinding } from "./firewall_path.ts";
 
 /** True when the chain exists (declared) in the table. */
@@ -37,6 +37,23 @@ function noIptables(ctx: NodeSnapshot, id: CheckId): Finding | null {
   return null;
 }
 
+/** What accepts pod traffic of network `n` in FORWARD, in each tool's words. */
+export function forwardAccept(n: string, family: 4 | 6 = 4): AcceptSpec {
+  const ip = family === 4 ? "ip" : "ip6";
+  return {
+    ipt: [sh`-s ${n}`, sh`-d ${n}`],
+    nft: [`${ip} ${sh`saddr ${n}`}`, `${ip} ${sh`daddr ${n}`}`],
+    ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
+    firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
+    comment: "flannel forward",
+  };
+}
+
+/** Why a FORWARD drop matters. */
+export const FORWARD_WHY =
+  "pod traffic to and from other nodes is forwarded, and dropped there (flannel #609, kubernetes #40182; " +
+  "Docker sets FORWARD DROP; RHEL's iptables-services rejects in FORWARD before flannel's jump, flannel #1033)";
+
 /**
  * forward-policy: a pod → remote pod packet and its answer (a new TCP connection each way between cni0
  * and the overlay device) walked through every FORWARD base chain of every back-end: the first rule (or
@@ -57,23 +74,7 @@ export const forwardPolicy: Check = {
     const rs = ruleset4(ctx);
     const checks = podForward(ctx, rs);
     if (!checks.length) return [unknown("forward-policy", "no subnet of this node known (subnet.env/lease)")];
-    const n = String(net);
-    const spec: AcceptSpec = {
-      ipt: [sh`-s ${n}`, sh`-d ${n}`],
-      nft: [sh`ip saddr ${n}`, sh`ip daddr ${n}`],
-      ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
-      firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
-      comment: "flannel forward",
-    };
-    const f = pathFinding(
-      ctx,
-      "forward-policy",
-      rs,
-      checks,
-      spec,
-      "pod traffic to and from other nodes is forwarded, and dropped there (flannel #609, kubernetes #40182; " +
-        "Docker sets FORWARD DROP; RHEL's iptables-services rejects in FORWARD before flannel's jump)",
-    );
+    const f = pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net)), FORWARD_WHY);
     if (f.severity === "critical") {
       const noJump = rs.tables.filter((t) =>
         t.backend !== "nftables" && t.name === "filter" &&
@@ -169,6 +170,8 @@ export const masqRules: Check = {
     const have = new Set(chainRules(nat, "FLANNEL-POSTRTG"));
     const missing = want.filter((r) => !have.has(r));
     if (jump && missing.length === 0) {
+      const walked = masqWalk(ctx);
+      if (walked) return [walked];
       return [
         ok("masq-rules", `FLANNEL-POSTRTG has the ${want.length} masquerade rules for ${sub} in ${net}`),
       ];
@@ -196,6 +199,52 @@ export const masqRules: Check = {
     }];
   },
 };
+
+/**
+ * flannel's rules are all there; what the packets meet decides: a pod → remote pod packet must leave with
+ * its pod address (a MASQUERADE before flannel's RETURNs hides it: flannel #1337, #1146), a pod → outside
+ * packet must be masqueraded. A warning naming the NAT step, or null when both hold or cannot be told.
+ */
+function masqWalk(ctx: NodeSnapshot): Finding | null {
+  const rs = ruleset4(ctx);
+  const inner = podForward(ctx, rs)[0];
+  const out = podOutside(ctx, rs);
+  const problems: string[] = [];
+  const fix: string[] = [];
+  const n = inner?.verdict.nat;
+  if (inner?.verdict.verdict === "pass" && n?.rule) {
+    problems.push(`${inner.label} is NATed by ${stepText(n)}`);
+    const r = n.rule;
+    if (r.backend === "nftables" && r.handle !== null) {
+      fix.push(ctx.cmd(sh`nft delete rule ${r.family} ${r.table} ${r.chain} handle ${r.handle}`));
+    } else if (r.backend !== "nftables") {
+      const tool = r.backend === (ctx.ipt.variant === "legacy" ? "iptables-legacy" : "iptables-nft")
+        ? "iptables"
+        : r.backend;
+      fix.push(ctx.cmd(sh`${tool} -t ${r.table} -D ${r.chain} ${r.position}`));
+    }
+  }
+  if (out?.verdict.verdict === "pass" && !out.verdict.nat) {
+    const nat = out.verdict.steps.filter((s) => s.hook === "postrouting" && s.table === "nat").map(placeText);
+    problems.push(`${out.label} is not masqueraded (crossed: ${nat.join(", ") || "no nat chain"})`);
+    const j = `-m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`;
+    fix.push(
+      ctx.cmd(`iptables -t nat -D POSTROUTING ${j}`),
+      ctx.cmd(`iptables -t nat -I POSTROUTING 1 ${j}`),
+    );
+  }
+  if (!problems.length) return null;
+  return {
+    id: "masq-rules",
+    severity: "warning",
+    detail: `FLANNEL-POSTRTG has flannel's rules, but ${problems.join("; ")}`,
+    why:
+      "a rule before flannel's (another tool's, or a duplicate left by an upgrade) decides the NAT: pods " +
+      "reach each other with the node's address (network policies and logs see the node), or reach nothing " +
+      "outside (flannel #1337, #1146)",
+    fix,
+  };
+}
 
 function ruleCount(text: string | null): number {
   return (text ?? "").split("\n").filter((l) => l.startsWith("-A ")).length;

@@ -43,8 +43,6 @@ const NON_TERMINAL = new Set([
   "ULOG",
   "TRACE",
   "CONNMARK",
-  "CT",
-  "NOTRACK",
   "TCPMSS",
   "CHECKSUM",
   "CLASSIFY",
@@ -351,6 +349,10 @@ function iptTarget(flag: string, rest: string[], _family: 4 | 6): Action {
       return { kind: "reject" };
     case "RETURN":
       return { kind: "return" };
+    case "NOTRACK":
+      return { kind: "notrack" };
+    case "CT":
+      return rest.includes("--notrack") ? { kind: "notrack" } : { kind: "continue" };
     case "QUEUE":
     case "NFQUEUE":
       return { kind: "queue" };

@@ -12,6 +12,8 @@ export interface WalkState {
   mark: number;
   dnat: boolean;
   snat: boolean;
+  /** Left conntrack (NOTRACK): state UNTRACKED, no status, no NAT. */
+  untracked: boolean;
 }
 
 const PORT_PROTOS = new Set([6, 17, 33, 132, 136]);
@@ -84,12 +86,14 @@ export function evalMatch(m: Match, p: Packet, s: WalkState): Tri {
       return not(r, m.neg);
     }
     case "ctstate":
-      return not(m.states.includes("new"), m.neg);
+      return not(m.states.includes(s.untracked ? "untracked" : "new"), m.neg);
     case "ctstatus":
       return not(
         any(
           m.flags.map((f): Tri =>
-            f === "dnat"
+            s.untracked
+              ? false
+              : f === "dnat"
               ? s.dnat
               : f === "snat"
               ? s.snat

@@ -24,6 +24,7 @@ export {
   podIn,
   podOutside,
   ruleset4,
+  ruleset6,
   stepText,
   verdictText,
 } from "./paths.ts";

@@ -176,6 +176,16 @@ export function matchOf(op: J, left: J, right: J, sets: Sets, inet: boolean): Ma
   } else return unknown;
   const values = rightValues(right, sets);
   if (values === null) return unknown;
+  if (isObj(left) && Array.isArray(left.concat)) {
+    // `a . b . c` against one `x . y . z`: each part its own match (a verdict map's entry).
+    const parts = left.concat;
+    const v = values.length === 1 && isObj(values[0]) && Array.isArray(values[0].concat)
+      ? values[0].concat
+      : null;
+    if (neg || !v || v.length !== parts.length) return unknown;
+    const out = parts.flatMap((p, i) => matchOf("==", p, v[i], sets, inet));
+    return out.some((m) => m.kind === "unknown") ? unknown : out;
+  }
   if (isObj(left) && isObj(left.payload)) {
     const proto = str(left.payload.protocol) ?? "";
     const field = str(left.payload.field) ?? "";
@@ -302,10 +312,15 @@ function verdictOf(s: Record<string, J>): Action | null {
 }
 
 /** Statements that neither match nor decide (they count, log, or change what no match here reads). */
-const SIDE_EFFECTS = new Set(["counter", "log", "notrack", "set", "flow", "ct helper", "synproxy"]);
+const SIDE_EFFECTS = new Set(["counter", "log", "set", "flow", "ct helper", "synproxy"]);
 
 /** One rule's statements → matches, effects and action. */
-export function ruleOf(expr: J[], sets: Sets, inet: boolean): Pick<Rule, "matches" | "action" | "effects"> {
+export function ruleOf(
+  expr: J[],
+  sets: Sets,
+  inet: boolean,
+  maps: Sets = new Map(),
+): Pick<Rule, "matches" | "action" | "effects"> {
   const matches: Match[] = [];
   const effects: Action[] = [];
   for (const s of expr) {
@@ -316,28 +331,45 @@ export function ruleOf(expr: J[], sets: Sets, inet: boolean): Pick<Rule, "matche
     }
     const v = verdictOf(s);
     if (v) return { matches, effects, action: v };
-    if (isObj(s.vmap)) return { matches, effects, action: vmapOf(s.vmap, sets, inet) };
+    if (isObj(s.vmap)) return { matches, effects, action: vmapOf(s.vmap, sets, maps, inet) };
     if (isObj(s.mangle)) {
       const m = s.mangle;
       if (isObj(m.key) && isObj(m.key.meta) && m.key.meta.key === "mark") {
-        if (typeof m.value !== "number") {
-          return { matches, effects, action: { kind: "unknown", text: renderStmt(s) } };
-        }
-        effects.push({ kind: "mark", op: "set", value: m.value >>> 0, mask: 0xffffffff });
+        const e = markSet(m.value);
+        if (!e) return { matches, effects, action: { kind: "unknown", text: renderStmt(s) } };
+        effects.push(e);
       }
       continue;
     }
     const k = Object.keys(s)[0] ?? "";
+    if (k === "notrack") {
+      effects.push({ kind: "notrack" });
+      continue;
+    }
     if (SIDE_EFFECTS.has(k)) continue;
     // limit, quota, meter, xt and anything newer: whether the rule goes on cannot be told from here.
     matches.push({ kind: "unknown", text: renderStmt(s) });
   }
-  const mark = effects.pop();
-  return { matches, effects, action: mark ?? { kind: "continue" } };
+  const last = effects.pop();
+  return { matches, effects, action: last ?? { kind: "continue" } };
 }
 
-function vmapOf(v: Record<string, J>, sets: Sets, inet: boolean): Action {
-  const data = isObj(v.data) && Array.isArray(v.data.set) ? v.data.set : null;
+/** `meta mark set N` or `meta mark set meta mark ^|\||& N` as a mark action; null for anything else. */
+function markSet(v: J): Extract<Action, { kind: "mark" }> | null {
+  if (typeof v === "number") return { kind: "mark", op: "set", value: v >>> 0, mask: 0xffffffff };
+  if (!isObj(v)) return null;
+  for (const [k, op] of [["^", "xor"], ["|", "or"], ["&", "and"]] as const) {
+    const a = v[k];
+    if (Array.isArray(a) && a.length === 2 && isObj(a[0]) && isObj(a[0].meta) && a[0].meta.key === "mark") {
+      if (typeof a[1] === "number") return { kind: "mark", op, value: a[1] >>> 0, mask: 0xffffffff };
+    }
+  }
+  return null;
+}
+
+function vmapOf(v: Record<string, J>, sets: Sets, maps: Sets, inet: boolean): Action {
+  const named = str(v.data)?.startsWith("@") ? maps.get(str(v.data)!.slice(1)) ?? null : null;
+  const data = isObj(v.data) && Array.isArray(v.data.set) ? v.data.set : named;
   if (!data) return { kind: "unknown", text: `vmap ${renderExpr(v.key)} ${safeJson(v.data, 80)}` };
   const entries: { matches: Match[]; action: Action }[] = [];
   for (const e of data) {
@@ -355,6 +387,7 @@ export function parseNftJson(doc: J, skip: (family: string, name: string) => boo
   const list = isObj(doc) && Array.isArray(doc.nftables) ? doc.nftables.slice(0, MAX_OBJECTS) : [];
   const tables = new Map<string, Table>();
   const sets = new Map<string, Sets>();
+  const maps = new Map<string, Sets>();
   const key = (f: J, t: J) => `${String(f)} ${String(t)}`;
   for (const o of list) {
     if (!isObj(o)) continue;
@@ -363,12 +396,15 @@ export function parseNftJson(doc: J, skip: (family: string, name: string) => boo
       if (!family || !name || skip(family, name)) continue;
       tables.set(key(family, name), { backend: "nftables", family, name, chains: new Map() });
       sets.set(key(family, name), new Map());
+      maps.set(key(family, name), new Map());
     } else if (isObj(o.set) || isObj(o.map)) {
       const s = (o.set ?? o.map) as Record<string, J>;
       const name = str(s.name);
       const into = sets.get(key(s.family, s.table));
-      // Maps (vmap data) are left out: "@name" on a vmap stays unknown.
-      if (name && into && isObj(o.set)) into.set(name, Array.isArray(s.elem) ? s.elem : []);
+      // Verdict maps hold [key, verdict] pairs (a vmap's "@name"); other maps are not read.
+      const elem = Array.isArray(s.elem) ? s.elem : [];
+      if (name && into && isObj(o.set)) into.set(name, elem);
+      if (name && isObj(o.map) && s.map === "verdict") maps.get(key(s.family, s.table))?.set(name, elem);
     } else if (isObj(o.chain)) {
       const c = o.chain;
       const t = tables.get(key(c.family, c.table));
@@ -390,7 +426,8 @@ export function parseNftJson(doc: J, skip: (family: string, name: string) => boo
       const chain = t?.chains.get(str(r.chain) ?? "");
       if (!t || !chain) continue;
       const expr = Array.isArray(r.expr) ? r.expr : [];
-      const parsed = ruleOf(expr, sets.get(key(r.family, r.table))!, t.family === "inet");
+      const tk = key(r.family, r.table);
+      const parsed = ruleOf(expr, sets.get(tk)!, t.family === "inet", maps.get(tk)!);
       const a = parsed.action;
       const action: Action = (a.kind === "jump" || a.kind === "goto") && !t.chains.has(a.chain)
         ? { kind: "unknown", text: `${a.kind} to a chain not listed: ${a.chain}` }

@@ -98,11 +98,17 @@ export function overlayIn(
   return out;
 }
 
-/** The overlay device pod traffic leaves by: flannel.<VNI>, flannel0 (udp), the underlay (host-gw). */
+/**
+ * The overlay device pod traffic leaves by: flannel.<VNI> (vxlan, also when the backend is not known),
+ * flannel0 (udp), flannel-wg (wireguard, flanneld's name), the underlay (host-gw); "" for a backend
+ * without one here (alloc, extension): a rule naming an interface then does not match.
+ */
 export function overlayDevice(ctx: NodeSnapshot): string {
   const t = ctx.backendType;
   if (t === "udp") return "flannel0";
+  if (t === "wireguard") return "flannel-wg";
   if (t === "host-gw") return ctx.underlay()?.link.name ?? "";
+  if (t === "alloc" || t === "extension") return "";
   return ctx.vxlanName;
 }
 
@@ -166,9 +172,24 @@ export function podOutside(ctx: NodeSnapshot, rs: Ruleset): PathCheck | null {
   };
 }
 
-/** The IPv4 ruleset of a snapshot. */
+const parsed = new WeakMap<NodeSnapshot, Ruleset>();
+const parsed6 = new WeakMap<NodeSnapshot, Ruleset>();
+
+/** The IPv6 ruleset of a snapshot (ip6tables-save and the native tables), parsed once per snapshot. */
+export function ruleset6(ctx: NodeSnapshot): Ruleset {
+  let rs = parsed6.get(ctx);
+  if (!rs) parsed6.set(ctx, rs = readRuleset(dumpsOf(ctx), 6));
+  return rs;
+}
+
+/**
+ * The IPv4 ruleset of a snapshot, parsed once per snapshot (a node with kube-proxy's 20,000 iptables rules
+ * takes 0.3–3 s to parse; the checks, the probe and trace share it).
+ */
 export function ruleset4(ctx: NodeSnapshot): Ruleset {
-  return readRuleset(dumpsOf(ctx), 4);
+  let rs = parsed.get(ctx);
+  if (!rs) parsed.set(ctx, rs = readRuleset(dumpsOf(ctx), 4));
+  return rs;
 }
 
 /** Where a step's rule lives, as a report says it: `iptables-nft filter INPUT #5` (table, chain, place). */

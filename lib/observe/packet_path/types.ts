@@ -81,6 +81,8 @@ export type Action =
   | { kind: "jump" | "goto"; chain: string }
   | { kind: "nat"; how: string }
   | { kind: "mark"; op: "set" | "xor" | "or" | "and"; value: number; mask: number }
+  /** The packet leaves conntrack (`-j NOTRACK`, `-j CT --notrack`, nft `notrack`): state UNTRACKED, no NAT. */
+  | { kind: "notrack" }
   | { kind: "vmap"; entries: { matches: Match[]; action: Action }[] }
   | { kind: "unknown"; text: string };
 

@@ -136,7 +136,10 @@ export function runBaseChain(
         });
         r.assumed = [...r.assumed, m.unknown!];
       }
-      for (const e of rule.effects) if (e.kind === "mark") applyMark(r.state, e);
+      for (const e of rule.effects) {
+        if (e.kind === "mark") applyMark(r.state, e);
+        if (e.kind === "notrack") r.state.untracked = true;
+      }
       let action = rule.action;
       if (action.kind === "vmap") {
         let chosen: Action | null = { kind: "continue" };
@@ -165,6 +168,9 @@ export function runBaseChain(
           continue;
         case "mark":
           applyMark(r.state, action);
+          continue;
+        case "notrack":
+          r.state.untracked = true;
           continue;
         case "accept":
         case "drop":
@@ -263,11 +269,9 @@ function crossChain(
       via,
       ...(note ? { note } : {}),
     });
-    if (chain.type === "nat" && w.natHooks.has(hook)) {
-      next.push({
-        ...w,
-        steps: [...w.steps, stepOf("skipped", null, [], "a NAT chain before it chose the NAT")],
-      });
+    if (chain.type === "nat" && (w.natHooks.has(hook) || w.untracked)) {
+      const why = w.untracked ? "the packet is untracked: no NAT" : "a NAT chain before it chose the NAT";
+      next.push({ ...w, steps: [...w.steps, stepOf("skipped", null, [], why)] });
       continue;
     }
     for (const o of runBaseChain(table, chain, p(hook), w, w.assumed)) {
@@ -309,6 +313,7 @@ export function walkPath(
     mark: 0,
     dnat: false,
     snat: false,
+    untracked: false,
     assumed: [],
     steps: [],
     natHooks: new Set(),

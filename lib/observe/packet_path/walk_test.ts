@@ -360,3 +360,89 @@ Deno.test("packet path: hostile dumps stay bounded (a jump loop, a huge line, a 
     .join("\n");
   assert(!verdictText(walk({ nft: esc }, vxlan)).includes("\x1b"));
 });
+
+Deno.test("packet path: kube-proxy's nft verdict maps (named, concatenated keys) are decided", () => {
+  const kp = JSON.parse(
+    Deno.readTextFileSync(new URL("../../../tests/fixtures/firewall/kube-proxy.json", import.meta.url)),
+  );
+  // VXLAN to a NodePort address: the map has no udp . 8472 entry, the packet goes on.
+  assertEquals(walk({ nftJson: kp }, vxlan).verdict, "pass");
+  // tcp . 30080 (a NodePort without endpoints) is dropped by the map's verdict.
+  const np = walk({ nftJson: kp }, { ...vxlan, proto: 6, dport: 30080, sport: 40000, tcpFlags: 2 });
+  assertEquals(np.verdict, "drop");
+  assertEquals(np.dropped?.via, ["filter-input", "nodeport-endpoints-check"]);
+  // A Service without endpoints: the map's goto reaches reject-chain.
+  const svc = walk({ nftJson: kp }, {
+    ...vxlan,
+    dst: IPAddr.parse("10.96.0.20"),
+    proto: 6,
+    dport: 80,
+    sport: 40000,
+    tcpFlags: 2,
+  });
+  assertEquals(svc.verdict, "drop");
+  assertEquals(svc.dropped?.rule?.chain, "reject-chain");
+});
+
+Deno.test("packet path: nft marks set from the mark (xor) steer a later match", () => {
+  const doc = {
+    nftables: [
+      { table: { family: "ip", name: "m" } },
+      {
+        chain: {
+          family: "ip",
+          table: "m",
+          name: "in",
+          type: "filter",
+          hook: "input",
+          prio: 0,
+          policy: "accept",
+        },
+      },
+      {
+        rule: {
+          family: "ip",
+          table: "m",
+          chain: "in",
+          handle: 2,
+          expr: [{
+            mangle: { key: { meta: { key: "mark" } }, value: { "^": [{ meta: { key: "mark" } }, 16384] } },
+          }],
+        },
+      },
+      {
+        rule: {
+          family: "ip",
+          table: "m",
+          chain: "in",
+          handle: 3,
+          expr: [
+            { match: { op: "==", left: { "&": [{ meta: { key: "mark" } }, 16384] }, right: 16384 } },
+            { drop: null },
+          ],
+        },
+      },
+    ],
+  };
+  const v = walk({ nftJson: doc }, vxlan);
+  assertEquals(v.verdict, "drop");
+  assertEquals(v.dropped?.rule?.handle, 3);
+});
+
+Deno.test("packet path: NOTRACK makes the packet UNTRACKED (no NEW match, no NAT)", () => {
+  const t = [
+    "*raw",
+    ":PREROUTING ACCEPT [0:0]",
+    "-A PREROUTING -p udp -m udp --dport 8472 -j NOTRACK",
+    "COMMIT",
+    "*filter",
+    ":INPUT DROP [0:0]",
+    "-A INPUT -m conntrack --ctstate NEW -j REJECT",
+    "-A INPUT -m conntrack --ctstate UNTRACKED -j ACCEPT",
+    "COMMIT",
+    "",
+  ].join("\n");
+  assertEquals(walk({ nft: t }, vxlan).verdict, "pass");
+  assertEquals(walk({ nft: t.replace("-j NOTRACK", "-j CT --zone 1") }, vxlan).verdict, "drop");
+  assertEquals(walk({ nft: t.replace("-j NOTRACK", "-j CT --notrack") }, vxlan).verdict, "pass");
+});
