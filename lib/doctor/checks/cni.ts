@@ -89,6 +89,25 @@ export function flannelRemoved(ctx: NodeSnapshot): string[] | null {
   return others;
 }
 
+/**
+ * Why `dir` cannot be judged from here, or null: it does not exist and this process runs in a pod
+ * (KUBERNETES_SERVICE_HOST set: `kubectl exec … ds/kube-flannel-ds -- flanctl doctor`) whose container
+ * does not mount it — on the node it may well be there.
+ */
+export function unseenFromPod(dir: string): string | null {
+  if (!Deno.env.get("KUBERNETES_SERVICE_HOST")) return null;
+  try {
+    Deno.statSync(dir);
+    return null;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) return null;
+  }
+  return `${dir} is not visible from this container (not mounted; deploy/kube-flanctl.yml mounts it ` +
+    "read-only): run the doctor on the node, or add the mount";
+}
+
+const UNSEEN_FIX = "flanctl doctor  # on the node itself, where the CNI dirs are";
+
 /** cni-config: the first config is valid JSON, a supported cniVersion, and flannel's. */
 export const cniConfig: Check = {
   id: "cni-config",
@@ -100,6 +119,8 @@ export const cniConfig: Check = {
       "keep only the flannel config in " + dir + " (e.g. 10-flannel.conflist), or give it the " +
       "lowest name",
     ];
+    const unseen = unseenFromPod(dir);
+    if (unseen) return [unknown("cni-config", unseen, [UNSEEN_FIX])];
     if (!v.first) {
       return [{
         id: "cni-config",
@@ -216,6 +237,8 @@ export const cniBinaries: Check = {
     }
     if (!v.doc) ["flannel", "bridge", "host-local"].forEach((t) => need.add(t));
     const dir = ctx.opts.cniBinDir;
+    const unseen = unseenFromPod(dir) ?? unseenFromPod(ctx.opts.cniConfDir);
+    if (unseen) return [unknown("cni-binaries", unseen, [UNSEEN_FIX])];
     const missing: string[] = [];
     for (const t of need) {
       try {
