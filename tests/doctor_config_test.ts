@@ -300,6 +300,29 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
       `lease PublicIP ${NODE_IP} is not assigned to any interface here`,
     );
 
+    // A correct NAT set-up (--public-ip / public-ip-overwrite): the lease announces the NAT's address, the
+    // device sends from the node's own. public-ip calls it NAT, as vxlan-csum-offload does: not critical.
+    await sh("ip", "-n", N, "addr", "add", `${NODE_IP}/24`, "dev", "eth0");
+    const natLease = {
+      PublicIP: "198.51.100.7",
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: NODE_MAC },
+    };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.1.0-24`,
+      JSON.stringify({ lease: natLease, seq: 98 }),
+    );
+    const nat = await runDoctorJson(n, "--skip", "pod-network-routes");
+    expectFinding(nat, "public-ip", "ok", "PublicIP 198.51.100.7 (behind NAT: not an address of this node)");
+    expectFinding(
+      nat,
+      "vxlan-csum-offload",
+      "warning",
+      "PublicIP 198.51.100.7 is not an address of this node",
+    );
+
+    await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
+
     // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.
     const st = new FileStore({ dir: n.storeDir });
     try {

@@ -226,10 +226,24 @@ export const publicIP: Check = {
     // IPv6-only: the lease's PublicIPv6 and flannel-v6.<VNI> (PublicIP is 0.0.0.0 there, as flanneld writes).
     const ip = ctx.ipv4Disabled ? own.attrs.PublicIPv6 ?? "" : own.attrs.PublicIP;
     const problems: string[] = [];
-    if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
     const dev = ctx.ipv4Disabled ? ctx.link(`flannel-v6.${ctx.vni}`) : ctx.vxlanDevice();
-    if (dev?.vxlan?.local && dev.vxlan.local !== ip) {
-      problems.push(`${dev.name} local ${dev.vxlan.local} != lease PublicIP ${ip}`);
+    const local = dev?.vxlan?.local ?? null;
+    // Behind NAT (--public-ip, or the public-ip-overwrite annotation in kube mode) the lease announces the
+    // NAT's address while the VXLAN device sends from this node's own: that is flannel's NAT set-up, as
+    // vxlan-csum-offload calls it too, and peers reach the node through the NAT.
+    if (!ctx.localIPs().has(ip) && local && ctx.localIPs().has(local)) {
+      return [
+        ok(
+          "public-ip",
+          `PublicIP ${ip} (behind NAT: not an address of this node); ${
+            dev!.name
+          } sends from its own ${local}`,
+        ),
+      ];
+    }
+    if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
+    if (local && local !== ip) {
+      problems.push(`${dev!.name} local ${local} != lease PublicIP ${ip}`);
     }
     if (!problems.length) {
       const u = ctx.underlay();
