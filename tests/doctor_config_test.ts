@@ -321,6 +321,38 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
       "PublicIP 198.51.100.7 is not an address of this node",
     );
 
+    // Another node announces our PublicIP (both took the address of a NAT interface every VM has): critical,
+    // with the cause, and the fix names this node's other interface.
+    const ours = { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.1.0-24`,
+      JSON.stringify({ lease: ours, seq: 100 }),
+    );
+    const twin = {
+      PublicIP: NODE_IP,
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: "0a:00:00:00:06:06" },
+    };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.6.0-24`,
+      JSON.stringify({ lease: twin, seq: 101 }),
+    );
+    await sh("ip", "-n", N, "link", "add", "eth1", "type", "veth", "peer", "name", "eth1p");
+    await sh("ip", "-n", N, "addr", "add", "192.168.56.11/24", "dev", "eth1");
+    const twins = await runDoctorJson(n, "--skip", "pod-network-routes");
+    const dup = expectFinding(
+      twins,
+      "lease-unique",
+      "critical",
+      `2 nodes share PublicIP ${NODE_IP}: 10.244.1.0/24, 10.244.6.0/24`,
+    );
+    assertStringIncludes(dup.why ?? "", "a NAT interface every VM has");
+    assertEquals(
+      dup.fix[0],
+      "restart the daemon with --iface=eth1 (192.168.56.11, the address peers reach this node on)",
+    );
+    await Deno.remove(`${n.storeDir}/subnets/10.244.6.0-24`);
+    await sh("ip", "-n", N, "link", "del", "eth1");
     await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
 
     // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.

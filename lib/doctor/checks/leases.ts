@@ -12,6 +12,7 @@ import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 
 function noStore(ctx: NodeSnapshot, id: CheckId): Finding | null {
   if (ctx.store.state === "ok") return null;
@@ -156,24 +157,49 @@ export const leaseDuplicate: Check = {
         }
       }
     }
-    const byIP = new Map<string, string[]>();
-    for (const l of ls) {
-      byIP.set(l.attrs.PublicIP, [...(byIP.get(l.attrs.PublicIP) ?? []), l.subnet!.toString()]);
+    const byIP = new Map<string, typeof ls>();
+    for (const l of ls) byIP.set(l.attrs.PublicIP, [...(byIP.get(l.attrs.PublicIP) ?? []), l]);
+    const fix: string[] = [];
+    let shared = false;
+    for (const [ip, group] of byIP) {
+      if (group.length < 2) continue;
+      const subs = group.map((l) => l.subnet!.toString()).join(", ");
+      // Two nodes (two Nodes in kube mode; two VTEP MACs elsewhere) behind one address, or one node's
+      // earlier lease that has not expired yet.
+      const ids = group.map((l) => l.node ?? vtepMacOf(l.attrs.BackendData));
+      const who = new Set(ids);
+      if (ids.includes(null) || who.size < 2) {
+        warn.push(`PublicIP ${ip} holds ${subs}`);
+        fix.push(
+          ...group.slice(1).map((l) =>
+            `flanctl lease revoke ${l.subnet}  # after checking which one the node uses`
+          ),
+        );
+        continue;
+      }
+      shared = true;
+      const nodes = group.map((l) => l.node).filter(Boolean);
+      crit.push(
+        `${who.size} nodes share PublicIP ${ip}: ${subs}${
+          nodes.length ? ` (nodes ${nodes.join(", ")})` : ""
+        }`,
+      );
+      fix.push(...sharedIpFix(ctx, ip));
     }
-    for (const [ip, subs] of byIP) if (subs.length > 1) warn.push(`PublicIP ${ip} holds ${subs.join(", ")}`);
     if (!crit.length && !warn.length) {
       return [ok("lease-unique", `${ls.length} lease(s), no overlaps, distinct PublicIPs`)];
     }
-    const fix = [...byIP].filter(([, s]) => s.length > 1).flatMap(([, subs]) =>
-      subs.slice(1).map((s) => `flanctl lease revoke ${s}  # after checking which one the node uses`)
-    );
     return [{
       id: "lease-unique",
       severity: crit.length ? "critical" : "warning",
       detail: [...crit, ...warn].join("; "),
-      why:
-        "two nodes route the same pod addresses, or peers install two routes for one node: traffic goes to " +
-        "the wrong node (flannel #1289, #98)",
+      why: shared
+        ? "peers send the pod traffic of every node behind that address to one of them (one FDB entry or " +
+          "route per address): pods on the others are unreachable. Cause: each node took the address of the " +
+          "same interface — a NAT interface every VM has (VirtualBox/Vagrant's 10.0.2.15) or cloned VMs " +
+          "(flannel #1289, #98)"
+        : "two nodes route the same pod addresses, or peers install two routes for one node: traffic goes to " +
+          "the wrong node (flannel #1289, #98)",
       fix: fix.length
         ? fix
         : ["revoke the lease of the node that should not have it: flanctl lease revoke SUBNET"],
@@ -181,6 +207,35 @@ export const leaseDuplicate: Check = {
     }];
   },
 };
+
+/**
+ * The fix for nodes sharing PublicIP `ip`: make each node choose its own address. When this node's
+ * address is the shared one and it has another one, the interface holding it (kube mode: patched into
+ * the DaemonSet's arguments; else the daemon's flags).
+ */
+function sharedIpFix(ctx: NodeSnapshot, ip: string): string[] {
+  const own = ctx.ownLease()?.attrs.PublicIP;
+  const other = (ctx.kernel?.addrs ?? []).find((a) =>
+    a.family === 4 && a.local !== ip && a.scope === "global" &&
+    !ctx.network?.contains(IPAddr.parse(a.local)) &&
+    !/^(lo|cni0|flannel|veth|docker)/.test(a.ifname)
+  );
+  if (own === ip && other) {
+    const arg = `--iface=${other.ifname}`;
+    if (ctx.store.kind === "kube") {
+      return [
+        `kubectl -n kube-flannel patch ds kube-flannel-ds --type json -p '[{"op":"add","path":` +
+        `"/spec/template/spec/containers/0/args/-","value":"${arg}"}]'  # ${other.local}: the address ` +
+        "peers reach this node on; the pods restart with it",
+      ];
+    }
+    return [`restart the daemon with ${arg} (${other.local}, the address peers reach this node on)`];
+  }
+  return [
+    `on each node sharing ${ip}: start the daemon with --iface=<the interface peers reach it on> or ` +
+    "--public-ip=<its own address>",
+  ];
+}
 
 /** lease-expiry: our lease is not expired or about to expire (renewals failing, clock skew). */
 export const leaseExpiry: Check = {
