@@ -422,3 +422,29 @@ needsRoot.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are
     );
   });
 });
+
+needsRoot.test("doctor: host-gw peers beyond this node's L2 segment: no route fix, host-gw needs L2", async () => {
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    const hostgw = (ip: string) =>
+      JSON.stringify({ lease: { PublicIP: ip, BackendType: "host-gw" }, seq: 200 });
+    // One peer on our segment (192.0.2.0/24 on eth0) whose route is missing, one behind a router.
+    await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.7.0-24`, hostgw("192.0.2.12"));
+    await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.8.0-24`, hostgw("203.0.113.9"));
+    const run = await runDoctorJson(n);
+    const l2 = run.checks.filter((c) => c.id === "peer-routes");
+    assertEquals(l2.map((c) => c.severity), ["critical", "critical"], run.stdout);
+    assertEquals(run.checks[0].id, "peer-routes", "host-gw beyond L2 is the root cause, first");
+    assertStringIncludes(
+      l2[0].detail,
+      "host-gw needs every node on one L2 segment: 10.244.8.0/24: peer PublicIP 203.0.113.9 is not on a network",
+    );
+    assert(!l2[0].fix.some((f) => f.includes("ip route")), l2[0].fix.join("\n"));
+    assertStringIncludes(l2[0].fix[0], '"Type": "vxlan"');
+    // The adjacent peer's fix is a route via its PublicIP, and it works when pasted.
+    assertEquals(l2[1].fix, [`ip netns exec ${N} ip route replace 10.244.7.0/24 via 192.0.2.12`]);
+    await sh("sh", "-c", l2[1].fix[0]);
+    const after = await runDoctorJson(n);
+    assertEquals(after.checks.filter((c) => c.id === "peer-routes").length, 1, after.stdout);
+  });
+});

@@ -138,11 +138,12 @@ export function pointToDaemon(findings: Finding[]): Finding[] {
 }
 
 /**
- * When a finding is marked as the root cause, the not-ok findings a missing daemon would explain are its
- * consequences: their why says so, naming it (they are no fault of their own to repair).
+ * When cni-config is marked as the root cause (flannel removed, its config left), the not-ok findings a
+ * missing daemon would explain are its consequences: their why says so, naming it (they are no fault of
+ * their own to repair).
  */
 export function pointToRoot(findings: Finding[]): Finding[] {
-  const root = findings.find((f) => f.rootCause && f.severity !== "ok");
+  const root = findings.find((f) => f.rootCause && f.severity !== "ok" && f.id === "cni-config");
   if (!root) return findings;
   return findings.map((f) => {
     if (f === root || f.severity === "ok" || !DAEMON_DEPENDENT.has(f.id)) return f;
