@@ -79,7 +79,7 @@ export async function runDoctor(opts: SnapshotOptions): Promise<DoctorReport> {
   // A dead daemon is the root cause: first among the criticals, and the findings it explains name it. A
   // finding marked as a root cause (a leftover flannel CNI config) comes first too, and the daemon's
   // findings are marked as its consequences.
-  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 2 + (f.rootCause || f.id === "daemon" ? 0 : 1);
+  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 3 + (f.rootCause ? 0 : f.id === "daemon" ? 1 : 2);
   findings.splice(0, findings.length, ...pointToRoot(pointToDaemon(findings)));
   findings.sort((a, b) => rank(a) - rank(b));
   const count = (s: string) => findings.filter((f) => f.severity === s).length;

@@ -132,22 +132,26 @@ export const daemonCheck: Check = {
 export function pointToDaemon(findings: Finding[]): Finding[] {
   if (!findings.some((f) => f.id === "daemon" && f.severity === "critical")) return findings;
   return findings.map((f) => {
-    if (f.severity === "ok" || f.id === "daemon" || !DAEMON_DEPENDENT.has(f.id)) return f;
+    if (f.severity === "ok" || f.id === "daemon" || f.rootCause || !DAEMON_DEPENDENT.has(f.id)) return f;
     return { ...f, why: `likely cause: the daemon is not running (see 'daemon'). ${f.why ?? ""}`.trim() };
   });
 }
 
 /**
- * When cni-config is marked as the root cause (flannel removed, its config left), the not-ok findings a
- * missing daemon would explain are its consequences: their why says so, naming it (they are no fault of
- * their own to repair).
+ * When a finding that stops the daemon is marked as the root cause — cni-config (flannel removed, its
+ * config left), lease-own (the Node has no podCIDR: the daemon exits at start) — the daemon's own finding
+ * and the not-ok findings a missing daemon would explain are its consequences: their why says so, naming
+ * it (they are no fault of their own to repair).
  */
 export function pointToRoot(findings: Finding[]): Finding[] {
-  const root = findings.find((f) => f.rootCause && f.severity !== "ok" && f.id === "cni-config");
+  const root = findings.find((f) =>
+    f.rootCause && f.severity !== "ok" && (f.id === "cni-config" || f.id === "lease-own")
+  );
   if (!root) return findings;
   return findings.map((f) => {
-    if (f === root || f.severity === "ok" || !DAEMON_DEPENDENT.has(f.id)) return f;
-    return { ...f, why: `consequence of '${root.id}' (the root cause). ${f.why ?? ""}`.trim() };
+    if (f === root || f.severity === "ok" || (f.id !== "daemon" && !DAEMON_DEPENDENT.has(f.id))) return f;
+    const why = (f.why ?? "").replace(/^likely cause: the daemon is not running \(see 'daemon'\)\. /, "");
+    return { ...f, why: `consequence of '${root.id}' (the root cause). ${why}`.trim() };
   });
 }
 

@@ -94,6 +94,74 @@ async function claimsSeen(ctx: NodeSnapshot): Promise<ClaimsSeen | null> {
   return r.status === 200 ? parseClaims(r.body) : null;
 }
 
+/** The first SubnetLen-sized subnet of the network no lease holds (for a podCIDR to patch in), or null. */
+function freeSubnet(ctx: NodeSnapshot): string | null {
+  const c = ctx.store.config;
+  if (!c?.network) return null;
+  const len = c.subnetLen ?? 24;
+  const taken = ctx.store.leases.map((l) => l.subnet).filter((x) => x !== null);
+  if (c.network.family !== 4 || len < c.network.prefix) return null;
+  const size = 2n ** BigInt(32 - len);
+  for (let i = 0n; i < 2n ** BigInt(len - c.network.prefix) && i < 4096n; i++) {
+    const cand = IPNet.tryParse(`${c.network.ip.add(i * size)}/${len}`);
+    if (cand && !taken.some((t) => t!.overlaps(cand))) return cand.toString();
+  }
+  return null;
+}
+
+/**
+ * Kube mode: this Node as the API has it. No podCIDR: kube-controller-manager does not allocate them, and
+ * the daemon exits at start ("pod cidr not assigned") — the root cause of everything else. A podCIDR outside
+ * the net-conf Network: the controller-manager's --cluster-cidr and kube-flannel-cfg disagree.
+ */
+function kubeNodeFinding(ctx: NodeSnapshot): Finding | null {
+  const n = ctx.store.kind === "kube" ? ctx.store.node : undefined;
+  if (!n || "error" in n) return null;
+  const net = ctx.store.config?.network ?? null;
+  if (!n.podCIDRs.length) {
+    const free = freeSubnet(ctx);
+    return {
+      id: "lease-own",
+      severity: "critical",
+      rootCause: true,
+      detail: `Node ${n.name} has no spec.podCIDR: the daemon cannot take a lease and exits at start ` +
+        `("node \"${n.name}\" pod cidr not assigned"), so it crash-loops`,
+      why:
+        "kube-controller-manager assigns podCIDRs only with --allocate-node-cidrs=true and --cluster-cidr " +
+        "(kubeadm: init --pod-network-cidr); without them no node gets one (flannel #728, #1558, #1224)",
+      fix: free
+        ? [
+          `kubectl patch node ${n.name} -p '{"spec":{"podCIDR":"${free}","podCIDRs":["${free}"]}}'  # a free ` +
+          `subnet of ${net}; set once, it stays`,
+        ]
+        : [`kubectl patch node ${n.name} -p '{"spec":{"podCIDR":"<a free subnet of the Network>"}}'`],
+      persist: [
+        `kube-controller-manager --allocate-node-cidrs=true --cluster-cidr=${net ?? "<net-conf Network>"} ` +
+        "(kubeadm: /etc/kubernetes/manifests/kube-controller-manager.yaml)",
+      ],
+    };
+  }
+  const outside = net
+    ? n.podCIDRs.filter((c) => {
+      const x = IPNet.tryParse(c);
+      return x !== null && x.family === net.family && !net.contains(x);
+    })
+    : [];
+  if (!outside.length) return null;
+  return {
+    id: "lease-own",
+    severity: "critical",
+    rootCause: true,
+    detail: `Node ${n.name} podCIDR ${outside.join(", ")} is outside the net-conf Network ${net}`,
+    why: "kube-controller-manager's --cluster-cidr and kube-flannel-cfg's Network disagree: the daemon " +
+      "routes and masquerades the Network, so pods of this subnet are not routed between nodes (flannel #1437)",
+    fix: [
+      'kubectl -n kube-flannel edit configmap kube-flannel-cfg  # net-conf.json "Network": the ' +
+      "controller-manager's --cluster-cidr; then restart the DaemonSet's pods",
+    ],
+  };
+}
+
 /** lease-own: this node holds a lease, and no other writer claimed its subnet (the daemon's /metrics). */
 export const leaseOwn: Check = {
   id: "lease-own",
@@ -121,6 +189,8 @@ export const leaseOwn: Check = {
         persist: ["give every node its own --public-ip; restrict write access to the lease store"],
       }];
     }
+    const kube = kubeNodeFinding(ctx);
+    if (kube) return [kube];
     if (own) return [ok("lease-own", `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}`)];
     const dead = ctx.ownExpiredLease();
     return [{

@@ -315,6 +315,13 @@ export class KubeStore implements SubnetStore {
     return name;
   }
 
+  /** This node's Node as the API has it now: its name and podCIDR(s) (for doctor; no start-up wait). */
+  async ownNode(): Promise<{ name: string; podCIDRs: string[] }> {
+    const name = await this.nodeName();
+    const n = await this.client.request<KubeNode>("GET", this.#nodePath(name));
+    return { name, podCIDRs: podCidrs(n).map(String) };
+  }
+
   #nodePath(name: string) {
     return `/api/v1/nodes/${encodeURIComponent(name)}`;
   }
