@@ -13,6 +13,7 @@ import {
   findings,
   NODE_IP,
   NODE_MAC,
+  PEER_IP,
   PEER_MAC,
   runDoctorJson,
   withDoctorNode,
@@ -283,15 +284,16 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
     expectFinding(run, "pod-network-routes", "critical", "10.244.200.0/24 dev hostnet0");
     expectFinding(run, "public-ip", "ok", "PublicIP 192.0.2.10 on eth0");
 
-    // The lease's PublicIP leaves the node (as behind NAT): TX checksum offload on is now a warning too.
+    // The lease's PublicIP leaves the node (as behind NAT). TX checksum offload on is judged by its symptom
+    // (bad UDP checksums arriving), not by NAT: none arrive, so it is ok.
     await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
     await sh("ip", "netns", "exec", N, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
     const run2 = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(
       run2,
       "vxlan-csum-offload",
-      "warning",
-      `flannel.1 tx-checksum-ip-generic: on while the lease's PublicIP ${NODE_IP} is not an address`,
+      "ok",
+      "flannel.1 tx-checksum-ip-generic: on; Udp: InCsumErrors steady",
     );
     expectFinding(
       run2,
@@ -301,7 +303,7 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
     );
 
     // A correct NAT set-up (--public-ip / public-ip-overwrite): the lease announces the NAT's address, the
-    // device sends from the node's own. public-ip calls it NAT, as vxlan-csum-offload does: not critical.
+    // device sends from the node's own. public-ip calls it NAT: not critical.
     await sh("ip", "-n", N, "addr", "add", `${NODE_IP}/24`, "dev", "eth0");
     const natLease = {
       PublicIP: "198.51.100.7",
@@ -314,12 +316,23 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
     );
     const nat = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(nat, "public-ip", "ok", "PublicIP 198.51.100.7 (behind NAT: not an address of this node)");
-    expectFinding(
-      nat,
-      "vxlan-csum-offload",
-      "warning",
-      "PublicIP 198.51.100.7 is not an address of this node",
-    );
+
+    // The checksum-offload bug's symptom: UDP packets with bad checksums arrive (a peer sends them while
+    // doctor watches Udp: InCsumErrors) — a warning, with the fix for every node.
+    const sender = new Deno.Command("ip", {
+      args: ["netns", "exec", n.peer, "python3", "-c", BAD_UDP, PEER_IP, NODE_IP, "120"],
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    try {
+      const bad = await runDoctorJson(n, "--skip", "pod-network-routes");
+      const csum = expectFinding(bad, "vxlan-csum-offload", "warning", "Udp: InCsumErrors grew by");
+      assertEquals(csum.fix, [
+        `ip netns exec ${N} ethtool -K flannel.1 tx-checksum-ip-generic off  # on every node`,
+      ]);
+    } finally {
+      await sender.output();
+    }
 
     // Another node announces our PublicIP (both took the address of a NAT interface every VM has): critical,
     // with the cause, and the fix names this node's other interface.
@@ -448,3 +461,16 @@ needsRoot.test("doctor: host-gw peers beyond this node's L2 segment: no route fi
     assertEquals(after.checks.filter((c) => c.id === "peer-routes").length, 1, after.stdout);
   });
 });
+
+/** Sends argv[3] UDP datagrams with a wrong checksum from argv[1] to argv[2]:8472, 50 ms apart. */
+const BAD_UDP = String.raw`
+import socket, struct, sys, time
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+payload = b"x" * 64
+udp = struct.pack("!HHHH", 40000, 8472, 8 + len(payload), 0x1234) + payload
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton(dst))
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(n):
+    s.sendto(ip + udp, (dst, 0))
+    time.sleep(0.05)
+`;
