@@ -92,3 +92,43 @@ Deno.test("deploy/kube-flanctl.yml: the daemon container mounts the CNI dirs rea
     assertEquals(vol.hostPath.path, host);
   }
 });
+
+needsRoot.test("trace from a pod: a local pod behind cni0 whose namespace is hidden is not called missing", async () => {
+  await withDoctorNode(async (n) => {
+    const args = [
+      "trace",
+      "10.244.1.2",
+      "--subnet-file",
+      n.subnetFile,
+      "--store-dir",
+      n.storeDir,
+      "-o",
+      "json",
+    ];
+    const script = 'mount -t tmpfs none /run/netns && exec "$@"';
+    const hidden = await nsRun(n.node, [
+      "unshare",
+      "-m",
+      "--propagation",
+      "private",
+      "sh",
+      "-c",
+      script,
+      "sh",
+      ...flanctlCmd(...args),
+    ]);
+    const rep = JSON.parse(hidden.stdout) as {
+      ok: boolean;
+      hops: { step: string; ok: boolean; detail: string }[];
+    };
+    assertEquals(rep.ok, true, hidden.stdout);
+    const last = rep.hops[rep.hops.length - 1];
+    assertEquals(last.step, "pod", hidden.stdout);
+    assertStringIncludes(last.detail, "the pod itself is not verified");
+    // Where the namespaces are visible, the same trace verifies the pod.
+    const seen = await nsRun(n.node, flanctlCmd(...args));
+    const full = JSON.parse(seen.stdout) as { ok: boolean; hops: { detail: string }[] };
+    assertEquals(full.ok, true, seen.stdout);
+    assert(!full.hops.some((h) => h.detail.includes("not verified")), seen.stdout);
+  });
+});
