@@ -15,7 +15,7 @@ interface Report {
 }
 
 needsRoot.test({
-  name: "doctor (kube): a Node without podCIDR is the root cause, named with its fix; outside Network too",
+  name: "doctor (kube): a Node without podCIDR is the root cause (CIDRNotAvailable too); outside Network too",
   sanitizeOps: false,
   sanitizeResources: false,
   fn: () =>
@@ -76,6 +76,20 @@ needsRoot.test({
           f.fix[0].split("  #")[0],
           `kubectl patch node n1 -p '{"spec":{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24"]}}'`,
         );
+
+        // The controller-manager tried and found the cluster CIDR full: its CIDRNotAvailable event is the cause.
+        api.intercept = (_req, u) =>
+          u.pathname === "/api/v1/events" && (u.searchParams.get("fieldSelector") ?? "").includes("name=n1")
+            ? Response.json({
+              kind: "EventList",
+              items: [{ message: "Node n1 status is now: CIDRNotAvailable" }],
+            })
+            : null;
+        const full = (await doctor()).checks[0];
+        assertEquals([full.id, full.severity], ["lease-own", "critical"]);
+        assertStringIncludes(full.detail, "event CIDRNotAvailable: Node n1 status is now: CIDRNotAvailable");
+        assertStringIncludes(full.fix[0], "kubectl get nodes");
+        api.intercept = null;
 
         // Assigned, but outside the Network the daemons route (--cluster-cidr and net-conf differ).
         api.upsert("n1", { podCIDR: "10.42.1.0/24", podCIDRs: ["10.42.1.0/24"] });

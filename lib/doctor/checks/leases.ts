@@ -118,6 +118,28 @@ function kubeNodeFinding(ctx: NodeSnapshot): Finding | null {
   const n = ctx.store.kind === "kube" ? ctx.store.node : undefined;
   if (!n || "error" in n) return null;
   const net = ctx.store.config?.network ?? null;
+  if (!n.podCIDRs.length && n.cidrEvents?.length) {
+    // kube-controller-manager tried and found no subnet left in its --cluster-cidr.
+    return {
+      id: "lease-own",
+      severity: "critical",
+      rootCause: true,
+      detail: `Node ${n.name} has no spec.podCIDR: event CIDRNotAvailable: ${
+        n.cidrEvents[n.cidrEvents.length - 1]
+      }`,
+      why: "kube-controller-manager's --cluster-cidr has no free subnet of --node-cidr-mask-size left (too " +
+        'small for the node count, or taken by Nodes that are gone); the daemon exits at start ("pod cidr ' +
+        'not assigned") and crash-loops (flannel #728)',
+      fix: [
+        "kubectl get nodes -o custom-columns=NAME:.metadata.name,CIDR:.spec.podCIDR  # delete Nodes that " +
+        "are gone (kubectl delete node NAME) to free their subnets",
+      ],
+      persist: [
+        "give kube-controller-manager a larger --cluster-cidr (and the net-conf Network with it) or a " +
+        "larger --node-cidr-mask-size",
+      ],
+    };
+  }
   if (!n.podCIDRs.length) {
     const free = freeSubnet(ctx);
     return {
