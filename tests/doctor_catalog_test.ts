@@ -204,6 +204,44 @@ needsRoot.test({
         await paste(name, m.fix);
         assertEquals(problems(await doctor(name)), []);
       });
+
+      // Last: it takes node1's flannel away for good.
+      await t.step(
+        "a leftover flannel conflist after flannel was removed: root cause, not 'restart'",
+        async () => {
+          const s = loadState(name);
+          const pid = s.procs.find((p) => p.what === "daemon node1")!.pid;
+          Deno.kill(pid, "SIGTERM"); // as the DaemonSet's deletion stops it: it removes its state file
+          for (let i = 0; i < 200 && await Deno.stat(`/proc/${pid}`).then(() => true, () => false); i++) {
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          // …then the node reboots: /run is empty, flannel.1 gone; the new CNI's config sorts after flannel's.
+          Deno.removeSync(`${n1.dir}/run/flannel/subnet.env`);
+          await labExec(name, "node1", ["ip", "link", "del", "flannel.1"]);
+          Deno.writeTextFileSync(
+            `${n1.dir}/etc/cni/net.d/20-kube-router.conflist`,
+            JSON.stringify({ cniVersion: "0.3.1", name: "kubernetes", plugins: [{ type: "bridge" }] }),
+          );
+          const add = await flanctl(["lab", "add-pod", "--name", name, "node1"]);
+          // (the lab's runtime gives the plugin the node's own path of /run/flannel/subnet.env)
+          assert(
+            /loadFlannelSubnetEnv failed: open \S*\/run\/flannel\/subnet\.env: no such file/.test(add.stderr),
+            add.stderr,
+          );
+          const rep = await doctor(name);
+          const c = rep.checks[0];
+          assertEquals([c.id, c.severity], ["cni-config", "critical"], rep.raw);
+          assertStringIncludes(c.detail, "a leftover of a removed flannel");
+          const d = finding(rep, "daemon");
+          assertEquals(d.severity, "warning", d.detail);
+          assert(!d.fix.some((x) => x.startsWith("systemctl restart")), d.fix.join("\n"));
+          assertStringIncludes(finding(rep, "subnet-env").why ?? "", "consequence of 'cni-config'");
+          await paste(name, c.fix);
+          const after = await flanctl(["lab", "add-pod", "--name", name, "node1"]);
+          assert(!after.stderr.includes("loadFlannelSubnetEnv"), after.stderr);
+          assert(!finding(await doctor(name), "cni-config").detail.includes("leftover"));
+        },
+      );
     });
   },
 });

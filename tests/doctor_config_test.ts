@@ -13,6 +13,7 @@ import {
   findings,
   NODE_IP,
   NODE_MAC,
+  PEER_IP,
   PEER_MAC,
   runDoctorJson,
   withDoctorNode,
@@ -285,15 +286,16 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
     expectFinding(run, "pod-network-routes", "critical", "10.244.200.0/24 dev hostnet0");
     expectFinding(run, "public-ip", "ok", "PublicIP 192.0.2.10 on eth0");
 
-    // The lease's PublicIP leaves the node (as behind NAT): TX checksum offload on is now a warning too.
+    // The lease's PublicIP leaves the node (as behind NAT). TX checksum offload on is judged by its symptom
+    // (bad UDP checksums arriving), not by NAT: none arrive, so it is ok.
     await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
     await sh("ip", "netns", "exec", N, "ethtool", "-K", "flannel.1", "tx-checksum-ip-generic", "on");
     const run2 = await runDoctorJson(n, "--skip", "pod-network-routes");
     expectFinding(
       run2,
       "vxlan-csum-offload",
-      "warning",
-      `flannel.1 tx-checksum-ip-generic: on while the lease's PublicIP ${NODE_IP} is not an address`,
+      "ok",
+      "flannel.1 tx-checksum-ip-generic: on; Udp: InCsumErrors steady",
     );
     expectFinding(
       run2,
@@ -301,6 +303,72 @@ needsRoot.test("doctor: lease and device faults (VTEP MAC, device down, duplicat
       "critical",
       `lease PublicIP ${NODE_IP} is not assigned to any interface here`,
     );
+
+    // A correct NAT set-up (--public-ip / public-ip-overwrite): the lease announces the NAT's address, the
+    // device sends from the node's own. public-ip calls it NAT: not critical.
+    await sh("ip", "-n", N, "addr", "add", `${NODE_IP}/24`, "dev", "eth0");
+    const natLease = {
+      PublicIP: "198.51.100.7",
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: NODE_MAC },
+    };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.1.0-24`,
+      JSON.stringify({ lease: natLease, seq: 98 }),
+    );
+    const nat = await runDoctorJson(n, "--skip", "pod-network-routes");
+    expectFinding(nat, "public-ip", "ok", "PublicIP 198.51.100.7 (behind NAT: not an address of this node)");
+
+    // The checksum-offload bug's symptom: UDP packets with bad checksums arrive (a peer sends them while
+    // doctor watches Udp: InCsumErrors) — a warning, with the fix for every node.
+    const sender = new Deno.Command("ip", {
+      args: ["netns", "exec", n.peer, "python3", "-c", BAD_UDP, PEER_IP, NODE_IP, "120"],
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    try {
+      const bad = await runDoctorJson(n, "--skip", "pod-network-routes");
+      const csum = expectFinding(bad, "vxlan-csum-offload", "warning", "Udp: InCsumErrors grew by");
+      assertEquals(csum.fix, [
+        `ip netns exec ${N} ethtool -K flannel.1 tx-checksum-ip-generic off  # on every node`,
+      ]);
+    } finally {
+      await sender.output();
+    }
+
+    // Another node announces our PublicIP (both took the address of a NAT interface every VM has): critical,
+    // with the cause, and the fix names this node's other interface.
+    const ours = { PublicIP: NODE_IP, BackendType: "vxlan", BackendData: { VNI: 1, VtepMAC: NODE_MAC } };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.1.0-24`,
+      JSON.stringify({ lease: ours, seq: 100 }),
+    );
+    const twin = {
+      PublicIP: NODE_IP,
+      BackendType: "vxlan",
+      BackendData: { VNI: 1, VtepMAC: "0a:00:00:00:06:06" },
+    };
+    await Deno.writeTextFile(
+      `${n.storeDir}/subnets/10.244.6.0-24`,
+      JSON.stringify({ lease: twin, seq: 101 }),
+    );
+    await sh("ip", "-n", N, "link", "add", "eth1", "type", "veth", "peer", "name", "eth1p");
+    await sh("ip", "-n", N, "addr", "add", "192.168.56.11/24", "dev", "eth1");
+    const twins = await runDoctorJson(n, "--skip", "pod-network-routes");
+    const dup = expectFinding(
+      twins,
+      "lease-unique",
+      "critical",
+      `2 nodes share PublicIP ${NODE_IP}: 10.244.1.0/24, 10.244.6.0/24`,
+    );
+    assertStringIncludes(dup.why ?? "", "a NAT interface every VM has");
+    assertEquals(
+      dup.fix[0],
+      "restart the daemon with --iface=eth1 (192.168.56.11, the address peers reach this node on)",
+    );
+    await Deno.remove(`${n.storeDir}/subnets/10.244.6.0-24`);
+    await sh("ip", "-n", N, "link", "del", "eth1");
+    await sh("ip", "-n", N, "addr", "del", `${NODE_IP}/24`, "dev", "eth0");
 
     // Our lease disappears from the store (revoked by hand): this node is unknown to its peers.
     const st = new FileStore({ dir: n.storeDir });
@@ -369,3 +437,42 @@ needsRoot.test("doctor: DirectRouting peers (route via PublicIP, no ARP/FDB) are
     );
   });
 });
+
+needsRoot.test("doctor: host-gw peers beyond this node's L2 segment: no route fix, host-gw needs L2", async () => {
+  await withDoctorNode(async (n) => {
+    const N = n.node;
+    const hostgw = (ip: string) =>
+      JSON.stringify({ lease: { PublicIP: ip, BackendType: "host-gw" }, seq: 200 });
+    // One peer on our segment (192.0.2.0/24 on eth0) whose route is missing, one behind a router.
+    await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.7.0-24`, hostgw("192.0.2.12"));
+    await Deno.writeTextFile(`${n.storeDir}/subnets/10.244.8.0-24`, hostgw("203.0.113.9"));
+    const run = await runDoctorJson(n);
+    const l2 = run.checks.filter((c) => c.id === "peer-routes");
+    assertEquals(l2.map((c) => c.severity), ["critical", "critical"], run.stdout);
+    assertEquals(run.checks[0].id, "peer-routes", "host-gw beyond L2 is the root cause, first");
+    assertStringIncludes(
+      l2[0].detail,
+      "host-gw needs every node on one L2 segment: 10.244.8.0/24: peer PublicIP 203.0.113.9 is not on a network",
+    );
+    assert(!l2[0].fix.some((f) => f.includes("ip route")), l2[0].fix.join("\n"));
+    assertStringIncludes(l2[0].fix[0], '"Type": "vxlan"');
+    // The adjacent peer's fix is a route via its PublicIP, and it works when pasted.
+    assertEquals(l2[1].fix, [`ip netns exec ${N} ip route replace 10.244.7.0/24 via 192.0.2.12`]);
+    await sh("sh", "-c", l2[1].fix[0]);
+    const after = await runDoctorJson(n);
+    assertEquals(after.checks.filter((c) => c.id === "peer-routes").length, 1, after.stdout);
+  });
+});
+
+/** Sends argv[3] UDP datagrams with a wrong checksum from argv[1] to argv[2]:8472, 50 ms apart. */
+const BAD_UDP = String.raw`
+import socket, struct, sys, time
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+payload = b"x" * 64
+udp = struct.pack("!HHHH", 40000, 8472, 8 + len(payload), 0x1234) + payload
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton(dst))
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(n):
+    s.sendto(ip + udp, (dst, 0))
+    time.sleep(0.05)
+`;

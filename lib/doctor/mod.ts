@@ -19,7 +19,7 @@ import { CNI_CHECKS } from "./checks/cni.ts";
 import { POD_CHECKS } from "./checks/pods.ts";
 import { ACTIVE_CHECKS } from "./checks/active.ts";
 import { HOST_CHECKS } from "./checks/host.ts";
-import { DAEMON_CHECKS, pointToDaemon } from "./checks/daemon.ts";
+import { DAEMON_CHECKS, pointToDaemon, pointToRoot } from "./checks/daemon.ts";
 import { IPV6_CHECKS } from "./checks/ipv6.ts";
 import { SANDBOX_CHECKS } from "./checks/sandboxes.ts";
 
@@ -38,6 +38,7 @@ export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
 export { pathFinding } from "./checks/firewall_path.ts";
 export { vxlanAccept } from "./checks/vxlan.ts";
+export { unseenPods, unseenReason } from "./checks/pods.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [
@@ -78,9 +79,11 @@ export async function runDoctor(opts: SnapshotOptions): Promise<DoctorReport> {
       }
     }
   }
-  // A dead daemon is the root cause: first among the criticals, and the findings it explains name it.
-  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 2 + (f.id === "daemon" ? 0 : 1);
-  findings.splice(0, findings.length, ...pointToDaemon(findings));
+  // A dead daemon is the root cause: first among the criticals, and the findings it explains name it. A
+  // finding marked as a root cause (a leftover flannel CNI config) comes first too, and the daemon's
+  // findings are marked as its consequences.
+  const rank = (f: Finding) => SEVERITY_ORDER[f.severity] * 3 + (f.rootCause ? 0 : f.id === "daemon" ? 1 : 2);
+  findings.splice(0, findings.length, ...pointToRoot(pointToDaemon(findings)));
   findings.sort((a, b) => rank(a) - rank(b));
   const count = (s: string) => findings.filter((f) => f.severity === s).length;
   const critical = count("critical"), warning = count("warning");

@@ -99,6 +99,8 @@ export interface DoctorJson {
     fix: string[];
     why: string | null;
     persist: string[];
+    /** Present (true) on a finding that explains others (theirs say "consequence of"). */
+    rootCause?: true;
   }[];
 }
 
@@ -125,6 +127,7 @@ export function renderJson(r: DoctorReport, o: { problemsOnly?: boolean } = {}):
         fix: f.fix ?? [],
         why: f.why ?? null,
         persist: f.persist ?? [],
+        ...(f.rootCause ? { rootCause: true as const } : {}),
       })),
     } satisfies DoctorJson,
     null,

@@ -27,6 +27,8 @@ export interface Finding {
   fix?: string[];
   /** How to make the fix survive a reboot/restart. */
   persist?: string[];
+  /** Set when this finding explains others (they are marked as its consequences); sorted first. */
+  rootCause?: boolean;
 }
 
 /** A doctor check: a family module exports one or more of these. */

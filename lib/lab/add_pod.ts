@@ -78,7 +78,11 @@ async function undoFailedPod(
         left.push((e as Error).message);
       }
     } else {
-      left = await podDel(s, n, pod, true);
+      try {
+        left = await podDel(s, n, pod, true);
+      } catch (e) {
+        left.push((e as Error).message); // no conflist to run DEL with
+      }
     }
     // The namespace goes whether or not DEL could run: `ip netns del` of a missing one only fails.
     const del = await runCmd(["ip", "netns", "del", pod.netns]);

@@ -110,6 +110,8 @@ export interface StoreView {
   error: string | null;
   /** Why there is no store (for hints). */
   hint: string | null;
+  /** Kube store: this node's Node as the daemon's credentials read it (name, podCIDRs), or why not. */
+  node?: { name: string; podCIDRs: string[]; cidrEvents: string[] | null } | { error: string };
 }
 
 /** Sysctl paths read for every run (interface-specific ones are added from the link list). */
@@ -645,6 +647,16 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
       ctx.store.config = await withStoreTimeout(store.getNetworkConfig(), 5000, "reading the network config");
     } catch (e) {
       ctx.store.error = `network config: ${(e as Error).message}`;
+    }
+    if ("ownNode" in store && typeof store.ownNode === "function") {
+      const own = store.ownNode as () => Promise<
+        { name: string; podCIDRs: string[]; cidrEvents: string[] | null }
+      >;
+      try {
+        ctx.store.node = await withStoreTimeout(own.call(store), 5000, "reading this node's Node");
+      } catch (e) {
+        ctx.store.node = { error: (e as Error).message };
+      }
     }
     ctx.store.state = "ok";
   } catch (e) {

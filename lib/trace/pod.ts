@@ -8,6 +8,7 @@ import { openNetlink, routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, NetnsRef } from "../netlink/mod.ts";
 import { lookupText, type Path, type Why } from "./path.ts";
 import { isPod, type PodRef, type TraceInput, type TraceNode } from "./types.ts";
+import { unseenPods, unseenReason } from "../doctor/mod.ts";
 
 /** A pod namespace label as the doctor gathers it ("pid:N" for an unnamed one) → a netns reference. */
 function nsRef(label: string): NetnsRef {
@@ -139,6 +140,21 @@ export async function deliver(inp: TraceInput, n: TraceNode, p: Path): Promise<v
   const broken = (step: string, entry: string, detail: string, why?: Why) =>
     p.add({ node: n.name, step, ok: false, entry, detail }, why);
   const pod = destinationPod(inp, n);
+  const unseen = pod ? [] : unseenPods(n.ctx);
+  if (!pod && unseen.length) {
+    // From a container without the pod namespaces (a DaemonSet pod) the pod cannot be looked into: say so,
+    // with what the node does show (cni0's neighbour entry for it), instead of calling it missing.
+    const br = n.ctx.link("cni0");
+    const nb = br ? n.ctx.kernel?.neigh.find((x) => x.index === br.index && x.dst === inp.dst) : undefined;
+    p.add({
+      node: n.name,
+      step: "pod",
+      ok: true,
+      entry: `${inp.dst} behind cni0` + (nb?.lladdr ? ` (neighbour ${nb.lladdr} ${nb.state.join(",")})` : ""),
+      detail: `handed to cni0; the pod itself is not verified: ${unseenReason(unseen)}`,
+    });
+    return;
+  }
   if (!pod) {
     broken(
       "pod",

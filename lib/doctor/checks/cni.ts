@@ -9,6 +9,9 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { CappedReadError, readCappedText } from "../../base/capped_read.ts";
 import { isObj } from "../../base/json.ts";
 import { CNI_PLUGIN_NAMES } from "../../cni/names.ts";
+import { daemonStatePath } from "../../node/daemon_state.ts";
+import { scanForDaemon } from "../../observe/probes.ts";
+import { pathExists } from "../../base/exists.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
 export const SUPPORTED_CNI_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -73,6 +76,38 @@ export function cniConf(ctx: NodeSnapshot): CniConfView {
   return v;
 }
 
+/**
+ * When flannel looks removed from this node — no daemon state file, no daemon process, no subnet.env, no
+ * flannel device — while the conf dir also holds another plugin's config: those other files. Else null.
+ */
+export function flannelRemoved(ctx: NodeSnapshot): string[] | null {
+  const v = cniConf(ctx);
+  const others = v.files.filter((f) => f !== v.first && !isFlannelConfig(`${ctx.opts.cniConfDir}/${f}`));
+  if (!v.flannel || !others.length || !ctx.subnetEnvMissing) return null;
+  if (ctx.kernel?.links.some((l) => /^flannel(-v6)?\.\d+$|^flannel\d+$/.test(l.name))) return null;
+  if (pathExists(daemonStatePath(ctx.opts.subnetFile)) || scanForDaemon(ctx)) return null;
+  return others;
+}
+
+/**
+ * Why `dir` cannot be judged from here, or null: it does not exist and this process runs in a pod
+ * (KUBERNETES_SERVICE_HOST set: `kubectl exec … ds/kube-flannel-ds -- flanctl doctor`) whose container
+ * does not mount it — on the node it may well be there.
+ */
+export function unseenFromPod(dir: string): string | null {
+  if (!Deno.env.get("KUBERNETES_SERVICE_HOST")) return null;
+  try {
+    Deno.statSync(dir);
+    return null;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) return null;
+  }
+  return `${dir} is not visible from this container (not mounted; deploy/kube-flanctl.yml mounts it ` +
+    "read-only): run the doctor on the node, or add the mount";
+}
+
+const UNSEEN_FIX = "flanctl doctor  # on the node itself, where the CNI dirs are";
+
 /** cni-config: the first config is valid JSON, a supported cniVersion, and flannel's. */
 export const cniConfig: Check = {
   id: "cni-config",
@@ -84,6 +119,8 @@ export const cniConfig: Check = {
       "keep only the flannel config in " + dir + " (e.g. 10-flannel.conflist), or give it the " +
       "lowest name",
     ];
+    const unseen = unseenFromPod(dir);
+    if (unseen) return [unknown("cni-config", unseen, [UNSEEN_FIX])];
     if (!v.first) {
       return [{
         id: "cni-config",
@@ -139,6 +176,26 @@ export const cniConfig: Check = {
         persist,
       }];
     }
+    const others = flannelRemoved(ctx);
+    if (others) {
+      return [{
+        id: "cni-config",
+        severity: "critical",
+        rootCause: true,
+        detail:
+          `${dir}/${v.first} is flannel's and sorts first, but flannel is not on this node (no daemon, ` +
+          `no ${ctx.opts.subnetFile}, no flannel device) while ${capFiles(others)} ${
+            others.length > 1 ? "are" : "is"
+          } there: a leftover of a removed flannel`,
+        why: 'the runtime still hands every pod to flannel, which fails with "loadFlannelSubnetEnv failed: ' +
+          `open ${ctx.opts.subnetFile}: no such file or directory" (flannel #2063): pods stay ContainerCreating; ` +
+          "restarting a flannel daemon is not the fix when flannel was removed",
+        fix: [`mkdir -p /root/cni-net.d.bak && mv ${dir}/${v.first} /root/cni-net.d.bak/`],
+        persist: [
+          "remove the CNI config with the CNI that wrote it (kube-flannel's install-cni leaves it behind)",
+        ],
+      }];
+    }
     return [
       ok(
         "cni-config",
@@ -147,6 +204,12 @@ export const cniConfig: Check = {
     ];
   },
 };
+
+function capFiles(files: string[]): string {
+  return files.length <= 3
+    ? files.join(", ")
+    : `${files.slice(0, 3).join(", ")} and ${files.length - 3} more`;
+}
 
 /** Whether the config file at `path` holds a flannel plugin (false when unreadable). */
 function isFlannelConfig(path: string): boolean {
@@ -174,6 +237,8 @@ export const cniBinaries: Check = {
     }
     if (!v.doc) ["flannel", "bridge", "host-local"].forEach((t) => need.add(t));
     const dir = ctx.opts.cniBinDir;
+    const unseen = unseenFromPod(dir) ?? unseenFromPod(ctx.opts.cniConfDir);
+    if (unseen) return [unknown("cni-binaries", unseen, [UNSEEN_FIX])];
     const missing: string[] = [];
     for (const t of need) {
       try {

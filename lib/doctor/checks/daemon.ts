@@ -10,6 +10,7 @@ import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { scanForDaemon } from "../../observe/probes.ts";
+import { flannelRemoved } from "./cni.ts";
 
 /** Ids of findings a dead daemon explains (their why then names it). */
 export const DAEMON_DEPENDENT: ReadonlySet<FindingId> = new Set<CheckId>([
@@ -73,6 +74,20 @@ export const daemonCheck: Check = {
       if (p) {
         return [ok("daemon", `pid ${p.pid} (${p.cmd}); no state file ${path} (flanneld or older flanctl)`)];
       }
+      const removed = flannelRemoved(ctx);
+      if (removed) {
+        return [{
+          id: "daemon",
+          severity: "warning",
+          detail:
+            `no daemon runs here: no state file ${path} and no flanneld/flanctl daemon process — flannel ` +
+            `looks removed from this node (${
+              removed.join(", ")
+            } in the CNI conf dir; consequence: see cni-config)`,
+          why: "a node that no longer runs flannel needs no daemon; its leftover CNI config is the problem",
+          fix: ["see cni-config; if this node should run flannel: systemctl start flanctl"],
+        }];
+      }
       return [dead(ctx, `no daemon runs here: no state file ${path} and no flanneld/flanctl daemon process`)];
     }
     const running = daemonRunning(state);
@@ -117,8 +132,26 @@ export const daemonCheck: Check = {
 export function pointToDaemon(findings: Finding[]): Finding[] {
   if (!findings.some((f) => f.id === "daemon" && f.severity === "critical")) return findings;
   return findings.map((f) => {
-    if (f.severity === "ok" || f.id === "daemon" || !DAEMON_DEPENDENT.has(f.id)) return f;
+    if (f.severity === "ok" || f.id === "daemon" || f.rootCause || !DAEMON_DEPENDENT.has(f.id)) return f;
     return { ...f, why: `likely cause: the daemon is not running (see 'daemon'). ${f.why ?? ""}`.trim() };
+  });
+}
+
+/**
+ * When a finding that stops the daemon is marked as the root cause — cni-config (flannel removed, its
+ * config left), lease-own (the Node has no podCIDR: the daemon exits at start) — the daemon's own finding
+ * and the not-ok findings a missing daemon would explain are its consequences: their why says so, naming
+ * it (they are no fault of their own to repair).
+ */
+export function pointToRoot(findings: Finding[]): Finding[] {
+  const root = findings.find((f) =>
+    f.rootCause && f.severity !== "ok" && (f.id === "cni-config" || f.id === "lease-own")
+  );
+  if (!root) return findings;
+  return findings.map((f) => {
+    if (f === root || f.severity === "ok" || (f.id !== "daemon" && !DAEMON_DEPENDENT.has(f.id))) return f;
+    const why = (f.why ?? "").replace(/^likely cause: the daemon is not running \(see 'daemon'\)\. /, "");
+    return { ...f, why: `consequence of '${root.id}' (the root cause). ${why}`.trim() };
   });
 }
 

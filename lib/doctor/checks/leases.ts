@@ -12,6 +12,7 @@ import { httpGet } from "../../observe/http_get.ts";
 import { daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
+import { vtepMacOf } from "../../lease/backend_data.ts";
 
 function noStore(ctx: NodeSnapshot, id: CheckId): Finding | null {
   if (ctx.store.state === "ok") return null;
@@ -93,6 +94,96 @@ async function claimsSeen(ctx: NodeSnapshot): Promise<ClaimsSeen | null> {
   return r.status === 200 ? parseClaims(r.body) : null;
 }
 
+/** The first SubnetLen-sized subnet of the network no lease holds (for a podCIDR to patch in), or null. */
+function freeSubnet(ctx: NodeSnapshot): string | null {
+  const c = ctx.store.config;
+  if (!c?.network) return null;
+  const len = c.subnetLen ?? 24;
+  const taken = ctx.store.leases.map((l) => l.subnet).filter((x) => x !== null);
+  if (c.network.family !== 4 || len < c.network.prefix) return null;
+  const size = 2n ** BigInt(32 - len);
+  for (let i = 0n; i < 2n ** BigInt(len - c.network.prefix) && i < 4096n; i++) {
+    const cand = IPNet.tryParse(`${c.network.ip.add(i * size)}/${len}`);
+    if (cand && !taken.some((t) => t!.overlaps(cand))) return cand.toString();
+  }
+  return null;
+}
+
+/**
+ * Kube mode: this Node as the API has it. No podCIDR: kube-controller-manager does not allocate them, and
+ * the daemon exits at start ("pod cidr not assigned") — the root cause of everything else. A podCIDR outside
+ * the net-conf Network: the controller-manager's --cluster-cidr and kube-flannel-cfg disagree.
+ */
+function kubeNodeFinding(ctx: NodeSnapshot): Finding | null {
+  const n = ctx.store.kind === "kube" ? ctx.store.node : undefined;
+  if (!n || "error" in n) return null;
+  const net = ctx.store.config?.network ?? null;
+  if (!n.podCIDRs.length && n.cidrEvents?.length) {
+    // kube-controller-manager tried and found no subnet left in its --cluster-cidr.
+    return {
+      id: "lease-own",
+      severity: "critical",
+      rootCause: true,
+      detail: `Node ${n.name} has no spec.podCIDR: event CIDRNotAvailable: ${
+        n.cidrEvents[n.cidrEvents.length - 1]
+      }`,
+      why: "kube-controller-manager's --cluster-cidr has no free subnet of --node-cidr-mask-size left (too " +
+        'small for the node count, or taken by Nodes that are gone); the daemon exits at start ("pod cidr ' +
+        'not assigned") and crash-loops (flannel #728)',
+      fix: [
+        "kubectl get nodes -o custom-columns=NAME:.metadata.name,CIDR:.spec.podCIDR  # delete Nodes that " +
+        "are gone (kubectl delete node NAME) to free their subnets",
+      ],
+      persist: [
+        "give kube-controller-manager a larger --cluster-cidr (and the net-conf Network with it) or a " +
+        "larger --node-cidr-mask-size",
+      ],
+    };
+  }
+  if (!n.podCIDRs.length) {
+    const free = freeSubnet(ctx);
+    return {
+      id: "lease-own",
+      severity: "critical",
+      rootCause: true,
+      detail: `Node ${n.name} has no spec.podCIDR: the daemon cannot take a lease and exits at start ` +
+        `("node \"${n.name}\" pod cidr not assigned"), so it crash-loops`,
+      why:
+        "kube-controller-manager assigns podCIDRs only with --allocate-node-cidrs=true and --cluster-cidr " +
+        "(kubeadm: init --pod-network-cidr); without them no node gets one (flannel #728, #1558, #1224)",
+      fix: free
+        ? [
+          `kubectl patch node ${n.name} -p '{"spec":{"podCIDR":"${free}","podCIDRs":["${free}"]}}'  # a free ` +
+          `subnet of ${net}; set once, it stays`,
+        ]
+        : [`kubectl patch node ${n.name} -p '{"spec":{"podCIDR":"<a free subnet of the Network>"}}'`],
+      persist: [
+        `kube-controller-manager --allocate-node-cidrs=true --cluster-cidr=${net ?? "<net-conf Network>"} ` +
+        "(kubeadm: /etc/kubernetes/manifests/kube-controller-manager.yaml)",
+      ],
+    };
+  }
+  const outside = net
+    ? n.podCIDRs.filter((c) => {
+      const x = IPNet.tryParse(c);
+      return x !== null && x.family === net.family && !net.contains(x);
+    })
+    : [];
+  if (!outside.length) return null;
+  return {
+    id: "lease-own",
+    severity: "critical",
+    rootCause: true,
+    detail: `Node ${n.name} podCIDR ${outside.join(", ")} is outside the net-conf Network ${net}`,
+    why: "kube-controller-manager's --cluster-cidr and kube-flannel-cfg's Network disagree: the daemon " +
+      "routes and masquerades the Network, so pods of this subnet are not routed between nodes (flannel #1437)",
+    fix: [
+      'kubectl -n kube-flannel edit configmap kube-flannel-cfg  # net-conf.json "Network": the ' +
+      "controller-manager's --cluster-cidr; then restart the DaemonSet's pods",
+    ],
+  };
+}
+
 /** lease-own: this node holds a lease, and no other writer claimed its subnet (the daemon's /metrics). */
 export const leaseOwn: Check = {
   id: "lease-own",
@@ -120,6 +211,8 @@ export const leaseOwn: Check = {
         persist: ["give every node its own --public-ip; restrict write access to the lease store"],
       }];
     }
+    const kube = kubeNodeFinding(ctx);
+    if (kube) return [kube];
     if (own) return [ok("lease-own", `lease ${own.subnet} PublicIP ${own.attrs.PublicIP}`)];
     const dead = ctx.ownExpiredLease();
     return [{
@@ -156,24 +249,49 @@ export const leaseDuplicate: Check = {
         }
       }
     }
-    const byIP = new Map<string, string[]>();
-    for (const l of ls) {
-      byIP.set(l.attrs.PublicIP, [...(byIP.get(l.attrs.PublicIP) ?? []), l.subnet!.toString()]);
+    const byIP = new Map<string, typeof ls>();
+    for (const l of ls) byIP.set(l.attrs.PublicIP, [...(byIP.get(l.attrs.PublicIP) ?? []), l]);
+    const fix: string[] = [];
+    let shared = false;
+    for (const [ip, group] of byIP) {
+      if (group.length < 2) continue;
+      const subs = group.map((l) => l.subnet!.toString()).join(", ");
+      // Two nodes (two Nodes in kube mode; two VTEP MACs elsewhere) behind one address, or one node's
+      // earlier lease that has not expired yet.
+      const ids = group.map((l) => l.node ?? vtepMacOf(l.attrs.BackendData));
+      const who = new Set(ids);
+      if (ids.includes(null) || who.size < 2) {
+        warn.push(`PublicIP ${ip} holds ${subs}`);
+        fix.push(
+          ...group.slice(1).map((l) =>
+            `flanctl lease revoke ${l.subnet}  # after checking which one the node uses`
+          ),
+        );
+        continue;
+      }
+      shared = true;
+      const nodes = group.map((l) => l.node).filter(Boolean);
+      crit.push(
+        `${who.size} nodes share PublicIP ${ip}: ${subs}${
+          nodes.length ? ` (nodes ${nodes.join(", ")})` : ""
+        }`,
+      );
+      fix.push(...sharedIpFix(ctx, ip));
     }
-    for (const [ip, subs] of byIP) if (subs.length > 1) warn.push(`PublicIP ${ip} holds ${subs.join(", ")}`);
     if (!crit.length && !warn.length) {
       return [ok("lease-unique", `${ls.length} lease(s), no overlaps, distinct PublicIPs`)];
     }
-    const fix = [...byIP].filter(([, s]) => s.length > 1).flatMap(([, subs]) =>
-      subs.slice(1).map((s) => `flanctl lease revoke ${s}  # after checking which one the node uses`)
-    );
     return [{
       id: "lease-unique",
       severity: crit.length ? "critical" : "warning",
       detail: [...crit, ...warn].join("; "),
-      why:
-        "two nodes route the same pod addresses, or peers install two routes for one node: traffic goes to " +
-        "the wrong node (flannel #1289, #98)",
+      why: shared
+        ? "peers send the pod traffic of every node behind that address to one of them (one FDB entry or " +
+          "route per address): pods on the others are unreachable. Cause: each node took the address of the " +
+          "same interface — a NAT interface every VM has (VirtualBox/Vagrant's 10.0.2.15) or cloned VMs " +
+          "(flannel #1289, #98)"
+        : "two nodes route the same pod addresses, or peers install two routes for one node: traffic goes to " +
+          "the wrong node (flannel #1289, #98)",
       fix: fix.length
         ? fix
         : ["revoke the lease of the node that should not have it: flanctl lease revoke SUBNET"],
@@ -181,6 +299,35 @@ export const leaseDuplicate: Check = {
     }];
   },
 };
+
+/**
+ * The fix for nodes sharing PublicIP `ip`: make each node choose its own address. When this node's
+ * address is the shared one and it has another one, the interface holding it (kube mode: patched into
+ * the DaemonSet's arguments; else the daemon's flags).
+ */
+function sharedIpFix(ctx: NodeSnapshot, ip: string): string[] {
+  const own = ctx.ownLease()?.attrs.PublicIP;
+  const other = (ctx.kernel?.addrs ?? []).find((a) =>
+    a.family === 4 && a.local !== ip && a.scope === "global" &&
+    !ctx.network?.contains(IPAddr.parse(a.local)) &&
+    !/^(lo|cni0|flannel|veth|docker)/.test(a.ifname)
+  );
+  if (own === ip && other) {
+    const arg = `--iface=${other.ifname}`;
+    if (ctx.store.kind === "kube") {
+      return [
+        `kubectl -n kube-flannel patch ds kube-flannel-ds --type json -p '[{"op":"add","path":` +
+        `"/spec/template/spec/containers/0/args/-","value":"${arg}"}]'  # ${other.local}: the address ` +
+        "peers reach this node on; the pods restart with it",
+      ];
+    }
+    return [`restart the daemon with ${arg} (${other.local}, the address peers reach this node on)`];
+  }
+  return [
+    `on each node sharing ${ip}: start the daemon with --iface=<the interface peers reach it on> or ` +
+    "--public-ip=<its own address>",
+  ];
+}
 
 /** lease-expiry: our lease is not expired or about to expire (renewals failing, clock skew). */
 export const leaseExpiry: Check = {
@@ -226,10 +373,24 @@ export const publicIP: Check = {
     // IPv6-only: the lease's PublicIPv6 and flannel-v6.<VNI> (PublicIP is 0.0.0.0 there, as flanneld writes).
     const ip = ctx.ipv4Disabled ? own.attrs.PublicIPv6 ?? "" : own.attrs.PublicIP;
     const problems: string[] = [];
-    if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
     const dev = ctx.ipv4Disabled ? ctx.link(`flannel-v6.${ctx.vni}`) : ctx.vxlanDevice();
-    if (dev?.vxlan?.local && dev.vxlan.local !== ip) {
-      problems.push(`${dev.name} local ${dev.vxlan.local} != lease PublicIP ${ip}`);
+    const local = dev?.vxlan?.local ?? null;
+    // Behind NAT (--public-ip, or the public-ip-overwrite annotation in kube mode) the lease announces the
+    // NAT's address while the VXLAN device sends from this node's own: that is flannel's NAT set-up, as
+    // vxlan-csum-offload calls it too, and peers reach the node through the NAT.
+    if (!ctx.localIPs().has(ip) && local && ctx.localIPs().has(local)) {
+      return [
+        ok(
+          "public-ip",
+          `PublicIP ${ip} (behind NAT: not an address of this node); ${
+            dev!.name
+          } sends from its own ${local}`,
+        ),
+      ];
+    }
+    if (!ctx.localIPs().has(ip)) problems.push(`lease PublicIP ${ip} is not assigned to any interface here`);
+    if (local && local !== ip) {
+      problems.push(`${dev!.name} local ${local} != lease PublicIP ${ip}`);
     }
     if (!problems.length) {
       const u = ctx.underlay();

@@ -91,6 +91,35 @@ function restartHint(): string[] {
   return ["restart the daemon: it re-adds every peer's route, ARP and FDB entry from the leases on start"];
 }
 
+/** Whether `ip` is on a network directly attached to this node (a connected route, not via a gateway). */
+function onLink(ctx: NodeSnapshot, ip: string): boolean {
+  const a = IPNet.tryParse(`${ip}/32`);
+  if (!a) return false;
+  return mainRoutes4(ctx).some((r) => {
+    if (r.gateway !== null || r.dst === "default" || r.type !== "unicast") return false;
+    const n = IPNet.tryParse(r.dst);
+    return !!n && n.contains(a.ip);
+  });
+}
+
+/** The finding for host-gw peers beyond this node's L2 segment: no route fixes it, the backend must change. */
+function hostGwNeedsL2(ctx: NodeSnapshot, l2: string[]): Finding {
+  const edit = ctx.store.kind === "kube"
+    ? 'kubectl -n kube-flannel edit configmap kube-flannel-cfg  # net-conf.json: "Backend": {"Type": "vxlan"}; then restart the DaemonSet\'s pods'
+    : 'flanctl lease config set net-conf.json  # with "Backend": {"Type": "vxlan"}; then restart every daemon';
+  return {
+    id: "peer-routes",
+    severity: "critical",
+    rootCause: true,
+    detail: `host-gw needs every node on one L2 segment: ${l2.join("; ")}`,
+    why: "host-gw routes each peer's pod subnet via the peer's PublicIP as the next hop, which works only " +
+      'when the peer is on a directly attached network; `ip route add … via` that peer fails ("Nexthop ' +
+      'has invalid gateway"; flanneld logs "invalid argument", flannel #598). Use vxlan, with DirectRouting ' +
+      "to keep direct routes where the peers are adjacent",
+    fix: [edit],
+  };
+}
+
 /** peer-routes: every peer lease has its route (onlink via the VTEP address, or via PublicIP). */
 export const peerRoute: Check = {
   id: "peer-routes",
@@ -113,11 +142,18 @@ export const peerRoute: Check = {
     }
     const bad: string[] = [];
     const fix: string[] = [];
+    const l2: string[] = [];
     const peers = peerStates(ctx);
     for (const p of peers) {
       const vx = isVxlanLease(p.lease);
       if (!vx || p.direct) {
         if (p.route?.gateway === p.publicIP) continue;
+        if (!vx && !p.direct && !onLink(ctx, p.publicIP)) {
+          // host-gw routes a peer's subnet via its PublicIP as the next hop: that needs one L2 segment. A
+          // route via it would fail (the kernel refuses a gateway that is not on a connected network).
+          l2.push(`${p.subnet}: peer PublicIP ${p.publicIP} is not on a network this node is attached to`);
+          continue;
+        }
         bad.push(
           p.route
             ? `${p.subnet} routed via ${
@@ -144,10 +180,11 @@ export const peerRoute: Check = {
       );
       fix.push(ctx.cmd(sh`ip route replace ${p.subnet} via ${p.gwIP} dev ${dev.name} onlink`));
     }
+    const l2f = l2.length ? [hostGwNeedsL2(ctx, l2)] : [];
     if (!bad.length) {
-      return [ok("peer-routes", `routes to all ${peers.length} peer subnet(s) present`)];
+      return l2f.length ? l2f : [ok("peer-routes", `routes to all ${peers.length} peer subnet(s) present`)];
     }
-    return [{
+    return [...l2f, {
       id: "peer-routes",
       severity: "critical",
       detail: bad.join("; "),

@@ -13,7 +13,7 @@
 import type { Check } from "../types.ts";
 import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
-import { cniConf } from "./cni.ts";
+import { cniConf, unseenFromPod } from "./cni.ts";
 import { IPAddr } from "../../base/cidr.ts";
 import { readCappedText } from "../../base/capped_read.ts";
 import { sh } from "../../base/shell.ts";
@@ -69,6 +69,8 @@ export const vethOrphan: Check = {
   title: "Host veths paired with live pod namespaces",
   run(ctx) {
     if (!ctx.kernel) return [unknown("veths", `no kernel snapshot: ${ctx.kernelError}`)];
+    const unseen = unseenPods(ctx);
+    if (unseen.length) return [unknown("veths", `cannot pair the veths with pods: ${unseenReason(unseen)}`)];
     const bad: string[] = [];
     const fix: string[] = [];
     const veths = ctx.cni0Veths();
@@ -123,25 +125,26 @@ export const vethOrphan: Check = {
 };
 
 /**
- * cni0 veths whose pod namespace this process cannot read (no name under /var/run/netns it can see, no
- * process it can see holding it: a DaemonSet container without /run/netns or hostPID), as `veth (nsid N)`.
- * Their pods' IPs are unknown, so nothing can be called leaked.
+ * cni0 veths whose pod namespace this process cannot read, as `veth (label)`: one it cannot find (no name
+ * under /var/run/netns it can see, no process it can see holding it — a DaemonSet container without
+ * /run/netns or hostPID) or cannot enter (no CAP_SYS_ADMIN). Their pods' IPs are unknown, so nothing can
+ * be called leaked or orphaned.
  */
 export function unseenPods(ctx: NodeSnapshot): string[] {
-  // With names visible under /var/run/netns, an unresolved peer is a leftover (the veths check names it).
-  if (ctx.namedNetns.length) return [];
   return ctx.cni0Veths().flatMap((v) => {
     const ns = ctx.vethPeers.get(v.name)?.netns ?? null;
     if (ns === null || ns === ctx.opts.netns || ctx.pods.has(ns)) return [];
+    // With names visible under /var/run/netns, an unfound peer is a leftover (the veths check names it).
+    if (ns.startsWith("nsid:") && ctx.namedNetns.length) return [];
     return [`${v.name} (${ns})`];
   });
 }
 
-/** Why pod namespaces cannot be seen, and what makes them visible. */
+/** Why pod namespaces cannot be seen, and where they can. */
 export function unseenReason(unseen: string[]): string {
-  return `${unseen.length} pod veth(s) on cni0 lead to namespaces this process cannot see (${
+  return `${unseen.length} pod veth(s) on cni0 lead to namespaces this process cannot see or enter (${
     capList(unseen, 3)
-  }): run it on the host, or in a container that mounts /run/netns (deploy/kube-flanctl.yml does)`;
+  }): run it on the node as root (a DaemonSet container has neither /run/netns nor CAP_SYS_ADMIN)`;
 }
 
 /**
@@ -161,6 +164,8 @@ export const hostlocalLeak: Check = {
   title: "host-local IP reservations belong to live pods",
   run(ctx) {
     const dir = ctx.opts.hostLocalDir;
+    const hidden = unseenFromPod(dir);
+    if (hidden) return [unknown("hostlocal-ips", hidden)];
     const { files, error } = readIpFiles(dir);
     if (error) return [unknown("hostlocal-ips", `cannot read ${dir}: ${error}`)];
     const live = liveIPs(ctx);
@@ -234,6 +239,8 @@ export const netnsLeak: Check = {
   title: "No leaked pod network namespaces",
   run(ctx) {
     const prefix = ctx.opts.podNetnsPrefix;
+    const unseen = unseenPods(ctx);
+    if (unseen.length) return [unknown("pod-netns", unseenReason(unseen))];
     const cands = ctx.namedNetns.filter((n) => n.startsWith(prefix));
     const leaked = cands.filter((n) => !ctx.pods.has(n));
     if (!leaked.length) {
@@ -262,6 +269,8 @@ export const cniCacheStale: Check = {
   id: "cni-cache",
   title: "No stale CNI cache entries",
   run(ctx) {
+    const hidden = unseenFromPod(ctx.opts.hostLocalDir);
+    if (hidden) return [unknown("cni-cache", hidden)];
     const live = liveContainers(ctx);
     const stale: string[] = [];
     const paths: string[] = [];

@@ -46,6 +46,16 @@ export const ipForward: Check = {
     }
     // Setting net.ipv4.ip_forward=1 also turns forwarding on for every interface.
     const kv = (g !== "1" ? off.slice(0, 1) : off).map((s) => s.split(" = ")[0] + "=1");
+    if (g !== "1" && ctx.kernel && ctx.cni0Veths().length === 0) {
+      // flannel's daemon never sets it: the bridge plugin does, with the first pod's ADD.
+      return [
+        ok(
+          "ip-forward",
+          `${off.join("; ")}, and no pod on this node yet: nothing to forward; the CNI bridge plugin turns ` +
+            `it on with the first pod (to set it now: ${ctx.cmd(sh`sysctl -w ${kv[0]}`)})`,
+        ),
+      ];
+    }
     return [{
       id: "ip-forward",
       severity: "critical",

@@ -15,6 +15,7 @@ import type { NetConfig } from "../../config/types.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import { ConfigError } from "../../config/netconf.ts";
 import { IPNet } from "../../base/cidr.ts";
+import { isObj } from "../../base/json.ts";
 import {
   encodeLeaseAttrs,
   MalformedLeaseError,
@@ -313,6 +314,33 @@ export class KubeStore implements SubnetStore {
     }
     this.#nodeName = name;
     return name;
+  }
+
+  /**
+   * This node's Node as the API has it now: its name, podCIDR(s) and the messages of its latest
+   * `CIDRNotAvailable` events (kube-controller-manager's: the cluster CIDR has no subnet left for it; at
+   * most 3, each cut at 300 characters; null when events cannot be listed, e.g. RBAC). For doctor; no
+   * start-up wait.
+   */
+  async ownNode(): Promise<{ name: string; podCIDRs: string[]; cidrEvents: string[] | null }> {
+    const name = await this.nodeName();
+    const n = await this.client.request<KubeNode>("GET", this.#nodePath(name));
+    let cidrEvents: string[] | null = null;
+    try {
+      const sel = `involvedObject.kind=Node,involvedObject.name=${name},reason=CIDRNotAvailable`;
+      const ev = await this.client.request<{ items?: unknown }>(
+        "GET",
+        `/api/v1/events?limit=20&fieldSelector=${encodeURIComponent(sel)}`,
+      );
+      cidrEvents = (Array.isArray(ev?.items) ? ev.items : []).slice(-3).map((e) => {
+        const m = isObj(e) && typeof e.message === "string" ? e.message : "CIDRNotAvailable";
+        // deno-lint-ignore no-control-regex
+        return m.replace(/[\x00-\x1f\x7f]/g, " ").slice(0, 300);
+      });
+    } catch (e) {
+      if (!(e instanceof KubeApiError)) throw e;
+    }
+    return { name, podCIDRs: podCidrs(n).map(String), cidrEvents };
   }
 
   #nodePath(name: string) {
