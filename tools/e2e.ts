@@ -3,17 +3,21 @@
  * release) against a `flanctl lab up --kube` cluster: flanctl as the network, kube-proxy and CoreDNS.
  *
  *   deno task e2e [--nodes 3] [--focus REGEX] [--skip REGEX] [--name e2e] [--report-dir dist/e2e] [--keep]
+ *                 [--dual-stack]
  *   deno task e2e --netpol [--enforcer kube-router]   # the suite's NetworkPolicy tests (issue 36)
  *
  * `--netpol` selects `[sig-network] Netpol` (51 specs in v1.37.2) instead of the default focus; `--enforcer
  * kube-router` starts kube-router's policy controller on every node once the lab is up (tools/kube_router.ts:
  * firewall only, as k3s runs it; `tools/peers/build.sh kube-router`), the reference the verdict matrix and
  * flanctl's own enforcement are held to.
+ *
  * 1. The images: dist/flanctl-image.tar (deploy/build-image.sh, always: the tree may have changed), the peer
  *    images dist/{kube-proxy,coredns}-image.tar and the suite's own, named exactly as `e2e.test --list-images`
  *    names them under the override (agnhost, glibc-dns-testing: dist/e2e-images/<name>-<tag>.tar), each built
  *    by `build-image.sh --peer` when missing.
- * 2. `lab up --kube --nodes N` with the suite's images imported on every node.
+ * 2. `lab up --kube --nodes N` with the suite's images imported on every node; `--dual-stack`: a dual-stack
+ *    cluster (`--ip-family dual`) and, unless --focus is given, the dual-stack selection
+ *    {@link DUAL_STACK_FOCUS}.
  * 3. e2e.test in the lab's underlay namespace (where the API server and the nodes are reachable) with the
  *    admin kubeconfig, `--provider local`, the suite's image-repository override (KUBE_TEST_REPO_LIST: every
  *    registry the suite names becomes `flanctl.local/...`, so agnhost is the local image and nothing is
@@ -28,6 +32,8 @@ import { parseArgs } from "node:util";
 export const DEFAULT_FOCUS =
   String.raw`\[sig-network\] (Networking Granular Checks: Pods|Services .*\[Conformance\]|` +
   String.raw`DNS .*\[Conformance\]|HostPort)`;
+/** The suite's tests tagged for dual stack (`[Feature:IPv6DualStack]`: 23 specs in v1.37.2). */
+export const DUAL_STACK_FOCUS = String.raw`\[sig-network\] \[Feature:IPv6DualStack\]`;
 /** `--netpol`: the suite's NetworkPolicy tests (issue 36). */
 export const NETPOL_FOCUS = String.raw`\[sig-network\] Netpol`;
 /** The NetworkPolicy enforcers `--enforcer` can start beside the lab (none: the lab as it is). */
@@ -40,7 +46,8 @@ export function machineSkips(protocols: string): { skip: string; why: string }[]
   const out: { skip: string; why: string }[] = [];
   if (!/^SCTP\s/m.test(protocols)) {
     out.push({
-      skip: String.raw`Granular Checks: Pods should function for (intra-pod|node-pod) communication: sctp`,
+      skip: String.raw`Granular Checks: (Pods should function for (intra-pod|node-pod) communication|` +
+        String.raw`Services Secondary IP Family \[LinuxOnly\] should function for pod-Service): sctp`,
       why: "no SCTP in this kernel (/proc/net/protocols has none: socket(…, IPPROTO_SCTP) fails " +
         "EPROTONOSUPPORT, agnhost's SCTP server exits)",
     });
@@ -124,6 +131,7 @@ async function main(): Promise<number> {
     options: {
       nodes: { type: "string", default: "3" },
       focus: { type: "string" },
+      "dual-stack": { type: "boolean", default: false },
       netpol: { type: "boolean", default: false },
       enforcer: { type: "string", default: "" },
       skip: { type: "string", default: "" },
@@ -132,7 +140,8 @@ async function main(): Promise<number> {
       keep: { type: "boolean", default: false },
     },
   });
-  const focus = v.focus ?? (v.netpol ? NETPOL_FOCUS : DEFAULT_FOCUS);
+  const dual = v["dual-stack"]!;
+  const focus = v.focus ?? (dual ? DUAL_STACK_FOCUS : v.netpol ? NETPOL_FOCUS : DEFAULT_FOCUS);
   if (v.enforcer && !(ENFORCERS as readonly string[]).includes(v.enforcer)) {
     console.error(`e2e: --enforcer: one of ${ENFORCERS.join(", ")}`);
     return 2;
@@ -204,12 +213,17 @@ async function main(): Promise<number> {
     "--coredns-image",
     `${dist}/coredns-image.tar`,
     ...suiteArchives.flatMap((a) => ["--import-image", a]),
+    ...(dual ? ["--ip-family", "dual"] : []),
   ]);
   if (up !== 0) {
     if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
     return 1;
   }
-  say(`lab up --kube --nodes ${v.nodes}: ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  say(
+    `lab up --kube --nodes ${v.nodes}${dual ? " --ip-family dual" : ""}: ${
+      ((Date.now() - t1) / 1000).toFixed(1)
+    } s`,
+  );
   let enforcer: { stop(): Promise<void> } | undefined;
   if (v.enforcer === "kube-router") {
     const { findKubeRouter, startKubeRouter } = await import("./kube_router.ts");

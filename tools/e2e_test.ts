@@ -1,6 +1,7 @@
 import { assertEquals } from "../tests/assert.ts";
 import {
   DEFAULT_FOCUS,
+  DUAL_STACK_FOCUS,
   LOCAL_REGISTRY,
   machineSkips,
   NETPOL_FOCUS,
@@ -51,6 +52,15 @@ Deno.test("e2e: the suite's own summary lines and failures, colours stripped", (
     true,
   );
   assertEquals(new RegExp(DEFAULT_FOCUS).test("[sig-network] Netpol should deny ingress"), false);
+  const ds = new RegExp(DUAL_STACK_FOCUS);
+  assertEquals(
+    ds.test("[sig-network] [Feature:IPv6DualStack] should create service with ipv6 cluster ip"),
+    true,
+  );
+  assertEquals(
+    ds.test("[sig-network] Services should serve a basic endpoint from pods  [Conformance]"),
+    false,
+  );
   assertEquals(
     new RegExp(NETPOL_FOCUS).test("[sig-network] Netpol NetworkPolicy between server and client"),
     true,
@@ -92,6 +102,21 @@ Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", (
   assertEquals(
     re.test(
       "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: udp",
+    ),
+    false,
+  );
+  // The dual-stack selection's SCTP test too (a Service over the secondary family), nothing else of it.
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: sctp [Feature:SCTPConnectivity]",
+    ),
+    true,
+  );
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: udp",
     ),
     false,
   );

@@ -36,6 +36,8 @@ export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
+export { pathFinding } from "./checks/firewall_path.ts";
+export { vxlanAccept } from "./checks/vxlan.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [

@@ -15,7 +15,14 @@ import { checkRuntime, criAddPod, ensureNodeRuntime } from "./runtime.ts";
 import { conflistPath, labConflist } from "./conflist.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import { flanctlCommand, inNs, mustRun, runCmd } from "./proc.ts";
-import { ETCD_BIN, etcdEndpoint, startDaemon, startEtcd, waitDaemonReady } from "./services.ts";
+import {
+  ETCD_BIN,
+  etcdEndpoint,
+  labWireguardGo,
+  startDaemon,
+  startEtcd,
+  waitDaemonReady,
+} from "./services.ts";
 import { readState, saveState } from "./state.ts";
 import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
 import { pool } from "./check.ts";
@@ -63,8 +70,8 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
     throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
   }
-  if (o.backend !== "vxlan" && o.backend !== "host-gw" && o.backend !== "udp") {
-    throw new UsageError(`--backend '${o.backend}': use vxlan, host-gw or udp`);
+  if (!["vxlan", "host-gw", "udp", "wireguard"].includes(o.backend)) {
+    throw new UsageError(`--backend '${o.backend}': use vxlan, host-gw, udp or wireguard`);
   }
   if (o.leaseTtl !== undefined && (!Number.isInteger(o.leaseTtl) || o.leaseTtl < 5 || o.leaseTtl > 86400)) {
     throw new UsageError(`--lease-ttl ${o.leaseTtl}: give whole seconds from 5 to 86400`);
@@ -135,8 +142,10 @@ export function readLabNetConf(
   if (cfg.enableIPv4 && !cfg.network) {
     throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
   }
-  if (type !== "vxlan" && type !== "host-gw" && type !== "udp") {
-    throw new UsageError(`--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan, host-gw or udp`);
+  if (type !== "vxlan" && type !== "host-gw" && type !== "udp" && type !== "wireguard") {
+    throw new UsageError(
+      `--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan, host-gw, udp or wireguard`,
+    );
   }
   if (type === "udp" && cfg.enableIPv6) {
     throw new UsageError(
@@ -198,7 +207,7 @@ async function buildNode(s: LabState, index: number): Promise<NodeState> {
     dir: `${s.dir}/${name}`,
   };
   s.nodes.push(n);
-  for (const d of ["run/flannel", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
+  for (const d of ["run/flannel", "run/wireguard", "etc/cni/net.d", "var/lib/cni", "var/lib/flanctl/state"]) {
     Deno.mkdirSync(`${n.dir}/${d}`, { recursive: true });
   }
   Deno.writeTextFileSync(conflistPath(n), JSON.stringify(labConflist(nftablesMode(s)), null, 2) + "\n");
@@ -285,6 +294,7 @@ export async function labUp(
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  if (o.backend === "wireguard") labWireguardGo(); // its daemons need it: said before anything is made
   // The host's neighbour tables are shared by every namespace: refuse up front, before making anything.
   const fits = checkHostFits(
     `lab ${o.name}: ${o.nodes} nodes with ${o.podsPerNode} pod${o.podsPerNode === 1 ? "" : "s"} each`,

@@ -80,18 +80,20 @@ Deno.test("node mounts: file store is /var/lib/flanctl with the node's own state
   const f = nodeMounts("/L/lab/node1", "/L/lab/store");
   assertEquals(f.map(([, d]) => d), [
     "/run/flannel",
+    "/run/wireguard",
     "/etc/cni/net.d",
     "/var/lib/cni",
     "/opt/cni/bin",
     "/var/lib/flanctl",
     "/var/lib/flanctl/state",
   ]);
-  assertEquals(f[3][0], "/L/lab/cni-bin");
-  assertEquals(f[4][0], "/L/lab/store");
-  assertEquals(f[5][0], "/L/lab/node1/var/lib/flanctl/state");
+  assertEquals(f[1][0], "/L/lab/node1/run/wireguard", "wireguard-go's fixed socket directory, per node");
+  assertEquals(f[4][0], "/L/lab/cni-bin");
+  assertEquals(f[5][0], "/L/lab/store");
+  assertEquals(f[6][0], "/L/lab/node1/var/lib/flanctl/state");
   const e = nodeMounts("/L/lab/node1", null);
-  assertEquals(e[4], ["/L/lab/node1/var/lib/flanctl", "/var/lib/flanctl"]);
-  assertEquals(e.length, 5);
+  assertEquals(e[5], ["/L/lab/node1/var/lib/flanctl", "/var/lib/flanctl"]);
+  assertEquals(e.length, 6);
 });
 
 Deno.test("withNodeFiles: ip netns exec + bind mounts + exec of the unchanged argv", () => {

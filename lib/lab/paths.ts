@@ -86,6 +86,7 @@ export function labNetnsPattern(name: string): RegExp {
 /** The host paths `lab exec` shows a node's own files at (mount points; created empty when missing). */
 export const NODE_PATHS = [
   "/run/flannel",
+  "/run/wireguard",
   "/etc/cni/net.d",
   "/var/lib/cni",
   "/opt/cni/bin",
@@ -104,6 +105,8 @@ export function nodeMounts(nodeDir: string, fileStoreDir: string | null): [strin
   const labDir = nodeDir.slice(0, nodeDir.lastIndexOf("/"));
   const m: [string, string][] = [
     [`${nodeDir}/run/flannel`, "/run/flannel"],
+    // wireguard-go serves its UAPI socket in the fixed /var/run/wireguard (/run/wireguard): each node's own.
+    [`${nodeDir}/run/wireguard`, "/run/wireguard"],
     [`${nodeDir}/etc/cni/net.d`, "/etc/cni/net.d"],
     [`${nodeDir}/var/lib/cni`, "/var/lib/cni"],
     [`${labDir}/cni-bin`, "/opt/cni/bin"],

@@ -7,6 +7,7 @@
 import { httpGet } from "../observe/http_get.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
+import { WIREGUARD_GO_ENV } from "../backend/wireguard/userspace.ts";
 import { flanctlCommand, inNs, isOurProcess, runCmd, sleep, spawnDetached, stopProcess } from "./proc.ts";
 import { saveState } from "./state.ts";
 import type { LabState, NodeState, ProcState } from "./types.ts";
@@ -107,11 +108,49 @@ export async function stopEtcd(s: LabState, hard = false): Promise<void> {
 }
 
 /**
+ * The wireguard-go a wireguard lab's daemons run: FLANCTL_WIREGUARD_GO, else the newest build in the dev
+ * cache (FLANCTL_DEV_CACHE, default /var/cache/flanctl-dev: tools/peers/build.sh wireguard-go), else
+ * `wireguard-go` on PATH; a {@link FlanctlError} naming the fix when there is none.
+ */
+export function labWireguardGo(env = Deno.env.toObject()): string {
+  const set = env[WIREGUARD_GO_ENV];
+  if (set) return set;
+  const cache = env.FLANCTL_DEV_CACHE || "/var/cache/flanctl-dev";
+  const builds: string[] = [];
+  try {
+    for (const e of Deno.readDirSync(cache)) {
+      if (e.isDirectory && e.name.startsWith("wireguard-go-")) {
+        builds.push(`${cache}/${e.name}/bin/wireguard-go`);
+      }
+    }
+  } catch { /* no cache */ }
+  for (
+    const p of [
+      ...builds.sort().reverse(),
+      ...(env.PATH ?? "").split(":").map((d) => `${d}/wireguard-go`),
+    ]
+  ) {
+    try {
+      if (Deno.statSync(p).isFile) return p;
+    } catch { /* not there */ }
+  }
+  throw new FlanctlError(
+    `--backend wireguard needs wireguard-go (the userspace WireGuard: this kernel may have no module): ` +
+      `tools/peers/build.sh wireguard-go (or ./install.sh --dev) builds it into ${cache}; ` +
+      `${WIREGUARD_GO_ENV}=/path points at another`,
+    1,
+  );
+}
+
+/**
  * The daemon command of a node: flannel's flags (see cli/daemon.ts), the lab's store flags, and the
  * node's files at the default paths (the explicit paths below are those same files).
  */
 export function daemonCommand(s: LabState, n: NodeState): string[] {
+  // The wireguard backend's userspace device: the lab's wireguard-go, named to the daemon (no secret).
+  const wg = s.backend === "wireguard" ? ["env", `${WIREGUARD_GO_ENV}=${labWireguardGo()}`] : [];
   return withNodeFiles(s, n.netns, n.dir, [
+    ...wg,
     ...flanctlCommand(),
     "daemon",
     "--iface",

@@ -5,7 +5,7 @@
  */
 
 /** Backends the lab can build. */
-export type LabBackend = "vxlan" | "host-gw" | "udp";
+export type LabBackend = "vxlan" | "host-gw" | "udp" | "wireguard";
 /** Stores the lab can use. */
 export type LabStore = "file" | "etcd";
 

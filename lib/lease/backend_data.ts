@@ -28,3 +28,21 @@ export function vtepMacField(data: unknown): unknown {
 export function vtepMacOf(data: unknown): Mac | null {
   return tryMac(vtepMacField(data));
 }
+
+/**
+ * The PublicKey value of a wireguard lease's backend data as flanneld finds it (flanneld decodes it into
+ * `wireguardLeaseAttrs{PublicKey string; Port uint16}`, pkg/backend/wireguard), not yet checked.
+ */
+export function wgPublicKeyField(data: unknown): unknown {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return undefined;
+  let v: unknown = undefined;
+  for (const [k, x] of Object.entries(data)) if (goFieldMatch(k, "PublicKey")) v = x;
+  return v;
+}
+
+/** Why `key` cannot be a WireGuard public key (base64 of exactly 32 bytes), or null when it can. */
+export function badWgKey(key: unknown): string | null {
+  if (typeof key !== "string") return "is missing";
+  if (key.length !== 44 || !/^[A-Za-z0-9+/]{43}=$/.test(key)) return "is not base64 of 32 bytes";
+  return null;
+}

@@ -9,13 +9,14 @@
  * - its PublicIP is not a unicast address of the family: unspecified, loopback, multicast, broadcast,
  *   reserved, IPv4-mapped, inside the pod Network, link-local (unless our own underlay address is), or ours;
  * - its lease says vxlan and its VtepMAC is missing, a multicast/broadcast MAC or all zeros;
+ * - its lease says wireguard and its PublicKey is not base64 of 32 bytes;
  * - another accepted lease claims the same subnet and is older (see {@link PeerGuard}).
  *
  * Pure: no kernel, no store, no clock except the one given to {@link RejectionReporter}.
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
-import { vtepMacField } from "../lease/backend_data.ts";
+import { badWgKey, vtepMacField, wgPublicKeyField } from "../lease/backend_data.ts";
 import { safeJson } from "../base/capped_read.ts";
 
 /** Why a peer is refused (the `reason` label of `flanctl_rejected_peers_total`). */
@@ -26,6 +27,7 @@ export const REJECT_REASONS = [
   "public_ip",
   "own_public_ip",
   "vtep_mac",
+  "public_key",
   "conflict",
   "backend",
 ] as const;
@@ -167,6 +169,14 @@ export function checkPeer(p: PeerLike, r: GuardRules): Rejection | null {
     if (bad) {
       const shown = typeof mac === "string" ? mac.slice(0, 40) : typeof mac;
       return { reason: "vtep_mac", detail: `VtepMAC ${JSON.stringify(shown)} ${bad}` };
+    }
+  }
+  if (p.backendType === "wireguard") {
+    const key = wgPublicKeyField(p.backendData);
+    const bad = badWgKey(key);
+    if (bad) {
+      const shown = typeof key === "string" ? key.slice(0, 44) : typeof key;
+      return { reason: "public_key", detail: `PublicKey ${JSON.stringify(shown)} ${bad}` };
     }
   }
   return null;

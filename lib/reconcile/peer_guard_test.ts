@@ -34,6 +34,12 @@ function peer(subnet: string, publicIP: string, mac: string | null = MAC, type =
   };
 }
 
+const WGKEY = btoa("k".repeat(32));
+
+function wg(subnet: string, data: unknown): PeerLike {
+  return { subnet: IPNet.parse(subnet), publicIP: "192.0.2.12", backendType: "wireguard", backendData: data };
+}
+
 Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
   const cases: [string, GuardRules, PeerLike, RejectReason | null][] = [
     ["a good vxlan peer", V4, peer("10.244.2.0/24", "192.0.2.12"), null],
@@ -73,6 +79,23 @@ Deno.test("checkPeer: every rule, IPv4 and IPv6 (table)", () => {
       ...peer("10.244.2.0/24", "192.0.2.12", null),
       backendData: { vtepmac: "ff:ff:ff:ff:ff:ff" },
     }, "vtep_mac"],
+    ["a good wireguard peer", V4, wg("10.244.2.0/24", { PublicKey: WGKEY, Port: 51820 }), null],
+    ["wireguard publickey, the key in lower case", V4, wg("10.244.2.0/24", { publickey: WGKEY }), null],
+    ["wireguard PublicKey missing", V4, wg("10.244.2.0/24", { Port: 51820 }), "public_key"],
+    [
+      "wireguard PublicKey 31 bytes",
+      V4,
+      wg("10.244.2.0/24", { PublicKey: btoa("k".repeat(31)) }),
+      "public_key",
+    ],
+    [
+      "wireguard PublicKey not base64",
+      V4,
+      wg("10.244.2.0/24", { PublicKey: "!".repeat(43) + "=" }),
+      "public_key",
+    ],
+    ["wireguard PublicKey a number", V4, wg("10.244.2.0/24", { PublicKey: 7 }), "public_key"],
+    ["wireguard data null", V4, wg("10.244.2.0/24", null), "public_key"],
     ["IPv6: a good peer", V6, peer("fd00:10:244:2::/64", "2001:db8::12"), null],
     ["IPv6: the whole network", V6, peer("fd00:10:244::/56", "2001:db8::12"), "subnet_length"],
     ["IPv6: a /65 inside ours", V6, peer("fd00:10:244:1:8000::/65", "2001:db8::12"), "subnet_length"],

@@ -25,6 +25,7 @@ import { doctorText, finish, lookupText, startWalk, type Walk, type Why } from "
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
+import { remoteInputHop } from "./firewall_hop.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
@@ -401,6 +402,7 @@ async function remoteIngress(
   const pc = peer.ctx;
   let iif: string | null;
   if (w.backend === "vxlan" && !direct) {
+    if (!remoteInputHop(peer, w.ctx.ownLease()?.attrs.PublicIP ?? null, w.text(lease), p)) return;
     const dev = await hops.remoteVxlanHop({
       peer,
       dev: pc.vxlanDevice(),

@@ -1,0 +1,376 @@
+/**
+ * The wireguard backend, as flanneld's (pkg/backend/wireguard) in `Mode: separate`: one WireGuard device
+ * per address family, `flannel-wg` (IPv4, ListenPort) and `flannel-wg-v6` (IPv6, ListenPortV6), both with
+ * the node's one key pair (flanneld's key file, keys.ts). The device holds our subnet's network address
+ * (/32, /128), MTU = underlay − 80, a route for the whole Network; each peer node is a WireGuard peer
+ * whose AllowedIPs are its subnet and whose Endpoint is its PublicIP (PublicIPv6) and the lease's Port.
+ * The lease carries `{"PublicKey": <base64>, "Port": <listen port>}` in BackendData (BackendV6Data).
+ *
+ * The device is wireguard-go's (userspace.ts), configured through its UAPI socket (uapi.ts): netlink
+ * sets the MTU, address, up state and routes, synchronously in {@link WireguardBackend.ensure}; the key,
+ * port and peers go over the socket, asynchronously, one reconcile at a time, each a `get` then the `set`
+ * that makes the device what the leases say ({@link WireguardBackend.settle} waits for it).
+ *
+ * Where flanctl differs from flanneld: the device is kept across a daemon restart (flanneld deletes it on
+ * exit and re-creates it on start, losing the packets in between); each peer subnet also gets a route
+ * via the device (so `ip route` shows the peers, as with udp).
+ * @module
+ */
+import { ConfigError } from "../../config/netconf.ts";
+import { type IPNet, tryIp } from "../../base/cidr.ts";
+import { type NetlinkHandle, RT_TABLE_MAIN } from "../../netlink/mod.ts";
+import type { DesiredPeer } from "../../reconcile/types.ts";
+import type { Backend, ExternalIface, PeerInfo } from "../types.ts";
+import type { Log } from "../../base/log.ts";
+import { errText } from "../../base/errors.ts";
+import { wgPublicKeyField } from "../../lease/backend_data.ts";
+import { keyFilePath, loadOrCreateKey, parseKey, type WgKey } from "./keys.ts";
+import { type DeviceSet, type DeviceState, type PeerSet, uapiGet, uapiSet, uapiSocket } from "./uapi.ts";
+import { WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD, type WireguardOptions } from "./options.ts";
+import { findWireguardGo, kernelWireguard, startWireguardGo, WgDeviceError } from "./userspace.ts";
+
+/** What the lease's BackendData (BackendV6Data) holds, as flanneld's wireguardLeaseAttrs. */
+export interface WgLeaseData {
+  PublicKey: string;
+  Port: number;
+}
+
+/** What the backend reads from its surroundings (tests pass their own). */
+export interface WgEnv {
+  /** The key file (default: WIREGUARD_KEY_FILE, else /run/flannel/wgkey). */
+  keyFile?: string;
+  /** The wireguard-go binary (default: FLANCTL_WIREGUARD_GO, else PATH); null: none. */
+  program?: string | null;
+  /** The UAPI socket directory (default /var/run/wireguard). */
+  socketDir?: string;
+  /** Starts the userspace device (default: wireguard-go). */
+  start?: (prog: string, dev: string) => void;
+  /** Whether the kernel has WireGuard (default: /sys/module, modules.dep). */
+  kernel?: boolean;
+}
+
+/** The `port` of a peer's backend data: 0 or missing means our own listen port (as flanneld). */
+export function leasePort(data: unknown): number | null {
+  if (typeof data !== "object" || data === null) return 0;
+  let v: unknown = undefined;
+  for (const [k, x] of Object.entries(data)) if (k.toLowerCase() === "port") v = x;
+  if (v === undefined || v === null) return 0;
+  return typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= 65535 ? v : null;
+}
+
+/** The `PublicKey` of a peer's backend data as flanneld finds it (Go's case-insensitive match), unchecked. */
+export const leasePublicKey = wgPublicKeyField;
+
+/** The endpoint of a peer: `IP:port`, or `[IPv6]:port`. */
+export function endpointOf(ip: string, port: number): string {
+  return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/** How the device is driven: the userspace program's path, or why there is none. */
+export interface WgWay {
+  way: "userspace";
+  program: string;
+  /** The kernel has WireGuard too (flanctl does not drive the kernel's device: see userspace.ts). */
+  kernelModule: boolean;
+}
+
+/** The wireguard backend of one address family. */
+export class WireguardBackend implements Backend {
+  readonly type = "wireguard";
+  readonly overlayDev: string;
+  readonly mtu: number;
+  readonly family: 4 | 6;
+  readonly port: number;
+  readonly socket: string;
+  readonly #nl: NetlinkHandle;
+  readonly #o: WireguardOptions;
+  readonly #network: IPNet;
+  readonly #log: Log | undefined;
+  readonly #env: WgEnv;
+  #key: WgKey | null = null;
+  #way: WgWay | null = null;
+  #peers: PeerSet[] = [];
+  /**
+   * The daemon has said which peers it accepted (syncPeers): until then a reconcile sets only the key and
+   * port, so a restarted daemon never removes the peers the device still serves.
+   */
+  #peersKnown = false;
+  /** The reconcile running or queued; its failure (device level) is kept for settle(). */
+  #chain: Promise<void> = Promise.resolve();
+  #queued = false;
+  #failure: Error | null = null;
+  /**
+   * The next reconcile writes every peer whole (after a start: a new PSK or keepalive reaches all). A peer
+   * written with what it already has keeps its session (wireguard-go updates it in place).
+   */
+  #full = true;
+  #uapiErrors = 0;
+  #lastPeers = 0;
+
+  constructor(
+    nl: NetlinkHandle,
+    o: WireguardOptions,
+    ext: ExternalIface,
+    network: IPNet,
+    family: 4 | 6,
+    log?: Log,
+    env: WgEnv = {},
+  ) {
+    this.#nl = nl;
+    this.#o = o;
+    this.#network = network;
+    this.#log = log;
+    this.#env = env;
+    this.family = family;
+    if (o.mode !== "separate" && family === 6) {
+      throw new ConfigError(
+        "Backend.Mode",
+        `Backend.Mode "${o.mode}" (one device for both families) is not implemented by flanctl with IPv6: ` +
+          `use Mode "separate" (the default: flannel-wg and flannel-wg-v6)`,
+      );
+    }
+    if (o.mode === "ipv6") {
+      throw new ConfigError(
+        "Backend.Mode",
+        `Backend.Mode "ipv6" needs IPv6 endpoints: flanctl runs Mode "separate" (the default) instead`,
+      );
+    }
+    this.overlayDev = family === 6 ? WG_DEVICE_V6 : WG_DEVICE;
+    this.port = family === 6 ? o.listenPortV6 : o.listenPort;
+    this.socket = uapiSocket(this.overlayDev, env.socketDir);
+    this.mtu = (o.mtu || ext.mtu) - WG_OVERHEAD;
+    if (this.mtu < (family === 6 ? 1280 : 576)) {
+      throw new ConfigError(
+        "Backend.MTU",
+        `the WireGuard MTU would be ${this.mtu} (${
+          o.mtu || ext.mtu
+        } − ${WG_OVERHEAD}): too small for IPv${family}`,
+      );
+    }
+  }
+
+  /** Our public key (after prepare). */
+  get publicKey(): string | null {
+    return this.#key?.publicKey ?? null;
+  }
+
+  /** How the device is driven (after prepare). */
+  get way(): WgWay | null {
+    return this.#way;
+  }
+
+  /** Reads (or makes) the key and finds the userspace program. No kernel change. */
+  prepare(): void {
+    if (this.#key) return;
+    const env = this.#env;
+    const program = env.program !== undefined ? env.program : findWireguardGo();
+    const kernel = env.kernel ?? kernelWireguard();
+    if (!program) {
+      throw new ConfigError(
+        "Backend.Type",
+        `the wireguard backend needs wireguard-go (flanctl drives WireGuard devices through the UAPI socket; ` +
+          `the kernel ${kernel ? "has" : "has no"} wireguard module): install it on PATH or set ` +
+          "FLANCTL_WIREGUARD_GO=/path/to/wireguard-go (`install.sh --dev` builds one)",
+      );
+    }
+    const path = env.keyFile ?? keyFilePath();
+    const { key, made } = loadOrCreateKey(path);
+    this.#key = key;
+    this.#way = { way: "userspace", program, kernelModule: kernel };
+    this.#log?.info(made ? "made a WireGuard key" : "read the WireGuard key", {
+      key_file: path,
+      public_key: key.publicKey,
+      device: this.overlayDev,
+      way: "userspace",
+      program,
+    });
+  }
+
+  backendData(): WgLeaseData {
+    if (!this.#key) this.prepare();
+    return { PublicKey: this.#key!.publicKey, Port: this.port };
+  }
+
+  /** Starts the userspace device when it is missing (or not wireguard-go's TUN); returns what changed. */
+  #attach(changes: string[]): void {
+    const l = this.#nl.link(this.overlayDev);
+    if (l && l.kind === "tun") return;
+    if (l) {
+      this.#nl.deleteLink(this.overlayDev);
+      changes.push(`recreated (kind is ${l.kind ?? "none"}, not wireguard-go's tun)`);
+    }
+    (this.#env.start ?? startWireguardGo)(this.#way!.program, this.overlayDev);
+    this.#full = true;
+    if (!changes.length) changes.push("created");
+  }
+
+  ensure(own: IPNet): string[] {
+    if (!this.#key) this.prepare();
+    const nl = this.#nl, dev = this.overlayDev, changes: string[] = [];
+    this.#attach(changes);
+    const l = nl.link(dev);
+    if (!l) throw new WgDeviceError(`${dev} was started but cannot be found`);
+    if (l.mtu !== this.mtu) {
+      nl.setMtu(dev, this.mtu);
+      changes.push(`mtu ${l.mtu}->${this.mtu}`);
+    }
+    const want = own.ip.toString(), plen = this.family === 6 ? 128 : 32;
+    let have = false;
+    for (const a of nl.addrs(this.family)) {
+      if (a.ifname !== dev || (this.family === 6 && a.local.startsWith("fe80:"))) continue;
+      if (a.local === want && a.prefix === plen) have = true;
+      else {
+        nl.delAddr(dev, `${a.local}/${a.prefix}`);
+        changes.push(`removed address ${a.local}/${a.prefix}`);
+      }
+    }
+    if (!have) {
+      nl.addAddr(dev, `${want}/${plen}`);
+      changes.push(`address ${want}/${plen}`);
+    }
+    if (!l.up) {
+      nl.setUp(dev, true);
+      changes.push("up");
+    }
+    const net = this.#network.toString();
+    const hasRoute = nl.routes({ family: this.family, table: RT_TABLE_MAIN }).some((r) =>
+      r.dst === net && r.devName === dev && !r.gateway
+    );
+    if (!hasRoute) {
+      nl.replaceRoute({ dst: net, dev });
+      changes.push(`route ${net} dev ${dev}`);
+    }
+    this.#kick();
+    return changes;
+  }
+
+  peer(p: PeerInfo): DesiredPeer | string {
+    if (p.backendType !== "wireguard") return `its BackendType is "${p.backendType}", ours is "wireguard"`;
+    const pk = leasePublicKey(p.backendData);
+    if (!parseKey(pk)) return "its PublicKey is not a WireGuard key (base64 of 32 bytes)";
+    if (pk === this.#key?.publicKey) return "its PublicKey is ours (a key file copied from this node?)";
+    if (leasePort(p.backendData) === null) return "its Port is not 0–65535";
+    if (!tryIp(p.publicIP)) return `its PublicIP is not an IP address`;
+    return {
+      route: { dst: p.subnet.toString(), via: p.subnet.ip.toString(), dev: this.overlayDev, onlink: true },
+      neigh: null,
+      fdb: null,
+    };
+  }
+
+  /** The WireGuard peers for the accepted leases (one per public key: the first lease of a key wins). */
+  #desired(peers: readonly PeerInfo[]): PeerSet[] {
+    const out = new Map<string, PeerSet>();
+    for (const p of peers) {
+      if (typeof this.peer(p) === "string") continue;
+      const pk = leasePublicKey(p.backendData) as string;
+      const port = leasePort(p.backendData) || this.port;
+      const ip = tryIp(p.publicIP)!.toString();
+      const have = out.get(pk);
+      if (have) {
+        this.#log?.warn("two leases carry one WireGuard public key: the second is not a peer", {
+          public_key: pk,
+          subnet: p.subnet.toString(),
+          kept: have.allowedIPs?.[0],
+        });
+        continue;
+      }
+      out.set(pk, {
+        publicKey: pk,
+        presharedKeyHex: this.#o.pskHex ?? "",
+        endpoint: endpointOf(ip, port),
+        keepalive: this.#o.keepalive,
+        allowedIPs: [p.subnet.toString()],
+      });
+    }
+    return [...out.values()];
+  }
+
+  /** The peers the daemon accepted (after every change): the device is made to match, asynchronously. */
+  syncPeers(peers: readonly PeerInfo[]): void {
+    this.#peers = this.#desired(peers);
+    this.#peersKnown = true;
+    this.#kick();
+  }
+
+  /** Queues one reconcile (at most one waits behind the running one: it reads the latest peers). */
+  #kick(): void {
+    if (this.#queued) return;
+    this.#queued = true;
+    this.#chain = this.#chain.then(async () => {
+      this.#queued = false;
+      try {
+        await this.#reconcile();
+        this.#failure = null;
+      } catch (e) {
+        this.#uapiErrors++;
+        this.#failure = e as Error;
+        this.#log?.error("WireGuard device not configured", { device: this.overlayDev, error: errText(e) });
+      }
+    });
+  }
+
+  /** A `get`, then the `set` that makes the device what the key, port and peers say. */
+  async #reconcile(): Promise<void> {
+    const st = await uapiGet(this.socket);
+    const set = this.plan(st, this.#full);
+    if (set) await uapiSet(this.socket, set);
+    if (this.#peersKnown) this.#full = false;
+    this.#lastPeers = this.#peers.length;
+  }
+
+  /** The `set` that turns device state `st` into the wanted one, or null when it already is (exported for tests). */
+  plan(st: DeviceState, full: boolean): DeviceSet | null {
+    const key = this.#key!;
+    const set: DeviceSet = { peers: [] };
+    let any = false;
+    if (st.publicKey !== key.publicKey) {
+      set.privateKeyHex = key.privateHex();
+      any = true;
+    }
+    if (st.listenPort !== this.port) {
+      set.listenPort = this.port;
+      any = true;
+    }
+    if (!this.#peersKnown) return any ? set : null;
+    const have = new Map(st.peers.map((p) => [p.publicKey, p]));
+    for (const want of this.#peers) {
+      const h = have.get(want.publicKey);
+      have.delete(want.publicKey);
+      if (
+        !full && h && h.endpoint === want.endpoint && h.keepalive === want.keepalive &&
+        h.presharedKey === !!want.presharedKeyHex &&
+        h.allowedIPs.join(",") === want.allowedIPs!.join(",")
+      ) continue;
+      set.peers!.push(want);
+    }
+    for (const gone of have.keys()) set.peers!.push({ publicKey: gone, remove: true });
+    return any || set.peers!.length ? set : null;
+  }
+
+  /** Waits for the queued reconciles; throws the last one's failure (a key or port the device refused). */
+  async settle(): Promise<void> {
+    await this.#chain;
+    if (this.#failure) throw this.#failure;
+  }
+
+  metricLines(): string[] {
+    const d = `{device="${this.overlayDev}"}`;
+    return [
+      "# HELP flanctl_wireguard_peers WireGuard peers configured on the device at the last reconcile.",
+      "# TYPE flanctl_wireguard_peers gauge",
+      `flanctl_wireguard_peers${d} ${this.#lastPeers}`,
+      "# HELP flanctl_wireguard_uapi_errors_total Reconciles of the WireGuard device that failed.",
+      "# TYPE flanctl_wireguard_uapi_errors_total counter",
+      `flanctl_wireguard_uapi_errors_total${d} ${this.#uapiErrors}`,
+      "# HELP flanctl_wireguard_userspace 1 when the device is a userspace program's (wireguard-go).",
+      "# TYPE flanctl_wireguard_userspace gauge",
+      `flanctl_wireguard_userspace${d} ${this.#way ? 1 : 0}`,
+    ];
+  }
+
+  /** Waits for the reconcile in flight; the device (and wireguard-go) keep running. */
+  async close(): Promise<void> {
+    await this.#chain;
+  }
+}
