@@ -3,8 +3,8 @@
  * node, tools/kube_router.ts) on a 2-node `lab up --kube`, held to the verdict matrix (tests/netpol_matrix.ts):
  * 7 pods in 3 namespaces, every pair × 80/81 × TCP/UDP, for each scenario of tests/netpol_scenarios.ts (no
  * policy; six ingress policies; three egress policies; all deleted) — the grid must be the table the API's
- * semantics give. flanctl's own enforcement runs the same `matrixLab` with its manifest as the enforcer; the
- * two grids are then compared cell by cell (`diffMatrix`).
+ * semantics give. tests/netpol_compare_test.ts runs the same `matrixLab` with flanctl's own enforcement
+ * (`FLANCTL`: `lab up --kube --network-policy`) and compares the two grids cell by cell.
  *
  * Needs the peers install.sh --dev builds (Kubernetes, kube-proxy, CoreDNS, agnhost, kube-router) and ipset:
  * without them the test is skipped with a warning, and fails under CI=true.

@@ -343,13 +343,13 @@ export async function runScenarios(
 
 /**
  * Who enforces the policies of a matrix run: a peer started beside the lab once it is up (kube-router:
- * tools/kube_router.ts `startKubeRouter`), or flanctl's own DaemonSet — a manifest whose daemon has its
- * policy flag, applied by `lab up --kube --manifest` (nothing to start).
+ * tools/kube_router.ts `startKubeRouter`), or flanctl's own DaemonSet (`lab up --kube --network-policy`: the
+ * manifest's FLANNELD_NETWORK_POLICY switch on; nothing to start).
  */
 export interface MatrixEnforcer {
   name: string;
-  /** The manifest `lab up --kube` applies (default deploy/kube-flanctl.yml: flanctl without policy). */
-  manifest?: string;
+  /** More `lab up --kube` flags (flanctl's: `--network-policy`). */
+  labArgs?: string[];
   /** Starts the enforcer on the lab's nodes once they are Ready. */
   start?(lab: string, nodes: number): Promise<{ stop(): Promise<void> }>;
 }
@@ -363,6 +363,9 @@ export const KUBE_ROUTER: MatrixEnforcer = {
     return startKubeRouter(lab, nodes, bin);
   },
 };
+
+/** flanctl's own enforcement: its DaemonSet with NetworkPolicy on (`lab up --kube --network-policy`). */
+export const FLANCTL: MatrixEnforcer = { name: "flanctl", labArgs: ["--network-policy"] };
 
 /** The agnhost image the model's pods run (`deploy/build-image.sh --peer agnhost` names it so by default). */
 export const AGNHOST_IMAGE = "flanctl.local/e2e/agnhost:2.66.1";
@@ -414,13 +417,14 @@ export async function matrixLab(
         "--image",
         `${work}/image.tar`,
         "--manifest",
-        e.manifest ?? `${ROOT}deploy/kube-flanctl.yml`,
+        `${ROOT}deploy/kube-flanctl.yml`,
         "--kube-proxy-image",
         `${work}/kube-proxy.tar`,
         "--coredns-image",
         `${work}/coredns.tar`,
         "--import-image",
         `${work}/agnhost.tar`,
+        ...(e.labArgs ?? []),
       ),
     );
     say(`lab up --kube --nodes ${nodes}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
