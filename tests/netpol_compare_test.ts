@@ -19,6 +19,7 @@ import {
   matrixLab,
   parseMatrix,
   type ScenarioResult,
+  timing,
 } from "./netpol_matrix.ts";
 import { SCENARIOS } from "./netpol_scenarios.ts";
 
@@ -40,14 +41,10 @@ needsRoot.test({
       const fl = runs.flanctl[i], kr = runs["kube-router"][i];
       const vsPeer = diffMatrix(fl.matrix, kr.matrix, ["flanctl", "kube-router"]);
       const vsApi = diffMatrix(fl.matrix, parseMatrix(s.want), ["flanctl", "API"]);
+      const verdict = vsPeer.length ? `differs from kube-router in ${vsPeer.length} cells` : "= kube-router";
       console.error(
-        `  ${s.name}: flanctl ${
-          vsPeer.length ? `differs from kube-router in ${vsPeer.length} cells` : "= kube-router"
-        }` +
-          ` (flanctl ${(fl.ms / 1000).toFixed(1)} s, ${fl.rounds} rounds; kube-router ${
-            (kr.ms / 1000).toFixed(1)
-          } s,` +
-          ` ${kr.rounds} rounds)\n${formatMatrix(fl.matrix)}`,
+        `  ${s.name}: flanctl ${verdict} (flanctl ${timing(fl)}; kube-router ${timing(kr)})\n` +
+          formatMatrix(fl.matrix),
       );
       if (vsPeer.length) failed.push(`${s.name}, flanctl vs kube-router:\n  ${vsPeer.join("\n  ")}`);
       if (vsApi.length) failed.push(`${s.name}, flanctl vs the API's table:\n  ${vsApi.join("\n  ")}`);

@@ -13,7 +13,7 @@ import { assertEquals } from "./assert.ts";
 import { needsRoot } from "./root.ts";
 import { missingKubePeers } from "./kube_peers.ts";
 import { requirePeers } from "./peers.ts";
-import { diffMatrix, formatMatrix, KUBE_ROUTER, matrixLab, parseMatrix } from "./netpol_matrix.ts";
+import { diffMatrix, formatMatrix, KUBE_ROUTER, matrixLab, parseMatrix, timing } from "./netpol_matrix.ts";
 import { SCENARIOS } from "./netpol_scenarios.ts";
 
 const missing = missingKubePeers("the NetworkPolicy matrix with kube-router", ["agnhost"]);
@@ -31,7 +31,7 @@ needsRoot.test({
       const diff = diffMatrix(r.matrix, parseMatrix(r.scenario.want), ["kube-router", "API"]);
       console.error(
         `  ${r.scenario.name}: ${diff.length ? `${diff.length} cells differ` : "as the API says"} ` +
-          `(${(r.ms / 1000).toFixed(1)} s, ${r.rounds} rounds)\n${formatMatrix(r.matrix)}`,
+          `(${timing(r)})\n${formatMatrix(r.matrix)}`,
       );
       if (diff.length) failed.push(`${r.scenario.name}:\n  ${diff.join("\n  ")}`);
     }

@@ -250,22 +250,26 @@ export function diffMatrix(a: Matrix, b: Matrix, names = ["got", "want"]): strin
 }
 
 /**
- * Probes until the grid equals `want` or `timeoutMs` passes; returns the last grid and how long it took (the
- * first probe starts right away: the time includes the enforcer's reaction to the change just made).
+ * Probes until the grid equals `want` or `timeoutMs` passes; returns the last grid, how long it took (the
+ * first probe starts right away: the time includes the enforcer's reaction to the change just made) and the
+ * cells where the first round differed (a transient: what the enforcer did before it caught up).
  */
 export async function waitMatrix(
   lab: string,
   ips: PodIPs,
   want: Matrix,
   timeoutMs = 60_000,
-): Promise<{ matrix: Matrix; ms: number; rounds: number }> {
+): Promise<{ matrix: Matrix; ms: number; rounds: number; firstDiff: string[] }> {
   const t0 = Date.now();
   let rounds = 0;
+  let firstDiff: string[] | undefined;
   for (;;) {
     const matrix = await probeMatrix(lab, ips);
     rounds++;
-    if (!diffMatrix(matrix, want).length || Date.now() - t0 > timeoutMs) {
-      return { matrix, ms: Date.now() - t0, rounds };
+    const diff = diffMatrix(matrix, want, ["probed", "wanted"]);
+    firstDiff ??= diff;
+    if (!diff.length || Date.now() - t0 > timeoutMs) {
+      return { matrix, ms: Date.now() - t0, rounds, firstDiff };
     }
   }
 }
@@ -316,6 +320,16 @@ export interface ScenarioResult {
   matrix: Matrix;
   ms: number;
   rounds: number;
+  /** The cells where the first probe round differed from the table (empty when it matched at once). */
+  firstDiff: string[];
+}
+
+/** A result's timing line: seconds and rounds, and the first round's differing cells when there were any. */
+export function timing(r: ScenarioResult): string {
+  const first = r.firstDiff.length
+    ? `; first round: ${r.firstDiff.slice(0, 6).join("; ")}${r.firstDiff.length > 6 ? "; …" : ""}`
+    : "";
+  return `${(r.ms / 1000).toFixed(1)} s, ${r.rounds} rounds${first}`;
 }
 
 /**
