@@ -3,8 +3,8 @@
  * node, tools/kube_router.ts) on a 2-node `lab up --kube`, held to the verdict matrix (tests/netpol_matrix.ts):
  * 7 pods in 3 namespaces, every pair × 80/81 × TCP/UDP, for each scenario of tests/netpol_scenarios.ts (no
  * policy; six ingress policies; three egress policies; all deleted) — the grid must be the table the API's
- * semantics give. flanctl's own enforcement runs the same `matrixLab` with its manifest as the enforcer; the
- * two grids are then compared cell by cell (`diffMatrix`).
+ * semantics give. tests/netpol_compare_test.ts runs the same `matrixLab` with flanctl's own enforcement
+ * (`FLANCTL`: `lab up --kube --network-policy`) and compares the two grids cell by cell.
  *
  * Needs the peers install.sh --dev builds (Kubernetes, kube-proxy, CoreDNS, agnhost, kube-router) and ipset:
  * without them the test is skipped with a warning, and fails under CI=true.
@@ -13,7 +13,7 @@ import { assertEquals } from "./assert.ts";
 import { needsRoot } from "./root.ts";
 import { missingKubePeers } from "./kube_peers.ts";
 import { requirePeers } from "./peers.ts";
-import { diffMatrix, formatMatrix, KUBE_ROUTER, matrixLab, parseMatrix } from "./netpol_matrix.ts";
+import { diffMatrix, formatMatrix, KUBE_ROUTER, matrixLab, parseMatrix, timing } from "./netpol_matrix.ts";
 import { SCENARIOS } from "./netpol_scenarios.ts";
 
 const missing = missingKubePeers("the NetworkPolicy matrix with kube-router", ["agnhost"]);
@@ -31,7 +31,7 @@ needsRoot.test({
       const diff = diffMatrix(r.matrix, parseMatrix(r.scenario.want), ["kube-router", "API"]);
       console.error(
         `  ${r.scenario.name}: ${diff.length ? `${diff.length} cells differ` : "as the API says"} ` +
-          `(${(r.ms / 1000).toFixed(1)} s, ${r.rounds} rounds)\n${formatMatrix(r.matrix)}`,
+          `(${timing(r)})\n${formatMatrix(r.matrix)}`,
       );
       if (diff.length) failed.push(`${r.scenario.name}:\n  ${diff.join("\n  ")}`);
     }

@@ -250,22 +250,26 @@ export function diffMatrix(a: Matrix, b: Matrix, names = ["got", "want"]): strin
 }
 
 /**
- * Probes until the grid equals `want` or `timeoutMs` passes; returns the last grid and how long it took (the
- * first probe starts right away: the time includes the enforcer's reaction to the change just made).
+ * Probes until the grid equals `want` or `timeoutMs` passes; returns the last grid, how long it took (the
+ * first probe starts right away: the time includes the enforcer's reaction to the change just made) and the
+ * cells where the first round differed (a transient: what the enforcer did before it caught up).
  */
 export async function waitMatrix(
   lab: string,
   ips: PodIPs,
   want: Matrix,
   timeoutMs = 60_000,
-): Promise<{ matrix: Matrix; ms: number; rounds: number }> {
+): Promise<{ matrix: Matrix; ms: number; rounds: number; firstDiff: string[] }> {
   const t0 = Date.now();
   let rounds = 0;
+  let firstDiff: string[] | undefined;
   for (;;) {
     const matrix = await probeMatrix(lab, ips);
     rounds++;
-    if (!diffMatrix(matrix, want).length || Date.now() - t0 > timeoutMs) {
-      return { matrix, ms: Date.now() - t0, rounds };
+    const diff = diffMatrix(matrix, want, ["probed", "wanted"]);
+    firstDiff ??= diff;
+    if (!diff.length || Date.now() - t0 > timeoutMs) {
+      return { matrix, ms: Date.now() - t0, rounds, firstDiff };
     }
   }
 }
@@ -316,6 +320,16 @@ export interface ScenarioResult {
   matrix: Matrix;
   ms: number;
   rounds: number;
+  /** The cells where the first probe round differed from the table (empty when it matched at once). */
+  firstDiff: string[];
+}
+
+/** A result's timing line: seconds and rounds, and the first round's differing cells when there were any. */
+export function timing(r: ScenarioResult): string {
+  const first = r.firstDiff.length
+    ? `; first round: ${r.firstDiff.slice(0, 6).join("; ")}${r.firstDiff.length > 6 ? "; …" : ""}`
+    : "";
+  return `${(r.ms / 1000).toFixed(1)} s, ${r.rounds} rounds${first}`;
 }
 
 /**
@@ -343,13 +357,13 @@ export async function runScenarios(
 
 /**
  * Who enforces the policies of a matrix run: a peer started beside the lab once it is up (kube-router:
- * tools/kube_router.ts `startKubeRouter`), or flanctl's own DaemonSet — a manifest whose daemon has its
- * policy flag, applied by `lab up --kube --manifest` (nothing to start).
+ * tools/kube_router.ts `startKubeRouter`), or flanctl's own DaemonSet (`lab up --kube --network-policy`: the
+ * manifest's FLANNELD_NETWORK_POLICY switch on; nothing to start).
  */
 export interface MatrixEnforcer {
   name: string;
-  /** The manifest `lab up --kube` applies (default deploy/kube-flanctl.yml: flanctl without policy). */
-  manifest?: string;
+  /** More `lab up --kube` flags (flanctl's: `--network-policy`). */
+  labArgs?: string[];
   /** Starts the enforcer on the lab's nodes once they are Ready. */
   start?(lab: string, nodes: number): Promise<{ stop(): Promise<void> }>;
 }
@@ -363,6 +377,9 @@ export const KUBE_ROUTER: MatrixEnforcer = {
     return startKubeRouter(lab, nodes, bin);
   },
 };
+
+/** flanctl's own enforcement: its DaemonSet with NetworkPolicy on (`lab up --kube --network-policy`). */
+export const FLANCTL: MatrixEnforcer = { name: "flanctl", labArgs: ["--network-policy"] };
 
 /** The agnhost image the model's pods run (`deploy/build-image.sh --peer agnhost` names it so by default). */
 export const AGNHOST_IMAGE = "flanctl.local/e2e/agnhost:2.66.1";
@@ -414,13 +431,14 @@ export async function matrixLab(
         "--image",
         `${work}/image.tar`,
         "--manifest",
-        e.manifest ?? `${ROOT}deploy/kube-flanctl.yml`,
+        `${ROOT}deploy/kube-flanctl.yml`,
         "--kube-proxy-image",
         `${work}/kube-proxy.tar`,
         "--coredns-image",
         `${work}/coredns.tar`,
         "--import-image",
         `${work}/agnhost.tar`,
+        ...(e.labArgs ?? []),
       ),
     );
     say(`lab up --kube --nodes ${nodes}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -13,6 +13,7 @@ import {
   parseProbes,
   podKey,
   probeScript,
+  timing,
 } from "./netpol_matrix.ts";
 import { EGRESS, INGRESS, SCENARIOS } from "./netpol_scenarios.ts";
 
@@ -84,4 +85,16 @@ Deno.test("netpol matrix: the model's pods serve TCP and UDP on 80 and 81 under 
     "y",
     "z",
   ]);
+});
+
+Deno.test("netpol matrix: a result's timing names the first round's differing cells, at most six", () => {
+  const base = { scenario: INGRESS, matrix: parseMatrix(INGRESS.want), ms: 12_345, rounds: 1, firstDiff: [] };
+  assertEquals(timing(base), "12.3 s, 1 rounds");
+  const cells = Array.from({ length: 8 }, (_, i) => `x/a -> x/b 8${i}/TCP: probed denied, wanted allowed`);
+  const t = timing({ ...base, rounds: 2, firstDiff: cells });
+  assert(
+    t.startsWith("12.3 s, 2 rounds; first round: x/a -> x/b 80/TCP: probed denied, wanted allowed; "),
+    t,
+  );
+  assert(t.includes("85/TCP") && !t.includes("86/TCP") && t.endsWith("; …"), t);
 });

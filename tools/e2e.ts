@@ -4,12 +4,13 @@
  *
  *   deno task e2e [--nodes 3] [--focus REGEX] [--skip REGEX] [--name e2e] [--report-dir dist/e2e] [--keep]
  *                 [--dual-stack]
- *   deno task e2e --netpol [--enforcer kube-router]   # the suite's NetworkPolicy tests (issue 36)
+ *   deno task e2e --netpol [--enforcer kube-router|flanctl]   # the suite's NetworkPolicy tests (issue 36)
  *
  * `--netpol` selects `[sig-network] Netpol` (51 specs in v1.37.2) instead of the default focus; `--enforcer
  * kube-router` starts kube-router's policy controller on every node once the lab is up (tools/kube_router.ts:
  * firewall only, as k3s runs it; `tools/peers/build.sh kube-router`), the reference the verdict matrix and
- * flanctl's own enforcement are held to.
+ * flanctl's own enforcement are held to; `--enforcer flanctl` brings the lab up with `--network-policy` (flanctl's
+ * DaemonSet enforces).
  *
  * 1. The images: dist/flanctl-image.tar (deploy/build-image.sh, always: the tree may have changed), the peer
  *    images dist/{kube-proxy,coredns}-image.tar and the suite's own, named exactly as `e2e.test --list-images`
@@ -36,8 +37,11 @@ export const DEFAULT_FOCUS =
 export const DUAL_STACK_FOCUS = String.raw`\[sig-network\] \[Feature:IPv6DualStack\]`;
 /** `--netpol`: the suite's NetworkPolicy tests (issue 36). */
 export const NETPOL_FOCUS = String.raw`\[sig-network\] Netpol`;
-/** The NetworkPolicy enforcers `--enforcer` can start beside the lab (none: the lab as it is). */
-export const ENFORCERS = ["kube-router"] as const;
+/**
+ * The NetworkPolicy enforcers of `--enforcer` (none: the lab as it is): kube-router started beside the lab, or
+ * flanctl's own (`lab up --network-policy`).
+ */
+export const ENFORCERS = ["kube-router", "flanctl"] as const;
 /**
  * Limits of this machine, each skipped by name with its reason when the machine has it (docs/lab.md,
  * "Kubernetes' e2e suite"): `protocols` is /proc/net/protocols.
@@ -214,6 +218,7 @@ async function main(): Promise<number> {
     `${dist}/coredns-image.tar`,
     ...suiteArchives.flatMap((a) => ["--import-image", a]),
     ...(dual ? ["--ip-family", "dual"] : []),
+    ...(v.enforcer === "flanctl" ? ["--network-policy"] : []),
   ]);
   if (up !== 0) {
     if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
