@@ -48,6 +48,11 @@ needsRoot.test({
       );
       if (vsPeer.length) failed.push(`${s.name}, flanctl vs kube-router:\n  ${vsPeer.join("\n  ")}`);
       if (vsApi.length) failed.push(`${s.name}, flanctl vs the API's table:\n  ${vsApi.join("\n  ")}`);
+      // kube-router held to the table too: a peer that drifts from the API is named as such, not as flanctl.
+      const peerVsApi = diffMatrix(kr.matrix, parseMatrix(s.want), ["kube-router", "API"]);
+      if (peerVsApi.length) {
+        failed.push(`${s.name}, kube-router vs the API's table:\n  ${peerVsApi.join("\n  ")}`);
+      }
     });
     assertEquals(failed, [], failed.join("\n"));
   },

@@ -9,7 +9,7 @@
  * traffic between two pods of the same node, bridged by cni0, passes those chains too.
  *
  * The binary: tools/peers/build.sh kube-router (install.sh --dev), found by {@link findKubeRouter}. Used by the
- * verdict-matrix test (tests/netpol_kuberouter_test.ts) and `deno task e2e --netpol --enforcer kube-router`.
+ * verdict-matrix test (tests/netpol_compare_test.ts) and `deno task e2e --netpol --enforcer kube-router`.
  * Nothing is cleaned up on stop (kube-router leaves its rules without `--cleanup-config`, which also runs its
  * router's and proxy's cleanups): its rules live in the node namespaces, which `lab down` deletes.
  * @module
