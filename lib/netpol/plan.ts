@@ -8,7 +8,7 @@
  */
 import type { IPFamily, IPNet } from "../base/cidr.ts";
 import { type Cluster, isPolicyPod, peerSelectsPod, resolvePort, selects } from "./evaluate.ts";
-import { keyOf, type Pod, type Policy, type Proto, type Rule } from "./model.ts";
+import { keyOf, matches, type Peer, type Pod, type Policy, type Proto, type Rule } from "./model.ts";
 import { merge, type Range, rangeText, subtract } from "./ranges.ts";
 
 /** One allow rule of a pod chain. */
@@ -93,10 +93,28 @@ class Builder {
   };
   readonly #c: Cluster;
   readonly #policyPods: Pod[];
+  /** The policy pods with addresses, by namespace. */
+  readonly #byNs = new Map<string, Pod[]>();
 
   constructor(c: Cluster) {
     this.#c = c;
     this.#policyPods = [...c.pods.values()].filter((p) => isPolicyPod(p) && p.ips.length > 0);
+    for (const p of this.#policyPods) {
+      const l = this.#byNs.get(p.namespace);
+      if (l) l.push(p);
+      else this.#byNs.set(p.namespace, [p]);
+    }
+  }
+
+  /** The pods a selector peer can match: its policy's namespace, or those of the matching namespaces. */
+  #candidates(peer: Peer, policyNs: string): Pod[] {
+    if (!peer.namespaceSelector) return this.#byNs.get(policyNs) ?? [];
+    const out: Pod[] = [];
+    for (const [ns, pods] of this.#byNs) {
+      const n = this.#c.namespaces.get(ns);
+      if (n && matches(peer.namespaceSelector, n.labels)) out.push(...pods);
+    }
+    return out;
   }
 
   /** The peer set of a rule for one family (made on first use). */
@@ -109,7 +127,7 @@ class Builder {
         if (peer.ipBlock.cidr.family === f) ranges.push(...subtract(peer.ipBlock.cidr, peer.ipBlock.except));
         continue;
       }
-      for (const p of this.#policyPods) {
+      for (const p of this.#candidates(peer, pol.namespace)) {
         if (!peerSelectsPod(peer, pol.namespace, p, this.#c.namespaces)) continue;
         for (const ip of p.ips) if (ip.family === f) ranges.push([ip.value, ip.value]);
       }
@@ -169,13 +187,20 @@ export function compile(input: PlanInput): Plan {
   const b = new Builder(c);
   const plan = b.plan;
   const known = { 4: [] as Range[], 6: [] as Range[] };
-  const pols = [...c.policies.entries()].sort(([a], [z]) => a < z ? -1 : 1);
+  const polsByNs = new Map<string, [string, Policy][]>();
+  for (const e of [...c.policies.entries()].sort(([a], [z]) => a < z ? -1 : 1)) {
+    const l = polsByNs.get(e[1].namespace);
+    if (l) l.push(e);
+    else polsByNs.set(e[1].namespace, [e]);
+  }
   const local = [...c.pods.values()].filter((p) => p.node === node && isPolicyPod(p))
     .sort((a, z) => keyOf(a) < keyOf(z) ? -1 : 1);
   for (const pod of local) {
     const podKey = keyOf(pod);
     for (const dir of ["ingress", "egress"] as const) {
-      const selecting = pols.filter(([, p]) => p.types[dir] && selects(p, pod));
+      const selecting = (polsByNs.get(pod.namespace) ?? []).filter(([, p]) =>
+        p.types[dir] && selects(p, pod)
+      );
       if (selecting.length === 0) continue;
       if (pod.ips.length === 0) {
         plan.pending[dir] = true;
