@@ -117,10 +117,24 @@ class Builder {
     return out;
   }
 
-  /** The peer set of a rule for one family (made on first use). */
-  peerSet(polKey: string, pol: Policy, dir: "ingress" | "egress", idx: number, r: Rule, f: IPFamily): string {
-    const name = `p-${shortHash(polKey)}-${dir === "ingress" ? "i" : "e"}${idx}-${fam(f)}`;
-    if (this.plan.sets.has(name)) return name;
+  /** Set name → the peers it holds (rules with the same peers share one set). */
+  readonly #peerKeys = new Map<string, string>();
+  /** The peers' identity → the set's name. */
+  readonly #peerNames = new Map<string, string>();
+
+  /**
+   * The set of a rule's peers for one family (made on first use), shared by every rule with the same peers:
+   * named by a hash of the peers (and of the policy's namespace when a peer is relative to it).
+   */
+  peerSet(pol: Policy, r: Rule, f: IPFamily): string {
+    const relative = r.peers.some((p) => !p.ipBlock && !p.namespaceSelector);
+    const key = `${f} ${relative ? pol.namespace : ""} ${JSON.stringify(r.peers)}`;
+    const known = this.#peerNames.get(key);
+    if (known) return known;
+    let name = `p-${shortHash(key)}-${fam(f)}`;
+    for (let n = 2; this.#peerKeys.has(name); n++) name = `p-${shortHash(key)}-${n}-${fam(f)}`; // a collision
+    this.#peerKeys.set(name, key);
+    this.#peerNames.set(key, name);
     const ranges: Range[] = [];
     for (const peer of r.peers) {
       if (peer.ipBlock) {
@@ -159,7 +173,7 @@ class Builder {
     const out: PlanRule[] = [];
     for (const f of [4, 6] as const) {
       if (!self.ips.some((ip) => ip.family === f)) continue;
-      const peer = r.peers.length ? this.peerSet(polKey, pol, dir, idx, r, f) : undefined;
+      const peer = r.peers.length ? this.peerSet(pol, r, f) : undefined;
       const base = { family: f, policy: polKey, rule: idx, ...(peer ? { peer } : {}) };
       if (r.ports.length === 0) {
         out.push(base);
