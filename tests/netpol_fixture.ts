@@ -103,7 +103,7 @@ function side(
   return c.rules.some((r) => {
     if (r.family !== f) return false;
     if (r.proto && r.proto !== proto) return false;
-    if (r.ports && (port < r.ports[0] || port > r.ports[1])) return false;
+    if (r.ports && !r.ports.some(([a, b]) => port >= a && port <= b)) return false;
     if (r.peer && !inSet(plan.sets.get(r.peer), other.toString())) return false;
     if (r.named && !inSet(plan.sets.get(r.named), `${dst} . ${port}`)) return false;
     return true;

@@ -202,3 +202,21 @@ Deno.test("netpol sets: rules with the same peers share one set; relative peers 
   // one set for the team=y namespaces (all three policies), one for pod=b in x, one for pod=b in y
   assertEquals(peerSets.length, 3, peerSets.join(" "));
 });
+
+Deno.test("netpol rules: the ports of one protocol are one rule, several through a shared named set", () => {
+  const pods = [podJson("x", "a", { ips: ["10.99.1.10"], ports: [{ name: "http", containerPort: 8080 }] })];
+  const pols = [policyJson("x", "p", {
+    podSelector: {},
+    ingress: [{
+      ports: [{ port: 80, endPort: 85 }, { port: 86 }, { port: "http" }, { protocol: "UDP", port: 53 }, {
+        port: 443,
+      }],
+    }],
+  })];
+  const plan = compile({ cluster: clusterOf(pods, [], pols), node: "n1", podCidrs: [] });
+  const text = fullScript(plan);
+  assertMatch(text, /meta l4proto tcp th dport @(q-\w+) accept comment "x\/p ingress\[0\]"/);
+  const set = /th dport @(q-\w+)/.exec(text)![1];
+  assertMatch(text, new RegExp(`add element inet flanctl-netpol ${set} \\{ 80-86, 443, 8080 \\}`));
+  assertMatch(text, /meta l4proto udp th dport 53 accept/);
+});
