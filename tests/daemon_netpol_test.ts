@@ -150,6 +150,15 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
     );
     await waitFor(() => `pb allowed after the label change\n${why()}`, () => probe(8080));
     assertEquals(await probe(8081), false);
+    // /metrics: the drops at x/pa count for the policy that isolates it.
+    const drops = async () => {
+      const m = /flanctl_netpol_dropped_packets_total\{policy="x\/web",direction="ingress"\} (\d+)/.exec(
+        (await c.http(a, "/metrics"))[1],
+      );
+      return m ? Number(m[1]) : -1;
+    };
+    await waitFor(() => `drops counted on /metrics\n${why()}`, async () => (await drops()) > 0);
+    assert((await c.http(a, "/metrics"))[1].includes("flanctl_netpol_enforcing 1"));
 
     // nft flush ruleset: the daemon puts its table back (--iptables-resync=1).
     await nsRun(a.ns, ["nft", "flush", "ruleset"]);

@@ -46,6 +46,7 @@ export async function startNetpol(
   node: string,
   log: Log,
   ensureEveryMs: number,
+  metrics?: { sources: (() => string[])[] },
 ): Promise<RunningNetpol> {
   const client = (store as SubnetStore & { client?: KubeClient }).client;
   if (store.kind !== "kube" || !client) throw new UsageError("--network-policy: needs --kube-subnet-mgr");
@@ -64,6 +65,7 @@ export async function startNetpol(
     log.warn("netpol: cannot read this node's podCIDRs: no pending default deny", { error: errText(e) });
   }
   const controller = new NetpolController({ client, nft: nftDriver({ log }), node, podCidrs, log });
+  metrics?.sources.push(() => controller.metricLines());
   const ac = new AbortController();
   const done = controller.run(ac.signal, ensureEveryMs).catch((e) => {
     log.error("netpol: enforcement stopped", { error: errText(e) });

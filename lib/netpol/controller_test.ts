@@ -121,3 +121,23 @@ Deno.test("netpol flag: --network-policy and FLANNELD_NETWORK_POLICY switch it o
   const off = parseDaemonArgs([], {}).daemon;
   assert(!("networkPolicy" in off), "off: the options are today's, without the key");
 });
+
+Deno.test("netpol counters: drops per pod chain from a listing; the drift check ignores counter values", async () => {
+  const { chainDrops, withoutCounters } = await import("./engine.ts");
+  const listing = [
+    "table inet flanctl-netpol {",
+    "\tchain in-0a1b2c3d4e5f60 {",
+    '\t\tmeta nfproto ipv4 meta l4proto tcp th dport 80 accept comment "x/p ingress[0]"',
+    '\t\tcounter packets 7 bytes 420 drop comment "x/a"',
+    "\t}",
+    "\tchain eg-0a1b2c3d4e5f60-2 {",
+    '\t\tcounter packets 0 bytes 0 drop comment "x/a"',
+    "\t}",
+    "}",
+  ].join("\n");
+  assertEquals([...chainDrops(listing)], [["in-0a1b2c3d4e5f60", 7], ["eg-0a1b2c3d4e5f60-2", 0]]);
+  assertEquals(
+    withoutCounters(listing),
+    withoutCounters(listing.replace("packets 7 bytes 420", "packets 9 bytes 540")),
+  );
+});

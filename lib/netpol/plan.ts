@@ -33,6 +33,8 @@ export interface PodChain {
   dir: "ingress" | "egress";
   pod: string;
   rules: PlanRule[];
+  /** The keys of the policies that isolate the pod in this direction. */
+  policies: string[];
 }
 
 /** A set: addresses (interval), `address . port` pairs or port ranges; elements as nft text, sorted. */
@@ -317,7 +319,7 @@ export function compile(input: PlanInput): Plan {
         for (const [k, pol] of selecting) {
           pol[dir].forEach((r, i) => rules.push(...b.rules(k, pol, dir, i, r, pod)));
         }
-        const made: PodChain = { dir, pod: podKey, rules };
+        const made: PodChain = { dir, pod: podKey, rules, policies: selecting.map(([k]) => k) };
         plan.chains.set(chain, made);
         input.cache?.entries.set(ck, { pod, pols, chain: made, sets: b.record });
         used.add(ck);

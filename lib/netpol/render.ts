@@ -6,7 +6,7 @@
  *
  * The table (`inet flanctl-netpol`): base chain `forward` (hook forward, priority filter) accepts replies
  * (`ct state established,related`), then jumps to `egress` (the source's chain through maps `eg4`/`eg6`)
- * and `ingress` (the destination's, maps `in4`/`in6`). A pod chain `eg-…` ends in `drop`, its rules
+ * and `ingress` (the destination's, maps `in4`/`in6`). A pod chain `eg-…` ends in `counter drop`, its rules
  * `return` (on to ingress); `in-…` ends in `drop`, its rules `accept`. While a local pod that a policy
  * isolates has no address yet, the dispatch chains also drop what leaves (enters) an address of this
  * node's pod CIDRs (`local4`/`local6`) that no known local pod holds (`known4`/`known6`).
@@ -52,7 +52,7 @@ const rendered = new WeakMap<PodChain, string[]>();
 function chainLines(c: PodChain): string[] {
   let lines = rendered.get(c);
   if (!lines) {
-    lines = [...c.rules.map((r) => ruleText(c.dir, r)), `drop comment "${commentText(c.pod)}"`];
+    lines = [...c.rules.map((r) => ruleText(c.dir, r)), `counter drop comment "${commentText(c.pod)}"`];
     rendered.set(c, lines);
   }
   return lines;
