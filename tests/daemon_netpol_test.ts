@@ -9,7 +9,7 @@ import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { nsRun } from "./netns.ts";
+import { flanctlCmd, nsRun } from "./netns.ts";
 import { type Json, nsJson, podJson, policyJson } from "./netpol_fixture.ts";
 
 const KINDS = ["/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies"];
@@ -170,6 +170,21 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
     assertEquals(await c.stop(a), 0);
     assert(await table(), "the table outlives the daemon");
     assertEquals(await probe(8081), false, "closed while the daemon is down");
+    // doctor's netpol check: the table matches the API; an entry deleted by hand is drift.
+    const doctor = async () => {
+      const r = await nsRun(a.ns, [
+        ...flanctlCmd("doctor", "-o", "json", `--subnet-file=${a.subnetFile}`, ...args().slice(1, 4)),
+      ]);
+      const rep = JSON.parse(r.stdout) as { checks: { id: string; severity: string; detail: string }[] };
+      return rep.checks.find((x) => x.id === "netpol")!;
+    };
+    const before = await doctor();
+    assertEquals(before.severity, "ok", before.detail);
+    assert(before.detail.includes("matches the API"), before.detail);
+    await nsRun(a.ns, ["nft", "delete", "element", "inet", "flanctl-netpol", "in4", `{ ${pa.ip} }`]);
+    const drifted = await doctor();
+    assertEquals(drifted.severity, "warning", drifted.detail);
+    assert(drifted.detail.includes(`in4 ${pa.ip} should go to`), drifted.detail);
     c.start(a, args(["--network-policy"]), { NODE_NAME: "kn1" });
     await c.waitReady(a);
     await waitFor(
@@ -177,6 +192,7 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
       () => a.log.some((l) => l.includes("netpol: enforcing")),
     );
     assertEquals([await probe(8080), await probe(8081)], [true, false]);
+    assertEquals((await doctor()).severity, "ok", "the new daemon's table matches the API again");
 
     // The policy deleted: open.
     await waitFor("three watches open again", () => [...kinds.streams.values()].every((s) => s.size > 1));

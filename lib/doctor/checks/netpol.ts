@@ -1,7 +1,7 @@
 /**
  * netpol: NetworkPolicy enforcement on this node against the API. With the kube store, the pods, namespaces
  * and policies are listed once and this node's plan compiled (lib/netpol) — the same plan the daemon's
- * `--network-policy` programs; then the kernel's `inet flanctl-netpol` table (from `nft list ruleset`) must
+ * `--network-policy` programs; then the kernel's `inet flanctl-netpol` table (`nft list table`) must
  * hold every pod chain and verdict-map entry of that plan, and nothing else. A policy that isolates a pod
  * here with no table at all is critical: nothing enforces it.
  * @module
@@ -100,7 +100,12 @@ export const netpolCheck: Check = {
     }
     const subnets = [sub, own6(ctx)].filter((x): x is IPNet => x !== null);
     const node = nodeOfSubnet(c, subnets);
-    const table = ctx.nftRuleset.text === null ? null : nftTable(ctx.nftRuleset.text, "inet", TABLE);
+    // Our table only (the snapshot's listing holds flannel's tables): read here, in the checked namespace.
+    const listed = await ctx.exec.run(["nft", "list", "table", "inet", TABLE]);
+    if (listed.code !== 0 && !/No such file or directory|does not exist/.test(listed.stderr)) {
+      return [unknown("netpol", `cannot list table inet ${TABLE}: ${listed.stderr.trim().slice(0, 200)}`)];
+    }
+    const table = listed.code === 0 ? nftTable(listed.stdout, "inet", TABLE) : null;
     if (!node) {
       return [ok("netpol", `no pod of ${sub} in the API${table ? `; table inet ${TABLE} present` : ""}`)];
     }
