@@ -198,6 +198,16 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
     await waitFor("three watches open again", () => [...kinds.streams.values()].every((s) => s.size > 1));
     kinds.send(KINDS[2], "DELETED", kinds.objs.get(KINDS[2])![0]);
     await waitFor(() => `open after the policy's deletion\n${why()}`, () => probe(8081));
+
+    // flanctl reset (a rollback to flanneld) takes the table with it: its rules would go stale.
+    assertEquals(await c.stop(a), 0);
+    const reset = await nsRun(
+      a.ns,
+      flanctlCmd("reset", "--subnet-file", a.subnetFile, "--state-dir", a.stateDir),
+    );
+    assertEquals(reset.code, 0, reset.stderr);
+    assert(reset.stdout.includes("rules inet flanctl-netpol"), reset.stdout);
+    assert(!(await table()), "reset removes the table");
   } finally {
     try {
       server?.kill("SIGKILL");
