@@ -10,59 +10,7 @@ import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
 import { flanctlCmd, nsRun } from "./netns.ts";
-import { type Json, nsJson, podJson, policyJson } from "./netpol_fixture.ts";
-
-const KINDS = ["/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies"];
-
-/** The three kinds the fake API server serves beside its Nodes: lists and watch streams. */
-class NetpolKinds {
-  objs = new Map<string, Json[]>(KINDS.map((k) => [k, []]));
-  streams = new Map<string, Set<ReadableStreamDefaultController<Uint8Array>>>(
-    KINDS.map((k) => [k, new Set()]),
-  );
-  rv = 1000;
-  seen: string[] = [];
-
-  handle = (_req: Request, u: URL): Response | null => {
-    if (!KINDS.includes(u.pathname)) return null;
-    this.seen.push(u.pathname + u.search);
-    if (u.searchParams.get("watch") === "true") {
-      const set = this.streams.get(u.pathname)!;
-      return new Response(new ReadableStream<Uint8Array>({ start: (c) => void set.add(c) }));
-    }
-    return Response.json({
-      metadata: { resourceVersion: String(this.rv) },
-      items: this.objs.get(u.pathname),
-    });
-  };
-
-  /** Sets (replacing by namespace/name) or deletes an object and streams the event. */
-  send(kind: string, type: "ADDED" | "MODIFIED" | "DELETED", obj: Json): void {
-    const md = obj.metadata as Json;
-    (md as Json).resourceVersion = String(++this.rv);
-    const list = this.objs.get(kind)!;
-    const same = (o: Json) =>
-      (o.metadata as Json).name === md.name && (o.metadata as Json).namespace === md.namespace;
-    const kept = list.filter((o) => !same(o));
-    this.objs.set(kind, type === "DELETED" ? kept : [...kept, obj]);
-    const line = new TextEncoder().encode(JSON.stringify({ type, object: obj }) + "\n");
-    for (const c of this.streams.get(kind)!) {
-      try {
-        c.enqueue(line);
-      } catch { /* closed */ }
-    }
-  }
-
-  close(): void {
-    for (const s of this.streams.values()) {
-      for (const c of s) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-    }
-  }
-}
+import { KINDS, NetpolKinds, nsJson, podJson, policyJson } from "./netpol_fixture.ts";
 
 const SERVER = `
 import socket, threading
