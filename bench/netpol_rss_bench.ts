@@ -91,7 +91,7 @@ try {
       `--kubeconfig-file=${c.tmp}/kubeconfig`,
       `--net-config-path=${c.tmp}/net-conf.json`,
       ...(on ? ["--network-policy"] : []),
-    ], { NODE_NAME: "kn1", DENO_V8_FLAGS: "--max-semi-space-size=1" });
+    ], { NODE_NAME: "kn1", DENO_V8_FLAGS: Deno.env.get("NETPOL_RSS_V8_FLAGS") ?? "--max-semi-space-size=1" });
     await c.waitReady(a, 120_000);
     const t0 = Date.now();
     if (on) {

@@ -47,6 +47,7 @@ export async function startNetpol(
   log: Log,
   ensureEveryMs: number,
   metrics?: { sources: (() => string[])[] },
+  release?: () => void,
 ): Promise<RunningNetpol> {
   const client = (store as SubnetStore & { client?: KubeClient }).client;
   if (store.kind !== "kube" || !client) throw new UsageError("--network-policy: needs --kube-subnet-mgr");
@@ -64,7 +65,7 @@ export async function startNetpol(
   } catch (e) {
     log.warn("netpol: cannot read this node's podCIDRs: no pending default deny", { error: errText(e) });
   }
-  const controller = new NetpolController({ client, nft: nftDriver({ log }), node, podCidrs, log });
+  const controller = new NetpolController({ client, nft: nftDriver({ log }), node, podCidrs, log, release });
   metrics?.sources.push(() => controller.metricLines());
   const ac = new AbortController();
   const done = controller.run(ac.signal, ensureEveryMs).catch((e) => {

@@ -71,8 +71,20 @@ export class NetpolController {
   #wake: (() => void) | null = null;
   #refusedSaid = new Set<string>();
 
-  constructor(o: { client: KubeClient; nft: NftDriver; node: string; podCidrs: readonly IPNet[]; log: Log }) {
+  readonly #release: (() => void) | undefined;
+
+  constructor(
+    o: {
+      client: KubeClient;
+      nft: NftDriver;
+      node: string;
+      podCidrs: readonly IPNet[];
+      log: Log;
+      release?: () => void;
+    },
+  ) {
     this.#client = o.client;
+    this.#release = o.release;
     this.#log = o.log;
     this.engine = new NetpolEngine({ nft: o.nft, node: o.node, podCidrs: o.podCidrs, log: o.log });
   }
@@ -178,6 +190,9 @@ export class NetpolController {
           const first = e.applied === null;
           const r = await e.sync();
           if (first) {
+            try {
+              this.#release?.(); // the lists' garbage, before the steady state
+            } catch { /* it only gives memory back */ }
             this.#log.info("netpol: enforcing", {
               policies: c.policies.size,
               pods: c.pods.size,
