@@ -9,60 +9,8 @@ import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
 import { FakeApiServer, kubeconfigYaml } from "./kube_fake_api.ts";
-import { nsRun } from "./netns.ts";
-import { type Json, nsJson, podJson, policyJson } from "./netpol_fixture.ts";
-
-const KINDS = ["/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies"];
-
-/** The three kinds the fake API server serves beside its Nodes: lists and watch streams. */
-class NetpolKinds {
-  objs = new Map<string, Json[]>(KINDS.map((k) => [k, []]));
-  streams = new Map<string, Set<ReadableStreamDefaultController<Uint8Array>>>(
-    KINDS.map((k) => [k, new Set()]),
-  );
-  rv = 1000;
-  seen: string[] = [];
-
-  handle = (_req: Request, u: URL): Response | null => {
-    if (!KINDS.includes(u.pathname)) return null;
-    this.seen.push(u.pathname + u.search);
-    if (u.searchParams.get("watch") === "true") {
-      const set = this.streams.get(u.pathname)!;
-      return new Response(new ReadableStream<Uint8Array>({ start: (c) => void set.add(c) }));
-    }
-    return Response.json({
-      metadata: { resourceVersion: String(this.rv) },
-      items: this.objs.get(u.pathname),
-    });
-  };
-
-  /** Sets (replacing by namespace/name) or deletes an object and streams the event. */
-  send(kind: string, type: "ADDED" | "MODIFIED" | "DELETED", obj: Json): void {
-    const md = obj.metadata as Json;
-    (md as Json).resourceVersion = String(++this.rv);
-    const list = this.objs.get(kind)!;
-    const same = (o: Json) =>
-      (o.metadata as Json).name === md.name && (o.metadata as Json).namespace === md.namespace;
-    const kept = list.filter((o) => !same(o));
-    this.objs.set(kind, type === "DELETED" ? kept : [...kept, obj]);
-    const line = new TextEncoder().encode(JSON.stringify({ type, object: obj }) + "\n");
-    for (const c of this.streams.get(kind)!) {
-      try {
-        c.enqueue(line);
-      } catch { /* closed */ }
-    }
-  }
-
-  close(): void {
-    for (const s of this.streams.values()) {
-      for (const c of s) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-    }
-  }
-}
+import { flanctlCmd, nsRun } from "./netns.ts";
+import { KINDS, NetpolKinds, nsJson, podJson, policyJson } from "./netpol_fixture.ts";
 
 const SERVER = `
 import socket, threading
@@ -150,6 +98,15 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
     );
     await waitFor(() => `pb allowed after the label change\n${why()}`, () => probe(8080));
     assertEquals(await probe(8081), false);
+    // /metrics: the drops at x/pa count for the policy that isolates it.
+    const drops = async () => {
+      const m = /flanctl_netpol_dropped_packets_total\{policy="x\/web",direction="ingress"\} (\d+)/.exec(
+        (await c.http(a, "/metrics"))[1],
+      );
+      return m ? Number(m[1]) : -1;
+    };
+    await waitFor(() => `drops counted on /metrics\n${why()}`, async () => (await drops()) > 0);
+    assert((await c.http(a, "/metrics"))[1].includes("flanctl_netpol_enforcing 1"));
 
     // nft flush ruleset: the daemon puts its table back (--iptables-resync=1).
     await nsRun(a.ns, ["nft", "flush", "ruleset"]);
@@ -161,6 +118,21 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
     assertEquals(await c.stop(a), 0);
     assert(await table(), "the table outlives the daemon");
     assertEquals(await probe(8081), false, "closed while the daemon is down");
+    // doctor's netpol check: the table matches the API; an entry deleted by hand is drift.
+    const doctor = async () => {
+      const r = await nsRun(a.ns, [
+        ...flanctlCmd("doctor", "-o", "json", `--subnet-file=${a.subnetFile}`, ...args().slice(1, 4)),
+      ]);
+      const rep = JSON.parse(r.stdout) as { checks: { id: string; severity: string; detail: string }[] };
+      return rep.checks.find((x) => x.id === "netpol")!;
+    };
+    const before = await doctor();
+    assertEquals(before.severity, "ok", before.detail);
+    assert(before.detail.includes("matches the API"), before.detail);
+    await nsRun(a.ns, ["nft", "delete", "element", "inet", "flanctl-netpol", "in4", `{ ${pa.ip} }`]);
+    const drifted = await doctor();
+    assertEquals(drifted.severity, "warning", drifted.detail);
+    assert(drifted.detail.includes(`in4 ${pa.ip} should go to`), drifted.detail);
     c.start(a, args(["--network-policy"]), { NODE_NAME: "kn1" });
     await c.waitReady(a);
     await waitFor(
@@ -168,11 +140,22 @@ needsRoot.test("daemon --network-policy: off asks and makes nothing; on enforces
       () => a.log.some((l) => l.includes("netpol: enforcing")),
     );
     assertEquals([await probe(8080), await probe(8081)], [true, false]);
+    assertEquals((await doctor()).severity, "ok", "the new daemon's table matches the API again");
 
     // The policy deleted: open.
     await waitFor("three watches open again", () => [...kinds.streams.values()].every((s) => s.size > 1));
     kinds.send(KINDS[2], "DELETED", kinds.objs.get(KINDS[2])![0]);
     await waitFor(() => `open after the policy's deletion\n${why()}`, () => probe(8081));
+
+    // flanctl reset (a rollback to flanneld) takes the table with it: its rules would go stale.
+    assertEquals(await c.stop(a), 0);
+    const reset = await nsRun(
+      a.ns,
+      flanctlCmd("reset", "--subnet-file", a.subnetFile, "--state-dir", a.stateDir),
+    );
+    assertEquals(reset.code, 0, reset.stderr);
+    assert(reset.stdout.includes("rules inet flanctl-netpol"), reset.stdout);
+    assert(!(await table()), "reset removes the table");
   } finally {
     try {
       server?.kill("SIGKILL");

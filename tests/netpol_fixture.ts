@@ -103,7 +103,7 @@ function side(
   return c.rules.some((r) => {
     if (r.family !== f) return false;
     if (r.proto && r.proto !== proto) return false;
-    if (r.ports && (port < r.ports[0] || port > r.ports[1])) return false;
+    if (r.ports && !r.ports.some(([a, b]) => port >= a && port <= b)) return false;
     if (r.peer && !inSet(plan.sets.get(r.peer), other.toString())) return false;
     if (r.named && !inSet(plan.sets.get(r.named), `${dst} . ${port}`)) return false;
     return true;
@@ -152,4 +152,57 @@ export function caseObjects(c: VerdictCase): { pods: Json[]; namespaces: Json[];
 /** The address of a probe's end (a pod key or an address) in `family`. */
 export function probeAddr(end: string, family: IPFamily): IPAddr {
   return IPAddr.parse(end.includes("/") ? (family === 4 ? podIp4(end) : podIp6(end)) : end);
+}
+
+/** The API paths of the three kinds enforcement watches. */
+export const KINDS = ["/api/v1/pods", "/api/v1/namespaces", "/apis/networking.k8s.io/v1/networkpolicies"];
+
+/** The three kinds the fake API server serves beside its Nodes: lists and watch streams. */
+export class NetpolKinds {
+  objs = new Map<string, Json[]>(KINDS.map((k) => [k, []]));
+  streams = new Map<string, Set<ReadableStreamDefaultController<Uint8Array>>>(
+    KINDS.map((k) => [k, new Set()]),
+  );
+  rv = 1000;
+  seen: string[] = [];
+
+  handle = (_req: Request, u: URL): Response | null => {
+    if (!KINDS.includes(u.pathname)) return null;
+    this.seen.push(u.pathname + u.search);
+    if (u.searchParams.get("watch") === "true") {
+      const set = this.streams.get(u.pathname)!;
+      return new Response(new ReadableStream<Uint8Array>({ start: (c) => void set.add(c) }));
+    }
+    return Response.json({
+      metadata: { resourceVersion: String(this.rv) },
+      items: this.objs.get(u.pathname),
+    });
+  };
+
+  /** Sets (replacing by namespace/name) or deletes an object and streams the event. */
+  send(kind: string, type: "ADDED" | "MODIFIED" | "DELETED", obj: Json): void {
+    const md = obj.metadata as Json;
+    (md as Json).resourceVersion = String(++this.rv);
+    const list = this.objs.get(kind)!;
+    const same = (o: Json) =>
+      (o.metadata as Json).name === md.name && (o.metadata as Json).namespace === md.namespace;
+    const kept = list.filter((o) => !same(o));
+    this.objs.set(kind, type === "DELETED" ? kept : [...kept, obj]);
+    const line = new TextEncoder().encode(JSON.stringify({ type, object: obj }) + "\n");
+    for (const c of this.streams.get(kind)!) {
+      try {
+        c.enqueue(line);
+      } catch { /* closed */ }
+    }
+  }
+
+  close(): void {
+    for (const s of this.streams.values()) {
+      for (const c of s) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+    }
+  }
 }

@@ -46,6 +46,8 @@ export async function startNetpol(
   node: string,
   log: Log,
   ensureEveryMs: number,
+  metrics?: { sources: (() => string[])[] },
+  release?: () => void,
 ): Promise<RunningNetpol> {
   const client = (store as SubnetStore & { client?: KubeClient }).client;
   if (store.kind !== "kube" || !client) throw new UsageError("--network-policy: needs --kube-subnet-mgr");
@@ -63,7 +65,8 @@ export async function startNetpol(
   } catch (e) {
     log.warn("netpol: cannot read this node's podCIDRs: no pending default deny", { error: errText(e) });
   }
-  const controller = new NetpolController({ client, nft: nftDriver({ log }), node, podCidrs, log });
+  const controller = new NetpolController({ client, nft: nftDriver({ log }), node, podCidrs, log, release });
+  metrics?.sources.push(() => controller.metricLines());
   const ac = new AbortController();
   const done = controller.run(ac.signal, ensureEveryMs).catch((e) => {
     log.error("netpol: enforcement stopped", { error: errText(e) });

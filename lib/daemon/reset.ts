@@ -9,7 +9,8 @@
  * the pod network via a lease's PublicIP (host-gw peers; the leases read from the store the daemon
  * recorded), or the blackhole route of our own subnet (--ip-blackhole-route) — and flannel's rules in both
  * modes and families (iptables/ip6tables
- * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps; nftables tables flannel-ipv4 and flannel-ipv6), and the
+ * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps; nftables tables flannel-ipv4 and flannel-ipv6), the
+ * NetworkPolicy table (`inet flanctl-netpol`, whose rules would go stale without the daemon), and the
  * files: subnet.env, the state file (flanctl.json) and the saved VTEP MACs in --state-dir.
  * Kept: cni0 and the pods (flanneld takes over the same subnet: etcd finds the lease by PublicIP, kube mode
  * has it on the Node), the lease in the store, the CNI plugins' files. Refuses while a flanctl daemon or
@@ -22,12 +23,15 @@ import { tunOwnerPids } from "../os/mod.ts";
 import { readSubnetEnv } from "../node/subnet_env.ts";
 import type { IPNet } from "../base/cidr.ts";
 import { IPNet as Net } from "../base/cidr.ts";
-import { FlanctlError } from "../base/errors.ts";
+import { errText, FlanctlError } from "../base/errors.ts";
 import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_state.ts";
 import { findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
-import type { Runner } from "../firewall/types.ts";
+import { FirewallError, type Runner } from "../firewall/types.ts";
+import { nftDriver } from "../firewall/nft.ts";
+import { removeNetpolTable } from "../netpol/engine.ts";
+import { TABLE as NETPOL_TABLE } from "../netpol/render.ts";
 import type { Log } from "../base/log.ts";
 import { choosesStore, openStore, type StoreOptions } from "../store/open.ts";
 import type { SubnetStore } from "../store/types.ts";
@@ -203,6 +207,17 @@ export async function resetNode(
       for (const x of await rules.cleanupOtherMode()) rep.removed.push(`rules ${x}`);
     } catch (e) {
       rep.failed.push(`${mode === "nftables" ? "iptables" : "nftables"} rules: ${(e as Error).message}`);
+    }
+  }
+
+  // The NetworkPolicy table (--network-policy): without the daemon its rules would go stale.
+  try {
+    if (await removeNetpolTable(nftDriver({ run: deps.run, log: deps.log }))) {
+      rep.removed.push(`rules inet ${NETPOL_TABLE}`);
+    }
+  } catch (e) {
+    if (!(e instanceof FirewallError && e.missing)) {
+      rep.failed.push(`rules inet ${NETPOL_TABLE}: ${errText(e)}`);
     }
   }
 

@@ -95,7 +95,11 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     const node = await resolvedNodeName(store);
     if (node) served.recordNode(node);
     const netpol = o.networkPolicy && node
-      ? await startNetpol(store, node, log, o.iptablesResync * 1000)
+      ? await startNetpol(store, node, log, o.iptablesResync * 1000, d.metrics, () => {
+        // The lists' garbage (every Pod parsed whole, then projected) given back once enforcing.
+        collectGarbage?.();
+        releaseFreeMemory();
+      })
       : null;
     try {
       await d.run();

@@ -20,6 +20,7 @@ export const CHECK_IDS = [
   "nft-rules",
   "firewall-mode",
   "hostports",
+  "netpol",
   "vxlan-module",
   "flannel-device",
   "vtep-mac",

@@ -10,6 +10,7 @@ import { gatherSnapshot, type SnapshotOptions } from "../observe/snapshot.ts";
 import { SYSCTL_CHECKS } from "./checks/sysctl.ts";
 import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { NFTABLES_CHECKS } from "./checks/nftables.ts";
+import { NETPOL_CHECKS } from "./checks/netpol.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
 import { UDP_CHECKS } from "./checks/udp.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
@@ -46,6 +47,7 @@ export const ALL_CHECKS: Check[] = [
   ...SYSCTL_CHECKS,
   ...IPTABLES_CHECKS,
   ...NFTABLES_CHECKS,
+  ...NETPOL_CHECKS,
   ...VXLAN_CHECKS,
   ...UDP_CHECKS,
   ...PEER_CHECKS,

@@ -71,8 +71,20 @@ export class NetpolController {
   #wake: (() => void) | null = null;
   #refusedSaid = new Set<string>();
 
-  constructor(o: { client: KubeClient; nft: NftDriver; node: string; podCidrs: readonly IPNet[]; log: Log }) {
+  readonly #release: (() => void) | undefined;
+
+  constructor(
+    o: {
+      client: KubeClient;
+      nft: NftDriver;
+      node: string;
+      podCidrs: readonly IPNet[];
+      log: Log;
+      release?: () => void;
+    },
+  ) {
     this.#client = o.client;
+    this.#release = o.release;
     this.#log = o.log;
     this.engine = new NetpolEngine({ nft: o.nft, node: o.node, podCidrs: o.podCidrs, log: o.log });
   }
@@ -111,6 +123,45 @@ export class NetpolController {
     } else set(u.key, u.obj);
   }
 
+  /** The Prometheus lines of enforcement (appended to the daemon's /metrics). */
+  metricLines(): string[] {
+    const e = this.engine, plan = e.applied;
+    const isolated = new Set([...plan?.chains.values() ?? []].map((c) => c.pod));
+    const out = [
+      "# HELP flanctl_netpol_enforcing 1 once NetworkPolicy is programmed on this node.",
+      "# TYPE flanctl_netpol_enforcing gauge",
+      `flanctl_netpol_enforcing ${plan ? 1 : 0}`,
+      "# HELP flanctl_netpol_policies NetworkPolicies in the cluster.",
+      "# TYPE flanctl_netpol_policies gauge",
+      `flanctl_netpol_policies ${e.cluster.policies.size}`,
+      "# HELP flanctl_netpol_isolated_pods Pods of this node that a policy isolates (either direction).",
+      "# TYPE flanctl_netpol_isolated_pods gauge",
+      `flanctl_netpol_isolated_pods ${isolated.size}`,
+      "# HELP flanctl_netpol_rules Allow rules in this node's table.",
+      "# TYPE flanctl_netpol_rules gauge",
+      `flanctl_netpol_rules ${[...plan?.chains.values() ?? []].reduce((a, c) => a + c.rules.length, 0)}`,
+      "# HELP flanctl_netpol_applies_total nft transactions applied, by kind (diff, full).",
+      "# TYPE flanctl_netpol_applies_total counter",
+      `flanctl_netpol_applies_total{kind="diff"} ${e.stats.diffApplies}`,
+      `flanctl_netpol_applies_total{kind="full"} ${e.stats.fullApplies}`,
+      "# HELP flanctl_netpol_repairs_total Times the table was rewritten after drifting or going away.",
+      "# TYPE flanctl_netpol_repairs_total counter",
+      `flanctl_netpol_repairs_total ${e.stats.repairs}`,
+      "# HELP flanctl_netpol_last_apply_seconds Duration of the last change, API event to kernel.",
+      "# TYPE flanctl_netpol_last_apply_seconds gauge",
+      `flanctl_netpol_last_apply_seconds ${e.stats.lastApplyMs / 1000}`,
+      "# HELP flanctl_netpol_dropped_packets_total Packets dropped at pods a policy isolates (each isolating policy counts them).",
+      "# TYPE flanctl_netpol_dropped_packets_total counter",
+    ];
+    const drops = [...e.dropsByPolicy()].sort(([a], [b]) => a < b ? -1 : 1);
+    for (const [p, d] of drops) {
+      for (const dir of ["ingress", "egress"] as const) {
+        out.push(`flanctl_netpol_dropped_packets_total{policy="${p}",direction="${dir}"} ${d[dir]}`);
+      }
+    }
+    return out;
+  }
+
   /** Watches and enforces until `signal` aborts; `ensureEveryMs` checks the table for drift. */
   async run(signal: AbortSignal, ensureEveryMs = 5000): Promise<void> {
     const e = this.engine, c = e.cluster;
@@ -139,6 +190,9 @@ export class NetpolController {
           const first = e.applied === null;
           const r = await e.sync();
           if (first) {
+            try {
+              this.#release?.(); // the lists' garbage, before the steady state
+            } catch { /* it only gives memory back */ }
             this.#log.info("netpol: enforcing", {
               policies: c.policies.size,
               pods: c.pods.size,

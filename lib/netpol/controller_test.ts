@@ -62,12 +62,14 @@ Deno.test("netpol controller: lists (rv=0, pages), one full apply after all thre
   });
   const nft = recorder();
   const client = new KubeClient({ server: api.url, source: "test" }, kubeLimits({}));
+  let released = 0;
   const c = new NetpolController({
     client,
     nft,
     node: "n1",
     podCidrs: [IPNet.parse("10.99.1.0/24")],
     log: new Logger({ level: "error" }),
+    release: () => void released++,
   });
   const ac = new AbortController();
   const run = c.run(ac.signal, 60_000);
@@ -76,6 +78,7 @@ Deno.test("netpol controller: lists (rv=0, pages), one full apply after all thre
     assertMatch(nft.scripts[0], /^add table inet flanctl-netpol\ndelete table inet flanctl-netpol\n/);
     assertMatch(nft.scripts[0], /add element inet flanctl-netpol in4 \{ 10\.99\.1\.10 : goto in-\w+ \}/);
     assert(c.enforcing);
+    assertEquals(released, 1, "the lists' garbage given back once, when enforcing starts");
     const lists = api.queries.filter((q) => !q.includes("watch=true"));
     assert(lists.includes("/api/v1/pods?limit=500&resourceVersion=0"), lists.join("\n"));
     assert(lists.some((q) => q.startsWith("/api/v1/pods?continue=1")), "the second page");
@@ -102,6 +105,7 @@ Deno.test("netpol controller: lists (rv=0, pages), one full apply after all thre
     api.send("/api/v1/pods", { type: "ADDED", object: { metadata: { namespace: "x", name: "Not A Name" } } });
     await new Promise((r) => setTimeout(r, 100));
     assertEquals(nft.scripts.length, 2);
+    assertEquals(released, 1, "not again for a change");
   } finally {
     ac.abort();
     for (const s of api.streams.values()) {
@@ -120,4 +124,24 @@ Deno.test("netpol flag: --network-policy and FLANNELD_NETWORK_POLICY switch it o
   assertEquals(parseDaemonArgs([], { FLANNELD_NETWORK_POLICY: "true" }).daemon.networkPolicy, true);
   const off = parseDaemonArgs([], {}).daemon;
   assert(!("networkPolicy" in off), "off: the options are today's, without the key");
+});
+
+Deno.test("netpol counters: drops per pod chain from a listing; the drift check ignores counter values", async () => {
+  const { chainDrops, withoutCounters } = await import("./engine.ts");
+  const listing = [
+    "table inet flanctl-netpol {",
+    "\tchain in-0a1b2c3d4e5f60 {",
+    '\t\tmeta nfproto ipv4 meta l4proto tcp th dport 80 accept comment "x/p ingress[0]"',
+    '\t\tcounter packets 7 bytes 420 drop comment "x/a"',
+    "\t}",
+    "\tchain eg-0a1b2c3d4e5f60-2 {",
+    '\t\tcounter packets 0 bytes 0 drop comment "x/a"',
+    "\t}",
+    "}",
+  ].join("\n");
+  assertEquals([...chainDrops(listing)], [["in-0a1b2c3d4e5f60", 7], ["eg-0a1b2c3d4e5f60-2", 0]]);
+  assertEquals(
+    withoutCounters(listing),
+    withoutCounters(listing.replace("packets 7 bytes 420", "packets 9 bytes 540")),
+  );
 });

@@ -15,7 +15,7 @@ import { type Log, quietLog } from "../base/log.ts";
 import { isNotFound, type NftDriver } from "../firewall/nft.ts";
 import type { Cluster } from "./evaluate.ts";
 import type { Namespace, Pod, Policy } from "./model.ts";
-import { compile, type Plan } from "./plan.ts";
+import { ChainCache, compile, type Plan } from "./plan.ts";
 import { diffScript, fullScript, TABLE } from "./render.ts";
 
 /** How a sync changed the table. */
@@ -30,6 +30,8 @@ export interface EngineStats {
   failures: number;
   /** Milliseconds the last apply took (compile + nft). */
   lastApplyMs: number;
+  /** Of which compiling the plan and its nft text (no kernel). */
+  lastCompileMs: number;
 }
 
 /** Keeps our table equal to the plan of the current cluster model. */
@@ -47,12 +49,14 @@ export class NetpolEngine {
     repairs: 0,
     failures: 0,
     lastApplyMs: 0,
+    lastCompileMs: 0,
   };
   readonly #nft: NftDriver;
   readonly #log: Pick<Log, "info" | "warn">;
   #node: string;
   #podCidrs: readonly IPNet[];
   #applied: Plan | null = null;
+  readonly #cache = new ChainCache();
   #listing: string | null = null;
 
   constructor(
@@ -67,6 +71,25 @@ export class NetpolEngine {
   /** This node's pod CIDRs changed (a new lease): the next sync uses them. */
   setPodCidrs(c: readonly IPNet[]): void {
     this.#podCidrs = c;
+  }
+
+  #drops = new Map<string, number>();
+
+  /**
+   * Packets dropped per policy and direction, as of the last {@link ensure}: a packet a pod's chain drops
+   * counts for every policy that isolates the pod in that direction (none of them allowed it).
+   */
+  dropsByPolicy(): Map<string, { ingress: number; egress: number }> {
+    const out = new Map<string, { ingress: number; egress: number }>();
+    for (const [name, c] of this.#applied?.chains ?? []) {
+      const n = this.#drops.get(name) ?? 0;
+      for (const p of c.policies) {
+        const e = out.get(p) ?? { ingress: 0, egress: 0 };
+        e[c.dir] += n;
+        out.set(p, e);
+      }
+    }
+    return out;
   }
 
   /** The plan last applied (null before the first sync). */
@@ -96,10 +119,16 @@ export class NetpolEngine {
   async sync(): Promise<SyncResult> {
     const t0 = performance.now();
     this.stats.syncs++;
-    const plan = compile({ cluster: this.cluster, node: this.#node, podCidrs: this.#podCidrs });
+    const plan = compile({
+      cluster: this.cluster,
+      node: this.#node,
+      podCidrs: this.#podCidrs,
+      cache: this.#cache,
+    });
     let result: SyncResult;
     if (this.#applied) {
       const d = diffScript(this.#applied, plan);
+      this.stats.lastCompileMs = Math.round(performance.now() - t0);
       if (!d) return "none";
       try {
         await this.#nft.run(d);
@@ -144,16 +173,39 @@ export class NetpolEngine {
       if (isNotFound(e)) return null;
       throw e;
     });
-    if (now !== null && (this.#listing === null || now === this.#listing)) {
-      this.#listing = now;
+    const stable = now === null ? null : withoutCounters(now);
+    if (now !== null) this.#drops = chainDrops(now);
+    if (stable !== null && (this.#listing === null || stable === this.#listing)) {
+      this.#listing = stable;
       return false;
     }
     this.#log.warn("netpol: our nft table drifted or is gone: rewriting it", { table: `inet ${TABLE}` });
     await this.#full(this.#applied);
     this.stats.repairs++;
-    this.#listing = await this.#nft.run(list);
+    this.#listing = withoutCounters(await this.#nft.run(list));
     return true;
   }
+}
+
+/** A listing without its counters' values (they move with traffic, not with what we applied). */
+export function withoutCounters(listing: string): string {
+  return listing.replace(/counter packets \d+ bytes \d+/g, "counter");
+}
+
+/** The packets each pod chain dropped, from a listing of our table. */
+export function chainDrops(listing: string): Map<string, number> {
+  const out = new Map<string, number>();
+  let chain: string | null = null;
+  for (const line of listing.split("\n")) {
+    const c = /^\tchain ((?:in|eg)-[0-9a-f-]+) \{$/.exec(line);
+    if (c) {
+      chain = c[1];
+      continue;
+    }
+    const d = chain ? /counter packets (\d+) bytes \d+ drop/.exec(line) : null;
+    if (d && chain) out.set(chain, Number(d[1]));
+  }
+  return out;
 }
 
 /** Removes our table (`flanctl reset`, or enforcement switched off); true when one was there. */

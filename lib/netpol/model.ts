@@ -385,7 +385,7 @@ export function parsePod(raw: unknown): Pod {
 
 /** True when `sel` matches `l`. */
 export function matches(sel: Selector, l: Record<string, string>): boolean {
-  for (const [k, v] of Object.entries(sel.matchLabels)) if (l[k] !== v) return false;
+  for (const k in sel.matchLabels) if (l[k] !== sel.matchLabels[k]) return false;
   for (const r of sel.matchExpressions) {
     const has = Object.hasOwn(l, r.key);
     switch (r.op) {

@@ -174,13 +174,49 @@ Deno.test("netpol diff: a label change touches only the sets and chains it chang
   });
   const d = diffScript(before, after).trim().split("\n");
   assertEquals(d.length, 2, d.join("\n"));
-  assertMatch(d[0], /^add element inet flanctl-netpol p-\w+-i0-4 \{ 10\.99\.1\.12 \}$/);
-  assertMatch(d[1], /^add element inet flanctl-netpol p-\w+-i0-6 \{ fd99::1:12 \}$/);
+  assertMatch(d[0], /^add element inet flanctl-netpol p-\w+-4 \{ 10\.99\.1\.12 \}$/);
+  assertMatch(d[1], /^add element inet flanctl-netpol p-\w+-6 \{ fd99::1:12 \}$/);
   // The policy deleted: its chain, map entries and sets go; the fixed sets stay.
   const none = compile({ cluster: clusterOf(pods, o.namespaces, []), node: "n1", podCidrs: CIDRS.n1 });
   const gone = diffScript(after, none);
   assertMatch(gone, /delete element inet flanctl-netpol in4 \{ 10\.99\.1\.10 \}/);
   assertMatch(gone, /delete chain inet flanctl-netpol in-\w+/);
-  assertMatch(gone, /delete set inet flanctl-netpol p-\w+-i0-4/);
+  assertMatch(gone, /delete set inet flanctl-netpol p-\w+-4/);
   assert(!/known4|local4/.test(gone));
+});
+
+Deno.test("netpol sets: rules with the same peers share one set; relative peers stay per namespace", () => {
+  const from = [{ namespaceSelector: { matchLabels: { team: "y" } } }];
+  const local = [{ podSelector: { matchLabels: { pod: "b" } } }];
+  const pods = [
+    podJson("x", "a", { labels: { pod: "a" }, ips: ["10.99.1.10"] }),
+    podJson("y", "a", { ips: ["10.99.1.20"] }),
+  ];
+  const pols = [
+    policyJson("x", "p1", { podSelector: {}, ingress: [{ from }, { from: local }] }),
+    policyJson("x", "p2", { podSelector: {}, ingress: [{ from, ports: [{ port: 80 }] }] }),
+    policyJson("y", "p3", { podSelector: {}, ingress: [{ from, ports: [{ port: 81 }] }, { from: local }] }),
+  ];
+  const plan = compile({ cluster: clusterOf(pods, [], pols), node: "n1", podCidrs: [] });
+  const peerSets = [...plan.sets.keys()].filter((n) => n.startsWith("p-"));
+  // one set for the team=y namespaces (all three policies), one for pod=b in x, one for pod=b in y
+  assertEquals(peerSets.length, 3, peerSets.join(" "));
+});
+
+Deno.test("netpol rules: the ports of one protocol are one rule, several through a shared named set", () => {
+  const pods = [podJson("x", "a", { ips: ["10.99.1.10"], ports: [{ name: "http", containerPort: 8080 }] })];
+  const pols = [policyJson("x", "p", {
+    podSelector: {},
+    ingress: [{
+      ports: [{ port: 80, endPort: 85 }, { port: 86 }, { port: "http" }, { protocol: "UDP", port: 53 }, {
+        port: 443,
+      }],
+    }],
+  })];
+  const plan = compile({ cluster: clusterOf(pods, [], pols), node: "n1", podCidrs: [] });
+  const text = fullScript(plan);
+  assertMatch(text, /meta l4proto tcp th dport @(q-\w+) accept comment "x\/p ingress\[0\]"/);
+  const set = /th dport @(q-\w+)/.exec(text)![1];
+  assertMatch(text, new RegExp(`add element inet flanctl-netpol ${set} \\{ 80-86, 443, 8080 \\}`));
+  assertMatch(text, /meta l4proto udp th dport 53 accept/);
 });

@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { IPNet } from "../base/cidr.ts";
 import { evaluate } from "./evaluate.ts";
-import { compile } from "./plan.ts";
+import { ChainCache, compile } from "./plan.ts";
+import { fullScript } from "./render.ts";
 import { check } from "../../tests/prop.ts";
 import {
   clusterOf,
@@ -141,6 +142,49 @@ Deno.test("netpol property: the compiled plans give the API model's verdict for 
               }
             }
           }
+        }
+      },
+    ),
+    100,
+  );
+});
+
+Deno.test("netpol property: a compile reusing the last one's chains equals a fresh compile after any change", () => {
+  check(
+    fc.property(
+      fc.array(pod, { minLength: 2, maxLength: 5 }),
+      fc.array(policy, { minLength: 1, maxLength: 3 }),
+      fc.array(fc.tuple(fc.nat(10), label, fc.boolean()), { minLength: 1, maxLength: 4 }),
+      (pods, pols, changes) => {
+        const podObjs: Json[] = pods.map((p, i) =>
+          podJson(p.ns, `p${i}`, {
+            labels: p.labels,
+            ips: [`10.99.1.${10 + i}`, `fd99::1:${10 + i}`],
+            node: "n1",
+            ports: p.http ? [{ name: "http", containerPort: 8080 }] : [],
+          })
+        );
+        const polObjs = pols.map((p, i) =>
+          policyJson(p.ns, `pol${i}`, {
+            podSelector: p.podSelector,
+            ...(p.ingress ? { ingress: p.ingress } : {}),
+            ...(p.egress ? { egress: p.egress } : {}),
+          })
+        );
+        const c = clusterOf(podObjs, [nsJson("x"), nsJson("y")], polObjs);
+        const cache = new ChainCache();
+        const input = { cluster: c, node: "n1", podCidrs: CIDRS.n1 };
+        compile({ ...input, cache });
+        for (const [n, labels, policyChange] of changes) {
+          if (policyChange) {
+            const [k, p] = [...c.policies.entries()][n % c.policies.size];
+            c.policies.set(k, { ...p, podSelector: { matchLabels: labels, matchExpressions: [] } });
+          } else {
+            const [k, p] = [...c.pods.entries()][n % c.pods.size];
+            c.pods.set(k, { ...p, labels });
+          }
+          const cached = compile({ ...input, cache }), fresh = compile(input);
+          if (fullScript(cached) !== fullScript(fresh)) throw new Error("the cached compile differs");
         }
       },
     ),

@@ -6,7 +6,7 @@
  *
  * The table (`inet flanctl-netpol`): base chain `forward` (hook forward, priority filter) accepts replies
  * (`ct state established,related`), then jumps to `egress` (the source's chain through maps `eg4`/`eg6`)
- * and `ingress` (the destination's, maps `in4`/`in6`). A pod chain `eg-…` ends in `drop`, its rules
+ * and `ingress` (the destination's, maps `in4`/`in6`). A pod chain `eg-…` ends in `counter drop`, its rules
  * `return` (on to ingress); `in-…` ends in `drop`, its rules `accept`. While a local pod that a policy
  * isolates has no address yet, the dispatch chains also drop what leaves (enters) an address of this
  * node's pod CIDRs (`local4`/`local6`) that no known local pod holds (`known4`/`known6`).
@@ -37,7 +37,8 @@ export function ruleText(dir: "ingress" | "egress", r: PlanRule): string {
   if (r.proto) parts.push(`meta l4proto ${r.proto.toLowerCase()}`);
   if (r.peer) parts.push(`${ip} ${dir === "ingress" ? "saddr" : "daddr"} @${r.peer}`);
   if (r.ports) {
-    parts.push(`th dport ${r.ports[0] === r.ports[1] ? r.ports[0] : `${r.ports[0]}-${r.ports[1]}`}`);
+    const [a, b] = r.ports[0];
+    parts.push(`th dport ${r.portSet ? `@${r.portSet}` : a === b ? a : `${a}-${b}`}`);
   }
   if (r.named) parts.push(`${ip} daddr . th dport @${r.named}`);
   parts.push(dir === "ingress" ? "accept" : "return");
@@ -45,8 +46,16 @@ export function ruleText(dir: "ingress" | "egress", r: PlanRule): string {
   return parts.join(" ");
 }
 
+/** Rendered chains (a plan is not changed once compiled: the diff against it reuses its text). */
+const rendered = new WeakMap<PodChain, string[]>();
+
 function chainLines(c: PodChain): string[] {
-  return [...c.rules.map((r) => ruleText(c.dir, r)), `drop comment "${commentText(c.pod)}"`];
+  let lines = rendered.get(c);
+  if (!lines) {
+    lines = [...c.rules.map((r) => ruleText(c.dir, r)), `counter drop comment "${commentText(c.pod)}"`];
+    rendered.set(c, lines);
+  }
+  return lines;
 }
 
 /** The dispatch chains' rules (they change only with the pending flags). */
@@ -66,6 +75,7 @@ function dispatchLines(plan: Plan): Record<"ingress" | "egress", string[]> {
 }
 
 function setDecl(name: string, s: PlanSet): string {
+  if (s.kind === "port") return `add set ${T} ${name} { type inet_service ; flags interval ; }`;
   const t = s.kind === "addr"
     ? `type ${s.family === 4 ? "ipv4_addr" : "ipv6_addr"} ; flags interval ;`
     : `type ${s.family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_service ;`;
@@ -109,7 +119,7 @@ export function fullScript(plan: Plan): string {
 }
 
 function same(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+  return a === b || a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The one transaction that turns the table of `old` into that of `now` ("" when nothing differs). */

@@ -30,6 +30,7 @@ export function renderStatus(s: StatusJson): string {
     ["reconcile", reconcileLine(s.reconcile)],
     ["rules", rulesLine(s.rules)],
     ["health", healthLine(s.health)],
+    ...(s.networkPolicy ? [["netpol", netpolLine(s.networkPolicy)] as [string, string]] : []),
     ...(s.neighbours === null
       ? [["neigh", "- (neighbour tables not readable)"] as [string, string]]
       : s.neighbours.map((t) => [t.family === 4 ? "neigh" : "neigh v6", neighLine(t)] as [string, string])),
@@ -100,6 +101,14 @@ function rulesLine(r: StatusJson["rules"]): string {
   return `${r.ok ? "in place" : "PROBLEM"} (${r.mode}); masquerade ${r.masquerade}` +
     (r.masqueradeV6 ? `; IPv6 masquerade ${r.masqueradeV6}` : "") +
     `; forward ${r.forward}`;
+}
+
+function netpolLine(p: NonNullable<StatusJson["networkPolicy"]>): string {
+  const drops = Object.entries(p.dropsByPolicy).map(([k, d]) => [k, d.ingress + d.egress] as const)
+    .filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).slice(0, 3);
+  return `${p.enforcing ? "enforcing" : "NOT YET ENFORCING (waiting for the first lists)"}: ${p.policies} ` +
+    `policies, ${p.isolatedPods} isolated pods here, ${p.rules} rules, ${p.repairs} repairs` +
+    (drops.length ? `; most drops: ${drops.map(([k, n]) => `${k} ${n}`).join(", ")}` : "");
 }
 
 function healthLine(h: StatusJson["health"]): string {

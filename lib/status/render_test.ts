@@ -14,6 +14,49 @@ const arp: StatusNeighTable = {
   forcedGcRuns: 83107,
 };
 
+const base: StatusJson = {
+  node: "n1",
+  daemon: {
+    running: true,
+    pid: 7,
+    version: "0.1.0",
+    startedAt: null,
+    uptimeSeconds: null,
+    source: "state-file",
+    detail: "",
+  },
+  store: { kind: "file", reachable: true, daemonSeesStore: null, error: null },
+  lease: {
+    subnet: "10.244.1.0/24",
+    publicIP: "192.0.2.1",
+    expiration: "never",
+    renewals: null,
+    renewalErrors: null,
+    ipv6Subnet: null,
+    publicIPv6: null,
+  },
+  backend: { type: "vxlan", device: "flannel.1", deviceUp: true, mtu: 1450, deviceV6: null },
+  peers: { leases: 0, programmed: 0, missing: [], stale: [], daemonPeers: null, v6: null },
+  reconcile: {
+    runs: null,
+    lastAt: null,
+    lastSeconds: null,
+    lastRepairs: null,
+    repairsTotal: null,
+    errors: null,
+  },
+  rules: { masquerade: "ok", forward: "ok", ok: true, mode: "iptables", masqueradeV6: null },
+  health: { address: null, healthz: null, readyz: null, metrics: false },
+  neighbours: [arp, {
+    ...arp,
+    table: "ndisc_cache",
+    family: 6,
+    entries: 4,
+    tableFulls: 0,
+    forcedGcRuns: 0,
+  }],
+};
+
 Deno.test("status: the neighbour table line (host-wide entries against the thresholds, counters)", () => {
   assertEquals(
     neighLine(arp),
@@ -28,48 +71,6 @@ Deno.test("status: the neighbour table line (host-wide entries against the thres
 });
 
 Deno.test("status: table view has a neigh row per table, and says when the tables were unreadable", () => {
-  const base: StatusJson = {
-    node: "n1",
-    daemon: {
-      running: true,
-      pid: 7,
-      version: "0.1.0",
-      startedAt: null,
-      uptimeSeconds: null,
-      source: "state-file",
-      detail: "",
-    },
-    store: { kind: "file", reachable: true, daemonSeesStore: null, error: null },
-    lease: {
-      subnet: "10.244.1.0/24",
-      publicIP: "192.0.2.1",
-      expiration: "never",
-      renewals: null,
-      renewalErrors: null,
-      ipv6Subnet: null,
-      publicIPv6: null,
-    },
-    backend: { type: "vxlan", device: "flannel.1", deviceUp: true, mtu: 1450, deviceV6: null },
-    peers: { leases: 0, programmed: 0, missing: [], stale: [], daemonPeers: null, v6: null },
-    reconcile: {
-      runs: null,
-      lastAt: null,
-      lastSeconds: null,
-      lastRepairs: null,
-      repairsTotal: null,
-      errors: null,
-    },
-    rules: { masquerade: "ok", forward: "ok", ok: true, mode: "iptables", masqueradeV6: null },
-    health: { address: null, healthz: null, readyz: null, metrics: false },
-    neighbours: [arp, {
-      ...arp,
-      table: "ndisc_cache",
-      family: 6,
-      entries: 4,
-      tableFulls: 0,
-      forcedGcRuns: 0,
-    }],
-  };
   const lines = renderStatus(base).split("\n");
   assertEquals(lines.filter((l) => l.startsWith("  neigh")), [
     `  neigh      ${neighLine(arp)}`,
@@ -100,4 +101,26 @@ Deno.test("status: the extension commands' runs from the daemon's metrics, the l
   );
   assertEquals(extensionCommands(parseMetrics("flanctl_peers 2\n")), undefined);
   assertEquals(commandsLine([]), "none ran yet");
+});
+
+Deno.test("status: a netpol row only when the daemon enforces NetworkPolicy, with the most drops", () => {
+  assertEquals(renderStatus(base).split("\n").filter((l) => l.startsWith("  netpol")), []);
+  const on = renderStatus({
+    ...base,
+    networkPolicy: {
+      enforcing: true,
+      policies: 3,
+      isolatedPods: 2,
+      rules: 14,
+      repairs: 1,
+      dropsByPolicy: {
+        "x/a": { ingress: 5, egress: 0 },
+        "x/b": { ingress: 0, egress: 0 },
+        "y/c": { ingress: 1, egress: 8 },
+      },
+    },
+  }).split("\n").filter((l) => l.startsWith("  netpol"));
+  assertEquals(on, [
+    "  netpol     enforcing: 3 policies, 2 isolated pods here, 14 rules, 1 repairs; most drops: y/c 9, x/a 5",
+  ]);
 });

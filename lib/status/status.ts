@@ -102,6 +102,19 @@ export interface StatusJson {
   };
   health: { address: string | null; healthz: number | null; readyz: number | null; metrics: boolean };
   /**
+   * NetworkPolicy enforcement as the daemon's /metrics report it (`--network-policy`); absent when the
+   * daemon does not enforce policy (or its metrics were not read).
+   */
+  networkPolicy?: {
+    enforcing: boolean;
+    policies: number;
+    isolatedPods: number;
+    rules: number;
+    repairs: number;
+    /** Packets dropped by policy isolation, both directions, summed over policies' shares. */
+    dropsByPolicy: Record<string, { ingress: number; egress: number }>;
+  };
+  /**
    * The host's neighbour tables as the kernel accounts them (RTM_GETNEIGHTBL): host-wide, shared by
    * every namespace; IPv4's, and IPv6's when IPv6 is configured. null when they could not be read.
    */
@@ -301,6 +314,27 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
     rules,
     health: { address: daemon.health, healthz: ep.healthz, readyz: ep.readyz, metrics: ep.metrics !== null },
     neighbours: neighStatus(ctx),
+    ...(ep.metrics?.has("flanctl_netpol_enforcing") ? { networkPolicy: netpolStatus(ep.metrics) } : {}),
+  };
+}
+
+/** The daemon's NetworkPolicy metrics (lib/netpol/controller.ts). */
+function netpolStatus(m: Map<string, number>): NonNullable<StatusJson["networkPolicy"]> {
+  const drops: Record<string, { ingress: number; egress: number }> = {};
+  for (const [k, v] of m) {
+    const d =
+      /^flanctl_netpol_dropped_packets_total\{policy="([a-z0-9.\/-]{1,600})",direction="(ingress|egress)"\}$/
+        .exec(k);
+    if (!d) continue;
+    (drops[d[1]] ??= { ingress: 0, egress: 0 })[d[2] as "ingress" | "egress"] = v;
+  }
+  return {
+    enforcing: m.get("flanctl_netpol_enforcing") === 1,
+    policies: m.get("flanctl_netpol_policies") ?? 0,
+    isolatedPods: m.get("flanctl_netpol_isolated_pods") ?? 0,
+    rules: m.get("flanctl_netpol_rules") ?? 0,
+    repairs: m.get("flanctl_netpol_repairs_total") ?? 0,
+    dropsByPolicy: drops,
   };
 }
 
