@@ -6,7 +6,8 @@
  * pod reaches every other node's pod (ping, TCP); the underlay carries no pod payload in clear (an
  * iptables string match counts the ping's pattern on flannel-wg, never on eth0); a daemon restart under a
  * 100 pps ping loses nothing (the device outlives the daemon); a revoked lease removes its peer; a key
- * file others may read stops the daemon's start.
+ * file others may read stops the daemon's start. doctor's wireguard checks pass, and name a missing
+ * device critical.
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
@@ -18,6 +19,7 @@ import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
 import { type DeviceState, uapiGet } from "../lib/backend/wireguard/uapi.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const PSK = btoa("flanctl-test-psk-of-32-bytes!!!!");
 
@@ -98,6 +100,27 @@ needsRoot.test({
               `${n.name}: a handshake per peer`,
             );
           }
+          // doctor: the wireguard checks pass, and the backend's routes are no overlap or missing route.
+          type Rep = { checks: { id: FindingId; severity: string; detail: string }[] };
+          const doctor = async (n: string) =>
+            (JSON.parse((await labExec(name, n, flanctlCmd("doctor", "-o", "json"))).stdout) as Rep).checks;
+          const checks = await doctor("node1");
+          for (
+            const id of [
+              "wg-device",
+              "wg-key",
+              "wg-peers",
+              "wg-handshake",
+              "peer-routes",
+              "pod-network-routes",
+            ]
+          ) {
+            assertEquals(checks.find((c) => c.id === id)?.severity, "ok", `${id}: ${JSON.stringify(checks)}`);
+          }
+          assertStringIncludes(
+            checks.find((c) => c.id === "wg-device")!.detail,
+            "userspace (wireguard-go pid",
+          );
           // The daemons' logs never hold the private key.
           for (const n of s.nodes) {
             const priv = Deno.readTextFileSync(`${n.dir}/run/flannel/wgkey`);
@@ -166,9 +189,15 @@ needsRoot.test({
           assert(err instanceof Error, "the daemon started with a world-readable key file");
           const log = Deno.readTextFileSync(`${node("node2").dir}/daemon.log`).slice(logBefore);
           assertStringIncludes(log, "0644");
+          // While it is down, its device is gone: doctor names it critical.
+          await nsSh(node("node2").netns, "ip", "link", "del", "flannel-wg");
+          const gone = (await doctor("node2")).find((c) => c.id === "wg-device")!;
+          assertEquals(gone.severity, "critical");
+          assertStringIncludes(gone.detail, "flannel-wg does not exist");
           Deno.chmodSync(keyFile, 0o600);
           await startDaemon(s, node("node2"));
           await waitDaemonReady(s, node("node2"));
+          assertEquals(await ping(src, dst, 5), true);
         }),
     );
   },

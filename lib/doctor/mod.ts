@@ -12,6 +12,7 @@ import { IPTABLES_CHECKS } from "./checks/iptables.ts";
 import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
 import { UDP_CHECKS } from "./checks/udp.ts";
+import { WG_CHECKS } from "./checks/wireguard.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
 import { LEASE_CHECKS } from "./checks/leases.ts";
@@ -36,6 +37,7 @@ export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
+export { deviceState as wgDeviceState, wgDevice, wgHandshake } from "./checks/wireguard.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [
@@ -45,6 +47,7 @@ export const ALL_CHECKS: Check[] = [
   ...NFTABLES_CHECKS,
   ...VXLAN_CHECKS,
   ...UDP_CHECKS,
+  ...WG_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
   ...LEASE_CHECKS,
