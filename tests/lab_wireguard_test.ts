@@ -121,6 +121,11 @@ needsRoot.test({
             checks.find((c) => c.id === "wg-device")!.detail,
             "userspace (wireguard-go pid",
           );
+          // inspect wireguard lists the peers, never the private key.
+          const insp = await labExec(name, "node1", flanctlCmd("inspect", "wireguard", "-o", "json"));
+          assertEquals(insp.code, 0, insp.stderr);
+          assertEquals((JSON.parse(insp.stdout) as { peers: unknown[] }[])[0].peers.length, 2);
+          assert(!insp.stdout.includes(Deno.readTextFileSync(`${s.nodes[0].dir}/run/flannel/wgkey`)));
           // The daemons' logs never hold the private key.
           for (const n of s.nodes) {
             const priv = Deno.readTextFileSync(`${n.dir}/run/flannel/wgkey`);
