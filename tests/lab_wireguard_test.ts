@@ -7,17 +7,17 @@
  * iptables string match counts the ping's pattern on flannel-wg, never on eth0); a daemon restart under a
  * 100 pps ping loses nothing (the device outlives the daemon); a revoked lease removes its peer; a key
  * file others may read stops the daemon's start. doctor's wireguard checks pass, and name a missing
- * device critical.
+ * device critical; trace shows the WireGuard hops and names a missing peer.
  */
 import { needsRoot } from "./root.ts";
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctlCmd, ipJson, nsSh } from "./netns.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "./assert.ts";
+import { flanctl, flanctlCmd, ipJson, nsSh } from "./netns.ts";
 import { labExec, withLab, withNetConf } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { pingAllPods, startPing, tcpAcross, waitUntil } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
-import { type DeviceState, uapiGet } from "../lib/backend/wireguard/uapi.ts";
+import { type DeviceState, uapiGet, uapiSet } from "../lib/backend/wireguard/uapi.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
 import type { FindingId } from "../lib/doctor/mod.ts";
 
@@ -150,6 +150,31 @@ needsRoot.test({
           assertEquals(count(/eth0 .*STRING/), 0, `pod payload in clear on the underlay:\n${counts}`);
           assert(count(/eth0 .*udp dpt:51820/) >= 5, `WireGuard's UDP on the underlay:\n${counts}`);
           await raw("-F", "PREROUTING");
+
+          // trace shows the WireGuard hops; a peer removed behind the daemon's back is the broken hop.
+          const trace = () => flanctl(["lab", "trace", "--name", name, "node1-pod1", "node2-pod1"]);
+          const tr = await trace();
+          assertEquals(tr.code, 0, tr.stdout + tr.stderr);
+          assertMatch(
+            tr.stdout,
+            /ok +node1 +wg-peer +peer \S+ allowed-ips 10\.244\.\d+\.0\/24 endpoint 192\.168\.\d+\.12:51820/,
+          );
+          assertMatch(tr.stdout, /ok +node2 +remote-wg-device/);
+          // (node1's daemon stopped first: running, it puts the peer back at the next lease event.)
+          await stopDaemon(s, node("node1"), true);
+          const key2 = (await wgState(node("node2"))).publicKey!;
+          await uapiSet(`${node("node1").dir}/run/wireguard/flannel-wg.sock`, {
+            peers: [{ publicKey: key2, remove: true }],
+          });
+          const broken = await trace();
+          assert(broken.code !== 0, broken.stdout);
+          assertMatch(
+            broken.stdout,
+            /FAIL +node1 +wg-peer .*\n.*no WireGuard peer with the lease's PublicKey/,
+          );
+          await startDaemon(s, node("node1"));
+          await waitDaemonReady(s, node("node1"));
+          await waitUntil("node1 has node2's peer again", async () => await ping(src, dst, 1));
 
           // A daemon restart under a 100 pps ping: wireguard-go keeps the device, nothing is lost.
           const p = startPing(src, dst, 0.01);

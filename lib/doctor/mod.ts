@@ -37,7 +37,7 @@ export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
-export { deviceState as wgDeviceState, wgDevice, wgHandshake } from "./checks/wireguard.ts";
+export { deviceState as wgDeviceState, judgeHandshake, wgDevice } from "./checks/wireguard.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [

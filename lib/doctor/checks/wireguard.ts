@@ -73,7 +73,7 @@ export function deviceState(ctx: NodeSnapshot, dev: string): Promise<DeviceState
   if (!m) states.set(ctx, m = new Map());
   let p = m.get(dev);
   if (!p) {
-    p = uapiGet(uapiSocket(dev), 3000).catch((e) => errText(e));
+    p = uapiGet(uapiSocket(dev, ctx.opts.wgSocketDir), 3000).catch((e) => errText(e));
     m.set(dev, p);
   }
   return p;
