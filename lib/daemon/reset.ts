@@ -4,7 +4,8 @@
  * restart loses nothing); flanneld would trip over some of it: our persistent udp TUN `flannel0` keeps the
  * Network route while flanneld opens `flannel%d` and gets flannel1.
  *
- * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`; with them every
+ * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`, wireguard
+ * `flannel-wg` and `flannel-wg-v6`, whose wireguard-go ends with its device; with them every
  * route, ARP and FDB entry on them), the other routes into the pod network with a gateway (host-gw peers via
  * the underlay) or of type blackhole (--ip-blackhole-route), flannel's rules in both modes and families (iptables/ip6tables
  * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps; nftables tables flannel-ipv4 and flannel-ipv6), and the
@@ -25,6 +26,7 @@ import { daemonRunning, daemonStatePath, readDaemonState } from "../node/daemon_
 import { findDaemonProcess, OWN_NETNS } from "../node/daemon_process.ts";
 import { FlannelRules } from "../firewall/flannel.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
+import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { Log } from "../base/log.ts";
 
@@ -52,10 +54,16 @@ export class DaemonRunningError extends FlanctlError {
   }
 }
 
-/** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
+/** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN, wireguard's devices). */
 export function isOverlayDevice(name: string, kind: string | null): boolean {
   if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
+  if (isWgDevice(name, kind)) return true;
   return kind === "tun" && name === UDP_DEVICE;
+}
+
+/** wireguard's devices: wireguard-go's TUN (held by it: deleting the device ends it) or the kernel's. */
+function isWgDevice(name: string, kind: string | null): boolean {
+  return (kind === "tun" || kind === "wireguard") && (name === WG_DEVICE || name === WG_DEVICE_V6);
 }
 
 function routeText(r: RouteInfo): string {
@@ -103,7 +111,7 @@ export async function resetNode(
   // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
   const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
   for (const l of devs) {
-    const owners = l.kind === "tun" ? tunOwnerPids(l.name, OWN_NETNS) : [];
+    const owners = l.kind === "tun" && !isWgDevice(l.name, l.kind) ? tunOwnerPids(l.name, OWN_NETNS) : [];
     if (owners.length) {
       rep.failed.push(`device ${l.name}: held open by pid ${owners.join(",")}`);
       continue;
