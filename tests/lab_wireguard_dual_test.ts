@@ -2,13 +2,36 @@
  * The wireguard backend in a dual-stack lab (2 nodes x 1 pod, Mode separate): each node has flannel-wg
  * (IPv4, port 51820) and flannel-wg-v6 (IPv6, port 51821) with one key pair; the IPv6 device's peer has
  * AllowedIPs = the other node's IPv6 subnet and Endpoint = [PublicIPv6]:51821; every pod reaches the other
- * node's pod over IPv4 and IPv6 (lab up's own check: 4 pairs).
+ * node's pod over IPv4 and IPv6 (lab up's own check: 4 pairs). A hostile lease written into the store
+ * with a PublicKey that is not a key (and would inject a UAPI line) is refused: counted as `public_key`,
+ * warned, and no WireGuard peer is made for it.
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { withLab } from "./lab_fixture.ts";
 import { uapiGet } from "../lib/backend/wireguard/uapi.ts";
 import { waitUntil } from "./lab_verify.ts";
+import { httpGet } from "../lib/observe/http_get.ts";
+import { metric } from "./daemon_fixture.ts";
+import type { LabState } from "../lib/lab/types.ts";
+
+/** Writes lease file `key` into the lab's file store as its writers do (under .lock, renamed, seq bumped). */
+async function putLease(s: LabState, key: string, value: unknown): Promise<void> {
+  const dir = `${s.dir}/store`;
+  const lock = await Deno.open(`${dir}/.lock`, { read: true, write: true, create: true });
+  try {
+    await lock.lock(true);
+    const seq = Number(await Deno.readTextFile(`${dir}/seq`).catch(() => "0")) + 1;
+    await Deno.mkdir(`${dir}/tmp`, { recursive: true });
+    const tmp = `${dir}/tmp/test-${key}`;
+    await Deno.writeTextFile(tmp, `${JSON.stringify({ lease: value, expiration: null, seq })}\n`);
+    await Deno.rename(tmp, `${dir}/subnets/${key}`);
+    await Deno.writeTextFile(`${tmp}.seq`, `${seq}\n`);
+    await Deno.rename(`${tmp}.seq`, `${dir}/seq`);
+  } finally {
+    lock.close();
+  }
+}
 
 needsRoot.test({
   name: "lab e2e: wireguard dual stack (2 nodes x 1 pod): flannel-wg and flannel-wg-v6, pings v4 and v6",
@@ -42,6 +65,25 @@ needsRoot.test({
           );
           assert(v4.peers[0].lastHandshake > 0, "an IPv4 handshake");
         }
+
+        // A hostile wireguard lease: its PublicKey is no key (it carries a UAPI line). Refused and counted.
+        const n1 = s.nodes[0];
+        const bad = "A".repeat(43) + "=\nremove=true";
+        await putLease(s, "10.244.200.0-24", {
+          PublicIP: n1.publicIP.replace(/\d+$/, "99"),
+          PublicIPv6: null,
+          BackendType: "wireguard",
+          BackendData: { PublicKey: bad, Port: 51820 },
+        });
+        await waitUntil("the hostile lease is refused and counted", async () => {
+          const r = await httpGet(n1.netns, `http://127.0.0.1:${s.healthzPort}/metrics`);
+          const n = metric(r.body ?? "", 'flanctl_rejected_peers_total{reason="public_key"}');
+          return n >= 1 || `public_key rejections: ${n}`;
+        });
+        const st = await uapiGet(`${n1.dir}/run/wireguard/flannel-wg.sock`);
+        assertEquals(st.peers.map((p) => p.endpoint), [`${s.nodes[1].publicIP}:51820`], "no peer for it");
+        const log = Deno.readTextFileSync(`${n1.dir}/daemon.log`);
+        assert(/skipping peer.*reason=public_key/.test(log), "the warning");
       },
     );
   },
