@@ -10,20 +10,31 @@ import { deviceOf } from "./hops.ts";
 import { doctorText, type Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
 import { judgeHandshake, wgDevice, wgDeviceState } from "../doctor/mod.ts";
-import { WG_DEVICE } from "../backend/wireguard/options.ts";
+import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import { endpointOf, leasePort } from "../backend/wireguard/backend.ts";
 import { wgPublicKeyField } from "../lease/backend_data.ts";
 import { safeJson } from "../base/capped_read.ts";
 
-/** flannel-wg on `n`: the doctor's wg-device finding, plus the pod MTU fitting it. Returns whether it is ok. */
+/** The device of an address family. */
+function devOf(family: 4 | 6): string {
+  return family === 6 ? WG_DEVICE_V6 : WG_DEVICE;
+}
+
+/**
+ * flannel-wg (flannel-wg-v6) on `n`: the doctor's wg-device finding for it, plus the pod MTU fitting it.
+ * Returns whether it is ok.
+ */
 export async function wgDeviceHop(
   n: TraceNode,
   step: string,
   podMtu: number | null,
   p: Path,
+  family: 4 | 6 = 4,
 ): Promise<boolean> {
-  const f = (await wgDevice.run(n.ctx)).find((x) => x.detail.includes(WG_DEVICE) || x.severity !== "ok");
-  const dev = n.ctx.link(WG_DEVICE);
+  const WG = devOf(family);
+  const mine = (d: string) => d.includes(`${WG} `) || d.includes(`${WG}:`) || d.endsWith(WG);
+  const f = (await wgDevice.run(n.ctx)).find((x) => mine(x.detail));
+  const dev = n.ctx.link(WG);
   const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
   const ok = !!f && f.severity === "ok" && !mtuBad;
   p.add(
@@ -34,17 +45,17 @@ export async function wgDeviceHop(
       entry: dev
         ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
           (podMtu !== null ? `; pod mtu ${podMtu}` : "")
-        : `${WG_DEVICE} does not exist`,
+        : `${WG} does not exist`,
       detail: !f
         ? "wg-device not checked"
         : f.severity !== "ok"
         ? f.detail
         : mtuBad
-        ? `pod MTU ${podMtu} > ${WG_DEVICE} MTU ${dev!.mtu}: larger packets are dropped`
+        ? `pod MTU ${podMtu} > ${WG} MTU ${dev!.mtu}: larger packets are dropped`
         : f.detail,
     },
     ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
-      why: f?.why ?? f?.detail ?? "flannel-wg is not usable",
+      why: f?.why ?? f?.detail ?? `${WG} is not usable`,
       fix: f?.fix ?? [],
       check: "wg-device",
     },
@@ -62,19 +73,20 @@ export async function wgOverlay(
   leaseText: string,
   podMtu: number | null,
   p: Path,
+  family: 4 | 6 = 4,
 ): Promise<boolean> {
-  if (!await wgDeviceHop(n, "wg-device", podMtu, p)) return false;
-  p.dev(n.netns, WG_DEVICE, "tx");
-  const key = wgPublicKeyField(lease.attrs.BackendData);
-  const st = await wgDeviceState(n.ctx, WG_DEVICE);
+  const WG = devOf(family);
+  if (!await wgDeviceHop(n, "wg-device", podMtu, p, family)) return false;
+  p.dev(n.netns, WG, "tx");
+  const data = family === 6 ? lease.attrs.BackendV6Data : lease.attrs.BackendData;
+  const key = wgPublicKeyField(data);
+  const st = await wgDeviceState(n.ctx, WG);
   const peer = typeof st === "string" || typeof key !== "string"
     ? null
     : st.peers.find((x) => x.publicKey === key) ?? null;
-  const sub = String(lease.subnet);
-  const want = endpointOf(
-    lease.attrs.PublicIP,
-    leasePort(lease.attrs.BackendData) || (typeof st === "string" ? 51820 : st.listenPort),
-  );
+  const sub = String(family === 6 ? lease.ipv6Subnet : lease.subnet);
+  const pub = (family === 6 ? lease.attrs.PublicIPv6 : lease.attrs.PublicIP) ?? "";
+  const want = endpointOf(pub, leasePort(data) || (typeof st === "string" ? 0 : st.listenPort));
   const hs = peer ? judgeHandshake(peer, Date.now() / 1000, null) : null;
   const problems: string[] = [];
   if (typeof st === "string") problems.push(`the device's UAPI does not answer: ${st}`);
@@ -108,9 +120,15 @@ export async function wgOverlay(
 }
 
 /** The remote node decrypts: its flannel-wg. Returns the interface the packet enters the kernel on, or null. */
-export async function wgIngress(peer: TraceNode, lease: Lease, p: Path): Promise<string | null> {
-  p.dev(peer.netns, deviceOf(peer, lease.attrs.PublicIP), "rx");
-  if (!await wgDeviceHop(peer, "remote-wg-device", null, p)) return null;
-  p.dev(peer.netns, WG_DEVICE, "rx");
-  return WG_DEVICE;
+export async function wgIngress(
+  peer: TraceNode,
+  lease: Lease,
+  p: Path,
+  family: 4 | 6 = 4,
+): Promise<string | null> {
+  const pub = (family === 6 ? lease.attrs.PublicIPv6 : lease.attrs.PublicIP) ?? "";
+  p.dev(peer.netns, deviceOf(peer, pub), "rx");
+  if (!await wgDeviceHop(peer, "remote-wg-device", null, p, family)) return null;
+  p.dev(peer.netns, devOf(family), "rx");
+  return devOf(family);
 }
