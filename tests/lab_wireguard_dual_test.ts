@@ -2,13 +2,15 @@
  * The wireguard backend in a dual-stack lab (2 nodes x 1 pod, Mode separate): each node has flannel-wg
  * (IPv4, port 51820) and flannel-wg-v6 (IPv6, port 51821) with one key pair; the IPv6 device's peer has
  * AllowedIPs = the other node's IPv6 subnet and Endpoint = [PublicIPv6]:51821; every pod reaches the other
- * node's pod over IPv4 and IPv6 (lab up's own check: 4 pairs). A hostile lease written into the store
+ * node's pod over IPv4 and IPv6 (lab up's own check: 4 pairs); doctor's checks pass for both devices and
+ * trace's IPv6 walk shows the WireGuard hops. A hostile lease written into the store
  * with a PublicKey that is not a key (and would inject a UAPI line) is refused: counted as `public_key`,
  * warned, and no WireGuard peer is made for it.
  */
 import { needsRoot } from "./root.ts";
-import { assert, assertEquals } from "./assert.ts";
-import { withLab } from "./lab_fixture.ts";
+import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { flanctl, flanctlCmd } from "./netns.ts";
+import { labExec, withLab } from "./lab_fixture.ts";
 import { uapiGet } from "../lib/backend/wireguard/uapi.ts";
 import { waitUntil } from "./lab_verify.ts";
 import { httpGet } from "../lib/observe/http_get.ts";
@@ -42,7 +44,7 @@ needsRoot.test({
       "twd",
       ["--nodes", "2", "--pods-per-node", "1", "--backend", "wireguard", "--ip-family", "dual"],
       4,
-      async (s) => {
+      async (s, name) => {
         for (const [n, other] of [[s.nodes[0], s.nodes[1]], [s.nodes[1], s.nodes[0]]]) {
           const v4 = await uapiGet(`${n.dir}/run/wireguard/flannel-wg.sock`);
           const v6 = await uapiGet(`${n.dir}/run/wireguard/flannel-wg-v6.sock`);
@@ -65,6 +67,25 @@ needsRoot.test({
           );
           assert(v4.peers[0].lastHandshake > 0, "an IPv4 handshake");
         }
+
+        // doctor and trace over IPv6: both devices' checks pass, the IPv6 walk shows the WireGuard hops.
+        const dr = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json"));
+        const checks =
+          (JSON.parse(dr.stdout) as { checks: { id: string; severity: string; detail: string }[] })
+            .checks;
+        for (const id of ["wg-device", "wg-key", "wg-peers", "wg-handshake", "peers-v6"]) {
+          const f = checks.filter((c) => c.id === id);
+          assert(f.length && f.every((c) => c.severity === "ok"), `${id}: ${JSON.stringify(f)}`);
+        }
+        assert(checks.some((c) => c.id === "wg-peers" && c.detail.startsWith("flannel-wg-v6:")));
+        const ip6 = s.pods.find((p) => p.node === "node2")!.ipv6!;
+        const tr = await flanctl(["lab", "trace", "--name", name, "node1-pod1", ip6]);
+        assertEquals(tr.code, 0, tr.stdout + tr.stderr);
+        assertMatch(
+          tr.stdout,
+          /ok +node1 +wg-peer +peer \S+ allowed-ips [0-9a-f:]+\/64 endpoint \[[0-9a-f:]+\]:51821/,
+        );
+        assertMatch(tr.stdout, /ok +node2 +remote-wg-device +flannel-wg-v6/);
 
         // A hostile wireguard lease: its PublicKey is no key (it carries a UAPI line). Refused and counted.
         const n1 = s.nodes[0];
