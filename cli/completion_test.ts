@@ -32,7 +32,12 @@ Deno.test("completion bash: completes subcommands, options, argument and option 
       ["neigh", "--netns"].filter((x) => x.startsWith("ne")),
     );
     assertEquals(await complete("flanctl", "completion", "z"), ["zsh"]);
-    assertEquals(await complete("flanctl", "lab", "up", "--backend", ""), ["vxlan", "host-gw", "udp"]);
+    assertEquals(await complete("flanctl", "lab", "up", "--backend", ""), [
+      "vxlan",
+      "host-gw",
+      "udp",
+      "wireguard",
+    ]);
     // Hidden flags are not offered.
     assertEquals(await complete("flanctl", "lease", "list", "--lease-t"), []);
   } finally {
