@@ -5,10 +5,10 @@
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool, containerd,
-#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static; and the real peers built
-#                        with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
+#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static, ipset; and the real peers
+#                        built with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
 #                        kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy, agnhost,
-#                        e2e.test, CoreDNS, flanneld, crictl, wireguard-go), cached in
+#                        e2e.test, CoreDNS, flanneld, crictl, kube-router, wireguard-go), cached in
 #                        FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev); FLANCTL_DEV_PEERS=0 skips them.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).
@@ -61,6 +61,8 @@ if [ "$DEV" = 1 ]; then
   # OCI image and local sandbox images, no registry), and what building the Go peers needs (cgo for
   # flanneld's udp backend; curl and unzip fetch a Go toolchain from the module proxy when there is none).
   pkgs+=(containerd runc mmdebstrap umoci skopeo buildah busybox-static gcc libc6-dev curl unzip)
+  # kube-router's policy controller (the NetworkPolicy peer) programs iptables with ipset sets.
+  pkgs+=(ipset)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -139,6 +141,13 @@ else
     "$LIBDIR/src/cli/cni_main.ts" >/dev/null 2>&1; then
     cni_js="$LIBDIR/cni.js"
   fi
+  # The CNI calls' deleted records (lib/cni/deleted.ts): a repeated DEL is answered by the launcher, without
+  # starting Deno. Emptied before the launcher is rewritten: a record from before a downgrade to a version
+  # that keeps none could name an attachment that version added since.
+  CNI_DELETED_DIR=$LIBDIR/cni-deleted
+  rm -rf "$CNI_DELETED_DIR"
+  early_del=$(CNI_DELETED_DIR=$CNI_DELETED_DIR "$DENO_BIN" eval --quiet --no-config \
+    "import { earlyDelSh as f } from 'file://$LIBDIR/src/lib/cni/launch.ts'; console.log(f(Deno.env.get('CNI_DELETED_DIR')))")
   # The daemon bundled the same way (cli/daemon_entry.ts): less RSS for its lifetime than main.ts's module
   # graph (bench/daemon_rss_bench.ts; docs/performance.md). Its udp worker still loads from $LIBDIR/src.
   daemon_js=""
@@ -153,7 +162,8 @@ else
     if [ -n "$cni_js" ]; then
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"
-      echo "    DENO_DIR=$CNI_DENO_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
+      printf '%s\n' "$early_del"
+      echo "    DENO_DIR=$CNI_DENO_DIR FLANCTL_CNI_DELETED_DIR=$CNI_DELETED_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);
@@ -188,7 +198,7 @@ if [ -n "${cni_js:-}" ]; then
     if "$DENO_BIN" eval --quiet --no-config "
       import { warmCodeCache } from 'file://$LIBDIR/src/lib/install/code_cache.ts';
       const run = () => new Deno.Command('$CNI_BIN_DIR/loopback', {
-        env: { CNI_COMMAND: 'VERSION' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
+        env: { CNI_COMMAND: 'VERSION', FLANCTL_CNI_WARM: '1' }, stdin: 'null', stdout: 'null', stderr: 'null' }).output();
       Deno.exit(await warmCodeCache('$CNI_DENO_DIR', new URL('file://$cni_js').href, run) ? 0 : 1);"; then
       log "CNI bundle run (V8 code cache written and checkpointed in $CNI_DENO_DIR)"
     else

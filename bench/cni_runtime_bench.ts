@@ -12,7 +12,8 @@
  *   (as flanctl's flannel renders it from the same subnet.env), then the reference portmap.
  *
  * Ours are the installed plugins: CNI_BIN_DIR (install.sh's variable; default /opt/cni/bin). Medians of
- * `--pods N` (default 15). Also prints a bare `deno run` (the floor of any Deno plugin process) and how
+ * `--pods N` (default 15). CNI_RT_ALSO=<bin dir> measures a second install of ours in the same rounds (an
+ * older tree, to say what a change gained under the same load) and prints its ratio to the reference too. Also prints a bare `deno run` (the floor of any Deno plugin process) and how
  * many plugin processes each operation starts, to say where the time goes.
  *
  *   deno task bench cni_runtime   (or: CNI_BIN_DIR=/tmp/x deno run -A bench/cni_runtime_bench.ts)
@@ -34,6 +35,7 @@ import { findPeer, peerBinDir, refCniDir } from "../tests/peers.ts";
 
 const REF = refCniDir();
 const OURS = Deno.env.get("CNI_BIN_DIR") ?? "/opt/cni/bin";
+const ALSO = Deno.env.get("CNI_RT_ALSO");
 /** libcni's cnitool from the --dev cache (FLANCTL_PEER_CNITOOL overrides). */
 const CNITOOL = findPeer("cnitool");
 
@@ -67,14 +69,17 @@ interface Variant {
   pid: number;
 }
 
-/** A variant's conflist: ours (flannel + portmap) or the reference chain with flannel's delegate config. */
-function writeConf(k: "ours" | "ref", dir: string): string {
+/**
+ * A variant's conflist: ours (flannel + portmap; the second install of ours on its own bridge and subnet)
+ * or the reference chain with flannel's delegate config.
+ */
+function writeConf(k: "ours" | "ref" | "also", dir: string): string {
   const conf = `${dir}/net.d`;
   Deno.mkdirSync(conf, { recursive: true });
   const portmap = { type: "portmap", capabilities: { portMappings: true } };
-  const list = k === "ours"
+  const list = k !== "ref"
     ? {
-      name: "cbr0",
+      name: k === "ours" ? "cbr0" : "cbr2",
       cniVersion: "1.0.0",
       plugins: [
         {
@@ -82,7 +87,7 @@ function writeConf(k: "ours" | "ref", dir: string): string {
           subnetFile: `${dir}/subnet.env`,
           dataDir: `${dir}/flannel`,
           ipam: { dataDir: `${dir}/networks` },
-          delegate: { hairpinMode: true, isDefaultGateway: true, bridge: "cni0" },
+          delegate: { hairpinMode: true, isDefaultGateway: true, bridge: k === "ours" ? "cni0" : "cni2" },
         },
         portmap,
       ],
@@ -112,7 +117,8 @@ function writeConf(k: "ours" | "ref", dir: string): string {
     };
   Deno.writeTextFileSync(
     `${dir}/subnet.env`,
-    "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
+    `FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.${k === "also" ? 3 : 1}.1/24\nFLANNEL_MTU=1450\n` +
+      "FLANNEL_IPMASQ=true\n",
   );
   Deno.writeTextFileSync(`${conf}/10-${list.name}.conflist`, JSON.stringify(list));
   return conf;
@@ -125,13 +131,12 @@ try {
   Deno.mkdirSync(`${tmp}/varlibcni`);
   await must(["mount", "--bind", `${tmp}/varlibcni`, "/var/lib/cni"]);
   await buildSandboxImage(`${tmp}/pause.tar`);
-  for (
-    const [k, label, bin] of [["ref", "reference plugins", REF.dir], [
-      "ours",
-      `flanctl (${OURS})`,
-      OURS,
-    ]] as const
-  ) {
+  const kinds: ["ref" | "ours" | "also", string, string][] = [
+    ["ref", "reference plugins", REF.dir],
+    ["ours", `flanctl (${OURS})`, OURS],
+    ...(ALSO ? [["also", `flanctl (${ALSO})`, ALSO] as ["also", string, string]] : []),
+  ];
+  for (const [k, label, bin] of kinds) {
     const dir = `${tmp}/${k}`;
     Deno.mkdirSync(dir);
     const conf = writeConf(k, dir);
@@ -142,7 +147,14 @@ try {
       cniConfDir: conf,
       imageTar: `${tmp}/pause.tar`,
     });
-    variants.push({ label, bin, conf, net: k === "ours" ? "cbr0" : "cbr1", socket: p.socket, pid });
+    variants.push({
+      label,
+      bin,
+      conf,
+      net: { ours: "cbr0", ref: "cbr1", also: "cbr2" }[k],
+      socket: p.socket,
+      pid,
+    });
   }
 
   const t = async (f: () => Promise<unknown>) => {
@@ -182,8 +194,8 @@ try {
     const v = variants[k];
     const caps = {
       portMappings: [
-        { hostPort: 18090 + k, containerPort: 80, protocol: "tcp" },
-        { hostPort: 18092 + k, containerPort: 53, protocol: "udp" },
+        { hostPort: 18090 + 4 * k, containerPort: 80, protocol: "tcp" },
+        { hostPort: 18092 + 4 * k, containerPort: 53, protocol: "udp" },
       ],
     };
     const env: Record<string, string> = {
@@ -229,9 +241,11 @@ try {
     },
   ];
   const ms = cases.map(() => variants.map(() => [[], []] as number[][]));
+  const load0 = Deno.loadavg()[0];
   for (let i = -1; i < PODS; i++) {
     for (const [c, kase] of cases.entries()) {
-      for (const k of i % 2 ? [0, 1] : [1, 0]) {
+      const order = variants.map((_, k) => k);
+      for (const k of i % 2 ? order : order.reverse()) {
         const [a, b] = await kase.once(k, i);
         if (i >= 0) ms[c][k][0].push(a), ms[c][k][1].push(b); // round -1 warms up
       }
@@ -239,21 +253,30 @@ try {
   }
   const f = (x: number) => x.toFixed(1).padStart(7);
   const r = (x: number, y: number) => `${(x / y).toFixed(2).padStart(5)}x`;
-  console.log(`CNI under a real runtime, ${PODS} rounds (median ms), every case and variant in every round`);
+  console.log(
+    `CNI under a real runtime, ${PODS} rounds (median ms), every case and variant in every round; ` +
+      `load average ${load0.toFixed(1)} at the start, ${Deno.loadavg()[0].toFixed(1)} at the end`,
+  );
   console.log(`reference plugins: ${REF.label}; cnitool: ${CNITOOL}`);
-  console.log(`${"".padEnd(42)}${"reference".padStart(10)}${"flanctl".padStart(10)}  ratio   goal`);
+  if (ALSO) console.log(`also: ${variants[2].label}, its columns last`);
+  const also = ALSO ? `${"also".padStart(10)}  ratio` : "";
+  console.log(
+    `${"".padEnd(42)}${"reference".padStart(10)}${"flanctl".padStart(10)}  ratio   goal    ${also}`,
+  );
   for (const [c, kase] of cases.entries()) {
     const m = (k: number, part: number) => median(ms[c][k][part]);
     for (const part of [0, 1]) {
+      const more = ALSO ? `   ${f(m(2, part))}  ${r(m(2, part), m(0, part))}` : "";
       console.log(
         `${`${kase.parts[part]} (${kase.label})`.padEnd(42)}${f(m(0, part))}   ${f(m(1, part))}  ${
           r(m(1, part), m(0, part))
-        }  ${kase.goals[part]}`,
+        }  ${kase.goals[part].padEnd(8)}${more}`,
       );
     }
     const pair = (k: number) => median(ms[c][k][0].map((x, j) => x + ms[c][k][1][j]));
+    const more = ALSO ? `${"".padEnd(8)}   ${f(pair(2))}  ${r(pair(2), pair(0))}` : "";
     console.log(
-      `${`  both (${kase.label})`.padEnd(42)}${f(pair(0))}   ${f(pair(1))}  ${r(pair(1), pair(0))}`,
+      `${`  both (${kase.label})`.padEnd(42)}${f(pair(0))}   ${f(pair(1))}  ${r(pair(1), pair(0))}  ${more}`,
     );
   }
   // Where the time goes: each plugin call is a process; ours are Deno processes.
@@ -272,12 +295,15 @@ try {
       median(floor).toFixed(1)
     } ms (median of 15). Plugin processes per ` +
       "operation (containerd 1.6): runp 3 (loopback, flannel with bridge and host-local in-process, portmap); " +
-      "stopp 3 and rmp 3 (the chain's DEL in reverse, then loopback); cnitool ADD 2, DEL 2. The reference " +
+      "stopp 3 (the chain's DEL in reverse, then loopback) and rmp the same 3 DELs again, which our installed " +
+      "launchers answer without starting Deno (lib/cni/deleted.ts), as they answer portmap's DEL when its ADD " +
+      "had no port mapping (stopp 2 then); cnitool ADD 2, DEL 2 (1 without ports). The reference " +
       "chain starts one more process per ADD/DEL (bridge execs host-local).",
   );
 } finally {
   for (const v of variants) {
-    await stopContainerd(v.pid, containerdPaths(`${tmp}/${v.net === "cbr0" ? "ours" : "ref"}/containerd`));
+    const k = { cbr0: "ours", cbr1: "ref", cbr2: "also" }[v.net];
+    await stopContainerd(v.pid, containerdPaths(`${tmp}/${k}/containerd`));
   }
   for (const ns of podNs) await runProcess(["ip", "netns", "del", ns]);
   await runProcess(["umount", "/var/lib/cni"]);

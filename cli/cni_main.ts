@@ -11,7 +11,7 @@
 import { runExecutable } from "../lib/cni/skel.ts";
 import { ourPlugin, PLUGINS } from "../lib/cni/plugins.ts";
 import { markShortLived } from "../lib/base/process_kind.ts";
-import { holdRuntime } from "../lib/cni/launch.ts";
+import { CNI_WARM_ENV, holdRuntime } from "../lib/cni/launch.ts";
 
 /**
  * Runs plugin `pluginName` as a CNI executable (env + stdin) and returns the exit code. Marks the process
@@ -33,6 +33,7 @@ if (import.meta.main) {
   const name = (Deno.env.get("FLANCTL_ARGV0") ?? "").split("/").pop() ?? "";
   Deno.env.delete("FLANCTL_ARGV0");
   const code = await cniMain(name);
+  if (Deno.env.get(CNI_WARM_ENV) === "1") await warmProcessModules();
   // One turn of the event loop before exiting (an async op; a timer would load Deno's node:timers): the
   // runtime can store V8's code cache of this module in that turn when it had none (lib/cni/launch.ts), but
   // the exit usually comes first: the first run into a fresh DENO_DIR wrote it in only 8 and 13 of 30
@@ -41,4 +42,13 @@ if (import.meta.main) {
   // The plugin's own work is synchronous, so without it Deno.exit came first and no cache was ever written.
   await Deno.lstat("/");
   Deno.exit(code);
+}
+
+/**
+ * Install's warm-up (lib/cni/launch.ts CNI_WARM_ENV): one child process through the function portmap's
+ * firewall calls use (stdin, stdout and stderr piped, a timeout), so Deno loads, and caches, what they load.
+ */
+async function warmProcessModules(): Promise<void> {
+  const { runProcess } = await import("../lib/base/run.ts");
+  await runProcess(["/bin/sh", "-c", "cat >/dev/null"], { stdin: "{}", timeoutMs: 10_000 }).catch(() => {});
 }

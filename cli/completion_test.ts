@@ -37,6 +37,8 @@ Deno.test("completion bash: completes subcommands, options, argument and option 
       "host-gw",
       "udp",
       "wireguard",
+      "alloc",
+      "extension",
     ]);
     // Hidden flags are not offered.
     assertEquals(await complete("flanctl", "lease", "list", "--lease-t"), []);

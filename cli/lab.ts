@@ -86,8 +86,8 @@ function upCommand(lab: Command): void {
     )
     .option("--pods-per-node <n>", "pods per node", intArg("--pods-per-node"), 2)
     .addOption(
-      new Option("--backend <type>", "flannel backend").choices(["vxlan", "host-gw", "udp", "wireguard"])
-        .default("vxlan"),
+      new Option("--backend <type>", "flannel backend")
+        .choices(["vxlan", "host-gw", "udp", "wireguard", "alloc", "extension"]).default("vxlan"),
     )
     .addOption(new Option("--store <kind>", "subnet store").choices(["file", "etcd"]).default("file"))
     .option("--network <cidr>", "pod network (net-conf Network)", "10.244.0.0/16")
@@ -96,7 +96,10 @@ function upCommand(lab: Command): void {
       "net-conf.json to use (Network, Backend and the IP families from it; e.g. EnableNFTables)",
     )
     .addOption(
-      new Option("--ip-family <family>", "pod and underlay address families (IPv6 network fc00:244::/48)")
+      new Option(
+        "--ip-family <family>",
+        "pod and underlay address families (IPv6 network fc00:244::/48; --kube: ipv4 or dual)",
+      )
         .choices(["ipv4", "dual", "ipv6"]).default("ipv4"),
     )
     .option(
@@ -142,6 +145,10 @@ function upCommand(lab: Command): void {
       "with --kube: CoreDNS's image archive (deploy/build-image.sh --peer coredns)",
       "dist/coredns-image.tar",
     )
+    .option(
+      "--network-policy",
+      "with --kube: flanctl's DaemonSet enforces NetworkPolicy (the manifest's FLANNELD_NETWORK_POLICY switch)",
+    )
     .addOption(
       new Option("--proxy-mode <mode>", "with --kube: kube-proxy's mode").choices(["iptables", "nftables"])
         .default("iptables"),
@@ -162,9 +169,10 @@ function upCommand(lab: Command): void {
       corednsImage: string;
       proxyMode: "iptables" | "nftables";
       importImage?: string[];
+      networkPolicy?: boolean;
       nodes: number;
       podsPerNode: number;
-      backend: "vxlan" | "host-gw" | "udp" | "wireguard";
+      backend: "vxlan" | "host-gw" | "udp" | "wireguard" | "alloc" | "extension";
       store: "file" | "etcd";
       network: string;
       ipFamily: "ipv4" | "dual" | "ipv6";
@@ -178,6 +186,7 @@ function upCommand(lab: Command): void {
       if (o.kube) {
         m.validateLabName(o.name);
         if (m.readState(o.name) || pathExists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
+        const ipFamily = m.kubeFamily(o.ipFamily);
         const made = { value: true };
         await guarded(o.name, () =>
           m.kubeUp({
@@ -190,6 +199,8 @@ function upCommand(lab: Command): void {
             dnsImage: Deno.realPathSync(o.corednsImage),
             proxyMode: o.proxyMode,
             extraImages: (o.importImage ?? []).map((f) => Deno.realPathSync(f)),
+            ipFamily,
+            networkPolicy: o.networkPolicy === true,
           }, say), made);
         say(`kubectl: flanctl lab kubectl --name ${o.name} -- get nodes`);
         return;
@@ -202,10 +213,14 @@ function upCommand(lab: Command): void {
         corednsImage: _c,
         proxyMode: _pm,
         importImage: _ii,
+        networkPolicy,
         daemonArg,
         check,
         ...rest
       } = o;
+      if (networkPolicy) {
+        throw new UsageError("--network-policy: needs --kube (NetworkPolicy is enforced in kube mode only)");
+      }
       const opts = { ...rest, daemonArgs: daemonArg };
       m.validateUpOptions(opts);
       if (m.readState(o.name)) throw new m.LabExistsError(o.name);
@@ -301,6 +316,7 @@ function checkCommand(lab: Command): void {
         const probes = await m.kubeServiceCheck(
           k.nodes,
           (args, stdin) => m.runKubectl(o.name, args, stdin),
+          k.ipFamily === "dual",
         );
         for (const l of m.formatKubeCheck(probes)) say(l);
         return exitWith(probes.every((p) => p.ok) ? 0 : 1);

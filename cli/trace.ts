@@ -35,19 +35,62 @@ function outputOpt(): Option {
   return new Option("-o, --output <format>", "table or json").default("table");
 }
 
+/** `flanctl trace NS/POD NS/POD|IP [PORT/PROTO]`: the NetworkPolicy verdict from the API's objects. */
+async function policyTrace(
+  from: string,
+  to: string | undefined,
+  port: string | undefined,
+  flags: TraceFlags,
+  output: string,
+): Promise<void> {
+  if (to === undefined) throw new UsageError("trace NS/POD: give the destination pod NS/POD or an address");
+  const { explain, listCluster, parsePortProto, renderPolicyTrace } = await import(
+    "../lib/netpol/explain.ts"
+  );
+  const pp = parsePortProto(port);
+  const { openStore } = await import("../lib/store/open.ts");
+  const store = await openStore(flags, { warn: () => {} });
+  try {
+    const client = (store as { client?: import("../lib/store/kube/kube_client.ts").KubeClient }).client;
+    if (store.kind !== "kube" || !client) {
+      throw new UsageError("trace NS/POD: NetworkPolicy needs the Kubernetes store (--kube-subnet-mgr)");
+    }
+    const q = { from, to, ...pp };
+    const ts = explain(await listCluster(client), q);
+    writeOut(
+      output === "json"
+        ? JSON.stringify({ query: q, verdicts: ts }, null, 2) + "\n"
+        : renderPolicyTrace(q, ts),
+    );
+    exitWith(ts.every((t) => t.verdict.allowed) ? 0 : 1);
+  } finally {
+    await store.close();
+  }
+}
+
 /** Registers `flanctl trace`. */
 export function register(program: Command): void {
   const cmd = program.command("trace")
-    .description("follow a packet to DST hop by hop through this node's live state; exit 1 at a broken hop")
-    .argument("<dst>", "destination IPv4 address (pod or node)")
+    .description(
+      "follow a packet to DST hop by hop through this node's live state; exit 1 at a broken hop. " +
+        "trace NS/POD NS/POD|IP [PORT/PROTO]: the NetworkPolicy verdict, with the policy and rule that decide it " +
+        "(kube store; exit 1 when denied)",
+    )
+    .argument("<dst>", "destination IPv4 address (pod or node); or the source pod NS/POD (NetworkPolicy)")
+    .argument("[to]", "with a source pod: the destination pod NS/POD or an address")
+    .argument("[port]", "with a source pod: PORT[/tcp|udp|sctp] (default 80/tcp)")
     .option("--from <src>", "source: a pod IP on this node (default: this node itself)")
     .option("--netns <name>", "trace on the node living in this network namespace")
     .option("--subnet-file <path>", "subnet.env written by the daemon", DEFAULT_PATHS.subnetFile)
     .option("--probe", "also send one ping from SRC to DST and report where it was last seen")
     .addOption(outputOpt());
   addSharedStoreOptions(cmd);
-  cmd.action(async (dst: string, flags: TraceFlags) => {
+  cmd.action(async (dst: string, to: string | undefined, port: string | undefined, flags: TraceFlags) => {
     const output = parseOutput(flags.output);
+    if (dst.includes("/")) return await policyTrace(dst, to, port, flags, output);
+    if (to !== undefined) {
+      throw new UsageError(`trace DST takes one address; a NetworkPolicy trace starts at NS/POD`);
+    }
     if (!IPV4.test(dst)) throw new UsageError(`DST: '${dst}' is not an IPv4 address; give a pod or node IP`);
     if (flags.from !== undefined && !IPV4.test(flags.from)) {
       throw new UsageError(`--from: '${flags.from}' is not an IPv4 address; give a pod IP on this node`);

@@ -21,7 +21,7 @@ Deno.test("usage errors: one line, flanctl: <flag>: <problem>; <hint>, exit 2", 
     [["inspect", "a", "b"], "flanctl: b: unexpected argument; see 'flanctl inspect --help'"],
     [
       ["lab", "up", "--backend", "ipip"],
-      "flanctl: --backend: 'ipip' is invalid; use one of vxlan, host-gw, udp, wireguard",
+      "flanctl: --backend: 'ipip' is invalid; use one of vxlan, host-gw, udp, wireguard, alloc, extension",
     ],
     [["lab", "up", "--nodes", "x"], "flanctl: --nodes: 'x' is not a whole number; e.g. --nodes 3"],
     [

@@ -28,9 +28,11 @@ Deno.test("kube-flanctl.yml: kube-flannel.yml's objects and RBAC", () => {
   ]);
   const rules = get("ClusterRole")[0].rules.map((r: Any) => [r.apiGroups, r.resources, r.verbs]);
   assertEquals(rules, [
-    [[""], ["pods"], ["get"]],
+    [[""], ["pods"], ["get", "list", "watch"]],
     [[""], ["nodes"], ["get", "list", "watch"]],
     [[""], ["nodes/status"], ["patch"]],
+    [[""], ["namespaces"], ["list", "watch"]],
+    [["networking.k8s.io"], ["networkpolicies"], ["list", "watch"]],
   ]);
   const b = get("ClusterRoleBinding")[0];
   assertEquals([b.roleRef.kind, b.roleRef.name, b.subjects], ["ClusterRole", "flannel", [

@@ -25,6 +25,8 @@ interface Case {
   code: number;
   /** Substring expected in msg or details. */
   says?: string;
+  /** How the wire msg starts: upstream's wording, which users paste into search engines and kubelet events show. */
+  msg?: string;
 }
 
 needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
@@ -234,12 +236,14 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
           conf: hl(),
           code: 100,
           says: "gateway",
+          msg: "failed to allocate for range 0: requested ip 10.251.0.1 is subnet's gateway",
         },
         {
           name: "exhausted range",
           conf: hl({ ranges: [[{ subnet: "10.252.0.0/30" }]] }, { name: "tiny" }),
           code: 100,
-          says: "no IP addresses available",
+          msg:
+            "failed to allocate for range 0: no IP addresses available in range set: 10.252.0.1-10.252.0.2",
         },
         // bridge
         {
@@ -271,7 +275,7 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
           plugin: "bridge",
           conf: br({ bridge: "otherbr" }),
           code: 7,
-          says: "already has an IP address",
+          msg: 'failed to set bridge addr: "otherbr" already has an IP address different from 10.251.0.1/24',
         },
         {
           name: "pod netns missing",
@@ -297,6 +301,7 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
           conf: fl(),
           code: 101,
           says: "already exists",
+          msg: "failed to delegate add: ",
         },
         {
           name: "duplicate host-local ADD: IPAM refuses",
@@ -312,14 +317,14 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
           plugin: "flannel",
           conf: fl({ subnetFile: `${dir}/none.env` }),
           code: 7,
-          says: "none.env not found",
+          msg: `loadFlannelSubnetEnv failed: open ${dir}/none.env: no such file or directory`,
         },
         {
           name: "subnet.env lacks FLANNEL_MTU",
           plugin: "flannel",
           conf: fl({ subnetFile: `${dir}/nomtu.env` }),
           code: 7,
-          says: "FLANNEL_MTU",
+          msg: `loadFlannelSubnetEnv failed: ${dir}/nomtu.env is missing FLANNEL_MTU`,
         },
         {
           name: "subnet.env bad FLANNEL_SUBNET",
@@ -390,6 +395,8 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
           failures.push(`${c.name}: exit ${r.code}, got ${r.stdout.trim()} (want code ${c.code})`);
         } else if (c.says && !text.includes(c.says)) {
           failures.push(`${c.name}: message ${JSON.stringify(text)} lacks ${JSON.stringify(c.says)}`);
+        } else if (c.msg && !String(j.msg).startsWith(c.msg)) {
+          failures.push(`${c.name}: msg ${JSON.stringify(j.msg)} does not start ${JSON.stringify(c.msg)}`);
         }
       });
       assertEquals(await snapshot(), before, "no state left behind");

@@ -14,6 +14,8 @@ import { flanctl, ipJson, nsRun, sh, withNetns } from "./netns.ts";
 import { peerPath, requirePeers } from "./peers.ts";
 import { PLUGINS } from "../lib/cni/plugins.ts";
 import { flanctlCommand } from "../lib/lab/proc.ts";
+import { earlyDelSh, shQuote } from "../lib/cni/launch.ts";
+import { DELETED_DIR_ENV } from "../lib/cni/deleted.ts";
 import {
   buildSandboxImage,
   containerdPaths,
@@ -39,11 +41,18 @@ function nodeFiles(d: string): { bin: string; conf: string } {
   const bin = `${d}/cni-bin`, conf = `${d}/net.d`;
   Deno.mkdirSync(bin, { recursive: true });
   Deno.mkdirSync(conf, { recursive: true });
-  const cmd = flanctlCommand().map((w) => `'${w.replaceAll("'", `'\\''`)}'`).join(" ");
+  const cmd = flanctlCommand().map(shQuote).join(" ");
+  // As the installed launchers: a repeated DEL answered before Deno starts (lib/cni/deleted.ts); each start
+  // is logged in <d>/starts.
   for (const name of Object.keys(PLUGINS)) {
-    Deno.writeTextFileSync(`${bin}/${name}`, `#!/bin/sh\nFLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`, {
-      mode: 0o755,
-    });
+    Deno.writeTextFileSync(
+      `${bin}/${name}`,
+      `#!/bin/sh\n${earlyDelSh(`${d}/deleted`)}\necho "\${CNI_COMMAND:-} ${name}" >>${
+        shQuote(`${d}/starts`)
+      }\n` +
+        `${DELETED_DIR_ENV}=${shQuote(`${d}/deleted`)} FLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`,
+      { mode: 0o755 },
+    );
   }
   Deno.writeTextFileSync(
     `${d}/subnet.env`,
@@ -225,9 +234,14 @@ needsRoot.test({
         assertEquals((await leftovers(node, d.path)).veths, 22);
         await pool(many, 20, (id) => removePodSandbox(p.socket, id));
 
-        // stopp + rmp leave nothing.
+        // stopp + rmp leave nothing, and only stopp's DELs start a plugin process (rmp's repeat them), but
+        // for portmap's of the pod without a hostPort (its ADD made no rule).
+        const delStarts = () =>
+          Deno.readTextFileSync(`${d.path}/starts`).split("\n").filter((l) => l.startsWith("DEL ")).length;
+        const before = delStarts();
         await removePodSandbox(p.socket, web);
         await removePodSandbox(p.socket, plain);
+        assertEquals(delStarts() - before, 5, "stopp: portmap (web only), flannel, loopback; rmp: none");
         assertEquals(
           await leftovers(node, d.path),
           { veths: 0, ips: 0, saved: 0, nat: 0 },

@@ -126,6 +126,8 @@ export interface CniCall {
   ref?: boolean;
   /** Extra/override env (a value of null removes the variable). */
   env?: Record<string, string | null>;
+  /** Run this executable (e.g. a launcher script) instead of ours through main.ts. */
+  exe?: string;
 }
 
 /** Result of a call: exit code, raw output and stdout parsed as JSON (null when empty/invalid). */
@@ -153,7 +155,7 @@ export function cniEnv(c: CniCall): Record<string, string> {
 export async function cni(c: CniCall): Promise<CniOut> {
   const env = cniEnv(c);
   const stdin = typeof c.conf === "string" ? c.conf : JSON.stringify(c.conf);
-  const base = c.ref ? [`${REF_DIR}/${c.plugin}`] : pluginCmd();
+  const base = c.ref ? [`${REF_DIR}/${c.plugin}`] : c.exe ? [c.exe] : pluginCmd();
   // `env -i` so only the CNI variables (plus PATH) reach the plugin, as with a runtime.
   const envArgs = ["env", "-i", `PATH=${Deno.env.get("PATH") ?? "/usr/bin:/bin"}`];
   if (!c.ref) envArgs.push(`FLANCTL_ARGV0=${c.plugin}`);

@@ -6,8 +6,8 @@
  * @module
  */
 import { needsRoot } from "./root.ts";
-import { assertEquals, assertStringIncludes } from "./assert.ts";
-import { nsSh, sh } from "./netns.ts";
+import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
+import { nsSh, run as runCmd, sh } from "./netns.ts";
 import {
   expectFinding,
   findings,
@@ -38,11 +38,12 @@ needsRoot.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-
       run,
       "forward-policy",
       "critical",
-      "FORWARD policy DROP and no jump to FLANNEL-FWD",
+      "dropped at FORWARD by iptables-nft filter FORWARD policy DROP",
     );
+    assertStringIncludes(fwd.detail, "iptables-nft FORWARD has no jump to FLANNEL-FWD");
     assertStringIncludes(
       fwd.fix.join("\n"),
-      `ip netns exec ${N} iptables -A FORWARD -m comment --comment "flanneld forward" -j FLANNEL-FWD`,
+      `ip netns exec ${N} iptables -I FORWARD 1 -s 10.244.0.0/16 -m comment --comment 'flannel forward' -j ACCEPT`,
     );
     const masq = expectFinding(
       run,
@@ -58,7 +59,8 @@ needsRoot.test("doctor: iptables faults (FORWARD policy, masquerade, mixed back-
       run,
       "vxlan-port",
       "critical",
-      "INPUT drops VXLAN: -A INPUT -p udp -m udp --dport 8472 -j DROP",
+      "VXLAN from 192.0.2.11 to UDP 8472: dropped at INPUT by iptables-nft filter INPUT rule 1 DROP: " +
+        "-A INPUT -p udp -m udp --dport 8472 -j DROP",
     );
     assertStringIncludes(port.detail, "other VXLAN device(s) on UDP 8472: vx2 (VNI 2)");
 
@@ -118,10 +120,8 @@ needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binari
       "1 leaked IP(s): 10.244.1.77 → container deadbeef00000077/eth0",
     );
     assertStringIncludes(ips.detail, `1 empty IP file(s): ${n.dataDir}/cbr0/10.244.1.78`);
-    assertStringIncludes(
-      ips.fix.join("\n"),
-      `rm ${n.dataDir}/cbr0/10.244.1.77  # container deadbeef00000077 is gone`,
-    );
+    assertEquals(ips.fix.length, 1, ips.fix.join("\n"));
+    assertStringIncludes(ips.fix[0], `find ${n.dataDir}/cbr0 -maxdepth 1 -type f`);
     const cache = expectFinding(run, "cni-cache", "warning", "2 entr(ies)");
     assertStringIncludes(cache.detail, `${n.resultsDir}/cbr0-deadbeef00000077-eth0`);
     assertStringIncludes(cache.detail, `${n.flannelDir}/deadbeef00000077`);
@@ -136,19 +136,27 @@ needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binari
       `${n.confDir}/00-broken.conf`,
       JSON.stringify({ cniVersion: "0.3.1", name: "x", type: "calico" }),
     );
-    const run2 = await runDoctorJson(n, "--skip", "cni-binaries,hostlocal-ips,cni-cache,pod-netns");
+    const run2 = await runDoctorJson(n, "--skip", "hostlocal-ips,cni-cache,pod-netns");
     expectFinding(
       run2,
       "cni0-address",
       "critical",
       "cni0 has 10.244.1.1/24, 10.244.7.1/24, FLANNEL_SUBNET is 10.244.1.1/24",
     );
-    expectFinding(
+    // The foreign config sorting first is the root cause (critical); its missing binary only a consequence,
+    // and flanctl is never proposed under the foreign plugin's name.
+    const foreign = expectFinding(
       run2,
       "cni-config",
-      "warning",
-      `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config`,
+      "critical",
+      `the runtime uses ${n.confDir}/00-broken.conf (plugins: calico), not a flannel config: it sorts first`,
     );
+    assertEquals(foreign.fix, [
+      `mkdir -p /root/cni-net.d.bak && mv ${n.confDir}/00-broken.conf /root/cni-net.d.bak/`,
+    ]);
+    const bins = expectFinding(run2, "cni-binaries", "warning", `missing in ${n.binDir}: calico`);
+    assertStringIncludes(bins.detail, "consequence of cni-config");
+    assert(!bins.fix.join("\n").includes("ln -sf"), bins.fix.join("\n"));
     expectFinding(run2, "subnet-env", "ok", "matches the lease");
     assertEquals(run2.code, 2);
 
@@ -172,7 +180,7 @@ needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binari
       "FLANNEL_SUBNET 10.244.3.1/24 is not our lease 10.244.1.0/24",
     );
 
-    // The pool fills up: 10.244.1.3 .. 10.244.1.230 leaked, plus the pod's 10.244.1.2: 229 of 253.
+    // The pool nearly fills up: 10.244.1.3 .. 10.244.1.230 leaked, plus the pod's 10.244.1.2: 229 of 253.
     await Deno.writeTextFile(
       n.subnetFile,
       "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
@@ -192,7 +200,27 @@ needsRoot.test("doctor: file faults (subnet.env, cni0 address, CNI config/binari
     );
     assertStringIncludes(full.detail, "10.244.1.12 → container f00000000000000c/eth0, and 218 more; ");
     assertStringIncludes(full.detail, "pool 10.244.1.0/24 229/253 used (91%)");
-    assertEquals(full.fix.length, 228);
+    assertEquals(full.fix.length, 1, "one command releases them all");
+
+    // Full (253 of 253): every new pod fails, so critical; the one fix, pasted, frees exactly the leaked IPs.
+    for (let i = 231; i <= 254; i++) {
+      await Deno.writeTextFile(
+        `${n.dataDir}/cbr0/10.244.1.${i}`,
+        `f${i.toString(16).padStart(15, "0")}\neth0`,
+      );
+    }
+    const run6 = await runDoctorJson(n);
+    const all = expectFinding(run6, "hostlocal-ips", "critical", "252 leaked IP(s)");
+    assertStringIncludes(all.detail, "pool 10.244.1.0/24 253/253 used (100%)");
+    assertStringIncludes(all.why ?? "", "no IP addresses available in range set");
+    assertEquals(all.fix.length, 1);
+    await Deno.writeTextFile(`${n.dataDir}/cbr0/last_reserved_ip.0`, "10.244.1.254");
+    const pasted = await runCmd(["sh", "-c", all.fix[0]]);
+    assertEquals(pasted.code, 0, pasted.stderr);
+    const left = [...Deno.readDirSync(`${n.dataDir}/cbr0`)].map((e) => e.name).sort();
+    assertEquals(left.filter((f) => f.startsWith("10.")), ["10.244.1.2"], "only the live pod's IP stays");
+    assert(left.includes("last_reserved_ip.0"), left.join(" "));
+    expectFinding(await runDoctorJson(n), "hostlocal-ips", "ok", "1 IP file(s)");
   });
 });
 

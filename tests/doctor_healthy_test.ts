@@ -61,7 +61,10 @@ needsRoot.test("doctor: healthy node reports all ok and exits 0 (table snapshot,
       assertEquals(notOk, [], `healthy node has non-ok findings:\n${run.stdout}\n${run.stderr}`);
       assertEquals(run.code, 0);
       assertEquals(run.summary.status, "OK");
-      assertEquals(findings(run, "peer-probe")[0].detail, "1 peer(s) answer on PublicIP and VTEP address");
+      assertEquals(
+        findings(run, "peer-probe")[0].detail,
+        "1 peer(s) answer on PublicIP and VTEP address; DF probes of 1450 bytes pass",
+      );
       assertEquals(findings(run, "readyz")[0].severity, "ok");
       assert(run.checks.length >= 30, `expected >= 30 findings, got ${run.checks.length}`);
       for (const c of run.checks) {

@@ -41,7 +41,7 @@ needsRoot.test({
       assertEquals(rep.checks.find((c) => c.id === "readyz")!.detail, `${readyz} → 200`);
       assertEquals(
         rep.checks.find((c) => c.id === "peer-probe")!.detail,
-        "1 peer(s) answer on PublicIP and VTEP address",
+        "1 peer(s) answer on PublicIP and VTEP address; DF probes of 1450 bytes pass",
       );
     });
   },

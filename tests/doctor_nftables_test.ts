@@ -84,7 +84,12 @@ needsRoot.test("doctor: nftables mode (flannel-ipv4 ok, missing rule/table found
     expectFinding(run, "firewall-mode", "ok", "in nftables");
     expectFinding(run, "masq-rules", "ok", "see nft-rules");
     // The fixture's FORWARD DROP policy drops pod traffic whatever flannel's nft forward chain accepts.
-    expectFinding(run, "forward-policy", "critical", "FORWARD policy DROP and no jump to FLANNEL-FWD");
+    expectFinding(
+      run,
+      "forward-policy",
+      "critical",
+      "dropped at FORWARD by iptables-nft filter FORWARD policy DROP",
+    );
     expectFinding(run, "nft-rules", "ok", "flannel-ipv4");
     const h = JSON.parse(
       inNetns(

@@ -5,6 +5,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { ipJson, sh, withNetns } from "./netns.ts";
+import { teachPmtu } from "./pmtu.ts";
 import { openNetlink } from "../lib/netlink/mod.ts";
 import type { LinkInfo } from "../lib/netlink/types.ts";
 
@@ -301,6 +302,31 @@ needsRoot.test("netlink read: neighbours and FDB match ip -j neigh / bridge -j f
       ]);
       assert(fdb.includes("aa:bb:cc:00:00:07 vx0 192.168.7.7 - - self permanent"));
       assert(fdb.includes("02:00:00:00:00:77 ve1 - br0 -  static"), "bridge port entry (no NTF flags)");
+    } finally {
+      h.close();
+    }
+  });
+});
+
+needsRoot.test("netlink read: a route-cache exception (learned PMTU) is not a route, for routes() nor scanRoutes()", async () => {
+  await withNetns(async (fx) => {
+    const a = await fx.add("rc"), b = await fx.add("rc");
+    await sh("ip", "link", "add", "rca", "netns", a, "type", "veth", "peer", "name", "rcb", "netns", b);
+    await ip(a, "addr", "add", "10.31.0.1/24", "dev", "rca");
+    await ip(b, "addr", "add", "10.31.0.2/24", "dev", "rcb");
+    await ip(a, "link", "set", "rca", "up");
+    await ip(b, "link", "set", "rcb", "up");
+    await ip(a, "route", "add", "10.32.0.0/24", "via", "10.31.0.2");
+    await teachPmtu(b, "10.31.0.1", "10.32.0.9", 1300);
+    assert((await ip(a, "route", "get", "10.32.0.9")).includes("mtu 1300"), "the kernel learned the PMTU");
+    const h = openNetlink({ name: a });
+    try {
+      assertEquals(h.routes({ family: 4 }).map((r) => r.dst).filter((d) => d.startsWith("10.32.")), [
+        "10.32.0.0/24",
+      ]);
+      const scanned: string[] = [];
+      h.scanRoutes({ family: 4 }, (r) => scanned.push(r.dst));
+      assertEquals(scanned.filter((d) => d.startsWith("10.32.")), ["10.32.0.0/24"]);
     } finally {
       h.close();
     }

@@ -73,7 +73,8 @@ needsRoot.test("cni flannel: a FIFO as subnetFile or CNI_NETNS, /dev/zero as sub
           { stdin: conf(subnetFile) },
         );
         assert(r.code !== 124, `ADD with subnetFile=${subnetFile} CNI_NETNS=${netns} hung`);
-        return JSON.parse(r.stdout) as { code: number; details: string };
+        const j = JSON.parse(r.stdout) as { code: number; msg: string; details: string };
+        return { code: j.code, details: `${j.msg}; ${j.details}` };
       };
       const a = await add(`${d.path}/fifo`, pod);
       assertEquals(a.code, 7, a.details);

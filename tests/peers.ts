@@ -1,11 +1,11 @@
 /**
  * The real peers the tests run beside flanctl: where their binaries are and whether a test can use them.
  *
- * Go programs (Kubernetes, flanneld, crictl, cnitool) are built by `install.sh --dev` (tools/peers/build.sh) into
- * `$FLANCTL_DEV_CACHE/<name>-<version>/bin` (default /var/cache/flanctl-dev), the versions pinned in that
- * script; Debian's (etcd, containerd, runc, ctr, ...) come from PATH. Lookup order for a binary NAME:
- * `FLANCTL_PEER_<NAME>` (upper case, `-` as `_`, e.g. FLANCTL_PEER_KUBE_APISERVER) naming a file, then the
- * cache directory of the pinned version, then PATH — for the Go programs only a PATH binary that prints the
+ * Go programs (Kubernetes, flanneld, crictl, cnitool, kube-router) are built by `install.sh --dev`
+ * (tools/peers/build.sh) into `$FLANCTL_DEV_CACHE/<name>-<version>/bin` (default /var/cache/flanctl-dev), the
+ * versions pinned in that script; Debian's (etcd, containerd, runc, ctr, ...) come from PATH. Lookup order for
+ * a binary NAME: `FLANCTL_PEER_<NAME>` (upper case, `-` as `_`, e.g. FLANCTL_PEER_KUBE_APISERVER) naming a
+ * file, then the cache directory of the pinned version, then PATH — for the Go programs only a PATH binary that prints the
  * pinned version (a `flanneld` on PATH may be flanctl's own launcher name, a `kubectl` another release;
  * cnitool prints no version: only the cache's). The reference CNI plugins the side-by-side tests compare
  * against: {@link refCniDir}.
@@ -24,6 +24,7 @@ export const GO_PEERS = {
   "flanneld": "flanneld",
   "crictl": "crictl",
   "cnitool": "cnitool",
+  "kube-router": "kube-router",
 } as const;
 
 /** Peers installed as Debian packages by `install.sh --dev`, with the package that has them. */
@@ -38,6 +39,7 @@ export const DEBIAN_PEERS = {
   "skopeo": "skopeo",
   "buildah": "buildah",
   "busybox": "busybox-static",
+  "ipset": "ipset",
 } as const;
 
 export type GoPeer = keyof typeof GO_PEERS;
@@ -68,6 +70,7 @@ export function peerVersions(): Record<Component, string> {
     crictl: pick("CRICTL_VERSION"),
     cnitool: pick("CNITOOL_VERSION"),
     "cni-plugins": pick("CNI_PLUGINS_VERSION"),
+    "kube-router": pick("KUBE_ROUTER_VERSION"),
   };
   return versions;
 }

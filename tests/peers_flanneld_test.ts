@@ -62,10 +62,12 @@ for (const type of ["vxlan", "host-gw", "udp"]) {
           leases.stdout,
         );
         // flanctl reset after stopping A: its device, peer routes, rules and files go; the pod's route stays.
+        // The stopped daemon's store is given: host-gw routes are flanctl's only via a lease's PublicIP.
         assertEquals(await c.stop(a), 0);
-        const r = await flanctl(["reset", "--subnet-file", a.subnetFile, "--state-dir", a.stateDir], {
-          ns: a.ns,
-        });
+        const r = await flanctl(
+          ["reset", "--subnet-file", a.subnetFile, "--state-dir", a.stateDir, "--etcd-endpoints", c.etcdUrl],
+          { ns: a.ns },
+        );
         assertEquals(r.code, 0, r.stdout + r.stderr);
         const left = (await routes(a.ns)).filter((x) =>
           x.dst.startsWith("10.244.") && (x.gateway || x.dev !== "vpod0")

@@ -48,7 +48,20 @@ needsRoot.test({
       const peerGw = peerSub.split("/")[0];
       const healthy = await wholeTrace(name, "node1-pod1", "node2-pod1");
       assertContract(healthy);
-      assertEquals(steps(healthy), podToPodSteps(["vxlan-device", "arp", "fdb"], ["remote-vxlan"]));
+      assertEquals(
+        steps(healthy),
+        podToPodSteps(["vxlan-device", "arp", "fdb"], ["remote-input", "remote-vxlan"]),
+      );
+      // The forward hops walk the traced packet itself (an ICMP echo, as --probe sends) through FORWARD.
+      const [ip1, ip2] = [s.pods[0].ip!, s.pods[1].ip!];
+      assertStringIncludes(
+        healthy.hops.find((h) => h.step === "forward")!.entry,
+        `ICMP echo ${ip1} → ${ip2} (cni0 → flannel.1): passes the firewall`,
+      );
+      assertStringIncludes(
+        healthy.hops.find((h) => h.step === "remote-forward")!.entry,
+        `ICMP echo ${ip1} → ${ip2} (flannel.1 → cni0): passes the firewall`,
+      );
       const route = healthy.hops.find((h) => h.step === "host-route")!;
       assertEquals(route.entry, `${peerSub} via ${peerGw} dev flannel.1 onlink table main`);
       assertStringIncludes(healthy.hops[2].entry, "port state forwarding hairpin on; cni0 up");
@@ -137,9 +150,28 @@ needsRoot.test({
       await sh("ip", "netns", "exec", n1, "iptables", "-P", "FORWARD", "DROP");
       await sh("ip", "netns", "exec", n1, "iptables", "-F", "FLANNEL-FWD");
       t = await labTrace(name, "node1-pod1", "node2-pod1");
-      brokenAt(t, "node1", "forward", "FORWARD policy DROP");
-      assertStringIncludes(t.fix!.join("\n"), "-j FLANNEL-FWD");
+      brokenAt(t, "node1", "forward", "dropped at FORWARD by iptables-nft filter FORWARD policy DROP");
+      assertStringIncludes(t.fix!.join("\n"), `ip netns exec ${n1} iptables -I FORWARD 1 -s `);
       await sh("ip", "netns", "exec", n1, "iptables", "-P", "FORWARD", "ACCEPT");
+
+      // A REJECT before the jump to FLANNEL-FWD (RHEL's iptables-services default): the rule is named.
+      await sh("ip", "netns", "exec", n1, "iptables", "-I", "FORWARD", "1", "-j", "REJECT");
+      t = await labTrace(name, "node1-pod1", "node2-pod1");
+      brokenAt(t, "node1", "forward", "iptables-nft filter FORWARD rule 1 REJECT: -A FORWARD -j REJECT");
+      await sh("ip", "netns", "exec", n1, "iptables", "-D", "FORWARD", "1");
+
+      // The remote node's INPUT rejects UDP: the VXLAN datagram is dropped before flannel.1, by that rule.
+      const n2 = s.nodes[1].netns;
+      await sh("ip", "netns", "exec", n2, "iptables", "-I", "INPUT", "1", "-p", "udp", "-j", "REJECT");
+      t = await labTrace(name, "node1-pod1", "node2-pod1");
+      brokenAt(
+        t,
+        "node2",
+        "remote-input",
+        "dropped by iptables-nft filter INPUT rule 1 REJECT: -A INPUT -p udp -j REJECT",
+      );
+      assertStringIncludes(t.fix!.join("\n"), `ip netns exec ${n2} iptables -I INPUT 1 -p udp --dport 8472 `);
+      await sh("ip", "netns", "exec", n2, "iptables", "-D", "INPUT", "1");
 
       // Strict rp_filter on cni0 while the pod's address is routed back another way: the kernel's input
       // lookup refuses the packet (EXDEV on older kernels, EINVAL since 6.x): an rp_filter verdict, not "no route".

@@ -79,7 +79,7 @@ needsRoot.test({
           await labTrace(name, "node1-pod1", "node2-pod1"),
           "node2",
           "remote-udp-port",
-          "INPUT drops the UDP backend's port",
+          "dropped at INPUT by iptables-nft filter INPUT rule 1 DROP",
         );
         await dropInput("-D");
         await wholeTrace(name, "node1-pod1", "node2-pod1"); // INPUT repaired

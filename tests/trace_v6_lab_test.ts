@@ -29,7 +29,22 @@ needsRoot.test({
         const fdb = t.hops.find((h) => h.step === "fdb")!;
         assertStringIncludes(fdb.entry, `dst ${s.nodes[1].publicIPv6}`);
 
-        assertStringIncludes(t.hops.find((h) => h.step === "forward")!.entry, "ip6tables: FORWARD policy");
+        // FORWARD walked for the traced ICMPv6 echo itself (ip6tables and the native tables).
+        assertStringIncludes(
+          t.hops.find((h) => h.step === "forward")!.entry,
+          `→ ${dst} (cni0 → flannel-v6.1): passes the firewall`,
+        );
+        assertStringIncludes(
+          t.hops.find((h) => h.step === "remote-forward")!.entry,
+          `→ ${dst} (flannel-v6.1 → cni0): passes the firewall`,
+        );
+        // An ip6tables REJECT in FORWARD breaks the walk at that hop, naming the rule; the fix accepts IPv6.
+        const n1 = s.nodes[0].netns;
+        await sh("ip", "netns", "exec", n1, "ip6tables", "-I", "FORWARD", "1", "-j", "REJECT");
+        const rej = await labTrace(name, "node1-pod1", dst);
+        brokenAt(rej, "node1", "forward", "iptables-nft filter FORWARD rule 1 REJECT: -A FORWARD -j REJECT");
+        assertStringIncludes(rej.fix!.join("\n"), `ip netns exec ${n1} ip6tables -I FORWARD 1 -s `);
+        await sh("ip", "netns", "exec", n1, "ip6tables", "-D", "FORWARD", "1");
 
         // The peer's NDP entry deleted on node1.
         const gw = /via (\S+)/.exec(route.entry)![1];

@@ -3,12 +3,21 @@
  * release) against a `flanctl lab up --kube` cluster: flanctl as the network, kube-proxy and CoreDNS.
  *
  *   deno task e2e [--nodes 3] [--focus REGEX] [--skip REGEX] [--name e2e] [--report-dir dist/e2e] [--keep]
+ *                 [--dual-stack]
+ *   deno task e2e --netpol [--enforcer kube-router]   # the suite's NetworkPolicy tests (issue 36)
+ *
+ * `--netpol` selects `[sig-network] Netpol` (51 specs in v1.37.2) instead of the default focus; `--enforcer
+ * kube-router` starts kube-router's policy controller on every node once the lab is up (tools/kube_router.ts:
+ * firewall only, as k3s runs it; `tools/peers/build.sh kube-router`), the reference the verdict matrix and
+ * flanctl's own enforcement are held to.
  *
  * 1. The images: dist/flanctl-image.tar (deploy/build-image.sh, always: the tree may have changed), the peer
  *    images dist/{kube-proxy,coredns}-image.tar and the suite's own, named exactly as `e2e.test --list-images`
  *    names them under the override (agnhost, glibc-dns-testing: dist/e2e-images/<name>-<tag>.tar), each built
  *    by `build-image.sh --peer` when missing.
- * 2. `lab up --kube --nodes N` with the suite's images imported on every node.
+ * 2. `lab up --kube --nodes N` with the suite's images imported on every node; `--dual-stack`: a dual-stack
+ *    cluster (`--ip-family dual`) and, unless --focus is given, the dual-stack selection
+ *    {@link DUAL_STACK_FOCUS}.
  * 3. e2e.test in the lab's underlay namespace (where the API server and the nodes are reachable) with the
  *    admin kubeconfig, `--provider local`, the suite's image-repository override (KUBE_TEST_REPO_LIST: every
  *    registry the suite names becomes `flanctl.local/...`, so agnhost is the local image and nothing is
@@ -23,6 +32,12 @@ import { parseArgs } from "node:util";
 export const DEFAULT_FOCUS =
   String.raw`\[sig-network\] (Networking Granular Checks: Pods|Services .*\[Conformance\]|` +
   String.raw`DNS .*\[Conformance\]|HostPort)`;
+/** The suite's tests tagged for dual stack (`[Feature:IPv6DualStack]`: 23 specs in v1.37.2). */
+export const DUAL_STACK_FOCUS = String.raw`\[sig-network\] \[Feature:IPv6DualStack\]`;
+/** `--netpol`: the suite's NetworkPolicy tests (issue 36). */
+export const NETPOL_FOCUS = String.raw`\[sig-network\] Netpol`;
+/** The NetworkPolicy enforcers `--enforcer` can start beside the lab (none: the lab as it is). */
+export const ENFORCERS = ["kube-router"] as const;
 /**
  * Limits of this machine, each skipped by name with its reason when the machine has it (docs/lab.md,
  * "Kubernetes' e2e suite"): `protocols` is /proc/net/protocols.
@@ -31,9 +46,15 @@ export function machineSkips(protocols: string): { skip: string; why: string }[]
   const out: { skip: string; why: string }[] = [];
   if (!/^SCTP\s/m.test(protocols)) {
     out.push({
-      skip: String.raw`Granular Checks: Pods should function for (intra-pod|node-pod) communication: sctp`,
+      skip: String.raw`Granular Checks: (Pods should function for (intra-pod|node-pod) communication|` +
+        String.raw`Services Secondary IP Family \[LinuxOnly\] should function for pod-Service): sctp`,
       why: "no SCTP in this kernel (/proc/net/protocols has none: socket(…, IPPROTO_SCTP) fails " +
         "EPROTONOSUPPORT, agnhost's SCTP server exits)",
+    });
+    out.push({
+      skip: String.raw`Netpol .*\[Feature:SCTPConnectivity\]`,
+      why: "no SCTP in this kernel (the Netpol SCTP tests serve and probe SCTP; the two that only write " +
+        "'protocol: SCTP' in a policy and probe TCP still run)",
     });
   }
   return out;
@@ -109,13 +130,22 @@ async function main(): Promise<number> {
     args: Deno.args,
     options: {
       nodes: { type: "string", default: "3" },
-      focus: { type: "string", default: DEFAULT_FOCUS },
+      focus: { type: "string" },
+      "dual-stack": { type: "boolean", default: false },
+      netpol: { type: "boolean", default: false },
+      enforcer: { type: "string", default: "" },
       skip: { type: "string", default: "" },
       name: { type: "string", default: "e2e" },
       "report-dir": { type: "string", default: "dist/e2e" },
       keep: { type: "boolean", default: false },
     },
   });
+  const dual = v["dual-stack"]!;
+  const focus = v.focus ?? (dual ? DUAL_STACK_FOCUS : v.netpol ? NETPOL_FOCUS : DEFAULT_FOCUS);
+  if (v.enforcer && !(ENFORCERS as readonly string[]).includes(v.enforcer)) {
+    console.error(`e2e: --enforcer: one of ${ENFORCERS.join(", ")}`);
+    return 2;
+  }
   const root = new URL("..", import.meta.url).pathname;
   const { findProgram, kubePaths, underlayNetns } = await import("../lib/lab/mod.ts");
   const e2e = findProgram("e2e.test");
@@ -183,12 +213,34 @@ async function main(): Promise<number> {
     "--coredns-image",
     `${dist}/coredns-image.tar`,
     ...suiteArchives.flatMap((a) => ["--import-image", a]),
+    ...(dual ? ["--ip-family", "dual"] : []),
   ]);
   if (up !== 0) {
     if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
     return 1;
   }
-  say(`lab up --kube --nodes ${v.nodes}: ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  say(
+    `lab up --kube --nodes ${v.nodes}${dual ? " --ip-family dual" : ""}: ${
+      ((Date.now() - t1) / 1000).toFixed(1)
+    } s`,
+  );
+  let enforcer: { stop(): Promise<void> } | undefined;
+  if (v.enforcer === "kube-router") {
+    const { findKubeRouter, startKubeRouter } = await import("./kube_router.ts");
+    const bin = findKubeRouter();
+    try {
+      if (!bin) {
+        throw new Error("kube-router not built: tools/peers/build.sh kube-router (./install.sh --dev)");
+      }
+      const t = Date.now();
+      enforcer = await startKubeRouter(v.name!, Number(v.nodes), bin);
+      say(`kube-router (firewall only) programming every node: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    } catch (e) {
+      console.error(`e2e: ${(e as Error).message}`);
+      if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
+      return 1;
+    }
+  }
   const log = `${reportDir}/e2e.log`;
   let protocols = "";
   try {
@@ -212,17 +264,18 @@ async function main(): Promise<number> {
       "--provider=local",
       `--kubectl-path=${kubectl}`,
       `--report-dir=${reportDir}`,
-      `--ginkgo.focus=${v.focus}`,
+      `--ginkgo.focus=${focus}`,
       ...(skip ? [`--ginkgo.skip=${skip}`] : []),
       "--ginkgo.no-color",
       "--ginkgo.timeout=2h",
     ];
-    say(`e2e.test --ginkgo.focus='${v.focus}'${skip ? ` --ginkgo.skip='${skip}'` : ""} (log: ${log})`);
+    say(`e2e.test --ginkgo.focus='${focus}'${skip ? ` --ginkgo.skip='${skip}'` : ""} (log: ${log})`);
     code = await sh(["sh", "-c", `"$@" >${JSON.stringify(log)} 2>&1`, "sh", ...args]);
     const text = await Deno.readTextFile(log);
     for (const l of summary(text)) console.log(l);
     say(`e2e.test exited ${code} after ${((Date.now() - t2) / 1000).toFixed(0)} s; JUnit in ${reportDir}`);
   } finally {
+    if (!v.keep) await enforcer?.stop();
     if (!v.keep) await sh([...flanctl, "down", "--name", v.name!]);
   }
   return code;

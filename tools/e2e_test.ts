@@ -1,5 +1,14 @@
 import { assertEquals } from "../tests/assert.ts";
-import { DEFAULT_FOCUS, LOCAL_REGISTRY, machineSkips, repoList, suiteRefs, summary } from "./e2e.ts";
+import {
+  DEFAULT_FOCUS,
+  DUAL_STACK_FOCUS,
+  LOCAL_REGISTRY,
+  machineSkips,
+  NETPOL_FOCUS,
+  repoList,
+  suiteRefs,
+  summary,
+} from "./e2e.ts";
 
 Deno.test("e2e: every registry key of the override names the local repository", () => {
   const lines = repoList().trim().split("\n");
@@ -43,13 +52,41 @@ Deno.test("e2e: the suite's own summary lines and failures, colours stripped", (
     true,
   );
   assertEquals(new RegExp(DEFAULT_FOCUS).test("[sig-network] Netpol should deny ingress"), false);
+  const ds = new RegExp(DUAL_STACK_FOCUS);
+  assertEquals(
+    ds.test("[sig-network] [Feature:IPv6DualStack] should create service with ipv6 cluster ip"),
+    true,
+  );
+  assertEquals(
+    ds.test("[sig-network] Services should serve a basic endpoint from pods  [Conformance]"),
+    false,
+  );
+  assertEquals(
+    new RegExp(NETPOL_FOCUS).test("[sig-network] Netpol NetworkPolicy between server and client"),
+    true,
+  );
 });
 
 Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", () => {
   const without = "protocol  size sockets\nUDP 1 2\nTCP 1 2\n";
   const skips = machineSkips(without);
-  assertEquals(skips.length, 1);
+  assertEquals(skips.length, 2);
   const re = new RegExp(skips[0].skip);
+  const netpol = new RegExp(skips[1].skip);
+  assertEquals(
+    netpol.test(
+      "[sig-network] Netpol [Feature:SCTPConnectivity] [LinuxOnly] NetworkPolicy between server and client " +
+        "using SCTP should enforce policy based on Ports [Feature:NetworkPolicy]",
+    ),
+    true,
+  );
+  assertEquals(
+    netpol.test(
+      "[sig-network] Netpol NetworkPolicy between server and client should not mistakenly treat 'protocol: " +
+        "SCTP' as 'protocol: TCP', even if the plugin doesn't support SCTP [Feature:NetworkPolicy]",
+    ),
+    false,
+  );
   assertEquals(
     re.test(
       "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: sctp",
@@ -65,6 +102,21 @@ Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", (
   assertEquals(
     re.test(
       "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: udp",
+    ),
+    false,
+  );
+  // The dual-stack selection's SCTP test too (a Service over the secondary family), nothing else of it.
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: sctp [Feature:SCTPConnectivity]",
+    ),
+    true,
+  );
+  assertEquals(
+    re.test(
+      "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] " +
+        "should function for pod-Service: udp",
     ),
     false,
   );

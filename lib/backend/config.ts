@@ -8,7 +8,7 @@ import type { BackendConfig } from "../config/types.ts";
 import { safeJson } from "../base/capped_read.ts";
 
 /** Backends the daemon implements. */
-export const SUPPORTED_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard"] as const;
+export const SUPPORTED_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard", "alloc", "extension"] as const;
 
 /** VXLAN options with flannel's defaults applied. */
 export interface VxlanOptions {

@@ -10,6 +10,10 @@ import { HostGwBackend } from "./hostgw.ts";
 import type { Backend, ExternalIface } from "./types.ts";
 import { UdpBackend } from "./udp/backend.ts";
 import { procSysctl, VxlanBackend } from "./vxlan.ts";
+import { AllocBackend } from "./alloc.ts";
+import { DEFAULT_COMMAND_TIMEOUT_MS, ExtensionBackend } from "./extension/backend.ts";
+import { commandTimeoutMs, parseExtensionOptions, TIMEOUT_ENV } from "./extension/options.ts";
+import { quietLog } from "../base/log.ts";
 import { WireguardBackend } from "./wireguard/backend.ts";
 import { parseWireguardOptions } from "./wireguard/options.ts";
 import type { Log } from "../base/log.ts";
@@ -18,6 +22,8 @@ export type { Backend, ExternalIface, PeerInfo, ReachFn } from "./types.ts";
 export { HostGwBackend } from "./hostgw.ts";
 export { VxlanBackend } from "./vxlan.ts";
 export { UdpBackend } from "./udp/backend.ts";
+export { AllocBackend } from "./alloc.ts";
+export { ExtensionBackend } from "./extension/backend.ts";
 export { WireguardBackend } from "./wireguard/backend.ts";
 
 /**
@@ -43,6 +49,19 @@ export function createBackend(
 ): Backend {
   checkSupported(cfg.backend);
   const family = opts.family ?? 4;
+  if (cfg.backend.type === "alloc") return new AllocBackend(ext);
+  if (cfg.backend.type === "extension") {
+    const commands = parseExtensionOptions(cfg.backend);
+    // Dual stack: one extension network for both families (flanneld's); the IPv6 half has no commands.
+    if (family === 6 && cfg.enableIPv4) return new AllocBackend(ext, "extension");
+    return new ExtensionBackend({
+      commands,
+      ext,
+      network: { v4: cfg.network ?? null, enableIPv4: cfg.enableIPv4, enableIPv6: cfg.enableIPv6 },
+      log: opts.log ?? quietLog,
+      timeoutMs: commandTimeoutMs(Deno.env.get(TIMEOUT_ENV), DEFAULT_COMMAND_TIMEOUT_MS),
+    });
+  }
   if (cfg.backend.type === "udp") {
     if (!cfg.network || family !== 4 || cfg.enableIPv6) {
       throw new ConfigError(

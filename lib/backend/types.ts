@@ -7,6 +7,7 @@
 import type { IPNet } from "../base/cidr.ts";
 import type { DesiredPeer } from "../reconcile/types.ts";
 import type { UnderlayRoute } from "../base/route_lookup.ts";
+import type { Lease, LeaseAttrsWire, LeaseEvent } from "../lease/types.ts";
 
 /** What the daemon knows about a peer, from its lease. Strings only: kept for every peer. */
 export interface PeerInfo {
@@ -37,7 +38,7 @@ export interface ExternalIface {
 
 /** A backend. */
 export interface Backend {
-  /** The backend's name: "vxlan", "host-gw" or "udp". */
+  /** The backend's name: "vxlan", "host-gw", "udp", "alloc" or "extension". */
   readonly type: string;
   /** The lease's BackendType when it differs from {@link type} (udp: "", as flannel writes it). */
   readonly leaseBackendType?: string;
@@ -45,8 +46,11 @@ export interface Backend {
   readonly overlayDev: string | null;
   /** The MTU for pods (FLANNEL_MTU). */
   readonly mtu: number;
-  /** Reads what exists (persisted VTEP MAC, an existing device) without changing the kernel. */
-  prepare(): void;
+  /**
+   * Reads what exists (persisted VTEP MAC, an existing device) without changing the kernel (extension:
+   * runs PreStartupCommand, whose output is the BackendData).
+   */
+  prepare(): void | Promise<void>;
   /** The lease's BackendData (valid after {@link prepare}). */
   backendData(): unknown;
   /**
@@ -54,8 +58,19 @@ export interface Backend {
    * ("created", "recreated: vni differs", "address", "up", "mtu", "mac"); empty when nothing was.
    */
   ensure(own: IPNet): string[];
-  /** The kernel entries for one peer, or a string saying why the peer is skipped. */
-  peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string;
+  /**
+   * The kernel entries for one peer, a string saying why the peer is skipped, or null: a backend without a
+   * data plane (alloc, extension) programs nothing for any peer.
+   */
+  peer(p: PeerInfo, reach: ReachFn): DesiredPeer | string | null;
+  /** Our lease's attributes as this backend's flanneld writes them, from the daemon's defaults. */
+  leaseAttrs?(a: LeaseAttrsWire): LeaseAttrsWire;
+  /** Our lease is taken (extension: PostStartupCommand); a throw stops the start. */
+  leased?(l: Lease): Promise<void>;
+  /** Lease-event backends (extension): a full listing of the other nodes' leases. */
+  leasesListed?(others: readonly Lease[]): void;
+  /** Lease-event backends (extension): one watched event of another node's lease. */
+  leaseEvent?(ev: LeaseEvent): void;
   /** Userspace data paths (udp): the peers the daemon accepted, after every change. */
   syncPeers?(peers: readonly PeerInfo[]): void;
   /** Extra Prometheus lines for /metrics. */

@@ -244,10 +244,11 @@ function ensureBridgeAddr(host: NetlinkHandle, br: LinkInfo, cidr: string, force
     try {
       host.delAddr(br.index, cidr);
     } catch { /* best effort: leave the bridge as we found it */ }
+    // The bridge plugin's wording, as users find it in kubelet events; ours adds the way out.
     throw new CniError(
       ErrCode.InvalidNetworkConfig,
-      "bridge address conflict",
-      `"${br.name}" already has an IP address different from ${cidr} (set forceAddress to replace it)`,
+      `failed to set bridge addr: "${br.name}" already has an IP address different from ${cidr}`,
+      "set forceAddress to replace it, or remove the old address when the node's subnet changed",
     );
   }
   for (const a of conflicts) {

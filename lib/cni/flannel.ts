@@ -60,15 +60,23 @@ export function loadFlannelConf(c: Record<string, unknown>): FlannelConf {
   };
 }
 
-/** Reads subnet.env; a missing/bad file is error 7 naming the file and variable. */
+/**
+ * Reads subnet.env; a missing/bad file is error 7 naming the file and variable, in flannel's plugin's
+ * wording (`loadFlannelSubnetEnv failed: open <path>: no such file or directory`, as kubelet events show it).
+ */
 export function loadSubnetEnv(path: string): SubnetEnv {
   try {
     return readSubnetEnv(path);
   } catch (e) {
-    if (e instanceof SubnetEnvError) {
-      throw new CniError(ErrCode.InvalidNetworkConfig, "failed to load subnet.env", e.message);
+    if (!(e instanceof SubnetEnvError)) throw e;
+    if (e.cause instanceof Deno.errors.NotFound) {
+      throw new CniError(
+        ErrCode.InvalidNetworkConfig,
+        `loadFlannelSubnetEnv failed: open ${path}: no such file or directory`,
+        "the flanctl/flannel daemon writes it once it holds a lease: is it running on this node?",
+      );
     }
-    throw e;
+    throw new CniError(ErrCode.InvalidNetworkConfig, `loadFlannelSubnetEnv failed: ${e.message}`);
   }
 }
 
@@ -173,7 +181,13 @@ async function add(c: PluginCall): Promise<CniResult> {
     const previous = readSaved(n.dataDir, id);
     save(n.dataDir, id, text);
     try {
-      const out = await delegate(d.type as string, "ADD", text, c.args);
+      let out: Awaited<ReturnType<typeof delegate>>;
+      try {
+        out = await delegate(d.type as string, "ADD", text, c.args);
+      } catch (e) {
+        // flannel's plugin's wording: `failed to delegate add: <the delegate's error>`.
+        throw e instanceof CniError ? new CniError(e.code, `failed to delegate add: ${e.msg}`, e.details) : e;
+      }
       return parseResult(out, c.version);
     } catch (e) {
       // The delegate undid its own work; without a saved config a later DEL would be a no-op, which is

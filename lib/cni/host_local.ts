@@ -260,6 +260,11 @@ export function* rangeIter(set: IPRange[], last: IPAddr | null): Generator<[IPAd
   }
 }
 
+/** host-local's wording, as the kubelet event shows it: `failed to allocate for range <idx>: <why>`. */
+function rangeError(idx: number, why: string, details = ""): CniError {
+  return new CniError(ErrCode.NoAddress, `failed to allocate for range ${idx}: ${why}`, details);
+}
+
 function allocOne(
   store: DiskStore,
   owner: Owner,
@@ -269,17 +274,10 @@ function allocOne(
 ): CniIPConfig {
   if (requested) {
     const r = set.find((x) => rangeContains(x, requested))!;
-    if (requested.equals(r.gateway)) {
-      throw new CniError(
-        ErrCode.NoAddress,
-        "failed to allocate",
-        `requested ip ${requested} is subnet's gateway`,
-      );
-    }
+    if (requested.equals(r.gateway)) throw rangeError(idx, `requested ip ${requested} is subnet's gateway`);
     if (!store.reserve(owner, requested, idx)) {
-      throw new CniError(
-        ErrCode.NoAddress,
-        "failed to allocate",
+      throw rangeError(
+        idx,
         `requested IP address ${requested} is not available in range set ${rangeSetString(set)}`,
       );
     }
@@ -290,10 +288,10 @@ function allocOne(
       return { address: `${ip}/${r.subnet.prefix}`, gateway: r.gateway.toString() };
     }
   }
-  throw new CniError(
-    ErrCode.NoAddress,
-    "failed to allocate",
+  throw rangeError(
+    idx,
     `no IP addresses available in range set: ${rangeSetString(set)}`,
+    "every address is reserved; `flanctl doctor` names the reservations whose container is gone",
   );
 }
 

@@ -43,6 +43,16 @@ export const CNI_DENO_RUN_FLAGS: readonly string[] = [
 ];
 
 /**
+ * Set to 1 in install's warm-up runs of the CNI bundle (CNI VERSION until the code cache is written,
+ * lib/install/code_cache.ts): the run then also starts a child process through lib/base/run.ts, as
+ * portmap's firewall tools do, so the code cache of the Deno modules that loads (process, streams,
+ * node:timers: ~1.1 MiB) is written at install too. Otherwise the node's first hostPort pod wrote it, into
+ * the write-ahead log of the cache database every later plugin call opens and SQLite reads whole on open
+ * (docs/performance.md, "The CNI code cache").
+ */
+export const CNI_WARM_ENV = "FLANCTL_CNI_WARM";
+
+/**
  * The lock file in a runtime directory of `flanctl install-cni` (`<cni bin dir>/.flanctl-runtime-<hash>/`):
  * every CNI call started from that directory holds it shared while it runs ({@link holdRuntime}), and
  * install-cni removes a superseded directory only when it can take the lock exclusively (lib/install/cni.ts).
@@ -63,4 +73,30 @@ export function holdRuntime(): void {
     held = Deno.openSync(`${exe.slice(0, exe.lastIndexOf("/"))}/${RUNTIME_LOCK}`, { read: true });
     held.tryLockSync(false);
   } catch { /* not an install-cni runtime, or not readable: nothing to hold */ }
+}
+
+/** `s` as one single-quoted POSIX sh word. */
+export function shQuote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * The POSIX sh lines a CNI launcher runs before starting Deno (builtins only, no process started): a DEL
+ * of an attachment whose deleted record in `dir` is not empty (lib/cni/deleted.ts) is answered here, exit 0
+ * and no output — what the plugin's DEL answers then — when the environment is one the full path accepts
+ * (CNI_CONTAINERID, CNI_IFNAME and CNI_PATH set; the ID and name of letters, digits, `_`, `.`, `-`) and
+ * CNI_NETNS is empty or names nothing (not even a dangling link), so the full DEL would not have touched a
+ * namespace either — or the plugin is portmap, whose DEL never looks at the netns. Everything else falls
+ * through to the exec that follows, as does a plugin name (the basename of `$0`) without a record. The
+ * plugin name must be one of ours; the launcher's `case` makes sure.
+ */
+export function earlyDelSh(dir: string): string {
+  return [
+    "flanctl_id=${CNI_CONTAINERID:-} flanctl_if=${CNI_IFNAME:-}",
+    'case "$flanctl_id" in [!A-Za-z0-9]*|*[!A-Za-z0-9_.-]*) flanctl_id= ;; esac',
+    'case "$flanctl_if" in .|..|*[!A-Za-z0-9_.-]*) flanctl_if= ;; esac',
+    'if [ "${CNI_COMMAND:-}" = DEL ] && [ -n "$flanctl_id" ] && [ -n "$flanctl_if" ] && [ -n "${CNI_PATH:-}" ] &&',
+    '  { [ -z "${CNI_NETNS:-}" ] || [ "${0##*/}" = portmap ] || { [ ! -e "$CNI_NETNS" ] && [ ! -L "$CNI_NETNS" ]; }; } &&',
+    `  [ -s ${shQuote(dir)}/"\${0##*/}:$flanctl_if:$flanctl_id" ]; then exit 0; fi`,
+  ].join("\n");
 }

@@ -3,7 +3,7 @@
  * themselves, as root: tests/daemon_bundle_test.ts).
  */
 import { assert, assertEquals } from "../../tests/assert.ts";
-import { BUNDLE_DENO_RUN_FLAGS, CNI_DENO_RUN_FLAGS } from "./launch.ts";
+import { BUNDLE_DENO_RUN_FLAGS, CNI_DENO_RUN_FLAGS, earlyDelSh } from "./launch.ts";
 
 const LAUNCHER = "/usr/local/bin/flanctl";
 const launcherText = (() => {
@@ -27,4 +27,46 @@ Deno.test({
     const cni = launcherText!.split("\n").find((l) => l.includes("/cni.js"));
     assert(cni?.includes(` run ${CNI_DENO_RUN_FLAGS.join(" ")} "`), cni);
   },
+});
+
+Deno.test("early DEL: sh answers only a DEL with a filled record, a valid environment and no netns", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const records = `${dir}/rec ords'`; // a space and a quote: the path is quoted for sh
+    Deno.mkdirSync(records);
+    for (const name of ["loopback:lo:c1", "flannel:eth0:c1", "portmap:eth0:c1"]) {
+      Deno.writeTextFileSync(`${records}/${name}`, "deleted\n");
+    }
+    Deno.writeTextFileSync(`${records}/flannel:eth0:c2`, ""); // an ADD of c2 started since
+    for (const p of ["loopback", "flannel", "portmap"]) {
+      // Exit 0 when answered; 7 when it falls through to what would be the exec of Deno.
+      Deno.writeTextFileSync(`${dir}/${p}`, `#!/bin/sh\n${earlyDelSh(records)}\nexit 7\n`, { mode: 0o755 });
+    }
+    const ok = { CNI_COMMAND: "DEL", CNI_CONTAINERID: "c1", CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin" };
+    const cases: [string, string, Record<string, string>, number][] = [
+      ["answered", "flannel", ok, 0],
+      ["loopback's", "loopback", { ...ok, CNI_IFNAME: "lo" }, 0],
+      ["netns gone", "flannel", { ...ok, CNI_NETNS: `${dir}/gone` }, 0],
+      ["netns there", "flannel", { ...ok, CNI_NETNS: dir }, 7],
+      ["netns there, portmap", "portmap", { ...ok, CNI_NETNS: dir }, 0],
+      ["a dangling link", "flannel", { ...ok, CNI_NETNS: `${dir}/dangling` }, 7],
+      ["record emptied by an ADD", "flannel", { ...ok, CNI_CONTAINERID: "c2" }, 7],
+      ["no record", "flannel", { ...ok, CNI_CONTAINERID: "c3" }, 7],
+      ["other plugin's record", "loopback", ok, 7],
+      ["ADD", "flannel", { ...ok, CNI_COMMAND: "ADD" }, 7],
+      ["CHECK", "flannel", { ...ok, CNI_COMMAND: "CHECK" }, 7],
+      ["no CNI_PATH", "flannel", { ...ok, CNI_PATH: "" }, 7],
+      ["an ID the full path refuses", "flannel", { ...ok, CNI_CONTAINERID: "-c1" }, 7],
+      ["a path in the ID", "flannel", { ...ok, CNI_CONTAINERID: "../rec ords'/flannel:eth0:c1" }, 7],
+      ["a glob in the name", "flannel", { ...ok, CNI_IFNAME: "eth*" }, 7],
+      ["a colon in the name", "flannel", { ...ok, CNI_IFNAME: "eth0:c1" }, 7],
+    ];
+    Deno.symlinkSync(`${dir}/nowhere`, `${dir}/dangling`);
+    for (const [what, plugin, env, code] of cases) {
+      const o = await new Deno.Command(`${dir}/${plugin}`, { env, clearEnv: true, stdout: "piped" }).output();
+      assertEquals([o.code, o.stdout.length], [code, 0], what);
+    }
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });

@@ -336,7 +336,10 @@ function nftCommentable(containerId: string): void {
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = parseConf(c.conf);
   const r = prev(c);
-  if (!conf.mappings.length) return r;
+  if (!conf.mappings.length) {
+    c.holdsNothing?.(); // no rule made: a DEL with this config removes nothing (lib/cni/deleted.ts)
+    return r;
+  }
   const all = specs(conf, c.args.containerId, containerAddrs(r, c.args.ifname));
   if (conf.backend === "nftables") nftCommentable(c.args.containerId);
   try {

@@ -21,6 +21,7 @@ import {
 import { type CniResult, formatResult } from "./result.ts";
 import { CappedReadError, readCappedStream } from "../base/capped_read.ts";
 import type { Shape } from "./gojson.ts";
+import { DELETED_DIR_ENV, type DeletedRecord, openRecord, recordName } from "./deleted.ts";
 
 /** What a verb handler gets. */
 export interface PluginCall {
@@ -29,6 +30,11 @@ export interface PluginCall {
   conf: Record<string, unknown>;
   /** The config's cniVersion (validated). */
   version: string;
+  /**
+   * ADD: the plugin tells that it made nothing for the attachment (portmap without port mappings), so a DEL
+   * with the same config has nothing to remove either (lib/cni/deleted.ts). Absent for delegates.
+   */
+  holdsNothing?: () => void;
 }
 
 /** A plugin: verb handlers. ADD returns the internal result; the others return nothing on success. */
@@ -45,18 +51,27 @@ export interface Plugin {
 /**
  * Runs one verb of `plugin` on already-read arguments. Returns the JSON to print (null when the verb prints
  * nothing). Throws {@link CniError}; its `cniVersion` for printing is in `.version` of the returned pair.
+ * `onNothingHeld` runs when the plugin holds nothing for the attachment afterwards: after its DEL succeeded
+ * on an accepted config, or after an ADD that succeeded having made nothing (lib/cni/deleted.ts).
  */
-export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<string, unknown> | null> {
+export async function invoke(
+  plugin: Plugin,
+  args: CmdArgs,
+  onNothingHeld?: () => void,
+): Promise<Record<string, unknown> | null> {
   if (args.command === "VERSION") return versionInfo();
-  if (args.command === "DEL") return await invokeDel(plugin, args);
+  if (args.command === "DEL") return await invokeDel(plugin, args, onNothingHeld);
   const { conf, version } = parseNetConf(args.stdin, plugin.shape);
   checkCommand(args);
   checkVersion(version);
   const call: PluginCall = { args, conf, version };
   switch (args.command) {
     case "ADD": {
-      const r = await plugin.add(call);
-      return formatResult(r, version);
+      let nothing = false;
+      const r = await plugin.add(onNothingHeld ? { ...call, holdsNothing: () => nothing = true } : call);
+      const out = formatResult(r, version);
+      if (nothing) onNothingHeld!();
+      return out;
     }
     case "CHECK":
       if (compareVersions(version, "0.4.0") < 0) {
@@ -97,9 +112,10 @@ export async function invoke(plugin: Plugin, args: CmdArgs): Promise<Record<stri
  * DEL is best-effort cleanup: a config every ADD would refuse (not JSON, no valid name, a version we do not
  * speak) made nothing to remove, so DEL succeeds on it (stderr says why), instead of failing for ever and
  * leaving the runtime unable to remove the sandbox. The environment is still checked (a runtime bug), and the
- * plugin's own DEL reads a refused config leniently (only what cleanup needs).
+ * plugin's own DEL reads a refused config leniently (only what cleanup needs). `onDeleted` runs only after
+ * the plugin's DEL succeeded on an accepted config (lib/cni/deleted.ts).
  */
-async function invokeDel(plugin: Plugin, args: CmdArgs): Promise<null> {
+async function invokeDel(plugin: Plugin, args: CmdArgs, onDeleted?: () => void): Promise<null> {
   checkCommand(args);
   let parsed: { conf: Record<string, unknown>; version: string };
   try {
@@ -111,6 +127,7 @@ async function invokeDel(plugin: Plugin, args: CmdArgs): Promise<null> {
     return null;
   }
   await plugin.del({ args, conf: parsed.conf, version: parsed.version });
+  onDeleted?.();
   return null;
 }
 
@@ -181,6 +198,7 @@ export function log(plugin: string, msg: string): void {
  */
 export async function runExecutable(name: string, load: () => Promise<Plugin>): Promise<number> {
   let stdin = "";
+  let record: DeletedRecord | null = null;
   trace(`start ${name}`);
   try {
     const command = Deno.env.get("CNI_COMMAND");
@@ -194,9 +212,10 @@ export async function runExecutable(name: string, load: () => Promise<Plugin>): 
       }
     }
     envCheck.stdin = stdin;
+    record = openDeletedRecord(name, envCheck);
     const plugin = command === "VERSION" ? NO_PLUGIN : await load();
     trace("plugin loaded");
-    const out = await invoke(plugin, envCheck);
+    const out = await invoke(plugin, envCheck, () => record?.markDeleted());
     if (out) writeOut(JSON.stringify(out) + "\n");
     trace("done");
     return 0;
@@ -207,7 +226,38 @@ export async function runExecutable(name: string, load: () => Promise<Plugin>): 
     }
     writeOut(JSON.stringify(err.toWire(errorVersion(stdin))) + "\n");
     return 1;
+  } finally {
+    record?.close();
   }
+}
+
+/**
+ * With a launcher's records directory ({@link DELETED_DIR_ENV}), the locked record of plugin `name`'s
+ * attachment for an ADD (emptied here, before anything else happens; filled again when it succeeds having
+ * made nothing) or a DEL (filled when it succeeds);
+ * null otherwise. An ADD that finds a record it cannot empty fails: a later DEL would be skipped.
+ */
+function openDeletedRecord(name: string, a: CmdArgs): DeletedRecord | null {
+  const dir = Deno.env.get(DELETED_DIR_ENV);
+  if (!dir || (a.command !== "ADD" && a.command !== "DEL")) return null;
+  const rn = recordName(name, a.containerId, a.ifname);
+  if (!rn) return null;
+  const rec = openRecord(dir, rn);
+  if (a.command === "ADD") {
+    try {
+      if (rec) rec.clear();
+      else if (Deno.statSync(`${dir}/${rn}`).size > 0) throw new Error("cannot open it");
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return rec;
+      rec?.close();
+      throw new CniError(
+        ErrCode.IOFailure,
+        "cannot clear the deleted record",
+        `${dir}/${rn}: ${(e as Error).message}; a later DEL would skip this attachment`,
+      );
+    }
+  }
+  return rec;
 }
 
 const unreachable = () => Promise.reject(new CniError(ErrCode.Internal, "not reached"));

@@ -29,7 +29,7 @@ export class ConfigError extends FlanctlError {
 }
 
 /** Backend types flanctl knows (lower case). */
-export const KNOWN_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard", "ipip", "alloc"] as const;
+export const KNOWN_BACKENDS = ["vxlan", "host-gw", "udp", "wireguard", "ipip", "alloc", "extension"] as const;
 
 /**
  * The backend used when net-conf has no `Backend.Type`. flanneld's parser falls back to "udp" (its docs

@@ -7,7 +7,7 @@ import type { IPNet } from "../base/cidr.ts";
 
 /** Backend section: `Type` plus backend options kept as given (VNI, Port, DirectRouting, …). */
 export interface BackendConfig {
-  /** "vxlan", "host-gw", "udp", "wireguard", "ipip", "alloc" (lower case). */
+  /** "vxlan", "host-gw", "udp", "wireguard", "ipip", "alloc", "extension" (lower case). */
   type: string;
   /** The backend object as given in the JSON (all keys, original spelling). */
   raw: Record<string, unknown>;

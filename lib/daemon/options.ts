@@ -48,6 +48,8 @@ export interface DaemonOptions extends IfaceSelectionV6 {
    * it, as flanneld does: off costs TSO and about half of VXLAN throughput.
    */
   vxlanTxChecksumOffload: boolean | "auto";
+  /** `--network-policy` (kube mode): enforce NetworkPolicy for this node's pods (lib/netpol). */
+  networkPolicy?: boolean;
 }
 
 /** The daemon's own flags (the store flags are {@link STORE_FLAGS}). */
@@ -181,6 +183,13 @@ export const DAEMON_FLAGS: readonly FlagSpec[] = [
     default: "auto",
     help: "TX checksum offload on the VXLAN device: true keeps it, false switches it off (flannel #1279), " +
       "auto switches it off only behind NAT (public IP not the interface's)",
+  },
+  {
+    name: "network-policy",
+    kind: "bool",
+    origin: "flanctl",
+    default: false,
+    help: "enforce Kubernetes NetworkPolicy for this node's pods (kube mode; nft table inet flanctl-netpol)",
   },
   {
     name: "state-dir",
@@ -319,5 +328,6 @@ export function toDaemonOptions(o: Record<string, unknown>): DaemonOptions {
     stateDir: String(o.stateDir ?? DEFAULT_STATE_DIR),
     logLevel: (str(o.logLevel) as LogLevel | null) ?? (verbose >= 1 ? "debug" : "info"),
     vxlanTxChecksumOffload: offload === "auto" ? "auto" : offloadBool === true,
+    ...(o.networkPolicy === true ? { networkPolicy: true } : {}),
   };
 }

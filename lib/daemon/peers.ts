@@ -143,6 +143,7 @@ export class Peers {
   reset(leases: readonly Lease[]): void {
     this.#gate.reset(leases, this.#isOwn);
     this.#o.v6?.reset([...leases], this.#isOwn);
+    this.#o.backend.leasesListed?.(leases.filter((l) => !this.#isOwn(l)));
     const own = leases.find(this.#isOwn);
     if (own) this.#checkOwn(own);
   }
@@ -235,6 +236,7 @@ export class Peers {
         continue;
       }
       v6?.apply(ev); // the IPv6 half of a dual-stack node
+      this.#o.backend.leaseEvent?.(ev); // extension: its commands
       for (const key of this.#gate.apply(ev)) this.#sync(key);
     }
     metrics.peers = reconciler.size;

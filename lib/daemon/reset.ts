@@ -6,8 +6,10 @@
  *
  * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`, wireguard
  * `flannel-wg` and `flannel-wg-v6`, whose wireguard-go ends with its device; with them every
- * route, ARP and FDB entry on them), the other routes into the pod network with a gateway (host-gw peers via
- * the underlay) or of type blackhole (--ip-blackhole-route), flannel's rules in both modes and families (iptables/ip6tables
+ * route, ARP and FDB entry on them), the other routes only when they can be attributed to flanctl — into
+ * the pod network via a lease's PublicIP (host-gw peers; the leases read from the store the daemon
+ * recorded), or the blackhole route of our own subnet (--ip-blackhole-route) — and flannel's rules in both
+ * modes and families (iptables/ip6tables
  * FLANNEL-POSTRTG and FLANNEL-FWD with their jumps; nftables tables flannel-ipv4 and flannel-ipv6), and the
  * files: subnet.env, the state file (flanctl.json) and the saved VTEP MACs in --state-dir.
  * Kept: cni0 and the pods (flanneld takes over the same subnet: etcd finds the lease by PublicIP, kube mode
@@ -29,6 +31,9 @@ import { UDP_DEVICE } from "../backend/config.ts";
 import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import type { Runner } from "../firewall/types.ts";
 import type { Log } from "../base/log.ts";
+import { choosesStore, openStore, type StoreOptions } from "../store/open.ts";
+import type { SubnetStore } from "../store/types.ts";
+import { withStoreTimeout } from "../store/util.ts";
 
 /** Options of a reset. */
 export interface ResetOptions {
@@ -45,7 +50,15 @@ export interface ResetReport {
   removed: string[];
   /** What could not be removed, with the reason. */
   failed: string[];
+  /** Routes into the pod network left alone because nothing ties them to flanctl, with the reason. */
+  kept: string[];
 }
+
+/**
+ * The peers' PublicIPs (v4 and v6) from the store's leases, or null with why they are unknown: a gateway
+ * route is flanctl's only when it goes via one of them.
+ */
+export type LeaseGateways = { ips: Set<string> } | { ips: null; why: string };
 
 /** A daemon still runs: resetting would pull its devices and rules from under it. */
 export class DaemonRunningError extends FlanctlError {
@@ -66,6 +79,34 @@ function isWgDevice(name: string, kind: string | null): boolean {
   return (kind === "tun" || kind === "wireguard") && (name === WG_DEVICE || name === WG_DEVICE_V6);
 }
 
+/**
+ * The leases' PublicIPs from the store `opts` choose — only when a flag chose it or the daemon recorded
+ * it (no guessing at etcd's default endpoints); unknown, with why, when it cannot be read in 5 s.
+ */
+export async function leaseGateways(opts: StoreOptions): Promise<LeaseGateways> {
+  if (!choosesStore(opts) && !opts.recordedIn) {
+    return {
+      ips: null,
+      why: "no store given and none recorded by the daemon (pass the daemon's store flags)",
+    };
+  }
+  let store: SubnetStore | null = null;
+  try {
+    store = await withStoreTimeout(openStore(opts), 5000, "opening the store");
+    const { leases } = await withStoreTimeout(store.listLeases(), 5000, "listing leases");
+    const ips = new Set<string>();
+    for (const l of leases) {
+      if (l.attrs.PublicIP) ips.add(l.attrs.PublicIP);
+      if (l.attrs.PublicIPv6) ips.add(l.attrs.PublicIPv6);
+    }
+    return { ips };
+  } catch (e) {
+    return { ips: null, why: `the store's leases could not be read (${(e as Error).message.slice(0, 200)})` };
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
 function routeText(r: RouteInfo): string {
   if (r.type === "blackhole") return `route blackhole ${r.dst}`;
   return `route ${r.dst}${r.gateway ? ` via ${r.gateway}` : ""}${r.devName ? ` dev ${r.devName}` : ""}`;
@@ -74,9 +115,16 @@ function routeText(r: RouteInfo): string {
 /** Runs the reset in the current network namespace. Throws {@link DaemonRunningError} unless forced. */
 export async function resetNode(
   o: ResetOptions,
-  deps: { nl: NetlinkHandle; run?: Runner; log?: Pick<Log, "info" | "warn" | "debug"> },
+  deps: {
+    nl: NetlinkHandle;
+    run?: Runner;
+    log?: Pick<Log, "info" | "warn" | "debug">;
+    /** The leases' PublicIPs; without them no gateway route is removed. */
+    gateways?: LeaseGateways;
+  },
 ): Promise<ResetReport> {
-  const rep: ResetReport = { removed: [], failed: [] };
+  const rep: ResetReport = { removed: [], failed: [], kept: [] };
+  const gateways: LeaseGateways = deps.gateways ?? { ips: null, why: "the store's leases were not read" };
   const statePath = daemonStatePath(o.subnetFile);
   if (!o.force) {
     let st = null;
@@ -99,12 +147,15 @@ export async function resetNode(
     }
   };
 
-  // The pod networks, from subnet.env (before it goes).
+  // The pod networks and our own subnets, from subnet.env (before it goes).
   const nets: IPNet[] = [];
+  const own: IPNet[] = [];
   try {
     const env = readSubnetEnv(o.subnetFile);
     if (env.network) nets.push(env.network);
     if (env.ipv6Network) nets.push(env.ipv6Network);
+    if (env.subnet) own.push(env.subnet.net);
+    if (env.ipv6Subnet) own.push(env.ipv6Subnet.net);
   } catch { /* no subnet.env: the routes on our devices still go with them */ }
 
   // Devices (their routes, ARP and FDB entries go with them). A udp TUN some process still holds open is
@@ -119,14 +170,28 @@ export async function resetNode(
     attempt(`device ${l.name}`, () => nl.deleteLink(l.name));
   }
 
-  // Routes into the pod network the daemon made on other devices: host-gw peers (via a gateway on the
-  // underlay) and the blackhole route of our subnet. Routes to pods (a device, no gateway: cni0's, a
-  // runtime's veths) are not the daemon's.
+  // Routes into the pod network the daemon made on other devices: host-gw peers (via a lease's PublicIP on
+  // the underlay) and the blackhole route of our subnet. Routes to pods (a device, no gateway: cni0's, a
+  // runtime's veths) are not the daemon's, nor is any route subnet.env's network merely contains (a wrong
+  // FLANNEL_NETWORK, 0.0.0.0/0, would take the node's static routes with it).
   for (const fam of [4, 6] as const) {
     for (const r of nl.routes({ family: fam, table: RT_TABLE_MAIN })) {
       if (r.dst === "default" || (r.type !== "blackhole" && r.gateway === null)) continue;
       const dst = Net.tryParse(r.dst);
       if (!dst || !nets.some((n) => n.family === dst.family && n.contains(dst))) continue;
+      if (r.type === "blackhole") {
+        if (!own.some((n) => n.equals(dst))) {
+          rep.kept.push(
+            `${routeText(r)}: not our subnet's blackhole route (${own.join(", ") || "no subnet"})`,
+          );
+          continue;
+        }
+      } else if (gateways.ips === null || !gateways.ips.has(r.gateway!)) {
+        rep.kept.push(
+          `${routeText(r)}: ${gateways.ips === null ? gateways.why : `${r.gateway} is no lease's PublicIP`}`,
+        );
+        continue;
+      }
       attempt(
         routeText(r),
         () =>

@@ -24,6 +24,7 @@ import {
   writeDaemonState,
 } from "../node/daemon_state.ts";
 import { errText } from "../base/errors.ts";
+import { checkNetpolStore, startNetpol } from "./netpol.ts";
 
 /** Runs the daemon until a signal stops it. Returns the exit code; throws on a fatal startup error. */
 export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Promise<number> {
@@ -35,6 +36,7 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
       log.warn("sd_notify failed", { error: (e as Error).message });
     }
   };
+  checkNetpolStore(o.networkPolicy, storeChoice(storeOpts).kind);
   log.info("starting flanctl daemon", { version: VERSION, pid: Deno.pid });
   logStoreChoice(storeOpts, log);
   // Loading the bundle's pages given back before the store and the backend grow on top of them (the peaks it
@@ -92,7 +94,14 @@ export async function runDaemon(o: DaemonOptions, storeOpts: StoreOptions): Prom
     // Kube mode: the node's name is known now (env NODE_NAME, the pod's spec.nodeName or --node-name).
     const node = await resolvedNodeName(store);
     if (node) served.recordNode(node);
-    await d.run();
+    const netpol = o.networkPolicy && node
+      ? await startNetpol(store, node, log, o.iptablesResync * 1000)
+      : null;
+    try {
+      await d.run();
+    } finally {
+      await netpol?.stop();
+    }
     log.info("stopped", d.exitCode ? { exit_code: d.exitCode } : {});
     return d.exitCode;
   } finally {

@@ -273,7 +273,7 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
         "--max-semi-space-size=1,--expose-gc to run it with the JIT",
     );
   }
-  be.prepare();
+  await be.prepare();
   if (cfg.enableIPv4 && cfg.enableIPv6) {
     const b6 = make(b.nl, cfg, ext, b.o.stateDir, {
       vxlanTxChecksumOffload: b.o.vxlanTxChecksumOffload,
@@ -282,7 +282,7 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
       log: b.log,
     });
     try {
-      b6.prepare();
+      await b6.prepare();
     } catch (e) {
       // Not in the draft yet (the step's undo closes d.backend and d.v6's): closed here, as the IPv4 one.
       await b6.close?.().catch((e2) =>
@@ -364,13 +364,14 @@ function leaseAttrs(
 ): LeaseAttrsWire {
   const data4 = cfg.enableIPv4 ? be.backendData() : undefined;
   const data6 = v6 ? v6.backend.backendData() : family === 6 ? be.backendData() : undefined;
-  return {
+  const a: LeaseAttrsWire = {
     PublicIP: cfg.enableIPv4 ? ext.publicIP : "0.0.0.0",
     PublicIPv6: cfg.enableIPv6 ? ext.publicIPv6 ?? null : null,
     BackendType: be.leaseBackendType ?? be.type,
     ...(data4 !== undefined && data4 !== null ? { BackendData: data4 } : {}),
     ...(data6 !== undefined && data6 !== null ? { BackendV6Data: data6 } : {}),
   };
+  return be.leaseAttrs?.(a) ?? a;
 }
 
 /**
@@ -412,6 +413,7 @@ const lease: Step<Draft> = {
       expires: l.expiration?.toISOString() ?? "never",
       previous: d.previous?.toString(),
     });
+    await be.leased?.(l); // extension: PostStartupCommand (a failure stops the start, as flanneld)
   },
 };
 

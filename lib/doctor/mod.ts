@@ -33,11 +33,13 @@ export { renderJson, renderTable } from "./render.ts";
  * reached through this module (nothing outside lib/doctor imports lib/doctor/checks).
  */
 export { daemonCheck } from "./checks/daemon.ts";
-export { forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
+export { FORWARD_WHY, forwardAccept, forwardFinding, forwardPolicy, masqRules } from "./checks/iptables.ts";
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
 export { deviceState as wgDeviceState, judgeHandshake, wgDevice } from "./checks/wireguard.ts";
+export { pathFinding } from "./checks/firewall_path.ts";
+export { vxlanAccept } from "./checks/vxlan.ts";
 
 /** Every check, in the order they run (output is re-sorted by severity). */
 export const ALL_CHECKS: Check[] = [

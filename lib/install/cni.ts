@@ -25,7 +25,8 @@
 import { FlanctlError } from "../base/errors.ts";
 import { readCappedBytes, readCappedText } from "../base/capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
-import { CNI_DENO_RUN_FLAGS, RUNTIME_LOCK } from "../cni/launch.ts";
+import { CNI_DENO_RUN_FLAGS, CNI_WARM_ENV, earlyDelSh, RUNTIME_LOCK } from "../cni/launch.ts";
+import { DELETED_DIR_ENV } from "../cni/deleted.ts";
 import { CNI_LIBRARIES, RUNTIME_LIB_DIR } from "../os/mod.ts";
 import { runProcess } from "../base/run.ts";
 import { warmCodeCache } from "./code_cache.ts";
@@ -378,10 +379,17 @@ export function findCniLibraries(dirs: string[]): Map<string, string> {
 
 /**
  * The environment the launcher of runtime directory `dir` runs cni.js in: its own DENO_DIR (where V8's
- * code cache of the bundle lives), no update check.
+ * code cache of the bundle lives), no update check, and the directory of its deleted records
+ * (lib/cni/deleted.ts: `<dir>/deleted`, a runtime directory's own, emptied whenever a launcher switches to
+ * it).
  */
 function launcherEnv(dir: string): Record<string, string> {
-  return { DENO_DIR: `${dir}/cache`, DENO_NO_UPDATE_CHECK: "1" };
+  return { DENO_DIR: `${dir}/cache`, DENO_NO_UPDATE_CHECK: "1", [DELETED_DIR_ENV]: deletedDir(dir) };
+}
+
+/** The deleted records of runtime directory `dir` (lib/cni/deleted.ts). */
+function deletedDir(dir: string): string {
+  return `${dir}/deleted`;
 }
 
 /**
@@ -393,7 +401,7 @@ function launcherEnv(dir: string): Record<string, string> {
 async function warmRuntimeCache(dir: string): Promise<void> {
   const run = () =>
     runProcess([`${dir}/deno`, "run", ...CNI_DENO_RUN_FLAGS, `${dir}/cni.js`], {
-      env: { ...launcherEnv(dir), FLANCTL_ARGV0: "loopback", CNI_COMMAND: "VERSION" },
+      env: { ...launcherEnv(dir), FLANCTL_ARGV0: "loopback", CNI_COMMAND: "VERSION", [CNI_WARM_ENV]: "1" },
       discardOutput: true,
       timeoutMs: 60_000,
     }).catch(() => {/* best effort, see above */});
@@ -452,6 +460,8 @@ async function installRuntime(binDir: string, rt: RuntimeSource, graceMs: number
   const launcher =
     "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +
     `export ${Object.entries(launcherEnv(dir)).map(([k, v]) => `${k}="${v}"`).join(" ")}\n` +
+    // A repeated DEL is answered here, without starting Deno (lib/cni/deleted.ts).
+    `case "\${0##*/}" in\n  ${CNI_PLUGIN_NAMES.join("|")})\n${earlyDelSh(deletedDir(dir))}\n;;\nesac\n` +
     `FLANCTL_ARGV0="$0" exec "${dir}/deno" run ${CNI_DENO_RUN_FLAGS.join(" ")} "${dir}/cni.js"\n`;
   const final = `${binDir}/flanctl`;
   const had = lstat(final);
@@ -462,6 +472,11 @@ async function installRuntime(binDir: string, rt: RuntimeSource, graceMs: number
   } catch { /* not readable as text: replace */ }
   if (same) steps.push({ path: final, action: "unchanged" });
   else {
+    // Records from before a switch away and back (a downgrade to a version that keeps none, then this one
+    // again) could name attachments that version added since: gone before the launcher reads them.
+    await Deno.remove(deletedDir(dir), { recursive: true }).catch((e) => {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    });
     await atomically(final, 0o755, (tmp) => Deno.writeTextFile(tmp, launcher));
     steps.push({ path: final, action: had ? "updated" : "installed" });
   }

@@ -5,6 +5,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
 import { BACKUP_SUFFIX, INSTALL_LOCK, installCni } from "./cni.ts";
+import { hasCodeCache } from "./code_cache.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { PLUGINS } from "../cni/plugins.ts";
 import { flanctl, flanctlCmd, ROOT, run } from "../../tests/netns.ts";
@@ -209,6 +210,8 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
       wal = Deno.statSync(`${cache}/v8_code_cache_v2-wal`).size;
     } catch { /* no log at all */ }
     assertEquals(wal, 0, "the code cache was left in the write-ahead log");
+    // ...with what a portmap firewall call loads of Deno's own modules, so no hostPort pod writes it later.
+    assert(hasCodeCache(cache, "ext:deno_process/40_process.js"), "Deno's process module not cached");
     // kubelet's view: a plugin name runs the CNI entry point with no checkout and no config.
     const p = new Deno.Command(`${bin}/loopback`, {
       env: { CNI_COMMAND: "VERSION" },
@@ -223,6 +226,33 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     const o = await p.output();
     assertEquals(o.code, 0, new TextDecoder().decode(o.stderr));
     assert(JSON.parse(new TextDecoder().decode(o.stdout)).supportedVersions.includes("1.1.0"));
+    // A DEL runs in full and leaves the attachment's deleted record (lib/cni/deleted.ts) in the runtime's
+    // own directory; the repeated DEL is answered by the launcher without starting Deno (no trace).
+    const records = `${bin}/${rt[0].name}/deleted`;
+    const del = async () => {
+      const c = new Deno.Command(`${bin}/loopback`, {
+        env: {
+          CNI_COMMAND: "DEL",
+          CNI_CONTAINERID: "c0ffee",
+          CNI_IFNAME: "lo",
+          CNI_PATH: bin,
+          CNI_NETNS: "",
+          FLANCTL_CNI_TRACE: "1",
+        },
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const w = c.stdin.getWriter();
+      await w.write(new TextEncoder().encode(`{"cniVersion":"1.1.0","name":"lo","type":"loopback"}`));
+      await w.close();
+      const out = await c.output();
+      const [stdout, stderr] = [out.stdout, out.stderr].map((b) => new TextDecoder().decode(b));
+      return { code: out.code, stdout, traced: stderr.includes("trace ") };
+    };
+    assertEquals(await del(), { code: 0, stdout: "", traced: true });
+    assertEquals(Deno.readTextFileSync(`${records}/loopback:lo:c0ffee`), "deleted\n");
+    assertEquals(await del(), { code: 0, stdout: "", traced: false });
     // Idempotent.
     const again = await installCni({
       binDir: bin,
@@ -231,6 +261,7 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
       runtime: { deno: Deno.execPath(), cniJs: `${root}/lib/cni.js` },
     });
     assertEquals(again.filter((s) => s.action !== "unchanged"), []);
+    assertEquals(Deno.readTextFileSync(`${records}/loopback:lo:c0ffee`), "deleted\n");
     // A FIFO where the launcher goes is replaced, never read (a read would block install-cni for good).
     Deno.removeSync(`${bin}/flanctl`);
     assertEquals((await new Deno.Command("mkfifo", { args: [`${bin}/flanctl`] }).output()).code, 0);
@@ -244,6 +275,9 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     assert(fifo.code !== 124, "install-cni hung on a FIFO at <bin dir>/flanctl");
     assertEquals(fifo.code, 0, fifo.stderr);
     assert(Deno.lstatSync(`${bin}/flanctl`).isFile, "the launcher replaced the FIFO");
+    // A launcher switched to the runtime starts with no records (an unchanged one kept them above).
+    assertEquals(lstatOrNull(records), null, "the records went with the switch");
+    assertEquals(await del(), { code: 0, stdout: "", traced: true });
   }));
 
 Deno.test("install-cni: a FIFO or /dev/zero as --cni-conf is refused before anything is installed", () =>

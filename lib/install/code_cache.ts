@@ -67,10 +67,26 @@ export function hasCodeCache(denoDir: string, specifier: string): boolean {
   }
 }
 
+/** How many entries the code cache database in `denoDir` holds (-1 without one). */
+export function codeCacheEntries(denoDir: string): number {
+  const path = `${denoDir}/v8_code_cache_v2`;
+  if (!isFile(path)) return -1;
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    return Number((db.prepare("SELECT count(*) AS n FROM codecache").get() as { n: number }).n);
+  } catch {
+    return -1; // no table yet
+  } finally {
+    db.close();
+  }
+}
+
 /**
- * Runs `run` (one call of the bundle, e.g. CNI VERSION with the launcher's flags) until `denoDir` holds the
- * code cache of `specifier`, at most `tries` times, then checkpoints the databases. Returns whether the
- * cache is there. `run`'s own failures are the caller's to report (it is called again regardless).
+ * Runs `run` (one call of the bundle, e.g. CNI VERSION with the launcher's flags and CNI_WARM_ENV) until
+ * `denoDir` holds the code cache of `specifier` and a run added no entry (what the run's child process
+ * loads of Deno's own modules is cached too), at most `tries` times, then checkpoints the databases.
+ * Returns whether the cache of `specifier` is there. `run`'s own failures are the caller's to report (it is
+ * called again regardless).
  *
  * Deno stores the cache from a background thread that the bundle's exit usually beats (how often:
  * docs/performance.md, "The CNI code cache"). With 5 tries the cache was missing for a few installs in a
@@ -83,9 +99,12 @@ export async function warmCodeCache(
   run: () => Promise<unknown>,
   tries = 30,
 ): Promise<boolean> {
-  let ok = hasCodeCache(denoDir, specifier);
-  for (let i = 0; !ok && i < tries; i++) {
+  let ok = false, stable = false, before = codeCacheEntries(denoDir);
+  for (let i = 0; !(ok && stable) && i < tries; i++) {
     await run();
+    const now = codeCacheEntries(denoDir);
+    stable = now === before;
+    before = now;
     ok = hasCodeCache(denoDir, specifier);
   }
   checkpointDenoCaches(denoDir);

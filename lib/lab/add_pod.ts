@@ -8,7 +8,7 @@ import { FlanctlError, UsageError } from "../base/errors.ts";
 import { buildPod, type Progress } from "./build.ts";
 import { podDel } from "./conflist.ts";
 import { saveState } from "./state.ts";
-import type { LabState, PodPort, PodState } from "./types.ts";
+import type { LabState, NodeState, PodPort, PodState } from "./types.ts";
 
 /** Parses one `--publish HOSTPORT:PODPORT[/tcp|udp]`. */
 export function parsePublish(v: string): PodPort {
@@ -36,7 +36,14 @@ export async function labAddPod(
     );
   }
   const used = s.pods.filter((p) => p.node === n.name).map((p) => Number(p.name.split("-pod")[1]) || 0);
-  const pod = await buildPod(s, n, Math.max(0, ...used) + 1, ports);
+  const before = { pods: [...s.pods], netns: [...s.netns] };
+  let pod: PodState;
+  try {
+    pod = await buildPod(s, n, Math.max(0, ...used) + 1, ports);
+  } catch (e) {
+    await undoFailedPod(s, n, before, progress);
+    throw e;
+  }
   // Published on the node's address of each family the pod has (portmap maps both in dual stack).
   const hosts = [pod.ip ? n.publicIP : null, pod.ipv6 && n.publicIPv6 ? `[${n.publicIPv6}]` : null]
     .filter((h) => h !== null);
@@ -45,6 +52,44 @@ export async function labAddPod(
   const ips = [pod.ip, pod.ipv6].filter(Boolean).join(" ");
   progress(`${pod.name}: netns ${pod.netns}, IP ${ips}${pub ? `, published ${pub}` : ""}`);
   return pod;
+}
+
+/**
+ * A failed ADD, undone as a runtime does: the conflist's DEL for the pod (every plugin, best effort: what
+ * ADD made before the failing plugin — veth, IP reservation, masquerade chain — goes), its namespace
+ * deleted, and the lab's state back to `before`. What cannot be undone is reported, not thrown: the ADD's
+ * error is the one the caller sees.
+ */
+async function undoFailedPod(
+  s: LabState,
+  n: NodeState,
+  before: { pods: PodState[]; netns: string[] },
+  progress: Progress,
+): Promise<void> {
+  const pod = s.pods.find((p) => !before.pods.includes(p));
+  if (pod) {
+    const { runCmd } = await import("./proc.ts");
+    let left: string[] = [];
+    if (s.runtime === "containerd") {
+      const { criDelPod } = await import("./runtime.ts");
+      try {
+        await criDelPod(n, pod);
+      } catch (e) {
+        left.push((e as Error).message);
+      }
+    } else {
+      left = await podDel(s, n, pod, true);
+    }
+    // The namespace goes whether or not DEL could run: `ip netns del` of a missing one only fails.
+    const del = await runCmd(["ip", "netns", "del", pod.netns]);
+    if (del.code !== 0 && !/No such file/.test(del.stderr)) {
+      left.push(`ip netns del ${pod.netns}: ${del.stderr.trim()}`);
+    }
+    if (left.length) progress(`${pod.name}: undoing the failed ADD left: ${left.join("; ")}`);
+  }
+  s.pods = before.pods;
+  s.netns = before.netns;
+  saveState(s);
 }
 
 /** Runs the conflist DEL for a pod (reverse order), deletes its namespace and forgets it. */

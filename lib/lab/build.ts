@@ -26,7 +26,7 @@ import {
 import { readState, saveState } from "./state.ts";
 import { applyTuning, checkHostFits, fitNotes, labFamilies, tuningFor } from "./host_size.ts";
 import { pool } from "./check.ts";
-import type { LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
+import type { LabBackend, LabState, LabUpOptions, NodeState, PodState } from "./types.ts";
 import {
   addNodeV6,
   addUnderlayV6,
@@ -61,6 +61,16 @@ export const MAX_NODES = 200;
 /** Port of every daemon's /healthz and /readyz (each daemon has its own namespace). */
 export const LAB_HEALTHZ_PORT = 10251;
 
+/** The backends `lab up --backend` takes. */
+export const LAB_BACKENDS: readonly LabBackend[] = [
+  "vxlan",
+  "host-gw",
+  "udp",
+  "wireguard",
+  "alloc",
+  "extension",
+];
+
 /** Checks `lab up` options; throws a UsageError naming the flag. */
 export function validateUpOptions(o: LabUpOptions): void {
   validateLabName(o.name);
@@ -70,8 +80,8 @@ export function validateUpOptions(o: LabUpOptions): void {
   if (!Number.isInteger(o.podsPerNode) || o.podsPerNode < 0 || o.podsPerNode > 50) {
     throw new UsageError(`--pods-per-node ${o.podsPerNode}: give a whole number from 0 to 50`);
   }
-  if (!["vxlan", "host-gw", "udp", "wireguard"].includes(o.backend)) {
-    throw new UsageError(`--backend '${o.backend}': use vxlan, host-gw, udp or wireguard`);
+  if (!LAB_BACKENDS.includes(o.backend)) {
+    throw new UsageError(`--backend '${o.backend}': use ${LAB_BACKENDS.join(", ")}`);
   }
   if (o.leaseTtl !== undefined && (!Number.isInteger(o.leaseTtl) || o.leaseTtl < 5 || o.leaseTtl > 86400)) {
     throw new UsageError(`--lease-ttl ${o.leaseTtl}: give whole seconds from 5 to 86400`);
@@ -142,9 +152,9 @@ export function readLabNetConf(
   if (cfg.enableIPv4 && !cfg.network) {
     throw new UsageError(`--net-conf ${file}: the lab needs an IPv4 Network`);
   }
-  if (type !== "vxlan" && type !== "host-gw" && type !== "udp" && type !== "wireguard") {
+  if (!(LAB_BACKENDS as readonly string[]).includes(type)) {
     throw new UsageError(
-      `--net-conf ${file}: Backend.Type '${type}': the lab builds vxlan, host-gw, udp or wireguard`,
+      `--net-conf ${file}: Backend.Type '${type}': the lab builds ${LAB_BACKENDS.join(", ")}`,
     );
   }
   if (type === "udp" && cfg.enableIPv6) {
@@ -158,7 +168,12 @@ export function readLabNetConf(
         "leave --ip-family out or make the two agree",
     );
   }
-  return { text: text.trim(), network: cfg.network?.toString() ?? o.network, backend: type, ipFamily };
+  return {
+    text: text.trim(),
+    network: cfg.network?.toString() ?? o.network,
+    backend: type as LabBackend,
+    ipFamily,
+  };
 }
 
 /** Creates a namespace (recorded first) with lo up. */

@@ -8,7 +8,7 @@
  * @module
  */
 import { inNs, isOurProcess, runCmd } from "./proc.ts";
-import type { LabState, NodeState, PodState } from "./types.ts";
+import { hasDataPlane, type LabState, type NodeState, type PodState } from "./types.ts";
 import { httpGet } from "../observe/http_get.ts";
 import { hostNeighTable } from "../observe/neigh_gc.ts";
 import { openNetlink, RT_TABLE_MAIN } from "../netlink/mod.ts";
@@ -196,6 +196,8 @@ export interface CheckReport {
   parallel: number;
   /** The host's neighbour tables before and after the pings (a family whose table was unreadable: absent). */
   neigh: { family: 4 | 6; before: NeighTableInfo; after: NeighTableInfo }[];
+  /** Why no pair was pinged (a backend without a data plane: alloc, extension). */
+  skipped?: string;
 }
 
 /** The pairs: every pod to the first pod of every other node, over each family the pods have. */
@@ -240,8 +242,16 @@ function tables(): Map<4 | 6, NeighTableInfo> {
 /** Runs the check (see the module doc). Never throws for a failed pair; explains it in `reason`. */
 export async function connectivityCheck(s: LabState, o: CheckOptions = {}): Promise<CheckReport> {
   const parallel = Math.max(1, o.parallel ?? 16);
-  const convergence = await waitConverged(s, o.convergeMs ?? 60_000, o.signal);
-  const pairs = pairsOf(s);
+  // alloc and extension program no peer (the daemons report 0) and carry nothing between nodes.
+  const plane = hasDataPlane(s.backend);
+  const convergence = await waitConverged(
+    s,
+    o.convergeMs ?? 60_000,
+    o.signal,
+    s.nodes,
+    plane ? undefined : 0,
+  );
+  const pairs = plane ? pairsOf(s) : [];
   const before = tables();
   const t0 = Date.now();
   const results: PingResult[] = pairs.map((p) => ({ from: p.src.name, to: p.dst.name, ip: p.ip, ok: false }));
@@ -275,6 +285,7 @@ export async function connectivityCheck(s: LabState, o: CheckOptions = {}): Prom
     after: after.get(f)!,
   }));
   const report: CheckReport = { convergence, results, pingMs, parallel, neigh };
+  if (!plane) report.skipped = `backend ${s.backend} has no data plane between nodes`;
   await explain(s, report, pairs);
   return report;
 }
@@ -369,6 +380,7 @@ export function formatCheck(r: CheckReport, show = 20): string[] {
           `${d.node} ${d.alive ? `${d.peers ?? "no answer"}/${c.want}` : "not running"}`
         ).join(", ") + (c.lagging.length > 10 ? `, … ${c.lagging.length - 10} more` : ""),
   );
+  if (r.skipped) lines.push(`cross-node ping: skipped, ${r.skipped}`);
   if (!r.results.length) return lines;
   if (r.results.every((x) => x.missing)) {
     lines.push("cross-node ping: skipped, `ping` is not installed (apt-get install iputils-ping)");

@@ -97,3 +97,14 @@ Deno.test("lab check: pool keeps order and never runs more than its limit", asyn
   });
   assertEquals([out, most], [[50, 10, 40, 20, 30], 2]);
 });
+
+Deno.test("lab check: a backend without a data plane says why nothing was pinged", () => {
+  const r = report({
+    convergence: { ok: true, ms: 500, want: 0, lagging: [] },
+    skipped: "backend alloc has no data plane between nodes",
+  });
+  assertEquals(formatCheck(r), [
+    "daemons: every one reports all 0 peers (0.5 s)",
+    "cross-node ping: skipped, backend alloc has no data plane between nodes",
+  ]);
+});

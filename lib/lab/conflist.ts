@@ -73,12 +73,28 @@ export async function conflistAdd(list: Conflist, rt: RuntimeConf, run: PluginRu
   return prev ?? {};
 }
 
-/** DEL: every plugin in reverse order (the cached result as prevResult from 0.4.0 on). */
-export async function conflistDel(list: Conflist, rt: RuntimeConf, cached: unknown, run: PluginRunner) {
+/**
+ * DEL: every plugin in reverse order (the cached result as prevResult from 0.4.0 on). With `bestEffort`
+ * (undoing a failed ADD, as a runtime does) every plugin runs even when one fails; the errors are returned.
+ */
+export async function conflistDel(
+  list: Conflist,
+  rt: RuntimeConf,
+  cached: unknown,
+  run: PluginRunner,
+  bestEffort = false,
+): Promise<string[]> {
   const prev = versionAtLeast(list.cniVersion, "0.4.0") ? cached : undefined;
+  const errors: string[] = [];
   for (const p of [...list.plugins].reverse()) {
-    await run(String(p.type), "DEL", pluginConf(list, p, rt, prev));
+    try {
+      await run(String(p.type), "DEL", pluginConf(list, p, rt, prev));
+    } catch (e) {
+      if (!bestEffort) throw e;
+      errors.push((e as Error).message);
+    }
   }
+  return errors;
 }
 
 // ---- the lab's nodes -----------------------------------------------------------------------------
@@ -172,16 +188,25 @@ export async function podAdd(s: LabState, n: NodeState, pod: PodState): Promise<
   return res;
 }
 
-/** Runs the node's conflist DEL for `pod` (reverse order) and drops the cached result. */
-export async function podDel(s: LabState, n: NodeState, pod: PodState): Promise<void> {
+/**
+ * Runs the node's conflist DEL for `pod` (reverse order) and drops the cached result. `bestEffort`: as
+ * {@link conflistDel}; returns the plugins' errors.
+ */
+export async function podDel(
+  s: LabState,
+  n: NodeState,
+  pod: PodState,
+  bestEffort = false,
+): Promise<string[]> {
   const list = readConflist(n);
   const file = cachePath(n, list, pod);
   let cached: unknown;
   try {
     cached = JSON.parse(Deno.readTextFileSync(file));
   } catch { /* no cache: DEL without prevResult */ }
-  await conflistDel(list, rtOf(pod), cached, nodeRunner(s, n, pod));
+  const errors = await conflistDel(list, rtOf(pod), cached, nodeRunner(s, n, pod), bestEffort);
   try {
     Deno.removeSync(file);
   } catch { /* gone */ }
+  return errors;
 }

@@ -54,12 +54,17 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
     assertThrows(() => read({ Backend: { Type: "vxlan" } }), UsageError, "Network");
     assertThrows(() => read({ EnableIPv4: false, EnableIPv6: true }), UsageError, "IPv6Network");
     assertEquals(read({ ...v4, Backend: { Type: "udp" } }), ["ipv4", "10.9.0.0/16", "udp"]);
+    assertEquals(read({ ...v4, Backend: { Type: "extension", SubnetAddCommand: "/x" } }), [
+      "ipv4",
+      "10.9.0.0/16",
+      "extension",
+    ]);
     assertThrows(() => read({ ...v4, ...v6, Backend: { Type: "udp" } }), UsageError, "carries IPv4 only");
     assertEquals(read({ ...v4, Backend: { Type: "wireguard" } }), ["ipv4", "10.9.0.0/16", "wireguard"]);
     assertThrows(
       () => read({ ...v4, Backend: { Type: "ipip" } }),
       UsageError,
-      "vxlan, host-gw, udp or wireguard",
+      "vxlan, host-gw, udp, wireguard, alloc, extension",
     );
     // A FIFO (or /dev/stdin) is refused, not waited on.
     const fifo = `${file}.fifo`;

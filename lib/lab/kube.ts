@@ -26,8 +26,19 @@ import { labDir, underlayAddrs, underlayNetns, validateLabName } from "./paths.t
 import { mustRun, runCmd, shq, sleep, spawnDetached } from "./proc.ts";
 import type { CmdResult } from "./proc.ts";
 import type { PodPort } from "./types.ts";
-import { kubeletRunning, writeKubeRecord } from "./kube_status.ts";
+import { kubeletRunning, kubeNetConfPath, writeKubeRecord } from "./kube_status.ts";
 import type { KubeLabRecord } from "./kube_status.ts";
+import {
+  clusterCidrs,
+  dualStackManifest,
+  manifestNetConf,
+  nodeMaskFlags,
+  SERVICE_VIP,
+  SERVICE_VIP6,
+  serviceCidrs,
+} from "./kube_family.ts";
+import type { KubeIpFamily } from "./kube_family.ts";
+import { underlayAddrs6 } from "./family.ts";
 
 /** The Kubernetes release install.sh --dev builds (tools/peers/build.sh). */
 export const K8S_VERSION = "v1.37.2";
@@ -48,9 +59,7 @@ export const KUBE_PROGRAMS = [
   "kubelet",
   "kubectl",
 ];
-/** The service network and the API server's service VIP (the first address). */
-export const SERVICE_CIDR = "10.96.0.0/16";
-export const SERVICE_VIP = "10.96.0.1";
+export { SERVICE_CIDR, SERVICE_VIP } from "./kube_family.ts";
 /** Extra host mount points a kube node binds its own directories over. */
 export const KUBE_NODE_PATHS = [
   "/opt/cni/bin",
@@ -85,6 +94,24 @@ export interface KubeUpOptions {
   proxyMode?: ProxyMode;
   /** More image archives imported into every node (e.g. the e2e suite's agnhost). */
   extraImages?: string[];
+  /** ipv4 (default) or dual: both families for pods, Services and nodes (lib/lab/kube_family.ts). */
+  ipFamily?: KubeIpFamily;
+  /** `--network-policy`: the manifest's FLANNELD_NETWORK_POLICY switch turned on (docs/networkpolicy.md). */
+  networkPolicy?: boolean;
+}
+
+/**
+ * The manifest with its commented `FLANNELD_NETWORK_POLICY` env entry switched on. Throws
+ * {@link KubeLabError} when the manifest has no such commented entry.
+ */
+export function manifestWithNetworkPolicy(text: string): string {
+  const re = /^(\s*)# - name: FLANNELD_NETWORK_POLICY\n\1# {3}value: "true"$/m;
+  if (!re.test(text)) {
+    throw new KubeLabError(
+      "--network-policy: the manifest has no commented FLANNELD_NETWORK_POLICY entry (as deploy/kube-flanctl.yml)",
+    );
+  }
+  return text.replace(re, '$1- name: FLANNELD_NETWORK_POLICY\n$1  value: "true"');
 }
 
 function isExecutable(p: string): boolean {
@@ -151,7 +178,7 @@ export function kubePaths(name: string) {
 }
 
 /** openssl commands making the CA and every certificate (server SANs for the API server and kubelets). */
-export function pkiScript(pki: string, apiIP: string, nodeIPs: string[]): string {
+export function pkiScript(pki: string, apiIP: string, nodeIPs: string[], nodeIPs6: string[] = []): string {
   const lines = [
     "set -e",
     `cd ${shq(pki)}`,
@@ -163,12 +190,17 @@ export function pkiScript(pki: string, apiIP: string, nodeIPs: string[]): string
     '  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3 ' +
     '-extfile "$1.ext" 2>/dev/null',
     "}",
-    `cert apiserver /CN=kube-apiserver "IP:${apiIP},IP:127.0.0.1,IP:${SERVICE_VIP},DNS:kubernetes,` +
-    `DNS:kubernetes.default,DNS:kubernetes.default.svc"`,
+    `cert apiserver /CN=kube-apiserver "IP:${apiIP},IP:127.0.0.1,IP:${SERVICE_VIP},` +
+    `${nodeIPs6.length ? `IP:${SERVICE_VIP6},` : ""}DNS:kubernetes,DNS:kubernetes.default,` +
+    `DNS:kubernetes.default.svc"`,
     'cert admin "/O=system:masters/CN=flanctl-lab-admin" ""',
     'cert kcm /CN=system:kube-controller-manager ""',
     'cert scheduler /CN=system:kube-scheduler ""',
-    ...nodeIPs.map((ip, i) => `cert node${i + 1} "/O=system:nodes/CN=system:node:node${i + 1}" "IP:${ip}"`),
+    ...nodeIPs.map((ip, i) =>
+      `cert node${i + 1} "/O=system:nodes/CN=system:node:node${i + 1}" "IP:${ip}${
+        nodeIPs6[i] ? `,IP:${nodeIPs6[i]}` : ""
+      }"`
+    ),
     "openssl genrsa -out sa.key 2048 2>/dev/null",
     "openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null",
     "rm -f ./*.csr ./*.ext",
@@ -260,6 +292,7 @@ export function kubeletConfig(nodeDir: string, ip: string, pki: string, node: st
 export function nodeScript(
   o: {
     nodeDir: string;
+    /** kubelet's --node-ip: the node's IPv4, or "IPv4,IPv6" in dual stack. */
     ip: string;
     node: string;
     pki: string;
@@ -363,14 +396,22 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   const api = ul.gateway;
   const un = underlayNetns(o.name);
   const nodeIPs = Array.from({ length: o.nodes }, (_, i) => ul.nodeIP(i + 1));
+  const family = o.ipFamily ?? "ipv4";
+  const ul6 = family === "dual" ? underlayAddrs6(o.name) : null;
+  const nodeIPs6 = ul6 ? nodeIPs.map((_, i) => ul6.nodeIP(i + 1)) : [];
   await Deno.mkdir(p.pki, { recursive: true });
-  const clusterCidr = o.clusterCidr ?? "10.244.0.0/16";
+  const clusterCidr = clusterCidrs(family, o.clusterCidr ?? "10.244.0.0/16").join(",");
+  const serviceCidr = serviceCidrs(family).join(",");
+  const manifest = await Deno.readTextFile(o.manifest);
+  const familyManifest = family === "dual" ? dualStackManifest(manifest) : manifest;
+  const applyManifest = o.networkPolicy ? manifestWithNetworkPolicy(familyManifest) : familyManifest;
   const mode = o.proxyMode ?? "iptables";
   const record: KubeLabRecord = {
     name: o.name,
     nodes: o.nodes,
+    ipFamily: family,
     network: clusterCidr,
-    backend: manifestBackend(await Deno.readTextFile(o.manifest)),
+    backend: manifestBackend(manifest),
     proxyMode: mode,
     createdAt: new Date().toISOString(),
     kubeletPids: Array(o.nodes).fill(0),
@@ -388,7 +429,12 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
       ["link", "set", "br0", "up"],
     ]
   ) await mustRun(["ip", "-n", un, ...c]);
-  await mustRun(["sh", "-c", pkiScript(p.pki, api, nodeIPs)]);
+  if (ul6) {
+    // The IPv6 underlay of the other labs' dual family; the underlay routes IPv6 pod networks (below).
+    await mustRun(["ip", "-n", un, "addr", "add", `${ul6.gateway}/64`, "dev", "br0", "nodad"]);
+    await mustRun(["ip", "netns", "exec", un, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+  }
+  await mustRun(["sh", "-c", pkiScript(p.pki, api, nodeIPs, nodeIPs6)]);
   const server = `https://${api}:6443`;
   for (const u of ["admin", "kcm", "scheduler"]) {
     await Deno.writeTextFile(`${p.dir}/${u}.kubeconfig`, kubeconfig(server, p.pki, u));
@@ -424,7 +470,7 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
       "--authorization-mode=Node,RBAC",
       "--enable-admission-plugins=NodeRestriction",
       "--allow-privileged=true",
-      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      `--service-cluster-ip-range=${serviceCidr}`,
       "--kubelet-preferred-address-types=InternalIP",
       `--kubelet-client-certificate=${p.pki}/admin.crt`,
       `--kubelet-client-key=${p.pki}/admin.key`,
@@ -444,13 +490,13 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
       "--controllers=*",
       "--allocate-node-cidrs=true",
       `--cluster-cidr=${clusterCidr}`,
-      "--node-cidr-mask-size=24",
+      ...nodeMaskFlags(family),
       "--leader-elect=false",
       "--secure-port=0",
       "--use-service-account-credentials=true",
       `--service-account-private-key-file=${p.pki}/sa.key`,
       `--root-ca-file=${p.pki}/ca.crt`,
-      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      `--service-cluster-ip-range=${serviceCidr}`,
     ]),
     `${p.dir}/kube-controller-manager.log`,
   );
@@ -504,12 +550,25 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     await mustRun(["ip", "-n", ns, "addr", "add", `${ip}/24`, "dev", "eth0"]);
     await mustRun(["ip", "-n", ns, "link", "set", "eth0", "up"]);
     await mustRun(["ip", "-n", ns, "route", "add", "default", "via", api]);
+    if (ul6) {
+      // As a dual-stack kubeadm node: its IPv6 address and default route, IPv6 forwarding on.
+      await mustRun(["ip", "-n", ns, "addr", "add", `${nodeIPs6[i - 1]}/64`, "dev", "eth0", "nodad"]);
+      await mustRun(["ip", "-n", ns, "-6", "route", "add", "default", "via", ul6.gateway, "dev", "eth0"]);
+      await mustRun(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+    }
     await Deno.writeTextFile(`${d}/containerd/config.toml`, containerdConfig(d));
     await Deno.writeTextFile(`${d}/kubelet.yaml`, kubeletConfig(d, ip, p.pki, node));
     await Deno.writeTextFile(`${d}/kubeconfig`, kubeconfig(server, p.pki, node));
     await Deno.writeTextFile(
       `${d}/start.sh`,
-      nodeScript({ nodeDir: d, ip, node, pki: p.pki, images: [p.sandboxTar, ...images], progs }),
+      nodeScript({
+        nodeDir: d,
+        ip: [ip, ...(ul6 ? [nodeIPs6[i - 1]] : [])].join(","),
+        node,
+        pki: p.pki,
+        images: [p.sandboxTar, ...images],
+        progs,
+      }),
     );
     record.kubeletPids[i - 1] = await spawnDetached(
       ["ip", "netns", "exec", ns, "sh", `${d}/start.sh`],
@@ -531,9 +590,17 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
   // kube-proxy first: it reaches the API on the control-plane endpoint and programs the VIPs the others use.
   await apply("kube-proxy", kubeProxyObjects({ server, clusterCidr, mode, image: proxyRef }));
   say(`kube-proxy (${mode} mode) as a DaemonSet: ${proxyRef}`);
-  const applied = await kubectl(["apply", "-f", o.manifest]);
+  const applied = await runCmd(kubectlCmd(o.name, ["apply", "-f", "-"], progs.kubectl), {
+    stdin: applyManifest,
+  });
   if (applied.code !== 0) throw new KubeLabError(`kubectl apply -f ${o.manifest}: ${applied.stderr.trim()}`);
-  say(`applied ${o.manifest}`);
+  const netConf = manifestNetConf(applyManifest);
+  if (netConf) await Deno.writeTextFile(kubeNetConfPath(o.name), netConf);
+  say(
+    `applied ${o.manifest}${family === "dual" ? " (net-conf: EnableIPv6, IPv6Network)" : ""}${
+      o.networkPolicy ? " (NetworkPolicy enforced)" : ""
+    }`,
+  );
   await waitFor("every node Ready (flanctl's DaemonSet running)", 240_000, async () => {
     const r = await kubectl([
       "get",
@@ -563,12 +630,18 @@ export async function kubeUp(o: KubeUpOptions, say: (l: string) => void): Promis
     "get",
     "nodes",
     "-o",
-    'jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{"\\n"}{end}',
+    'jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDRs[*]}{"\\n"}{end}',
   ]);
-  for (const [node, cidr] of cidrs.stdout.split("\n").map((l) => l.trim().split(" "))) {
+  for (const [node, ...podCidrs] of cidrs.stdout.split("\n").map((l) => l.trim().split(" "))) {
     const i = Number(/^node(\d+)$/.exec(node ?? "")?.[1]);
-    if (!i || i > o.nodes || !/^[0-9.]+\/[0-9]{1,2}$/.test(cidr ?? "")) continue;
-    await mustRun(["ip", "-n", un, "route", "replace", cidr, "via", nodeIPs[i - 1]]);
+    if (!i || i > o.nodes) continue;
+    for (const cidr of podCidrs) {
+      if (/^[0-9.]+\/[0-9]{1,2}$/.test(cidr)) {
+        await mustRun(["ip", "-n", un, "route", "replace", cidr, "via", nodeIPs[i - 1]]);
+      } else if (ul6 && /^[0-9a-f:]+\/[0-9]{1,3}$/.test(cidr)) {
+        await mustRun(["ip", "-n", un, "-6", "route", "replace", cidr, "via", nodeIPs6[i - 1]]);
+      }
+    }
   }
   await waitFor("kube-proxy ready on every node", 120_000, async () => {
     const r = await kubectl([

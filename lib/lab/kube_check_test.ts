@@ -57,3 +57,56 @@ Deno.test("kube check: a probe passes only with the right answer; a missing line
     3,
   );
 });
+
+const T6 = T.map((t, i) => ({ ...t, ip6: `fd00:10:96::${i + 1}`, podIP6: `fc00:244:0:${i}::5` }));
+
+Deno.test("kube check: dual stack asks every pod and Service over IPv6 too, by name through AAAA", () => {
+  // deno-lint-ignore no-explicit-any
+  const svc = (checkObjects(2, true) as any).items[2].spec;
+  assertEquals(svc.ipFamilyPolicy, "RequireDualStack");
+  assertEquals(svc.ipFamilies, ["IPv4", "IPv6"]);
+  // deno-lint-ignore no-explicit-any
+  assertEquals((checkObjects(2) as any).items[2].spec.ipFamilyPolicy, undefined);
+  const s = probeScript(T6);
+  assertStringIncludes(s, "nslookup -type=aaaa");
+  assertStringIncludes(s, "probe pod6 check-node2 8080 fc00:244:0:1::5\n");
+  assertStringIncludes(s, "probe vip6 check-node2 80 fd00:10:96::2\n");
+  assertStringIncludes(s, "probe name6 check-node2 80 =check-node2.flanctl-check.svc.cluster.local\n");
+  assert(!probeScript(T).includes("probe pod6"), "no IPv6 probe in an IPv4 lab");
+
+  const out = [
+    "dns kubernetes.default ok 10.96.0.1",
+    ...T6.flatMap((t) => [
+      `pod ${t.name} ok ${t.name} ${t.podIP}`,
+      `vip ${t.name} ok ${t.name} ${t.ip}`,
+      `name ${t.name} ok ${t.name} ${t.ip}`,
+      `pod6 ${t.name} ok ${t.name} ${t.podIP6}`,
+      `vip6 ${t.name} ok ${t.name} ${t.ip6}`,
+      `name6 ${t.name} ok ${t.name} ${t.ip6}`,
+    ]),
+  ].join("\n");
+  const p = parseProbes("node1", out, T6);
+  assertEquals(p.length, 13);
+  assertEquals(p.every((x) => x.ok), true);
+  assertEquals(
+    formatKubeCheck(p)[0],
+    "services and DNS from every node's pods: all ok (DNS 1/1, pod 2/2, ClusterIP 2/2, by name 2/2; " +
+      "IPv6: pod 2/2, ClusterIP 2/2, by name (AAAA) 2/2)",
+  );
+  // The AAAA answer resolving to the IPv4 ClusterIP, or the wrong pod answering over IPv6: failures.
+  const bad = parseProbes(
+    "node1",
+    out.replace(
+      "name6 check-node1 ok check-node1 fd00:10:96::1",
+      "name6 check-node1 ok check-node1 10.96.1.1",
+    )
+      .replace("pod6 check-node2 ok check-node2", "pod6 check-node2 ok check-node1"),
+    T6,
+  );
+  assertEquals(bad.filter((x) => !x.ok).map((x) => x.what), ["name6 check-node1", "pod6 check-node2"]);
+  // A Service the API gave no IPv6 ClusterIP: its IPv6 probes fail, saying so.
+  const no6 = parseProbes("node1", out, [T6[0], { ...T6[1], ip6: "" }]);
+  const failed = no6.filter((x) => !x.ok);
+  assertEquals(failed.map((x) => x.what), ["vip6 check-node2", "name6 check-node2"]);
+  assertEquals(failed[0].detail, "no IPv6 address from the API");
+});

@@ -15,6 +15,9 @@ import { isOurProcess, runCmd } from "./proc.ts";
 export interface KubeLabRecord {
   name: string;
   nodes: number;
+  /** ipv4, or dual (`lab up --kube --ip-family dual`; records written before it are ipv4). */
+  ipFamily: "ipv4" | "dual";
+  /** The pod networks, comma-separated (kube-controller-manager's --cluster-cidr). */
   network: string;
   backend: string;
   proxyMode: string;
@@ -26,6 +29,14 @@ export interface KubeLabRecord {
 /** The record's path. */
 export function kubeRecordPath(name: string): string {
   return `${labDir(name)}/kube.json`;
+}
+
+/**
+ * The net-conf.json `lab up --kube` applied (the manifest's ConfigMap), kept for the lab's readers that
+ * open the API as flanctl's store (`lab trace`), as a node has it at /etc/kube-flannel/net-conf.json.
+ */
+export function kubeNetConfPath(name: string): string {
+  return `${labDir(name)}/net-conf.json`;
 }
 
 /** Writes the record atomically. */
@@ -62,6 +73,7 @@ export function readKubeRecord(name: string): KubeLabRecord | null {
   return {
     name,
     nodes,
+    ipFamily: j.ipFamily === "dual" ? "dual" : "ipv4",
     network: clean(j.network),
     backend: clean(j.backend),
     proxyMode: clean(j.proxyMode),
@@ -96,8 +108,12 @@ export interface KubeNodeStatus {
   netns: string;
   ready: string;
   podCIDR: string;
+  /** Every podCIDR of the node (IPv4, IPv6 in a dual-stack lab). */
+  podCIDRs: string[];
   /** flanctl's subnet.env on the node. */
   subnet: string | null;
+  /** Its FLANNEL_IPV6_SUBNET (dual stack). */
+  subnetIPv6?: string;
   kubelet: "running" | "stopped";
 }
 
@@ -108,12 +124,15 @@ export interface KubePodStatus {
   node: string;
   phase: string;
   ip: string;
+  /** Every address of the pod (status.podIPs: IPv4 and IPv6 in a dual-stack lab). */
+  ips: string[];
   hostNetwork: boolean;
 }
 
 /** `lab status -o json` of a --kube lab. */
 export interface KubeStatusJson {
   kube: true;
+  ipFamily: "ipv4" | "dual";
   network: string;
   backend: string;
   proxyMode: string;
@@ -123,6 +142,14 @@ export interface KubeStatusJson {
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
+
+/** Up to 2 addresses or CIDRs from an API list (`pick` gets each item), each validated; none when not a list. */
+export function addrList(v: unknown, pick: (x: Any) => unknown): string[] {
+  if (!Array.isArray(v)) return [];
+  return v.slice(0, 2).map(pick).filter((x): x is string =>
+    typeof x === "string" && /^[0-9a-fA-F.:]{2,39}(\/[0-9]{1,3})?$/.test(x)
+  );
+}
 
 /** The status of a --kube lab: the record, the nodes' files and kubelets, the API's nodes and pods. */
 export async function kubeLabStatus(r: KubeLabRecord, kubectl: string): Promise<KubeStatusJson> {
@@ -156,16 +183,20 @@ export async function kubeLabStatus(r: KubeLabRecord, kubectl: string): Promise<
     const n = apiNodes.find((x) => x?.metadata?.name === name);
     const ready = n?.status?.conditions?.find?.((c: Any) => c?.type === "Ready")?.status;
     let subnet: string | null = null;
+    let subnetIPv6: string | undefined;
     try {
       const env = parseSubnetEnv(Deno.readTextFileSync(`${labDir(r.name)}/${name}/run-flannel/subnet.env`));
       subnet = env.subnet ? env.subnet.net.toString() : null;
+      subnetIPv6 = env.ipv6Subnet?.net.toString();
     } catch { /* not written yet */ }
     nodes.push({
       name,
       netns: `${r.name}-${name}`,
       ready: n ? (ready === "True" ? "Ready" : "NotReady") : "absent",
       podCIDR: n ? clean(n.spec?.podCIDR) : "-",
+      podCIDRs: n ? addrList(n.spec?.podCIDRs, (c) => c) : [],
       subnet,
+      ...(subnetIPv6 ? { subnetIPv6 } : {}),
       kubelet: kubeletRunning(r, i) ? "running" : "stopped",
     });
   }
@@ -175,21 +206,41 @@ export async function kubeLabStatus(r: KubeLabRecord, kubectl: string): Promise<
     node: clean(p?.spec?.nodeName ?? "-"),
     phase: clean(p?.status?.phase ?? "-"),
     ip: clean(p?.status?.podIP ?? "-"),
+    ips: addrList(p?.status?.podIPs, (x) => x?.ip),
     hostNetwork: p?.spec?.hostNetwork === true,
   }));
-  return { kube: true, network: r.network, backend: r.backend, proxyMode: r.proxyMode, nodes, pods };
+  return {
+    kube: true,
+    ipFamily: r.ipFamily,
+    network: r.network,
+    backend: r.backend,
+    proxyMode: r.proxyMode,
+    nodes,
+    pods,
+  };
 }
 
 /** `lab status` of a --kube lab as tables. */
 export function formatKubeStatus(r: KubeLabRecord, st: KubeStatusJson): string {
   const nodes = table(
     ["NODE", "NETNS", "STATUS", "PODCIDR", "SUBNET", "KUBELET"],
-    st.nodes.map((n) => [n.name, n.netns, n.ready, n.podCIDR, n.subnet ?? "-", n.kubelet]),
+    st.nodes.map((n) => [
+      n.name,
+      n.netns,
+      n.ready,
+      n.podCIDRs.length ? n.podCIDRs.join(",") : n.podCIDR,
+      [n.subnet ?? "-", ...(n.subnetIPv6 ? [n.subnetIPv6] : [])].join(","),
+      n.kubelet,
+    ]),
   );
   const pods = table(
     ["NAMESPACE", "POD", "NODE", "PHASE", "IP"],
-    st.pods.map((p) => [p.namespace, p.name, p.node, p.phase, p.hostNetwork ? `${p.ip} (host)` : p.ip]),
+    st.pods.map((p) => {
+      const ip = p.ips.length ? p.ips.join(",") : p.ip;
+      return [p.namespace, p.name, p.node, p.phase, p.hostNetwork ? `${ip} (host)` : ip];
+    }),
   );
-  return `lab ${r.name} (--kube): backend ${r.backend}, network ${r.network}, kube-proxy ${r.proxyMode}\n\n` +
+  return `lab ${r.name} (--kube${r.ipFamily === "dual" ? " --ip-family dual" : ""}): backend ${r.backend}, ` +
+    `network ${r.network}, kube-proxy ${r.proxyMode}\n\n` +
     `${nodes}\n\n${st.pods.length ? pods : "(no pods, or the API server does not answer)"}`;
 }

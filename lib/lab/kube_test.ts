@@ -1,11 +1,13 @@
-import { assert, assertEquals, assertStringIncludes } from "../../tests/assert.ts";
+import { assert, assertEquals, assertStringIncludes, assertThrows } from "../../tests/assert.ts";
 import {
   containerdConfig,
   findProgram,
   imageNameOfIndex,
   kubeExecArgv,
+  KubeLabError,
   kubeletConfig,
   labPodManifest,
+  manifestWithNetworkPolicy,
   nodeScript,
   pkiScript,
 } from "./kube.ts";
@@ -118,6 +120,7 @@ Deno.test("kube lab: lab exec on a node enters its kubelet's namespaces, the API
   const r = {
     name: "k1",
     nodes: 2,
+    ipFamily: "ipv4" as const,
     network: "10.244.0.0/16",
     backend: "vxlan",
     proxyMode: "iptables",
@@ -144,4 +147,20 @@ Deno.test("kube lab: lab exec on a node enters its kubelet's namespaces, the API
     err = String(e);
   }
   assertStringIncludes(err, "the kubelet of node1 is not running");
+});
+
+Deno.test("lab up --kube --network-policy: the manifest's FLANNELD_NETWORK_POLICY switch turned on", async () => {
+  const { parseAllDocuments } = await import("yaml");
+  const text = await Deno.readTextFile(new URL("../../deploy/kube-flanctl.yml", import.meta.url));
+  const envOf = (t: string) => {
+    const ds = parseAllDocuments(t).map((d) => d.toJS()).find((d) => d?.kind === "DaemonSet");
+    return ds.spec.template.spec.containers[0].env as { name: string; value?: string }[];
+  };
+  assert(!envOf(text).some((e) => e.name === "FLANNELD_NETWORK_POLICY"), "off in the manifest as shipped");
+  const on = manifestWithNetworkPolicy(text);
+  assertEquals(envOf(on).filter((e) => e.name === "FLANNELD_NETWORK_POLICY"), [
+    { name: "FLANNELD_NETWORK_POLICY", value: "true" },
+  ]);
+  assertEquals(on.split("\n").length, text.split("\n").length, "only the two lines change");
+  assertThrows(() => manifestWithNetworkPolicy("kind: DaemonSet\n"), KubeLabError, "FLANNELD_NETWORK_POLICY");
 });

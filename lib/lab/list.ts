@@ -54,7 +54,7 @@ export function listLabs(): { labs: LabListJson[]; errors: string[] } {
             backend: k.backend,
             store: "kube",
             network: k.network,
-            ipFamily: "ipv4",
+            ipFamily: k.ipFamily,
             nodes: k.nodes,
             pods: kubePodSandboxes(k),
             daemonsRunning: Array.from({ length: k.nodes }, (_, i) =>

@@ -26,6 +26,8 @@ export {
   runKubectl,
 } from "./kube.ts";
 export type { KubeUpOptions } from "./kube.ts";
+export { kubeFamily } from "./kube_family.ts";
+export type { KubeIpFamily } from "./kube_family.ts";
 export { formatKubeStatus, kubeLabStatus, readKubeRecord } from "./kube_status.ts";
 export type { KubeLabRecord, KubeStatusJson } from "./kube_status.ts";
 export { formatKubeCheck, kubeServiceCheck } from "./kube_check.ts";

@@ -4,8 +4,13 @@
  * @module
  */
 
-/** Backends the lab can build. */
-export type LabBackend = "vxlan" | "host-gw" | "udp" | "wireguard";
+/** Backends the lab can build (alloc and extension: leases only, no cross-node data plane). */
+export type LabBackend = "vxlan" | "host-gw" | "udp" | "wireguard" | "alloc" | "extension";
+
+/** True for a backend that carries pod traffic between nodes (not alloc, extension). */
+export function hasDataPlane(b: LabBackend): boolean {
+  return b !== "alloc" && b !== "extension";
+}
 /** Stores the lab can use. */
 export type LabStore = "file" | "etcd";
 

@@ -18,6 +18,7 @@ import {
   RT_TABLE_LOCAL,
   RTA_OIF,
   RTA_TABLE,
+  RTM_F_CLONED,
   RTM_GETROUTE,
   RTNH_F_ONLINK,
 } from "./codec/consts.ts";
@@ -41,7 +42,9 @@ export function routes(c: Conn, opts: { family?: 4 | 6; table?: number } = {}): 
   rtmsg[0] = opts.family === 4 ? AF_INET : opts.family === 6 ? AF_INET6 : AF_UNSPEC;
   const m = newRouteMsg();
   scan(c, "route show", RTM_GETROUTE, rtmsg, (b, dv, o, len) => {
-    if (!readRouteMsg(b, dv, o, len, m)) return;
+    // Route-cache exceptions (a PMTU learned from ICMP "fragmentation needed", a redirect) are not routes:
+    // `ip route del` cannot remove them, and they expire by themselves.
+    if (!readRouteMsg(b, dv, o, len, m) || (m.flags & RTM_F_CLONED) !== 0) return;
     if (opts.table !== undefined ? m.table !== opts.table : m.table === RT_TABLE_LOCAL) return;
     const base = {
       family: m.family,
@@ -127,6 +130,7 @@ export function scanRoutes(
   const m = newRouteMsg();
   scan(c, op, RTM_GETROUTE, req.slice(0, at), (b, dv, o, len) => {
     if (!readRouteMsg(b, dv, o, len, m) || (opts.family && m.family !== opts.family)) return;
+    if ((m.flags & RTM_F_CLONED) !== 0) return; // a route-cache exception, as in routes()
     if (opts.table !== undefined ? m.table !== opts.table : m.table === RT_TABLE_LOCAL) return;
     e.family = m.family;
     e.dst = routeDst(m);

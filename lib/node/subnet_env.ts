@@ -110,7 +110,9 @@ export function readSubnetEnv(path = DEFAULT_SUBNET_FILE): SubnetEnv {
     text = readCappedText(path, 64 * 1024);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) {
-      throw new SubnetEnvError(`${path} not found: is the flanctl/flannel daemon running on this node?`);
+      throw new SubnetEnvError(`${path} not found: is the flanctl/flannel daemon running on this node?`, {
+        cause: e,
+      });
     }
     if (e instanceof CappedReadError) throw new SubnetEnvError(e.message, { cause: e });
     throw new SubnetEnvError(`${path}: ${(e as Error).message}`);

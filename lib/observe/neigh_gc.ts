@@ -26,7 +26,7 @@ export interface GcThresholds {
 export interface NeighLoad {
   nodes: number;
   podsPerNode: number;
-  backend: "vxlan" | "host-gw" | "udp" | "wireguard";
+  backend: string;
   /** True when the store is etcd on the underlay's gateway address (each node talks to it). */
   etcd: boolean;
 }

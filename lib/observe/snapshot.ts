@@ -236,6 +236,12 @@ export class NodeSnapshot {
     return null;
   }
 
+  /** False for the backends without a data plane (alloc, extension): no peer route or entry is expected. */
+  get programsPeers(): boolean {
+    const t = this.backendType;
+    return t !== "alloc" && t !== "extension";
+  }
+
   /** VNI from the config (default 1) or the name of an existing flannel.N device. */
   get vni(): number {
     const raw = this.store.config?.backend.raw;

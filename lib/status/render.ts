@@ -21,6 +21,7 @@ export function renderStatus(s: StatusJson): string {
     ["store", storeLine(s.store)],
     ["lease", leaseLine(s.lease)],
     ["backend", backendLine(s.backend)],
+    ...(s.backend.commands ? [["commands", commandsLine(s.backend.commands)] as [string, string]] : []),
     [
       "peers",
       peersLine(s.peers) + (s.peers.daemonPeers === null ? "" : `; daemon programs ${s.peers.daemonPeers}`),
@@ -63,6 +64,20 @@ function backendLine(b: StatusJson["backend"]): string {
     (b.deviceV6
       ? `; IPv6 device ${b.deviceV6.name} ${b.deviceV6.up ? "up" : "DOWN"}, mtu ${n(b.deviceV6.mtu)}`
       : "");
+}
+
+/** extension: each command's runs ("SubnetAddCommand 3 ok, 1 failed (last failed)"). */
+export function commandsLine(c: NonNullable<StatusJson["backend"]["commands"]>): string {
+  if (!c.length) return "none ran yet";
+  return c.map((x) => {
+    const parts = [
+      `${x.ok} ok`,
+      ...(x.failed ? [`${x.failed} failed`] : []),
+      ...(x.timeout ? [`${x.timeout} timed out`] : []),
+      ...(x.skipped ? [`${x.skipped} skipped`] : []),
+    ];
+    return `${x.command} ${parts.join(", ")}${x.last === "failed" ? " (last FAILED)" : ""}`;
+  }).join("; ");
 }
 
 /** One family's peer accounting: leases, programmed, missing and stale (each listed when there are any). */

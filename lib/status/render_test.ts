@@ -1,5 +1,6 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { neighLine, renderStatus } from "./render.ts";
+import { commandsLine, neighLine, renderStatus } from "./render.ts";
+import { extensionCommands, parseMetrics } from "./status.ts";
 import type { StatusJson, StatusNeighTable } from "./status.ts";
 
 const arp: StatusNeighTable = {
@@ -90,4 +91,26 @@ Deno.test("status: table view has a neigh row per table, and says when the table
     },
   }).split("\n").filter((l) => l.startsWith("  backend"));
   assertEquals(wg, ["  backend    wireguard (userspace), device flannel-wg up, mtu 1420"]);
+});
+
+Deno.test("status: the extension commands' runs from the daemon's metrics, the last failure said", () => {
+  const body = [
+    'flanctl_extension_commands_total{command="PreStartupCommand",result="ok"} 0',
+    'flanctl_extension_commands_total{command="PostStartupCommand",result="ok"} 1',
+    'flanctl_extension_commands_total{command="SubnetAddCommand",result="ok"} 3',
+    'flanctl_extension_commands_total{command="SubnetAddCommand",result="failed"} 1',
+    'flanctl_extension_commands_total{command="SubnetAddCommand",result="timeout"} 2',
+    'flanctl_extension_commands_total{command="SubnetRemoveCommand",result="ok"} 0',
+    'flanctl_extension_commands_total{command="SubnetRemoveCommand",result="skipped"} 1',
+    'flanctl_extension_command_last_run_timestamp_seconds{command="PostStartupCommand",result="ok"} 1796420494',
+    'flanctl_extension_command_last_run_timestamp_seconds{command="SubnetAddCommand",result="failed"} 1796420495',
+  ].join("\n");
+  const c = extensionCommands(parseMetrics(body))!;
+  assertEquals(
+    commandsLine(c),
+    "PostStartupCommand 1 ok; SubnetAddCommand 3 ok, 1 failed, 2 timed out (last FAILED); " +
+      "SubnetRemoveCommand 0 ok, 1 skipped",
+  );
+  assertEquals(extensionCommands(parseMetrics("flanctl_peers 2\n")), undefined);
+  assertEquals(commandsLine([]), "none ran yet");
 });

@@ -70,6 +70,8 @@ export interface StatusJson {
      * "kernel" (the kernel module's link); null for other backends or no device.
      */
     way?: "userspace" | "kernel" | null;
+    /** extension: each command that ran (or was skipped), from the daemon's metrics. */
+    commands?: ExtensionCommandStatus[];
   };
   peers: {
     /** Peer leases in the store. */
@@ -124,6 +126,52 @@ export interface StatusNeighTable {
   forcedGcRuns: number;
 }
 
+/** One extension command's runs by result and its last result (`status`). */
+export interface ExtensionCommandStatus {
+  command: string;
+  ok: number;
+  failed: number;
+  timeout: number;
+  /** Events skipped before a run (BackendData not a JSON string). */
+  skipped: number;
+  /** The last run's result, null when it never ran. */
+  last: "ok" | "failed" | null;
+}
+
+const EXTENSION_COMMANDS = [
+  "PreStartupCommand",
+  "PostStartupCommand",
+  "SubnetAddCommand",
+  "SubnetRemoveCommand",
+];
+
+/**
+ * The extension commands from the daemon's metrics (flanctl_extension_commands_total and the last run's
+ * timestamp): those that ran or were skipped, in flanneld's order; undefined when the daemon has none.
+ */
+export function extensionCommands(metrics: Map<string, number> | null): ExtensionCommandStatus[] | undefined {
+  if (!metrics) return undefined;
+  const out: ExtensionCommandStatus[] = [];
+  for (const command of EXTENSION_COMMANDS) {
+    const get = (r: string) =>
+      metrics.get(`flanctl_extension_commands_total{command="${command}",result="${r}"}`);
+    if (get("ok") === undefined) return undefined;
+    const [ok, failed, timeout, skipped] = ["ok", "failed", "timeout", "skipped"].map((r) => get(r) ?? 0);
+    const last = (r: string) =>
+      metrics.has(`flanctl_extension_command_last_run_timestamp_seconds{command="${command}",result="${r}"}`);
+    if (ok + failed + timeout + skipped === 0) continue;
+    out.push({
+      command,
+      ok,
+      failed,
+      timeout,
+      skipped,
+      last: last("ok") ? "ok" : last("failed") ? "failed" : null,
+    });
+  }
+  return out;
+}
+
 /** Prometheus text → name (with labels) → value. */
 export function parseMetrics(text: string): Map<string, number> {
   const m = new Map<string, number>();
@@ -162,7 +210,8 @@ function v4Family(ctx: NodeSnapshot): Family {
   return {
     family: 4,
     dev: backendDevice(ctx),
-    peers: ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType),
+    // alloc, extension: nothing is programmed for any peer, so none can be missing.
+    peers: ctx.programsPeers ? ctx.peerLeases().filter((l) => udp || !!l.attrs.BackendType) : [],
     subnet: (l) => l.subnet!.toString(),
     gw: (l) => l.subnet!.ip.toString(),
     pub: (l) => l.attrs.PublicIP,
@@ -179,7 +228,8 @@ function v6Family(ctx: NodeSnapshot): Family {
     family: 6,
     dev: dev6(ctx),
     peers: ctx.store.leases.filter((l) =>
-      l !== own && l.ipv6Subnet && l.attrs.BackendType && !(sub && l.ipv6Subnet.equals(sub))
+      ctx.programsPeers && l !== own && l.ipv6Subnet && l.attrs.BackendType &&
+      !(sub && l.ipv6Subnet.equals(sub))
     ),
     subnet: (l) => l.ipv6Subnet!.toString(),
     gw: (l) => l.ipv6Subnet!.ip.toString(),
@@ -254,13 +304,18 @@ export async function nodeStatus(ctx: NodeSnapshot, node: string): Promise<Statu
       error: ctx.store.state === "ok" ? null : (ctx.store.error ?? ctx.store.hint),
     },
     lease: leaseStatus(ctx, mv),
-    backend: backendStatus(ctx),
+    backend: { ...backendStatus(ctx), ...withCommands(extensionCommands(ep.metrics)) },
     peers: peersStatus(ctx, mv),
     reconcile: reconcileStatus(mv),
     rules,
     health: { address: daemon.health, healthz: ep.healthz, readyz: ep.readyz, metrics: ep.metrics !== null },
     neighbours: neighStatus(ctx),
   };
+}
+
+/** `{ commands }` when there are some, else nothing (the JSON of other backends stays as it was). */
+function withCommands(c: ExtensionCommandStatus[] | undefined): { commands?: ExtensionCommandStatus[] } {
+  return c ? { commands: c } : {};
 }
 
 /** The neighbour tables of the families in use (IPv6's only when IPv6 is configured). */

@@ -1,7 +1,9 @@
 /**
  * The masquerade decision for one packet: walks the nat table's POSTROUTING chain as iptables-save shows
- * it (jumps into user chains, RETURN, MASQUERADE/SNAT) matching only what flannel's rules use (`-s`,
- * `-d`, their negations, `-o`); a rule with any other match is skipped as not matching, and reported.
+ * it (jumps into user chains, RETURN, MASQUERADE/SNAT) matching only what flannel's and kube-proxy's
+ * postrouting rules use (`-s`, `-d`, their negations, `-o`, `-m mark [!] --mark`: the traced packet carries no
+ * mark — kube-proxy marks only the Service traffic it DNATs, flannel none); a rule with any other match is
+ * skipped as not matching, and reported.
  * @module
  */
 import { IPAddr, IPNet } from "../base/cidr.ts";
@@ -12,7 +14,7 @@ export interface MasqDecision {
   nat: boolean;
   /** The deciding rule (`-A CHAIN …`), or null when no rule matched (chain policy ACCEPT: not NATed). */
   rule: string | null;
-  /** Rules skipped because they use matches this walk does not evaluate (e.g. `-m mark`). */
+  /** Rules skipped because they use matches this walk does not evaluate (e.g. `-m conntrack`). */
   skipped: string[];
 }
 
@@ -39,6 +41,18 @@ function matches(rule: string, src: IPAddr, dst: IPAddr, oif: string | null): bo
     }
     const k = w[i], v = w[i + 1];
     if (k === "-j" || k === "-g") return true;
+    if (k === "-m" && v === "mark" && !neg) {
+      i++;
+      continue;
+    }
+    if (k === "--mark") {
+      // An unmarked packet (mark 0) matches VALUE[/MASK] when VALUE is 0.
+      const value = Number((v ?? "").split("/")[0]);
+      if (!Number.isFinite(value)) return null;
+      if ((value === 0) === neg) return false;
+      i++;
+      continue;
+    }
     if (k === "-s" || k === "--source") {
       if (!netMatch(src, v, neg)) return false;
     } else if (k === "-d" || k === "--destination") {

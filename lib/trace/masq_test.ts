@@ -19,7 +19,7 @@ const NAT = [
 Deno.test("masq decision: flannel's rules: pod→pod not NATed, pod→outside NATed, multicast not, no rules → not", () => {
   const pp = masqDecision(NAT, "10.244.1.2", "10.244.2.3", "flannel.1");
   assertEquals([pp.nat, pp.rule?.includes("-s 10.244.1.0/24 -d 10.244.0.0/16")], [false, true]);
-  assertEquals(pp.skipped.length, 1); // the mark rule
+  assertEquals(pp.skipped.length, 0); // the mark rule is evaluated: an unmarked packet does not match it
   const out = masqDecision(NAT, "10.244.1.2", "198.51.100.7", "eth0");
   assertEquals([out.nat, out.rule?.includes("! -d 224.0.0.0/4")], [true, true]);
   assertEquals(masqDecision(NAT, "10.244.1.2", "224.0.0.251", "eth0").nat, false);
@@ -30,4 +30,43 @@ Deno.test("masq decision: flannel's rules: pod→pod not NATed, pod→outside NA
     rule: null,
     skipped: [],
   });
+});
+
+Deno.test("masq decision: kube-proxy's KUBE-POSTROUTING NATs only marked packets; other matches skipped", () => {
+  const kp = [
+    "*nat",
+    `-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`,
+    `-A POSTROUTING ${c("masq")} -j FLANNEL-POSTRTG`,
+    "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN",
+    "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
+    `-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE ` +
+    "--random-fully",
+    ...NAT.split("\n").filter((l) => l.startsWith("-A FLANNEL-POSTRTG")),
+    "COMMIT",
+  ].join("\n");
+  // Pod to pod: kube-proxy's chain returns (no mark), flannel's keeps the source.
+  const pp = masqDecision(kp, "10.244.0.2", "10.244.1.2", "flannel.1");
+  assertEquals([pp.nat, pp.rule?.includes("-s 10.244.0.0/16 -d 10.244.1.0/24")], [false, true]);
+  assertEquals(pp.skipped, []);
+  // Pod to outside: flannel's MASQUERADE, not kube-proxy's.
+  const out = masqDecision(kp, "10.244.0.2", "198.51.100.7", "eth0");
+  assertEquals([out.nat, out.rule?.includes("! -d 224.0.0.0/4")], [true, true]);
+  // A rule with a match the walk does not evaluate is skipped, and reported.
+  const ct = masqDecision(
+    `*nat\n-A POSTROUTING -m conntrack --ctstate DNAT -j MASQUERADE\nCOMMIT`,
+    "10.244.0.2",
+    "10.244.1.2",
+    "flannel.1",
+  );
+  assertEquals([ct.nat, ct.skipped.length], [false, 1]);
+  // A mark match of a marked value only: not the traced packet's.
+  assertEquals(
+    masqDecision(
+      `*nat\n-A POSTROUTING -m mark --mark 0x0/0xffff -j MASQUERADE\nCOMMIT`,
+      "10.244.0.2",
+      "10.244.1.2",
+      "x",
+    ).nat,
+    true,
+  );
 });

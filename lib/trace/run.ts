@@ -6,8 +6,19 @@
 import { FlanctlError, UsageError } from "../base/errors.ts";
 import { localSnapshotOptions } from "../observe/local_options.ts";
 import type { StoreOptions } from "../store/open.ts";
-import { loadState } from "../lab/state.ts";
+import { LabNotFoundError, readState } from "../lab/state.ts";
 import { flanctlCommand, runCmd } from "../lab/proc.ts";
+import { underlayNetns } from "../lab/paths.ts";
+import { readKubeRecord } from "../lab/kube_status.ts";
+import type { KubeLabRecord } from "../lab/kube_status.ts";
+import { kubectlCmd } from "../lab/kube.ts";
+import {
+  kubeLabNodes,
+  kubeUnderlay,
+  parseApiPods,
+  resolveKubeDest,
+  resolveKubeSource,
+} from "./kube_nodes.ts";
 import { closeNodes, labNodes, openNode, resolveLabDest, resolveLabSource } from "./nodes.ts";
 import { probePath } from "./probe.ts";
 import { trace } from "./trace.ts";
@@ -69,15 +80,20 @@ export async function localTrace(o: LocalTraceOptions): Promise<TraceReport> {
  */
 export const IN_UNDERLAY = "FLANCTL_LAB_TRACE_IN_UNDERLAY";
 
-/** `flanctl lab trace SRC DST`: every node of the lab. */
+/**
+ * `flanctl lab trace SRC DST`: every node of the lab. An etcd lab's and a --kube lab's trace runs in the
+ * underlay namespace, where their store (etcd, the API server) listens.
+ */
 export async function labTrace(
   name: string,
   srcName: string,
   dstName: string,
   probe: boolean,
 ): Promise<TraceReport> {
-  const s = loadState(name);
-  if (s.store === "etcd" && !Deno.env.get(IN_UNDERLAY)) {
+  const s = readState(name);
+  const k = s ? null : readKubeRecord(name);
+  if (!s && !k) throw new LabNotFoundError(name);
+  if ((k || s?.store === "etcd") && !Deno.env.get(IN_UNDERLAY)) {
     // etcd listens in the underlay namespace: run the trace there (netlink handles and iptables-save
     // reach every node's namespace by name from anywhere).
     const r = await runCmd(
@@ -85,7 +101,7 @@ export async function labTrace(
         "ip",
         "netns",
         "exec",
-        s.underlay.netns,
+        underlayNetns(name),
         ...flanctlCommand(),
         "lab",
         "trace",
@@ -102,6 +118,8 @@ export async function labTrace(
     }
     return JSON.parse(r.stdout) as TraceReport;
   }
+  if (k) return await kubeLabTrace(k, srcName, dstName, probe);
+  if (!s) throw new LabNotFoundError(name);
   const { nodes, pods } = await labNodes(s);
   try {
     const src = resolveLabSource(s, nodes, pods, srcName);
@@ -119,6 +137,28 @@ export async function labTrace(
       ),
     };
     const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay };
+    return await withProbe(inp, await walk(inp), probe);
+  } finally {
+    closeNodes(nodes);
+  }
+}
+
+/** `lab trace` on a --kube lab (in its underlay namespace): pods named by the API, found by their veths. */
+async function kubeLabTrace(
+  k: KubeLabRecord,
+  srcName: string,
+  dstName: string,
+  probe: boolean,
+): Promise<TraceReport> {
+  const got = await runCmd(kubectlCmd(k.name, ["get", "pods", "-A", "-o", "json", "--request-timeout=10s"]));
+  if (got.code !== 0) {
+    throw new FlanctlError(`lab ${k.name}: the API server does not list pods (is the lab up?)`, 3);
+  }
+  const { nodes, pods } = await kubeLabNodes(k, parseApiPods(got.stdout));
+  try {
+    const src = resolveKubeSource(k, nodes, pods, srcName);
+    const dst = resolveKubeDest(k, pods, dstName);
+    const inp: TraceInput = { src, dst: dst.ip, dstName: dst.name, nodes, pods, underlay: kubeUnderlay(k) };
     return await withProbe(inp, await walk(inp), probe);
   } finally {
     closeNodes(nodes);

@@ -27,6 +27,7 @@ import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
 import { wgIngress, wgOverlay } from "./wireguard.ts";
 import { WG_DEVICE } from "../backend/wireguard/options.ts";
+import { remoteInputHop, tracedForward } from "./firewall_hop.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
@@ -217,7 +218,11 @@ function expectedRoute(
  */
 async function firewall(w: Walk, r: RouteLookup): Promise<string | null> {
   const { ctx, n, p } = w;
-  if (w.fromPod) hops.forwardHop(n, "forward", (await forwardPolicy.run(ctx))[0], "", p);
+  if (w.fromPod) {
+    const f = tracedForward(ctx, w.srcIP, w.inp.dst, "cni0", r.devName ?? "") ??
+      (await forwardPolicy.run(ctx))[0];
+    hops.forwardHop(n, "forward", f, "", p);
+  }
   const outAddr = r.prefsrc ??
     ctx.kernel?.addrs.find((a) => a.family === 4 && a.index === r.dev && a.scope === "global")?.local ??
     null;
@@ -418,6 +423,7 @@ async function remoteIngress(
   const pc = peer.ctx;
   let iif: string | null;
   if (w.backend === "vxlan" && !direct) {
+    if (!remoteInputHop(peer, w.ctx.ownLease()?.attrs.PublicIP ?? null, w.text(lease), p)) return;
     const dev = await hops.remoteVxlanHop({
       peer,
       dev: pc.vxlanDevice(),
@@ -443,5 +449,7 @@ async function remoteIngress(
   }
   const route = { peer, dst: w.inp.dst, src, iif, subnet: String(lease.subnet), family: "" as const };
   if (!await hops.remoteRouteHop({ ...route, forwardCheck: "ip-forward" }, p)) return;
-  hops.forwardHop(peer, "remote-forward", (await forwardPolicy.run(pc))[0], "", p);
+  const f = tracedForward(pc, src ?? w.srcIP, w.inp.dst, iif ?? "", "cni0") ??
+    (await forwardPolicy.run(pc))[0];
+  hops.forwardHop(peer, "remote-forward", f, "", p);
 }

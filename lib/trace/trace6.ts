@@ -22,6 +22,7 @@ import { WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
 import { dev6, dev6Name, network6, nftablesMode, own6 } from "../observe/probes.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
+import { tracedForward } from "./firewall_hop.ts";
 import { flannelV6Device, forwardFinding, ip6tablesMasq, nftFamilyFinding } from "../doctor/mod.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */
@@ -189,7 +190,10 @@ async function peerRoutesWhy6(ctx: NodeSnapshot, lease: Lease | null): Promise<W
  */
 async function firewall6(w: Walk6): Promise<void> {
   const { ctx, n } = w;
-  if (w.fromPod && ctx.ip6t.text !== null) forward6(n, "forward", w.net6, w.p);
+  const out = w.vxlan ? dev6Name(ctx) : ctx.underlay()?.link.name ?? "";
+  if (w.fromPod && ctx.ip6t.text !== null) {
+    forward6(n, "forward", w.net6, w.p, [w.srcIP, w.inp.dst, "cni0", out]);
+  }
   const nft = nftablesMode(ctx);
   const m = nft ? nftFamilyFinding(ctx, "ip6") : (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
@@ -321,11 +325,25 @@ async function remoteIngress6(
   p.dev(peer.netns, iif, "rx");
   const route = { peer, dst: w.inp.dst, src: w.srcIP, iif, subnet: String(lease.ipv6Subnet) };
   const rrOk = await hops.remoteRouteHop({ ...route, family: "IPv6 ", forwardCheck: "ipv6-forward" }, p);
-  if (rrOk && pc.ip6t.text !== null) forward6(peer, "remote-forward", network6(pc), p);
+  if (rrOk && pc.ip6t.text !== null) {
+    forward6(peer, "remote-forward", network6(pc), p, [w.srcIP, w.inp.dst, iif ?? "", "cni0"]);
+  }
 }
 
-/** ip6tables FORWARD on `n`: its policy, or flannel's accept rules for the IPv6 pod network. */
-function forward6(n: TraceNode, step: string, net6: IPNet | null, p: Path): void {
+/**
+ * FORWARD on `n` for the traced packet (`pkt`: source, destination, in and out devices), walked through
+ * ip6tables and the native nft tables; without an IPv6 source, ip6tables' FORWARD policy and flannel's
+ * accept rules for the IPv6 pod network.
+ */
+function forward6(
+  n: TraceNode,
+  step: string,
+  net6: IPNet | null,
+  p: Path,
+  pkt: [string | null, string, string, string],
+): void {
+  const walked = tracedForward(n.ctx, ...pkt);
+  if (walked) return hops.forwardHop(n, step, walked, "", p);
   const f = forwardFinding(n.ctx, n.ctx.ip6tTable("filter"), net6?.toString(), "ip6tables");
   hops.forwardHop(n, step, f, "ip6tables", p);
 }

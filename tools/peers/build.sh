@@ -17,6 +17,8 @@
 #               libcni release containerd 2.x vendors; the conflist benches drive the chain with it)
 #   wireguard-go  the userspace WireGuard the wireguard backend drives over its UAPI socket where the kernel
 #               has no wireguard module, from the module golang.zx2c4.com/wireguard (`go install`)
+#   kube-router the NetworkPolicy peer (its policy controller, run firewall-only as k3s embeds it), from the
+#               module github.com/cloudnativelabs/kube-router/v2 (no replace: `go install pkg@version`)
 #
 # Layout: $FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev)/<name>-<version>/bin/<binary>, a `stamp` file
 # written last (a build cut short is redone), the generated wrapper module in <name>-<version>/src. Go's own
@@ -24,7 +26,7 @@
 # everything. Nothing of the peers' code is ever written into the checkout.
 #
 # Usage: tools/peers/build.sh [kubernetes|kube-scheduler|kube-proxy|agnhost|e2e|coredns|flanneld|crictl|cni-plugins|
-#   cnitool|wireguard-go|go]...   (no argument: all of them)
+#   cnitool|wireguard-go|kube-router|go]...   (no argument: all of them)
 # Environment: FLANCTL_DEV_CACHE, FLANCTL_BUILD_JOBS (go build -p, default 2), FLANCTL_GO (the go binary to
 # use; one that does not exist makes the script fetch the toolchain). The module proxy is this machine's:
 # GOPROXY, else `go env GOPROXY` of the go found (tools/mirrors.sh's go_proxies keeps its proxy URLs, without
@@ -39,6 +41,8 @@ CNITOOL_VERSION=v1.3.0
 COREDNS_VERSION=v1.15.0
 # wireguard-go publishes no tags on the module proxy: a pseudo-version (the newest when this was pinned).
 WIREGUARD_GO_VERSION=v0.0.0-20260522210424-ecfc5a8d5446
+# The newest kube-router/v2 the module proxy serves (later tags are refused with 403).
+KUBE_ROUTER_VERSION=v2.1.0
 # The reference plugins built (tests/cni_helpers.ts names these): the module's package of each.
 CNI_PLUGINS="main/bridge main/loopback main/ptp ipam/host-local meta/portmap"
 # The toolchain installed when the machine has no go, or one older than a module needs (golang.org/toolchain
@@ -398,9 +402,32 @@ build_wireguard_go() {
   log "wireguard-go $WIREGUARD_GO_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/wireguard-go" --version 2>&1 | head -1)"
 }
 
+# --- kube-router (the NetworkPolicy peer) ---------------------------------------------------------------
+build_kube_router() {
+  local dir=$CACHE/kube-router-$KUBE_ROUTER_VERSION want="kube-router $KUBE_ROUTER_VERSION recipe $RECIPE"
+  if stamp_ok "$dir" "$want"; then log "kube-router $KUBE_ROUTER_VERSION: cached in $dir/bin"; return; fi
+  local t0; t0=$(now)
+  need_go 1.21
+  local mod=github.com/cloudnativelabs/kube-router/v2 info gomod
+  info=$("$GO" mod download -json "$mod@$KUBE_ROUTER_VERSION") || die "go mod download $mod@$KUBE_ROUTER_VERSION failed"
+  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  [ -f "$gomod" ] || die "no go.mod for $mod@$KUBE_ROUTER_VERSION"
+  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$KUBE_ROUTER_VERSION's go.mod has replace directives: review this recipe"
+  need_go "$(gomod_go "$gomod")"
+  rm -rf "$dir/bin" "$dir/stamp"
+  mkdir -p "$dir/bin.tmp"
+  # As upstream's Makefile: static, the version in pkg/version.
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X $mod/pkg/version.Version=$KUBE_ROUTER_VERSION" "$mod/cmd/kube-router@$KUBE_ROUTER_VERSION" ||
+    die "go install kube-router $KUBE_ROUTER_VERSION failed"
+  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
+  echo "$want" >"$dir/stamp"
+  log "kube-router $KUBE_ROUTER_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/kube-router" --version 2>&1 | head -1)"
+}
+
 main() {
   local what=("$@") w t0
-  [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool wireguard-go flanneld kubernetes kube-scheduler kube-proxy coredns agnhost e2e)
+  [ ${#what[@]} -gt 0 ] || what=(crictl cni-plugins cnitool wireguard-go flanneld kubernetes kube-scheduler kube-proxy coredns agnhost e2e kube-router)
   [ "${what[*]}" = versions ] || use_goproxy
   t0=$(now)
   for w in "${what[@]}"; do
@@ -416,9 +443,10 @@ main() {
       cni-plugins) with_lock "$CACHE/cni-plugins-$CNI_PLUGINS_VERSION" build_cni_plugins ;;
       cnitool) with_lock "$CACHE/cnitool-$CNITOOL_VERSION" build_cnitool ;;
       wireguard-go) with_lock "$CACHE/wireguard-go-$WIREGUARD_GO_VERSION" build_wireguard_go ;;
+      kube-router) with_lock "$CACHE/kube-router-$KUBE_ROUTER_VERSION" build_kube_router ;;
       go) need_go "$GO_TOOLCHAIN_VERSION"; log "go: $GO ($("$GO" env GOVERSION))" ;;
-      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cni-plugins=$CNI_PLUGINS_VERSION cnitool=$CNITOOL_VERSION wireguard-go=$WIREGUARD_GO_VERSION coredns=$COREDNS_VERSION cache=$CACHE" ;;
-      *) die "unknown peer '$w' (kubernetes, kube-scheduler, kube-proxy, agnhost, e2e, coredns, flanneld, crictl, cni-plugins, cnitool, wireguard-go, go, versions)" ;;
+      versions) echo "kubernetes=$K8S_VERSION flanneld=$FLANNEL_VERSION crictl=$CRICTL_VERSION cni-plugins=$CNI_PLUGINS_VERSION cnitool=$CNITOOL_VERSION wireguard-go=$WIREGUARD_GO_VERSION coredns=$COREDNS_VERSION kube-router=$KUBE_ROUTER_VERSION cache=$CACHE" ;;
+      *) die "unknown peer '$w' (kubernetes, kube-scheduler, kube-proxy, agnhost, e2e, coredns, flanneld, crictl, cni-plugins, cnitool, wireguard-go, kube-router, go, versions)" ;;
     esac
   done
   log "done in $(($(now) - t0)) s (cache $CACHE)"

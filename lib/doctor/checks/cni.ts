@@ -8,6 +8,7 @@ import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { CappedReadError, readCappedText } from "../../base/capped_read.ts";
 import { isObj } from "../../base/json.ts";
+import { CNI_PLUGIN_NAMES } from "../../cni/names.ts";
 
 /** cniVersions the flanctl plugins (and the reference plugins) accept. */
 export const SUPPORTED_CNI_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -123,15 +124,18 @@ export const cniConfig: Check = {
     }
     if (!v.flannel) {
       const types = v.plugins.map((p) => String(p.type)).join(", ");
+      const flannelFile = v.files.slice(1).find((f) => isFlannelConfig(`${dir}/${f}`));
       return [{
         id: "cni-config",
-        severity: "warning",
-        detail: `the runtime uses ${dir}/${v.first} (plugins: ${types}), not a flannel config` +
+        severity: "critical",
+        detail:
+          `the runtime uses ${dir}/${v.first} (plugins: ${types}), not a flannel config: it sorts first` +
+          (flannelFile ? ` (before ${flannelFile})` : "") +
           (v.files.length > 1 ? `; other files: ${v.files.slice(1).join(", ")}` : ""),
-        why:
-          "pods are attached by another network plugin; flannel's subnet and routes do not apply to them " +
-          "(flannel #1437)",
-        fix: [`move ${dir}/${v.first} away if it is a leftover: mv ${dir}/${v.first} /root/`],
+        why: "the runtime takes only the first config by name: every pod is attached by that plugin, not " +
+          "flannel — pods get no flannel subnet, routes or masquerade, or fail to start when that plugin is " +
+          "not installed (a leftover of another CNI; flannel #1437)",
+        fix: [`mkdir -p /root/cni-net.d.bak && mv ${dir}/${v.first} /root/cni-net.d.bak/`],
         persist,
       }];
     }
@@ -143,6 +147,17 @@ export const cniConfig: Check = {
     ];
   },
 };
+
+/** Whether the config file at `path` holds a flannel plugin (false when unreadable). */
+function isFlannelConfig(path: string): boolean {
+  try {
+    const doc = JSON.parse(readCappedText(path));
+    const plugins = isObj(doc) && Array.isArray(doc.plugins) ? doc.plugins : [doc];
+    return plugins.some((p: unknown) => isObj(p) && p.type === "flannel");
+  } catch {
+    return false;
+  }
+}
 
 /** cni-binaries: every plugin the config needs exists and is executable in the bin dir. */
 export const cniBinaries: Check = {
@@ -169,17 +184,42 @@ export const cniBinaries: Check = {
       }
     }
     if (!missing.length) return [ok("cni-binaries", `${[...need].join(", ")} present in ${dir}`)];
+    const name = (m: string) => m.split(" ")[0];
+    // flanctl serves only its own plugin names: a foreign plugin is never symlinked to it.
+    const ours = missing.filter((m) => CNI_PLUGIN_NAMES.includes(name(m)));
+    const foreign = missing.filter((m) => !CNI_PLUGIN_NAMES.includes(name(m)));
+    if (!v.flannel && v.doc && !ours.length) {
+      // The foreign config sorting first is the root cause (cni-config): its plugin's binary is a consequence.
+      return [{
+        id: "cni-binaries",
+        severity: "warning",
+        detail:
+          `missing in ${dir}: ${missing.join(", ")} — needed only by ${ctx.opts.cniConfDir}/${v.first}, ` +
+          "which is not flannel's (consequence of cni-config)",
+        why:
+          "the config that sorts first names a plugin that is not installed: fixing cni-config removes the need",
+        fix: ["see cni-config"],
+      }];
+    }
+    const fix: string[] = [];
+    if (ours.length) {
+      fix.push(
+        `for p in ${ours.map(name).join(" ")}; do ln -sf "$(command -v flanctl)" ${dir}/$p; done` +
+          "  # flanctl's own plugins",
+      );
+    }
+    for (const m of foreign) {
+      fix.push(
+        `# ${name(m)} is not a flanctl plugin: install its binary into ${dir} (for the reference plugins: ` +
+          "containernetworking/plugins releases), or remove it from the config",
+      );
+    }
     return [{
       id: "cni-binaries",
       severity: "critical",
       detail: `missing in ${dir}: ${missing.join(", ")}`,
       why: 'pod sandboxes fail with "failed to find plugin ... in path" (flannel #1730)',
-      fix: [
-        `for p in ${
-          missing.map((m) => m.split(" ")[0]).join(" ")
-        }; do ln -sf "$(command -v flanctl)" ${dir}/$p; done` +
-        "  # flanctl's own plugins; others from containernetworking/plugins",
-      ],
+      fix,
       persist: ["./install.sh installs the symlinks; ship them with the node image"],
     }];
   },

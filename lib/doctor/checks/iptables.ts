@@ -9,7 +9,9 @@ import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { IPNet } from "../../base/cidr.ts";
 import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
 import { chainPolicy, chainRules } from "../../observe/probes.ts";
-import { shellQuote } from "../../base/shell.ts";
+import { sh, shellQuote } from "../../base/shell.ts";
+import { placeText, podForward, podOutside, ruleset4, stepText } from "../../observe/packet_path/mod.ts";
+import { type AcceptSpec, hostExists, pathFinding } from "./firewall_path.ts";
 
 /** True when the chain exists (declared) in the table. */
 function chainExists(table: string, chain: string): boolean {
@@ -35,14 +37,62 @@ function noIptables(ctx: NodeSnapshot, id: CheckId): Finding | null {
   return null;
 }
 
-/** forward-policy: FORWARD DROP without ACCEPT rules for the pod network drops inter-node traffic. */
+/** What accepts pod traffic of network `n` in FORWARD, in each tool's words. */
+export function forwardAccept(n: string, family: 4 | 6 = 4): AcceptSpec {
+  const ip = family === 4 ? "ip" : "ip6";
+  return {
+    ipt: [sh`-s ${n}`, sh`-d ${n}`],
+    nft: [`${ip} ${sh`saddr ${n}`}`, `${ip} ${sh`daddr ${n}`}`],
+    ufw: [sh`ufw route allow from ${n}`, sh`ufw route allow to ${n}`],
+    firewalld: [sh`firewall-cmd --zone=trusted --add-source=${n}`],
+    comment: "flannel forward",
+  };
+}
+
+/** Why a FORWARD drop matters. */
+export const FORWARD_WHY =
+  "pod traffic to and from other nodes is forwarded, and dropped there (flannel #609, kubernetes #40182; " +
+  "Docker sets FORWARD DROP; RHEL's iptables-services rejects in FORWARD before flannel's jump, flannel #1033)";
+
+/**
+ * forward-policy: a pod → remote pod packet and its answer (a new TCP connection each way between cni0
+ * and the overlay device) walked through every FORWARD base chain of every back-end: the first rule (or
+ * policy) that drops it, named.
+ */
 export const forwardPolicy: Check = {
   id: "forward-policy",
-  title: "FORWARD chain lets pod traffic through",
+  title: "FORWARD lets pod traffic through",
   run(ctx) {
-    const bad = noIptables(ctx, "forward-policy");
-    if (bad) return [bad];
-    return [forwardFinding(ctx, ctx.iptTable("filter"), ctx.network?.toString(), "iptables")];
+    const net = ctx.network;
+    if (ctx.ipv4Disabled) {
+      if (ctx.ipt.main.text === null) {
+        return [unknown("forward-policy", `cannot run iptables-save: ${ctx.ipt.main.error}`)];
+      }
+      return [forwardFinding(ctx, ctx.iptTable("filter"), net?.toString(), "iptables")];
+    }
+    if (!net) return [unknown("forward-policy", "pod network unknown (no subnet.env/store)")];
+    const rs = ruleset4(ctx);
+    const checks = podForward(ctx, rs);
+    if (!checks.length) return [unknown("forward-policy", "no subnet of this node known (subnet.env/lease)")];
+    const f = pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net)), FORWARD_WHY);
+    if (f.severity === "critical") {
+      const noJump = rs.tables.filter((t) =>
+        t.backend !== "nftables" && t.name === "filter" &&
+        checks.some((c) =>
+          c.verdict.dropped?.backend === t.backend && c.verdict.dropped.table === "filter"
+        ) &&
+        !(t.chains.get("FORWARD")?.rules ?? []).some((r) =>
+          r.action.kind === "jump" && r.action.chain === "FLANNEL-FWD"
+        )
+      );
+      for (const t of noJump) f.detail += `; ${t.backend} FORWARD has no jump to FLANNEL-FWD`;
+      f.persist = [
+        ...f.persist ?? [],
+        "the daemon keeps FLANNEL-FWD (--iptables-forward-rules, the default), appended: only a rule before " +
+        "the one that drops lets the traffic through",
+      ];
+    }
+    return [f];
   },
 };
 
@@ -120,6 +170,8 @@ export const masqRules: Check = {
     const have = new Set(chainRules(nat, "FLANNEL-POSTRTG"));
     const missing = want.filter((r) => !have.has(r));
     if (jump && missing.length === 0) {
+      const walked = masqWalk(ctx);
+      if (walked) return [walked];
       return [
         ok("masq-rules", `FLANNEL-POSTRTG has the ${want.length} masquerade rules for ${sub} in ${net}`),
       ];
@@ -148,11 +200,72 @@ export const masqRules: Check = {
   },
 };
 
+/**
+ * flannel's rules are all there; what the packets meet decides: a pod → remote pod packet must leave with
+ * its pod address (a MASQUERADE before flannel's RETURNs hides it: flannel #1337, #1146), a pod → outside
+ * packet must be masqueraded. A warning naming the NAT step, or null when both hold or cannot be told.
+ */
+function masqWalk(ctx: NodeSnapshot): Finding | null {
+  const rs = ruleset4(ctx);
+  const inner = podForward(ctx, rs)[0];
+  const out = podOutside(ctx, rs);
+  const problems: string[] = [];
+  const fix: string[] = [];
+  const n = inner?.verdict.nat;
+  if (inner?.verdict.verdict === "pass" && n?.rule) {
+    problems.push(`${inner.label} is NATed by ${stepText(n)}`);
+    const r = n.rule;
+    if (r.backend === "nftables" && r.handle !== null) {
+      fix.push(ctx.cmd(sh`nft delete rule ${r.family} ${r.table} ${r.chain} handle ${r.handle}`));
+    } else if (r.backend !== "nftables") {
+      const tool = r.backend === (ctx.ipt.variant === "legacy" ? "iptables-legacy" : "iptables-nft")
+        ? "iptables"
+        : r.backend;
+      fix.push(ctx.cmd(sh`${tool} -t ${r.table} -D ${r.chain} ${r.position}`));
+    }
+  }
+  if (out?.verdict.verdict === "pass" && !out.verdict.nat) {
+    const nat = out.verdict.steps.filter((s) => s.hook === "postrouting" && s.table === "nat").map(placeText);
+    problems.push(`${out.label} is not masqueraded (crossed: ${nat.join(", ") || "no nat chain"})`);
+    const j = `-m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`;
+    fix.push(
+      ctx.cmd(`iptables -t nat -D POSTROUTING ${j}`),
+      ctx.cmd(`iptables -t nat -I POSTROUTING 1 ${j}`),
+    );
+  }
+  if (!problems.length) return null;
+  return {
+    id: "masq-rules",
+    severity: "warning",
+    detail: `FLANNEL-POSTRTG has flannel's rules, but ${problems.join("; ")}`,
+    why:
+      "a rule before flannel's (another tool's, or a duplicate left by an upgrade) decides the NAT: pods " +
+      "reach each other with the node's address (network policies and logs see the node), or reach nothing " +
+      "outside (flannel #1337, #1146)",
+    fix,
+  };
+}
+
 function ruleCount(text: string | null): number {
   return (text ?? "").split("\n").filter((l) => l.startsWith("-A ")).length;
 }
 
-/** iptables-backend: rules in both the legacy and the nf_tables back-end (flannel #1317). */
+/** Built-in chains whose policy is not ACCEPT (`FORWARD DROP`): they act like a rule. */
+function dropPolicies(text: string | null): string[] {
+  return (text ?? "").split("\n").filter((l) => /^:[A-Z]+ DROP /.test(l)).map((l) =>
+    l.slice(1).split(" ")[0]
+  );
+}
+
+/** The back-end iptables names by default (`nf_tables` → `nft`). */
+function backendName(variant: string | null): "nft" | "legacy" | null {
+  return variant === "legacy" ? "legacy" : variant === "nf_tables" ? "nft" : null;
+}
+
+/**
+ * iptables-backend: rules (or a DROP policy) in both the legacy and the nf_tables back-end (flannel #1317).
+ * Whether that drops flannel's traffic is the path checks' (forward-policy, vxlan-port, udp-port) finding.
+ */
 export const iptablesMixed: Check = {
   id: "iptables-backend",
   title: "iptables rules in one back-end only",
@@ -162,30 +275,35 @@ export const iptablesMixed: Check = {
       return [unknown("iptables-backend", "neither iptables-legacy-save nor iptables-nft-save is installed")];
     }
     const l = ruleCount(legacy.text), n = ruleCount(nft.text);
-    const detail = `iptables-legacy: ${l} rule(s), iptables-nft: ${n} rule(s); iptables is ${
-      variant ?? "unknown"
-    }`;
-    if (l === 0 || n === 0) return [ok("iptables-backend", detail)];
+    const lp = dropPolicies(legacy.text), np = dropPolicies(nft.text);
+    const pol = (p: string[]) =>
+      p.length ? ` and DROP polic${p.length === 1 ? "y" : "ies"} on ${p.join(", ")}` : "";
+    const detail = `iptables-legacy: ${l} rule(s)${pol(lp)}, iptables-nft: ${n} rule(s)${
+      pol(np)
+    }; iptables is ${variant ?? "unknown"}`;
+    if ((l === 0 && !lp.length) || (n === 0 && !np.length)) return [ok("iptables-backend", detail)];
     const flannelIn = (t: string | null) => /FLANNEL-(POSTRTG|FWD)/.test(t ?? "");
     const where = [flannelIn(legacy.text) ? "legacy" : "", flannelIn(nft.text) ? "nft" : ""].filter(Boolean);
-    const stray = variant === "legacy" ? "nft" : "legacy";
+    const used = backendName(variant) ?? "nft";
+    const stray = used === "legacy" ? "nft" : "legacy";
+    const alt = `/usr/sbin/iptables-${used}`;
+    const persist: string[] = [];
+    if (hostExists(alt) && hostExists("/usr/bin/update-alternatives")) {
+      persist.push(`make every component use one back-end: update-alternatives --set iptables ${alt}`);
+    } else persist.push(`make every component (kube-proxy, docker, the CNI plugins) use iptables-${used}`);
     return [{
       id: "iptables-backend",
       severity: "warning",
       detail: `${detail}; flannel chains in: ${where.join(", ") || "none"}`,
-      why:
-        "packets traverse both rule sets; rules written by one tool (kube-proxy, flannel, docker) can be " +
-        "shadowed by the other's FORWARD/NAT rules (flannel #1317, #2145)",
+      why: "packets traverse both rule sets: a drop in either drops the packet, whatever the other accepts " +
+        "(forward-policy, vxlan-port and udp-port walk both); rules written by one tool (kube-proxy, flannel, " +
+        "docker) can be shadowed by the other's (flannel #1317, #2145)",
       fix: [
         `inspect both: ${ctx.cmd("iptables-legacy-save")}; ${ctx.cmd("iptables-nft-save")}`,
         `remove the ${stray} rules after checking no component still uses them: ` +
         ctx.cmd(`iptables-${stray}-save`) + " | grep -c -- '-A'",
       ],
-      persist: [
-        `make every component use one back-end: update-alternatives --set iptables /usr/sbin/iptables-${
-          variant ?? "nft"
-        }`,
-      ],
+      persist,
     }];
   },
 };

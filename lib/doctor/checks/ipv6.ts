@@ -171,6 +171,9 @@ export const peersV6: Check = {
   title: "Per-peer IPv6 route, NDP and FDB entries",
   run(ctx) {
     if (!network6(ctx)) return [ok("peers-v6", NOT_CONFIGURED)];
+    if (!ctx.programsPeers) {
+      return [ok("peers-v6", `backend ${ctx.backendType}: no data plane, no IPv6 peer entries expected`)];
+    }
     if (!ctx.kernel) return [unknown("peers-v6", `no kernel snapshot: ${ctx.kernelError}`)];
     if (ctx.store.state !== "ok") {
       return [unknown("peers-v6", `leases not readable: ${ctx.store.hint ?? ctx.store.error}`)];

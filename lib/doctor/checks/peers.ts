@@ -77,6 +77,7 @@ function vxlanPeerSetup(
 ): { done: Finding[] } | { dev: LinkInfo; g: string | null; kernel: KernelSnapshot } {
   const b = ctx.backendType;
   if (ctx.ipv4Disabled) return { done: [ok(id, "IPv4 disabled: no ARP/FDB entries (IPv6: see peers-v6)")] };
+  if (!ctx.programsPeers) return { done: [ok(id, `backend ${b}: no data plane, no ARP/FDB entries`)] };
   if (b && b !== "vxlan") {
     return { done: [ok(id, `backend ${b}: peers are routed via their PublicIP, no ARP/FDB entries`)] };
   }
@@ -95,6 +96,9 @@ export const peerRoute: Check = {
   id: "peer-routes",
   title: "Route to every peer subnet",
   run(ctx) {
+    if (!ctx.programsPeers) {
+      return [ok("peer-routes", `backend ${ctx.backendType}: no data plane, no routes to peers expected`)];
+    }
     const g = leaseGuard(ctx);
     const dev = ctx.vxlanDevice();
     if (g) {

@@ -122,7 +122,40 @@ export const vethOrphan: Check = {
   },
 };
 
-/** hostlocal-ips: host-local IP files for containers that no longer run; empty files; pool nearly full. */
+/**
+ * cni0 veths whose pod namespace this process cannot read (no name under /var/run/netns it can see, no
+ * process it can see holding it: a DaemonSet container without /run/netns or hostPID), as `veth (nsid N)`.
+ * Their pods' IPs are unknown, so nothing can be called leaked.
+ */
+export function unseenPods(ctx: NodeSnapshot): string[] {
+  // With names visible under /var/run/netns, an unresolved peer is a leftover (the veths check names it).
+  if (ctx.namedNetns.length) return [];
+  return ctx.cni0Veths().flatMap((v) => {
+    const ns = ctx.vethPeers.get(v.name)?.netns ?? null;
+    if (ns === null || ns === ctx.opts.netns || ctx.pods.has(ns)) return [];
+    return [`${v.name} (${ns})`];
+  });
+}
+
+/** Why pod namespaces cannot be seen, and what makes them visible. */
+export function unseenReason(unseen: string[]): string {
+  return `${unseen.length} pod veth(s) on cni0 lead to namespaces this process cannot see (${
+    capList(unseen, 3)
+  }): run it on the host, or in a container that mounts /run/netns (deploy/kube-flanctl.yml does)`;
+}
+
+/**
+ * The one command that releases the leaked reservations of `dir`: every IP file older than this run
+ * (`at`, epoch seconds: a reservation made after it is a pod's that doctor did not see) whose container
+ * is none of the `live` ones. Lock and last_reserved_ip files do not look like IPs and stay.
+ */
+export function releaseLeakedCommand(dir: string, live: string[], at: number): string {
+  const keep = ["", ...new Set(live)].map((id) => `-e ${sh`${id}`}`).join(" ");
+  return sh`find ${dir}` + ` -maxdepth 1 -type f ! -newermt @${at} \\( -name '*.*.*.*' -o -name '*:*' \\)` +
+    ` | while read -r f; do head -n1 "$f" | tr -d '\\r' | grep -qxF ${keep} || rm -- "$f"; done`;
+}
+
+/** hostlocal-ips: host-local IP files for containers that no longer run; empty files; pool full. */
 export const hostlocalLeak: Check = {
   id: "hostlocal-ips",
   title: "host-local IP reservations belong to live pods",
@@ -131,7 +164,8 @@ export const hostlocalLeak: Check = {
     const { files, error } = readIpFiles(dir);
     if (error) return [unknown("hostlocal-ips", `cannot read ${dir}: ${error}`)];
     const live = liveIPs(ctx);
-    const leaked = files.filter((f) => f.containerId && !live.has(f.ip));
+    const unseen = unseenPods(ctx);
+    const leaked = unseen.length ? [] : files.filter((f) => f.containerId && !live.has(f.ip));
     const empty = files.filter((f) => !f.containerId);
     const problems: string[] = [];
     if (leaked.length) {
@@ -141,6 +175,7 @@ export const hostlocalLeak: Check = {
       problems.push(`${leaked.length} leaked IP(s): ${capList(items)}`);
     }
     if (empty.length) problems.push(`${empty.length} empty IP file(s): ${capList(empty.map((f) => f.path))}`);
+    let full = false;
     const sub = ctx.subnetEnv?.subnet?.net;
     if (sub && sub.family === 4) {
       const cap = Number(sub.size) - 3; // network, gateway, broadcast
@@ -148,23 +183,36 @@ export const hostlocalLeak: Check = {
         const ip = IPAddr.tryParse(f.ip);
         return ip !== null && sub.contains(ip);
       }).length;
+      full = cap > 0 && used >= cap;
       if (cap > 0 && used >= cap * 0.9) {
         problems.push(`pool ${sub} ${used}/${cap} used (${Math.round((used / cap) * 100)}%)`);
       }
     }
     if (!problems.length) {
+      if (unseen.length) {
+        return [unknown("hostlocal-ips", `cannot judge ${files.length} IP file(s): ${unseenReason(unseen)}`)];
+      }
       return [ok("hostlocal-ips", `${files.length} IP file(s) in ${dir}, all held by live pods`)];
     }
+    if (unseen.length) problems.push(`leaks not judged: ${unseenReason(unseen)}`);
+    const liveIds = files.filter((f) => live.has(f.ip)).map((f) => f.containerId);
+    const at = Math.floor(Date.now() / 1000);
+    const nets = [...new Set([...leaked, ...empty].map((f) => f.network))];
     return [{
       id: "hostlocal-ips",
-      severity: "warning",
+      severity: full ? "critical" : "warning",
       detail: problems.join("; "),
-      why:
-        "leaked reservations are never freed (host-local has no GC): the pool runs out and new pods fail " +
-        'with "no IP addresses available in range set" (plugins #498, kubernetes #86944)',
-      fix: [...leaked, ...empty].map((f) =>
-        `rm ${f.path}` + (f.containerId ? `  # container ${f.containerId} is gone` : "")
-      ),
+      why: (full
+        ? 'every new pod on this node fails: "failed to allocate for range 0: no IP addresses available in ' +
+          'range set" (kubelet event FailedCreatePodSandBox). '
+        : "") +
+        "leaked reservations are never freed (host-local has no GC): the pool runs out " +
+        "(plugins #498, kubernetes #86944)",
+      fix: nets.length
+        ? nets.map((n) =>
+          releaseLeakedCommand(`${dir}/${n}`, liveIds, at) + "  # releases only IPs whose container is gone"
+        )
+        : ["flanctl doctor --problems  # on the host, where every pod namespace is visible"],
       persist: [
         "find why CNI DEL was skipped (node crash/reboot); drain and reboot cleans /var/lib/cni on tmpfs setups",
       ],

@@ -9,7 +9,9 @@ import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../os/mod.ts";
-import { chainPolicy, chainRules, checkedNetns, udpPort } from "../../observe/probes.ts";
+import { checkedNetns, udpPort } from "../../observe/probes.ts";
+import { overlayIn, ruleset4 } from "../../observe/packet_path/mod.ts";
+import { type AcceptSpec, pathFinding } from "./firewall_path.ts";
 import { UDP_DEVICE } from "../../backend/config.ts";
 import { sh } from "../../base/shell.ts";
 
@@ -100,34 +102,19 @@ export const udpPortCheck: Check = {
   run(ctx): Finding[] {
     if (!isUdp(ctx)) return [];
     const port = udpPort(ctx);
-    if (ctx.ipt.main.text === null) {
-      return [ok("udp-port", `UDP ${port}: iptables not readable, not checked`)];
-    }
-    const filter = ctx.iptTable("filter");
-    const input = chainRules(filter, "INPUT");
-    const portRe = new RegExp(`--dport ${port}\\b`);
-    const drop = input.find((r) => portRe.test(r) && / -j (DROP|REJECT)\b/.test(r));
-    const accept = input.find((r) => portRe.test(r) && / -j ACCEPT\b/.test(r));
-    const pol = chainPolicy(filter, "INPUT");
-    if (drop && input.indexOf(drop) < (accept ? input.indexOf(accept) : Infinity)) {
-      return [{
-        id: "udp-port",
-        severity: "critical",
-        detail: `INPUT drops the UDP backend's port: ${drop}`,
-        why: "peers send every overlay packet to this port: all cross-node pod traffic is lost",
-        fix: [ctx.cmd(`iptables ${drop.replace(/^-A /, "-D ")}`)],
-      }];
-    }
-    if (pol !== null && pol !== "ACCEPT" && !accept) {
-      return [{
-        id: "udp-port",
-        severity: "warning",
-        detail: `INPUT policy ${pol} and no ACCEPT rule for UDP ${port}`,
-        why: "unless another rule accepts it, overlay traffic from peers is dropped",
-        fix: [ctx.cmd(sh`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
-      }];
-    }
-    return [ok("udp-port", `UDP ${port} not blocked by INPUT`)];
+    // The datagrams each peer's daemon sends from its port to ours, through every base chain of INPUT.
+    const rs = ruleset4(ctx);
+    const checks = overlayIn(ctx, rs, port, "udp backend datagrams", port);
+    const spec: AcceptSpec = {
+      ipt: [`-p udp --dport ${port}`],
+      nft: [`udp dport ${port}`],
+      ufw: [`ufw allow ${port}/udp`],
+      firewalld: [`firewall-cmd --add-port=${port}/udp`],
+      comment: "flannel udp",
+    };
+    if (!checks.length) return [ok("udp-port", `UDP ${port}: no peer leases to walk through INPUT`)];
+    const why = "peers send every overlay packet to this port: all cross-node pod traffic is lost";
+    return [pathFinding(ctx, "udp-port", rs, checks, spec, why)];
   },
 };
 

@@ -8,7 +8,8 @@ import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { getTxChecksum } from "../../os/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
-import { chainPolicy, chainRules } from "../../observe/probes.ts";
+import { overlayIn, ruleset4 } from "../../observe/packet_path/mod.ts";
+import { type AcceptSpec, pathFinding } from "./firewall_path.ts";
 import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
 
@@ -232,6 +233,17 @@ export const vxlanCsumOffload: Check = {
   },
 };
 
+/** What accepts VXLAN datagrams to `port` in each tool's words. */
+export function vxlanAccept(port: number): AcceptSpec {
+  return {
+    ipt: [`-p udp --dport ${port}`],
+    nft: [`udp dport ${port}`],
+    ufw: [`ufw allow ${port}/udp`],
+    firewalld: [`firewall-cmd --add-port=${port}/udp`],
+    comment: "flannel vxlan",
+  };
+}
+
 /** vxlan-port: device port = configured port, no other VXLAN device on it, INPUT does not drop it. */
 export const vxlanPort: Check = {
   id: "vxlan-port",
@@ -268,29 +280,25 @@ export const vxlanPort: Check = {
         fix: others.map((o) => ctx.cmd(sh`ip link del ${o.name}`) + "  # if it is not needed"),
       });
     }
-    if (ctx.ipt.main.text !== null) {
-      const filter = ctx.iptTable("filter");
-      const input = chainRules(filter, "INPUT");
-      const portRe = new RegExp(`--dport ${port}\\b`);
-      const dropRule = input.find((r) => portRe.test(r) && / -j (DROP|REJECT)\b/.test(r));
-      const acceptRule = input.find((r) => portRe.test(r) && / -j ACCEPT\b/.test(r));
-      const pol = chainPolicy(filter, "INPUT");
-      const acceptIdx = acceptRule ? input.indexOf(acceptRule) : Infinity;
-      if (dropRule && input.indexOf(dropRule) < acceptIdx) {
-        problems.push({
-          sev: "critical",
-          text: `INPUT drops VXLAN: ${dropRule}`,
-          fix: [ctx.cmd(`iptables ${dropRule.replace(/^-A /, "-D ")}`)],
-        });
-      } else if (pol !== null && pol !== "ACCEPT" && !acceptRule) {
-        problems.push({
-          sev: "critical",
-          text: `INPUT policy ${pol} and no ACCEPT rule for udp dport ${port}`,
-          fix: [ctx.cmd(sh`iptables -I INPUT -p udp --dport ${port} -j ACCEPT`)],
-        });
-      }
+    // The overlay datagrams each peer sends, walked through every base chain of INPUT (all back-ends).
+    const rs = ruleset4(ctx);
+    const fw = pathFinding(
+      ctx,
+      "vxlan-port",
+      rs,
+      overlayIn(ctx, rs, port, "VXLAN", null),
+      vxlanAccept(port),
+      "",
+    );
+    const persist: string[] = [];
+    if (fw.severity === "critical") {
+      problems.push({ sev: "critical", text: fw.detail, fix: fw.fix ?? [] });
+      persist.push(...fw.persist ?? []);
     }
-    if (problems.length === 0) return [ok("vxlan-port", `${dev.name} on UDP ${port}, not blocked by INPUT`)];
+    if (problems.length === 0) {
+      if (fw.severity === "unknown") return [{ ...fw, detail: `${dev.name} on UDP ${port}; ${fw.detail}` }];
+      return [ok("vxlan-port", `${dev.name} on UDP ${port}; ${fw.detail}`)];
+    }
     return [{
       id: "vxlan-port",
       severity: problems.some((p) => p.sev === "critical") ? "critical" : "warning",
@@ -298,9 +306,7 @@ export const vxlanPort: Check = {
       why: "peers encapsulate to the configured port; a different/blocked port silently drops all overlay " +
         "traffic (flannel #2055)",
       fix: problems.flatMap((p) => p.fix),
-      persist: [
-        "save the firewall rules (netfilter-persistent save) and set Backend.Port consistently on all nodes",
-      ],
+      persist: [...persist, "set Backend.Port consistently on all nodes"],
     }];
   },
 };
@@ -342,22 +348,26 @@ export const mtu: Check = {
       crit.push(`FLANNEL_MTU ${envMtu} > ${under.link.name} MTU ${under.link.mtu}`);
       expected = under.link.mtu;
     }
+    // Only an MTU above what the overlay carries drops packets. One below it is safe (a pod made before the
+    // MTU grew — a jumbo underlay — or pinned lower on purpose): it is noted, never "raised".
+    const below: string[] = [];
     if (expected !== null) {
       const br = ctx.link("cni0");
       const veths = ctx.cni0Veths();
-      if (br && veths.length && br.mtu !== expected) {
-        warn.push(`cni0 MTU ${br.mtu} != ${expected}`);
+      if (br && veths.length && br.mtu > expected) {
+        warn.push(`cni0 MTU ${br.mtu} > ${expected}`);
         fix.push(ctx.cmd(sh`ip link set cni0 mtu ${expected}`));
       }
       for (const v of veths) {
-        if (v.mtu !== expected) {
-          warn.push(`host veth ${v.name} MTU ${v.mtu} != ${expected}`);
+        if (v.mtu > expected) {
+          warn.push(`host veth ${v.name} MTU ${v.mtu} > ${expected}`);
           fix.push(ctx.cmd(sh`ip link set ${v.name} mtu ${expected}`));
         }
       }
       for (const p of ctx.pods.values()) {
-        if (p.mtu !== null && p.mtu !== expected) {
-          warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} != ${expected}`);
+        if (p.mtu !== null && p.mtu < expected) below.push(`${p.name} ${p.mtu}`);
+        if (p.mtu !== null && p.mtu > expected) {
+          warn.push(`pod netns ${p.name} ${p.ifname} MTU ${p.mtu} > ${expected}`);
           const set = `link set ${p.ifname} mtu ${expected}`;
           fix.push(
             p.name.startsWith("pid:")
@@ -375,7 +385,12 @@ export const mtu: Check = {
         ctx.link("cni0") ? `cni0 ${ctx.link("cni0")!.mtu}` : null,
         `${ctx.cni0Veths().length} veth(s)`,
       ].filter(Boolean);
-      return [ok("mtu", `MTU chain consistent: ${parts.join(", ")}`)];
+      const note = below.length
+        ? `; ${below.length} pod(s) below ${expected} (${below.slice(0, 3).join(", ")}${
+          below.length > 3 ? ", …" : ""
+        }): safe, they get ${expected} when recreated`
+        : "";
+      return [ok("mtu", `MTU chain consistent: ${parts.join(", ")}${note}`)];
     }
     return [{
       id: "mtu",

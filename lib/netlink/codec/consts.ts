@@ -78,6 +78,8 @@ export const RTM_NEWLINK = 16,
   RTM_GETNEIGHTBL = 66;
 /** RTM_GETROUTE request flags: answer with the table id, with the matched FIB entry (linux/rtnetlink.h). */
 export const RTM_F_LOOKUP_TABLE = 0x1000, RTM_F_FIB_MATCH = 0x2000;
+/** rtm_flags of a route-cache entry (a PMTU or redirect exception), which a non-strict dump also returns. */
+export const RTM_F_CLONED = 0x200;
 /** Route types (linux/rtnetlink.h). */
 export const RTN_UNICAST = 1, RTN_BLACKHOLE = 6;
 /** Route protocols: the kernel's own routes (linux/rtnetlink.h). */

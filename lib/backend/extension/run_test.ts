@@ -1,0 +1,56 @@
+import { assert, assertEquals } from "../../../tests/assert.ts";
+import { runExtensionCommand } from "./run.ts";
+
+const opts = { env: { PATH: Deno.env.get("PATH")! }, stdin: "", timeoutMs: 10_000, maxOutputBytes: 1024 };
+
+Deno.test("runExtensionCommand: env added, stdin plus a newline, stdout and stderr together, trimmed", async () => {
+  const r = await runExtensionCommand(
+    ["sh", "-c", 'printf "  %s|" "$SUBNET"; cat; printf "%s" "${HOME:+home}"; sleep 0.1; echo err >&2'],
+    { ...opts, env: { SUBNET: "10.244.3.0/24", HOME: "/x", PATH: Deno.env.get("PATH")! }, stdin: '{"a":1}' },
+  );
+  assertEquals(r.error, null);
+  assert(r.ok);
+  assertEquals(r.output, '10.244.3.0/24|{"a":1}\nhomeerr');
+});
+
+Deno.test("runExtensionCommand: failures in Go's words, the output kept", async () => {
+  const r = await runExtensionCommand(["sh", "-c", "echo bad; exit 3"], opts);
+  assertEquals([r.ok, r.error, r.output, r.timedOut], [false, "exit status 3", "bad", false]);
+  const k = await runExtensionCommand(["sh", "-c", "kill -TERM $$"], opts);
+  assertEquals(k.error, "signal: terminated");
+  const nf = await runExtensionCommand(["flanctl-no-such-command", "x"], opts);
+  assertEquals(nf.error, 'exec: "flanctl-no-such-command": executable file not found in $PATH');
+  const np = await runExtensionCommand(["/nonexistent/flanctl-x"], opts);
+  assertEquals(np.error, "fork/exec /nonexistent/flanctl-x: no such file or directory");
+});
+
+Deno.test("runExtensionCommand: killed at the timeout", async () => {
+  const r = await runExtensionCommand(["sh", "-c", "echo started; exec sleep 30"], {
+    ...opts,
+    timeoutMs: 300,
+  });
+  assertEquals([r.ok, r.timedOut, r.output], [false, true, "started"]);
+  assertEquals(r.error, "timed out after 300 ms: signal: killed");
+  assert(r.ms < 5_000, `${r.ms} ms`);
+});
+
+Deno.test("runExtensionCommand: the output is capped, the rest drained (the command is not blocked)", async () => {
+  const r = await runExtensionCommand(
+    ["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' a; echo end >&2"],
+    { ...opts, maxOutputBytes: 100 },
+  );
+  assertEquals([r.ok, r.truncated, r.output], [true, true, "a".repeat(100)]);
+});
+
+Deno.test("runExtensionCommand: a background child holding the output does not hold the run", async () => {
+  const r = await runExtensionCommand(["sh", "-c", "sleep 20 & echo hi"], opts);
+  assertEquals([r.ok, r.output], [true, "hi"]);
+  assert(r.ms < 5_000, `${r.ms} ms`);
+});
+
+Deno.test("runExtensionCommand: an abort kills the command", async () => {
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 200);
+  const r = await runExtensionCommand(["sleep", "30"], { ...opts, signal: ac.signal });
+  assertEquals([r.ok, r.error], [false, "signal: killed"]);
+});

@@ -1,0 +1,159 @@
+/**
+ * The plan as nft text: the whole table (start-up and repair: `add table` + `delete table` + the table, one
+ * transaction, so the old rules stay until the new ones replace them) and the change between two plans
+ * (one transaction that adds, flushes or deletes only the sets, elements, chains and map entries that
+ * differ).
+ *
+ * The table (`inet flanctl-netpol`): base chain `forward` (hook forward, priority filter) accepts replies
+ * (`ct state established,related`), then jumps to `egress` (the source's chain through maps `eg4`/`eg6`)
+ * and `ingress` (the destination's, maps `in4`/`in6`). A pod chain `eg-…` ends in `drop`, its rules
+ * `return` (on to ingress); `in-…` ends in `drop`, its rules `accept`. While a local pod that a policy
+ * isolates has no address yet, the dispatch chains also drop what leaves (enters) an address of this
+ * node's pod CIDRs (`local4`/`local6`) that no known local pod holds (`known4`/`known6`).
+ * @module
+ */
+import type { IPFamily } from "../base/cidr.ts";
+import { FIXED_SETS, type MapName, type Plan, type PlanRule, type PlanSet, type PodChain } from "./plan.ts";
+
+/** Our table's name (family inet). */
+export const TABLE = "flanctl-netpol";
+const T = `inet ${TABLE}`;
+const MAPS: readonly MapName[] = ["in4", "in6", "eg4", "eg6"];
+
+function ipKw(f: IPFamily): "ip" | "ip6" {
+  return f === 4 ? "ip" : "ip6";
+}
+
+/** A name for an nft comment (at most 128 bytes): API names only, cut to 100 characters. */
+function commentText(s: string): string {
+  const t = s.replace(/[^a-z0-9./-]/g, "");
+  return t.length > 100 ? t.slice(0, 100) : t;
+}
+
+/** One allow rule's text. */
+export function ruleText(dir: "ingress" | "egress", r: PlanRule): string {
+  const ip = ipKw(r.family);
+  const parts = [`meta nfproto ipv${r.family}`];
+  if (r.proto) parts.push(`meta l4proto ${r.proto.toLowerCase()}`);
+  if (r.peer) parts.push(`${ip} ${dir === "ingress" ? "saddr" : "daddr"} @${r.peer}`);
+  if (r.ports) {
+    parts.push(`th dport ${r.ports[0] === r.ports[1] ? r.ports[0] : `${r.ports[0]}-${r.ports[1]}`}`);
+  }
+  if (r.named) parts.push(`${ip} daddr . th dport @${r.named}`);
+  parts.push(dir === "ingress" ? "accept" : "return");
+  parts.push(`comment "${commentText(r.policy)} ${dir}[${r.rule}]"`);
+  return parts.join(" ");
+}
+
+function chainLines(c: PodChain): string[] {
+  return [...c.rules.map((r) => ruleText(c.dir, r)), `drop comment "${commentText(c.pod)}"`];
+}
+
+/** The dispatch chains' rules (they change only with the pending flags). */
+function dispatchLines(plan: Plan): Record<"ingress" | "egress", string[]> {
+  const out = { ingress: [] as string[], egress: [] as string[] };
+  for (const dir of ["egress", "ingress"] as const) {
+    const end = dir === "ingress" ? "daddr" : "saddr";
+    const m = dir === "ingress" ? "in" : "eg";
+    for (const f of [4, 6] as const) out[dir].push(`${ipKw(f)} ${end} vmap @${m}${f}`);
+    if (plan.pending[dir]) {
+      for (const f of [4, 6] as const) {
+        out[dir].push(`${ipKw(f)} ${end} @known${f} return`, `${ipKw(f)} ${end} @local${f} drop`);
+      }
+    }
+  }
+  return out;
+}
+
+function setDecl(name: string, s: PlanSet): string {
+  const t = s.kind === "addr"
+    ? `type ${s.family === 4 ? "ipv4_addr" : "ipv6_addr"} ; flags interval ;`
+    : `type ${s.family === 4 ? "ipv4_addr" : "ipv6_addr"} . inet_service ;`;
+  return `add set ${T} ${name} { ${t} }`;
+}
+
+function elements(verb: "add" | "delete", what: string, els: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < els.length; i += 1000) {
+    out.push(`${verb} element ${T} ${what} { ${els.slice(i, i + 1000).join(", ")} }`);
+  }
+  return out;
+}
+
+function mapEls(m: Map<string, string>): string[] {
+  return [...m.entries()].sort(([a], [b]) => a < b ? -1 : 1).map(([k, c]) => `${k} : goto ${c}`);
+}
+
+/** The whole table as one transaction that replaces whatever table of ours is there. */
+export function fullScript(plan: Plan): string {
+  const out = [`add table ${T}`, `delete table ${T}`, `add table ${T} { comment "flanctl NetworkPolicy" ; }`];
+  for (const [name, s] of plan.sets) out.push(setDecl(name, s), ...elements("add", name, s.elements));
+  for (const m of MAPS) {
+    out.push(`add map ${T} ${m} { type ${m.endsWith("4") ? "ipv4_addr" : "ipv6_addr"} : verdict ; }`);
+  }
+  for (const [name, c] of plan.chains) {
+    out.push(`add chain ${T} ${name}`, ...chainLines(c).map((l) => `add rule ${T} ${name} ${l}`));
+  }
+  for (const m of MAPS) out.push(...elements("add", m, mapEls(plan.maps[m])));
+  const d = dispatchLines(plan);
+  for (const dir of ["egress", "ingress"] as const) {
+    out.push(`add chain ${T} ${dir}`, ...d[dir].map((l) => `add rule ${T} ${dir} ${l}`));
+  }
+  out.push(
+    `add chain ${T} forward { type filter hook forward priority filter ; policy accept ; }`,
+    `add rule ${T} forward ct state established,related accept`,
+    `add rule ${T} forward jump egress`,
+    `add rule ${T} forward jump ingress`,
+  );
+  return out.join("\n") + "\n";
+}
+
+function same(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The one transaction that turns the table of `old` into that of `now` ("" when nothing differs). */
+export function diffScript(old: Plan, now: Plan): string {
+  const out: string[] = [];
+  const later: string[] = [];
+  for (const [name, s] of now.sets) {
+    const o = old.sets.get(name);
+    if (!o || o.kind !== s.kind || o.family !== s.family) {
+      if (o) throw new Error(`set ${name} changed type`); // names carry the family and kind: cannot happen
+      out.push(setDecl(name, s), ...elements("add", name, s.elements));
+      continue;
+    }
+    const had = new Set(o.elements), has = new Set(s.elements);
+    out.push(...elements("delete", name, o.elements.filter((e) => !has.has(e))));
+    out.push(...elements("add", name, s.elements.filter((e) => !had.has(e))));
+  }
+  for (const [name, c] of now.chains) {
+    const o = old.chains.get(name);
+    const lines = chainLines(c);
+    if (o && same(chainLines(o), lines)) continue;
+    out.push(o ? `flush chain ${T} ${name}` : `add chain ${T} ${name}`);
+    out.push(...lines.map((l) => `add rule ${T} ${name} ${l}`));
+  }
+  for (const m of MAPS) {
+    const o = old.maps[m], n = now.maps[m];
+    const del = [...o.keys()].filter((k) => n.get(k) !== o.get(k)).sort();
+    out.push(...elements("delete", m, del));
+    const add = new Map([...n.entries()].filter(([k, c]) => o.get(k) !== c));
+    out.push(...elements("add", m, mapEls(add)));
+  }
+  const od = dispatchLines(old), nd = dispatchLines(now);
+  for (const dir of ["egress", "ingress"] as const) {
+    if (same(od[dir], nd[dir])) continue;
+    out.push(`flush chain ${T} ${dir}`, ...nd[dir].map((l) => `add rule ${T} ${dir} ${l}`));
+  }
+  for (const name of old.chains.keys()) {
+    if (!now.chains.has(name)) out.push(`flush chain ${T} ${name}`), later.push(`delete chain ${T} ${name}`);
+  }
+  for (const name of old.sets.keys()) {
+    if (!now.sets.has(name) && !(FIXED_SETS as readonly string[]).includes(name)) {
+      later.push(`delete set ${T} ${name}`);
+    }
+  }
+  out.push(...later);
+  return out.length ? out.join("\n") + "\n" : "";
+}
