@@ -8,7 +8,7 @@
 #                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static, ipset; and the real peers
 #                        built with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
 #                        kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy, agnhost,
-#                        e2e.test, CoreDNS, flanneld, crictl, kube-router), cached in
+#                        e2e.test, CoreDNS, flanneld, crictl, kube-router, wireguard-go), cached in
 #                        FLANCTL_DEV_CACHE (default /var/cache/flanctl-dev); FLANCTL_DEV_PEERS=0 skips them.
 #   --systemd            also install deploy/flanctl.service as /etc/systemd/system/flanctl.service
 #                        (not enabled: configure /etc/default/flanctl, then systemctl enable --now flanctl).

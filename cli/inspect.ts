@@ -45,7 +45,16 @@ export type {
 } from "../lib/inspect/views.ts";
 
 /** What `inspect` can show. */
-export const INSPECT_KINDS = ["links", "veths", "addrs", "routes", "neigh", "fdb", "all"] as const;
+export const INSPECT_KINDS = [
+  "links",
+  "veths",
+  "addrs",
+  "routes",
+  "neigh",
+  "fdb",
+  "wireguard",
+  "all",
+] as const;
 /** One of {@link INSPECT_KINDS}. */
 export type InspectKind = typeof INSPECT_KINDS[number];
 
@@ -119,6 +128,11 @@ export async function runInspect(what: string | undefined, opts: InspectOptions)
     return select(pairs, (p) => p.name, opts, false).rows;
   };
   const json = (v: unknown) => JSON.stringify(v, null, 2);
+  if (k === "wireguard") {
+    const { wireguardViews, wireguardTable } = await import("../lib/inspect/wireguard.ts");
+    const v = await wireguardViews(opts.dev);
+    return out === "json" ? json(v) : wireguardTable(v);
+  }
   if (k === "veths") {
     const v = await veths();
     return out === "json" ? json(v) : vethsTable(v);

@@ -8,7 +8,10 @@ import { flanctl, ROOT, run } from "../tests/netns.ts";
 Deno.test("inspect: bad arguments exit 2, missing netns exits 1 naming it, --help works", async () => {
   const bad = await flanctl(["inspect", "bogus"]);
   assertEquals(bad.code, 2);
-  assertStringIncludes(bad.stderr, "'bogus' is not one of links, veths, addrs, routes, neigh, fdb, all");
+  assertStringIncludes(
+    bad.stderr,
+    "'bogus' is not one of links, veths, addrs, routes, neigh, fdb, wireguard, all",
+  );
   const badOut = await flanctl(["inspect", "links", "-o", "yaml"]);
   assertEquals(badOut.code, 2);
   assertStringIncludes(badOut.stderr, "-o/--output: 'yaml'");

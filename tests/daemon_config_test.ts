@@ -13,8 +13,18 @@ const BAD: [string, string, string][] = [
   ["network too small", JSON.stringify({ Network: "10.244.0.0/29" }), "network is too small"],
   [
     "unsupported backend",
-    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }),
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "ipip" } }),
     "not supported",
+  ],
+  [
+    "wireguard PSK not a key",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard", PSK: "nope" } }),
+    "Backend.PSK is not a WireGuard key",
+  ],
+  [
+    "wireguard Mode unknown",
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard", Mode: "both" } }),
+    "Backend.Mode",
   ],
   [
     "udp Port 0",

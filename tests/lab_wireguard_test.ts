@@ -6,18 +6,21 @@
  * pod reaches every other node's pod (ping, TCP); the underlay carries no pod payload in clear (an
  * iptables string match counts the ping's pattern on flannel-wg, never on eth0); a daemon restart under a
  * 100 pps ping loses nothing (the device outlives the daemon); a revoked lease removes its peer; a key
- * file others may read stops the daemon's start.
+ * file others may read stops the daemon's start. doctor's wireguard checks pass, and name a missing
+ * device critical; trace shows the WireGuard hops and names a missing peer.
  */
 import { needsRoot } from "./root.ts";
-import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctlCmd, ipJson, nsSh } from "./netns.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "./assert.ts";
+import { flanctl, flanctlCmd, ipJson, nsRun, nsSh } from "./netns.ts";
+import { pathExists } from "../lib/base/exists.ts";
 import { labExec, withLab, withNetConf } from "./lab_fixture.ts";
 import { loadState } from "../lib/lab/state.ts";
 import { pingAllPods, startPing, tcpAcross, waitUntil } from "./lab_verify.ts";
 import { ping } from "../lib/lab/check.ts";
 import { startDaemon, stopDaemon, waitDaemonReady } from "../lib/lab/services.ts";
-import { type DeviceState, uapiGet } from "../lib/backend/wireguard/uapi.ts";
+import { type DeviceState, uapiGet, uapiSet } from "../lib/backend/wireguard/uapi.ts";
 import type { LabState, NodeState } from "../lib/lab/types.ts";
+import type { FindingId } from "../lib/doctor/mod.ts";
 
 const PSK = btoa("flanctl-test-psk-of-32-bytes!!!!");
 
@@ -98,6 +101,32 @@ needsRoot.test({
               `${n.name}: a handshake per peer`,
             );
           }
+          // doctor: the wireguard checks pass, and the backend's routes are no overlap or missing route.
+          type Rep = { checks: { id: FindingId; severity: string; detail: string }[] };
+          const doctor = async (n: string) =>
+            (JSON.parse((await labExec(name, n, flanctlCmd("doctor", "-o", "json"))).stdout) as Rep).checks;
+          const checks = await doctor("node1");
+          for (
+            const id of [
+              "wg-device",
+              "wg-key",
+              "wg-peers",
+              "wg-handshake",
+              "peer-routes",
+              "pod-network-routes",
+            ]
+          ) {
+            assertEquals(checks.find((c) => c.id === id)?.severity, "ok", `${id}: ${JSON.stringify(checks)}`);
+          }
+          assertStringIncludes(
+            checks.find((c) => c.id === "wg-device")!.detail,
+            "userspace (wireguard-go pid",
+          );
+          // inspect wireguard lists the peers, never the private key.
+          const insp = await labExec(name, "node1", flanctlCmd("inspect", "wireguard", "-o", "json"));
+          assertEquals(insp.code, 0, insp.stderr);
+          assertEquals((JSON.parse(insp.stdout) as { peers: unknown[] }[])[0].peers.length, 2);
+          assert(!insp.stdout.includes(Deno.readTextFileSync(`${s.nodes[0].dir}/run/flannel/wgkey`)));
           // The daemons' logs never hold the private key.
           for (const n of s.nodes) {
             const priv = Deno.readTextFileSync(`${n.dir}/run/flannel/wgkey`);
@@ -122,6 +151,31 @@ needsRoot.test({
           assertEquals(count(/eth0 .*STRING/), 0, `pod payload in clear on the underlay:\n${counts}`);
           assert(count(/eth0 .*udp dpt:51820/) >= 5, `WireGuard's UDP on the underlay:\n${counts}`);
           await raw("-F", "PREROUTING");
+
+          // trace shows the WireGuard hops; a peer removed behind the daemon's back is the broken hop.
+          const trace = () => flanctl(["lab", "trace", "--name", name, "node1-pod1", "node2-pod1"]);
+          const tr = await trace();
+          assertEquals(tr.code, 0, tr.stdout + tr.stderr);
+          assertMatch(
+            tr.stdout,
+            /ok +node1 +wg-peer +peer \S+ allowed-ips 10\.244\.\d+\.0\/24 endpoint 192\.168\.\d+\.12:51820/,
+          );
+          assertMatch(tr.stdout, /ok +node2 +remote-wg-device/);
+          // (node1's daemon stopped first: running, it puts the peer back at the next lease event.)
+          await stopDaemon(s, node("node1"), true);
+          const key2 = (await wgState(node("node2"))).publicKey!;
+          await uapiSet(`${node("node1").dir}/run/wireguard/flannel-wg.sock`, {
+            peers: [{ publicKey: key2, remove: true }],
+          });
+          const broken = await trace();
+          assert(broken.code !== 0, broken.stdout);
+          assertMatch(
+            broken.stdout,
+            /FAIL +node1 +wg-peer .*\n.*no WireGuard peer with the lease's PublicKey/,
+          );
+          await startDaemon(s, node("node1"));
+          await waitDaemonReady(s, node("node1"));
+          await waitUntil("node1 has node2's peer again", async () => await ping(src, dst, 1));
 
           // A daemon restart under a 100 pps ping: wireguard-go keeps the device, nothing is lost.
           const p = startPing(src, dst, 0.01);
@@ -166,9 +220,35 @@ needsRoot.test({
           assert(err instanceof Error, "the daemon started with a world-readable key file");
           const log = Deno.readTextFileSync(`${node("node2").dir}/daemon.log`).slice(logBefore);
           assertStringIncludes(log, "0644");
+          // While it is down, its device is gone: doctor names it critical.
+          await nsSh(node("node2").netns, "ip", "link", "del", "flannel-wg");
+          const gone = (await doctor("node2")).find((c) => c.id === "wg-device")!;
+          assertEquals(gone.severity, "critical");
+          assertStringIncludes(gone.detail, "flannel-wg does not exist");
           Deno.chmodSync(keyFile, 0o600);
           await startDaemon(s, node("node2"));
           await waitDaemonReady(s, node("node2"));
+          assertEquals(await ping(src, dst, 5), true);
+
+          // flanctl reset (daemon stopped) removes flannel-wg, and wireguard-go ends with it; the key stays.
+          await stopDaemon(s, node("node3"), true).catch(() => {});
+          await stopDaemon(s, node("node2"));
+          const rs = await labExec(name, "node2", flanctlCmd("reset"));
+          // (Its exit code is 1 here: the lab's state directory is a mount point reset cannot remove.)
+          assertStringIncludes(rs.stdout + rs.stderr, "removed device flannel-wg");
+          assertEquals((await nsRun(node("node2").netns, ["ip", "link", "show", "flannel-wg"])).code, 1);
+          await waitUntil("wireguard-go of node2 ends", async () => {
+            const ps = await nsRun(node("node2").netns, ["ip", "netns", "pids", node("node2").netns]);
+            const left = ps.stdout.trim().split(/\s+/).filter(Boolean).map((pid) => {
+              try {
+                return Deno.readTextFileSync(`/proc/${pid}/cmdline`).replaceAll("\0", " ").slice(0, 200);
+              } catch {
+                return "";
+              }
+            }).filter((c) => c.includes("wireguard-go"));
+            return !left.length || `still running: ${left.join("; ")}`;
+          });
+          assert(pathExists(keyFile), "reset keeps the key (flanneld reads the same file)");
         }),
     );
   },

@@ -113,7 +113,7 @@ export class FamilyPlane {
   /** One full reconcile of this family's entries against the peers accepted. */
   fullPass(): PassResult {
     const g = this.#need();
-    return this.reconciler.fullPass(() => {
+    const r = this.reconciler.fullPass(() => {
       const m = new Map<string, DesiredPeer>();
       for (const [k, p] of g.entries()) {
         const d = g.desired(k, p, this.reconciler.reach);
@@ -121,6 +121,16 @@ export class FamilyPlane {
       }
       return m;
     });
+    this.#syncBackendPeers();
+    return r;
+  }
+
+  /** Hands this family's accepted peers to a backend with a userspace part (wireguard's IPv6 device). */
+  #syncBackendPeers(): void {
+    if (!this.backend.syncPeers || !this.#gate) return;
+    const accepted: PeerInfo[] = [];
+    for (const [k, p] of this.#gate.entries()) if (this.reconciler.desired(k)) accepted.push(p);
+    this.backend.syncPeers(accepted);
   }
 
   /** Applies one store event of another node's lease at once (add/change/remove a peer). */
@@ -136,5 +146,6 @@ export class FamilyPlane {
       if (d && !before) this.#log.info("peer added", { family, subnet: key, public_ip: p!.publicIP, ok });
       else if (!d && before && !p) this.#log.info("peer removed", { family, subnet: key });
     }
+    this.#syncBackendPeers();
   }
 }

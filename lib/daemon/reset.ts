@@ -4,7 +4,8 @@
  * restart loses nothing); flanneld would trip over some of it: our persistent udp TUN `flannel0` keeps the
  * Network route while flanneld opens `flannel%d` and gets flannel1.
  *
- * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`; with them every
+ * Removed: the overlay devices (vxlan `flannel.<VNI>` and `flannel-v6.<VNI>`, udp `flannel0`, wireguard
+ * `flannel-wg` and `flannel-wg-v6`, whose wireguard-go ends with its device; with them every
  * route, ARP and FDB entry on them), the other routes only when they can be attributed to flanctl — into
  * the pod network via a lease's PublicIP (host-gw peers; the leases read from the store the daemon
  * recorded), or the blackhole route of our own subnet (--ip-blackhole-route) — and flannel's rules in both
@@ -32,6 +33,7 @@ import { FirewallError, type Runner } from "../firewall/types.ts";
 import { nftDriver } from "../firewall/nft.ts";
 import { removeNetpolTable } from "../netpol/engine.ts";
 import { TABLE as NETPOL_TABLE } from "../netpol/render.ts";
+import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import type { Log } from "../base/log.ts";
 import { choosesStore, openStore, type StoreOptions } from "../store/open.ts";
 import type { SubnetStore } from "../store/types.ts";
@@ -69,10 +71,16 @@ export class DaemonRunningError extends FlanctlError {
   }
 }
 
-/** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN). */
+/** Overlay device names the daemon creates (vxlan v4/v6 by VNI, udp's TUN, wireguard's devices). */
 export function isOverlayDevice(name: string, kind: string | null): boolean {
   if (kind === "vxlan") return /^flannel(-v6)?\.\d+$/.test(name);
+  if (isWgDevice(name, kind)) return true;
   return kind === "tun" && name === UDP_DEVICE;
+}
+
+/** wireguard's devices: wireguard-go's TUN (held by it: deleting the device ends it) or the kernel's. */
+function isWgDevice(name: string, kind: string | null): boolean {
+  return (kind === "tun" || kind === "wireguard") && (name === WG_DEVICE || name === WG_DEVICE_V6);
 }
 
 /**
@@ -158,7 +166,7 @@ export async function resetNode(
   // not ours to take (a flanneld that got flannel0): only with --force is any process running at all.
   const devs = nl.links().filter((l) => isOverlayDevice(l.name, l.kind));
   for (const l of devs) {
-    const owners = l.kind === "tun" ? tunOwnerPids(l.name, OWN_NETNS) : [];
+    const owners = l.kind === "tun" && !isWgDevice(l.name, l.kind) ? tunOwnerPids(l.name, OWN_NETNS) : [];
     if (owners.length) {
       rep.failed.push(`device ${l.name}: held open by pid ${owners.join(",")}`);
       continue;

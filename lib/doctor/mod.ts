@@ -13,6 +13,7 @@ import { NFTABLES_CHECKS } from "./checks/nftables.ts";
 import { NETPOL_CHECKS } from "./checks/netpol.ts";
 import { VXLAN_CHECKS } from "./checks/vxlan.ts";
 import { UDP_CHECKS } from "./checks/udp.ts";
+import { WG_CHECKS } from "./checks/wireguard.ts";
 import { PEER_CHECKS } from "./checks/peers.ts";
 import { CONFIG_CHECKS } from "./checks/config.ts";
 import { LEASE_CHECKS } from "./checks/leases.ts";
@@ -37,6 +38,7 @@ export { FORWARD_WHY, forwardAccept, forwardFinding, forwardPolicy, masqRules } 
 export { flannelV6Device, ip6tablesMasq } from "./checks/ipv6.ts";
 export { nftFamilyFinding, nftRules } from "./checks/nftables.ts";
 export { udpDevice, udpPortCheck } from "./checks/udp.ts";
+export { deviceState as wgDeviceState, judgeHandshake, wgDevice } from "./checks/wireguard.ts";
 export { pathFinding } from "./checks/firewall_path.ts";
 export { vxlanAccept } from "./checks/vxlan.ts";
 export { unseenPods, unseenReason } from "./checks/pods.ts";
@@ -50,6 +52,7 @@ export const ALL_CHECKS: Check[] = [
   ...NETPOL_CHECKS,
   ...VXLAN_CHECKS,
   ...UDP_CHECKS,
+  ...WG_CHECKS,
   ...PEER_CHECKS,
   ...CONFIG_CHECKS,
   ...LEASE_CHECKS,

@@ -60,6 +60,7 @@ Deno.test("lab up --net-conf: the IP families come from the file; a disagreeing 
       "extension",
     ]);
     assertThrows(() => read({ ...v4, ...v6, Backend: { Type: "udp" } }), UsageError, "carries IPv4 only");
+    assertEquals(read({ ...v4, Backend: { Type: "wireguard" } }), ["ipv4", "10.9.0.0/16", "wireguard"]);
     assertThrows(
       () => read({ ...v4, Backend: { Type: "ipip" } }),
       UsageError,

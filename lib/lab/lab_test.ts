@@ -10,6 +10,7 @@ import {
 import { fileStoreDir, resolveTarget, storeEnv, withNodeFiles } from "./exec.ts";
 import { flanctlCommand, shq } from "./proc.ts";
 import { UsageError } from "../base/errors.ts";
+import { labWireguardGo } from "./services.ts";
 import type { LabState } from "./types.ts";
 
 function state(store: "file" | "etcd"): LabState {
@@ -141,4 +142,30 @@ Deno.test("shq quotes for sh; flanctlCommand runs this checkout's main.ts with t
   assertEquals(cmd[0], Deno.execPath());
   assert(cmd.at(-1)!.endsWith("/main.ts"));
   assert(cmd.includes("--no-check"));
+});
+
+Deno.test("labWireguardGo: FLANCTL_WIREGUARD_GO, else the dev cache's newest build, else PATH, else the fix", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const cache = `${dir}/cache`;
+    for (const v of ["v0.0.0-20250101000000-aaaaaaaaaaaa", "v0.0.0-20260522210424-ecfc5a8d5446"]) {
+      Deno.mkdirSync(`${cache}/wireguard-go-${v}/bin`, { recursive: true });
+      Deno.writeTextFileSync(`${cache}/wireguard-go-${v}/bin/wireguard-go`, "");
+    }
+    assertEquals(
+      labWireguardGo({ FLANCTL_DEV_CACHE: cache, PATH: "" }),
+      `${cache}/wireguard-go-v0.0.0-20260522210424-ecfc5a8d5446/bin/wireguard-go`,
+    );
+    assertEquals(labWireguardGo({ FLANCTL_WIREGUARD_GO: "/opt/wg", FLANCTL_DEV_CACHE: cache }), "/opt/wg");
+    Deno.mkdirSync(`${dir}/bin`);
+    Deno.writeTextFileSync(`${dir}/bin/wireguard-go`, "");
+    assertEquals(
+      labWireguardGo({ FLANCTL_DEV_CACHE: `${dir}/none`, PATH: `${dir}/bin` }),
+      `${dir}/bin/wireguard-go`,
+    );
+    const e = assertThrows(() => labWireguardGo({ FLANCTL_DEV_CACHE: `${dir}/none`, PATH: "" }));
+    assert(e.message.includes("tools/peers/build.sh wireguard-go"), e.message);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });

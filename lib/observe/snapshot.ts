@@ -61,6 +61,8 @@ export interface SnapshotOptions {
    * undefined looks for containerd's and CRI-O's default sockets; null or "" does not ask.
    */
   criSocket?: string | null;
+  /** Where the WireGuard UAPI sockets are (default /var/run/wireguard; a lab node's own dir). */
+  wgSocketDir?: string;
 }
 
 /** The kernel objects of the checked namespace. */

@@ -59,7 +59,7 @@ function leaseLine(l: StatusJson["lease"]): string {
 }
 
 function backendLine(b: StatusJson["backend"]): string {
-  return `${b.type ?? "-"}, device ${b.device ?? "-"} ${
+  return `${b.type ?? "-"}${b.way ? ` (${b.way})` : ""}, device ${b.device ?? "-"} ${
     b.deviceUp === null ? "" : b.deviceUp ? "up" : "DOWN"
   }, mtu ${n(b.mtu)}` +
     (b.deviceV6

@@ -79,6 +79,19 @@ Deno.test("status: table view has a neigh row per table, and says when the table
   ]);
   const none = renderStatus({ ...base, neighbours: null }).split("\n").filter((l) => l.startsWith("  neigh"));
   assertEquals(none, ["  neigh      - (neighbour tables not readable)"]);
+  // wireguard: how its device is driven.
+  const wg = renderStatus({
+    ...base,
+    backend: {
+      type: "wireguard",
+      device: "flannel-wg",
+      deviceUp: true,
+      mtu: 1420,
+      deviceV6: null,
+      way: "userspace",
+    },
+  }).split("\n").filter((l) => l.startsWith("  backend"));
+  assertEquals(wg, ["  backend    wireguard (userspace), device flannel-wg up, mtu 1420"]);
 });
 
 Deno.test("status: the extension commands' runs from the daemon's metrics, the last failure said", () => {

@@ -20,6 +20,7 @@ import {
 import { IPNet } from "../base/cidr.ts";
 import { dev6, dev6Name, network6, nftablesMode, own6, scanForDaemon } from "../observe/probes.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
+import { WG_DEVICE } from "../backend/wireguard/options.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
 import { forwardPolicy, ip6tablesMasq, masqRules, nftRules } from "../doctor/mod.ts";
 
@@ -64,6 +65,11 @@ export interface StatusJson {
     mtu: number | null;
     /** The IPv6 overlay device (vxlan: flannel-v6.<VNI>) when IPv6 is configured, else null. */
     deviceV6: { name: string; up: boolean; mtu: number | null } | null;
+    /**
+     * wireguard: how the device is driven, "userspace" (a TUN: wireguard-go over its UAPI socket) or
+     * "kernel" (the kernel module's link); null for other backends or no device.
+     */
+    way?: "userspace" | "kernel" | null;
     /** extension: each command that ran (or was skipped), from the daemon's metrics. */
     commands?: ExtensionCommandStatus[];
   };
@@ -261,8 +267,10 @@ function peerAccounting(
     const sub = f.subnet(l), gw = f.gw(l), pub = f.pub(l);
     const r = routes.find((r) => r.dst === sub);
     let ok: boolean;
-    if (ctx.backendType === "udp") ok = !!r && !!dev && r.dev === dev.index; // the route into flannel0
-    else if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
+    // udp, wireguard: the route into flannel0 / flannel-wg (wireguard's peers themselves: doctor's wg-peers).
+    if (ctx.backendType === "udp" || ctx.backendType === "wireguard") {
+      ok = !!r && !!dev && r.dev === dev.index;
+    } else if (l.attrs.BackendType === "vxlan" && !(r && r.gateway === pub)) {
       const mac = f.mac(l);
       ok = !!r && !!dev && !!mac && r.gateway === gw && r.dev === dev.index &&
         !!ctx.kernel?.neigh.some((n) =>
@@ -288,6 +296,7 @@ function backendDevice(ctx: NodeSnapshot): LinkInfo | null {
   const t = ctx.backendType;
   if (t === "vxlan" || t === null) return ctx.vxlanDevice();
   if (t === "udp") return ctx.link(UDP_DEVICE);
+  if (t === "wireguard") return ctx.link(WG_DEVICE);
   return null;
 }
 
@@ -454,7 +463,7 @@ function leaseStatus(ctx: NodeSnapshot, mv: MetricValue): StatusJson["lease"] {
 /** The backend's device (vxlan's flannel.<VNI>, udp's flannel0, host-gw's underlay) and the IPv6 one. */
 function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
   const dev = backendDevice(ctx);
-  const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp";
+  const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp" || ctx.backendType === "wireguard";
   const v6 = network6(ctx) && ctx.backendType === "vxlan";
   const d6 = v6 ? dev6(ctx) : null;
   return {
@@ -464,10 +473,21 @@ function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
         ? ctx.vxlanName
         : ctx.backendType === "udp"
         ? UDP_DEVICE
+        : ctx.backendType === "wireguard"
+        ? WG_DEVICE
         : ctx.underlay()?.link.name ?? null),
     deviceUp: dev ? dev.up : (overlay ? false : ctx.underlay()?.link.up ?? null),
     mtu: dev?.mtu ?? ctx.subnetEnv?.mtu ?? null,
     deviceV6: v6 ? { name: d6?.name ?? dev6Name(ctx), up: d6?.up ?? false, mtu: d6?.mtu ?? null } : null,
+    ...(ctx.backendType === "wireguard"
+      ? {
+        way: dev?.kind === "tun"
+          ? "userspace" as const
+          : dev?.kind === "wireguard"
+          ? "kernel" as const
+          : null,
+      }
+      : {}),
   };
 }
 

@@ -54,6 +54,7 @@ export function labNodeOptions(s: LabState, node: LabState["nodes"][number]): Sn
     skip: new Set(),
     // A lab node's own containerd (--runtime containerd); else none: a host's would not know its pods.
     criSocket: s.runtime === "containerd" ? `${d}/containerd/containerd.sock` : null,
+    wgSocketDir: `${d}/run/wireguard`,
   };
 }
 

@@ -25,6 +25,8 @@ import { doctorText, finish, lookupText, startWalk, type Walk, type Why } from "
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
 import { udpDeviceHop, udpIngress, udpOverlay } from "./udp.ts";
+import { wgIngress, wgOverlay } from "./wireguard.ts";
+import { WG_DEVICE } from "../backend/wireguard/options.ts";
 import { remoteInputHop, tracedForward } from "./firewall_hop.ts";
 import type { TraceInput, TraceNode, TraceReport } from "./types.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
@@ -189,6 +191,14 @@ function expectedRoute(
       text: `${sub} via ${gw} dev ${UDP_DEVICE} onlink`,
     };
   }
+  if (backend === "wireguard") {
+    // flanneld routes the whole Network via flannel-wg; flanctl also each peer subnet, via its address.
+    const gw = lease.subnet.ip.toString();
+    return {
+      ok: (r) => r.devName === WG_DEVICE && (r.route === sub || r.route === net.toString()),
+      text: `${sub} via ${gw} dev ${WG_DEVICE} onlink (or ${net} dev ${WG_DEVICE})`,
+    };
+  }
   if (backend !== "vxlan" || lease.attrs.BackendType !== "vxlan") {
     return { ok: (r) => r.route === sub && r.gateway === pub, text: `${sub} via ${pub}` };
   }
@@ -305,6 +315,9 @@ async function overlay(
   if (w.backend === "udp") {
     return await udpOverlay(w.n, lease, w.text(lease), podMtu, w.p) ? lease.attrs.PublicIP : null;
   }
+  if (w.backend === "wireguard") {
+    return await wgOverlay(w.n, lease, w.text(lease), podMtu, w.p) ? lease.attrs.PublicIP : null;
+  }
   return lease.attrs.PublicIP;
 }
 
@@ -383,8 +396,12 @@ function underlayRoute(
   return {
     n: w.n,
     peer: { ip: underlayDst, label: "PublicIP" as const },
-    overlay: [ctx.vxlanDevice(), backend === "udp" ? ctx.link(UDP_DEVICE) : null],
-    needDirect: (backend !== "vxlan" && backend !== "udp") || direct,
+    overlay: [
+      ctx.vxlanDevice(),
+      backend === "udp" ? ctx.link(UDP_DEVICE) : null,
+      backend === "wireguard" ? ctx.link(WG_DEVICE) : null,
+    ],
+    needDirect: (backend !== "vxlan" && backend !== "udp" && backend !== "wireguard") || direct,
     backend,
     routeGet: "ip route get",
     lease: w.text(lease),
@@ -422,6 +439,9 @@ async function remoteIngress(
     iif = dev.name;
   } else if (w.backend === "udp") {
     iif = await udpIngress(peer, lease, src, w.text(lease), p);
+    if (iif === null) return;
+  } else if (w.backend === "wireguard") {
+    iif = await wgIngress(peer, lease, p);
     if (iif === null) return;
   } else {
     iif = hops.deviceOf(peer, lease.attrs.PublicIP);

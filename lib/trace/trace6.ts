@@ -17,6 +17,8 @@ import { lease6For, leaseText6, nodeOf6 } from "./lease.ts";
 import { doctorText, finish, lookupText, type Path, startWalk, type Walk, type Why } from "./path.ts";
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
+import { wgIngress, wgOverlay } from "./wireguard.ts";
+import { WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
 import { dev6, dev6Name, network6, nftablesMode, own6 } from "../observe/probes.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
@@ -66,14 +68,18 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   const pub6 = lease?.attrs.PublicIPv6 ?? null;
   if (!lease || !pub6) return end();
   // 5. The IPv6 overlay: flannel-v6 device, NDP entry of the next hop, FDB entry to the PublicIPv6.
-  const underlayDst = w.vxlan && !route.direct ? await vxlanOverlay6(w, lease, pub6, route.r, podMtu) : pub6;
+  const underlayDst = w.backend === "wireguard"
+    ? (await wgOverlay(n, lease, w.text(lease), podMtu, p, 6) ? pub6 : null)
+    : w.vxlan && !route.direct
+    ? await vxlanOverlay6(w, lease, pub6, route.r, podMtu)
+    : pub6;
   if (underlayDst === null) return end();
   // 6. The IPv6 underlay to the peer's PublicIPv6.
   const underlay = {
     n,
     peer: { ip: underlayDst, label: "PublicIPv6" as const },
-    overlay: [dev6(w.ctx)],
-    needDirect: !w.vxlan || route.direct,
+    overlay: [dev6(w.ctx), w.backend === "wireguard" ? w.ctx.link(WG_DEVICE_V6) : null],
+    needDirect: (!w.vxlan && w.backend !== "wireguard") || route.direct,
     backend: w.backend,
     routeGet: "ip -6 route get",
     lease: w.text(lease),
@@ -129,16 +135,23 @@ async function hostRoute6(w: Walk6): Promise<{ r: RouteLookup; ok: boolean; dire
   const pub6 = lease?.attrs.PublicIPv6 ?? null;
   const local = !!w.own?.contains(w.dst);
   const direct = w.vxlan && !!pub6 && r.gateway === pub6 && ctx.directRouting;
+  const wg = w.backend === "wireguard";
   const expectText = local
     ? `${w.own} dev cni0 (this node's IPv6 subnet)`
     : !lease
     ? `a route from a lease (no lease covers ${inp.dst})`
+    : wg
+    ? `${sub} via ${gw} dev ${WG_DEVICE_V6} onlink (or ${w.net6} dev ${WG_DEVICE_V6})`
     : w.vxlan
     ? `${sub} via ${gw} dev ${devName} onlink`
     : `${sub} via ${pub6}`;
   const ok = r.errno === null &&
-    (local ? r.devName === "cni0" : !!lease && r.route === sub &&
-      (w.vxlan ? (r.gateway === gw && r.devName === devName) || direct : r.gateway === pub6));
+    (local
+      ? r.devName === "cni0"
+      : wg
+      ? !!lease && r.devName === WG_DEVICE_V6 && (r.route === sub || r.route === w.net6?.toString())
+      : !!lease && r.route === sub &&
+        (w.vxlan ? (r.gateway === gw && r.devName === devName) || direct : r.gateway === pub6));
   const fwd = ctx.sysctl("net.ipv6.conf.all.forwarding");
   w.p.add(
     {
@@ -290,7 +303,11 @@ async function remoteIngress6(
   const { p } = w;
   const pc = peer.ctx;
   let iif: string | null;
-  if (w.vxlan && !direct) {
+  if (w.backend === "wireguard") {
+    const d = await wgIngress(peer, lease, p, 6);
+    if (!d) return;
+    iif = d;
+  } else if (w.vxlan && !direct) {
     const dev = await hops.remoteVxlanHop({
       peer,
       dev: dev6(pc),

@@ -277,3 +277,20 @@ Deno.test("wireguard: a world-readable key file stops the start before any kerne
     return Promise.resolve();
   });
 });
+
+Deno.test("wireguard: no wireguard-go is a ConfigError naming how to provide one, before any change", () => {
+  const nl = new FakeNetlink();
+  const dir = Deno.makeTempDirSync();
+  try {
+    const b = new WireguardBackend(nl, opts(), EXT, NET, 4, undefined, {
+      keyFile: `${dir}/wgkey`,
+      program: null,
+      kernel: false,
+    });
+    const e = assertThrows(() => b.prepare(), ConfigError, "FLANCTL_WIREGUARD_GO");
+    assertStringIncludes(e.message, "has no wireguard module");
+    assertEquals(nl.links().length, 0);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

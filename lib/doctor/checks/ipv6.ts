@@ -218,6 +218,14 @@ export const peersV6: Check = {
           missing.push(`FDB ${mac} dst ${pub}`);
           fix.push(ctx.cmd(sh`bridge fdb replace ${mac} dev ${dev.name} dst ${pub} self permanent`));
         }
+      } else if (ctx.backendType === "wireguard") {
+        // flannel-wg-v6 carries the peer (its AllowedIPs: wg-peers); the route is the device's.
+        const wg = ctx.link("flannel-wg-v6")?.index;
+        const net6 = network6(ctx)?.toString();
+        if (!(r?.dev === wg || routes.some((x) => x.dst === net6 && x.dev === wg))) {
+          missing.push(`route ${subnet} via ${gw} dev flannel-wg-v6 onlink`);
+          fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${gw} dev flannel-wg-v6 onlink`));
+        }
       } else if (!viaPublic) {
         missing.push(`route ${subnet} via ${pub}`);
         fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${pub}`));

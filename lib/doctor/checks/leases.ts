@@ -422,7 +422,8 @@ export const routeOverlap: Check = {
     // flannel's own devices: the VXLAN device, cni0, and with the udp backend flannel0 (its Network route
     // and the /32 of our subnet on it are the backend's own, as flanneld's udp backend makes them).
     const udp = ctx.backendType === "udp" ? ctx.link(UDP_DEVICE)?.index : undefined;
-    const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index, udp]);
+    const wg = ctx.backendType === "wireguard" ? ctx.link("flannel-wg")?.index : undefined;
+    const own = new Set([ctx.vxlanDevice()?.index, ctx.link("cni0")?.index, udp, wg]);
     const leaseSubs = new Set<string | undefined>(ctx.store.leases.map((l) => l.subnet?.toString()));
     const pubs = new Set(ctx.store.leases.map((l) => l.attrs.PublicIP));
     const bad: string[] = [];

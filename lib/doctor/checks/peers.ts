@@ -146,6 +146,16 @@ export const peerRoute: Check = {
     const peers = peerStates(ctx);
     for (const p of peers) {
       const vx = isVxlanLease(p.lease);
+      if (p.lease.attrs.BackendType === "wireguard") {
+        // flanneld routes the whole Network via flannel-wg; flanctl also each peer subnet (wg-peers checks
+        // the rest: the peer's AllowedIPs).
+        const wg = ctx.link("flannel-wg")?.index;
+        const net = ctx.network?.toString();
+        if (p.route?.dev === wg || mainRoutes4(ctx).some((r) => r.dst === net && r.dev === wg)) continue;
+        bad.push(`no route to ${p.subnet} via flannel-wg`);
+        fix.push(ctx.cmd(sh`ip route replace ${p.subnet} via ${p.gwIP} dev flannel-wg onlink`));
+        continue;
+      }
       if (!vx || p.direct) {
         if (p.route?.gateway === p.publicIP) continue;
         if (!vx && !p.direct && !onLink(ctx, p.publicIP)) {

@@ -1,0 +1,134 @@
+/**
+ * The wireguard backend's hops of the IPv4 walk: flannel-wg on the source (the doctor's wg-device finding,
+ * plus the pod MTU fitting it), the WireGuard peer the packet is encrypted to (the lease's PublicKey:
+ * AllowedIPs holding the destination's subnet, its endpoint, the latest handshake), and flannel-wg on the
+ * remote node, where the packet is decrypted and enters the kernel.
+ * @module
+ */
+import type { Lease } from "../store/types.ts";
+import { deviceOf } from "./hops.ts";
+import { doctorText, type Path } from "./path.ts";
+import type { TraceNode } from "./types.ts";
+import { judgeHandshake, wgDevice, wgDeviceState } from "../doctor/mod.ts";
+import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
+import { endpointOf, leasePort } from "../backend/wireguard/backend.ts";
+import { wgPublicKeyField } from "../lease/backend_data.ts";
+import { safeJson } from "../base/capped_read.ts";
+
+/** The device of an address family. */
+function devOf(family: 4 | 6): string {
+  return family === 6 ? WG_DEVICE_V6 : WG_DEVICE;
+}
+
+/**
+ * flannel-wg (flannel-wg-v6) on `n`: the doctor's wg-device finding for it, plus the pod MTU fitting it.
+ * Returns whether it is ok.
+ */
+export async function wgDeviceHop(
+  n: TraceNode,
+  step: string,
+  podMtu: number | null,
+  p: Path,
+  family: 4 | 6 = 4,
+): Promise<boolean> {
+  const WG = devOf(family);
+  const mine = (d: string) => d.includes(`${WG} `) || d.includes(`${WG}:`) || d.endsWith(WG);
+  const f = (await wgDevice.run(n.ctx)).find((x) => mine(x.detail));
+  const dev = n.ctx.link(WG);
+  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
+  const ok = !!f && f.severity === "ok" && !mtuBad;
+  p.add(
+    {
+      node: n.name,
+      step,
+      ok,
+      entry: dev
+        ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
+          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
+        : `${WG} does not exist`,
+      detail: !f
+        ? "wg-device not checked"
+        : f.severity !== "ok"
+        ? f.detail
+        : mtuBad
+        ? `pod MTU ${podMtu} > ${WG} MTU ${dev!.mtu}: larger packets are dropped`
+        : f.detail,
+    },
+    ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
+      why: f?.why ?? f?.detail ?? `${WG} is not usable`,
+      fix: f?.fix ?? [],
+      check: "wg-device",
+    },
+  );
+  return ok;
+}
+
+/**
+ * The source node's WireGuard hops: flannel-wg, then the peer the lease's PublicKey names. Returns whether
+ * the packet leaves encrypted to the lease's endpoint.
+ */
+export async function wgOverlay(
+  n: TraceNode,
+  lease: Lease,
+  leaseText: string,
+  podMtu: number | null,
+  p: Path,
+  family: 4 | 6 = 4,
+): Promise<boolean> {
+  const WG = devOf(family);
+  if (!await wgDeviceHop(n, "wg-device", podMtu, p, family)) return false;
+  p.dev(n.netns, WG, "tx");
+  const data = family === 6 ? lease.attrs.BackendV6Data : lease.attrs.BackendData;
+  const key = wgPublicKeyField(data);
+  const st = await wgDeviceState(n.ctx, WG);
+  const peer = typeof st === "string" || typeof key !== "string"
+    ? null
+    : st.peers.find((x) => x.publicKey === key) ?? null;
+  const sub = String(family === 6 ? lease.ipv6Subnet : lease.subnet);
+  const pub = (family === 6 ? lease.attrs.PublicIPv6 : lease.attrs.PublicIP) ?? "";
+  const want = endpointOf(pub, leasePort(data) || (typeof st === "string" ? 0 : st.listenPort));
+  const hs = peer ? judgeHandshake(peer, Date.now() / 1000, null) : null;
+  const problems: string[] = [];
+  if (typeof st === "string") problems.push(`the device's UAPI does not answer: ${st}`);
+  else if (lease.attrs.BackendType !== "wireguard") {
+    problems.push(`the peer's lease has BackendType ${safeJson(lease.attrs.BackendType)}, not wireguard`);
+  } else if (!peer) problems.push(`no WireGuard peer with the lease's PublicKey ${safeJson(key, 60)}`);
+  else {
+    if (!peer.allowedIPs.includes(sub)) {
+      problems.push(
+        `the peer allows ${peer.allowedIPs.join(",") || "nothing"}, not ${sub}: the packet is dropped`,
+      );
+    }
+    if (peer.endpoint !== want) problems.push(`endpoint ${peer.endpoint ?? "none"}, the lease says ${want}`);
+    if (hs?.severity === "critical") problems.push(hs.text);
+  }
+  const ok = !problems.length;
+  p.add({
+    node: n.name,
+    step: "wg-peer",
+    ok,
+    entry: peer
+      ? `peer ${peer.publicKey} allowed-ips ${peer.allowedIPs.join(",")} endpoint ${peer.endpoint ?? "-"}; ` +
+        (hs?.text ?? "")
+      : `${sub} → ${want} (PublicKey ${safeJson(key, 60)})`,
+    detail: ok
+      ? `encrypted to the peer ${String(key).slice(0, 8)}…, sent in UDP to ${want}`
+      : problems.join("; "),
+    lease: leaseText,
+  }, ok ? null : await doctorText(n.ctx, peer && hs?.severity === "critical" ? "wg-handshake" : "wg-peers"));
+  return ok;
+}
+
+/** The remote node decrypts: its flannel-wg. Returns the interface the packet enters the kernel on, or null. */
+export async function wgIngress(
+  peer: TraceNode,
+  lease: Lease,
+  p: Path,
+  family: 4 | 6 = 4,
+): Promise<string | null> {
+  const pub = (family === 6 ? lease.attrs.PublicIPv6 : lease.attrs.PublicIP) ?? "";
+  p.dev(peer.netns, deviceOf(peer, pub), "rx");
+  if (!await wgDeviceHop(peer, "remote-wg-device", null, p, family)) return null;
+  p.dev(peer.netns, devOf(family), "rx");
+  return devOf(family);
+}
