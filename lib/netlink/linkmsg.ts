@@ -52,7 +52,7 @@ import {
 import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
-import { queryOne, requestOne } from "./batch.ts";
+import { queryOne } from "./batch.ts";
 import { scan } from "./io.ts";
 import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
@@ -176,7 +176,7 @@ function putCommon(w: MsgWriter, a: NewLinkAttrs): void {
 
 /** `ip link add NAME type KIND` (bridge, dummy), or a veth pair when `peer` is given. */
 export function createLinkRaw(c: Conn, op: () => string, kind: string, a: NewLinkAttrs, peer?: NewLinkAttrs) {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     w.begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x, s, 16);
     putCommon(w, a);
     w.nest(IFLA_LINKINFO);
@@ -207,7 +207,7 @@ export interface LinkChange {
 
 /** `ip link set dev INDEX ...`: one RTM_SETLINK. */
 export function changeLinkRaw(c: Conn, index: number, op: () => string, ch: LinkChange): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(RTM_SETLINK, NLM_F_REQUEST | x, s, 16);
     w.buf[h] = AF_UNSPEC;
     w.dv.setInt32(h + 4, index, true);
@@ -226,7 +226,7 @@ export function changeLinkRaw(c: Conn, index: number, op: () => string, ch: Link
 
 /** `ip link del dev INDEX`. */
 export function deleteLinkRaw(c: Conn, index: number, op: () => string): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(RTM_DELLINK, NLM_F_REQUEST | x, s, 16);
     w.dv.setInt32(h + 4, index, true);
     w.end();
@@ -243,7 +243,7 @@ export function addrRaw(
   op: () => string,
   opts: { scope?: number; flags?: number; broadcast?: Uint8Array | null } = {},
 ): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(
       del ? RTM_DELADDR : RTM_NEWADDR,
       del ? NLM_F_REQUEST | x : NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x,
