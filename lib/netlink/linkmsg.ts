@@ -57,8 +57,15 @@ import { scan } from "./io.ts";
 import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
 
-/** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
-export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
+/** struct ifinfomsg's size (linux/rtnetlink.h); the attributes follow it. */
+const IFINFOMSG_LEN = 16;
+
+/**
+ * An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo; null when it is
+ * shorter than struct ifinfomsg (its fields would be read from the bytes after it).
+ */
+export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo | null {
+  if (len < IFINFOMSG_LEN) return null;
   const flags = dv.getUint32(o + 8, true);
   const info: LinkInfo = {
     index: dv.getInt32(o + 4, true),
@@ -74,7 +81,7 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     linkNetnsId: null,
   };
   let dataOff = -1, dataLen = 0;
-  for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+  for (const at = new AttrWalk(dv, o + IFINFOMSG_LEN, o + len); at.next();) {
     const t = at.type, v = at.v, vlen = at.vlen;
     if (t === IFLA_IFNAME) info.name = attrStr(b, v, vlen);
     else if (t === IFLA_MTU && vlen >= 4) info.mtu = dv.getUint32(v, true);
@@ -147,7 +154,7 @@ export function linkNamesRaw(c: Conn): Map<number, string> {
   const req = new Uint8Array(16);
   scan(c, "link show", RTM_GETLINK, req, (b, dv, o, len) => {
     let name = "";
-    for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+    for (const at = new AttrWalk(dv, o + IFINFOMSG_LEN, o + len); at.next();) {
       const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFLA_IFNAME) name = attrStr(b, v, vlen);
     }
