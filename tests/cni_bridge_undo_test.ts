@@ -49,13 +49,13 @@ needsRoot.test("bridge ADD: a late failure (address refused, masquerade failing)
     const d = tempDir();
     try {
       const dir = `${d.path}/ipam`;
-      const call = (netns: string, id: string, ipMasq: boolean, env?: Record<string, string>) => ({
+      const call = (netns: string, id: string, ipMasq: boolean, env?: Record<string, string>, extra?: J) => ({
         plugin: "bridge",
         command: "ADD",
         node,
         netns,
         containerId: id,
-        conf: conf(dir, ipMasq),
+        conf: { ...conf(dir, ipMasq), ...extra },
         env,
       });
       // A pod that works: the bridge, its gateway addresses and ip_forward exist from here on.
@@ -86,7 +86,8 @@ needsRoot.test("bridge ADD: a late failure (address refused, masquerade failing)
       );
 
       // 2. The masquerade step (the last kernel step) fails: iptables-restore is not on the plugin's PATH.
-      r = await cni(call(pod, "nomasq", true, { PATH: `${d.path}/empty` }));
+      // The backend is named: by default a node without the iptables tools masquerades with nftables.
+      r = await cni(call(pod, "nomasq", true, { PATH: `${d.path}/empty` }, { ipMasqBackend: "iptables" }));
       assertEquals(r.code, 1, r.stdout + r.stderr);
       assertStringIncludes(`${r.json?.msg} ${r.json?.details}`, "iptables");
       assertEquals(await snapshot(node, pod, dir), before, "nothing of the failed ADD is left");

@@ -33,6 +33,8 @@ export interface BridgeConf {
   isDefaultGateway: boolean;
   forceAddress: boolean;
   ipMasq: boolean;
+  /** `ipMasqBackend` as given ("iptables", "nftables"; null: the default), checked by ADD (lib/cni/masq.ts). */
+  ipMasqBackend: string | null;
   mtu: number;
   hairpinMode: boolean;
   /** IPv6 duplicate address detection in the pod (reference default: off). */
@@ -103,6 +105,8 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
     if (c.ipam.type !== undefined && typeof c.ipam.type !== "string") cfgErr("'ipam.type' must be a string");
     if (c.ipam.type) ipam = c.ipam;
   }
+  const backend = c.ipMasqBackend ?? null;
+  if (backend !== null && typeof backend !== "string") cfgErr("'ipMasqBackend' must be a string");
   let dns: CniDNS | null = null;
   if (c.dns !== undefined && c.dns !== null && !isObj(c.dns)) cfgErr(`'dns' must be an object`);
   if (isObj(c.dns) && Object.keys(c.dns).length) dns = c.dns as CniDNS;
@@ -114,6 +118,7 @@ export function loadBridgeConf(c: Record<string, unknown>, version: string, cniA
     isDefaultGateway,
     forceAddress: bool(c, "forceAddress"),
     ipMasq: bool(c, "ipMasq"),
+    ipMasqBackend: backend,
     mtu,
     hairpinMode,
     enableDad: bool(c, "enabledad"),
@@ -552,25 +557,30 @@ const bridgeAddr: Step<AddState> = {
   },
 };
 
-/** Removes the container's masquerade chain (best effort for rules that never got made). */
-async function teardownOwnMasq({ conf, args }: AddState): Promise<void> {
-  const { chainName, teardownMasq } = await import("./ipmasq.ts");
-  await teardownMasq(await chainName(conf.name, args.containerId), ipFamilies(conf, []));
+/** The attachment the masquerade rules are for. */
+function attachment({ conf, args }: { conf: BridgeConf; args: CmdArgs }) {
+  return { network: conf.name, ifname: args.ifname, containerId: args.containerId };
 }
 
-/** `masq`: the per-container masquerade chain (ipMasq). Undo: the chain is removed; also after a half setup. */
+/** Removes the container's masquerade rules (best effort for rules that never got made). */
+async function teardownOwnMasq(st: AddState): Promise<void> {
+  const { masqBackend, masqTeardown } = await import("./masq.ts");
+  const nft = masqBackend(st.conf.ipMasqBackend) === "nftables";
+  await masqTeardown(attachment(st), ipFamilies(st.conf, []), [], nft);
+}
+
+/**
+ * `masq`: the per-container masquerade rules (ipMasq) in the configured backend (lib/cni/masq.ts). Undo:
+ * they are removed; also after a half setup.
+ */
 const masqStep: Step<AddState> = {
   name: "masq",
   async run(st) {
-    const { conf, args, ips } = st;
+    const { conf, ips } = st;
     if (!conf.ipMasq || !ips.length) return;
-    const { chainName, comment, setupMasq } = await import("./ipmasq.ts");
+    const { masqBackend, masqSetup } = await import("./masq.ts");
     try {
-      await setupMasq(
-        ips.map((i) => i.address),
-        await chainName(conf.name, args.containerId),
-        comment(conf.name, args.containerId),
-      );
+      await masqSetup(masqBackend(conf.ipMasqBackend), attachment(st), ips.map((i) => i.address));
     } catch (e) {
       await teardownOwnMasq(st).catch(() => {/* best effort: the step's own error is the one reported */});
       throw e;
@@ -620,6 +630,8 @@ const ADD_STEPS: readonly Step<AddState>[] = [
 
 async function add(c: PluginCall): Promise<CniResult> {
   const conf = loadBridgeConf(c.conf, c.version, c.args.args);
+  // An unknown ipMasqBackend fails before any change (the reference finds out after the veth, then undoes).
+  if (conf.ipMasq && conf.ipMasqBackend !== null) (await import("./masq.ts")).masqBackend(conf.ipMasqBackend);
   const nl = await netlink();
   const os = await osCalls();
   trace("netlink loaded");
@@ -677,6 +689,7 @@ function lenientConf(c: Record<string, unknown>, version: string): BridgeConf {
     isDefaultGateway: false,
     forceAddress: false,
     ipMasq: c.ipMasq === true,
+    ipMasqBackend: typeof c.ipMasqBackend === "string" ? c.ipMasqBackend : null,
     mtu: 0,
     hairpinMode: false,
     enableDad: false,
@@ -756,12 +769,12 @@ async function del(c: PluginCall): Promise<void> {
   if (conf.ipam) await ipamCall(c, conf, "DEL");
   trace("ipam released");
   if (conf.ipMasq) {
-    const { chainName, comment, teardownMasq } = await import("./ipmasq.ts");
-    await teardownMasq(
-      await chainName(conf.name, args.containerId),
+    const { delLooksInNft, masqTeardown } = await import("./masq.ts");
+    await masqTeardown(
+      attachment({ conf, args }),
       ipFamilies(conf, addrs),
       addrs,
-      comment(conf.name, args.containerId),
+      delLooksInNft(conf.ipMasqBackend),
     );
   }
 }
@@ -815,13 +828,10 @@ async function check(c: PluginCall): Promise<void> {
       }
     }
     if (conf.ipMasq) {
-      const { chainName, masqPresent } = await import("./ipmasq.ts");
-      const chain = await chainName(conf.name, args.containerId);
-      for (const ip of prev.ips ?? []) {
-        if (!(await masqPresent(chain, ip.address.split("/")[0]))) {
-          checkErr(`masquerade chain ${chain} missing`);
-        }
-      }
+      const { masqBackend, masqMissing } = await import("./masq.ts");
+      const ips = (prev.ips ?? []).map((ip) => ip.address.split("/")[0]);
+      const missing = await masqMissing(masqBackend(conf.ipMasqBackend), attachment({ conf, args }), ips);
+      if (missing) checkErr(missing);
     }
   } finally {
     pod.close();
@@ -844,12 +854,11 @@ export const plugin: Plugin = {
     if (conf.ipam) await ipamCall(c, conf, "GC");
     if (conf.ipMasq) {
       // Chains of containers that are gone (e.g. an ADD killed after its iptables step).
-      const { gcMasq } = await import("./ipmasq.ts");
+      const { masqGc } = await import("./masq.ts");
       const { validAttachments } = await import("./host_local.ts");
       const valid = validAttachments(c.conf);
       if (valid === null) return; // no list: nothing collected (host-local's GC says so)
-      const keep = new Set(valid.map((a) => a.containerId));
-      await gcMasq(conf.name, keep, ipFamilies(conf, []));
+      await masqGc(conf.name, valid, ipFamilies(conf, []));
     }
   },
 };

@@ -86,8 +86,9 @@ function collect(
 }
 
 /**
- * Sends the one GET request `put` writes (with NLM_F_ACK) and hands its reply messages to `each`; throws
- * the kernel's refusal as a NetlinkError named `op`.
+ * Sends the one message `put` writes (with NLM_F_ACK and a fresh sequence number), hands any reply
+ * messages to `each` (a GET's answer) and waits for the ack; throws the kernel's refusal as a NetlinkError
+ * named `op`.
  */
 export function queryOne(
   c: Conn,
@@ -103,18 +104,6 @@ export function queryOne(
   let error: NetlinkError | null = null;
   collect(c, s, op, (_s, errno, msg) => error ??= kernelError(op(), errno, msg), each);
   if (error) throw error;
-}
-
-/**
- * Sends the one message `put` writes (with NLM_F_ACK and a fresh sequence number) and waits for its
- * ack; throws the kernel's refusal as a NetlinkError named `op`.
- */
-export function requestOne(
-  c: Conn,
-  op: () => string,
-  put: (w: MsgWriter, seq: number, extra: number) => void,
-): void {
-  queryOne(c, op, put);
 }
 
 /** Writes request `wr` into `w` (throws ParseError/NetlinkError for bad input). */

@@ -26,7 +26,7 @@ import {
 import { buildAddr, buildIpAddr, geterror, readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { dump, transact } from "./io.ts";
-import { requestOne } from "./batch.ts";
+import { queryOne } from "./batch.ts";
 import {
   changeLinkRaw,
   createLinkRaw,
@@ -327,7 +327,7 @@ export function setHairpin(c: Conn, ref: LinkRef, on: boolean): void {
     const ifi = new Uint8Array(16);
     new DataView(ifi.buffer).setUint8(0, AF_BRIDGE);
     new DataView(ifi.buffer).setInt32(4, index, true);
-    requestOne(c, op, (w, s, x) => {
+    queryOne(c, op, (w, s, x) => {
       const h = w.begin(RTM_SETLINK, NLM_F_REQUEST | x, s, 16);
       w.buf.set(ifi, h);
       w.nest(IFLA_PROTINFO | NLA_F_NESTED);

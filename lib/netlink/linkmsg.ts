@@ -52,13 +52,20 @@ import {
 import { attrStr, AttrWalk } from "./codec/attrs.ts";
 import { geterror, ip4or6 } from "./conn.ts";
 import type { Conn } from "./conn.ts";
-import { queryOne, requestOne } from "./batch.ts";
+import { queryOne } from "./batch.ts";
 import { scan } from "./io.ts";
 import type { MsgWriter } from "./codec/msg.ts";
 import type { AddrInfo, LinkInfo, VxlanInfo } from "./types.ts";
 
-/** An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo. */
-export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo {
+/** struct ifinfomsg's size (linux/rtnetlink.h); the attributes follow it. */
+const IFINFOMSG_LEN = 16;
+
+/**
+ * An RTM_NEWLINK message body (ifinfomsg + attributes at `b[o..o+len)`) as a LinkInfo; null when it is
+ * shorter than struct ifinfomsg (its fields would be read from the bytes after it).
+ */
+export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): LinkInfo | null {
+  if (len < IFINFOMSG_LEN) return null;
   const flags = dv.getUint32(o + 8, true);
   const info: LinkInfo = {
     index: dv.getInt32(o + 4, true),
@@ -74,7 +81,7 @@ export function parseLink(b: Uint8Array, dv: DataView, o: number, len: number): 
     linkNetnsId: null,
   };
   let dataOff = -1, dataLen = 0;
-  for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+  for (const at = new AttrWalk(dv, o + IFINFOMSG_LEN, o + len); at.next();) {
     const t = at.type, v = at.v, vlen = at.vlen;
     if (t === IFLA_IFNAME) info.name = attrStr(b, v, vlen);
     else if (t === IFLA_MTU && vlen >= 4) info.mtu = dv.getUint32(v, true);
@@ -147,7 +154,7 @@ export function linkNamesRaw(c: Conn): Map<number, string> {
   const req = new Uint8Array(16);
   scan(c, "link show", RTM_GETLINK, req, (b, dv, o, len) => {
     let name = "";
-    for (const at = new AttrWalk(dv, o + 16, o + len); at.next();) {
+    for (const at = new AttrWalk(dv, o + IFINFOMSG_LEN, o + len); at.next();) {
       const t = at.type, v = at.v, vlen = at.vlen;
       if (t === IFLA_IFNAME) name = attrStr(b, v, vlen);
     }
@@ -176,7 +183,7 @@ function putCommon(w: MsgWriter, a: NewLinkAttrs): void {
 
 /** `ip link add NAME type KIND` (bridge, dummy), or a veth pair when `peer` is given. */
 export function createLinkRaw(c: Conn, op: () => string, kind: string, a: NewLinkAttrs, peer?: NewLinkAttrs) {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     w.begin(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x, s, 16);
     putCommon(w, a);
     w.nest(IFLA_LINKINFO);
@@ -207,7 +214,7 @@ export interface LinkChange {
 
 /** `ip link set dev INDEX ...`: one RTM_SETLINK. */
 export function changeLinkRaw(c: Conn, index: number, op: () => string, ch: LinkChange): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(RTM_SETLINK, NLM_F_REQUEST | x, s, 16);
     w.buf[h] = AF_UNSPEC;
     w.dv.setInt32(h + 4, index, true);
@@ -226,7 +233,7 @@ export function changeLinkRaw(c: Conn, index: number, op: () => string, ch: Link
 
 /** `ip link del dev INDEX`. */
 export function deleteLinkRaw(c: Conn, index: number, op: () => string): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(RTM_DELLINK, NLM_F_REQUEST | x, s, 16);
     w.dv.setInt32(h + 4, index, true);
     w.end();
@@ -243,7 +250,7 @@ export function addrRaw(
   op: () => string,
   opts: { scope?: number; flags?: number; broadcast?: Uint8Array | null } = {},
 ): void {
-  requestOne(c, op, (w, s, x) => {
+  queryOne(c, op, (w, s, x) => {
     const h = w.begin(
       del ? RTM_DELADDR : RTM_NEWADDR,
       del ? NLM_F_REQUEST | x : NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | x,

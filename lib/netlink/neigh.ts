@@ -18,7 +18,7 @@ import { readIp, readMac } from "./conn.ts";
 import type { Conn, Ptr } from "./conn.ts";
 import { rawDump, scan } from "./io.ts";
 import { newNeighMsg, readNeighMsg } from "./neighmsg.ts";
-import { requestOne } from "./batch.ts";
+import { queryOne } from "./batch.ts";
 import {
   fdbOp,
   neighOp,
@@ -104,25 +104,25 @@ function neighDump(c: Conn, op: string, family: number, each: (o: NonNullable<Pt
 /** `NetlinkHandle.replaceNeigh()`: `ip neigh replace DST lladdr MAC dev REF nud STATE`. */
 export function replaceNeigh(c: Conn, n: NeighSpec): void {
   const op = () => neighOp("replace", n);
-  c.retry(() => requestOne(c, op, (w, s, x) => putReplaceNeigh(w, n, c.index, s, x)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putReplaceNeigh(w, n, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteNeigh()`: `ip neigh del DST dev REF`. */
 export function deleteNeigh(c: Conn, n: { dev: LinkRef; dst: string }): void {
   const op = () => neighOp("del", n);
-  c.retry(() => requestOne(c, op, (w, s, x) => putDeleteNeigh(w, n, c.index, s, x)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putDeleteNeigh(w, n, c.index, s, x)));
 }
 
 /** `NetlinkHandle.replaceFdb()`: `bridge fdb replace MAC dev REF dst IP self permanent`. */
 export function replaceFdb(c: Conn, f: FdbSpec): void {
   const op = () => fdbOp("replace", f);
-  c.retry(() => requestOne(c, op, (w, s, x) => putReplaceFdb(w, f, c.index, s, x)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putReplaceFdb(w, f, c.index, s, x)));
 }
 
 /** `NetlinkHandle.deleteFdb()`: `bridge fdb del MAC dev REF [dst IP] self`. */
 export function deleteFdb(c: Conn, f: FdbDelSpec): void {
   const op = () => fdbOp("del", f);
-  c.retry(() => requestOne(c, op, (w, s, x) => putDeleteFdb(w, f, c.index, s, x)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putDeleteFdb(w, f, c.index, s, x)));
 }
 
 // ---------------------------------------------------------------- compact scans

@@ -25,7 +25,7 @@ import {
 import type { Conn } from "./conn.ts";
 import { eachNexthop, newRouteMsg, readRouteMsg, routeDst } from "./routemsg.ts";
 import { scan } from "./io.ts";
-import { requestOne } from "./batch.ts";
+import { queryOne } from "./batch.ts";
 import { putRoute, routeOp } from "./codec/encode.ts";
 import { linkNames } from "./link.ts";
 import type { LinkRef, RouteDelSpec, RouteInfo, RouteScanEntry, RouteSpec } from "./types.ts";
@@ -83,13 +83,13 @@ export function routes(c: Conn, opts: { family?: 4 | 6; table?: number } = {}): 
  */
 export function replaceRoute(c: Conn, spec: RouteSpec): void {
   const op = () => routeOp("replace", spec);
-  c.retry(() => requestOne(c, op, (w, s, x) => putRoute(w, spec, false, c.index, s, x, op)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putRoute(w, spec, false, c.index, s, x, op)));
 }
 
 /** `ip route del`: matches any scope/protocol unless given. */
 export function deleteRoute(c: Conn, spec: RouteDelSpec): void {
   const op = () => routeOp("del", spec);
-  c.retry(() => requestOne(c, op, (w, s, x) => putRoute(w, spec, true, c.index, s, x, op)));
+  c.retry(() => queryOne(c, op, (w, s, x) => putRoute(w, spec, true, c.index, s, x, op)));
 }
 
 // ---------------------------------------------------------------- compact scans

@@ -9,7 +9,7 @@
  */
 import { FlanctlError } from "../base/errors.ts";
 import { readCappedText } from "../base/capped_read.ts";
-import { parseStoreRecord, type StoreRecord } from "../store/open.ts";
+import { parseStoreRecord, type StoreRecord } from "../store/record.ts";
 
 /** The file's contents. */
 export interface DaemonStateFile {

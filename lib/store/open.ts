@@ -10,7 +10,6 @@
 import type { Command } from "commander";
 import { CappedReadError, readCappedText } from "../base/capped_read.ts";
 import { errText, FlanctlError, UsageError } from "../base/errors.ts";
-import { isObj } from "../base/json.ts";
 import { flagEnv, flagKey, goBool } from "../base/goflag.ts";
 import type { SubnetStore } from "./types.ts";
 import { StoreError } from "./errors.ts";
@@ -22,51 +21,11 @@ import {
   DEFAULT_NET_CONFIG_PATH,
   STORE_FLAGS,
 } from "./flags.ts";
+import type { StoreKind, StoreOptions } from "./options.ts";
+import type { RecordOf, StoreRecord } from "./record.ts";
 
 export { DEFAULT_ETCD_ENDPOINTS, DEFAULT_ETCD_PREFIX, DEFAULT_NET_CONFIG_PATH };
-
-/** Store options as parsed from {@link STORE_FLAGS} (all optional). */
-export interface StoreOptions {
-  /** `--store`: etcd, kube or file (explicit choice). */
-  store?: string;
-  /** File store directory; selects the file store. */
-  storeDir?: string;
-  /** Comma-separated etcd endpoints; selects the etcd store. */
-  etcdEndpoints?: string;
-  /** etcd key prefix (default /coreos.com/network). */
-  etcdPrefix?: string;
-  /** CA bundle to verify etcd's certificate. */
-  etcdCafile?: string;
-  /** Client certificate for etcd. */
-  etcdCertfile?: string;
-  /** Client key for etcd. */
-  etcdKeyfile?: string;
-  /** etcd user name. */
-  etcdUsername?: string;
-  /** etcd password. */
-  etcdPassword?: string;
-  /** File holding the etcd password. */
-  etcdPasswordFile?: string;
-  /** Selects the Kubernetes store. */
-  kubeSubnetMgr?: boolean;
-  /** API server URL (overrides the kubeconfig's). */
-  kubeApiUrl?: string;
-  /** Node annotation prefix (default flannel.alpha.coreos.com). */
-  kubeAnnotationPrefix?: string;
-  /** kubeconfig file (default: in-cluster service account). */
-  kubeconfigFile?: string;
-  /** This node's name (kube; after env NODE_NAME and the pod's spec.nodeName). */
-  nodeName?: string;
-  /** net-conf.json in kube mode (default /etc/kube-flannel/net-conf.json). */
-  netConfigPath?: string;
-  /** Lease TTL in seconds (default 86400, flannel's 24 h); for tests and labs. */
-  leaseTtl?: string | number;
-  /**
-   * Set when the store comes from a daemon's state file, not from flags: that file's path (said in
-   * {@link storeChoice}'s `why`, so an error names where the choice came from).
-   */
-  recordedIn?: string;
-}
+export type { StoreKind, StoreOptions };
 
 /**
  * Adds the store flags of {@link STORE_FLAGS} to a commander command (`flanctl lease`, the doctor), with
@@ -239,36 +198,6 @@ export async function openStore(
   }
 }
 
-/** The {@link StoreOptions} fields a daemon records for each store kind (the chosen store's only). */
-const RECORD_FIELDS = {
-  etcd: [
-    "etcdEndpoints",
-    "etcdPrefix",
-    "etcdCafile",
-    "etcdCertfile",
-    "etcdKeyfile",
-    "etcdUsername",
-    "etcdPasswordFile",
-  ],
-  file: ["storeDir"],
-  kube: ["kubeconfigFile", "kubeApiUrl", "nodeName", "kubeAnnotationPrefix", "netConfigPath"],
-} as const satisfies Record<StoreChoice["kind"], readonly (keyof StoreOptions)[]>;
-
-type RecordOf<K extends StoreChoice["kind"]> =
-  & { kind: K }
-  & Pick<StoreOptions, typeof RECORD_FIELDS[K][number]>;
-
-/**
- * The store a daemon uses, as its state file records it (lib/node/daemon_state.ts): what `doctor`, `status`,
- * `trace` and `lease` need to open the same store when no store flag is given. One shape per kind, each with
- * that store's {@link StoreOptions} fields only: etcd's endpoints (without userinfo), key prefix, TLS files,
- * user name and password file; the file store's directory; kube's kubeconfig (absent: in-cluster service
- * account), API URL, node name, annotation prefix and net-conf.json. Never a password or a token:
- * credentials embedded in an etcd endpoint URL are left out, a password file is recorded by path. Paths are
- * absolute.
- */
-export type StoreRecord = RecordOf<"etcd"> | RecordOf<"file"> | RecordOf<"kube">;
-
 /** Fields whose values are paths (made absolute when recorded). */
 const PATH_FIELDS = new Set<string>([
   "etcdCafile",
@@ -279,15 +208,13 @@ const PATH_FIELDS = new Set<string>([
   "kubeconfigFile",
   "netConfigPath",
 ]);
-/** Longest field value read back from a state file. */
-const RECORD_FIELD_MAX = 4096;
 
 function absolute(p: string, cwd: string): string {
   return p.startsWith("/") ? p : `${cwd.replace(/\/$/, "")}/${p}`;
 }
 
 /** A record of `kind` with the fields of `values` that are set (paths made absolute against `cwd`). */
-function recordOf<K extends StoreChoice["kind"]>(
+function recordOf<K extends StoreKind>(
   kind: K,
   values: Omit<RecordOf<K>, "kind">,
   cwd: string,
@@ -341,22 +268,6 @@ function decodeURIComponentSafe(s: string): string {
   } catch {
     return s;
   }
-}
-
-/**
- * A {@link StoreRecord} read back from a state file (untrusted): null when absent or not an object with a
- * known kind; fields that are not its kind's, or not short printable strings, are dropped.
- */
-export function parseStoreRecord(o: unknown): StoreRecord | null {
-  if (!isObj(o)) return null;
-  if (o.kind !== "kube" && o.kind !== "etcd" && o.kind !== "file") return null;
-  const r: Record<string, string> = {};
-  for (const k of RECORD_FIELDS[o.kind]) {
-    const v = o[k];
-    // deno-lint-ignore no-control-regex
-    if (typeof v === "string" && v && v.length <= RECORD_FIELD_MAX && !/[\x00-\x1f\x7f]/.test(v)) r[k] = v;
-  }
-  return { kind: o.kind, ...r } as StoreRecord;
 }
 
 /** Whether `given` (the store flags given on the command line or in the environment) chooses a store. */

@@ -1,6 +1,7 @@
 import { assertEquals } from "../../tests/assert.ts";
 import { DEFAULT_STORE_DIR } from "./file/file.ts";
-import { parseStoreRecord, type StoreRecord, storeRecord, withRecordedStore } from "./open.ts";
+import { storeRecord, withRecordedStore } from "./open.ts";
+import { parseStoreRecord, type StoreRecord } from "./record.ts";
 
 Deno.test("storeRecord: the chosen store's fields only, no password, paths absolute", () => {
   assertEquals(

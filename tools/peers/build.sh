@@ -258,27 +258,43 @@ build_kube_cmds() {
   log "$name $K8S_VERSION: built in $(($(now) - t0)) s ($(cd "$dir/bin" && du -sh -- * | tr '\t\n' ' '))"
 }
 
-# --- CoreDNS (the lab's cluster DNS; its image: deploy/build-image.sh --peer coredns) ------------------------
-build_coredns() {
-  local dir=$CACHE/coredns-$COREDNS_VERSION want="coredns $COREDNS_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "coredns $COREDNS_VERSION: cached in $dir/bin"; return; fi
+# --- peers built straight from their module: `go install pkg@version` ------------------------------------
+# go_install_peer NAME VERSION MOD LDFLAGS ABOUT PKG...: builds $CACHE/NAME-VERSION/bin with
+# `go install -trimpath -ldflags LDFLAGS PKG...` (static; each PKG names its @VERSION) from module MOD at
+# VERSION, unless its stamp says it is built by this recipe ("cached"). MOD's go.mod must have no replace
+# directives (`go install pkg@version` refuses them) and names the go it needs. ABOUT, run in bin/ (empty:
+# none), says what was built in the log line. Optional, as variables set for the call: PEER_NOTE (appended
+# to the stamp, so that changing it rebuilds) and PEER_RENAME ("from:to", a binary renamed after install).
+go_install_peer() {
+  local name=$1 version=$2 mod=$3 ldflags=$4 about=$5; shift 5
+  local dir=$CACHE/$name-$version want="$name $version recipe $RECIPE${PEER_NOTE:-}"
+  if stamp_ok "$dir" "$want"; then log "$name $version: cached in $dir/bin"; return; fi
   local t0; t0=$(now)
   need_go 1.21
-  local mod=github.com/coredns/coredns info gomod
-  info=$("$GO" mod download -json "$mod@$COREDNS_VERSION") || die "go mod download $mod@$COREDNS_VERSION failed"
+  local info gomod
+  info=$("$GO" mod download -json "$mod@$version") || die "go mod download $mod@$version failed"
   gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  [ -f "$gomod" ] || die "no go.mod for $mod@$COREDNS_VERSION"
-  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$COREDNS_VERSION's go.mod has replace directives: review this recipe"
+  [ -f "$gomod" ] || die "no go.mod for $mod@$version"
+  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$version's go.mod has replace directives: review this recipe"
   need_go "$(gomod_go "$gomod")"
   rm -rf "$dir/bin" "$dir/stamp"
   mkdir -p "$dir/bin.tmp"
-  # As upstream's release build: static, the version is the module's own (coremain.CoreVersion).
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
-    -ldflags "-s -w -X $mod/coremain.GitCommit=$COREDNS_VERSION" "$mod@$COREDNS_VERSION" ||
-    die "go install coredns $COREDNS_VERSION failed"
+  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath -ldflags "$ldflags" "$@" ||
+    die "go install $name $version failed"
+  if [ -n "${PEER_RENAME:-}" ]; then mv "$dir/bin.tmp/${PEER_RENAME%%:*}" "$dir/bin.tmp/${PEER_RENAME#*:}"; fi
   rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
   echo "$want" >"$dir/stamp"
-  log "coredns $COREDNS_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/coredns" -version 2>&1 | head -1)"
+  local said=""
+  [ -z "$about" ] || said=": $(cd "$dir/bin" && eval "$about" 2>&1 | head -1 | head -c 200)"
+  log "$name $version: built in $(($(now) - t0)) s$said"
+}
+
+# --- CoreDNS (the lab's cluster DNS; its image: deploy/build-image.sh --peer coredns) ------------------------
+build_coredns() {
+  local mod=github.com/coredns/coredns
+  # As upstream's release build: static, the version is the module's own (coremain.CoreVersion).
+  go_install_peer coredns "$COREDNS_VERSION" "$mod" "-s -w -X $mod/coremain.GitCommit=$COREDNS_VERSION" \
+    "./coredns -version" "$mod@$COREDNS_VERSION"
 }
 
 # --- flanneld -----------------------------------------------------------------------------------------
@@ -316,113 +332,41 @@ build_flanneld() {
 
 # --- crictl -------------------------------------------------------------------------------------------
 build_crictl() {
-  local dir=$CACHE/crictl-$CRICTL_VERSION want="crictl $CRICTL_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "crictl $CRICTL_VERSION: cached in $dir/bin"; return; fi
-  local t0; t0=$(now)
-  need_go 1.21
-  local info gomod
-  info=$("$GO" mod download -json "sigs.k8s.io/cri-tools@$CRICTL_VERSION") || die "go mod download sigs.k8s.io/cri-tools@$CRICTL_VERSION failed"
-  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  need_go "$(gomod_go "$gomod")"
-  rm -rf "$dir/bin" "$dir/stamp"
-  mkdir -p "$dir/bin.tmp"
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 GOTOOLCHAIN=local "$GO" install -p "$JOBS" -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
-    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" || die "go install crictl $CRICTL_VERSION failed"
-  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
-  echo "$want" >"$dir/stamp"
-  log "crictl $CRICTL_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/crictl" --version 2>&1 | head -1)"
+  go_install_peer crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools \
+    "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" "./crictl --version" \
+    "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 }
 
 # --- reference CNI plugins ---------------------------------------------------------------------------
 build_cni_plugins() {
-  local dir=$CACHE/cni-plugins-$CNI_PLUGINS_VERSION want="cni-plugins $CNI_PLUGINS_VERSION recipe $RECIPE: $CNI_PLUGINS"
-  if stamp_ok "$dir" "$want"; then log "cni-plugins $CNI_PLUGINS_VERSION: cached in $dir/bin"; return; fi
-  local t0; t0=$(now)
-  need_go 1.21
-  local mod=github.com/containernetworking/plugins info gomod
-  info=$("$GO" mod download -json "$mod@$CNI_PLUGINS_VERSION") || die "go mod download $mod@$CNI_PLUGINS_VERSION failed"
-  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  [ -f "$gomod" ] || die "no go.mod for $mod@$CNI_PLUGINS_VERSION"
-  # `go install pkg@version` refuses a module whose go.mod has replace directives (kubernetes' case).
-  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$CNI_PLUGINS_VERSION's go.mod has replace directives: review this recipe"
-  need_go "$(gomod_go "$gomod")"
-  local pkgs=() p
+  local mod=github.com/containernetworking/plugins pkgs=() p
   for p in $CNI_PLUGINS; do pkgs+=("$mod/plugins/$p@$CNI_PLUGINS_VERSION"); done
-  rm -rf "$dir/bin" "$dir/stamp"
-  mkdir -p "$dir/bin.tmp"
   # As upstream's release build (build_linux.sh): static, the version in buildversion.
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
-    -ldflags "-s -w -X $mod/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" "${pkgs[@]}" ||
-    die "go install of the CNI plugins $CNI_PLUGINS_VERSION failed"
-  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
-  echo "$want" >"$dir/stamp"
-  log "cni-plugins $CNI_PLUGINS_VERSION: built in $(($(now) - t0)) s: $(CNI_COMMAND=VERSION "$dir/bin/bridge" </dev/null 2>&1 | head -c 200)"
+  PEER_NOTE=": $CNI_PLUGINS" go_install_peer cni-plugins "$CNI_PLUGINS_VERSION" "$mod" \
+    "-s -w -X $mod/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" \
+    "CNI_COMMAND=VERSION ./bridge </dev/null" "${pkgs[@]}"
 }
 
 # --- cnitool (libcni) ---------------------------------------------------------------------------------
 build_cnitool() {
-  local dir=$CACHE/cnitool-$CNITOOL_VERSION want="cnitool $CNITOOL_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "cnitool $CNITOOL_VERSION: cached in $dir/bin"; return; fi
-  local t0; t0=$(now)
-  need_go 1.21
-  local mod=github.com/containernetworking/cni info gomod
-  info=$("$GO" mod download -json "$mod@$CNITOOL_VERSION") || die "go mod download $mod@$CNITOOL_VERSION failed"
-  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  need_go "$(gomod_go "$gomod")"
-  rm -rf "$dir/bin" "$dir/stamp"
-  mkdir -p "$dir/bin.tmp"
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath -ldflags "-s -w" \
-    "$mod/cnitool@$CNITOOL_VERSION" || die "go install cnitool $CNITOOL_VERSION failed"
-  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
-  echo "$want" >"$dir/stamp"
-  log "cnitool $CNITOOL_VERSION: built in $(($(now) - t0)) s"
+  local mod=github.com/containernetworking/cni
+  go_install_peer cnitool "$CNITOOL_VERSION" "$mod" "-s -w" "" "$mod/cnitool@$CNITOOL_VERSION"
 }
 
 # --- wireguard-go (the wireguard backend's userspace device) -------------------------------------------
 build_wireguard_go() {
-  local dir=$CACHE/wireguard-go-$WIREGUARD_GO_VERSION want="wireguard-go $WIREGUARD_GO_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "wireguard-go $WIREGUARD_GO_VERSION: cached in $dir/bin"; return; fi
-  local t0; t0=$(now)
-  need_go 1.21
-  local mod=golang.zx2c4.com/wireguard info gomod
-  info=$("$GO" mod download -json "$mod@$WIREGUARD_GO_VERSION") || die "go mod download $mod@$WIREGUARD_GO_VERSION failed"
-  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  [ -f "$gomod" ] || die "no go.mod for $mod@$WIREGUARD_GO_VERSION"
-  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$WIREGUARD_GO_VERSION's go.mod has replace directives: review this recipe"
-  need_go "$(gomod_go "$gomod")"
-  rm -rf "$dir/bin" "$dir/stamp"
-  mkdir -p "$dir/bin.tmp"
+  local mod=golang.zx2c4.com/wireguard
   # The module's root package is the wireguard-go command (`go install` names the binary `wireguard`).
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath -ldflags "-s -w" \
-    "$mod@$WIREGUARD_GO_VERSION" || die "go install wireguard-go $WIREGUARD_GO_VERSION failed"
-  mv "$dir/bin.tmp/wireguard" "$dir/bin.tmp/wireguard-go"
-  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
-  echo "$want" >"$dir/stamp"
-  log "wireguard-go $WIREGUARD_GO_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/wireguard-go" --version 2>&1 | head -1)"
+  PEER_RENAME=wireguard:wireguard-go go_install_peer wireguard-go "$WIREGUARD_GO_VERSION" "$mod" "-s -w" \
+    "./wireguard-go --version" "$mod@$WIREGUARD_GO_VERSION"
 }
 
 # --- kube-router (the NetworkPolicy peer) ---------------------------------------------------------------
 build_kube_router() {
-  local dir=$CACHE/kube-router-$KUBE_ROUTER_VERSION want="kube-router $KUBE_ROUTER_VERSION recipe $RECIPE"
-  if stamp_ok "$dir" "$want"; then log "kube-router $KUBE_ROUTER_VERSION: cached in $dir/bin"; return; fi
-  local t0; t0=$(now)
-  need_go 1.21
-  local mod=github.com/cloudnativelabs/kube-router/v2 info gomod
-  info=$("$GO" mod download -json "$mod@$KUBE_ROUTER_VERSION") || die "go mod download $mod@$KUBE_ROUTER_VERSION failed"
-  gomod=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  [ -f "$gomod" ] || die "no go.mod for $mod@$KUBE_ROUTER_VERSION"
-  ! grep -q '^[[:space:]]*replace\b' "$gomod" || die "$mod@$KUBE_ROUTER_VERSION's go.mod has replace directives: review this recipe"
-  need_go "$(gomod_go "$gomod")"
-  rm -rf "$dir/bin" "$dir/stamp"
-  mkdir -p "$dir/bin.tmp"
+  local mod=github.com/cloudnativelabs/kube-router/v2
   # As upstream's Makefile: static, the version in pkg/version.
-  GOBIN=$dir/bin.tmp CGO_ENABLED=0 "$GO" install -p "$JOBS" -trimpath \
-    -ldflags "-s -w -X $mod/pkg/version.Version=$KUBE_ROUTER_VERSION" "$mod/cmd/kube-router@$KUBE_ROUTER_VERSION" ||
-    die "go install kube-router $KUBE_ROUTER_VERSION failed"
-  rm -rf "$dir/bin"; mv "$dir/bin.tmp" "$dir/bin"
-  echo "$want" >"$dir/stamp"
-  log "kube-router $KUBE_ROUTER_VERSION: built in $(($(now) - t0)) s: $("$dir/bin/kube-router" --version 2>&1 | head -1)"
+  go_install_peer kube-router "$KUBE_ROUTER_VERSION" "$mod" "-s -w -X $mod/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    "./kube-router --version" "$mod/cmd/kube-router@$KUBE_ROUTER_VERSION"
 }
 
 main() {
