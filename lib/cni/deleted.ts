@@ -26,6 +26,7 @@
  * record from before a downgrade cannot outlive ADDs of the version that kept none.
  * @module
  */
+import { CNI_PLUGIN_NAMES } from "./names.ts";
 
 /** The environment variable a launcher sets to the records' directory; without it no record is kept. */
 export const DELETED_DIR_ENV = "FLANCTL_CNI_DELETED_DIR";
@@ -113,7 +114,17 @@ export function openRecord(dir: string, name: string): DeletedRecord | null {
 
 const DELETED = new TextEncoder().encode("deleted\n");
 
-/** Removes records older than {@link RECORD_KEEP_MS}, at most once per {@link PRUNE_EVERY_MS}. */
+/** Whether `name` is a record's file name: one of our plugins', and an ID and interface name it could be for. */
+function isRecordName(name: string): boolean {
+  const [plugin, ifname, id, ...rest] = name.split(":");
+  return rest.length === 0 && CNI_PLUGIN_NAMES.includes(plugin) &&
+    recordName(plugin, id ?? "", ifname ?? "") === name;
+}
+
+/**
+ * Removes records older than {@link RECORD_KEEP_MS}, at most once per {@link PRUNE_EVERY_MS}. Only records:
+ * the directory comes from the environment, and nothing else in it is ours to remove.
+ */
 export function pruneIfDue(dir: string, now = Date.now()): void {
   const stamp = `${dir}/${PRUNE_STAMP}`;
   try {
@@ -125,7 +136,7 @@ export function pruneIfDue(dir: string, now = Date.now()): void {
     return;
   }
   for (const e of Deno.readDirSync(dir)) {
-    if (!e.isFile || e.name === PRUNE_STAMP) continue;
+    if (!e.isFile || !isRecordName(e.name)) continue;
     const path = `${dir}/${e.name}`;
     try {
       using f = Deno.openSync(path, { read: true, write: true });

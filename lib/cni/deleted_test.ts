@@ -34,3 +34,26 @@ Deno.test("deleted records: ADD empties, DEL fills, old ones are pruned at most 
     Deno.removeSync(dir.slice(0, -"/deleted".length), { recursive: true });
   }
 });
+
+Deno.test("deleted records: pruning removes only records, never other files of the directory", () => {
+  // The directory comes from the environment (a compiled binary has no launcher to set it): whatever else
+  // is there is not ours to remove.
+  const dir = Deno.makeTempDirSync();
+  try {
+    const old = new Date(Date.now() - RECORD_KEEP_MS - 60_000);
+    for (const name of ["flannel:eth0:old", "notes.txt", "a:b", "flannel:eth0:x:y", "-:eth0:c1"]) {
+      Deno.writeTextFileSync(`${dir}/${name}`, "kept\n");
+      Deno.utimeSync(`${dir}/${name}`, old, old);
+    }
+    pruneIfDue(dir);
+    assertEquals([...Deno.readDirSync(dir)].map((e) => e.name).sort(), [
+      "-:eth0:c1",
+      ".pruned",
+      "a:b",
+      "flannel:eth0:x:y",
+      "notes.txt",
+    ]);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

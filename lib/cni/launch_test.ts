@@ -38,6 +38,11 @@ Deno.test("early DEL: sh answers only a DEL with a filled record, a valid enviro
       Deno.writeTextFileSync(`${records}/${name}`, "deleted\n");
     }
     Deno.writeTextFileSync(`${records}/flannel:eth0:c2`, ""); // an ADD of c2 started since
+    // What the lookup would find for the IDs and names the launcher must refuse, were they not refused.
+    for (const name of ["flannel:eth0:-c1", "flannel:eth*:c1", "flannel:eth0:c1:c1", "flannel:.:c1"]) {
+      Deno.writeTextFileSync(`${records}/${name}`, "deleted\n");
+    }
+    Deno.mkdirSync(`${records}/flannel:eth0:c9`); // `-s` is true of a directory: "c9/.." would name one
     for (const p of ["loopback", "flannel", "portmap"]) {
       // Exit 0 when answered; 7 when it falls through to what would be the exec of Deno.
       Deno.writeTextFileSync(`${dir}/${p}`, `#!/bin/sh\n${earlyDelSh(records)}\nexit 7\n`, { mode: 0o755 });
@@ -57,7 +62,9 @@ Deno.test("early DEL: sh answers only a DEL with a filled record, a valid enviro
       ["CHECK", "flannel", { ...ok, CNI_COMMAND: "CHECK" }, 7],
       ["no CNI_PATH", "flannel", { ...ok, CNI_PATH: "" }, 7],
       ["an ID the full path refuses", "flannel", { ...ok, CNI_CONTAINERID: "-c1" }, 7],
-      ["a path in the ID", "flannel", { ...ok, CNI_CONTAINERID: "../rec ords'/flannel:eth0:c1" }, 7],
+      ["a path in the ID", "flannel", { ...ok, CNI_CONTAINERID: "c9/.." }, 7],
+      ["a path in the ID, to a record", "flannel", { ...ok, CNI_CONTAINERID: "c9/../flannel:eth0:c1" }, 7],
+      ["the name `.`", "flannel", { ...ok, CNI_IFNAME: "." }, 7],
       ["a glob in the name", "flannel", { ...ok, CNI_IFNAME: "eth*" }, 7],
       ["a colon in the name", "flannel", { ...ok, CNI_IFNAME: "eth0:c1" }, 7],
     ];

@@ -71,17 +71,15 @@ export function dualStackManifest(manifest: string, v6 = LAB_IPV6_NETWORK): stri
   if (/"(EnableIPv6|IPv6Network)"/.test(manifest)) {
     throw new FlanctlError("lab up --kube --ip-family dual: the manifest's net-conf already sets IPv6", 1);
   }
-  const re = /^(\s*)"Network"\s*:\s*"[0-9./]+",?[ \t]*$/m;
+  // The indent, the member and its comma (white space around the comma allowed; blank lines above kept).
+  const re = /^([ \t]*)("Network"\s*:\s*"[0-9./]+")[ \t]*(,?)[ \t]*$/m;
   const m = re.exec(manifest);
   if (!m) {
     throw new FlanctlError('lab up --kube --ip-family dual: the manifest has no net-conf "Network" line', 1);
   }
-  const line = m[0].endsWith(",") ? m[0] : `${m[0]},`;
-  const ind = m[1];
+  const [, ind, member, comma] = m;
   return manifest.replace(
     re,
-    `${line}\n${ind}"EnableIPv6": true,\n${ind}"IPv6Network": ${JSON.stringify(v6)}${
-      m[0].endsWith(",") ? "," : ""
-    }`,
+    `${ind}${member},\n${ind}"EnableIPv6": true,\n${ind}"IPv6Network": ${JSON.stringify(v6)}${comma}`,
   );
 }

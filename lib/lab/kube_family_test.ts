@@ -29,6 +29,15 @@ Deno.test("kube family: the manifest's net-conf made dual stack parses with both
   // The last field of its object, too, and never twice.
   const last = '{\n  "Backend": {"Type": "vxlan"},\n  "Network": "10.244.0.0/16"\n}';
   assertEquals(JSON.parse(dualStackManifest(last)).IPv6Network, "fc00:244::/48");
+  // White space after the comma (an editor's trailing blanks), and a blank line above.
+  const spaced = '{\n\n  "Network": "10.244.0.0/16" , \t\n  "Backend": {"Type": "vxlan"}\n}';
+  const d = JSON.parse(dualStackManifest(spaced));
+  assertEquals([d.Network, d.EnableIPv6, d.IPv6Network, d.Backend.Type], [
+    "10.244.0.0/16",
+    true,
+    "fc00:244::/48",
+    "vxlan",
+  ]);
   assertThrows(() => dualStackManifest(dual), Error, "already sets IPv6");
   assertThrows(() => dualStackManifest("kind: List\n"), Error, 'no net-conf "Network" line');
   assertEquals(manifestNetConf("kind: List\n"), null);

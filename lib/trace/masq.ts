@@ -29,9 +29,14 @@ function netMatch(ip: IPAddr, cidr: string, neg: boolean): boolean {
   return net.contains(ip) !== neg;
 }
 
+/** The rule without its comments (their text is no match or target). */
+function uncommented(rule: string): string {
+  return rule.replace(/-m comment --comment ("[^"]*"|\S+)/g, "");
+}
+
 /** Does the rule's match part hold for the packet? null when it uses an unsupported match. */
 function matches(rule: string, src: IPAddr, dst: IPAddr, oif: string | null): boolean | null {
-  const w = rule.replace(/-m comment --comment ("[^"]*"|\S+)/g, "").split(/\s+/).filter(Boolean);
+  const w = uncommented(rule).split(/\s+/).filter(Boolean);
   let i = 2; // "-A CHAIN"
   for (; i < w.length; i++) {
     let neg = false;
@@ -68,7 +73,7 @@ function matches(rule: string, src: IPAddr, dst: IPAddr, oif: string | null): bo
 }
 
 function target(rule: string): string | null {
-  return /\s-[jg]\s+(\S+)/.exec(rule)?.[1] ?? null;
+  return /\s-[jg]\s+(\S+)/.exec(uncommented(rule))?.[1] ?? null;
 }
 
 /**

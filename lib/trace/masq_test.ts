@@ -70,3 +70,14 @@ Deno.test("masq decision: kube-proxy's KUBE-POSTROUTING NATs only marked packets
     true,
   );
 });
+
+Deno.test("masq decision: a comment's words are not the rule's target", () => {
+  const nat = [
+    "*nat",
+    ":POSTROUTING ACCEPT [0:0]",
+    '-A POSTROUTING -s 10.244.0.0/16 -m comment --comment "skip -j RETURN here" -j MASQUERADE',
+    "COMMIT",
+  ].join("\n");
+  const d = masqDecision(nat, "10.244.1.2", "198.51.100.7", "eth0");
+  assertEquals([d.nat, d.rule?.endsWith("-j MASQUERADE")], [true, true]);
+});

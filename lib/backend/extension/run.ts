@@ -3,7 +3,8 @@
  * shell; the daemon's environment plus the command's variables; `stdin` followed by a newline on standard
  * input; standard output and error collected together and trimmed (Go's CombinedOutput, TrimSpace); a
  * failure described in Go's words (`exit status 3`, `signal: killed`, `exec: "x": executable file not found
- * in $PATH`). What flanctl adds: a timeout (the command is killed, SIGKILL), and a cap on the output kept
+ * in $PATH`). What flanctl adds: a timeout (the command is killed, SIGKILL, with
+ * every process it started: it runs in a process group of its own), and a cap on the output kept
  * (the rest is read and dropped, so the command never blocks on a full pipe). A command that leaves a
  * background process holding its output open is not waited for past its own exit (flanneld would wait).
  * @module
@@ -88,6 +89,7 @@ export async function runExtensionCommand(argv: string[], o: RunCommandOptions):
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
+      detached: true, // its own process group, so a kill reaches the processes it started too
     }).spawn();
   } catch (e) {
     return done({ ok: false, output: "", truncated: false, error: startError(argv[0], e), timedOut: false });
@@ -95,7 +97,7 @@ export async function runExtensionCommand(argv: string[], o: RunCommandOptions):
   let timedOut = false;
   const kill = () => {
     try {
-      p.kill("SIGKILL");
+      Deno.kill(-p.pid, "SIGKILL"); // the group: a shell's children too, not only the shell
     } catch { /* already gone */ }
   };
   const timer = setTimeout(() => {

@@ -43,9 +43,14 @@ Deno.test("runExtensionCommand: the output is capped, the rest drained (the comm
 });
 
 Deno.test("runExtensionCommand: a background child holding the output does not hold the run", async () => {
-  const r = await runExtensionCommand(["sh", "-c", "sleep 20 & echo hi"], opts);
-  assertEquals([r.ok, r.output], [true, "hi"]);
-  assert(r.ms < 5_000, `${r.ms} ms`);
+  const r = await runExtensionCommand(["sh", "-c", "sleep 20 & echo $!"], opts);
+  try {
+    assertEquals(r.ok, true);
+    assert(/^\d+$/.test(r.output), r.output);
+    assert(r.ms < 5_000, `${r.ms} ms`);
+  } finally {
+    if (/^\d+$/.test(r.output)) Deno.kill(Number(r.output), "SIGKILL"); // the test's own sleep
+  }
 });
 
 Deno.test("runExtensionCommand: an abort kills the command", async () => {
@@ -53,4 +58,34 @@ Deno.test("runExtensionCommand: an abort kills the command", async () => {
   setTimeout(() => ac.abort(), 200);
   const r = await runExtensionCommand(["sleep", "30"], { ...opts, signal: ac.signal });
   assertEquals([r.ok, r.error], [false, "signal: killed"]);
+});
+
+/** Whether process `pid` still runs (a zombie or no process: not). */
+function running(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return !/^\d+ \(.*\) Z/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+async function gone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 40 && running(pid); i++) await new Promise((r) => setTimeout(r, 50));
+  return !running(pid);
+}
+
+Deno.test("runExtensionCommand: the timeout and an abort kill the command's children too", async () => {
+  const t = await runExtensionCommand(["sh", "-c", "sleep 30 & echo $!; wait"], { ...opts, timeoutMs: 300 });
+  assertEquals([t.ok, t.timedOut], [false, true]);
+  assert(/^\d+$/.test(t.output), t.output);
+  assert(await gone(Number(t.output)), `sleep ${t.output} still runs after the timeout`);
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 300);
+  const a = await runExtensionCommand(["sh", "-c", "sleep 30 & echo $!; wait"], {
+    ...opts,
+    signal: ac.signal,
+  });
+  assertEquals([a.ok, a.error], [false, "signal: killed"]);
+  assert(await gone(Number(a.output)), `sleep ${a.output} still runs after the abort`);
 });
