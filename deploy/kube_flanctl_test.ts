@@ -33,6 +33,7 @@ Deno.test("kube-flanctl.yml: kube-flannel.yml's objects and RBAC", () => {
     [[""], ["nodes/status"], ["patch"]],
     [[""], ["namespaces"], ["list", "watch"]],
     [["networking.k8s.io"], ["networkpolicies"], ["list", "watch"]],
+    [[""], ["events"], ["list"]],
   ]);
   const b = get("ClusterRoleBinding")[0];
   assertEquals([b.roleRef.kind, b.roleRef.name, b.subjects], ["ClusterRole", "flannel", [
@@ -91,6 +92,7 @@ Deno.test("kube-flanctl.yml: DaemonSet as kube-flannel-ds, args and env flanctl 
     run: "/run/flannel",
     "cni-plugin": "/opt/cni/bin",
     cni: "/etc/cni/net.d",
+    "cni-state": "/var/lib/cni",
     "flannel-cfg": "kube-flannel-cfg",
     "xtables-lock": "/run/xtables.lock",
   });
@@ -100,7 +102,14 @@ Deno.test("kube-flanctl.yml: DaemonSet as kube-flannel-ds, args and env flanctl 
     run: "/run/flannel",
     "flannel-cfg": "/etc/kube-flannel/",
     "xtables-lock": "/run/xtables.lock",
+    cni: "/etc/cni/net.d",
+    "cni-plugin": "/opt/cni/bin",
+    "cni-state": "/var/lib/cni",
   });
+  // The CNI dirs reach the daemon container read-only (doctor's view from the DaemonSet pod), never writable.
+  for (const m of c.volumeMounts.filter((m: Any) => m.name.startsWith("cni"))) {
+    assertEquals(m.readOnly, true, `${m.name} read-only in the daemon container`);
+  }
   // The init container runs install-cni with options the command really has.
   const init = pod.initContainers[0];
   assertEquals(mounts(init), {
