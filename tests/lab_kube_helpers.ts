@@ -1,7 +1,7 @@
 /**
  * What the `lab up --kube` tests (tests/lab_kube_test.ts, lab_kube_services_test.ts) share: flanctl from the
- * checkout, the images a kube lab loads (flanctl's, kube-proxy's, CoreDNS's), and a rollout restart of
- * flanctl's DaemonSet, waited for.
+ * checkout, the images a kube lab loads (flanctl's, kube-proxy's, CoreDNS's), `lab up --kube` with them,
+ * and a rollout restart of flanctl's DaemonSet, waited for.
  * @module
  */
 import { assertEquals } from "./assert.ts";
@@ -21,6 +21,18 @@ export async function buildLabImages(work: string): Promise<void> {
     assertEquals(p.code, 0, p.stderr.slice(-3000));
     console.error(`  ${peer} image: ${((Date.now() - t) / 1000).toFixed(1)} s`);
   }
+}
+
+/**
+ * `lab up --kube --nodes 2` named `name` with the images {@link buildLabImages} made in `work` and the
+ * checkout's manifest; `extra` flags go before them.
+ */
+export function labUpKube(name: string, work: string, ...extra: string[]): Promise<RunResult> {
+  return flanctl(
+    ...["lab", "up", "--kube", "--nodes", "2", "--name", name, ...extra],
+    ...["--image", `${work}/image.tar`, "--manifest", `${ROOT}deploy/kube-flanctl.yml`],
+    ...["--kube-proxy-image", `${work}/kube-proxy.tar`, "--coredns-image", `${work}/coredns.tar`],
+  );
 }
 
 /** `kubectl rollout restart` of flanctl's DaemonSet, then its `rollout status` (150 s at most) must pass. */

@@ -10,9 +10,9 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { needsRoot } from "./root.ts";
-import { ROOT, run, TEST_PREFIX } from "./netns.ts";
+import { run, TEST_PREFIX } from "./netns.ts";
 import { missingKubePeers } from "./kube_peers.ts";
-import { buildLabImages, flanctl, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
+import { buildLabImages, flanctl, labUpKube, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
 
 const missing = missingKubePeers("lab up --kube --proxy-mode nftables");
 
@@ -28,25 +28,7 @@ needsRoot.test({
     try {
       await buildLabImages(work);
       const t0 = Date.now();
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--proxy-mode",
-        "nftables",
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      const up = await labUpKube(name, work, "--proxy-mode", "nftables");
       assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
       console.error(
         `  lab up --kube --nodes 2 --proxy-mode nftables: ${((Date.now() - t0) / 1000).toFixed(1)} s`,

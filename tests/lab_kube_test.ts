@@ -20,7 +20,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
 import { findProgram } from "../lib/lab/kube.ts";
 import { missingKubePeers } from "./kube_peers.ts";
-import { buildLabImages, flanctl, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
+import { buildLabImages, flanctl, labUpKube, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
 import { underlayAddrs } from "../lib/lab/paths.ts";
 
 const missing = missingKubePeers("lab up --kube");
@@ -82,23 +82,7 @@ needsRoot.test({
     try {
       await buildLabImages(work);
       const t0 = Date.now();
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      const up = await labUpKube(name, work);
       assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
       console.error(`  lab up --kube --nodes 2: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       assertStringIncludes(up.stdout, "2 nodes Ready, flanctl and kube-proxy on each");
