@@ -4,6 +4,18 @@ import { leaseCli, leaseCliCommand } from "../tests/store_helpers.ts";
 import { flanctlCmd } from "../tests/netns.ts";
 import { FileStore } from "../lib/store/file/file.ts";
 
+/** The keys of a lease in `lease list --json` and `lease watch --json`, in the order they are written. */
+const LEASE_KEYS = [
+  "subnet",
+  "publicIP",
+  "backendType",
+  "backendData",
+  "expiration",
+  "publicIPv6",
+  "backendV6Data",
+  "node",
+];
+
 const CONF = JSON.stringify({ Network: "10.5.0.0/16", Backend: { Type: "vxlan", VNI: 1 } });
 
 Deno.test("flanctl lease: config set/get, reserve, list, show, revoke", async () => {
@@ -32,16 +44,7 @@ Deno.test("flanctl lease: config set/get, reserve, list, show, revoke", async ()
       ["10.5.7.0/24", "192.0.2.7"],
       ["10.5.9.0/24", "192.0.2.8"],
     ]);
-    assertEquals(Object.keys(rows[1]), [
-      "subnet",
-      "publicIP",
-      "backendType",
-      "backendData",
-      "expiration",
-      "publicIPv6",
-      "backendV6Data",
-      "node",
-    ]);
+    assertEquals(Object.keys(rows[1]), LEASE_KEYS);
     assertEquals(rows[0].expiration, null);
     assert(Date.parse(rows[1].expiration) > Date.now() + 23 * 3600e3, "24 h TTL");
     r = await leaseCli(["list", ...sd]);
@@ -122,16 +125,7 @@ Deno.test("flanctl lease watch: prints existing leases and new ones (json lines)
     ]);
     for (const e of evs) {
       assertEquals(Object.keys(e), ["type", "lease"]);
-      assertEquals(Object.keys(e.lease), [
-        "subnet",
-        "publicIP",
-        "backendType",
-        "backendData",
-        "expiration",
-        "publicIPv6",
-        "backendV6Data",
-        "node",
-      ]);
+      assertEquals(Object.keys(e.lease), LEASE_KEYS);
     }
     const list = JSON.parse((await leaseCli(["list", "-o", "json", "--store-dir", dir])).stdout);
     const bySubnet = (a: { subnet: string }, b: { subnet: string }) => a.subnet.localeCompare(b.subnet);

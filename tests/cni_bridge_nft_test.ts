@@ -6,7 +6,7 @@
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { cni, cniOk, refSpeaks11, requireRefPlugins, tempDir } from "./cni_helpers.ts";
+import { cni, cniOk, refSpeaks11, requireRefPlugins, sideBySide, tempDir } from "./cni_helpers.ts";
 import { nsRun, nsSh, withNetns } from "./netns.ts";
 
 // Debian's 1.1.1 predates ipMasqBackend: only the pinned v1.10 build is compared with.
@@ -58,45 +58,37 @@ needsRoot.test({
   name: "cni bridge ipMasqBackend nftables: the reference's table and rules, each DEL removes the other's",
   ignore: !HAVE_REF,
   fn: () =>
-    withNetns(async (fx) => {
-      const nodeA = await fx.add("bna"), podA = await fx.add("bpa");
-      const nodeB = await fx.add("bnb"), podB = await fx.add("bpb");
-      const dA = tempDir(), dB = tempDir();
-      try {
-        const call = { plugin: "bridge", containerId: "nft1", ifname: "eth0" };
-        const A = { ...call, node: nodeA, netns: podA, conf: conf(dA.path) };
-        const B = { ...call, node: nodeB, netns: podB, conf: conf(dB.path), ref: true };
-        const ours = await cniOk({ ...A, command: "ADD" });
-        await cniOk({ ...B, command: "ADD" });
-        const table = await masqTable(nodeA);
-        assertEquals(table, await masqTable(nodeB), "the same table, chains, rules and comments");
-        assertEquals((await checks(nodeA)).length, 2, table);
-        assertStringIncludes(table, "ip saddr 10.97.1.2 ip daddr != 10.97.1.0/24 masquerade");
-        assertStringIncludes(table, "ip6 saddr fd97:1::2 ip6 daddr != fd97:1::/64 masquerade");
-        assertStringIncludes(table, "net: nft-net, if: eth0, id: nft1");
-        assertEquals(await iptChains(nodeA), [], "no iptables chain with the nftables backend");
+    sideBySide("bn", async ({ node: nodeA, pod: podA, dir: dirA }, { node: nodeB, pod: podB, dir: dirB }) => {
+      const call = { plugin: "bridge", containerId: "nft1", ifname: "eth0" };
+      const A = { ...call, node: nodeA, netns: podA, conf: conf(dirA) };
+      const B = { ...call, node: nodeB, netns: podB, conf: conf(dirB), ref: true };
+      const ours = await cniOk({ ...A, command: "ADD" });
+      await cniOk({ ...B, command: "ADD" });
+      const table = await masqTable(nodeA);
+      assertEquals(table, await masqTable(nodeB), "the same table, chains, rules and comments");
+      assertEquals((await checks(nodeA)).length, 2, table);
+      assertStringIncludes(table, "ip saddr 10.97.1.2 ip daddr != 10.97.1.0/24 masquerade");
+      assertStringIncludes(table, "ip6 saddr fd97:1::2 ip6 daddr != fd97:1::/64 masquerade");
+      assertStringIncludes(table, "net: nft-net, if: eth0, id: nft1");
+      assertEquals(await iptChains(nodeA), [], "no iptables chain with the nftables backend");
 
-        // CHECK: the rules are there; without them, CHECK says so.
-        const chk = { ...A, command: "CHECK", conf: { ...conf(dA.path), prevResult: ours } };
-        assertEquals((await cni(chk)).code, 0);
-        await nsSh(nodeA, "nft", "flush", "chain", "inet", "cni_plugins_masquerade", "masq_checks");
-        const bad = await cni(chk);
-        assertEquals(bad.json?.code, 105, bad.stdout);
-        assertStringIncludes(bad.stdout, "masquerade rule for 10.97.1.2 missing");
+      // CHECK: the rules are there; without them, CHECK says so.
+      const chk = { ...A, command: "CHECK", conf: { ...conf(dirA), prevResult: ours } };
+      assertEquals((await cni(chk)).code, 0);
+      await nsSh(nodeA, "nft", "flush", "chain", "inet", "cni_plugins_masquerade", "masq_checks");
+      const bad = await cni(chk);
+      assertEquals(bad.json?.code, 105, bad.stdout);
+      assertStringIncludes(bad.stdout, "masquerade rule for 10.97.1.2 missing");
 
-        // Ours made the rules, the reference's DEL removes them (in A, the reference's binary, our rules).
-        await cniOk({ ...A, command: "ADD", containerId: "nft2", ifname: "eth1" });
-        assertEquals((await checks(nodeA)).length, 2);
-        await cniOk({ ...A, command: "DEL", containerId: "nft2", ifname: "eth1", ref: true });
-        assertEquals(await checks(nodeA), [], "the reference's DEL found our rules");
-        // The reference made them, ours removes them.
-        await cniOk({ ...B, command: "DEL", ref: false });
-        assertEquals(await checks(nodeB), [], "our DEL found the reference's rules");
-        await cniOk({ ...A, command: "DEL" });
-      } finally {
-        dA.cleanup();
-        dB.cleanup();
-      }
+      // Ours made the rules, the reference's DEL removes them (in A, the reference's binary, our rules).
+      await cniOk({ ...A, command: "ADD", containerId: "nft2", ifname: "eth1" });
+      assertEquals((await checks(nodeA)).length, 2);
+      await cniOk({ ...A, command: "DEL", containerId: "nft2", ifname: "eth1", ref: true });
+      assertEquals(await checks(nodeA), [], "the reference's DEL found our rules");
+      // The reference made them, ours removes them.
+      await cniOk({ ...B, command: "DEL", ref: false });
+      assertEquals(await checks(nodeB), [], "our DEL found the reference's rules");
+      await cniOk({ ...A, command: "DEL" });
     }),
 });
 

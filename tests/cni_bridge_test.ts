@@ -7,7 +7,16 @@
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
-import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, vethTxqlen } from "./cni_helpers.ts";
+import {
+  cni,
+  cniOk,
+  listFiles,
+  refSpeaks11,
+  requireRefPlugins,
+  sideBySide,
+  tempDir,
+  vethTxqlen,
+} from "./cni_helpers.ts";
 import { ipJson, nsSh, withNetns } from "./netns.ts";
 
 const HAVE_REF = requireRefPlugins(["bridge", "host-local"]);
@@ -107,68 +116,60 @@ needsRoot.test({
   name: "cni bridge+host-local: same results and kernel state as the reference (0.3.1, 0.4.0, 1.0.0)",
   ignore: !HAVE_REF,
   fn: () =>
-    withNetns(async (fx) => {
-      const nodeA = await fx.add("cna"), podA = await fx.add("cpa");
-      const nodeB = await fx.add("cnb"), podB = await fx.add("cpb");
-      const dA = tempDir(), dB = tempDir();
-      try {
-        for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
-          const cid = `sbs-${version.replaceAll(".", "")}`;
-          const call = { plugin: "bridge", containerId: cid, ifname: "eth0" };
-          const ours = await cniOk({
+    sideBySide("cn", async ({ node: nodeA, pod: podA, dir: dirA }, { node: nodeB, pod: podB, dir: dirB }) => {
+      for (const version of ["0.3.1", "0.4.0", "1.0.0"]) {
+        const cid = `sbs-${version.replaceAll(".", "")}`;
+        const call = { plugin: "bridge", containerId: cid, ifname: "eth0" };
+        const ours = await cniOk({
+          ...call,
+          command: "ADD",
+          node: nodeA,
+          netns: podA,
+          conf: bridgeConf(version, dirA),
+        });
+        const theirs = await cniOk({
+          ...call,
+          command: "ADD",
+          node: nodeB,
+          netns: podB,
+          conf: bridgeConf(version, dirB),
+          ref: true,
+        });
+        assertEquals(normResult(ours), normResult(theirs), `result JSON for ${version}`);
+        assertEquals(await podState(podA), await podState(podB), `pod state for ${version}`);
+        assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node state for ${version}`);
+        assertEquals(listFiles(`${dirA}/sbs-net`), listFiles(`${dirB}/sbs-net`), "host-local files");
+        if (version !== "0.3.1") {
+          // Only ours is asserted: the reference v1.1.1 CHECK fails on any IPAM route without a gateway
+          // ("Expected Route {... GW:<nil>} not found"), because the route it installed has one.
+          const a = await cni({
             ...call,
-            command: "ADD",
+            command: "CHECK",
             node: nodeA,
             netns: podA,
-            conf: bridgeConf(version, dA.path),
+            conf: { ...bridgeConf(version, dirA), prevResult: ours },
           });
-          const theirs = await cniOk({
-            ...call,
-            command: "ADD",
-            node: nodeB,
-            netns: podB,
-            conf: bridgeConf(version, dB.path),
-            ref: true,
-          });
-          assertEquals(normResult(ours), normResult(theirs), `result JSON for ${version}`);
-          assertEquals(await podState(podA), await podState(podB), `pod state for ${version}`);
-          assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node state for ${version}`);
-          assertEquals(listFiles(`${dA.path}/sbs-net`), listFiles(`${dB.path}/sbs-net`), "host-local files");
-          if (version !== "0.3.1") {
-            // Only ours is asserted: the reference v1.1.1 CHECK fails on any IPAM route without a gateway
-            // ("Expected Route {... GW:<nil>} not found"), because the route it installed has one.
-            const a = await cni({
-              ...call,
-              command: "CHECK",
-              node: nodeA,
-              netns: podA,
-              conf: { ...bridgeConf(version, dA.path), prevResult: ours },
-            });
-            assertEquals(a.code, 0, `CHECK: ${a.stdout}`);
-          }
-          await cniOk({
-            ...call,
-            command: "DEL",
-            node: nodeA,
-            netns: podA,
-            conf: bridgeConf(version, dA.path),
-          });
-          await cniOk({
-            ...call,
-            command: "DEL",
-            node: nodeB,
-            netns: podB,
-            conf: bridgeConf(version, dB.path),
-            ref: true,
-          });
-          assertEquals(await podState(podA), await podState(podB), `pod state after DEL (${version})`);
-          assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node state after DEL (${version})`);
-          const left = listFiles(`${dA.path}/sbs-net`).filter((f) => /^\d/.test(f));
-          assertEquals(left, [], "no IP files left");
+          assertEquals(a.code, 0, `CHECK: ${a.stdout}`);
         }
-      } finally {
-        dA.cleanup();
-        dB.cleanup();
+        await cniOk({
+          ...call,
+          command: "DEL",
+          node: nodeA,
+          netns: podA,
+          conf: bridgeConf(version, dirA),
+        });
+        await cniOk({
+          ...call,
+          command: "DEL",
+          node: nodeB,
+          netns: podB,
+          conf: bridgeConf(version, dirB),
+          ref: true,
+        });
+        assertEquals(await podState(podA), await podState(podB), `pod state after DEL (${version})`);
+        assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node state after DEL (${version})`);
+        const left = listFiles(`${dirA}/sbs-net`).filter((f) => /^\d/.test(f));
+        assertEquals(left, [], "no IP files left");
       }
     }),
 });
@@ -214,29 +215,21 @@ needsRoot.test({
   name: "cni bridge forceAddress: another address on the bridge is replaced, as the reference does",
   ignore: !HAVE_REF,
   fn: () =>
-    withNetns(async (fx) => {
-      const nodeA = await fx.add("cfa"), podA = await fx.add("cfpa");
-      const nodeB = await fx.add("cfb"), podB = await fx.add("cfpb");
-      const dA = tempDir(), dB = tempDir();
-      try {
-        // A primary address in the same subnet (deleting it also takes the secondaries) and one elsewhere.
-        for (const node of [nodeA, nodeB]) {
-          await nsSh(node, "ip", "link", "add", "cni0", "type", "bridge");
-          await nsSh(node, "ip", "addr", "add", "10.99.1.9/24", "dev", "cni0");
-          await nsSh(node, "ip", "addr", "add", "10.55.0.1/16", "dev", "cni0");
-        }
-        const conf = (dataDir: string) => ({ ...bridgeConf("1.0.0", dataDir), forceAddress: true });
-        const call = { plugin: "bridge", command: "ADD", containerId: "force1", ifname: "eth0" };
-        await cniOk({ ...call, node: nodeA, netns: podA, conf: conf(dA.path) });
-        await cniOk({ ...call, node: nodeB, netns: podB, conf: conf(dB.path), ref: true });
-        const ours = await nodeState(nodeA);
-        assertEquals(ours.brAddrs, ["10.99.1.1/24 brd 10.99.1.255 global"], "only the gateway is left");
-        assertEquals(ours, await nodeState(nodeB), "node state");
-        assertEquals(await podState(podA), await podState(podB), "pod state");
-      } finally {
-        dA.cleanup();
-        dB.cleanup();
+    sideBySide("cf", async ({ node: nodeA, pod: podA, dir: dirA }, { node: nodeB, pod: podB, dir: dirB }) => {
+      // A primary address in the same subnet (deleting it also takes the secondaries) and one elsewhere.
+      for (const node of [nodeA, nodeB]) {
+        await nsSh(node, "ip", "link", "add", "cni0", "type", "bridge");
+        await nsSh(node, "ip", "addr", "add", "10.99.1.9/24", "dev", "cni0");
+        await nsSh(node, "ip", "addr", "add", "10.55.0.1/16", "dev", "cni0");
       }
+      const conf = (dataDir: string) => ({ ...bridgeConf("1.0.0", dataDir), forceAddress: true });
+      const call = { plugin: "bridge", command: "ADD", containerId: "force1", ifname: "eth0" };
+      await cniOk({ ...call, node: nodeA, netns: podA, conf: conf(dirA) });
+      await cniOk({ ...call, node: nodeB, netns: podB, conf: conf(dirB), ref: true });
+      const ours = await nodeState(nodeA);
+      assertEquals(ours.brAddrs, ["10.99.1.1/24 brd 10.99.1.255 global"], "only the gateway is left");
+      assertEquals(ours, await nodeState(nodeB), "node state");
+      assertEquals(await podState(podA), await podState(podB), "pod state");
     }),
 });
 
@@ -275,68 +268,60 @@ needsRoot.test({
     "cni bridge+host-local dual stack: same results, addresses, routes, ip6tables and files as the reference",
   ignore: !HAVE_REF,
   fn: () =>
-    withNetns(async (fx) => {
-      const nodeA = await fx.add("cda"), podA = await fx.add("cdp");
-      const nodeB = await fx.add("cdb"), podB = await fx.add("cdq");
-      const dA = tempDir(), dB = tempDir();
-      try {
-        for (const version of ["0.4.0", "1.0.0"]) {
-          const cid = `dual-${version.replaceAll(".", "")}`;
-          const call = { plugin: "bridge", containerId: cid, ifname: "eth0" };
-          const ours = await cniOk({
-            ...call,
-            command: "ADD",
-            node: nodeA,
-            netns: podA,
-            conf: dualConf(version, dA.path),
-          });
-          const theirs = await cniOk({
-            ...call,
-            command: "ADD",
-            node: nodeB,
-            netns: podB,
-            conf: dualConf(version, dB.path),
-            ref: true,
-          });
-          assertEquals(normResult(ours), normResult(theirs), `result JSON for ${version}`);
-          // One address per range set, v4 first (host-local's round robin moves on in the second round).
-          const n = version === "0.4.0" ? 2 : 3;
-          assertEquals(((ours!.ips as J[]) ?? []).map((i) => i.address), [
-            `10.99.1.${n}/24`,
-            `fc00:99:0:1::${n}/64`,
-          ]);
-          assertEquals(await podState(podA), await podState(podB), `pod v4 state for ${version}`);
-          assertEquals(await v6State(podA), await v6State(podB), `pod v6 state for ${version}`);
-          assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node v4 state for ${version}`);
-          const n6 = await nodeV6State(nodeA);
-          assertEquals(n6, await nodeV6State(nodeB), `node v6 state for ${version}`);
-          assert(
-            // Both leave DAD to run on the bridge's gateway address (tentative for about a second).
-            n6.addrs.some((a) =>
-              a.ifname === "cni0" && a.addrs.some((x) => x.startsWith("fc00:99:0:1::1/64"))
-            ),
-            JSON.stringify(n6),
-          );
-          assertEquals(n6.fwd6, "1");
-          assertEquals(listFiles(`${dA.path}/sbs-net`), listFiles(`${dB.path}/sbs-net`), "host-local files");
-          for (const [node, pod, d, ref] of [[nodeA, podA, dA, false], [nodeB, podB, dB, true]] as const) {
-            await cniOk({ ...call, command: "DEL", node, netns: pod, conf: dualConf(version, d.path), ref });
-          }
-          assertEquals(await v6State(podA), await v6State(podB), `pod v6 state after DEL (${version})`);
-          assertEquals(
-            await nodeV6State(nodeA),
-            await nodeV6State(nodeB),
-            `node v6 state after DEL (${version})`,
-          );
-          assertEquals(
-            listFiles(`${dA.path}/sbs-net`).filter((f) => /^[\d]|^fc/.test(f)),
-            [],
-            "no IP files left",
-          );
+    sideBySide("cd", async ({ node: nodeA, pod: podA, dir: dirA }, { node: nodeB, pod: podB, dir: dirB }) => {
+      for (const version of ["0.4.0", "1.0.0"]) {
+        const cid = `dual-${version.replaceAll(".", "")}`;
+        const call = { plugin: "bridge", containerId: cid, ifname: "eth0" };
+        const ours = await cniOk({
+          ...call,
+          command: "ADD",
+          node: nodeA,
+          netns: podA,
+          conf: dualConf(version, dirA),
+        });
+        const theirs = await cniOk({
+          ...call,
+          command: "ADD",
+          node: nodeB,
+          netns: podB,
+          conf: dualConf(version, dirB),
+          ref: true,
+        });
+        assertEquals(normResult(ours), normResult(theirs), `result JSON for ${version}`);
+        // One address per range set, v4 first (host-local's round robin moves on in the second round).
+        const n = version === "0.4.0" ? 2 : 3;
+        assertEquals(((ours!.ips as J[]) ?? []).map((i) => i.address), [
+          `10.99.1.${n}/24`,
+          `fc00:99:0:1::${n}/64`,
+        ]);
+        assertEquals(await podState(podA), await podState(podB), `pod v4 state for ${version}`);
+        assertEquals(await v6State(podA), await v6State(podB), `pod v6 state for ${version}`);
+        assertEquals(await nodeState(nodeA), await nodeState(nodeB), `node v4 state for ${version}`);
+        const n6 = await nodeV6State(nodeA);
+        assertEquals(n6, await nodeV6State(nodeB), `node v6 state for ${version}`);
+        assert(
+          // Both leave DAD to run on the bridge's gateway address (tentative for about a second).
+          n6.addrs.some((a) => a.ifname === "cni0" && a.addrs.some((x) => x.startsWith("fc00:99:0:1::1/64"))),
+          JSON.stringify(n6),
+        );
+        assertEquals(n6.fwd6, "1");
+        assertEquals(listFiles(`${dirA}/sbs-net`), listFiles(`${dirB}/sbs-net`), "host-local files");
+        for (
+          const [node, pod, dir, ref] of [[nodeA, podA, dirA, false], [nodeB, podB, dirB, true]] as const
+        ) {
+          await cniOk({ ...call, command: "DEL", node, netns: pod, conf: dualConf(version, dir), ref });
         }
-      } finally {
-        dA.cleanup();
-        dB.cleanup();
+        assertEquals(await v6State(podA), await v6State(podB), `pod v6 state after DEL (${version})`);
+        assertEquals(
+          await nodeV6State(nodeA),
+          await nodeV6State(nodeB),
+          `node v6 state after DEL (${version})`,
+        );
+        assertEquals(
+          listFiles(`${dirA}/sbs-net`).filter((f) => /^[\d]|^fc/.test(f)),
+          [],
+          "no IP files left",
+        );
       }
     }),
 });

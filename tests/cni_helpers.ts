@@ -4,7 +4,7 @@
  * CNI environment and the config on stdin.
  * @module
  */
-import { ROOT, run, type RunResult } from "./netns.ts";
+import { ROOT, run, type RunResult, withNetns } from "./netns.ts";
 import { type RefCniDir, refCniDir } from "./peers.ts";
 
 /**
@@ -253,4 +253,29 @@ export async function waitFor(fn: () => Promise<boolean>, ms = 30_000): Promise<
     await new Promise((r) => setTimeout(r, 50));
   }
   return await fn();
+}
+
+/** One side of a side-by-side test: a node netns, a pod netns and a data directory. */
+export interface Side {
+  node: string;
+  pod: string;
+  dir: string;
+}
+
+/**
+ * Runs `fn` with two fresh sides (`a` for ours, `b` for the reference), namespaces tagged `<tag>a`/`<tag>b`
+ * (node) and `<tag>p`/`<tag>q` (pod); the namespaces and data directories are removed afterwards.
+ */
+export function sideBySide(tag: string, fn: (a: Side, b: Side) => Promise<void>): Promise<void> {
+  return withNetns(async (fx) => {
+    const nodeA = await fx.add(`${tag}a`), podA = await fx.add(`${tag}p`);
+    const nodeB = await fx.add(`${tag}b`), podB = await fx.add(`${tag}q`);
+    const dA = tempDir(), dB = tempDir();
+    try {
+      await fn({ node: nodeA, pod: podA, dir: dA.path }, { node: nodeB, pod: podB, dir: dB.path });
+    } finally {
+      dA.cleanup();
+      dB.cleanup();
+    }
+  });
 }

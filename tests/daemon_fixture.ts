@@ -87,6 +87,24 @@ export async function runDaemonOnce(
 }
 
 /** The test cluster. */
+/**
+ * Appends the lines of `stream` (a daemon's stderr) to `into` as they come, the last one also without its
+ * newline; reading stops quietly when the stream does.
+ */
+export function collectLines(stream: ReadableStream<Uint8Array>, into: string[]): void {
+  (async () => {
+    const dec = new TextDecoder();
+    let buf = "";
+    for await (const chunk of stream) {
+      buf += dec.decode(chunk, { stream: true });
+      const lines = buf.split("\n");
+      buf = lines.pop()!;
+      into.push(...lines);
+    }
+    if (buf) into.push(buf);
+  })().catch(() => {});
+}
+
 export class DaemonCluster {
   readonly fx = new NetnsFixture();
   readonly nodes: TestNode[] = [];
@@ -204,17 +222,7 @@ export class DaemonCluster {
       .spawn();
     n.proc = p;
     n.log = [];
-    (async () => {
-      const dec = new TextDecoder();
-      let buf = "";
-      for await (const chunk of p.stderr) {
-        buf += dec.decode(chunk, { stream: true });
-        const lines = buf.split("\n");
-        buf = lines.pop()!;
-        n.log.push(...lines);
-      }
-      if (buf) n.log.push(buf);
-    })().catch(() => {});
+    collectLines(p.stderr, n.log);
     return p;
   }
 

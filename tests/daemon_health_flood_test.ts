@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { DaemonCluster, waitFor } from "./daemon_fixture.ts";
-import { nsRun, ROOT } from "./netns.ts";
+import { nsRun, spawnFixture } from "./netns.ts";
 
 const WORKERS = 300;
 const PROBES = 60;
@@ -19,22 +19,7 @@ needsRoot.test("daemon health port: under a connection flood every 1 s probe of 
     const a = await c.addNode(0);
     c.start(a, ["--resync-interval", "1"]);
     await c.waitReady(a);
-    const fc = [
-      "ip",
-      "netns",
-      "exec",
-      a.ns,
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--no-check",
-      "--quiet",
-      `${ROOT}tests/fixtures/conn_churn.ts`,
-      String(a.port),
-      String(WORKERS),
-    ];
-    flood = new Deno.Command(fc[0], { args: fc.slice(1), stdin: "piped", stdout: "piped", stderr: "null" })
-      .spawn();
+    flood = spawnFixture(a.ns, "conn_churn.ts", String(a.port), String(WORKERS));
     const lines: string[] = [];
     const reading = (async () => {
       const d = new TextDecoder();

@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert } from "./assert.ts";
 import { DaemonCluster, routes, waitFor } from "./daemon_fixture.ts";
-import { flanctlCmd, ROOT } from "./netns.ts";
+import { flanctlCmd, spawnFixture } from "./netns.ts";
 
 const FD_LIMIT = 160;
 const FLOOD = 400;
@@ -43,22 +43,7 @@ needsRoot.test("daemon health port: fd flood and slowloris neither kill the daem
     })().catch(() => {});
     await c.waitReady(a);
 
-    const fc = [
-      "ip",
-      "netns",
-      "exec",
-      a.ns,
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--no-check",
-      "--quiet",
-      `${ROOT}tests/fixtures/conn_flood.ts`,
-      String(a.port),
-      String(FLOOD),
-    ];
-    flood = new Deno.Command(fc[0], { args: fc.slice(1), stdin: "piped", stdout: "piped", stderr: "null" })
-      .spawn();
+    flood = spawnFixture(a.ns, "conn_flood.ts", String(a.port), String(FLOOD));
     const events: Record<string, number>[] = [];
     (async () => {
       const d = new TextDecoder();

@@ -70,6 +70,19 @@ needsRoot.test("nft driver: the binary fallback programs the same rules and rais
   });
 });
 
+/** An nft driver that runs libnftables inside netns `ns`. */
+function nsDriver(lib: NonNullable<ReturnType<typeof nftLibrary>>, ns: string): NftDriver {
+  return {
+    via: "libnftables",
+    run(text, o) {
+      const r = inNetns({ name: ns }, () => lib.run(text, o));
+      return r.rc === 0
+        ? Promise.resolve(r.output)
+        : Promise.reject(new FirewallError("libnftables", r.error));
+    },
+  };
+}
+
 needsRoot.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 table render and apply", async () => {
   const lib = nftLibrary()!;
   const spec = {
@@ -80,15 +93,7 @@ needsRoot.test("FlannelRules dual stack: ip6tables chains and the flannel-ipv6 t
   await withNetns(async (fx) => {
     const ns = await fx.add("fw6");
     const run = (cmd: string[], stdin?: string) => nsRun(ns, cmd, { stdin });
-    const inNs: NftDriver = {
-      via: "libnftables",
-      run(text, o) {
-        const r = inNetns({ name: ns }, () => lib.run(text, o));
-        return r.rc === 0
-          ? Promise.resolve(r.output)
-          : Promise.reject(new FirewallError("libnftables", r.error));
-      },
-    };
+    const inNs = nsDriver(lib, ns);
     const ipt = new FlannelRules("iptables", { run, nft: inNs });
     ipt.set(spec);
     assertEquals(await ipt.ensure(), ["nat", "filter", "ip6:nat", "ip6:filter"]);
@@ -123,15 +128,7 @@ needsRoot.test("FlannelRules (iptables mode): removes only flannel's nft chains,
   await withNetns(async (fx) => {
     const ns = await fx.add("fwf");
     const run = (cmd: string[], stdin?: string) => nsRun(ns, cmd, { stdin });
-    const inNs: NftDriver = {
-      via: "libnftables",
-      run(text, o) {
-        const r = inNetns({ name: ns }, () => lib.run(text, o));
-        return r.rc === 0
-          ? Promise.resolve(r.output)
-          : Promise.reject(new FirewallError("libnftables", r.error));
-      },
-    };
+    const inNs = nsDriver(lib, ns);
     const nft = new FlannelRules("nftables", { run, nft: inNs });
     nft.set(SPEC);
     await nft.ensure();

@@ -10,13 +10,11 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { needsRoot } from "./root.ts";
-import { ROOT, run, TEST_PREFIX } from "./netns.ts";
+import { run, TEST_PREFIX } from "./netns.ts";
 import { missingKubePeers } from "./kube_peers.ts";
+import { buildLabImages, flanctl, labUpKube, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
 
 const missing = missingKubePeers("lab up --kube --proxy-mode nftables");
-
-const flanctl = (...a: string[]) =>
-  run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);
 
 needsRoot.test({
   name: "lab up --kube --proxy-mode nftables: Services and DNS from every node; a rollout loses no request",
@@ -28,32 +26,9 @@ needsRoot.test({
       .slice(0, 12);
     const work = await Deno.makeTempDir({ prefix: "flanctl-labsvc-" });
     try {
-      const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
-      assertEquals(img.code, 0, img.stderr.slice(-3000));
-      for (const peer of ["kube-proxy", "coredns"]) {
-        const p = await run([`${ROOT}deploy/build-image.sh`, "--peer", peer, `${work}/${peer}.tar`]);
-        assertEquals(p.code, 0, p.stderr.slice(-3000));
-      }
+      await buildLabImages(work);
       const t0 = Date.now();
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--proxy-mode",
-        "nftables",
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      const up = await labUpKube(name, work, "--proxy-mode", "nftables");
       assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
       console.error(
         `  lab up --kube --nodes 2 --proxy-mode nftables: ${((Date.now() - t0) / 1000).toFixed(1)} s`,
@@ -114,16 +89,7 @@ needsRoot.test({
         `[ "$a" = "${backend}" ] && ok=$((ok+1)); /bin/busybox sleep 0.2; done; echo "answered $ok/150"`;
       const asking = kubectl("exec", cli, "--", "/bin/busybox", "sh", "-c", loop);
       await new Promise((r) => setTimeout(r, 2000));
-      assertEquals((await kubectl("-n", "kube-flannel", "rollout", "restart", "ds/kube-flannel-ds")).code, 0);
-      const rolled = await kubectl(
-        "-n",
-        "kube-flannel",
-        "rollout",
-        "status",
-        "ds/kube-flannel-ds",
-        "--timeout=150s",
-      );
-      assertEquals(rolled.code, 0, rolled.stdout + rolled.stderr);
+      await restartFlannelDaemonSet(kubectl);
       const asked = await asking;
       console.error(`  rollout restart under a Service load: ${asked.stdout.trim()}`);
       assertStringIncludes(asked.stdout, "answered 150/150");

@@ -20,6 +20,7 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
 import { findProgram } from "../lib/lab/kube.ts";
 import { missingKubePeers } from "./kube_peers.ts";
+import { buildLabImages, flanctl, labUpKube, restartFlannelDaemonSet } from "./lab_kube_helpers.ts";
 import { underlayAddrs } from "../lib/lab/paths.ts";
 
 const missing = missingKubePeers("lab up --kube");
@@ -29,9 +30,6 @@ function nodeIPs(name: string): string[] {
   const x = underlayAddrs(name);
   return [x.nodeIP(1), x.nodeIP(2)];
 }
-
-const flanctl = (...a: string[]) =>
-  run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);
 
 async function until(what: string, ms: number, fn: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + ms;
@@ -82,32 +80,9 @@ needsRoot.test({
     const work = await Deno.makeTempDir({ prefix: "flanctl-labkube-" });
     const hostBefore = await run(["sh", "-c", "ls -A /etc/cni/net.d /run/flannel 2>/dev/null"]);
     try {
-      const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
-      assertEquals(img.code, 0, img.stderr.slice(-3000));
-      for (const peer of ["kube-proxy", "coredns"]) {
-        const t = Date.now();
-        const p = await run([`${ROOT}deploy/build-image.sh`, "--peer", peer, `${work}/${peer}.tar`]);
-        assertEquals(p.code, 0, p.stderr.slice(-3000));
-        console.error(`  ${peer} image: ${((Date.now() - t) / 1000).toFixed(1)} s`);
-      }
+      await buildLabImages(work);
       const t0 = Date.now();
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      const up = await labUpKube(name, work);
       assertEquals(up.code, 0, `lab up --kube:\n${up.stdout}\n${up.stderr}`);
       console.error(`  lab up --kube --nodes 2: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       assertStringIncludes(up.stdout, "2 nodes Ready, flanctl and kube-proxy on each");
@@ -260,16 +235,7 @@ needsRoot.test({
         pods[1].ip,
       );
       await new Promise((r) => setTimeout(r, 2000));
-      assertEquals((await kubectl("-n", "kube-flannel", "rollout", "restart", "ds/kube-flannel-ds")).code, 0);
-      const rolled = await kubectl(
-        "-n",
-        "kube-flannel",
-        "rollout",
-        "status",
-        "ds/kube-flannel-ds",
-        "--timeout=150s",
-      );
-      assertEquals(rolled.code, 0, rolled.stdout + rolled.stderr);
+      await restartFlannelDaemonSet(kubectl);
       const pinged = await pinging;
       const stats = /(\d+) packets transmitted, (\d+) packets received/.exec(pinged.stdout);
       assert(stats, `no ping statistics:\n${pinged.stdout}${pinged.stderr}`);

@@ -109,6 +109,20 @@ export function flanctlCmd(...args: string[]): string[] {
   return [Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...args];
 }
 
+/**
+ * Starts the fixture program `tests/fixtures/<script>` with the current Deno inside netns `ns`, passing
+ * `args`: stdin and stdout piped (the caller reads its report lines and ends it), stderr dropped.
+ */
+export function spawnFixture(ns: string, script: string, ...args: string[]): Deno.ChildProcess {
+  const cmd = ["netns", "exec", ns, Deno.execPath(), "run", "-A", "--no-check", "--quiet"];
+  return new Deno.Command("ip", {
+    args: [...cmd, `${ROOT}tests/fixtures/${script}`, ...args],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+}
+
 /** Runs flanctl from this checkout (optionally inside netns `ns`). */
 export function flanctl(
   args: string[],

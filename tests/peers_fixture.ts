@@ -5,7 +5,7 @@
  * does).
  * @module
  */
-import { DaemonCluster, spawnEtcd, type TestNode, waitFor } from "./daemon_fixture.ts";
+import { collectLines, DaemonCluster, spawnEtcd, type TestNode, waitFor } from "./daemon_fixture.ts";
 import { nsRun, nsSh, sh } from "./netns.ts";
 import { IPNet } from "../lib/base/cidr.ts";
 import { peerPath } from "./peers.ts";
@@ -66,17 +66,7 @@ export class MixedCluster extends DaemonCluster {
     const p = new Deno.Command("ip", { args, env, stdin: "null", stdout: "null", stderr: "piped" }).spawn();
     n.proc = p;
     n.log = [];
-    (async () => {
-      const dec = new TextDecoder();
-      let buf = "";
-      for await (const chunk of p.stderr) {
-        buf += dec.decode(chunk, { stream: true });
-        const lines = buf.split("\n");
-        buf = lines.pop()!;
-        n.log.push(...lines);
-      }
-      if (buf) n.log.push(buf);
-    })().catch(() => {});
+    collectLines(p.stderr, n.log);
     this.runs.set(n, "flanneld");
   }
 

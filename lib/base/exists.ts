@@ -1,5 +1,5 @@
 /**
- * Whether a path exists, and whether it is a directory.
+ * Whether a path exists, whether it is a directory, and whether a program is on PATH.
  * @module
  */
 
@@ -20,4 +20,14 @@ export function isDirectory(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** True when `tool` is a file in one of PATH's directories (no PATH: /usr/sbin:/usr/bin:/sbin:/bin). */
+export function onPath(tool: string): boolean {
+  for (const dir of (Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
+    try {
+      if (Deno.statSync(`${dir}/${tool}`).isFile) return true;
+    } catch { /* next */ }
+  }
+  return false;
 }

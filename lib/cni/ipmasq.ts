@@ -31,8 +31,8 @@ function quote(s: string): string {
 
 const IPT = { 4: new Iptables(4), 6: new Iptables(6) };
 
-/** Runs one driver call, turning a FirewallError into the CNI iptables error (code 8). */
-async function cni<T>(p: () => Promise<T>): Promise<T> {
+/** Runs one firewall driver call, turning a FirewallError into the CNI firewall error (code 104). */
+export async function firewallCall<T>(p: () => Promise<T>): Promise<T> {
   try {
     return await p();
   } catch (e) {
@@ -44,11 +44,11 @@ async function cni<T>(p: () => Promise<T>): Promise<T> {
 }
 
 function save(fam: 4 | 6): Promise<string> {
-  return cni(() => IPT[fam].save("nat"));
+  return firewallCall(() => IPT[fam].save("nat"));
 }
 
 function restore(fam: 4 | 6, text: string): Promise<void> {
-  return cni(() => IPT[fam].restore(text));
+  return firewallCall(() => IPT[fam].restore(text));
 }
 
 /** The iptables-restore input that creates the chain for `addrs` (CIDRs with host part). */

@@ -8,11 +8,12 @@
  * process (15-20 ms per DEL, measured), which a node that never uses the backend would pay on every pod.
  * @module
  */
+import { onPath } from "../base/exists.ts";
 import { tools } from "../firewall/iptables.ts";
 import { type NftDriver, nftDriver } from "../firewall/nft.ts";
-import { FirewallError } from "../firewall/types.ts";
 import { nftLibrary } from "../os/mod.ts";
 import { log } from "./skel.ts";
+import { firewallCall } from "./ipmasq.ts";
 import { CniError, ErrCode } from "./spec.ts";
 
 /** The two backends. */
@@ -23,15 +24,6 @@ export interface Attachment {
   network: string;
   ifname: string;
   containerId: string;
-}
-
-function onPath(tool: string): boolean {
-  for (const dir of (Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin").split(":")) {
-    try {
-      if (Deno.statSync(`${dir}/${tool}`).isFile) return true;
-    } catch { /* next */ }
-  }
-  return false;
 }
 
 /** Whether the iptables tools of `fam` are installed. */
@@ -60,23 +52,11 @@ export function masqBackend(configured: string | null): MasqBackend {
   return !iptablesThere(4) && (nftLibrary() !== null || onPath("nft")) ? "nftables" : "iptables";
 }
 
-/** Runs one nft change, turning a FirewallError into the CNI firewall error (code 104). */
-async function nftCall<T>(p: () => Promise<T>): Promise<T> {
-  try {
-    return await p();
-  } catch (e) {
-    if (e instanceof FirewallError) {
-      throw new CniError(ErrCode.IptablesFailure, `${e.tool} failed`, e.message);
-    }
-    throw e;
-  }
-}
-
 /** ADD: the rules for `addrs` (CIDRs with the host part) in `backend`. */
 export async function masqSetup(backend: MasqBackend, a: Attachment, addrs: string[]): Promise<void> {
   if (backend === "nftables") {
     const { setupMasqNft } = await import("./ipmasq_nft.ts");
-    await nftCall(() => setupMasqNft(nftd(), addrs, a.network, a.ifname, a.containerId));
+    await firewallCall(() => setupMasqNft(nftd(), addrs, a.network, a.ifname, a.containerId));
     return;
   }
   const { chainName, comment, setupMasq } = await import("./ipmasq.ts");
@@ -101,7 +81,7 @@ export async function masqTeardown(
   if (nft) {
     const { teardownMasqNft } = await import("./ipmasq_nft.ts");
     try {
-      await nftCall(() => teardownMasqNft(nftd(), a.network, a.ifname, a.containerId));
+      await firewallCall(() => teardownMasqNft(nftd(), a.network, a.ifname, a.containerId));
     } catch (e) {
       if (!nftMissing(e)) throw e;
     }
@@ -131,7 +111,7 @@ export async function masqMissing(
   if (backend === "nftables") {
     const { masqPresentNft } = await import("./ipmasq_nft.ts");
     for (const ip of ips) {
-      if (!(await nftCall(() => masqPresentNft(nftd(), a.network, a.ifname, a.containerId, ip)))) {
+      if (!(await firewallCall(() => masqPresentNft(nftd(), a.network, a.ifname, a.containerId, ip)))) {
         return `nftables masquerade rule for ${ip} missing`;
       }
     }
@@ -153,7 +133,7 @@ export async function masqGc(
 ): Promise<void> {
   const { gcMasqNft } = await import("./ipmasq_nft.ts");
   try {
-    await nftCall(() => gcMasqNft(nftd(), network, keep));
+    await firewallCall(() => gcMasqNft(nftd(), network, keep));
   } catch (e) {
     if (!nftMissing(e)) throw e;
   }

@@ -9,12 +9,7 @@ import { hasCodeCache } from "./code_cache.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { PLUGINS } from "../cni/plugins.ts";
 import { flanctl, flanctlCmd, ROOT, run } from "../../tests/netns.ts";
-
-const CONFLIST = JSON.stringify({
-  name: "cbr0",
-  cniVersion: "0.3.1",
-  plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
-});
+import { CONFLIST, withDirs } from "../../tests/install_cni_dirs.ts";
 
 /** An executable (a copy of `true`) padded to `mb` MiB with `fill` bytes: still runs, and its hash is unique. */
 function fakeBinary(path: string, mb: number, fill: number): void {
@@ -27,21 +22,6 @@ function fakeBinary(path: string, mb: number, fill: number): void {
 async function sha(data: Uint8Array): Promise<string> {
   return Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>)))
     .map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function withDirs(fn: (d: { root: string; bin: string; conf: string; src: string }) => Promise<void>) {
-  const root = await Deno.makeTempDir({ prefix: "flanctl-install-" });
-  try {
-    Deno.writeTextFileSync(`${root}/cni-conf.json`, CONFLIST);
-    await fn({
-      root,
-      bin: `${root}/opt/cni/bin`,
-      conf: `${root}/etc/cni/net.d`,
-      src: `${root}/cni-conf.json`,
-    });
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
 }
 
 Deno.test("install-cni: one list of plugin names, the one the binary dispatches on", () => {

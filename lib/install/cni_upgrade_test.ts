@@ -11,12 +11,7 @@ import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { RUNTIME_LOCK } from "../cni/launch.ts";
 import { RUNTIME_LIB_DIR } from "../os/mod.ts";
 import { flanctl, ROOT } from "../../tests/netns.ts";
-
-const CONFLIST = JSON.stringify({
-  name: "cbr0",
-  cniVersion: "0.3.1",
-  plugins: [{ type: "flannel", delegate: { hairpinMode: true, isDefaultGateway: true } }],
-});
+import { CONFLIST, withDirs } from "../../tests/install_cni_dirs.ts";
 
 /** cni.js as install.sh bundles it, once per test run; `variant` appends a comment (another runtime hash). */
 let bundled: string | null = null;
@@ -34,21 +29,6 @@ async function cniJs(dir: string, variant = ""): Promise<string> {
   const path = `${dir}/cni.js`;
   Deno.writeTextFileSync(path, Deno.readTextFileSync(bundled) + (variant ? `\n// ${variant}\n` : ""));
   return path;
-}
-
-async function withDirs(fn: (d: { root: string; bin: string; conf: string; src: string }) => Promise<void>) {
-  const root = await Deno.makeTempDir({ prefix: "flanctl-install-" });
-  try {
-    Deno.writeTextFileSync(`${root}/cni-conf.json`, CONFLIST);
-    await fn({
-      root,
-      bin: `${root}/opt/cni/bin`,
-      conf: `${root}/etc/cni/net.d`,
-      src: `${root}/cni-conf.json`,
-    });
-  } finally {
-    await Deno.remove(root, { recursive: true });
-  }
 }
 
 const runtimes = (bin: string) =>

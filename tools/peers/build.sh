@@ -151,6 +151,17 @@ with_lock() {
 }
 
 # --- Kubernetes ----------------------------------------------------------------------------------------
+# kube_ldflags: the -ldflags of every program built from the kubernetes wrapper module (stripped, with
+# $K8S_VERSION in component-base's and client-go's version variables, as upstream's release sets them).
+kube_ldflags() {
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  printf '%s\n' "$ld"
+}
+
 build_kubernetes() {
   local dir=$CACHE/kubernetes-$K8S_VERSION want="kubernetes $K8S_VERSION recipe $RECIPE"
   if stamp_ok "$dir" "$want"; then log "kubernetes $K8S_VERSION: cached in $dir/bin"; return; fi
@@ -196,11 +207,7 @@ import (
 )
 EOF
   (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the kubernetes wrapper failed"
-  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  local ld="-s -w" p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-  done
+  local ld; ld=$(kube_ldflags)
   mkdir -p "$dir/bin.tmp"
   log "kubernetes $K8S_VERSION: building kube-apiserver kube-controller-manager kubelet kubectl (go build -p $JOBS)"
   (cd "$src" && CGO_ENABLED=0 "$GO" build -p "$JOBS" -trimpath -ldflags "$ld" -o "$dir/bin.tmp/" \
@@ -237,11 +244,7 @@ build_kube_cmds() {
     printf ')\n'
   } >"$src/tools.go"
   (cd "$src" && "$GO" mod tidy) || die "go mod tidy of the $name wrapper failed"
-  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  local ld="-s -w" p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-  done
+  local ld; ld=$(kube_ldflags)
   mkdir -p "$dir/bin.tmp"
   log "$name $K8S_VERSION: building $* (go -p $JOBS)"
   for pkg in "$@"; do
