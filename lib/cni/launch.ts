@@ -88,6 +88,7 @@ export function shQuote(s: string): string {
  * CNI_NETNS is empty or names nothing (not even a dangling link), so the full DEL would not have touched a
  * namespace either — or the plugin is portmap, whose DEL never looks at the netns. Everything else falls
  * through to the exec that follows, as does a plugin name (the basename of `$0`) without a record. The
+ * answer reads stdin to its end first, as the plugin does, so the runtime never writes into a closed pipe. The
  * plugin name must be one of ours; the launcher's `case` makes sure.
  */
 export function earlyDelSh(dir: string): string {
@@ -97,6 +98,10 @@ export function earlyDelSh(dir: string): string {
     'case "$flanctl_if" in .|..|*[!A-Za-z0-9_.-]*) flanctl_if= ;; esac',
     'if [ "${CNI_COMMAND:-}" = DEL ] && [ -n "$flanctl_id" ] && [ -n "$flanctl_if" ] && [ -n "${CNI_PATH:-}" ] &&',
     '  { [ -z "${CNI_NETNS:-}" ] || [ "${0##*/}" = portmap ] || { [ ! -e "$CNI_NETNS" ] && [ ! -L "$CNI_NETNS" ]; }; } &&',
-    `  [ -s ${shQuote(dir)}/"\${0##*/}:$flanctl_if:$flanctl_id" ]; then exit 0; fi`,
+    `  [ -s ${shQuote(dir)}/"\${0##*/}:$flanctl_if:$flanctl_id" ]; then`,
+    // The config is read to its end (builtins) as the plugin would: a runtime writing it after the launcher
+    // exited would get EPIPE (Go's os/exec ignores it; others need not).
+    "  while read -r flanctl_l; do :; done; exit 0",
+    "fi",
   ].join("\n");
 }

@@ -77,3 +77,26 @@ Deno.test("early DEL: sh answers only a DEL with a filled record, a valid enviro
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("early DEL: the answer reads the config to its end first, so a late writer gets no EPIPE", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    Deno.writeTextFileSync(`${dir}/loopback:lo:c1`, "deleted\n");
+    Deno.writeTextFileSync(`${dir}/loopback`, `#!/bin/sh\n${earlyDelSh(dir)}\nexit 7\n`, { mode: 0o755 });
+    const p = new Deno.Command(`${dir}/loopback`, {
+      env: { CNI_COMMAND: "DEL", CNI_CONTAINERID: "c1", CNI_IFNAME: "lo", CNI_PATH: "/opt/cni/bin" },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    // A runtime that writes the config a little late: had the launcher exited unread, this write would fail.
+    await new Promise((r) => setTimeout(r, 300));
+    const w = p.stdin.getWriter();
+    await w.write(new TextEncoder().encode(`{"cniVersion":"1.1.0","name":"lo","type":"loopback"}`));
+    await w.close();
+    const o = await p.output();
+    assertEquals([o.code, o.stdout.length], [0, 0]);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
