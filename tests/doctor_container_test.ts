@@ -42,7 +42,7 @@ needsRoot.test("doctor from a pod: unseen CNI dirs and pod namespaces are unknow
     );
     assertStringIncludes(cfg.detail, "deploy/kube-flanctl.yml mounts it read-only");
     expectFinding(run, "cni-binaries", "unknown", "is not visible from this container");
-    for (const id of ["veths", "pod-netns", "hostlocal-ips"] as const) {
+    for (const id of ["veths", "pod-netns", "hostlocal-ips", "cni-cache"] as const) {
       const f = run.checks.find((c) => c.id === id)!;
       assertEquals(f.severity, "unknown", `${id}: ${f.detail}`);
       assertStringIncludes(f.detail, "lead to namespaces this process cannot see or enter");
