@@ -263,6 +263,13 @@ needsRoot.test({
         [],
         "checks run only in the container",
       );
+      // deploy/kube-flanctl.yml's Role: the daemon's credentials may read the net-conf ConfigMap, no other.
+      const sa = "system:serviceaccount:kube-flannel:flannel";
+      for (const [cmName, want] of [["kube-flannel-cfg", "yes"], ["kube-proxy", "no"]]) {
+        const ns = cmName === "kube-proxy" ? "kube-system" : "kube-flannel";
+        const can = await kubectl("auth", "can-i", "get", `configmaps/${cmName}`, "-n", ns, "--as", sa);
+        assertEquals(can.stdout.trim(), want, `get configmaps/${cmName}: ${can.stdout}${can.stderr}`);
+      }
       const podStatus = await inPod("status");
       assertEquals(podStatus.code, 0, podStatus.stdout + podStatus.stderr);
       assertStringIncludes(podStatus.stdout, "rules      in place");
