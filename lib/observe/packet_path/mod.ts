@@ -21,6 +21,7 @@ export {
   type PathCheck,
   placeText,
   podForward,
+  podForward6,
   podIn,
   podOutside,
   ruleset4,
