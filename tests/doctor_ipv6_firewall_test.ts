@@ -2,7 +2,8 @@
  * Issue 37: doctor's forward-policy walks IPv6 pod traffic through the IPv6 rulesets with the packet-path
  * evaluator, as it does IPv4's: on a dual-stack lab node it is quiet when healthy; an ip6tables REJECT placed
  * before flannel's jump in FORWARD (IPv4 untouched) is critical, naming the back-end and the rule; the printed
- * fix, pasted, makes it ok again. All in the lab's own namespaces.
+ * fix, pasted, makes it ok again; so does vxlan-port for IPv6 VXLAN from the peer's PublicIPv6 dropped in
+ * ip6tables INPUT. All in the lab's own namespaces.
  * @module
  */
 import { needsRoot } from "./root.ts";
@@ -15,7 +16,7 @@ interface Report {
 }
 
 needsRoot.test({
-  name: "doctor: forward-policy walks IPv6 pod traffic (ip6tables REJECT before flannel's jump, fix pastes)",
+  name: "doctor: IPv6 FORWARD and VXLAN INPUT walked (ip6tables REJECT/DROP named, fixes paste)",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
@@ -55,6 +56,35 @@ needsRoot.test({
           assertEquals(r.code, 0, `${line}: ${r.stderr}`);
         }
         assertEquals((await forward()).map((c) => c.severity), ["ok"]);
+
+        // IPv6 VXLAN from the peer's PublicIPv6 dropped in INPUT (IPv4's untouched): vxlan-port names the rule.
+        const port = async () => {
+          const r = await labExec(name, "node1", flanctlCmd("doctor", "-o", "json", "--skip", "neigh-gc"));
+          return (JSON.parse(r.stdout) as Report).checks.filter((c) => c.id === "vxlan-port");
+        };
+        const open = await port();
+        assertEquals(open.map((c) => c.severity), ["ok"], JSON.stringify(open));
+        assertStringIncludes(
+          open[0].detail,
+          `; IPv6 VXLAN from ${s.nodes[1].publicIPv6} to UDP 8472: passes`,
+        );
+        await nsSh(n1.netns, "ip6tables", "-I", "INPUT", "1", "-p", "udp", "--dport", "8472", "-j", "DROP");
+        const shut = await port();
+        assertEquals(shut.map((c) => c.severity), ["critical"], JSON.stringify(shut));
+        assert(
+          /IPv6 VXLAN from \S+ to UDP 8472: dropped at INPUT by ip6tables-(nft|legacy) filter INPUT rule 1 DROP/
+            .test(
+              shut[0].detail,
+            ),
+          shut[0].detail,
+        );
+        assert(!shut[0].detail.includes("VXLAN from 192."), shut[0].detail);
+        for (const line of shut[0].fix!) {
+          assert(line.startsWith("ip6tables"), line);
+          const r = await labExec(name, "node1", ["sh", "-c", line]);
+          assertEquals(r.code, 0, `${line}: ${r.stderr}`);
+        }
+        assertEquals((await port()).map((c) => c.severity), ["ok"]);
       },
     );
   },

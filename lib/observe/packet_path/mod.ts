@@ -18,6 +18,7 @@ export {
   OUTSIDE,
   overlayDevice,
   overlayIn,
+  overlayIn6,
   type PathCheck,
   placeText,
   podForward,

@@ -100,6 +100,49 @@ export function overlayIn(
 }
 
 /**
+ * The IPv6 twin of {@link overlayIn}: UDP from each peer's PublicIPv6 to `port` on our PublicIPv6 (the
+ * lease's, else the underlay's global IPv6 address), in on the underlay, for the IPv6 ruleset `rs`.
+ */
+export function overlayIn6(ctx: NodeSnapshot, rs: Ruleset, port: number, what: string): PathCheck[] {
+  const u = ctx.underlay();
+  const cand = [
+    ctx.ownLease()?.attrs.PublicIPv6,
+    ...(ctx.kernel?.addrs ?? []).filter((a) =>
+      u && a.index === u.link.index && a.family === 6 && a.scope !== "link"
+    ).map((a) => a.local),
+  ];
+  const dst = cand.map((c) => c ? IPAddr.tryParse(c) : null).find((ip) => ip && ip.family === 6) ?? null;
+  if (!dst) return [];
+  const local = ctx.localIPs();
+  const out: PathCheck[] = [];
+  const seen = new Set<string>([dst.toString()]);
+  for (const l of ctx.store.leases) {
+    const src = l.attrs.PublicIPv6 ? IPAddr.tryParse(l.attrs.PublicIPv6) : null;
+    if (!src || src.family !== 6 || seen.has(src.toString()) || local.has(src.toString())) continue;
+    seen.add(src.toString());
+    const packet: Packet = {
+      family: 6,
+      src,
+      dst,
+      iif: u?.link.name ?? "",
+      oif: "",
+      proto: 17,
+      sport: null,
+      dport: port,
+      srcLocal: false,
+      dstLocal: true,
+    };
+    out.push({
+      label: `${what} from ${src} to UDP ${port}`,
+      packet,
+      hooks: INPUT_HOOKS,
+      verdict: evaluate(rs, packet, INPUT_HOOKS),
+    });
+  }
+  return out;
+}
+
+/**
  * The overlay device pod traffic leaves by: flannel.<VNI> (vxlan, also when the backend is not known),
  * flannel0 (udp), flannel-wg (wireguard, flanneld's name), the underlay (host-gw); "" for a backend
  * without one here (alloc, extension): a rule naming an interface then does not match.
