@@ -42,7 +42,7 @@ needsRoot.test("doctor from a pod: unseen CNI dirs and pod namespaces are unknow
     );
     assertStringIncludes(cfg.detail, "deploy/kube-flanctl.yml mounts it read-only");
     expectFinding(run, "cni-binaries", "unknown", "is not visible from this container");
-    for (const id of ["veths", "pod-netns", "hostlocal-ips"] as const) {
+    for (const id of ["veths", "pod-netns", "hostlocal-ips", "cni-cache"] as const) {
       const f = run.checks.find((c) => c.id === id)!;
       assertEquals(f.severity, "unknown", `${id}: ${f.detail}`);
       assertStringIncludes(f.detail, "lead to namespaces this process cannot see or enter");
@@ -91,6 +91,30 @@ Deno.test("deploy/kube-flanctl.yml: the daemon container mounts the CNI dirs rea
     const vol = spec.volumes.find((v: { name: string }) => v.name === m.name);
     assertEquals(vol.hostPath.path, host);
   }
+});
+
+Deno.test("deploy/kube-flanctl.yml: the ServiceAccount may get the kube-flannel-cfg ConfigMap only", async () => {
+  const { parseAllDocuments } = await import("yaml");
+  const docs = parseAllDocuments(Deno.readTextFileSync(`${ROOT}deploy/kube-flanctl.yml`)).map((d) =>
+    d.toJS()
+  );
+  const roles = docs.filter((d) => d?.kind === "Role");
+  assertEquals(roles.length, 1);
+  const role = roles[0];
+  assertEquals([role.metadata.name, role.metadata.namespace], ["flannel-netconf", "kube-flannel"]);
+  assertEquals(role.rules, [
+    { apiGroups: [""], resources: ["configmaps"], resourceNames: ["kube-flannel-cfg"], verbs: ["get"] },
+  ]);
+  const cm = docs.find((d) => d?.kind === "ConfigMap");
+  assertEquals([cm.metadata.name, cm.metadata.namespace], ["kube-flannel-cfg", "kube-flannel"]);
+  const rb = docs.find((d) => d?.kind === "RoleBinding");
+  assertEquals(rb.metadata.namespace, "kube-flannel");
+  assertEquals(rb.roleRef, { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "flannel-netconf" });
+  assertEquals(rb.subjects, [{ kind: "ServiceAccount", name: "flannel", namespace: "kube-flannel" }]);
+  // The ClusterRole grants no ConfigMap (nor Secret) anywhere.
+  const cr = docs.find((d) => d?.kind === "ClusterRole");
+  const res = cr.rules.flatMap((r: { resources: string[] }) => r.resources);
+  assert(!res.includes("configmaps") && !res.includes("secrets"), res.join(","));
 });
 
 needsRoot.test("trace from a pod: a local pod behind cni0 whose namespace is hidden is not called missing", async () => {

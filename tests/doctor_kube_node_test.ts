@@ -2,7 +2,8 @@
  * Kube mode: doctor reads this node's Node with the daemon's credentials (a kubeconfig here, against the
  * fake API server in a namespace of the test's). A Node without spec.podCIDR (kube-controller-manager
  * without --allocate-node-cidrs: the daemon crash-loops) is the root cause, first, with a patch that
- * works; a podCIDR outside the net-conf Network is named too; a healthy Node is quiet.
+ * works; a podCIDR outside the net-conf Network is named too, also the Network of the kube-flannel-cfg
+ * ConfigMap read from the API (on the host, where the DaemonSet's mount of it is not); a healthy Node is quiet.
  */
 import { needsRoot } from "./root.ts";
 import { assertEquals, assertStringIncludes } from "./assert.ts";
@@ -37,6 +38,7 @@ needsRoot.test({
           "flannel.alpha.coreos.com/backend-data": '{"VNI":1,"VtepMAC":"0a:00:00:00:00:02"}',
         });
         api.upsert("n1", {});
+        let netConf = `${d.path}/net-conf.json`;
         const doctor = async () => {
           const r = await nsRun(ns, [
             ...flanctlCmd(
@@ -49,7 +51,7 @@ needsRoot.test({
               "--node-name",
               "n1",
               "--net-config-path",
-              `${d.path}/net-conf.json`,
+              netConf,
               "--subnet-file",
               `${d.path}/subnet.env`,
               "--cni-conf-dir",
@@ -104,6 +106,37 @@ needsRoot.test({
         api.upsert("n1", { podCIDR: "10.244.1.0/24", podCIDRs: ["10.244.1.0/24"] });
         const fine = (await doctor()).checks.find((c) => c.id === "lease-own")!;
         assertEquals(fine.detail.includes("podCIDR"), false, fine.detail);
+
+        // The net-conf ConfigMap, read with the daemon's credentials: edited to another Network since the
+        // daemon read its mount of it, the podCIDR is outside what the daemon's next start reads.
+        const cm = (network: string) =>
+          api.configMaps.set("kube-flannel/kube-flannel-cfg", {
+            data: { "net-conf.json": JSON.stringify({ Network: network, Backend: { Type: "vxlan" } }) },
+          });
+        cm("10.42.0.0/16");
+        const edited = (await doctor()).checks.find((c) => c.id === "lease-own")!;
+        assertEquals(edited.severity, "critical", edited.detail);
+        assertStringIncludes(
+          edited.detail,
+          "Node n1 podCIDR 10.244.1.0/24 is outside the net-conf Network 10.42.0.0/16 (ConfigMap " +
+            "kube-flannel/kube-flannel-cfg, not yet read by the daemon)",
+        );
+        // On the host, where the DaemonSet's mount of net-conf.json is not: the ConfigMap is the net-conf.
+        netConf = `${d.path}/not-mounted/net-conf.json`;
+        const host = await doctor();
+        const hostOwn = host.checks.find((c) => c.id === "lease-own")!;
+        assertStringIncludes(
+          hostOwn.detail,
+          "Node n1 podCIDR 10.244.1.0/24 is outside the net-conf Network 10.42.0.0/16 (ConfigMap " +
+            "kube-flannel/kube-flannel-cfg)",
+        );
+        assertStringIncludes(
+          host.checks.find((c) => c.id === "store")!.detail,
+          "network 10.42.0.0/16, backend vxlan (net-conf from ConfigMap kube-flannel/kube-flannel-cfg)",
+        );
+        cm("10.244.0.0/16");
+        const agree = (await doctor()).checks.find((c) => c.id === "lease-own")!;
+        assertEquals(agree.detail.includes("podCIDR"), false, agree.detail);
       } finally {
         await api.close();
         d.cleanup();

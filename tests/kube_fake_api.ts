@@ -3,7 +3,7 @@
  * uses: a global resourceVersion, LIST with metadata.resourceVersion, WATCH as a stream of JSON lines from a
  * resourceVersion (410 Gone as an ERROR event when it is older than the retained history), merge-patch /
  * strategic-merge-patch content types (415 otherwise), 409 on a stale metadata.resourceVersion
- * precondition, bearer-token auth (401), and GET of pods (for the node-name lookup). With `netns` it
+ * precondition, bearer-token auth (401), and GET of pods (for the node-name lookup) and of ConfigMaps. With `netns` it
  * listens inside that (test-made) namespace, so daemons in the test's namespaces reach it.
  * @module
  */
@@ -63,6 +63,8 @@ export class FakeApiServer {
   token = TOKEN;
   /** Pods by "namespace/name" (for the node-name lookup). */
   pods = new Map<string, { spec: { nodeName?: string } }>();
+  /** ConfigMaps by "namespace/name" (doctor reads kube-flannel-cfg's net-conf.json). */
+  configMaps = new Map<string, { data: Record<string, string> }>();
   /** Authorization headers seen. */
   auths: string[] = [];
   #held: (() => void)[] = [];
@@ -171,6 +173,13 @@ export class FakeApiServer {
     if (pod && req.method === "GET") {
       const p = this.pods.get(`${decodeURIComponent(pod[1])}/${decodeURIComponent(pod[2])}`);
       return p ? Response.json(p) : this.#status(404, "NotFound", `pods "${pod[2]}" not found`);
+    }
+    const cm = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/.exec(u.pathname);
+    if (cm && req.method === "GET") {
+      const c = this.configMaps.get(`${decodeURIComponent(cm[1])}/${decodeURIComponent(cm[2])}`);
+      return c
+        ? Response.json({ kind: "ConfigMap", apiVersion: "v1", ...c })
+        : this.#status(404, "NotFound", `configmaps "${cm[2]}" not found`);
     }
     const m = /^\/api\/v1\/nodes(?:\/([^/]+))?(\/status)?$/.exec(u.pathname);
     if (!m) return this.#status(404, "NotFound", `no route ${u.pathname}`);

@@ -11,6 +11,8 @@
  * VIP on the nodes); `lab check` reaches every node's pod by address, by its Service's ClusterIP and by name
  * from a pod on every node, and resolves kubernetes.default; `lab list` and `lab status` know the lab, and
  * `lab exec node1 -- flanctl doctor` runs in the node's kubelet's namespaces against the API and passes.
+ * Issue 37: doctor, status and trace run in the DaemonSet's container (`kubectl exec`) give the node's verdicts
+ * (unknown with the reason where the container cannot see) and trace reaches a local and a remote pod.
  *
  * Needs the Kubernetes programs install.sh --dev builds (with kube-scheduler, kube-proxy, CoreDNS), etcd,
  * containerd, busybox, mmdebstrap: without them the test is skipped with a warning, and fails under CI=true.
@@ -172,6 +174,85 @@ needsRoot.test({
         const p = await kubectl("exec", a.name, "--", "/bin/busybox", "ping", "-c", "3", "-W", "2", b.ip);
         assertEquals(p.code, 0, `${a.name} (${a.node}) -> ${b.ip} (${b.node}):\n${p.stdout}${p.stderr}`);
         assertStringIncludes(p.stdout, "3 packets received");
+      }
+
+      // Issue 37: from the DaemonSet's container, the way an operator reaches a node (`kubectl exec -n
+      // kube-flannel ds/… -- flanctl doctor`), doctor, status and trace give the node's own verdicts; what the
+      // container cannot see (the pods' namespaces) is unknown with the reason, never critical.
+      const dsPod = (await kubectl(
+        "-n",
+        "kube-flannel",
+        "get",
+        "pods",
+        "--field-selector",
+        "spec.nodeName=node1",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+      )).stdout.trim();
+      assert(/^kube-flannel-ds-[a-z0-9]+$/.test(dsPod), dsPod);
+      const inPod = (...a: string[]) =>
+        kubectl(
+          "-n",
+          "kube-flannel",
+          "exec",
+          dsPod,
+          "-c",
+          "kube-flannel",
+          "--",
+          "/usr/local/bin/flanctl",
+          ...a,
+        );
+      type Verdict = { id: string; severity: string; detail: string };
+      const verdicts = (out: string): { summary: { critical: number }; checks: Verdict[] } => JSON.parse(out);
+      const onNode = await flanctl(
+        "lab",
+        "exec",
+        "node1",
+        "--name",
+        name,
+        "--",
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-check",
+        "--quiet",
+        `${ROOT}main.ts`,
+        "doctor",
+        "-o",
+        "json",
+      );
+      const fromPod = await inPod("doctor", "-o", "json");
+      const host = verdicts(onNode.stdout);
+      const pod = verdicts(fromPod.stdout);
+      assertEquals(host.summary.critical, 0, onNode.stdout);
+      assertEquals(pod.summary.critical, 0, fromPod.stdout + fromPod.stderr);
+      const hostById = new Map(host.checks.map((c) => [c.id, c]));
+      const differ = pod.checks.filter((c) => {
+        const h = hostById.get(c.id);
+        if (!h || h.severity === c.severity) return false;
+        return !(c.severity === "unknown" && c.detail.length > 20);
+      }).map((c) => `${c.id}: pod ${c.severity} (${c.detail}), node ${hostById.get(c.id)!.severity}`);
+      assertEquals(differ, [], "doctor's verdicts differ between the DaemonSet container and the node");
+      assertEquals(
+        pod.checks.filter((c) => !hostById.has(c.id)).map((c) => c.id),
+        [],
+        "checks run only in the container",
+      );
+      // deploy/kube-flanctl.yml's Role: the daemon's credentials may read the net-conf ConfigMap, no other.
+      const sa = "system:serviceaccount:kube-flannel:flannel";
+      for (const [cmName, want] of [["kube-flannel-cfg", "yes"], ["kube-proxy", "no"]]) {
+        const ns = cmName === "kube-proxy" ? "kube-system" : "kube-flannel";
+        const can = await kubectl("auth", "can-i", "get", `configmaps/${cmName}`, "-n", ns, "--as", sa);
+        assertEquals(can.stdout.trim(), want, `get configmaps/${cmName}: ${can.stdout}${can.stderr}`);
+      }
+      const podStatus = await inPod("status");
+      assertEquals(podStatus.code, 0, podStatus.stdout + podStatus.stderr);
+      assertStringIncludes(podStatus.stdout, "rules      in place");
+      const remote = pods.find((p) => p.node === "node2")!;
+      for (const ip of [remote.ip, pods.find((p) => p.node === "node1")!.ip]) {
+        const tr = await inPod("trace", ip);
+        assertEquals(tr.code, 0, `trace ${ip} from the DaemonSet container:\n${tr.stdout}${tr.stderr}`);
+        assertStringIncludes(tr.stdout, `→ ${ip}: OK`);
       }
 
       // lab add-pod on a --kube lab: a pod through the API with a hostPort, reached from the other node: its

@@ -42,7 +42,7 @@ needsRoot.test({
         const n1 = s.nodes[0].netns;
         await sh("ip", "netns", "exec", n1, "ip6tables", "-I", "FORWARD", "1", "-j", "REJECT");
         const rej = await labTrace(name, "node1-pod1", dst);
-        brokenAt(rej, "node1", "forward", "iptables-nft filter FORWARD rule 1 REJECT: -A FORWARD -j REJECT");
+        brokenAt(rej, "node1", "forward", "ip6tables-nft filter FORWARD rule 1 REJECT: -A FORWARD -j REJECT");
         assertStringIncludes(rej.fix!.join("\n"), `ip netns exec ${n1} ip6tables -I FORWARD 1 -s `);
         await sh("ip", "netns", "exec", n1, "ip6tables", "-D", "FORWARD", "1");
 

@@ -114,6 +114,11 @@ export interface StoreView {
   hint: string | null;
   /** Kube store: this node's Node as the daemon's credentials read it (name, podCIDRs), or why not. */
   node?: { name: string; podCIDRs: string[]; cidrEvents: string[] | null } | { error: string };
+  /**
+   * Kube store: the net-conf of the kube-flannel ConfigMap as the daemon's credentials read it from the API
+   * (`where` names it), or why not. `config` is it when `--net-config-path` cannot be read (on the host).
+   */
+  configMap?: { where: string; config: NetConfig } | { error: string };
 }
 
 /** Sysctl paths read for every run (interface-specific ones are added from the link list). */
@@ -658,6 +663,20 @@ async function gatherStore(ctx: NodeSnapshot): Promise<void> {
         ctx.store.node = await withStoreTimeout(own.call(store), 5000, "reading this node's Node");
       } catch (e) {
         ctx.store.node = { error: (e as Error).message };
+      }
+    }
+    if ("netConfigMap" in store && typeof store.netConfigMap === "function") {
+      const read = store.netConfigMap as () => Promise<{ where: string; config: NetConfig }>;
+      try {
+        const cm = await withStoreTimeout(read.call(store), 5000, "reading the net-conf ConfigMap");
+        ctx.store.configMap = cm;
+        if (!ctx.store.config) {
+          // On the host the DaemonSet's mount of net-conf.json is not there: the ConfigMap is the same file.
+          ctx.store.config = cm.config;
+          ctx.store.error = null;
+        }
+      } catch (e) {
+        ctx.store.configMap = { error: (e as Error).message };
       }
     }
     ctx.store.state = "ok";

@@ -10,7 +10,18 @@ import { IPNet } from "../../base/cidr.ts";
 import { masqRules as flannelMasq } from "../../firewall/masq_rules.ts";
 import { chainPolicy, chainRules } from "../../observe/probes.ts";
 import { sh, shellQuote } from "../../base/shell.ts";
-import { placeText, podForward, podOutside, ruleset4, stepText } from "../../observe/packet_path/mod.ts";
+import {
+  type PathCheck,
+  placeText,
+  podForward,
+  podForward6,
+  podOutside,
+  type Ruleset,
+  ruleset4,
+  ruleset6,
+  stepText,
+} from "../../observe/packet_path/mod.ts";
+import { network6 } from "../../observe/probes.ts";
 import { type AcceptSpec, hostExists, pathFinding } from "./firewall_path.ts";
 
 /** True when the chain exists (declared) in the table. */
@@ -63,38 +74,68 @@ export const forwardPolicy: Check = {
   id: "forward-policy",
   title: "FORWARD lets pod traffic through",
   run(ctx) {
-    const net = ctx.network;
+    const net6 = network6(ctx);
+    const v6 = net6 ? forward6Finding(ctx, net6) : null;
     if (ctx.ipv4Disabled) {
-      if (ctx.ipt.main.text === null) {
-        return [unknown("forward-policy", `cannot run iptables-save: ${ctx.ipt.main.error}`)];
-      }
-      return [forwardFinding(ctx, ctx.iptTable("filter"), net?.toString(), "iptables")];
+      return [v6 ?? unknown("forward-policy", "IPv6 pod network unknown (no subnet.env/store)")];
     }
-    if (!net) return [unknown("forward-policy", "pod network unknown (no subnet.env/store)")];
-    const rs = ruleset4(ctx);
-    const checks = podForward(ctx, rs);
-    if (!checks.length) return [unknown("forward-policy", "no subnet of this node known (subnet.env/lease)")];
-    const f = pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net)), FORWARD_WHY);
-    if (f.severity === "critical") {
-      const noJump = rs.tables.filter((t) =>
-        t.backend !== "nftables" && t.name === "filter" &&
-        checks.some((c) =>
-          c.verdict.dropped?.backend === t.backend && c.verdict.dropped.table === "filter"
-        ) &&
-        !(t.chains.get("FORWARD")?.rules ?? []).some((r) =>
-          r.action.kind === "jump" && r.action.chain === "FLANNEL-FWD"
-        )
-      );
-      for (const t of noJump) f.detail += `; ${t.backend} FORWARD has no jump to FLANNEL-FWD`;
-      f.persist = [
-        ...f.persist ?? [],
-        "the daemon keeps FLANNEL-FWD (--iptables-forward-rules, the default), appended: only a rule before " +
-        "the one that drops lets the traffic through",
-      ];
-    }
-    return [f];
+    const v4 = forward4Finding(ctx);
+    if (!v6) return [v4];
+    const bad = [v4, v6].filter((f) => f.severity !== "ok");
+    if (bad.length) return bad;
+    return [{ ...v4, detail: `${v4.detail}; IPv6: ${v6.detail}` }];
   },
 };
+
+/**
+ * forward-policy for IPv6: the IPv6 pod → remote pod packet and its answer walked through every FORWARD
+ * base chain of the IPv6 rulesets (ip6tables-legacy, ip6tables-nft, native ip6/inet tables).
+ */
+function forward6Finding(ctx: NodeSnapshot, net6: IPNet): Finding {
+  const rs = ruleset6(ctx);
+  const checks = podForward6(ctx, rs);
+  if (!checks.length) {
+    return unknown("forward-policy", "no IPv6 subnet of this node known (subnet.env/lease)");
+  }
+  return withFlannelFwd(
+    pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net6), 6), FORWARD_WHY),
+    rs,
+    checks,
+  );
+}
+
+/** forward-policy for IPv4 (see {@link forwardPolicy}). */
+function forward4Finding(ctx: NodeSnapshot): Finding {
+  const net = ctx.network;
+  if (!net) return unknown("forward-policy", "pod network unknown (no subnet.env/store)");
+  const rs = ruleset4(ctx);
+  const checks = podForward(ctx, rs);
+  if (!checks.length) return unknown("forward-policy", "no subnet of this node known (subnet.env/lease)");
+  return withFlannelFwd(
+    pathFinding(ctx, "forward-policy", rs, checks, forwardAccept(String(net)), FORWARD_WHY),
+    rs,
+    checks,
+  );
+}
+
+/** A FORWARD drop: which back-end's FORWARD lacks flannel's jump, and why only an earlier rule helps. */
+function withFlannelFwd(f: Finding, rs: Ruleset, checks: PathCheck[]): Finding {
+  if (f.severity !== "critical") return f;
+  const noJump = rs.tables.filter((t) =>
+    t.backend !== "nftables" && t.name === "filter" &&
+    checks.some((c) => c.verdict.dropped?.backend === t.backend && c.verdict.dropped.table === "filter") &&
+    !(t.chains.get("FORWARD")?.rules ?? []).some((r) =>
+      r.action.kind === "jump" && r.action.chain === "FLANNEL-FWD"
+    )
+  );
+  for (const t of noJump) f.detail += `; ${t.backend} FORWARD has no jump to FLANNEL-FWD`;
+  f.persist = [
+    ...f.persist ?? [],
+    "the daemon keeps FLANNEL-FWD (--iptables-forward-rules, the default), appended: only a rule before " +
+    "the one that drops lets the traffic through",
+  ];
+  return f;
+}
 
 /**
  * The forward-policy verdict for one family: `filter` is that family's iptables-save filter table,

@@ -35,10 +35,12 @@ export const storeCheck: Check = {
     }
     if (ctx.store.state === "ok") {
       const cfg = ctx.store.config;
+      const cm = ctx.store.configMap;
       return [ok(
         "store",
         `${ctx.store.kind} store: ${ctx.store.leases.length} lease(s)` +
-          (cfg ? `, network ${cfg.network}, backend ${cfg.backend.type}` : `; ${ctx.store.error}`),
+          (cfg ? `, network ${cfg.network}, backend ${cfg.backend.type}` : `; ${ctx.store.error}`) +
+          (cm && "config" in cm && cm.config === cfg ? ` (net-conf from ${cm.where})` : ""),
       )];
     }
     if (ctx.store.state === "none") return [unknown("store", ctx.store.hint ?? "no store")];
@@ -163,25 +165,37 @@ function kubeNodeFinding(ctx: NodeSnapshot): Finding | null {
       ],
     };
   }
-  const outside = net
-    ? n.podCIDRs.filter((c) => {
+  // The daemon's net-conf (its --net-config-path, or the ConfigMap when that is not readable here), then
+  // the ConfigMap as the API has it now (edited since the daemon read it: its next start reads that one).
+  const cm = ctx.store.configMap && "config" in ctx.store.configMap ? ctx.store.configMap : null;
+  const nets: { net: IPNet; from: string }[] = [];
+  if (net) nets.push({ net, from: cm?.config === ctx.store.config ? ` (${cm.where})` : "" });
+  const cmNet = cm && cm.config !== ctx.store.config ? cm.config.network : null;
+  if (cm && cmNet && (!net || String(cmNet) !== String(net))) {
+    nets.push({ net: cmNet, from: ` (${cm.where}, not yet read by the daemon)` });
+  }
+  for (const { net, from } of nets) {
+    const outside = n.podCIDRs.filter((c) => {
       const x = IPNet.tryParse(c);
       return x !== null && x.family === net.family && !net.contains(x);
-    })
-    : [];
-  if (!outside.length) return null;
-  return {
-    id: "lease-own",
-    severity: "critical",
-    rootCause: true,
-    detail: `Node ${n.name} podCIDR ${outside.join(", ")} is outside the net-conf Network ${net}`,
-    why: "kube-controller-manager's --cluster-cidr and kube-flannel-cfg's Network disagree: the daemon " +
-      "routes and masquerades the Network, so pods of this subnet are not routed between nodes (flannel #1437)",
-    fix: [
-      'kubectl -n kube-flannel edit configmap kube-flannel-cfg  # net-conf.json "Network": the ' +
-      "controller-manager's --cluster-cidr; then restart the DaemonSet's pods",
-    ],
-  };
+    });
+    if (!outside.length) continue;
+    return {
+      id: "lease-own",
+      severity: "critical",
+      rootCause: true,
+      detail: `Node ${n.name} podCIDR ${outside.join(", ")} is outside the net-conf Network ${net}${from}`,
+      why: "kube-controller-manager's --cluster-cidr and kube-flannel-cfg's Network disagree: the daemon " +
+        "routes and masquerades the Network, so pods of this subnet are not routed between nodes (flannel " +
+        "#1437)" +
+        (from.includes("not yet read") ? "; the DaemonSet's pods read the ConfigMap when they start" : ""),
+      fix: [
+        'kubectl -n kube-flannel edit configmap kube-flannel-cfg  # net-conf.json "Network": the ' +
+        "controller-manager's --cluster-cidr; then restart the DaemonSet's pods",
+      ],
+    };
+  }
+  return null;
 }
 
 /** lease-own: this node holds a lease, and no other writer claimed its subnet (the daemon's /metrics). */

@@ -271,6 +271,11 @@ export const cniCacheStale: Check = {
   run(ctx) {
     const hidden = unseenFromPod(ctx.opts.hostLocalDir);
     if (hidden) return [unknown("cni-cache", hidden)];
+    // Which containers are alive is read from the pods' IPs: with pods out of sight, none is known to be gone.
+    const unseen = unseenPods(ctx);
+    if (unseen.length) {
+      return [unknown("cni-cache", `cannot judge the cache entries: ${unseenReason(unseen)}`)];
+    }
     const live = liveContainers(ctx);
     const stale: string[] = [];
     const paths: string[] = [];

@@ -8,7 +8,8 @@ import { ok, unknown } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { getTxChecksum } from "../../os/mod.ts";
 import { readCappedText } from "../../base/capped_read.ts";
-import { overlayIn, ruleset4 } from "../../observe/packet_path/mod.ts";
+import { overlayIn, overlayIn6, ruleset4, ruleset6 } from "../../observe/packet_path/mod.ts";
+import { dev6, network6 } from "../../observe/probes.ts";
 import { type AcceptSpec, pathFinding } from "./firewall_path.ts";
 import { vtepMacOf } from "../../lease/backend_data.ts";
 import { sh } from "../../base/shell.ts";
@@ -272,11 +273,40 @@ async function udpInCsumErrors(ctx: NodeSnapshot): Promise<number | null> {
   return Number.isFinite(v) ? v : null;
 }
 
+const VXLAN_PORT_WHY =
+  "peers encapsulate to the configured port; a different/blocked port silently drops all overlay traffic " +
+  "(flannel #2055)";
+
+/**
+ * The IPv6 VXLAN device's datagrams (from each peer's PublicIPv6 to its port) walked through INPUT of the
+ * IPv6 rulesets; null when there is no such device.
+ */
+function vxlan6Input(ctx: NodeSnapshot): Finding | null {
+  const d6 = dev6(ctx);
+  if (!d6?.vxlan) return null;
+  const port = d6.vxlan.port || 8472;
+  const rs = ruleset6(ctx);
+  const f = pathFinding(
+    ctx,
+    "vxlan-port",
+    rs,
+    overlayIn6(ctx, rs, port, "IPv6 VXLAN"),
+    vxlanAccept(port),
+    "",
+  );
+  return f.severity === "ok" && ctx.ipv4Disabled
+    ? { ...f, detail: `${d6.name} on UDP ${port}; ${f.detail}` }
+    : f;
+}
+
 /** vxlan-port: device port = configured port, no other VXLAN device on it, INPUT does not drop it. */
 export const vxlanPort: Check = {
   id: "vxlan-port",
   title: "VXLAN UDP port as configured and open",
   run(ctx) {
+    // IPv6-only: the IPv6 VXLAN device's datagrams through INPUT are this check's whole business.
+    const only6 = ctx.ipv4Disabled && ctx.backendType === "vxlan" ? vxlan6Input(ctx) : null;
+    if (only6) return [only6.severity === "critical" ? { ...only6, why: VXLAN_PORT_WHY } : only6];
     const nv = notVxlan(ctx, "vxlan-port");
     if (nv) return [nv];
     const dev = ctx.vxlanDevice();
@@ -319,20 +349,24 @@ export const vxlanPort: Check = {
       "",
     );
     const persist: string[] = [];
-    if (fw.severity === "critical") {
-      problems.push({ sev: "critical", text: fw.detail, fix: fw.fix ?? [] });
-      persist.push(...fw.persist ?? []);
+    // Dual stack: the IPv6 device's datagrams from the peers' PublicIPv6, through the IPv6 rulesets.
+    const fw6 = network6(ctx) ? vxlan6Input(ctx) : null;
+    for (const f of [fw, fw6]) {
+      if (f?.severity !== "critical") continue;
+      problems.push({ sev: "critical", text: f.detail, fix: f.fix ?? [] });
+      persist.push(...f.persist ?? []);
     }
+    const six = fw6 ? `; ${fw6.detail}` : "";
     if (problems.length === 0) {
-      if (fw.severity === "unknown") return [{ ...fw, detail: `${dev.name} on UDP ${port}; ${fw.detail}` }];
-      return [ok("vxlan-port", `${dev.name} on UDP ${port}; ${fw.detail}`)];
+      const unk = [fw, fw6].find((f) => f?.severity === "unknown");
+      if (unk) return [{ ...unk, detail: `${dev.name} on UDP ${port}; ${fw.detail}${six}` }];
+      return [ok("vxlan-port", `${dev.name} on UDP ${port}; ${fw.detail}${six}`)];
     }
     return [{
       id: "vxlan-port",
       severity: problems.some((p) => p.sev === "critical") ? "critical" : "warning",
       detail: problems.map((p) => p.text).join("; "),
-      why: "peers encapsulate to the configured port; a different/blocked port silently drops all overlay " +
-        "traffic (flannel #2055)",
+      why: VXLAN_PORT_WHY,
       fix: problems.flatMap((p) => p.fix),
       persist: [...persist, "set Backend.Port consistently on all nodes"],
     }];

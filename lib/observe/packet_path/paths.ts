@@ -11,6 +11,7 @@ import type { NodeSnapshot } from "../snapshot.ts";
 import type { Hook, Packet, PathVerdict, Step } from "./types.ts";
 import { walkPath } from "./walk.ts";
 import { dumpsOf, readRuleset, type Ruleset } from "./ruleset.ts";
+import { dev6Name, network6, own6 } from "../probes.ts";
 
 /** A named packet and its verdict. */
 export interface PathCheck {
@@ -99,6 +100,49 @@ export function overlayIn(
 }
 
 /**
+ * The IPv6 twin of {@link overlayIn}: UDP from each peer's PublicIPv6 to `port` on our PublicIPv6 (the
+ * lease's, else the underlay's global IPv6 address), in on the underlay, for the IPv6 ruleset `rs`.
+ */
+export function overlayIn6(ctx: NodeSnapshot, rs: Ruleset, port: number, what: string): PathCheck[] {
+  const u = ctx.underlay();
+  const cand = [
+    ctx.ownLease()?.attrs.PublicIPv6,
+    ...(ctx.kernel?.addrs ?? []).filter((a) =>
+      u && a.index === u.link.index && a.family === 6 && a.scope !== "link"
+    ).map((a) => a.local),
+  ];
+  const dst = cand.map((c) => c ? IPAddr.tryParse(c) : null).find((ip) => ip && ip.family === 6) ?? null;
+  if (!dst) return [];
+  const local = ctx.localIPs();
+  const out: PathCheck[] = [];
+  const seen = new Set<string>([dst.toString()]);
+  for (const l of ctx.store.leases) {
+    const src = l.attrs.PublicIPv6 ? IPAddr.tryParse(l.attrs.PublicIPv6) : null;
+    if (!src || src.family !== 6 || seen.has(src.toString()) || local.has(src.toString())) continue;
+    seen.add(src.toString());
+    const packet: Packet = {
+      family: 6,
+      src,
+      dst,
+      iif: u?.link.name ?? "",
+      oif: "",
+      proto: 17,
+      sport: null,
+      dport: port,
+      srcLocal: false,
+      dstLocal: true,
+    };
+    out.push({
+      label: `${what} from ${src} to UDP ${port}`,
+      packet,
+      hooks: INPUT_HOOKS,
+      verdict: evaluate(rs, packet, INPUT_HOOKS),
+    });
+  }
+  return out;
+}
+
+/**
  * The overlay device pod traffic leaves by: flannel.<VNI> (vxlan, also when the backend is not known),
  * flannel0 (udp), flannel-wg (wireguard, flanneld's name), the underlay (host-gw); "" for a backend
  * without one here (alloc, extension): a rule naming an interface then does not match.
@@ -115,7 +159,7 @@ export function overlayDevice(ctx: NodeSnapshot): string {
 /** A TCP SYN from `src` to `dst` port 80, in on `iif`, out on `oif`. */
 function tcpSyn(src: IPAddr, dst: IPAddr, iif: string, oif: string): Packet {
   return {
-    family: 4,
+    family: src.family,
     src,
     dst,
     iif,
@@ -150,6 +194,31 @@ export function podForward(ctx: NodeSnapshot, rs: Ruleset): PathCheck[] {
     out.push({ label, packet: p, hooks: FORWARD_HOOKS, verdict: evaluate(rs, p, FORWARD_HOOKS) });
   }
   return out;
+}
+
+/**
+ * The IPv6 twin of {@link podForward}: a pod here → a pod of the first peer's IPv6 subnet and back, between
+ * cni0 and the IPv6 overlay device (flannel-v6.<VNI> for vxlan), walked over the IPv6 ruleset `rs`.
+ */
+export function podForward6(ctx: NodeSnapshot, rs: Ruleset): PathCheck[] {
+  const own = own6(ctx);
+  const net = network6(ctx);
+  if (!own || own.family !== 6) return [];
+  const peer = ctx.store.leases.find((l) => l.ipv6Subnet && !l.ipv6Subnet.equals(own))?.ipv6Subnet ??
+    (net ? nextSubnet(net, own) : null);
+  if (!peer) return [];
+  const t = ctx.backendType;
+  const dev = t === "vxlan" || t === null ? dev6Name(ctx) : overlayDevice(ctx);
+  const a = podIn(own), b = podIn(peer);
+  return ([
+    [`pod ${a} → remote pod ${b} (cni0 → ${dev})`, tcpSyn(a, b, "cni0", dev)],
+    [`remote pod ${b} → pod ${a} (${dev} → cni0)`, tcpSyn(b, a, dev, "cni0")],
+  ] as const).map(([label, p]) => ({
+    label,
+    packet: p,
+    hooks: FORWARD_HOOKS,
+    verdict: evaluate(rs, p, FORWARD_HOOKS),
+  }));
 }
 
 /** Another subnet of `net` than `own` (the remote pod when there is no peer lease). */
@@ -192,13 +261,18 @@ export function ruleset4(ctx: NodeSnapshot): Ruleset {
   return rs;
 }
 
-/** Where a step's rule lives, as a report says it: `iptables-nft filter INPUT #5` (table, chain, place). */
+/**
+ * Where a step's rule lives, as a report says it: `iptables-nft filter INPUT rule 5` (back-end — ip6tables-…
+ * for IPv6 —, table, chain, place).
+ */
 export function placeText(s: Step): string {
   const r = s.rule;
   const fam = s.backend === "nftables" ? `${s.family} ` : "";
-  if (!r) return `${s.backend} ${fam}${s.table} ${s.chain} policy`;
+  // ip6tables' rules are named by ip6tables' back-end (ip6tables-nft, ip6tables-legacy).
+  const be = s.family === "ip6" && s.backend.startsWith("iptables") ? `ip6${s.backend.slice(2)}` : s.backend;
+  if (!r) return `${be} ${fam}${s.table} ${s.chain} policy`;
   const where = r.handle !== null ? `handle ${r.handle}` : `rule ${r.position}`;
-  return `${s.backend} ${fam}${s.table} ${r.chain} ${where}`;
+  return `${be} ${fam}${s.table} ${r.chain} ${where}`;
 }
 
 /** A step in words: where, what it did, the rule (untrusted text, bounded and escaped). */

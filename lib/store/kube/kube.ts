@@ -40,6 +40,12 @@ import type { ResponseLimits } from "../limits.ts";
 
 /** Annotation prefix flannel uses on Node objects (the default of --kube-annotation-prefix, normalized). */
 export const ANNOTATION_PREFIX = "flannel.alpha.coreos.com/";
+/** Where kube-flannel.yml keeps net-conf.json: this namespace's ConfigMap {@link NET_CONF_CONFIGMAP}. */
+export const NET_CONF_NAMESPACE = "kube-flannel";
+/** The name of kube-flannel.yml's ConfigMap. */
+export const NET_CONF_CONFIGMAP = "kube-flannel-cfg";
+/** Longest net-conf.json read from the ConfigMap (characters). */
+export const NET_CONF_MAX = 64 * 1024;
 
 /**
  * Normalizes `--kube-annotation-prefix` as flanneld (pkg/subnet/kube/annotations.go): at most one `/`; none
@@ -341,6 +347,35 @@ export class KubeStore implements SubnetStore {
       if (!(e instanceof KubeApiError)) throw e;
     }
     return { name, podCIDRs: podCidrs(n).map(String), cidrEvents };
+  }
+
+  /**
+   * The net-conf.json of the kube-flannel ConfigMap as the API has it now, and which ConfigMap it is (namespace kube-flannel, or
+   * POD_NAMESPACE inside the DaemonSet's pod; name kube-flannel-cfg, as kube-flannel.yml), parsed and
+   * validated as `--net-config-path` would be. For doctor on the host, where the DaemonSet's mount of it is
+   * not; deploy/kube-flanctl.yml's Role grants `get` on this one ConfigMap. Bounded by the client's body cap
+   * and {@link NET_CONF_MAX}; errors are typed (KubeApiError: RBAC, not found; ConfigError: its content).
+   */
+  async netConfigMap(): Promise<{ where: string; config: NetConfig }> {
+    const env = this.#opts.env ?? Deno.env.toObject();
+    const ns = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(env.POD_NAMESPACE ?? "")
+      ? env.POD_NAMESPACE!
+      : NET_CONF_NAMESPACE;
+    const cm = await this.client.request<{ data?: unknown }>(
+      "GET",
+      `/api/v1/namespaces/${ns}/configmaps/${NET_CONF_CONFIGMAP}`,
+    );
+    const text = isObj(cm?.data) ? cm.data["net-conf.json"] : undefined;
+    const where = `ConfigMap ${ns}/${NET_CONF_CONFIGMAP}`;
+    if (typeof text !== "string") throw new ConfigError("net-conf", `${where} has no net-conf.json`);
+    if (text.length > NET_CONF_MAX) {
+      throw new ConfigError("net-conf", `${where}: net-conf.json is over ${NET_CONF_MAX} characters`);
+    }
+    try {
+      return { where, config: parseNetConfig(text, this.#configWarn ? { warn: this.#configWarn } : {}) };
+    } catch (e) {
+      throw new ConfigError("net-conf", `${where}: ${safeText(errText(e))}`);
+    }
   }
 
   #nodePath(name: string) {

@@ -7,9 +7,12 @@ import {
   KubeStartError,
   type KubeStoreOptions,
   leaseFromNode,
+  NET_CONF_MAX,
   openKubeStore,
   PodCidrNotAssignedError,
 } from "./kube.ts";
+import { KubeApiError } from "./kube_client.ts";
+import { ConfigError } from "../../config/netconf.ts";
 import { retryableStoreError } from "../classify.ts";
 import { VERSION } from "../../base/version.ts";
 import type { LeaseEvent } from "../types.ts";
@@ -733,4 +736,50 @@ Deno.test("kube: an unparsable annotation is quoted bounded and escaped in the w
   assertStringIncludes(msg, "backend-data is not JSON: {\\x1b[2J");
   assert(!msg.includes("\x1b"), "no raw ESC");
   assert(msg.length < 400, `bounded: ${msg.length} chars`);
+});
+
+Deno.test("kube store: net-conf.json from the kube-flannel ConfigMap, validated, bounded, errors typed", async () => {
+  const t = await setup();
+  try {
+    const s = await t.open("n1");
+    try {
+      // Not there (or RBAC): the API's error, typed.
+      const gone = await assertRejects(() => s.netConfigMap(), KubeApiError);
+      assertStringIncludes(gone.message, "404");
+      const put = (text: string, ns = "kube-flannel") =>
+        t.api.configMaps.set(`${ns}/kube-flannel-cfg`, { data: { "net-conf.json": text } });
+      put(JSON.stringify({ Network: "10.42.0.0/16", Backend: { Type: "vxlan" } }));
+      const got = await s.netConfigMap();
+      assertEquals([got.where, String(got.config.network)], [
+        "ConfigMap kube-flannel/kube-flannel-cfg",
+        "10.42.0.0/16",
+      ]);
+      // Invalid content: a ConfigError naming the ConfigMap, with no raw control characters.
+      put('{"Network": "10.42.0.0/33\u001b[31m", "Backend": {"Type": "vxlan"}}');
+      const bad = await assertRejects(() => s.netConfigMap(), ConfigError);
+      assertStringIncludes(bad.message, "ConfigMap kube-flannel/kube-flannel-cfg");
+      assert(!bad.message.includes("\u001b"), bad.message);
+      put(" ".repeat(NET_CONF_MAX + 1) + "{}");
+      assertStringIncludes((await assertRejects(() => s.netConfigMap(), ConfigError)).message, "over");
+      t.api.configMaps.set("kube-flannel/kube-flannel-cfg", { data: {} });
+      assertStringIncludes(
+        (await assertRejects(() => s.netConfigMap(), ConfigError)).message,
+        "has no net-conf.json",
+      );
+    } finally {
+      await s.close();
+    }
+    // Inside the DaemonSet's pod, its own namespace.
+    const inPod = await t.open("n1", { env: { POD_NAMESPACE: "flannel-system" } });
+    try {
+      t.api.configMaps.set("flannel-system/kube-flannel-cfg", {
+        data: { "net-conf.json": JSON.stringify({ Network: "10.99.0.0/16", Backend: { Type: "vxlan" } }) },
+      });
+      assertEquals(String((await inPod.netConfigMap()).config.network), "10.99.0.0/16");
+    } finally {
+      await inPod.close();
+    }
+  } finally {
+    await t.cleanup();
+  }
 });
