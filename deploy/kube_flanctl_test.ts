@@ -22,6 +22,8 @@ Deno.test("kube-flanctl.yml: kube-flannel.yml's objects and RBAC", () => {
     "Namespace//kube-flannel",
     "ClusterRole//flannel",
     "ClusterRoleBinding//flannel",
+    "Role/kube-flannel/flannel-netconf",
+    "RoleBinding/kube-flannel/flannel-netconf",
     "ServiceAccount/kube-flannel/flannel",
     "ConfigMap/kube-flannel/kube-flannel-cfg",
     "DaemonSet/kube-flannel/kube-flannel-ds",
@@ -35,6 +37,15 @@ Deno.test("kube-flanctl.yml: kube-flannel.yml's objects and RBAC", () => {
     [["networking.k8s.io"], ["networkpolicies"], ["list", "watch"]],
     [[""], ["events"], ["list"]],
   ]);
+  // flanctl's addition: `get` on the one ConfigMap kube-flannel-cfg (doctor on the host reads net-conf.json).
+  const role = get("Role")[0];
+  assertEquals(role.rules.map((r: Any) => [r.apiGroups, r.resources, r.resourceNames, r.verbs]), [
+    [[""], ["configmaps"], ["kube-flannel-cfg"], ["get"]],
+  ]);
+  const rb = get("RoleBinding")[0];
+  assertEquals([rb.roleRef.kind, rb.roleRef.name, rb.subjects], ["Role", "flannel-netconf", [
+    { kind: "ServiceAccount", name: "flannel", namespace: "kube-flannel" },
+  ]]);
   const b = get("ClusterRoleBinding")[0];
   assertEquals([b.roleRef.kind, b.roleRef.name, b.subjects], ["ClusterRole", "flannel", [
     { kind: "ServiceAccount", name: "flannel", namespace: "kube-flannel" },
