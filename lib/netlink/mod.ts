@@ -1,6 +1,7 @@
 /**
  * The kernel layer's public face: open a {@link NetlinkHandle} on any network namespace (links, addresses,
- * routes, neighbours, FDB, pipelined writes), route lookups, neighbour tables, nsids, conntrack deletion.
+ * routes, neighbours, FDB, pipelined writes), route lookups, neighbour tables, nsids, conntrack deletion, the
+ * kernel WireGuard over generic netlink (`wgkernel.ts`).
  * The implementation speaks netlink through libnl and libc over FFI (`handle.ts`), loaded on first use.
  * Other OS calls (namespaces, ethtool, TUN, nftables, memory, exec) are lib/os's.
  *
@@ -39,6 +40,9 @@ export type * from "./types.ts";
 export { NetlinkError } from "../sys/errors.ts";
 export { ConntrackError, deleteConntrack } from "./conntrack.ts";
 export type { ConntrackFilter } from "./conntrack.ts";
+export { genlFamilyId, WG_MAX_REPLY, wgGetDevice, wgSetDevice } from "./wgkernel.ts";
+export { WgNetlinkError } from "./codec/wgmsg.ts";
+export type { WgDeviceConfig, WgDeviceDump, WgPeerConfig, WgPeerDump } from "./codec/wgmsg.ts";
 
 /**
  * Opens a netlink handle in namespace `ns` (default: the one flanctl runs in). The socket is created
