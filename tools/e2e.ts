@@ -4,7 +4,7 @@
  *
  *   deno task e2e [--nodes 3] [--focus REGEX] [--skip REGEX] [--name e2e] [--report-dir dist/e2e] [--keep]
  *                 [--dual-stack]
- *   deno task e2e --netpol [--enforcer kube-router|flanctl]   # the suite's NetworkPolicy tests (issue 36)
+ *   deno task e2e --netpol [--enforcer kube-router|flanctl] [--dual-stack]   # NetworkPolicy tests (issue 36)
  *
  * `--netpol` selects `[sig-network] Netpol` (51 specs in v1.37.2) instead of the default focus; `--enforcer
  * kube-router` starts kube-router's policy controller on every node once the lab is up (tools/kube_router.ts:
@@ -17,8 +17,8 @@
  *    names them under the override (agnhost, glibc-dns-testing: dist/e2e-images/<name>-<tag>.tar), each built
  *    by `build-image.sh --peer` when missing.
  * 2. `lab up --kube --nodes N` with the suite's images imported on every node; `--dual-stack`: a dual-stack
- *    cluster (`--ip-family dual`) and, unless --focus is given, the dual-stack selection
- *    {@link DUAL_STACK_FOCUS}.
+ *    cluster (`--ip-family dual`) and, unless --focus or --netpol is given, the dual-stack selection
+ *    {@link DUAL_STACK_FOCUS} ({@link selectFocus}).
  * 3. e2e.test in the lab's underlay namespace (where the API server and the nodes are reachable) with the
  *    admin kubeconfig, `--provider local`, the suite's image-repository override (KUBE_TEST_REPO_LIST: every
  *    registry the suite names becomes `flanctl.local/...`, so agnhost is the local image and nothing is
@@ -37,6 +37,14 @@ export const DEFAULT_FOCUS =
 export const DUAL_STACK_FOCUS = String.raw`\[sig-network\] \[Feature:IPv6DualStack\]`;
 /** `--netpol`: the suite's NetworkPolicy tests (issue 36). */
 export const NETPOL_FOCUS = String.raw`\[sig-network\] Netpol`;
+/**
+ * The focus of a run: `--focus` when given; else `--netpol`'s, also on a dual-stack lab (`--dual-stack --netpol`:
+ * the Netpol tests on a dual-stack cluster; none of v1.37.2's 51 carries `[Feature:IPv6DualStack]`, so the
+ * dual-stack selection adds none of them); else the dual-stack selection on a dual-stack lab; else the default.
+ */
+export function selectFocus(o: { focus?: string; dual: boolean; netpol: boolean }): string {
+  return o.focus ?? (o.netpol ? NETPOL_FOCUS : o.dual ? DUAL_STACK_FOCUS : DEFAULT_FOCUS);
+}
 /**
  * The NetworkPolicy enforcers of `--enforcer` (none: the lab as it is): kube-router started beside the lab, or
  * flanctl's own (`lab up --network-policy`).
@@ -145,7 +153,7 @@ async function main(): Promise<number> {
     },
   });
   const dual = v["dual-stack"]!;
-  const focus = v.focus ?? (dual ? DUAL_STACK_FOCUS : v.netpol ? NETPOL_FOCUS : DEFAULT_FOCUS);
+  const focus = selectFocus({ focus: v.focus, dual, netpol: v.netpol! });
   if (v.enforcer && !(ENFORCERS as readonly string[]).includes(v.enforcer)) {
     console.error(`e2e: --enforcer: one of ${ENFORCERS.join(", ")}`);
     return 2;

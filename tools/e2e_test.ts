@@ -6,6 +6,7 @@ import {
   machineSkips,
   NETPOL_FOCUS,
   repoList,
+  selectFocus,
   suiteRefs,
   summary,
 } from "./e2e.ts";
@@ -121,4 +122,12 @@ Deno.test("e2e: SCTP tests are skipped by name only on a kernel without SCTP", (
     false,
   );
   assertEquals(machineSkips(without + "SCTP 1 2\n"), []);
+});
+
+Deno.test("e2e: --netpol keeps its focus on a dual-stack lab; --focus wins over both", () => {
+  assertEquals(selectFocus({ dual: true, netpol: true }), NETPOL_FOCUS);
+  assertEquals(selectFocus({ dual: false, netpol: true }), NETPOL_FOCUS);
+  assertEquals(selectFocus({ dual: true, netpol: false }), DUAL_STACK_FOCUS);
+  assertEquals(selectFocus({ dual: false, netpol: false }), DEFAULT_FOCUS);
+  assertEquals(selectFocus({ focus: "x", dual: true, netpol: true }), "x");
 });
