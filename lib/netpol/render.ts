@@ -101,21 +101,29 @@ export function fullScript(plan: Plan): string {
   for (const m of MAPS) {
     out.push(`add map ${T} ${m} { type ${m.endsWith("4") ? "ipv4_addr" : "ipv6_addr"} : verdict ; }`);
   }
-  for (const [name, c] of plan.chains) {
-    out.push(`add chain ${T} ${name}`, ...chainLines(c).map((l) => `add rule ${T} ${name} ${l}`));
-  }
+  // The chains as one block in nft's own syntax: one command for the lot instead of one `add rule` each
+  // (libnftables parses and evaluates it in ~10% less CPU; docs/networkpolicy.md, "Performance").
+  out.push(`table ${T} {`);
+  for (const [name, c] of plan.chains) out.push(chainBlock(name, chainLines(c)));
+  out.push("}");
   for (const m of MAPS) out.push(...elements("add", m, mapEls(plan.maps[m])));
   const d = dispatchLines(plan);
-  for (const dir of ["egress", "ingress"] as const) {
-    out.push(`add chain ${T} ${dir}`, ...d[dir].map((l) => `add rule ${T} ${dir} ${l}`));
-  }
+  out.push(`table ${T} {`, chainBlock("egress", d.egress), chainBlock("ingress", d.ingress));
   out.push(
-    `add chain ${T} forward { type filter hook forward priority filter ; policy accept ; }`,
-    `add rule ${T} forward ct state established,related accept`,
-    `add rule ${T} forward jump egress`,
-    `add rule ${T} forward jump ingress`,
+    chainBlock("forward", [
+      "type filter hook forward priority filter ; policy accept ;",
+      "ct state established,related accept",
+      "jump egress",
+      "jump ingress",
+    ]),
+    "}",
   );
   return out.join("\n") + "\n";
+}
+
+/** A chain and its rules as a block of a `table { … }` command (one line per rule). */
+function chainBlock(name: string, lines: readonly string[]): string {
+  return `\tchain ${name} {\n${lines.map((l) => `\t\t${l}\n`).join("")}\t}`;
 }
 
 function same(a: readonly string[], b: readonly string[]): boolean {
