@@ -32,6 +32,11 @@ function commentText(s: string): string {
 
 /** One allow rule's text. */
 export function ruleText(dir: "ingress" | "egress", r: PlanRule): string {
+  return `${ruleMatch(dir, r)} comment "${commentText(r.policy)} ${dir}[${r.rule}]"`;
+}
+
+/** One allow rule's matches and verdict (its text without the comment). */
+function ruleMatch(dir: "ingress" | "egress", r: PlanRule): string {
   const ip = ipKw(r.family);
   const parts = [`meta nfproto ipv${r.family}`];
   if (r.proto) parts.push(`meta l4proto ${r.proto.toLowerCase()}`);
@@ -42,7 +47,6 @@ export function ruleText(dir: "ingress" | "egress", r: PlanRule): string {
   }
   if (r.named) parts.push(`${ip} daddr . th dport @${r.named}`);
   parts.push(dir === "ingress" ? "accept" : "return");
-  parts.push(`comment "${commentText(r.policy)} ${dir}[${r.rule}]"`);
   return parts.join(" ");
 }
 
@@ -52,7 +56,18 @@ const rendered = new WeakMap<PodChain, string[]>();
 function chainLines(c: PodChain): string[] {
   let lines = rendered.get(c);
   if (!lines) {
-    lines = [...c.rules.map((r) => ruleText(c.dir, r)), `counter drop comment "${commentText(c.pod)}"`];
+    // A rule that matches exactly what an earlier rule of the chain matches, with the same verdict, can
+    // never decide a packet: it is left out (several policies often allow the same peers and ports; their
+    // chains keep the first one's comment, and `flanctl trace` reads the policies, not the kernel's rules).
+    const seen = new Set<string>();
+    lines = [];
+    for (const r of c.rules) {
+      const m = ruleMatch(c.dir, r);
+      if (seen.has(m)) continue;
+      seen.add(m);
+      lines.push(`${m} comment "${commentText(r.policy)} ${c.dir}[${r.rule}]"`);
+    }
+    lines.push(`counter drop comment "${commentText(c.pod)}"`);
     rendered.set(c, lines);
   }
   return lines;
