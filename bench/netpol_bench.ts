@@ -2,7 +2,7 @@
  * NetworkPolicy benchmark, in a netns of its own (it re-executes itself there): a synthetic cluster of
  * `--pods` pods (default 5,000) over 50 nodes and 100 namespaces, `--policies` policies (default 1,000:
  * each selects one app of its namespace; nine ingress rules, each from the `tier=fe` pods of one team's
- * namespaces on ten ports, one by name; one egress rule to the first on one port), this node holding 1/50
+ * namespaces on ten ports, one by name; one egress rule to the first on one UDP port), this node holding 1/50
  * of the pods, each selected by ten policies (10,200 rules). Measures,
  * through lib/netpol's engine and libnftables:
  *
@@ -13,8 +13,8 @@
  *    (goal ≤ 100 ms), and one policy's change.
  * 3. The process's RSS with that model held (goal ≤ 64 MiB for the whole daemon).
  *
- * kube-router's side (ratios in the same run), TCP connection rate and iperf3 between selected pods are
- * the peer harness's (tests/ of the kube-router side); not measured here.
+ * TCP connection rate and iperf3 between selected pods: bench/netpol_dataplane_bench.ts. kube-router's
+ * change-to-enforcement latency is not in this run (docs/networkpolicy.md cites a hand measurement).
  *
  *   deno task bench netpol      (or: deno run -A bench/netpol_bench.ts [--pods N] [--policies N] [--rounds N])
  * @module
@@ -61,9 +61,16 @@ function policy(i: number, port: number) {
     podSelector: { matchLabels: { app: `a${Math.floor((i % NAMESPACES) / 2) % 50}` } },
     policyTypes: ["Ingress", "Egress"],
     ingress: Array.from({ length: 9 }, (_, j) => ({ from: from(j), ports })),
-    egress: [{ to: from(0), ports: [{ protocol: "UDP", port: 53 }] }],
+    egress: [{ to: from(0), ports: [{ protocol: "UDP", port }] }],
   });
 }
+
+/**
+ * Policy `i`'s first port: the ten policies that select one pod (i, i + 100, …) allow different ports, so
+ * each of the 10,200 rules matches something of its own (rules that repeat an earlier one are written
+ * once: with one port for all, this node's chains would hold 1,200 rules).
+ */
+const portOf = (i: number) => 1000 + 10 * Math.floor(i / NAMESPACES);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -89,7 +96,7 @@ for (let i = 0; i < PODS; i++) {
   engine.setPod(keyOf(p), p);
 }
 for (let i = 0; i < POLICIES; i++) {
-  const p = parsePolicy(policy(i, 80));
+  const p = parsePolicy(policy(i, portOf(i)));
   engine.setPolicy(keyOf(p), p);
 }
 
@@ -108,6 +115,7 @@ const nftOnly = performance.now() - t;
 const nftCpu = cpuMs() - c;
 const plan = engine.applied!;
 const rules = [...plan.chains.values()].reduce((a, c) => a + c.rules.length + 1, 0);
+const written = text.split("\n").filter((l) => l.startsWith("\t\t") && / comment "/.test(l)).length;
 const elements = [...plan.sets.values()].reduce((a, s) => a + s.elements.length, 0);
 
 // A peer pod of another node flips tier be <-> fe: it joins or leaves the peer sets of the local chains.
@@ -124,7 +132,7 @@ for (let r = 0; r < ROUNDS; r++) {
 // One policy's ports change (its chains on this node are rewritten).
 const pol: number[] = [];
 for (let r = 0; r < ROUNDS; r++) {
-  const p = parsePolicy(policy(0, r % 2 ? 8081 : 80));
+  const p = parsePolicy(policy(0, r % 2 ? 8081 : portOf(0)));
   t = performance.now();
   engine.setPolicy(keyOf(p), p);
   await engine.sync();
@@ -146,7 +154,7 @@ const row = (what: string, v: string, goal: string) =>
   console.log(`${what.padEnd(52)} ${v.padStart(12)}   ${goal}`);
 console.log(
   `${PODS} pods, ${POLICIES} policies, ${NAMESPACES} namespaces, ${NODES} nodes; this node: ${plan.chains.size} ` +
-    `pod chains, ${rules} rules, ${plan.sets.size} sets with ${elements} elements`,
+    `pod chains, ${rules} rules (${written} in the kernel), ${plan.sets.size} sets with ${elements} elements`,
 );
 row(
   "full programming (compile + one transaction)",
