@@ -220,3 +220,23 @@ Deno.test("netpol rules: the ports of one protocol are one rule, several through
   assertMatch(text, new RegExp(`add element inet flanctl-netpol ${set} \\{ 80-86, 443, 8080 \\}`));
   assertMatch(text, /meta l4proto udp th dport 53 accept/);
 });
+
+Deno.test("netpol rules: a rule that an earlier rule of the chain already matches is written once", () => {
+  const pods = [podJson("x", "a", { labels: { app: "a" }, ips: ["10.99.1.10"] })];
+  const allow = (port: number) => ({
+    from: [{ podSelector: { matchLabels: { app: "b" } } }],
+    ports: [{ port }],
+  });
+  const pols = [
+    policyJson("x", "p1", { podSelector: {}, ingress: [allow(80)] }),
+    policyJson("x", "p2", { podSelector: { matchLabels: { app: "a" } }, ingress: [allow(80), allow(81)] }),
+  ];
+  const plan = compile({ cluster: clusterOf(pods, [], pols), node: "n1", podCidrs: [] });
+  const chain = [...plan.chains.values()].find((c) => c.dir === "ingress")!;
+  assertEquals(chain.rules.length, 3, "the plan keeps every policy's rules (trace and status read them)");
+  const text = fullScript(plan);
+  const accepts = text.split("\n").filter((l) => / accept comment /.test(l));
+  assertEquals(accepts.length, 2, accepts.join("\n"));
+  assertMatch(accepts[0], /th dport 80 accept comment "x\/p1 ingress\[0\]"$/);
+  assertMatch(accepts[1], /th dport 81 accept comment "x\/p2 ingress\[1\]"$/);
+});
