@@ -7,8 +7,9 @@
  */
 import type { Lease } from "../store/types.ts";
 import { deviceOf } from "./hops.ts";
-import { doctorText, type Path } from "./path.ts";
+import type { Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
+import { overlayDeviceHop } from "./device_hop.ts";
 import { udpPort } from "../observe/probes.ts";
 import { UDP_DEVICE } from "../backend/config.ts";
 import { udpDevice, udpPortCheck } from "../doctor/mod.ts";
@@ -24,33 +25,7 @@ export async function udpDeviceHop(
   p: Path,
 ): Promise<boolean> {
   const f = (await udpDevice.run(n.ctx))[0];
-  const dev = n.ctx.link(UDP_DEVICE);
-  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
-  const ok = !!f && f.severity === "ok" && !mtuBad;
-  p.add(
-    {
-      node: n.name,
-      step,
-      ok,
-      entry: dev
-        ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
-          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
-        : `${UDP_DEVICE} does not exist`,
-      detail: !f
-        ? "udp-device not checked"
-        : f.severity !== "ok"
-        ? f.detail
-        : mtuBad
-        ? `pod MTU ${podMtu} > ${UDP_DEVICE} MTU ${dev!.mtu}: larger packets are dropped`
-        : f.detail,
-    },
-    ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
-      why: f?.why ?? f?.detail ?? "flannel0 is not usable",
-      fix: f?.fix ?? [],
-      check: "udp-device",
-    },
-  );
-  return ok;
+  return await overlayDeviceHop(n, step, podMtu, p, UDP_DEVICE, "udp-device", f);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Lease } from "../store/types.ts";
 import { deviceOf } from "./hops.ts";
 import { doctorText, type Path } from "./path.ts";
 import type { TraceNode } from "./types.ts";
+import { overlayDeviceHop } from "./device_hop.ts";
 import { judgeHandshake, wgDevice, wgDeviceState } from "../doctor/mod.ts";
 import { WG_DEVICE, WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
 import { endpointOf, leasePort } from "../backend/wireguard/backend.ts";
@@ -34,33 +35,7 @@ export async function wgDeviceHop(
   const WG = devOf(family);
   const mine = (d: string) => d.includes(`${WG} `) || d.includes(`${WG}:`) || d.endsWith(WG);
   const f = (await wgDevice.run(n.ctx)).find((x) => mine(x.detail));
-  const dev = n.ctx.link(WG);
-  const mtuBad = !!dev && podMtu !== null && podMtu > dev.mtu;
-  const ok = !!f && f.severity === "ok" && !mtuBad;
-  p.add(
-    {
-      node: n.name,
-      step,
-      ok,
-      entry: dev
-        ? `${dev.name} ${dev.kind ?? "?"} ${dev.up ? "up" : "DOWN"} mtu ${dev.mtu}` +
-          (podMtu !== null ? `; pod mtu ${podMtu}` : "")
-        : `${WG} does not exist`,
-      detail: !f
-        ? "wg-device not checked"
-        : f.severity !== "ok"
-        ? f.detail
-        : mtuBad
-        ? `pod MTU ${podMtu} > ${WG} MTU ${dev!.mtu}: larger packets are dropped`
-        : f.detail,
-    },
-    ok ? null : mtuBad && f?.severity === "ok" ? await doctorText(n.ctx, "mtu") : {
-      why: f?.why ?? f?.detail ?? `${WG} is not usable`,
-      fix: f?.fix ?? [],
-      check: "wg-device",
-    },
-  );
-  return ok;
+  return await overlayDeviceHop(n, step, podMtu, p, WG, "wg-device", f);
 }
 
 /**
