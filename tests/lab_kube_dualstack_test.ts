@@ -12,13 +12,11 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { needsRoot } from "./root.ts";
-import { ROOT, run, TEST_PREFIX } from "./netns.ts";
+import { TEST_PREFIX } from "./netns.ts";
 import { missingKubePeers } from "./kube_peers.ts";
+import { buildLabImages, flanctl, labUpKube } from "./lab_kube_helpers.ts";
 
 const missing = missingKubePeers("lab up --kube --ip-family dual");
-
-const flanctl = (...a: string[]) =>
-  run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);
 
 needsRoot.test({
   name: "lab up --kube --ip-family dual: pods of both families, Services and DNS over IPv6 from every node",
@@ -30,32 +28,9 @@ needsRoot.test({
       .slice(0, 12);
     const work = await Deno.makeTempDir({ prefix: "flanctl-labds-" });
     try {
-      const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
-      assertEquals(img.code, 0, img.stderr.slice(-3000));
-      for (const peer of ["kube-proxy", "coredns"]) {
-        const p = await run([`${ROOT}deploy/build-image.sh`, "--peer", peer, `${work}/${peer}.tar`]);
-        assertEquals(p.code, 0, p.stderr.slice(-3000));
-      }
+      await buildLabImages(work);
       const t0 = Date.now();
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--ip-family",
-        "dual",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      const up = await labUpKube(name, work, "--ip-family", "dual");
       assertEquals(up.code, 0, `lab up --kube --ip-family dual:\n${up.stdout}\n${up.stderr}`);
       console.error(`  lab up --kube --ip-family dual --nodes 2: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       assertStringIncludes(up.stdout, "(net-conf: EnableIPv6, IPv6Network)");

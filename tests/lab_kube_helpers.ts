@@ -1,6 +1,6 @@
 /**
- * What the `lab up --kube` tests (tests/lab_kube_test.ts, lab_kube_services_test.ts) share: flanctl from the
- * checkout, the images a kube lab loads (flanctl's, kube-proxy's, CoreDNS's), `lab up --kube` with them,
+ * What the `lab up --kube` tests (tests/lab_kube_test.ts, lab_kube_services_test.ts and the two dual-stack
+ * ones) share: flanctl from the checkout, the images a kube lab loads (flanctl's, kube-proxy's, CoreDNS's), `lab up --kube` with them,
  * and a rollout restart of flanctl's DaemonSet, waited for.
  * @module
  */

@@ -14,11 +14,9 @@ import { assert, assertEquals } from "./assert.ts";
 import { needsRoot } from "./root.ts";
 import { ROOT, run, TEST_PREFIX } from "./netns.ts";
 import { missingKubePeers } from "./kube_peers.ts";
+import { buildLabImages, flanctl, labUpKube } from "./lab_kube_helpers.ts";
 
 const missing = missingKubePeers("lab up --kube --ip-family dual --network-policy");
-
-const flanctl = (...a: string[]) =>
-  run([Deno.execPath(), "run", "-A", "--no-check", "--quiet", `${ROOT}main.ts`, ...a]);
 
 const BUSYBOX = "flanctl.local/pause:busybox";
 const pod = (name: string, node: string, app: string, command?: string[]) => ({
@@ -51,32 +49,8 @@ needsRoot.test({
       .slice(0, 12);
     const work = await Deno.makeTempDir({ prefix: "flanctl-labnp6-" });
     try {
-      const img = await run([`${ROOT}deploy/build-image.sh`, `${work}/image.tar`]);
-      assertEquals(img.code, 0, img.stderr.slice(-3000));
-      for (const peer of ["kube-proxy", "coredns"]) {
-        const p = await run([`${ROOT}deploy/build-image.sh`, "--peer", peer, `${work}/${peer}.tar`]);
-        assertEquals(p.code, 0, p.stderr.slice(-3000));
-      }
-      const up = await flanctl(
-        "lab",
-        "up",
-        "--kube",
-        "--ip-family",
-        "dual",
-        "--network-policy",
-        "--nodes",
-        "2",
-        "--name",
-        name,
-        "--image",
-        `${work}/image.tar`,
-        "--manifest",
-        `${ROOT}deploy/kube-flanctl.yml`,
-        "--kube-proxy-image",
-        `${work}/kube-proxy.tar`,
-        "--coredns-image",
-        `${work}/coredns.tar`,
-      );
+      await buildLabImages(work);
+      const up = await labUpKube(name, work, "--ip-family", "dual", "--network-policy");
       assertEquals(up.code, 0, `lab up:\n${up.stdout}\n${up.stderr}`);
       const kubectl = (input: string | undefined, ...a: string[]) =>
         run(

@@ -99,21 +99,25 @@ needsRoot.test({
         assert(!/^-A OUTPUT .*-d 10\.96\.0\.1\/32.*-j DNAT/m.test(nat.stdout), nat.stdout);
       }
       // lab exec on a kube node: the kubelet's namespaces, the API as the store: flanctl's doctor passes there.
-      const doctor = await flanctl(
-        "lab",
-        "exec",
-        "node1",
-        "--name",
-        name,
-        "--",
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--no-check",
-        "--quiet",
-        `${ROOT}main.ts`,
-        "doctor",
-      );
+      // flanctl's doctor from this checkout, run on node1 through lab exec (the kubelet's namespaces).
+      const nodeDoctor = (...a: string[]) =>
+        flanctl(
+          "lab",
+          "exec",
+          "node1",
+          "--name",
+          name,
+          "--",
+          Deno.execPath(),
+          "run",
+          "-A",
+          "--no-check",
+          "--quiet",
+          `${ROOT}main.ts`,
+          "doctor",
+          ...a,
+        );
+      const doctor = await nodeDoctor();
       assertEquals(doctor.code, 0, doctor.stdout + doctor.stderr);
       assertStringIncludes(doctor.stdout, "DOCTOR OK: 0 critical, 0 warning");
       assertStringIncludes(doctor.stdout, "kube store: 2 lease(s)");
@@ -204,20 +208,7 @@ needsRoot.test({
         );
       type Verdict = { id: string; severity: string; detail: string };
       const verdicts = (out: string): { summary: { critical: number }; checks: Verdict[] } => JSON.parse(out);
-      const onNode = await flanctl(
-        "lab",
-        "exec",
-        "node1",
-        "--name",
-        name,
-        "--",
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--no-check",
-        "--quiet",
-        `${ROOT}main.ts`,
-        "doctor",
+      const onNode = await nodeDoctor(
         "-o",
         "json",
       );
