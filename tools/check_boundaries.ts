@@ -10,7 +10,8 @@
  *   lib/netlink, lib/os (its pointer-free facade of the other OS calls) and lib/backend/udp; the rest of
  *   the product reaches kernel objects through lib/netlink/mod.ts (an `import type` of
  *   lib/netlink/types.ts, the layer's declared types, aside) and every other OS call through lib/os/mod.ts
- *   (or lib/os/netns.ts, its netns calls alone, for the CNI path that pays for each module it loads);
+ *   (or lib/os/netns.ts and lib/os/nftables.ts, its netns and libnftables calls alone, for the CNI path that
+ *   pays for each module it loads);
  *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
  * - lib/netlink/fake (the in-memory NetlinkHandle) is for unit tests: no product module imports it; nor
  *   fast-check, the property tests' library (tests/ is the cycle check's: product code never imports it).

@@ -11,7 +11,7 @@
 import { onPath } from "../base/exists.ts";
 import { tools } from "../firewall/iptables.ts";
 import { type NftDriver, nftDriver } from "../firewall/nft.ts";
-import { nftLibrary } from "../os/mod.ts";
+import { nftLibrary } from "../os/nftables.ts";
 import { log } from "./skel.ts";
 import { firewallCall } from "./ipmasq.ts";
 import { CniError, ErrCode } from "./spec.ts";

@@ -5,7 +5,7 @@
  * once.
  * @module
  */
-import { nftLibrary, type NftRunOptions } from "../os/mod.ts";
+import { nftLibrary, type NftRunOptions } from "../os/nftables.ts";
 import { denoRunner, FirewallError, type Runner } from "./types.ts";
 import { type Log, quietLog } from "../base/log.ts";
 
