@@ -149,10 +149,12 @@ export function unseenReason(unseen: string[]): string {
 
 /**
  * The one command that releases the leaked reservations of `dir`: every IP file older than this run
- * (`at`, epoch seconds: a reservation made after it is a pod's that doctor did not see) whose container
- * is none of the `live` ones. Lock and last_reserved_ip files do not look like IPs and stay.
+ * (`atMs`, epoch milliseconds, taken after the files were read: a reservation made after it is a pod's that
+ * doctor did not see) whose container is none of the `live` ones. The time keeps its milliseconds: a whole
+ * second would spare files written in the second doctor ran. Lock and last_reserved_ip files do not look like IPs and stay.
  */
-export function releaseLeakedCommand(dir: string, live: string[], at: number): string {
+export function releaseLeakedCommand(dir: string, live: string[], atMs: number): string {
+  const at = (Math.ceil(atMs) / 1000).toFixed(3);
   const keep = ["", ...new Set(live)].map((id) => `-e ${sh`${id}`}`).join(" ");
   return sh`find ${dir}` + ` -maxdepth 1 -type f ! -newermt @${at} \\( -name '*.*.*.*' -o -name '*:*' \\)` +
     ` | while read -r f; do head -n1 "$f" | tr -d '\\r' | grep -qxF ${keep} || rm -- "$f"; done`;
@@ -201,7 +203,7 @@ export const hostlocalLeak: Check = {
     }
     if (unseen.length) problems.push(`leaks not judged: ${unseenReason(unseen)}`);
     const liveIds = files.filter((f) => live.has(f.ip)).map((f) => f.containerId);
-    const at = Math.floor(Date.now() / 1000);
+    const at = Date.now() + 1; // the files were read before this
     const nets = [...new Set([...leaked, ...empty].map((f) => f.network))];
     return [{
       id: "hostlocal-ips",
