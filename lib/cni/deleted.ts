@@ -37,6 +37,9 @@ export const RECORD_KEEP_MS = 60 * 60_000;
 export const PRUNE_EVERY_MS = 10 * 60_000;
 const PRUNE_STAMP = ".pruned";
 
+/** How often {@link openRecord} opens a record again that was removed while it waited for the lock. */
+const MAX_REOPENS = 16;
+
 /** The plugin names, container IDs and interface names a launcher can look a record up for. */
 const SAFE = /^[A-Za-z0-9_.-]+$/;
 
@@ -68,11 +71,17 @@ export interface DeletedRecord {
 
 /**
  * Opens (creating it empty) and locks the record `name` in `dir`; null when it cannot be opened (no
- * directory and none can be made, not writable). Blocks while another call of the attachment holds it.
+ * directory and none can be made, not writable) or locked (a file system without flock), or when it was
+ * pruned under us more than {@link MAX_REOPENS} times in a row. Blocks while another call of the attachment
+ * holds it. `lock` is for tests.
  */
-export function openRecord(dir: string, name: string): DeletedRecord | null {
+export function openRecord(
+  dir: string,
+  name: string,
+  lock: (f: Deno.FsFile) => void = (f) => f.lockSync(true),
+): DeletedRecord | null {
   const path = `${dir}/${name}`;
-  for (;;) {
+  for (let tries = 0; tries < MAX_REOPENS; tries++) {
     let f: Deno.FsFile;
     try {
       f = Deno.openSync(path, { read: true, write: true, create: true, mode: 0o644 });
@@ -86,7 +95,12 @@ export function openRecord(dir: string, name: string): DeletedRecord | null {
       }
     }
     try {
-      f.lockSync(true);
+      lock(f);
+    } catch {
+      f.close();
+      return null; // no flock here: no record, every call runs in full
+    }
+    try {
       if (Deno.statSync(path).ino !== f.statSync().ino) { // pruned while we waited: lock the new one
         f.close();
         continue;
@@ -110,6 +124,7 @@ export function openRecord(dir: string, name: string): DeletedRecord | null {
       },
     };
   }
+  return null;
 }
 
 const DELETED = new TextEncoder().encode("deleted\n");

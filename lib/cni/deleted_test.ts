@@ -57,3 +57,24 @@ Deno.test("deleted records: pruning removes only records, never other files of t
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("deleted records: no flock, or removed under every wait, is no record rather than a hang", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const noFlock = openRecord(dir, "flannel:eth0:c1", () => {
+      throw new Deno.errors.NotSupported("flock");
+    });
+    assertEquals(noFlock, null);
+    let locks = 0;
+    const pruned = openRecord(dir, "flannel:eth0:c2", () => {
+      locks++;
+      Deno.removeSync(`${dir}/flannel:eth0:c2`); // a pruner removed it while we waited, every time
+    });
+    assertEquals(pruned, null);
+    assert(locks > 1 && locks <= 16, `${locks} tries`);
+    const ok = openRecord(dir, "flannel:eth0:c3")!;
+    ok.close();
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
