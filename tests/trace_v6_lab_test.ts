@@ -46,6 +46,19 @@ needsRoot.test({
         assertStringIncludes(rej.fix!.join("\n"), `ip netns exec ${n1} ip6tables -I FORWARD 1 -s `);
         await sh("ip", "netns", "exec", n1, "ip6tables", "-D", "FORWARD", "1");
 
+        // The masquerade hop walks ip6tables' nat table for this packet: flannel's pod ↔ pod RETURN decides.
+        const masq = t.hops.find((h) => h.step === "masquerade")!;
+        assertStringIncludes(masq.entry, "-A FLANNEL-POSTRTG -s ");
+        assertStringIncludes(masq.entry, "-j RETURN");
+        assertStringIncludes(masq.detail, "not NATed");
+        // A rule masquerading the pod's IPv6 traffic ahead of flannel's breaks the walk there.
+        const src6 = podIPv6(s, 0);
+        const nat = ["ip", "netns", "exec", n1, "ip6tables", "-t", "nat"];
+        await sh(...nat, "-I", "POSTROUTING", "1", "-s", `${src6}/128`, "-j", "MASQUERADE");
+        const natted = await labTrace(name, "node1-pod1", dst);
+        brokenAt(natted, "node1", "masquerade", `-A POSTROUTING -s ${src6}/128 -j MASQUERADE`);
+        await sh(...nat, "-D", "POSTROUTING", "1");
+
         // The peer's NDP entry deleted on node1.
         const gw = /via (\S+)/.exec(route.entry)![1];
         await sh("ip", "-n", s.nodes[0].netns, "-6", "neigh", "del", gw, "dev", "flannel-v6.1");

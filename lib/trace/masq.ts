@@ -24,7 +24,7 @@ function rulesOf(nat: string, chain: string): string[] {
 
 /** Does `-s/-d [!] CIDR` hold for `ip`? */
 function netMatch(ip: IPAddr, cidr: string, neg: boolean): boolean {
-  const net = IPNet.tryParse(cidr.includes("/") ? cidr : `${cidr}/32`);
+  const net = IPNet.tryParse(cidr.includes("/") ? cidr : `${cidr}/${ip.family === 6 ? 128 : 32}`);
   if (!net || net.ip.family !== ip.family) return neg;
   return net.contains(ip) !== neg;
 }

@@ -81,3 +81,22 @@ Deno.test("masq decision: a comment's words are not the rule's target", () => {
   const d = masqDecision(nat, "10.244.1.2", "198.51.100.7", "eth0");
   assertEquals([d.nat, d.rule?.endsWith("-j MASQUERADE")], [true, true]);
 });
+
+Deno.test("masq decision: flannel's IPv6 rules, and an IPv6 host address without a prefix is a /128", () => {
+  const nat6 = [
+    "*nat",
+    `-A POSTROUTING ${c("masq")} -j FLANNEL-POSTRTG`,
+    `-A FLANNEL-POSTRTG -s fc00:244:0:1::/64 -d fc00:244::/48 ${c("masq")} -j RETURN`,
+    `-A FLANNEL-POSTRTG ! -s fc00:244::/48 -d fc00:244:0:1::/64 ${c("masq")} -j RETURN`,
+    `-A FLANNEL-POSTRTG -s fc00:244::/48 ! -d ff00::/8 ${c("masq")} -j MASQUERADE --random-fully`,
+    `-A FLANNEL-POSTRTG ! -s fc00:244::/48 -d fc00:244::/48 ${c("masq")} -j MASQUERADE --random-fully`,
+    "COMMIT",
+  ].join("\n");
+  assertEquals(masqDecision(nat6, "fc00:244:0:1::2", "fc00:244:0:2::3", "flannel-v6.1").nat, false);
+  assertEquals(masqDecision(nat6, "fc00:244:0:1::2", "2001:db8::7", "eth0").nat, true);
+  assertEquals(masqDecision(nat6, "fc00:244:0:1::2", "ff02::fb", "eth0").nat, false);
+  assertEquals(masqDecision(nat6, "2001:db8::5", "fc00:244:0:2::3", "flannel-v6.1").nat, true);
+  const host = `*nat\n-A POSTROUTING -s fc00:244:0:1::2 -j MASQUERADE\nCOMMIT`;
+  assertEquals(masqDecision(host, "fc00:244:0:1::2", "fc00:244:0:2::3", "eth0").nat, true);
+  assertEquals(masqDecision(host, "fc00:244:0:1::3", "fc00:244:0:2::3", "eth0").nat, false, "/128, not /32");
+});

@@ -7,7 +7,7 @@
  * both walks share (hops.ts) and the remote node's segment (remote.ts) are the IPv4 walk's. Read-only.
  * @module
  */
-import type { IPNet } from "../base/cidr.ts";
+import { IPAddr, IPNet } from "../base/cidr.ts";
 import { routeGet } from "../netlink/mod.ts";
 import type { LinkInfo, RouteLookup } from "../netlink/mod.ts";
 import type { Lease } from "../store/types.ts";
@@ -23,6 +23,7 @@ import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./type
 import { dev6, dev6Name, network6, nftablesMode, own6 } from "../observe/probes.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
 import { tracedForward } from "./firewall_hop.ts";
+import { masqDecision } from "./masq.ts";
 import { flannelV6Device, forwardFinding, ip6tablesMasq, nftFamilyFinding } from "../doctor/mod.ts";
 
 /** VXLAN over IPv6: outer IPv6 40 + UDP 8 + VXLAN 8 + inner Ethernet 14. */
@@ -55,7 +56,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   // 3. The node's IPv6 route (the kernel's input lookup from cni0 for a pod's packet).
   const route = await hostRoute6(w);
   // 4. ip6tables FORWARD for a pod's forwarded packet, then the IPv6 masquerade rules.
-  await firewall6(w);
+  await firewall6(w, route.r);
   if (!w.net6 || !w.net6.contains(dst)) {
     egressHop6(w, route.r);
     return end();
@@ -185,16 +186,19 @@ async function peerRoutesWhy6(ctx: NodeSnapshot, lease: Lease | null): Promise<W
 
 /**
  * ip6tables FORWARD for a pod's forwarded packet (the doctor's forward-policy verdict, IPv6 table), then
- * the IPv6 masquerade rules (flannel's ip6tables FLANNEL-POSTRTG, checked by the doctor; in nftables
- * mode (EnableNFTables) table ip6 flannel-ipv6's postrtg and forward chains).
+ * the IPv6 masquerade decision: with ip6tables, the packet walked through the nat table's POSTROUTING as
+ * the IPv4 walk does (masq.ts), against what flannel's IPv6 rules want; in nftables mode
+ * (EnableNFTables) table ip6 flannel-ipv6, checked as a whole by the doctor.
  */
-async function firewall6(w: Walk6): Promise<void> {
+async function firewall6(w: Walk6, r: RouteLookup): Promise<void> {
   const { ctx, n } = w;
   const out = w.vxlan ? dev6Name(ctx) : ctx.underlay()?.link.name ?? "";
   if (w.fromPod && ctx.ip6t.text !== null) {
     forward6(n, "forward", w.net6, w.p, [w.srcIP, w.inp.dst, "cni0", out]);
   }
   const nft = nftablesMode(ctx);
+  const from = w.srcIP && IPAddr.tryParse(w.srcIP)?.family === 6 ? w.srcIP : r.prefsrc;
+  if (!nft && ctx.ip6t.text !== null && from && w.net6) return masqHop6(w, r, from, w.net6);
   const m = nft ? nftFamilyFinding(ctx, "ip6") : (await ip6tablesMasq.run(ctx))[0];
   const masqOk = !m || m.severity !== "critical";
   w.p.add(
@@ -211,6 +215,39 @@ async function firewall6(w: Walk6): Promise<void> {
     },
     masqOk ? null : { why: m.why ?? m.detail, fix: m.fix ?? [], check: nft ? "nft-rules" : "ip6tables-masq" },
   );
+}
+
+/** IPv6 multicast (ff00::/8): flannel's rules never masquerade it. */
+const MULTICAST6 = IPNet.parse("ff00::/8");
+
+/**
+ * The ip6tables nat verdict for the packet from `from`, against what flannel's IPv6 rules want (as IPv4:
+ * pod → outside but not multicast is NATed; a non-pod source → another node's pods is NATed; pod ↔ pod and
+ * anything → this node's pods keep their source).
+ */
+async function masqHop6(w: Walk6, r: RouteLookup, from: string, net6: IPNet): Promise<void> {
+  const { ctx, inp, dst } = w;
+  const d = masqDecision(ctx.ip6tTable("nat"), from, inp.dst, r.devName);
+  const ipMasq = !!ctx.subnetEnv?.ipMasq;
+  const outside = !net6.contains(dst);
+  const wantNat = ipMasq &&
+    (net6.contains(IPAddr.parse(from))
+      ? outside && !MULTICAST6.contains(dst)
+      : !outside && !w.own?.contains(dst));
+  const okMasq = !ipMasq || d.nat === wantNat;
+  w.p.add({
+    node: w.n.name,
+    step: "masquerade",
+    ok: okMasq,
+    entry: d.rule ?? "no ip6tables nat rule matches",
+    detail: (d.nat ? `source NATed (${from} → ${inp.dst})` : `not NATed (${from} → ${inp.dst})`) +
+      `; FLANNEL_IPMASQ=${ipMasq}` +
+      (okMasq
+        ? ""
+        : wantNat
+        ? ": should be masqueraded (flannel's IPv6 FLANNEL-POSTRTG rules are missing or bypassed)"
+        : ": should keep its source (a rule NATs IPv6 traffic flannel leaves alone)"),
+  }, okMasq ? null : await doctorText(ctx, "ip6tables-masq"));
 }
 
 /** The packet leaves the IPv6 pod network: the route it leaves by ends the path. */
