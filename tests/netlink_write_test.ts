@@ -129,6 +129,33 @@ needsRoot.test("netlink write: createDummy where the kernel supports it", async 
   });
 });
 
+needsRoot.test("netlink write: createWireguard makes the link, or EOPNOTSUPP where the kernel has no module", async () => {
+  await withNetns(async (fx) => {
+    const n = await fx.add("ww");
+    const probe = await new Deno.Command("ip", {
+      args: ["-n", n, "link", "add", "probe0", "type", "wireguard"],
+    })
+      .output();
+    const h = openNetlink({ name: n });
+    try {
+      if (!probe.success) {
+        // This machine's case: the kernel knows no "wireguard" link kind (checked with iproute2 above).
+        const e = assertThrows(() => h.createWireguard("wg0"), NetlinkError) as NetlinkError;
+        assertStringIncludes(e.message, "link add wg0 type wireguard: Operation not supported");
+        assertEquals([e.errno, e.kernelMessage], [95, "Unknown device type"]);
+        assertEquals(h.link("wg0"), null);
+        return;
+      }
+      h.createWireguard("wg0", { mtu: 1420 });
+      const l = await link(n, "wg0");
+      assertEquals([l.linkinfo.info_kind, l.mtu], ["wireguard", 1420]);
+      assertEquals(h.link("wg0")?.kind, "wireguard");
+    } finally {
+      h.close();
+    }
+  });
+});
+
 needsRoot.test("netlink write: addresses, routes (replace/onlink/scope/table/metric), neighbours, FDB", async () => {
   await withNetns(async (fx) => {
     const n = await fx.add("wr");
