@@ -99,6 +99,17 @@ export function stateOf(d: WgDeviceDump): DeviceState {
   };
 }
 
+/**
+ * The kernel device `dev` as GET_DEVICE shows it, in the UAPI's shape (for doctor, trace and inspect, which
+ * read without a driver). WgKernelMissing when the kernel has no `wireguard` family.
+ */
+export function kernelDeviceState(genl: WgGenl, dev: string, family = genl.familyId()): DeviceState {
+  if (family === null) {
+    throw new WgKernelMissing("the kernel has no wireguard generic netlink family (ENOENT)");
+  }
+  return stateOf(genl.get(family, dev));
+}
+
 /** The kernel module's device. */
 export class KernelDriver implements WgDriver {
   readonly way = "kernel" as const;
@@ -164,7 +175,7 @@ export class KernelDriver implements WgDriver {
 
   get(): Promise<DeviceState> {
     try {
-      return Promise.resolve(stateOf(this.#genl.get(this.#familyId(), this.dev)));
+      return Promise.resolve(kernelDeviceState(this.#genl, this.dev, this.#familyId()));
     } catch (e) {
       return Promise.reject(e);
     }
