@@ -20,6 +20,7 @@ import {
   type WgDeviceConfig,
   type WgDeviceDump,
   wgGetDevice,
+  type WgPeerConfig,
   wgSetDevice,
 } from "../../netlink/mod.ts";
 import { keyBase64, keyFromHex, parseKey } from "./keys.ts";
@@ -78,6 +79,39 @@ export function configOf(dev: string, s: DeviceSet): WgDeviceConfig {
     });
   }
   return c;
+}
+
+/** Most bytes of peers in one SET_DEVICE (their nest's length is 16 bits; wg(8) splits alike). */
+export const WG_SET_PEER_BYTES = 32_768;
+
+/** A peer's bytes in a SET_DEVICE at most: keys, flags, an IPv6 endpoint, keepalive, 40 per allowed IP. */
+function peerBytes(p: WgPeerConfig): number {
+  return 128 + 40 * (p.allowedIPs?.length ?? 0);
+}
+
+/**
+ * `c` as SET_DEVICE requests whose peers fit {@link WG_SET_PEER_BYTES}: the first carries the key, port and
+ * replace-peers flag; each peer goes whole into one request, in order.
+ */
+export function setRequests(c: WgDeviceConfig): WgDeviceConfig[] {
+  const { peers = [], ...device } = c;
+  const out: WgDeviceConfig[] = [];
+  let cur: WgPeerConfig[] = [], size = 0;
+  const flush = () => {
+    out.push(
+      out.length ? { ifname: c.ifname, peers: cur } : { ...device, ...(cur.length ? { peers: cur } : {}) },
+    );
+    cur = [];
+    size = 0;
+  };
+  for (const p of peers) {
+    const n = peerBytes(p);
+    if (cur.length && size + n > WG_SET_PEER_BYTES) flush();
+    cur.push(p);
+    size += n;
+  }
+  flush();
+  return out;
 }
 
 /** The family's GET_DEVICE dump in the UAPI's shape. */
@@ -181,11 +215,13 @@ export class KernelDriver implements WgDriver {
     }
   }
 
+  /** Applies `s` in as many SET_DEVICE requests as its peers need ({@link setRequests}). */
   configure(s: DeviceSet): Promise<void> {
     let c: WgDeviceConfig | null = null;
     try {
       c = configOf(this.dev, s);
-      this.#genl.set(this.#familyId(), c);
+      const family = this.#familyId();
+      for (const part of setRequests(c)) this.#genl.set(family, part);
       return Promise.resolve();
     } catch (e) {
       return Promise.reject(e);

@@ -10,7 +10,7 @@ import type { ExternalIface, PeerInfo } from "../types.ts";
 import { WireguardBackend } from "./backend.ts";
 import { parseWireguardOptions } from "./options.ts";
 import { keyBase64, publicKeyOf } from "./keys.ts";
-import { configOf, KernelDriver, stateOf } from "./kernel.ts";
+import { configOf, KernelDriver, setRequests, stateOf, WG_SET_PEER_BYTES } from "./kernel.ts";
 import type { Log } from "../../base/log.ts";
 
 const EXT: ExternalIface = {
@@ -168,4 +168,45 @@ Deno.test("KernelDriver: the private key's bytes are zeroed once sent", async ()
   d.ensureDevice();
   await d.configure({ privateKeyHex: "07".repeat(32) });
   assertEquals(sent[0], new Uint8Array(32));
+});
+
+Deno.test("setRequests: peers split so each SET_DEVICE's peers fit; the key and port in the first only", () => {
+  const peers = Array.from({ length: 600 }, (_, i) => ({
+    publicKey: new Uint8Array(32).fill(i & 0xff),
+    endpoint: "192.0.2.1:51820",
+    allowedIPs: [`10.${i >> 8}.${i & 0xff}.0/24`],
+  }));
+  const parts = setRequests({ ifname: "flannel-wg", privateKey: new Uint8Array(32), listenPort: 1, peers });
+  // 168 bytes a peer at most: 195 per request.
+  assertEquals(parts.map((p) => p.peers?.length), [195, 195, 195, 15]);
+  assertEquals([parts[0].listenPort, parts[1].listenPort, parts[1].privateKey], [1, undefined, undefined]);
+  assertEquals(parts.flatMap((p) => p.peers!), peers, "every peer once, in order");
+  assert(parts.every((p) => p.peers!.length * 168 <= WG_SET_PEER_BYTES));
+  assertEquals(setRequests({ ifname: "flannel-wg", listenPort: 2 }), [{
+    ifname: "flannel-wg",
+    listenPort: 2,
+  }]);
+});
+
+Deno.test("wireguard kernel: 600 peers reach the device in several SET_DEVICE requests", async () => {
+  const { b, genl, done } = setup();
+  try {
+    b.ensure(IPNet.parse("10.244.1.0/24"));
+    await b.settle();
+    const many = Array.from({ length: 600 }, (_, i) => {
+      const k = new Uint8Array(32).fill(7);
+      k[0] = i & 0xff;
+      k[1] = i >> 8;
+      return peer(`10.${100 + (i >> 8)}.${i & 0xff}.0/24`, "192.0.2.12", {
+        PublicKey: keyBase64(k),
+        Port: 51820,
+      });
+    });
+    b.syncPeers(many);
+    await b.settle();
+    assertEquals(genl.calls.filter((c) => c.startsWith("set")).length, 1 + 4);
+    assertEquals(stateOf(genl.get(0x1c, "flannel-wg")).peers.length, 600);
+  } finally {
+    done();
+  }
 });
