@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
-import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { genlFamilyId, NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
 import { inNetns, netnsPath } from "../lib/os/mod.ts";
 import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/base/errors.ts";
 import { asCidr, asIp, asMac } from "./addr.ts";
@@ -153,6 +153,22 @@ needsRoot.test("netlink write: createWireguard makes the link, or EOPNOTSUPP whe
     } finally {
       h.close();
     }
+  });
+});
+
+needsRoot.test("wgkernel: generic netlink in a namespace: the controller resolves, wireguard as the kernel has it", async () => {
+  await withNetns(async (fx) => {
+    const n = await fx.add("wg");
+    assertEquals(genlFamilyId("nlctrl", { name: n }), 0x10);
+    const wg = genlFamilyId(undefined, { name: n });
+    let loaded = false;
+    try {
+      Deno.statSync("/sys/module/wireguard");
+      loaded = true;
+    } catch { /* not loaded: this machine */ }
+    assertEquals(wg !== null, loaded);
+    // A missing namespace is refused before any socket is opened.
+    assertThrows(() => genlFamilyId("nlctrl", { name: `${n}-none` }), NetnsNotFoundError);
   });
 });
 
