@@ -130,7 +130,7 @@ export async function runInspect(what: string | undefined, opts: InspectOptions)
   const json = (v: unknown) => JSON.stringify(v, null, 2);
   if (k === "wireguard") {
     const { wireguardViews, wireguardTable } = await import("../lib/inspect/wireguard.ts");
-    const v = await wireguardViews(opts.dev);
+    const v = await wireguardViews(opts.dev, undefined, { ns: ref });
     return out === "json" ? json(v) : wireguardTable(v);
   }
   if (k === "veths") {

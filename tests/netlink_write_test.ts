@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
 import { ipJson, nsSh, sh, withNetns } from "./netns.ts";
-import { NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
+import { genlFamilyId, NetlinkError, openNetlink } from "../lib/netlink/mod.ts";
 import { inNetns, netnsPath } from "../lib/os/mod.ts";
 import { FlanctlError, NetnsNotFoundError, ParseError } from "../lib/base/errors.ts";
 import { asCidr, asIp, asMac } from "./addr.ts";
@@ -126,6 +126,49 @@ needsRoot.test("netlink write: createDummy where the kernel supports it", async 
     } finally {
       h.close();
     }
+  });
+});
+
+needsRoot.test("netlink write: createWireguard makes the link, or EOPNOTSUPP where the kernel has no module", async () => {
+  await withNetns(async (fx) => {
+    const n = await fx.add("ww");
+    const probe = await new Deno.Command("ip", {
+      args: ["-n", n, "link", "add", "probe0", "type", "wireguard"],
+    })
+      .output();
+    const h = openNetlink({ name: n });
+    try {
+      if (!probe.success) {
+        // This machine's case: the kernel knows no "wireguard" link kind (checked with iproute2 above).
+        const e = assertThrows(() => h.createWireguard("wg0"), NetlinkError) as NetlinkError;
+        assertStringIncludes(e.message, "link add wg0 type wireguard: Operation not supported");
+        assertEquals([e.errno, e.kernelMessage], [95, "Unknown device type"]);
+        assertEquals(h.link("wg0"), null);
+        return;
+      }
+      h.createWireguard("wg0", { mtu: 1420 });
+      const l = await link(n, "wg0");
+      assertEquals([l.linkinfo.info_kind, l.mtu], ["wireguard", 1420]);
+      assertEquals(h.link("wg0")?.kind, "wireguard");
+    } finally {
+      h.close();
+    }
+  });
+});
+
+needsRoot.test("wgkernel: generic netlink in a namespace: the controller resolves, wireguard as the kernel has it", async () => {
+  await withNetns(async (fx) => {
+    const n = await fx.add("wg");
+    assertEquals(genlFamilyId("nlctrl", { name: n }), 0x10);
+    const wg = genlFamilyId(undefined, { name: n });
+    let loaded = false;
+    try {
+      Deno.statSync("/sys/module/wireguard");
+      loaded = true;
+    } catch { /* not loaded: this machine */ }
+    assertEquals(wg !== null, loaded);
+    // A missing namespace is refused before any socket is opened.
+    assertThrows(() => genlFamilyId("nlctrl", { name: `${n}-none` }), NetnsNotFoundError);
   });
 });
 

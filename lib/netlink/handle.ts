@@ -230,6 +230,10 @@ class LibnlHandle implements NetlinkHandle {
     return link.createDummy(this.#c, name, opts);
   }
 
+  createWireguard(name: string, opts: { mtu?: number } = {}): void {
+    return link.createWireguard(this.#c, name, opts);
+  }
+
   createVxlan(
     name: string,
     opts: VxlanCreateOptions,

@@ -1,5 +1,5 @@
 /**
- * Links: reads (with vxlan details and bridge-port data), creation of bridge/dummy/vxlan/veth links,
+ * Links: reads (with vxlan details and bridge-port data), creation of bridge/dummy/vxlan/veth/wireguard links,
  * changes (up, mtu, mac, master, hairpin, namespace) and deletion.
  * @module
  */
@@ -206,6 +206,14 @@ export function createBridge(c: Conn, name: string, opts: { mtu?: number; mac?: 
 /** `NetlinkHandle.createDummy()`: `ip link add NAME type dummy`. */
 export function createDummy(c: Conn, name: string, opts: { mtu?: number; mac?: string } = {}): void {
   createSimple(c, "dummy", name, opts);
+}
+
+/**
+ * `NetlinkHandle.createWireguard()`: `ip link add NAME type wireguard`. A kernel without the module refuses
+ * it with EOPNOTSUPP ("Unknown device type"), as for any link kind it does not know.
+ */
+export function createWireguard(c: Conn, name: string, opts: { mtu?: number } = {}): void {
+  createSimple(c, "wireguard", name, opts);
 }
 
 /** `NetlinkHandle.createVxlan()`: `ip link add NAME type vxlan id VNI ...`. */

@@ -20,11 +20,12 @@ export { nsidOf, readNeighTables, routeGet } from "./handle.ts";
 /**
  * The kernel numbers callers compare route and neighbour entries with (tables, route type and protocol, NUD)
  * and the errno values a route lookup answers with ({@link RouteLookup}'s `errno`: rp_filter's EXDEV, a
- * martian source's EINVAL, EHOSTUNREACH for an unreachable route).
+ * martian source's EINVAL, EHOSTUNREACH for an unreachable route); EOPNOTSUPP: a link kind the kernel lacks.
  */
 export {
   EHOSTUNREACH,
   EINVAL,
+  EOPNOTSUPP,
   EXDEV,
   NUD_PERMANENT,
   RT_TABLE_DEFAULT,

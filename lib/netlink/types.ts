@@ -366,6 +366,11 @@ export interface NetlinkHandle {
     peerName: string,
     opts?: VethCreateOptions,
   ): void;
+  /**
+   * Creates a kernel WireGuard device (`ip link add NAME type wireguard`); its key, port and peers are
+   * set over generic netlink (wgkernel.ts). Without the module: NetlinkError, errno EOPNOTSUPP.
+   */
+  createWireguard(name: string, opts?: { mtu?: number }): void;
   /** Creates a dummy device. */
   createDummy(name: string, opts?: { mtu?: number; mac?: string }): void;
   /** Sets the link administratively up or down. */

@@ -1,12 +1,14 @@
 /**
  * The kernel WireGuard over generic netlink: resolves the `wireguard` family (CTRL_CMD_GETFAMILY), sends
  * WG_CMD_SET_DEVICE and reads WG_CMD_GET_DEVICE's dump (the bytes: codec/wgmsg.ts). A NETLINK_GENERIC
- * socket of its own through libc, one per call, in the calling thread's network namespace; the reply is
+ * socket of its own through libc, one per call, opened in network namespace `ns` (default: the calling
+ * thread's; the thread is switched back at once, the socket stays in `ns`); the reply is
  * bounded ({@link WG_MAX_REPLY}). The private key travels only inside the request bytes, which are zeroed
  * once sent; nothing here logs.
  * @module
  */
 import { errno, libc } from "../sys/ffi.ts";
+import { inNetns, type NetnsRef } from "../sys/netns.ts";
 import { AF_NETLINK, ENOENT, NLMSG_DONE, NLMSG_ERROR, SOCK_CLOEXEC, SOCK_RAW } from "./codec/consts.ts";
 import { MsgWriter } from "./codec/msg.ts";
 import {
@@ -26,9 +28,12 @@ import {
 /** Largest reply read (a GET_DEVICE dump of 5,000 peers is about 1 MB). */
 export const WG_MAX_REPLY = 16 * 1024 * 1024;
 
-function open(): number {
-  const fd = libc().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-  if (fd < 0) throw new WgNetlinkError(`generic netlink socket: errno ${errno()}`, errno());
+function open(ns: NetnsRef | null): number {
+  const [fd, e] = inNetns(ns, () => {
+    const fd = libc().socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+    return [fd, fd < 0 ? errno() : 0];
+  });
+  if (fd < 0) throw new WgNetlinkError(`generic netlink socket: errno ${e}`, e);
   return fd;
 }
 
@@ -74,8 +79,8 @@ function concat(parts: Uint8Array[]): Uint8Array {
 }
 
 /** The id of generic netlink family `name` (default "wireguard"), or null when the kernel has none. */
-export function genlFamilyId(name = WG_GENL_NAME): number | null {
-  const fd = open();
+export function genlFamilyId(name = WG_GENL_NAME, ns: NetnsRef | null = null): number | null {
+  const fd = open(ns);
   try {
     const w = new MsgWriter(64);
     putGetFamily(w, 1, name);
@@ -107,11 +112,17 @@ function ackOf(reply: Uint8Array): void {
 }
 
 /** Applies `c` to the kernel WireGuard device (family id from {@link genlFamilyId}). */
-export function wgSetDevice(family: number, c: WgDeviceConfig): void {
+export function wgSetDevice(family: number, c: WgDeviceConfig, ns: NetnsRef | null = null): void {
   if (family === GENL_ID_CTRL) throw new WgNetlinkError("the wireguard family id is not the controller's");
   const w = new MsgWriter(4096);
   putSetDevice(w, family, 1, c);
-  const fd = open();
+  let fd = -1;
+  try {
+    fd = open(ns);
+  } catch (e) {
+    w.buf.fill(0);
+    throw e;
+  }
   try {
     ackOf(exchange(fd, w.slice()));
   } finally {
@@ -121,10 +132,10 @@ export function wgSetDevice(family: number, c: WgDeviceConfig): void {
 }
 
 /** The kernel WireGuard device `name` as its GET_DEVICE dump shows it. */
-export function wgGetDevice(family: number, name: string): WgDeviceDump {
+export function wgGetDevice(family: number, name: string, ns: NetnsRef | null = null): WgDeviceDump {
   const w = new MsgWriter(64);
   putGetDevice(w, family, 1, name);
-  const fd = open();
+  const fd = open(ns);
   try {
     return parseGetDevice(exchange(fd, w.slice()), family);
   } finally {

@@ -461,7 +461,7 @@ function leaseStatus(ctx: NodeSnapshot, mv: MetricValue): StatusJson["lease"] {
 }
 
 /** The backend's device (vxlan's flannel.<VNI>, udp's flannel0, host-gw's underlay) and the IPv6 one. */
-function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
+export function backendStatus(ctx: NodeSnapshot): StatusJson["backend"] {
   const dev = backendDevice(ctx);
   const overlay = ctx.backendType === "vxlan" || ctx.backendType === "udp" || ctx.backendType === "wireguard";
   const v6 = network6(ctx) && ctx.backendType === "vxlan";

@@ -6,10 +6,12 @@
  * whose AllowedIPs are its subnet and whose Endpoint is its PublicIP (PublicIPv6) and the lease's Port.
  * The lease carries `{"PublicKey": <base64>, "Port": <listen port>}` in BackendData (BackendV6Data).
  *
- * The device is wireguard-go's (userspace.ts), configured through its UAPI socket (uapi.ts): netlink
- * sets the MTU, address, up state and routes, synchronously in {@link WireguardBackend.ensure}; the key,
- * port and peers go over the socket, asynchronously, one reconcile at a time, each a `get` then the `set`
- * that makes the device what the leases say ({@link WireguardBackend.settle} waits for it).
+ * The device is the kernel's (kernel.ts: the `wireguard` link kind, generic netlink) or wireguard-go's
+ * (userspace.ts: a TUN, its UAPI socket), chosen at the first {@link WireguardBackend.ensure} (choose.ts:
+ * the kernel first, userspace where the kernel has no WireGuard). Netlink sets the MTU, address, up state
+ * and routes, synchronously in `ensure`; the key, port and peers go through the driver, asynchronously,
+ * one reconcile at a time, each a `get` then the `set` that makes the device what the leases say
+ * ({@link WireguardBackend.settle} waits for it).
  *
  * Where flanctl differs from flanneld: the device is kept across a daemon restart (flanneld deletes it on
  * exit and re-creates it on start, losing the packets in between); each peer subnet also gets a route
@@ -25,9 +27,12 @@ import type { Log } from "../../base/log.ts";
 import { errText } from "../../base/errors.ts";
 import { wgPublicKeyField } from "../../lease/backend_data.ts";
 import { keyFilePath, loadOrCreateKey, parseKey, type WgKey } from "./keys.ts";
-import { type DeviceSet, type DeviceState, type PeerSet, uapiGet, uapiSet, uapiSocket } from "./uapi.ts";
+import { type DeviceSet, type DeviceState, type PeerSet, uapiSocket } from "./uapi.ts";
 import { WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD, type WireguardOptions } from "./options.ts";
-import { findWireguardGo, kernelWireguard, startWireguardGo, WgDeviceError } from "./userspace.ts";
+import { findWireguardGo, kernelWireguard, UserspaceDriver, WgDeviceError } from "./userspace.ts";
+import type { WgDriver, WgWayName } from "./driver.ts";
+import { chooseDriver, wantedWay, type WgWayWanted, WIREGUARD_WAY_ENV } from "./choose.ts";
+import { kernelGenl, type WgGenl } from "./kernel.ts";
 
 /** What the lease's BackendData (BackendV6Data) holds, as flanneld's wireguardLeaseAttrs. */
 export interface WgLeaseData {
@@ -45,8 +50,10 @@ export interface WgEnv {
   socketDir?: string;
   /** Starts the userspace device (default: wireguard-go). */
   start?: (prog: string, dev: string) => void;
-  /** Whether the kernel has WireGuard (default: /sys/module, modules.dep). */
-  kernel?: boolean;
+  /** The way asked for (default: FLANCTL_WIREGUARD_WAY, else auto: the kernel first). */
+  way?: WgWayWanted;
+  /** The kernel's generic netlink calls (default: lib/netlink's, in the handle's namespace). */
+  genl?: WgGenl;
 }
 
 /** The `port` of a peer's backend data: 0 or missing means our own listen port (as flanneld). */
@@ -66,12 +73,13 @@ export function endpointOf(ip: string, port: number): string {
   return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
 }
 
-/** How the device is driven: the userspace program's path, or why there is none. */
+/** How the device is driven (after the first ensure). */
 export interface WgWay {
-  way: "userspace";
-  program: string;
-  /** The kernel has WireGuard too (flanctl does not drive the kernel's device: see userspace.ts). */
-  kernelModule: boolean;
+  way: WgWayName;
+  /** userspace: the wireguard-go binary; kernel: null. */
+  program: string | null;
+  /** Why the kernel is not used (its refusal), when the auto choice fell back to userspace; else null. */
+  fallback: string | null;
 }
 
 /** The wireguard backend of one address family. */
@@ -89,6 +97,8 @@ export class WireguardBackend implements Backend {
   readonly #env: WgEnv;
   #key: WgKey | null = null;
   #way: WgWay | null = null;
+  #wanted: WgWayWanted = "auto";
+  #driver: WgDriver | null = null;
   #peers: PeerSet[] = [];
   /**
    * The daemon has said which peers it accepted (syncPeers): until then a reconcile sets only the key and
@@ -154,36 +164,41 @@ export class WireguardBackend implements Backend {
     return this.#key?.publicKey ?? null;
   }
 
-  /** How the device is driven (after prepare). */
+  /** How the device is driven (after the first ensure). */
   get way(): WgWay | null {
     return this.#way;
   }
 
-  /** Reads (or makes) the key and finds the userspace program. No kernel change. */
+  /**
+   * Reads (or makes) the key and reads the way asked for; when it is userspace, finds wireguard-go. No
+   * kernel change.
+   */
   prepare(): void {
     if (this.#key) return;
     const env = this.#env;
-    const program = env.program !== undefined ? env.program : findWireguardGo();
-    const kernel = env.kernel ?? kernelWireguard();
-    if (!program) {
-      throw new ConfigError(
-        "Backend.Type",
-        `the wireguard backend needs wireguard-go (flanctl drives WireGuard devices through the UAPI socket; ` +
-          `the kernel ${kernel ? "has" : "has no"} wireguard module): install it on PATH or set ` +
-          "FLANCTL_WIREGUARD_GO=/path/to/wireguard-go (`install.sh --dev` builds one)",
-      );
-    }
+    this.#wanted = env.way ?? wantedWay();
+    if (this.#wanted === "userspace") this.#program(`${WIREGUARD_WAY_ENV}=userspace`);
     const path = env.keyFile ?? keyFilePath();
     const { key, made } = loadOrCreateKey(path);
     this.#key = key;
-    this.#way = { way: "userspace", program, kernelModule: kernel };
     this.#log?.info(made ? "made a WireGuard key" : "read the WireGuard key", {
       key_file: path,
       public_key: key.publicKey,
       device: this.overlayDev,
-      way: "userspace",
-      program,
     });
+  }
+
+  /** The wireguard-go binary, or a ConfigError saying why it is needed (`why`) and how to provide it. */
+  #program(why: string): string {
+    const program = this.#env.program !== undefined ? this.#env.program : findWireguardGo();
+    if (program) return program;
+    throw new ConfigError(
+      "Backend.Type",
+      `the wireguard backend needs wireguard-go here (${why}; the kernel ${
+        kernelWireguard() ? "has" : "has no"
+      } wireguard module on disk): install it on PATH or set ` +
+        "FLANCTL_WIREGUARD_GO=/path/to/wireguard-go (`install.sh --dev` builds one)",
+    );
   }
 
   backendData(): WgLeaseData {
@@ -191,23 +206,45 @@ export class WireguardBackend implements Backend {
     return { PublicKey: this.#key!.publicKey, Port: this.port };
   }
 
-  /** Starts the userspace device when it is missing (or not wireguard-go's TUN); returns what changed. */
-  #attach(changes: string[]): void {
-    const l = this.#nl.link(this.overlayDev);
-    if (l && l.kind === "tun") return;
-    if (l) {
-      this.#nl.deleteLink(this.overlayDev);
-      changes.push(`recreated (kind is ${l.kind ?? "none"}, not wireguard-go's tun)`);
-    }
-    (this.#env.start ?? startWireguardGo)(this.#way!.program, this.overlayDev);
-    this.#full = true;
-    if (!changes.length) changes.push("created");
+  /** Chooses the driver (first call) or has it make the device again when it is gone; returns what changed. */
+  #attach(): string[] {
+    if (this.#driver) return this.#driver.ensureDevice();
+    const chosen = chooseDriver({
+      nl: this.#nl,
+      dev: this.overlayDev,
+      mtu: this.mtu,
+      wanted: this.#wanted,
+      genl: this.#env.genl ?? kernelGenl(this.#nl.netns),
+      userspace: (why) =>
+        new UserspaceDriver(
+          this.#nl,
+          this.overlayDev,
+          this.#program(why ?? "its device is wireguard-go's"),
+          this.socket,
+          this.#env.start,
+        ),
+    });
+    const d = chosen.driver;
+    this.#driver = d;
+    this.#way = {
+      way: d.way,
+      program: d instanceof UserspaceDriver ? d.program : null,
+      fallback: chosen.fallback,
+    };
+    this.#log?.info(
+      chosen.fallback
+        ? `WireGuard falls back to userspace (wireguard-go): ${chosen.fallback}`
+        : `the WireGuard device is ${d.way === "kernel" ? "the kernel's" : "wireguard-go's"}`,
+      { device: this.overlayDev, way: d.way, ...(this.#way.program ? { program: this.#way.program } : {}) },
+    );
+    return chosen.changes;
   }
 
   ensure(own: IPNet): string[] {
     if (!this.#key) this.prepare();
-    const nl = this.#nl, dev = this.overlayDev, changes: string[] = [];
-    this.#attach(changes);
+    const nl = this.#nl, dev = this.overlayDev;
+    const changes = this.#attach();
+    if (changes.length) this.#full = true;
     const l = nl.link(dev);
     if (!l) throw new WgDeviceError(`${dev} was started but cannot be found`);
     if (l.mtu !== this.mtu) {
@@ -312,9 +349,10 @@ export class WireguardBackend implements Backend {
 
   /** A `get`, then the `set` that makes the device what the key, port and peers say. */
   async #reconcile(): Promise<void> {
-    const st = await uapiGet(this.socket);
+    const d = this.#driver!;
+    const st = await d.get();
     const set = this.plan(st, this.#full);
-    if (set) await uapiSet(this.socket, set);
+    if (set) await d.configure(set);
     if (this.#peersKnown) this.#full = false;
     this.#lastPeers = this.#peers.length;
   }
@@ -363,14 +401,16 @@ export class WireguardBackend implements Backend {
       "# HELP flanctl_wireguard_uapi_errors_total Reconciles of the WireGuard device that failed.",
       "# TYPE flanctl_wireguard_uapi_errors_total counter",
       `flanctl_wireguard_uapi_errors_total${d} ${this.#uapiErrors}`,
-      "# HELP flanctl_wireguard_userspace 1 when the device is a userspace program's (wireguard-go).",
+      "# HELP flanctl_wireguard_userspace 1 when the device is a userspace program's (wireguard-go), " +
+      "0 when the kernel's.",
       "# TYPE flanctl_wireguard_userspace gauge",
-      `flanctl_wireguard_userspace${d} ${this.#way ? 1 : 0}`,
+      `flanctl_wireguard_userspace${d} ${this.#way?.way === "userspace" ? 1 : 0}`,
     ];
   }
 
   /** Waits for the reconcile in flight; the device (and wireguard-go) keep running. */
   async close(): Promise<void> {
     await this.#chain;
+    this.#driver?.close();
   }
 }

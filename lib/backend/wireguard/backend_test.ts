@@ -9,6 +9,7 @@ import { ConfigError } from "../../config/netconf.ts";
 import { WireguardBackend } from "./backend.ts";
 import { parseWireguardOptions } from "./options.ts";
 import { keyBase64, WgKeyError } from "./keys.ts";
+import type { WgGenl } from "./kernel.ts";
 import type { Log } from "../../base/log.ts";
 
 const EXT: ExternalIface = {
@@ -23,6 +24,17 @@ const OWN = IPNet.parse("10.244.1.0/24");
 const KEY2 = keyBase64(new Uint8Array(32).fill(2));
 const KEY3 = keyBase64(new Uint8Array(32).fill(3));
 const KEY2_HEX = "02".repeat(32);
+
+/** A kernel without the `wireguard` generic netlink family. */
+const NO_GENL: WgGenl = {
+  familyId: () => null,
+  set: () => {
+    throw new Error("no family");
+  },
+  get: () => {
+    throw new Error("no family");
+  },
+};
 
 function opts(backend: Record<string, unknown> = {}) {
   return parseWireguardOptions({ type: "wireguard", raw: { Type: "wireguard", ...backend } });
@@ -46,6 +58,7 @@ async function withBackend(
 ) {
   const dir = Deno.makeTempDirSync();
   const nl = new FakeNetlink();
+  nl.kinds.delete("wireguard"); // this machine's kernel: the userspace way
   let fake: FakeUapi | null = null;
   const logs: string[] = [];
   const log = {
@@ -66,7 +79,7 @@ async function withBackend(
         keyFile: `${dir}/wgkey`,
         program: "/nonexistent/wireguard-go",
         socketDir: dir,
-        kernel: false,
+        genl: NO_GENL,
         start: (_prog, dev) => {
           nl.addLink(dev, { kind: "tun", up: false, mtu: 1420, flags: [] });
           fake = new FakeUapi(`${dir}/${dev}.sock`);
@@ -126,6 +139,16 @@ Deno.test("wireguard: ensure starts the device, sets MTU/address/up/route; key a
   await withBackend({}, async (b, nl, fake, logs) => {
     const changes = b.ensure(OWN);
     assertEquals(changes[0], "created");
+    // This kernel refuses the link kind: one line says the device is wireguard-go's, and why.
+    const why = logs.filter((x) => x.includes("WireGuard falls back to userspace"));
+    assertEquals(why.length, 1, logs.join("\n"));
+    assertStringIncludes(why[0], "the kernel refused the link kind wireguard (EOPNOTSUPP");
+    assertEquals(b.way, {
+      way: "userspace",
+      program: "/nonexistent/wireguard-go",
+      fallback: b.way!.fallback,
+    });
+    assert(b.metricLines().includes(`flanctl_wireguard_userspace{device="flannel-wg"} 1`));
     const l = nl.link("flannel-wg")!;
     assertEquals([l.mtu, l.up], [1420, true]);
     assert(nl.addrs(4).some((a) => a.ifname === "flannel-wg" && a.local === "10.244.1.0" && a.prefix === 32));
@@ -278,18 +301,28 @@ Deno.test("wireguard: a world-readable key file stops the start before any kerne
   });
 });
 
-Deno.test("wireguard: no wireguard-go is a ConfigError naming how to provide one, before any change", () => {
+Deno.test("wireguard: no wireguard-go where the kernel has none is a ConfigError naming how to provide one", () => {
   const nl = new FakeNetlink();
+  nl.kinds.delete("wireguard");
   const dir = Deno.makeTempDirSync();
   try {
     const b = new WireguardBackend(nl, opts(), EXT, NET, 4, undefined, {
       keyFile: `${dir}/wgkey`,
       program: null,
-      kernel: false,
+      genl: NO_GENL,
     });
-    const e = assertThrows(() => b.prepare(), ConfigError, "FLANCTL_WIREGUARD_GO");
-    assertStringIncludes(e.message, "has no wireguard module");
+    b.prepare();
+    const e = assertThrows(() => b.ensure(OWN), ConfigError, "FLANCTL_WIREGUARD_GO");
+    assertStringIncludes(e.message, "the kernel refused the link kind wireguard");
     assertEquals(nl.links().length, 0);
+    // Forced to userspace, the start stops at prepare, before any kernel change.
+    const forced = new WireguardBackend(nl, opts(), EXT, NET, 4, undefined, {
+      keyFile: `${dir}/wgkey`,
+      program: null,
+      way: "userspace",
+    });
+    assertThrows(() => forced.prepare(), ConfigError, "FLANCTL_WIREGUARD_WAY=userspace");
+    assertEquals(nl.ops, ["createWireguard flannel-wg"]);
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

@@ -1,15 +1,17 @@
 /**
- * The two ways to a WireGuard device. The kernel's (the `wireguard` link kind, configured over the
- * `wireguard` generic netlink family) is detected but not driven: flanctl configures every device through
- * the UAPI socket, so where the kernel has no module — this machine's case — the device is wireguard-go's,
- * a userspace program (golang.zx2c4.com/wireguard; `install.sh --dev` builds it, an image may carry it;
- * never bundled). wireguard-go makes a TUN device of the name it is given, serves the UAPI at
- * /var/run/wireguard/<name>.sock, and keeps running after the daemon exits (so a daemon restart loses no
- * packet); deleting the device ends it.
+ * The userspace way to a WireGuard device ({@link UserspaceDriver}): wireguard-go, a userspace program
+ * (golang.zx2c4.com/wireguard; `install.sh --dev` builds it, an image may carry it; never bundled), used
+ * where the kernel has no WireGuard (this machine's case) or when FLANCTL_WIREGUARD_WAY=userspace
+ * (choose.ts). wireguard-go makes a TUN device of the name it is given, serves the UAPI at
+ * /var/run/wireguard/<name>.sock (uapi.ts: key, port, peers), and keeps running after the daemon exits (so
+ * a daemon restart loses no packet); deleting the device ends it.
  * @module
  */
 import { FlanctlError } from "../../base/errors.ts";
 import { safeText } from "../../base/capped_read.ts";
+import type { NetlinkHandle } from "../../netlink/mod.ts";
+import { type DeviceSet, type DeviceState, uapiGet, uapiSet } from "./uapi.ts";
+import type { WgDriver } from "./driver.ts";
 
 /** The environment variable naming the wireguard-go binary (else `wireguard-go` on PATH). */
 export const WIREGUARD_GO_ENV = "FLANCTL_WIREGUARD_GO";
@@ -40,7 +42,8 @@ export function findWireguardGo(
 
 /**
  * Whether this kernel has WireGuard: the module loaded (/sys/module/wireguard) or built for it
- * (modules.dep, modules.builtin). flanctl reports it but drives the userspace device either way.
+ * (modules.dep, modules.builtin). Said in the log line of a fallback to userspace (a module built but not
+ * loadable); the choice itself tries the kernel (choose.ts).
  */
 export function kernelWireguard(root = ""): boolean {
   try {
@@ -89,4 +92,55 @@ export function startWireguardGo(prog: string, dev: string): void {
       `${prog} ${dev} failed (exit ${out.code}): ${safeText(lines || "no message")}`,
     );
   }
+}
+
+/** wireguard-go's device, configured over its UAPI socket. */
+export class UserspaceDriver implements WgDriver {
+  readonly way = "userspace" as const;
+  readonly dev: string;
+  /** The wireguard-go binary. */
+  readonly program: string;
+  /** The UAPI socket. */
+  readonly socket: string;
+  readonly #nl: NetlinkHandle;
+  readonly #start: (prog: string, dev: string) => void;
+
+  constructor(
+    nl: NetlinkHandle,
+    dev: string,
+    program: string,
+    socket: string,
+    start: (prog: string, dev: string) => void = startWireguardGo,
+  ) {
+    this.#nl = nl;
+    this.dev = dev;
+    this.program = program;
+    this.socket = socket;
+    this.#start = start;
+  }
+
+  /** Starts wireguard-go when the device is missing (or not its TUN: that one is deleted first). */
+  ensureDevice(): string[] {
+    const changes: string[] = [];
+    const l = this.#nl.link(this.dev);
+    if (l && l.kind === "tun") return changes;
+    if (l) {
+      this.#nl.deleteLink(this.dev);
+      changes.push(`recreated (kind is ${l.kind ?? "none"}, not wireguard-go's tun)`);
+    }
+    this.#start(this.program, this.dev);
+    if (!this.#nl.link(this.dev)) throw new WgDeviceError(`${this.dev} was started but cannot be found`);
+    if (!changes.length) changes.push("created");
+    return changes;
+  }
+
+  get(): Promise<DeviceState> {
+    return uapiGet(this.socket);
+  }
+
+  configure(s: DeviceSet): Promise<void> {
+    return uapiSet(this.socket, s);
+  }
+
+  close(): void {}
 }

@@ -1,10 +1,12 @@
 /**
  * WireGuard backend checks (only when the network config says `wireguard`): the device of each family
  * (flannel-wg, flannel-wg-v6) present, up, addressed, MTU = underlay − 80 = FLANNEL_MTU, and how it is
- * driven (userspace: wireguard-go's TUN with a UAPI socket that answers; the kernel's: reported); our
- * public key is the lease's; every peer lease has its WireGuard peer with AllowedIPs = its subnet and
- * Endpoint = its PublicIP:Port; and the latest handshake of each peer. The device is read over its UAPI
- * socket (/var/run/wireguard/<dev>.sock): no key material is kept or shown but public keys.
+ * driven (userspace: wireguard-go's TUN, a process holding it and a UAPI socket that answers; kernel: the
+ * `wireguard` link kind, no process expected, generic netlink answering); our public key is the lease's;
+ * every peer lease has its WireGuard peer with AllowedIPs = its subnet and Endpoint = its PublicIP:Port; and
+ * the latest handshake of each peer. The device is read the way its link kind says
+ * (lib/backend/wireguard/read.ts: the UAPI socket /var/run/wireguard/<dev>.sock, or GET_DEVICE in the
+ * checked namespace): no key material is kept or shown but public keys.
  * @module
  */
 import type { Check, Finding } from "../types.ts";
@@ -12,7 +14,9 @@ import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../os/mod.ts";
 import { checkedNetns } from "../../observe/probes.ts";
-import { type DeviceState, type PeerState, uapiGet, uapiSocket } from "../../backend/wireguard/uapi.ts";
+import type { DeviceState, PeerState } from "../../backend/wireguard/uapi.ts";
+import { readDevice, wayOfKind } from "../../backend/wireguard/read.ts";
+import type { WgWayName } from "../../backend/wireguard/driver.ts";
 import { WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD } from "../../backend/wireguard/options.ts";
 import { endpointOf, leasePort } from "../../backend/wireguard/backend.ts";
 import { wgPublicKeyField } from "../../lease/backend_data.ts";
@@ -24,8 +28,8 @@ import { tryIp } from "../../base/cidr.ts";
 /** No handshake this long after the device started (with traffic sent) is critical. */
 export const HANDSHAKE_GRACE_S = 120;
 
-const RESTART =
-  "restart the daemon (it starts wireguard-go and configures flannel-wg), e.g. systemctl restart flanctl";
+const RESTART = "restart the daemon (it makes the WireGuard device, the kernel's or wireguard-go's, and " +
+  "configures it), e.g. systemctl restart flanctl";
 
 function isWg(ctx: NodeSnapshot): boolean {
   return ctx.backendType === "wireguard";
@@ -64,16 +68,37 @@ function planes(ctx: NodeSnapshot): Plane[] {
   return out;
 }
 
-/** The UAPI state of each plane's device, read once per snapshot. */
+/** The state of each plane's device, read once per snapshot. */
 const states = new WeakMap<NodeSnapshot, Map<string, Promise<DeviceState | string>>>();
 
-/** The device's state over its UAPI socket, or why it could not be read. */
+/** How a device is read: `way` from its link kind (a device of neither kind is tried over the UAPI). */
+export type WgReader = (dev: string, way: WgWayName) => Promise<DeviceState>;
+const readers = new WeakMap<NodeSnapshot, WgReader>();
+
+/** Reads the devices of `ctx` with `read` (tests: a fake kernel or socket). */
+export function useWgReader(ctx: NodeSnapshot, read: WgReader): void {
+  readers.set(ctx, read);
+}
+
+/** The way `dev` is driven, from its link kind: userspace (tun), kernel (wireguard), else null. */
+function wayOf(ctx: NodeSnapshot, dev: string): WgWayName | null {
+  return wayOfKind(ctx.link(dev)?.kind);
+}
+
+/** The device's state, read the way its link kind says, or why it could not be read. */
 export function deviceState(ctx: NodeSnapshot, dev: string): Promise<DeviceState | string> {
   let m = states.get(ctx);
   if (!m) states.set(ctx, m = new Map());
   let p = m.get(dev);
   if (!p) {
-    p = uapiGet(uapiSocket(dev, ctx.opts.wgSocketDir), 3000).catch((e) => errText(e));
+    const way = wayOf(ctx, dev) ?? "userspace";
+    const read: WgReader = readers.get(ctx) ??
+      ((d, w) =>
+        readDevice(d, w, {
+          socketDir: ctx.opts.wgSocketDir,
+          ns: ctx.opts.netns === null ? null : { name: ctx.opts.netns },
+        }));
+    p = read(dev, way).catch((e) => errText(e));
     m.set(dev, p);
   }
   return p;
@@ -102,7 +127,7 @@ function programOf(pid: number): string {
 /** wg-device: each family's device present, up, addressed, MTU chain, driven by a live UAPI. */
 export const wgDevice: Check = {
   id: "wg-device",
-  title: "WireGuard device present, up, addressed, MTU, its UAPI answering (userspace or kernel)",
+  title: "WireGuard device present, up, addressed, MTU, answering (userspace: UAPI; kernel: generic netlink)",
   async run(ctx): Promise<Finding[]> {
     if (!isWg(ctx)) return [];
     const out: Finding[] = [];
@@ -128,18 +153,19 @@ export const wgDevice: Check = {
           : "userspace (no process)";
         if (!pids.length) problems.push(`no process holds ${pl.dev} open (wireguard-go is gone)`);
       } else if (dev.kind === "wireguard") {
-        way = "kernel module";
-        problems.push(
-          `${pl.dev} is the kernel's WireGuard device: flanctl drives wireguard-go's through the UAPI ` +
-            "(flanneld's leftover?)",
-        );
-        fix.push(ctx.cmd(`ip link del ${pl.dev}`), RESTART);
+        way = "kernel"; // the module's device: no process to look for
       } else {
         way = "none";
         problems.push(`${pl.dev} is a ${dev.kind ?? "physical"} device, not WireGuard`);
       }
       const st = await deviceState(ctx, pl.dev);
-      if (typeof st === "string") problems.push(`its UAPI socket does not answer: ${st}`);
+      if (typeof st === "string") {
+        problems.push(
+          dev.kind === "wireguard"
+            ? `generic netlink does not answer for it: ${st}`
+            : `its UAPI socket does not answer: ${st}`,
+        );
+      }
       if (!dev.up) {
         problems.push(`${pl.dev} is down`);
         fix.push(ctx.cmd(`ip link set ${pl.dev} up`));
@@ -335,7 +361,8 @@ export const wgHandshake: Check = {
     for (const pl of planes(ctx)) {
       const st = await deviceState(ctx, pl.dev);
       if (typeof st === "string") continue;
-      const pids = tunOwnerPids(pl.dev, checkedNetns(ctx));
+      // wireguard-go's age stands for the device's; the kernel's device has no process (age unknown).
+      const pids = wayOf(ctx, pl.dev) === "userspace" ? tunOwnerPids(pl.dev, checkedNetns(ctx)) : [];
       const age = pids.length ? processAge(pids[0]) : null;
       const verdicts = st.peers.map((p) => ({ p, v: judgeHandshake(p, now, age) }));
       const bad = verdicts.filter((x) => x.v.severity !== "ok");

@@ -1,5 +1,9 @@
 import { assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
-import { HANDSHAKE_GRACE_S, judgeHandshake } from "./wireguard.ts";
+import { HANDSHAKE_GRACE_S, judgeHandshake, useWgReader, wgDevice, type WgReader } from "./wireguard.ts";
+import { NodeSnapshot } from "../../observe/snapshot.ts";
+import { DEFAULT_PATHS } from "../../observe/paths.ts";
+import { parseNetConfig } from "../../config/netconf.ts";
+import type { LinkInfo } from "../../netlink/types.ts";
 import type { PeerState } from "../../backend/wireguard/uapi.ts";
 
 const P: PeerState = {
@@ -29,4 +33,71 @@ Deno.test("judgeHandshake: none after 2 minutes of trying is critical; idle or y
     judgeHandshake({ ...P, lastHandshake: now - 900, keepalive: 25 }, now, 3600).severity,
     "warning",
   );
+});
+
+/** A snapshot of a wireguard node whose flannel-wg is of link kind `kind`, read through `read`. */
+function wgContext(kind: string, read: WgReader): NodeSnapshot {
+  const ctx = new NodeSnapshot({
+    netns: null,
+    ...DEFAULT_PATHS,
+    subnetFile: "/nonexistent/subnet.env",
+    readyzUrl: null,
+    probe: false,
+    openStore: null,
+    storeExplicit: false,
+    skip: new Set(),
+  });
+  ctx.store.config = parseNetConfig(
+    JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }),
+  );
+  const link = (index: number, name: string, k: string | null, mtu: number): LinkInfo => ({
+    index,
+    name,
+    kind: k,
+    flags: ["UP"],
+    up: true,
+    operstate: "UNKNOWN",
+    mtu,
+    mac: null,
+    master: null,
+    parent: null,
+    linkNetnsId: null,
+  });
+  ctx.kernel = {
+    links: [link(2, "eth0", null, 1500), link(7, "flannel-wg", kind, 1420)],
+    addrs: [],
+    routes: [],
+    neigh: [],
+    fdb: [],
+    source: "test",
+  };
+  useWgReader(ctx, read);
+  return ctx;
+}
+
+Deno.test("wg-device: the kernel's device needs no process and is read over generic netlink", async () => {
+  const ways: string[] = [];
+  const ok = wgContext("wireguard", (dev, way) => {
+    ways.push(`${dev} ${way}`);
+    return Promise.resolve({ publicKey: null, listenPort: 51820, fwmark: 0, peers: [] });
+  });
+  const [f] = await wgDevice.run(ok);
+  assertEquals(f.severity, "ok", f.detail);
+  assertStringIncludes(f.detail, "MTU 1420, kernel");
+  assertEquals(ways, ["flannel-wg kernel"]);
+  const down = wgContext("wireguard", () => Promise.reject(new Error("the kernel has no wireguard family")));
+  const [g] = await wgDevice.run(down);
+  assertEquals(g.severity, "critical");
+  assertEquals(
+    g.detail,
+    "kernel: generic netlink does not answer for it: the kernel has no wireguard family",
+  );
+  // wireguard-go's TUN is read over its UAPI, and with no process holding it that is said.
+  const tun = wgContext("tun", (dev, way) => {
+    ways.push(`${dev} ${way}`);
+    return Promise.resolve({ publicKey: null, listenPort: 51820, fwmark: 0, peers: [] });
+  });
+  const [h] = await wgDevice.run(tun);
+  assertStringIncludes(h.detail, "userspace (no process): no process holds flannel-wg open");
+  assertEquals(ways.at(-1), "flannel-wg userspace");
 });

@@ -15,6 +15,7 @@ export {
   AF_LLC,
   AF_NETLINK,
   AF_UNSPEC,
+  EEXIST,
   EHOSTUNREACH,
   EINTR,
   EINVAL,

@@ -198,6 +198,7 @@ export function putSetDevice(w: MsgWriter, family: number, seq: number, c: WgDev
   if (port) w.bytes(WGDEVICE_A_LISTEN_PORT, port);
   if (c.replacePeers) w.u32(WGDEVICE_A_FLAGS, WGDEVICE_F_REPLACE_PEERS);
   if (peers.length) {
+    const at = w.len;
     w.nest(WGDEVICE_A_PEERS | NLA_F_NESTED);
     for (const p of peers) {
       w.nest(0 | NLA_F_NESTED);
@@ -221,6 +222,14 @@ export function putSetDevice(w: MsgWriter, family: number, seq: number, c: WgDev
         }
       }
       w.nestEnd();
+    }
+    if (w.len - at > 0xffff) {
+      // An attribute's length is 16 bits: the kernel would read a truncated nest (wg(8) splits too).
+      const n = w.len - at;
+      w.abort();
+      throw new WgNetlinkError(
+        `the peers take ${n} bytes, over one attribute's 65535: send fewer per request`,
+      );
     }
     w.nestEnd();
   }

@@ -543,3 +543,27 @@ Deno.test("wgmsg: a hostile GET_DEVICE reply is refused, never read past", () =>
   const err = new Uint8Array(msg(2, [0xed, 0xff, 0xff, 0xff, ...rep(0, 16)]));
   assertEquals((assertThrows(() => parseGetDevice(err, FAM), WgNetlinkError) as WgNetlinkError).errno, 19);
 });
+
+Deno.test("wgmsg: SET_DEVICE refuses peers over one attribute's 65535 bytes, leaving the writer as it was", () => {
+  const w = new MsgWriter(64);
+  const peer = (i: number) => ({
+    publicKey: new Uint8Array(32).fill(i & 0xff),
+    presharedKey: new Uint8Array(32),
+    endpoint: "[2001:db8::1]:51820",
+    keepalive: 25,
+    allowedIPs: [`10.${i >> 8}.${i & 0xff}.0/24`],
+  });
+  // 156 bytes a peer (an IPv6 endpoint, one IPv4 allowed IP), 4 of the nest: 420 fit, 421 do not.
+  putSetDevice(w, 0x1c, 1, { ifname: "flannel-wg", peers: Array.from({ length: 420 }, (_, i) => peer(i)) });
+  const len = w.len;
+  assertThrows(
+    () =>
+      putSetDevice(w, 0x1c, 2, {
+        ifname: "flannel-wg",
+        peers: Array.from({ length: 421 }, (_, i) => peer(i)),
+      }),
+    WgNetlinkError,
+    "over one attribute's 65535",
+  );
+  assertEquals(w.len, len);
+});

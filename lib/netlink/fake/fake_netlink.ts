@@ -12,7 +12,9 @@
  * - a VXLAN FDB entry of a unicast MAC has one remote: `fdb replace` moves it, `fdb del MAC dst IP` is
  *   ENOENT for an unknown MAC and succeeds without a change when the MAC points elsewhere;
  * - `writeMany` applies its writes in order, one error slot per write, a failure never stopping the rest;
- * - the compact scans filter as the kernel's strict dumps do and hand out one reused entry per scan.
+ * - the compact scans filter as the kernel's strict dumps do and hand out one reused entry per scan;
+ * - `createWireguard` makes a link of kind "wireguard" when `kinds` has it, else refuses as a kernel
+ *   without the module does (EOPNOTSUPP, "Unknown device type"); a name in use is EEXIST.
  *
  * Product code never imports this folder (`deno task boundaries`).
  * @module
@@ -39,7 +41,16 @@ import type {
 import { errnoText, errnoToNle, NetlinkError, NLE } from "../../sys/errors.ts";
 import { fdbOp, neighOp, routeOp } from "../codec/encode.ts";
 import { nudNames, protocolValue, routeTypeName } from "../codec/format.ts";
-import { ENETUNREACH, ENODEV, ENOENT, ESRCH, RT_TABLE_LOCAL, RT_TABLE_MAIN } from "../codec/consts.ts";
+import {
+  EEXIST,
+  ENETUNREACH,
+  ENODEV,
+  ENOENT,
+  EOPNOTSUPP,
+  ESRCH,
+  RT_TABLE_LOCAL,
+  RT_TABLE_MAIN,
+} from "../codec/consts.ts";
 import { IPAddr, IPNet } from "../../base/cidr.ts";
 
 /** The kernel's refusal of `op` with `errno` (and its extended-ack text), as the libnl handle reports it. */
@@ -74,6 +85,8 @@ export class FakeNetlink implements NetlinkHandle {
   batches: number[] = [];
   /** Throws on the write whose op text starts with one of these. */
   failOn: string[] = [];
+  /** Link kinds the fake kernel can create with createWireguard (delete "wireguard": no module). */
+  kinds = new Set(["wireguard"]);
   /** TX checksum offload per device name (unset: off). */
   txCsum = new Map<string, boolean>();
   #next = 10;
@@ -165,6 +178,13 @@ export class FakeNetlink implements NetlinkHandle {
   }
   createVeth(name: string, peer: string): void {
     this.#op(`createVeth ${name} ${peer}`);
+  }
+  createWireguard(name: string, o: { mtu?: number } = {}): void {
+    const op = `link add ${name} type wireguard`;
+    this.#op(`createWireguard ${name}`);
+    if (!this.kinds.has("wireguard")) throw refused(op, EOPNOTSUPP, "Unknown device type");
+    if (this.linkList.some((l) => l.name === name)) throw refused(op, EEXIST);
+    this.addLink(name, { kind: "wireguard", up: false, flags: ["NOARP"], mtu: o.mtu ?? 1420, mac: null });
   }
   createDummy(name: string): void {
     this.#op(`createDummy ${name}`);

@@ -134,3 +134,17 @@ Deno.test("fake netlink: the compact scans filter as strict dumps do and reuse o
   );
   assertThrows(() => nl.txChecksum("nope0"), NetlinkError, "ethtool -k nope0: No such device");
 });
+
+Deno.test("fake netlink: createWireguard as a kernel with the module, and as one without (EOPNOTSUPP)", () => {
+  const nl = new FakeNetlink();
+  nl.createWireguard("wg0", { mtu: 1420 });
+  assertEquals([nl.link("wg0")?.kind, nl.link("wg0")?.mtu, nl.link("wg0")?.up], ["wireguard", 1420, false]);
+  const dup = assertThrows(() => nl.createWireguard("wg0"), NetlinkError) as NetlinkError;
+  assertEquals(dup.errno, 17);
+  nl.kinds.delete("wireguard");
+  const e = assertThrows(() => nl.createWireguard("wg1"), NetlinkError) as NetlinkError;
+  assertEquals([e.errno, e.kernelMessage], [95, "Unknown device type"]);
+  assert(e.message.includes("link add wg1 type wireguard"), e.message);
+  assertEquals(nl.link("wg1"), null);
+  assertEquals(nl.ops, ["createWireguard wg0", "createWireguard wg0", "createWireguard wg1"]);
+});
