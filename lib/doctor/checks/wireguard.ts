@@ -13,6 +13,7 @@ import type { Check, Finding } from "../types.ts";
 import { ok } from "../types.ts";
 import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { tunOwnerPids } from "../../os/mod.ts";
+import { daemonRunning, daemonStatePath, readDaemonState } from "../../node/daemon_state.ts";
 import { checkedNetns } from "../../observe/probes.ts";
 import type { DeviceState, PeerState } from "../../backend/wireguard/uapi.ts";
 import { readDevice, wayOfKind } from "../../backend/wireguard/read.ts";
@@ -111,6 +112,21 @@ function processAge(pid: number): number | null {
     const start = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
     const up = Number(Deno.readTextFileSync("/proc/uptime").split(" ")[0]);
     return Math.max(0, up - start / 100); // USER_HZ is 100 on Linux
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Seconds the daemon of this node has run (its state file's startedAt), or null when there is none or it
+ * is not running: then a missing handshake is judged without a grace.
+ */
+export function daemonAge(ctx: NodeSnapshot, nowS: number): number | null {
+  try {
+    const st = readDaemonState(daemonStatePath(ctx.opts.subnetFile));
+    if (!st || daemonRunning(st) === false) return null;
+    const t = Date.parse(st.startedAt);
+    return Number.isFinite(t) ? Math.max(0, nowS - t / 1000) : null;
   } catch {
     return null;
   }
@@ -361,9 +377,14 @@ export const wgHandshake: Check = {
     for (const pl of planes(ctx)) {
       const st = await deviceState(ctx, pl.dev);
       if (typeof st === "string") continue;
-      // wireguard-go's age stands for the device's; the kernel's device has no process (age unknown).
+      // wireguard-go's age stands for the device's; a kernel device has no process: the daemon that keeps
+      // its peers stands for it (no handshake in 2 minutes of it running is as critical).
       const pids = wayOf(ctx, pl.dev) === "userspace" ? tunOwnerPids(pl.dev, checkedNetns(ctx)) : [];
-      const age = pids.length ? processAge(pids[0]) : null;
+      const age = pids.length
+        ? processAge(pids[0])
+        : wayOf(ctx, pl.dev) === "kernel"
+        ? daemonAge(ctx, now)
+        : null;
       const verdicts = st.peers.map((p) => ({ p, v: judgeHandshake(p, now, age) }));
       const bad = verdicts.filter((x) => x.v.severity !== "ok");
       if (!bad.length) {

@@ -1,5 +1,13 @@
 import { assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
-import { HANDSHAKE_GRACE_S, judgeHandshake, useWgReader, wgDevice, type WgReader } from "./wireguard.ts";
+import {
+  daemonAge,
+  HANDSHAKE_GRACE_S,
+  judgeHandshake,
+  useWgReader,
+  wgDevice,
+  type WgReader,
+} from "./wireguard.ts";
+import { ownDaemonState, writeDaemonState } from "../../node/daemon_state.ts";
 import { NodeSnapshot } from "../../observe/snapshot.ts";
 import { DEFAULT_PATHS } from "../../observe/paths.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
@@ -100,4 +108,29 @@ Deno.test("wg-device: the kernel's device needs no process and is read over gene
   const [h] = await wgDevice.run(tun);
   assertStringIncludes(h.detail, "userspace (no process): no process holds flannel-wg open");
   assertEquals(ways.at(-1), "flannel-wg userspace");
+});
+
+Deno.test("daemonAge: a kernel device's grace is the running daemon's time, none without one", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const ctx = new NodeSnapshot({
+      netns: null,
+      ...DEFAULT_PATHS,
+      subnetFile: `${dir}/subnet.env`,
+      readyzUrl: null,
+      probe: false,
+      openStore: null,
+      storeExplicit: false,
+      skip: new Set(),
+    });
+    const now = Date.now() / 1000;
+    assertEquals(daemonAge(ctx, now), null, "no state file");
+    const st = ownDaemonState("test", null, `${dir}/subnet.env`); // this process stands for the daemon
+    writeDaemonState(`${dir}/flanctl.json`, { ...st, startedAt: new Date((now - 30) * 1000).toISOString() });
+    assertEquals(Math.round(daemonAge(ctx, now)!), 30);
+    writeDaemonState(`${dir}/flanctl.json`, { ...st, procStart: (st.procStart ?? 0) + 1 }); // pid reused
+    assertEquals(daemonAge(ctx, now), null, "a daemon that is not running");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });
