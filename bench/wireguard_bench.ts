@@ -13,7 +13,7 @@ const wgName = `bwg${tag}`;
 const results: Record<string, number[]> = { vxlan: [], wireguard: [] };
 try {
   const vx = await labUp(vxName, "vxlan");
-  const wg = await labUp(wgName, "wireguard");
+  const wg = await labUp(wgName, "wireguard", ["--wireguard-way", "userspace"]);
   for (let i = 0; i < REPEATS; i++) {
     results.vxlan.push(await iperf(vx.pods[1].netns, vx.pods[0].netns, vx.pods[1].ip!));
     results.wireguard.push(await iperf(wg.pods[1].netns, wg.pods[0].netns, wg.pods[1].ip!));

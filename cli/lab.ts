@@ -150,6 +150,12 @@ function upCommand(lab: Command): void {
       "with --kube: flanctl's DaemonSet enforces NetworkPolicy (the manifest's FLANNELD_NETWORK_POLICY switch)",
     )
     .addOption(
+      new Option(
+        "--wireguard-way <way>",
+        "the wireguard backend's way: the kernel's module, wireguard-go, or auto (the kernel where it has one)",
+      ).choices(["kernel", "userspace", "auto"]),
+    )
+    .addOption(
       new Option("--proxy-mode <mode>", "with --kube: kube-proxy's mode").choices(["iptables", "nftables"])
         .default("iptables"),
     )
@@ -180,10 +186,14 @@ function upCommand(lab: Command): void {
       leaseTtl?: number;
       daemonArg?: string[];
       netConf?: string;
+      wireguardWay?: "kernel" | "userspace" | "auto";
       name: string;
     }) => {
       const m = await import("../lib/lab/mod.ts");
       if (o.kube) {
+        if (o.wireguardWay) {
+          throw new UsageError("--wireguard-way: not with --kube (the DaemonSet's env chooses)");
+        }
         m.validateLabName(o.name);
         if (m.readState(o.name) || pathExists(m.labDir(o.name))) throw new m.LabExistsError(o.name);
         const ipFamily = m.kubeFamily(o.ipFamily);

@@ -42,10 +42,27 @@ needsRoot.test({
   async fn() {
     await withLab(
       "twd",
-      ["--nodes", "2", "--pods-per-node", "1", "--backend", "wireguard", "--ip-family", "dual"],
+      [
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "1",
+        "--backend",
+        "wireguard",
+        "--wireguard-way",
+        "userspace",
+        "--ip-family",
+        "dual",
+      ],
       4,
       async (s, name) => {
         for (const [n, other] of [[s.nodes[0], s.nodes[1]], [s.nodes[1], s.nodes[0]]]) {
+          // --wireguard-way reaches the daemon as FLANCTL_WIREGUARD_WAY.
+          const environ = Deno.readTextFileSync(`/proc/${n.daemonPid}/environ`).split("\0");
+          assert(
+            environ.includes("FLANCTL_WIREGUARD_WAY=userspace"),
+            environ.filter((e) => e.includes("WAY")).join(),
+          );
           const v4 = await uapiGet(`${n.dir}/run/wireguard/flannel-wg.sock`);
           const v6 = await uapiGet(`${n.dir}/run/wireguard/flannel-wg-v6.sock`);
           assertEquals([v4.listenPort, v6.listenPort], [51820, 51821]);

@@ -98,6 +98,15 @@ export function validateUpOptions(o: LabUpOptions): void {
     throw new UsageError(`--runtime '${o.runtime}': use none or containerd`);
   }
   if (o.runtime === "containerd") checkRuntime();
+  if (o.wireguardWay !== undefined && !["kernel", "userspace", "auto"].includes(o.wireguardWay)) {
+    throw new UsageError(`--wireguard-way '${o.wireguardWay}': use kernel, userspace or auto`);
+  }
+  // With --net-conf the backend is the file's: checked again once it is read (labUp).
+  if (o.wireguardWay && o.wireguardWay !== "auto" && o.backend !== "wireguard" && !o.netConf) {
+    throw new UsageError(
+      `--wireguard-way ${o.wireguardWay}: only for --backend wireguard (this lab: ${o.backend})`,
+    );
+  }
   validateIpFamily(o.ipFamily);
   if (o.backend === "udp" && o.ipFamily && o.ipFamily !== "ipv4") {
     throw new UsageError(
@@ -303,12 +312,17 @@ export async function labUp(
   made: { value: boolean } = { value: false },
 ): Promise<LabState> {
   const nc = o.netConf ? readLabNetConf(o.netConf, o) : null;
-  if (nc) o = { ...o, network: nc.network, backend: nc.backend, ipFamily: nc.ipFamily };
+  if (nc) o = { ...o, network: nc.network, backend: nc.backend, ipFamily: nc.ipFamily, netConf: undefined };
   validateUpOptions(o);
   if (Deno.uid() !== 0) {
     throw new FlanctlError("flanctl lab needs root (network namespaces); run it with sudo", 1);
   }
   if (readState(o.name)) throw new LabExistsError(o.name);
+  if (o.wireguardWay && o.wireguardWay !== "auto" && o.backend !== "wireguard") {
+    throw new UsageError(
+      `--wireguard-way ${o.wireguardWay}: only for --backend wireguard (this lab: ${o.backend})`,
+    );
+  }
   if (o.backend === "wireguard") labWireguardGo(); // its daemons need it: said before anything is made
   // The host's neighbour tables are shared by every namespace: refuse up front, before making anything.
   const fits = checkHostFits(
@@ -346,6 +360,7 @@ export async function labUp(
   s.storeFlags = o.store === "etcd" ? ["--etcd-endpoints", etcdEndpoint(s)] : ["--store-dir", `${dir}/store`];
   if (o.leaseTtl !== undefined) s.storeFlags.push("--lease-ttl", String(o.leaseTtl));
   if (o.daemonArgs?.length) s.daemonArgs = [...o.daemonArgs];
+  if (o.wireguardWay === "kernel" || o.wireguardWay === "userspace") s.wireguardWay = o.wireguardWay;
   if (nc) s.netConf = nc.text;
   // Creating the lab directory (not recursively) is the lock: of two `up`s with one name, one fails here.
   // The last `lab down` of another lab may remove the (empty) root between the two mkdirs: then again.

@@ -106,3 +106,28 @@ Deno.test("lab up --backend udp with an IPv6 family is refused before anything i
   validateUpOptions({ ...o, ipFamily: "ipv4" });
   assertThrows(() => validateUpOptions({ ...o, ipFamily: "dual" }), UsageError, "--ip-family dual: the udp");
 });
+
+Deno.test("lab up --wireguard-way: one of the three ways, and only for the wireguard backend", () => {
+  const o = {
+    name: "lab",
+    nodes: 2,
+    podsPerNode: 1,
+    backend: "wireguard" as const,
+    store: "file" as const,
+    network: "10.244.0.0/16",
+  };
+  for (const way of ["kernel", "userspace", "auto"] as const) validateUpOptions({ ...o, wireguardWay: way });
+  assertThrows(
+    () => validateUpOptions({ ...o, wireguardWay: "boringtun" as "auto" }),
+    UsageError,
+    "--wireguard-way 'boringtun': use kernel, userspace or auto",
+  );
+  const vx = { ...o, backend: "vxlan" as const };
+  validateUpOptions({ ...vx, wireguardWay: "auto" });
+  assertThrows(
+    () => validateUpOptions({ ...vx, wireguardWay: "userspace" }),
+    UsageError,
+    "only for --backend wireguard (this lab: vxlan)",
+  );
+  validateUpOptions({ ...vx, wireguardWay: "userspace", netConf: "/some/net-conf.json" }); // its backend decides
+});

@@ -8,6 +8,7 @@ import { httpGet } from "../observe/http_get.ts";
 import { FlanctlError } from "../base/errors.ts";
 import { withNodeFiles } from "./exec.ts";
 import { WIREGUARD_GO_ENV } from "../backend/wireguard/userspace.ts";
+import { WIREGUARD_WAY_ENV } from "../backend/wireguard/choose.ts";
 import { flanctlCommand, inNs, isOurProcess, runCmd, sleep, spawnDetached, stopProcess } from "./proc.ts";
 import { saveState } from "./state.ts";
 import type { LabState, NodeState, ProcState } from "./types.ts";
@@ -148,7 +149,13 @@ export function labWireguardGo(env = Deno.env.toObject()): string {
  */
 export function daemonCommand(s: LabState, n: NodeState): string[] {
   // The wireguard backend's userspace device: the lab's wireguard-go, named to the daemon (no secret).
-  const wg = s.backend === "wireguard" ? ["env", `${WIREGUARD_GO_ENV}=${labWireguardGo()}`] : [];
+  const wg = s.backend === "wireguard"
+    ? [
+      "env",
+      `${WIREGUARD_GO_ENV}=${labWireguardGo()}`,
+      ...(s.wireguardWay ? [`${WIREGUARD_WAY_ENV}=${s.wireguardWay}`] : []),
+    ]
+    : [];
   return withNodeFiles(s, n.netns, n.dir, [
     ...wg,
     ...flanctlCommand(),

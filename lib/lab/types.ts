@@ -39,6 +39,11 @@ export interface LabUpOptions {
   ipFamily?: "ipv4" | "dual" | "ipv6";
   /** `--tune-host`: raise the host's neighbour gc thresholds when the lab does not fit (lab down restores). */
   tuneHost?: boolean;
+  /**
+   * `--wireguard-way`: the wireguard backend's way for every daemon (FLANCTL_WIREGUARD_WAY: kernel,
+   * userspace, or auto, the default: the kernel where it has the module, else wireguard-go).
+   */
+  wireguardWay?: "kernel" | "userspace" | "auto";
 }
 
 /** A host sysctl `lab up --tune-host` changed (recorded before the change; `lab down` restores it). */
@@ -134,6 +139,8 @@ export interface LabState {
   netConf?: string;
   /** Extra flags every daemon gets (`lab up --daemon-arg`). */
   daemonArgs?: string[];
+  /** `lab up --wireguard-way` when not auto: every daemon's FLANCTL_WIREGUARD_WAY. */
+  wireguardWay?: "kernel" | "userspace";
   /** `/healthz` / `/readyz` port of every daemon (each in its own namespace). */
   healthzPort: number;
   /** Every namespace created (recorded before `ip netns add`). */
