@@ -543,8 +543,8 @@ export class KubeStore implements SubnetStore {
 
   /**
    * Retries `fn` while it fails with an API error `retryIf` accepts, every 3 s for {@link START_WAIT_MS} (as
-   * flanneld's AcquireLease), saying so once; then throws what `fail` makes of the last error. Other
-   * errors (unreachable: retried by the daemon) propagate at once.
+   * flanneld's AcquireLease), the last try at the wait's end, saying so once; then throws what `fail` makes of
+   * the last error. Other errors (unreachable: retried by the daemon) propagate at once.
    */
   async #startWait<T>(
     fn: () => Promise<T>,
@@ -554,14 +554,19 @@ export class KubeStore implements SubnetStore {
   ): Promise<T> {
     const limit = this.#opts.startWaitMs ?? START_WAIT_MS;
     const t0 = Date.now();
+    let last = false; // the sleep before this try reached t0 + limit
     for (let said = false;; said = true) {
       try {
         return await fn();
       } catch (e) {
         if (!(e instanceof KubeApiError) || !retryIf(e)) throw e;
-        if (Date.now() - t0 + START_POLL_MS > limit + 500) throw fail(e, Math.round(limit / 1000));
+        // the last try is at t0 + limit however long each took: a slow API shortens no wait
+        const elapsed = Date.now() - t0;
+        if (last || elapsed >= limit) throw fail(e, Math.round(limit / 1000));
         if (!said) (this.#opts.warn ?? plainWarn)(`${waiting}; waiting up to ${limit / 1000}s (as flanneld)`);
-        await sleep(Math.min(START_POLL_MS, limit), this.#closed.signal);
+        const wait = Math.min(START_POLL_MS, limit - elapsed);
+        last = elapsed + wait >= limit;
+        await sleep(wait, this.#closed.signal);
         if (this.#closed.signal.aborted) throw e;
       }
     }

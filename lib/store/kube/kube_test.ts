@@ -142,6 +142,33 @@ Deno.test("kube store: pod cidr not assigned / outside Network / unknown node / 
   }
 });
 
+Deno.test("kube store: a slow API shortens no start-up wait: the last poll is at its end", async () => {
+  const t = await setup();
+  try {
+    // the first GET of the missing node answers its 404 after 800 ms: the second poll is still due at 3 s
+    let first = true;
+    t.api.intercept = async (_req, u) => {
+      if (u.pathname === "/api/v1/nodes/ghost" && first) {
+        first = false;
+        await new Promise((r) => setTimeout(r, 800));
+      }
+      return null;
+    };
+    const t0 = Date.now();
+    await assertRejects(
+      async () => (await t.open("ghost", { startWaitMs: 3000 })).acquireLease(attrs),
+      KubeStartError,
+      `node "ghost" not found in the Kubernetes API after 3s`,
+    );
+    const polls = t.api.requests.filter((r) => r.url === "/api/v1/nodes/ghost");
+    assertEquals(polls.length, 2);
+    assert(polls[1].at - t0 >= 2900, `second poll ${polls[1].at - t0} ms after the start`);
+    assert(Date.now() - t0 < 5500, `gave up after ${Date.now() - t0} ms`);
+  } finally {
+    await t.cleanup();
+  }
+});
+
 Deno.test("kube store: peers by list+watch, malformed annotations skipped, re-list on 410 Gone", async () => {
   const t = await setup();
   // The lists made when the release hook ran: a re-list is released before and after, as start-up's list,
