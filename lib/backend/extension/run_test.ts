@@ -24,14 +24,20 @@ Deno.test("runExtensionCommand: failures in Go's words, the output kept", async 
   assertEquals(np.error, "fork/exec /nonexistent/flanctl-x: no such file or directory");
 });
 
+/**
+ * A timeout long past a shell's start (3-14 ms here at load 8) even on a loaded machine: the output written
+ * before the kill is what the timeout tests check, and nothing tells the test when the timer is armed.
+ */
+const TIMEOUT_MS = 2_000;
+
 Deno.test("runExtensionCommand: killed at the timeout", async () => {
   const r = await runExtensionCommand(["sh", "-c", "echo started; exec sleep 30"], {
     ...opts,
-    timeoutMs: 300,
+    timeoutMs: TIMEOUT_MS,
   });
   assertEquals([r.ok, r.timedOut, r.output], [false, true, "started"]);
-  assertEquals(r.error, "timed out after 300 ms: signal: killed");
-  assert(r.ms < 5_000, `${r.ms} ms`);
+  assertEquals(r.error, `timed out after ${TIMEOUT_MS} ms: signal: killed`);
+  assert(r.ms >= TIMEOUT_MS - 50 && r.ms < TIMEOUT_MS + 5_000, `${r.ms} ms`);
 });
 
 Deno.test("runExtensionCommand: the output is capped, the rest drained (the command is not blocked)", async () => {
@@ -76,16 +82,39 @@ async function gone(pid: number): Promise<boolean> {
 }
 
 Deno.test("runExtensionCommand: the timeout and an abort kill the command's children too", async () => {
-  const t = await runExtensionCommand(["sh", "-c", "sleep 30 & echo $!; wait"], { ...opts, timeoutMs: 300 });
+  const t = await runExtensionCommand(["sh", "-c", "sleep 30 & echo $!; wait"], {
+    ...opts,
+    timeoutMs: TIMEOUT_MS,
+  });
   assertEquals([t.ok, t.timedOut], [false, true]);
   assert(/^\d+$/.test(t.output), t.output);
   assert(await gone(Number(t.output)), `sleep ${t.output} still runs after the timeout`);
-  const ac = new AbortController();
-  setTimeout(() => ac.abort(), 300);
-  const a = await runExtensionCommand(["sh", "-c", "sleep 30 & echo $!; wait"], {
-    ...opts,
-    signal: ac.signal,
-  });
-  assertEquals([a.ok, a.error], [false, "signal: killed"]);
-  assert(await gone(Number(a.output)), `sleep ${a.output} still runs after the abort`);
+  // the abort comes once the command says its child runs (it writes the pid to a file), not after a guess
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-ext-run-" });
+  try {
+    const ac = new AbortController();
+    let ended = false; // the run ended without the abort: the assertions below say how
+    const started = (async () => {
+      while (!ended && !/^\d+\n/.test(await Deno.readTextFile(`${dir}/pid`).catch(() => ""))) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      ac.abort();
+    })();
+    const a = await runExtensionCommand([
+      "sh",
+      "-c",
+      'sleep 30 & echo $!; echo $! >"$D/pid.t"; mv "$D/pid.t" "$D/pid"; wait',
+    ], {
+      ...opts,
+      env: { ...opts.env, D: dir },
+      signal: ac.signal,
+    });
+    ended = true;
+    await started;
+    assertEquals([a.ok, a.error], [false, "signal: killed"]);
+    assertEquals(a.output, (await Deno.readTextFile(`${dir}/pid`)).trim());
+    assert(await gone(Number(a.output)), `sleep ${a.output} still runs after the abort`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
