@@ -174,6 +174,25 @@ Deno.test("file store: listing leaves expired leases in place; a writer collects
   });
 });
 
+/** How many of this process's descriptors are open on `path` (/proc/self/fd). */
+function openFds(path: string): number {
+  let n = 0;
+  for (const e of Deno.readDirSync("/proc/self/fd")) {
+    try {
+      if (Deno.readLinkSync(`/proc/self/fd/${e.name}`) === path) n++;
+    } catch { /* closed meanwhile */ }
+  }
+  return n;
+}
+
+/** Polls every 5 ms until `ok()`, failing with `what` after 10 s. */
+async function until(ok: () => boolean, what: string): Promise<void> {
+  for (const end = Date.now() + 10_000; !ok();) {
+    assert(Date.now() < end, what);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 Deno.test("file store: a watch starts from the listing's snapshot without re-reading lease files", async () => {
   await withDir(async (dir) => {
     const writer = new FileStore({ dir });
@@ -187,9 +206,17 @@ Deno.test("file store: a watch starts from the listing's snapshot without re-rea
     await Deno.writeTextFile(path, "{corrupt");
     const ac = new AbortController();
     const it = reader.watchLeases(cursor, ac.signal)[Symbol.asyncIterator]();
+    // The watch is set up once it has read the change counter (under a shared lock of .lock, after inotify
+    // started): hold the lock as a writer would, see the watch open .lock too (waiting for the lock), let
+    // it go, and see .lock closed again. A write before that read would rightly make the watch re-read all.
+    const lockPath = `${dir}/.lock`;
+    const held = await Deno.open(lockPath, { read: true, write: true });
+    await held.lock(true);
     try {
       const pendingNext = it.next();
-      await new Promise((r) => setTimeout(r, 300)); // the watch is set up and idle
+      await until(() => openFds(lockPath) > 1, "the watch never opened .lock to read the change counter");
+      held.close(); // releases the flock
+      await until(() => openFds(lockPath) === 0, "the watch never closed .lock after reading the counter");
       const second = await writer.acquireLease(attrs("192.0.2.2"));
       const got = await pendingNext;
       assert(!got.done);
@@ -198,6 +225,9 @@ Deno.test("file store: a watch starts from the listing's snapshot without re-rea
         String(second.subnet),
       ]]);
     } finally {
+      try {
+        held.close();
+      } catch { /* already closed */ }
       ac.abort();
       await it.return?.();
     }
