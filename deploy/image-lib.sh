@@ -6,13 +6,19 @@
 # names, the programs from the dev cache (tools/peers/build.sh).
 
 # image_base PACKAGES: sets `base` to the Debian base (mmdebstrap of PACKAGES) cached under the sha256 of its
-# tarball, found through the hash of its inputs (suite, mirrors, packages, options).
+# tarball, found through the hash of its inputs (suite, mirrors, packages, options). Builds of one base run one
+# at a time (a flock per input hash): a second waits and then finds the first's tarball in the cache.
 image_base() {
-  local packages=$1 key ref_file sum tmp
+  local packages=$1 key ref_file sum tmp lock
   mkdir -p "$CACHE"
   key=$(printf '%s\n' "$SUITE" "$packages" "$BASE_EPOCH" "$ARCH" "${MIRRORS[@]}" "${MMDEBSTRAP_OPTS[@]}" \
     "$(dpkg-query -W -f='${Version}' mmdebstrap)" | sha256sum | cut -c1-16)
   ref_file=$CACHE/base-inputs-$key
+  exec {lock}>"$CACHE/.base-inputs-$key.lock"
+  if ! flock --nonblock "$lock"; then
+    log "Debian base: another build of the same base is running; waiting for it"
+    flock "$lock"
+  fi
   base=""
   if [ "${FLANCTL_IMAGE_REFRESH:-0}" != 1 ] && [ -f "$ref_file" ]; then
     sum=$(cat "$ref_file")
@@ -28,10 +34,12 @@ image_base() {
       "$SUITE" "$tmp" "${MIRRORS[@]}" || { rm -f "$tmp"; die "mmdebstrap failed (see above)"; }
     sum=$(sha256sum <"$tmp" | cut -d' ' -f1)
     mv -f "$tmp" "$CACHE/base-$sum.tar"
-    printf '%s\n' "$sum" >"$ref_file.tmp" && mv -f "$ref_file.tmp" "$ref_file"
+    tmp=$(mktemp "$ref_file.XXXXXX")
+    printf '%s\n' "$sum" >"$tmp" && mv -f "$tmp" "$ref_file"
     base=$CACHE/base-$sum.tar
     log "Debian base: $base"
   fi
+  exec {lock}>&-
 }
 
 # image_layer ROOTFS LAYER EPOCH: one layer tar of ROOTFS: names sorted, every mtime = EPOCH, numeric owners,
