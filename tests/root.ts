@@ -30,10 +30,40 @@ function testFile(): string {
 }
 
 /**
- * The gate for a process running as `uid` with `CI` = `ci`. Exported for the suite's own test
- * (tests/test_env_test.ts); test files use {@link needsRoot}.
+ * The sysctl br_netfilter makes (in every namespace): without it flanneld and flanctl's daemon refuse to start
+ * in iptables mode (lib/daemon/preflight.ts), so the root tier's daemons and labs fail.
  */
-export function rootGate(uid: number | null, ci: string | undefined): RootGate {
+export const BR_NETFILTER_SYSCTL = "/proc/sys/net/bridge/bridge-nf-call-iptables";
+
+/**
+ * The gate for a process running as `uid` with `CI` = `ci`; as root it checks once per test file that
+ * `brNetfilter` (default {@link BR_NETFILTER_SYSCTL}) exists, and says so at once when not: a failing test
+ * under CI, a warning elsewhere. Exported for the suite's own test (tests/test_env_test.ts); test files use
+ * {@link needsRoot}.
+ */
+export function rootGate(
+  uid: number | null,
+  ci: string | undefined,
+  brNetfilter: string = BR_NETFILTER_SYSCTL,
+): RootGate {
+  let checked = false;
+  const checkHost = () => {
+    if (checked) return;
+    checked = true;
+    try {
+      Deno.statSync(brNetfilter);
+      return;
+    } catch { /* missing: below */ }
+    const what = `br_netfilter is not loaded (${brNetfilter} is missing): the daemons of the root tests ` +
+      "refuse to start in iptables mode; run 'modprobe br_netfilter' (./install.sh --dev loads it)";
+    if (ci === "true") {
+      Deno.test(`${testFile()}: br_netfilter`, () => {
+        throw new Error(what);
+      });
+    } else {
+      console.error(`warning: ${testFile()}: ${what}`);
+    }
+  };
   let told = false;
   const tell = () => {
     if (told) return;
@@ -51,7 +81,10 @@ export function rootGate(uid: number | null, ci: string | undefined): RootGate {
   return {
     test(a: string | Deno.TestDefinition | Omit<Deno.TestDefinition, "fn">, fn?: TestFn) {
       const def = (typeof a === "string" ? { name: a, fn } : fn ? { ...a, fn } : a) as Deno.TestDefinition;
-      if (uid === 0) return Deno.test(def);
+      if (uid === 0) {
+        checkHost();
+        return Deno.test(def);
+      }
       tell();
       Deno.test({ ...def, name: `${def.name} (needs root)`, ignore: true });
     },

@@ -73,6 +73,29 @@ Deno.test("root tests: run as root; skipped with the reason elsewhere; under CI=
   assertStringIncludes(ci.out, "0 passed | 1 failed | 3 ignored");
 });
 
+Deno.test("root tests: without br_netfilter a root run says so at once: a failure under CI=true, else a warning", async () => {
+  const args = ["test", "-A", "--no-check=remote", "--quiet", "tests/fixtures/root_probe.ts"];
+  const missing = {
+    FLANCTL_PROBE_UID: "0",
+    FLANCTL_PROBE_BR_NETFILTER: "/proc/sys/net/flanctl-no-such-sysctl",
+  };
+  const why = "br_netfilter is not loaded (/proc/sys/net/flanctl-no-such-sysctl is missing)";
+  const ci = await deno(args, { ...missing, CI: "true" });
+  assert(ci.code !== 0, `under CI a root run without br_netfilter must fail:\n${ci.out}`);
+  assertStringIncludes(ci.out, "tests/fixtures/root_probe.ts: br_netfilter ... FAILED");
+  assertStringIncludes(ci.out, `${why}: the daemons of the root tests refuse to start in iptables mode`);
+  assertStringIncludes(ci.out, "modprobe br_netfilter");
+  assertStringIncludes(ci.out, "3 passed | 1 failed");
+  const dev = await deno(args.filter((a) => a !== "--quiet"), { ...missing, CI: "false" });
+  assertEquals(dev.code, 0, dev.out);
+  assertStringIncludes(dev.out, "3 passed | 0 failed");
+  assertEquals(
+    dev.out.split(`warning: tests/fixtures/root_probe.ts: ${why}`).length,
+    2,
+    `once per file:\n${dev.out}`,
+  );
+});
+
 Deno.test("reference plugins: missing ones fail the suite under CI=true, are skipped with a warning elsewhere", async () => {
   assertEquals(missingRefPlugins(["flanctl-no-such-plugin"]), ["flanctl-no-such-plugin"]);
   const args = ["test", "-A", "--no-check=remote", "tests/fixtures/ref_plugins_probe.ts"];
