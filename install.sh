@@ -83,6 +83,21 @@ else
   log "Debian packages present"
 fi
 
+# --- br_netfilter (--dev) ----------------------------------------------------------------------------------
+# dev_br_netfilter SYSCTL: loads br_netfilter when SYSCTL (its bridge-nf-call-iptables) is missing. The root
+# tests' daemons run in iptables mode, where flanneld and flanctl refuse to start without it
+# (lib/daemon/preflight.ts); Debian builds it as a module that nothing loads. A kernel with it built in has
+# the sysctl already; one without it (or without /lib/modules) gets a warning, and the root tests say so too.
+dev_br_netfilter() {
+  [ -e "$1" ] && return 0
+  if modprobe br_netfilter 2>/dev/null; then
+    log "loaded br_netfilter (until the next boot: 'echo br_netfilter >/etc/modules-load.d/flanctl.conf' keeps it)"
+  else
+    log "warning: br_netfilter is not loaded and 'modprobe br_netfilter' failed: the root tests' daemons will not start in iptables mode"
+  fi
+}
+if [ "$DEV" = 1 ]; then dev_br_netfilter /proc/sys/net/bridge/bridge-nf-call-iptables; fi
+
 # --- Deno, pinned, from the npm registry -------------------------------------------------------------
 # The npm package's `bin` is a Node wrapper; we launch the platform binary directly (every CNI call
 # pays process start-up).
