@@ -5,7 +5,7 @@
 #                        CNI symlinks in /opt/cni/bin.
 #   ./install.sh --dev   also what tests and benchmarks need: etcd-server, etcd-client,
 #                        containernetworking-plugins (reference Go CNI plugins), iperf3, ethtool, containerd,
-#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static, ipset; and the real peers
+#                        runc, mmdebstrap, umoci, skopeo, buildah, busybox-static, ipset, python3; the real peers
 #                        built with `go` from the Go module proxy (tools/peers/build.sh: kube-apiserver,
 #                        kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy, agnhost,
 #                        e2e.test, CoreDNS, flanneld, crictl, kube-router, wireguard-go), cached in
@@ -63,6 +63,9 @@ if [ "$DEV" = 1 ]; then
   pkgs+=(containerd runc mmdebstrap umoci skopeo buildah busybox-static gcc libc6-dev curl unzip)
   # kube-router's policy controller (the NetworkPolicy peer) programs iptables with ipset sets.
   pkgs+=(ipset)
+  # Tests' helpers in pods and namespaces (servers, raw ICMP, the sd_notify receiver): python3 and its
+  # standard library, named here rather than left to come with mmdebstrap's dependencies.
+  pkgs+=(python3)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

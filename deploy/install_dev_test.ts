@@ -1,8 +1,8 @@
 /**
  * install.sh --dev's host set-up for the test suite, run in isolation (the whole --dev install rebuilds the
- * peers): its br_netfilter step with a stand-in modprobe and sysctl path.
+ * peers): the Debian packages the tests run, and its br_netfilter step with a stand-in modprobe and sysctl path.
  */
-import { assertEquals, assertStringIncludes } from "../tests/assert.ts";
+import { assert, assertEquals, assertStringIncludes } from "../tests/assert.ts";
 import { ROOT, run } from "../tests/netns.ts";
 
 const INSTALL = Deno.readTextFileSync(`${ROOT}install.sh`);
@@ -53,4 +53,26 @@ Deno.test("install.sh --dev: br_netfilter loaded when its sysctl is missing; bui
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** The test sources under `dir` (recursive) that run `python3`. */
+function pythonUsers(dir: string): string[] {
+  const found: string[] = [];
+  for (const e of Deno.readDirSync(`${ROOT}${dir}`)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory && e.name !== "node_modules") found.push(...pythonUsers(path));
+    else if (
+      e.isFile && e.name.endsWith(".ts") && /"python3"/.test(Deno.readTextFileSync(`${ROOT}${path}`))
+    ) {
+      found.push(path);
+    }
+  }
+  return found;
+}
+
+Deno.test("install.sh --dev: python3 is installed by name, as the tests run it", () => {
+  const users = [...pythonUsers("tests"), ...pythonUsers("lib").filter((p) => p.endsWith("_test.ts"))];
+  assert(users.length > 0, "no test runs python3: drop it from install.sh --dev");
+  const dev = [...INSTALL.matchAll(/^ {2}pkgs\+=\(([^)]+)\)$/gm)].flatMap((m) => m[1].split(" "));
+  assert(dev.includes("python3"), `install.sh --dev must install python3 (${users.join(", ")} run it)`);
 });
