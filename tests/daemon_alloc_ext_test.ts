@@ -12,22 +12,39 @@ import { flanctl, nsRun } from "./netns.ts";
 import { events, extensionConf, hook, postEnv } from "./alloc_ext_fixture.ts";
 
 /**
- * `doctor` (CNI files aside: the test installs none) finds nothing wrong and `status` shows the backend
+ * `doctor` (CNI config and plugins aside: the test installs none) finds nothing wrong and `status` shows the backend
  * with no peer missing: a backend without a data plane is expected to program nothing. neigh-gc reads the
  * host-wide neighbour table, which the tests running beside this one fill: it is skipped here and proven by
- * its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts).
+ * its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts). The CNI paths are the
+ * node's own (empty) directories and no CRI runtime is asked: the host's defaults (/var/lib/cni, a host
+ * containerd's socket, its `cni-*` namespaces) hold what other tests and programs leave there.
  */
 async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Promise<void> {
   const files = ["--subnet-file", n.subnetFile, "--store-dir", c.storeDir];
+  const cni = `${n.dir}/cni`;
   const dr = await flanctl([
     "doctor",
     "--netns",
     n.ns,
     ...files,
+    "--cni-conf-dir",
+    `${cni}/net.d`,
+    "--cni-bin-dir",
+    `${cni}/bin`,
+    "--cni-data-dir",
+    `${cni}/networks`,
+    "--flannel-data-dir",
+    `${cni}/flannel`,
+    "--cni-results-dir",
+    `${cni}/results`,
+    "--pod-netns-prefix",
+    `${n.ns}-pod-`,
+    "--cri-socket",
+    "none",
     "--readyz-url",
     `http://127.0.0.1:${n.port}/readyz`,
     "--skip",
-    "cni-config,neigh-gc",
+    "cni-config,cni-binaries,neigh-gc",
     "--problems",
   ]);
   assertEquals(dr.code, 0, dr.stdout + dr.stderr);
