@@ -8,7 +8,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, runDaemonOnce, type TestNode, waitFor } from "./daemon_fixture.ts";
-import { flanctl, nsRun } from "./netns.ts";
+import { flanctl, linkNames } from "./netns.ts";
 import { events, extensionConf, hook, postEnv } from "./alloc_ext_fixture.ts";
 
 /**
@@ -62,8 +62,7 @@ async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Pro
 
 /** Links of `ns` other than lo and eth0 (a backend without a data plane makes none). */
 async function extraLinks(ns: string): Promise<string[]> {
-  const links = JSON.parse((await nsRun(ns, ["ip", "-j", "link"])).stdout) as { ifname: string }[];
-  return links.map((l) => l.ifname).filter((x) => x !== "lo" && x !== "eth0");
+  return (await linkNames(ns)).filter((x) => x !== "lo" && x !== "eth0");
 }
 
 needsRoot.test("daemon alloc: leases and subnet.env only, no device, no peer route", async () => {

@@ -25,6 +25,39 @@ export async function ipJson<T = unknown>(ns: string, ...args: string[]): Promis
   return (out.trim() ? JSON.parse(out) : []) as T;
 }
 
+/**
+ * The fallback tunnel devices the kernel makes in every new namespace while their module is loaded (and
+ * net.core.fb_tunnels_only_for_init_net is 0), by name → link kind: no test made them.
+ */
+export const FALLBACK_TUNNELS: Readonly<Record<string, string>> = {
+  tunl0: "ipip",
+  sit0: "sit",
+  ip6tnl0: "ip6tnl",
+  gre0: "gre",
+  gretap0: "gretap",
+  erspan0: "erspan",
+  ip6gre0: "ip6gre",
+  ip_vti0: "vti",
+  ip6_vti0: "vti6",
+};
+
+/** A link as `ip -d -j link` lists it (the fields read here). */
+export interface LinkJson {
+  ifname: string;
+  linkinfo?: { info_kind?: string };
+}
+
+/** Whether `l` is one of the kernel's {@link FALLBACK_TUNNELS} (its name and its kind). */
+export function isFallbackTunnel(l: LinkJson): boolean {
+  return Object.hasOwn(FALLBACK_TUNNELS, l.ifname) && FALLBACK_TUNNELS[l.ifname] === l.linkinfo?.info_kind;
+}
+
+/** The names of the links of `ns`, in the kernel's order, without its fallback tunnel devices. */
+export async function linkNames(ns: string): Promise<string[]> {
+  return (await ipJson<LinkJson[]>(ns, "-d", "link", "show")).filter((l) => !isFallbackTunnel(l))
+    .map((l) => l.ifname);
+}
+
 /** Runs a command inside netns `ns` (`ip netns exec`). */
 export function nsRun(
   ns: string,
