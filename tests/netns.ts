@@ -90,6 +90,17 @@ export function testPrefix(value: string | undefined): string {
 /** This run's name prefix (see {@link testPrefix}). */
 export const TEST_PREFIX: string = testPrefix(Deno.env.get("FLANCTL_TEST_PREFIX"));
 
+/**
+ * The in-cluster variables of a CI that itself runs in a Kubernetes pod: every flanctl the suite starts
+ * would inherit them and act as in a pod (doctor's unseenFromPod, lib/doctor/checks/cni.ts; the kube
+ * store's in-cluster config). The suite runs flanctl as on a node: they are removed from this process's
+ * environment when the harness loads, before any test starts a child. Only ever removed, never set back,
+ * so the test files running beside (threads of this process) see nothing come and go; a test that wants
+ * a pod passes them in its child's env.
+ */
+const POD_ENV = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"] as const;
+for (const k of POD_ENV) Deno.env.delete(k);
+
 /** A unique name of at most 15 characters, usable for a netns or a link: the prefix, `tag`, random. */
 export function uniqueName(tag: string): string {
   const rnd = crypto.getRandomValues(new Uint32Array(1))[0].toString(36).padStart(7, "0");

@@ -121,3 +121,16 @@ Deno.test("fallback tunnels: the kernel's per-namespace devices are left out by 
   assert(!isFallbackTunnel({ ifname: "toString", linkinfo: { info_kind: undefined } }));
   assert(!isFallbackTunnel({ ifname: "flannel.1", linkinfo: { info_kind: "vxlan" } }));
 });
+
+Deno.test("pod env: a CI pod's KUBERNETES_SERVICE_HOST/PORT never reach the suite's children unless passed", async () => {
+  const code = `import { run } from "./tests/netns.ts";
+const echo = ["sh", "-c", "echo \${KUBERNETES_SERVICE_HOST-unset} \${KUBERNETES_SERVICE_PORT-unset}"];
+console.log((await run(echo)).stdout.trim());
+console.log((await run(echo, { env: { KUBERNETES_SERVICE_HOST: "10.96.0.9" } })).stdout.trim());`;
+  const r = await deno(["eval", "--ext=ts", code], {
+    KUBERNETES_SERVICE_HOST: "10.96.0.1",
+    KUBERNETES_SERVICE_PORT: "443",
+  });
+  assertEquals(r.code, 0, r.out);
+  assertEquals(r.out.trim().split("\n"), ["unset unset", "10.96.0.9 unset"]);
+});
