@@ -4,10 +4,10 @@
  * crictl (sigs.k8s.io/cri-tools, built by install.sh --dev). Measured facts this follows
  * (docs/lab.md): the CRI plugin mounts sandbox netns under /run/netns, so containerd gets a private
  * directory bound over it, and so over /var/lib/cni (libcni's default cache dir, where it keeps each
- * sandbox's CNI result) unless the caller mounts the node's own there; `ip netns exec` mounts a fresh sysfs that hides the cgroup v1 hierarchies, so
- * each is mounted again before containerd starts; the machine lacks CAP_SYS_RESOURCE, so
- * `restrict_oom_score_adj = true`. No registry: the sandbox image is a docker archive made here from
- * busybox-static and imported with ctr.
+ * sandbox's CNI result) unless the caller mounts the node's own there; `ip netns exec` mounts a fresh
+ * sysfs that hides the cgroup v1 hierarchies, so each is mounted again before containerd starts; the
+ * machine lacks CAP_SYS_RESOURCE, so `restrict_oom_score_adj = true`. No registry: the sandbox image is a
+ * docker archive made here from busybox-static and imported with ctr.
  *
  * Used by tests (tests/cni_containerd_test.ts) and meant for `lab up --runtime containerd` / `--kube`.
  * @module
