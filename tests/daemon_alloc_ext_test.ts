@@ -12,12 +12,13 @@ import { flanctl, linkNames } from "./netns.ts";
 import { events, extensionConf, hook, postEnv } from "./alloc_ext_fixture.ts";
 
 /**
- * `doctor` (CNI config and plugins aside: the test installs none) finds nothing wrong and `status` shows the backend
- * with no peer missing: a backend without a data plane is expected to program nothing. neigh-gc reads the
- * host-wide neighbour table, which the tests running beside this one fill: it is skipped here and proven by
- * its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts). The CNI paths are the
- * node's own (empty) directories and no CRI runtime is asked: the host's defaults (/var/lib/cni, a host
- * containerd's socket, its `cni-*` namespaces) hold what other tests and programs leave there.
+ * `doctor` (CNI config and plugins aside: the test installs none) finds nothing wrong and `status` shows
+ * the backend with no peer missing: a backend without a data plane is expected to program nothing.
+ * neigh-gc reads the host-wide neighbour table, which the tests running beside this one fill: it is skipped
+ * here and proven by its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts). The CNI
+ * paths are the node's own (empty) directories and no CRI runtime is asked: the host's defaults
+ * (/var/lib/cni, a host containerd's socket, its `cni-*` namespaces) hold what other tests and programs
+ * leave there.
  */
 async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Promise<void> {
   const files = ["--subnet-file", n.subnetFile, "--store-dir", c.storeDir];

@@ -11,7 +11,8 @@ import { flanctl, sh } from "./netns.ts";
 import { doctorArgs, withDoctorNode } from "./doctor_fixture.ts";
 
 // neigh-gc reads the host-wide neighbour table, which the tests running beside these fill: a bundle of a
-// healthy node is asked for without it (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts prove it).
+// healthy node is asked for without it (lib/doctor/checks/neigh_test.ts and tests/doctor_kernel_test.ts
+// prove the check).
 const SKIP = ["--skip", "neigh-gc"];
 
 const PASSWORD = "etcdPW-s3cr3t-4711";

@@ -194,7 +194,7 @@ needsRoot.test("doctor: kernel faults (sysctls, offload, MTU, hairpin, ARP/FDB, 
       // --skip removes findings; warnings only → exit 1.
       await nsSh(N, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1");
       await nsSh(N, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0");
-      // neigh-gc (the host-wide table, filled by the tests beside this one) is checked above and skipped here.
+      // neigh-gc (the host-wide table, filled by the tests beside this one) is checked above, skipped here.
       const warn = await runDoctorJson(n, "--skip", "mtu,peer-arp,peer-fdb,neigh-gc");
       assertEquals(findings(warn, "mtu"), []);
       assertEquals(warn.summary.critical, 0, warn.stdout);

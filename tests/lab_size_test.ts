@@ -29,7 +29,8 @@ const nodes = tooMany();
 
 needsRoot.test({
   name: "lab up: a node count the host's neighbour table cannot hold is refused up front, nothing made",
-  ignore: nodes === null, // the host's gc_thresh3 holds even MAX_NODES nodes (or is unreadable): nothing to refuse
+  // The host's gc_thresh3 holds even MAX_NODES nodes (or is unreadable): nothing to refuse.
+  ignore: nodes === null,
   async fn() {
     const root = await Deno.makeTempDir({ prefix: "flanctl-labroot-" });
     const name = `${TEST_PREFIX}sz`.slice(0, 8);
