@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, type CniCall, cniOk, listFiles, pool, tempDir } from "./cni_helpers.ts";
-import { ipJson, nsSh, withNetns } from "./netns.ts";
+import { ipJson, linkNames, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
 
@@ -362,8 +362,8 @@ needsRoot.test("cni bad-input matrix: right error code, no partial state", () =>
       assert(cases.length >= 50, `${cases.length} cases`);
 
       const snapshot = async () => ({
-        node: (await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(),
-        pod: (await ipJson<J[]>(pod, "link")).map((l) => l.ifname).sort(),
+        node: (await linkNames(node)).sort(),
+        pod: (await linkNames(pod)).sort(),
         addrs: (await ipJson<J[]>(node, "-4", "addr")).map((l) => JSON.stringify(l.addr_info)).sort(),
         files: listFiles(dir),
         nat: (await nsSh(node, "iptables-save", "-t", "nat")).split("\n").filter((l) => l.startsWith("-A")),

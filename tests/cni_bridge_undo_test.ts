@@ -8,7 +8,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { cni, cniOk, listFiles, tempDir } from "./cni_helpers.ts";
-import { ipJson, nsSh, withNetns } from "./netns.ts";
+import { ipJson, linkNames, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
 
@@ -31,8 +31,8 @@ function conf(dataDir: string, ipMasq: boolean): J {
 /** What a failed ADD must not change: links of node and pod, node addresses, IPAM files, nat rules. */
 async function snapshot(node: string, pod: string, dataDir: string) {
   return {
-    node: (await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(),
-    pod: (await ipJson<J[]>(pod, "link")).map((l) => l.ifname).sort(),
+    node: (await linkNames(node)).sort(),
+    pod: (await linkNames(pod)).sort(),
     // Addresses without DAD's `tentative` flag: whether an IPv6 address is still tentative (about a second
     // after it was added) depends on timing, not on the plugin.
     addrs: (await ipJson<J[]>(node, "addr")).map((l) =>

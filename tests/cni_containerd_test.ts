@@ -170,6 +170,17 @@ needsRoot.test({
         const plain = await runPodSandbox(p.socket, podSandboxConfig("plain"), d.path);
         const w = await inspect(p.socket, web), q = await inspect(p.socket, plain);
         assertEquals(w.ips.length, 2, `web has an IPv4 and an IPv6 address: ${w.ips}`);
+        // libcni caches each sandbox's result in containerd's own /var/lib/cni, never in the host's.
+        const cached = listFiles(`${p.cniDir}/results`);
+        for (const id of [web, plain]) {
+          for (const f of [`cbr0-${id}-eth0`, `cni-loopback-${id}-lo`]) {
+            assert(cached.includes(f), `${f}: ${cached}`);
+          }
+        }
+        assertEquals(
+          listFiles("/var/lib/cni/results").filter((f) => f.includes(web) || f.includes(plain)),
+          [],
+        );
         // Both families between the pods.
         for (const ip of q.ips) {
           const r = await sh("nsenter", `--net=/proc/${w.pid}/ns/net`, "ping", "-c", "1", "-W", "2", ip)

@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniOk, listFiles, refSpeaks11, requireRefPlugins, tempDir, waitFor } from "./cni_helpers.ts";
-import { ipJson, nsRun, nsSh, withNetns } from "./netns.ts";
+import { ipJson, linkNames, nsRun, nsSh, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
 
@@ -94,8 +94,8 @@ needsRoot.test("cni flannel: subnet.env to a working pod and back to nothing", (
       }
       assertEquals(listFiles(`${d.path}/flannel`), []);
       assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
-      assertEquals((await ipJson<J[]>(pod1, "link")).map((l) => l.ifname), ["lo"]);
-      assertEquals((await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(), ["cni0", "lo"]);
+      assertEquals(await linkNames(pod1), ["lo"]);
+      assertEquals((await linkNames(node)).sort(), ["cni0", "lo"]);
     } finally {
       d.cleanup();
     }
@@ -172,7 +172,7 @@ needsRoot.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gon
       assertEquals(nat3.split("\n").filter((l) => l.includes("CNI-")), []);
       // q2's sandbox is gone too (GC runs after the runtime forgot it): nothing of it is left on the node.
       await new Deno.Command("ip", { args: ["netns", "del", pod2] }).output();
-      const nodeLinks = async () => (await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort().join(",");
+      const nodeLinks = async () => (await linkNames(node)).sort().join(",");
       assert(
         await waitFor(async () => (await nodeLinks()) === "cni0,lo"),
         `node links: ${await nodeLinks()}`,
@@ -196,7 +196,7 @@ needsRoot.test("cni flannel 1.1.0: CHECK, STATUS, GC, and DEL with the netns gon
         add.json?.msg,
         `loadFlannelSubnetEnv failed: open ${d.path}/subnet.env: no such file or directory`,
       );
-      assertEquals((await ipJson<J[]>(pod3, "link")).map((l) => l.ifname), ["lo"]);
+      assertEquals(await linkNames(pod3), ["lo"]);
     } finally {
       d.cleanup();
     }
@@ -218,7 +218,7 @@ needsRoot.test({
       const eth0 = (await ipJson<J[]>(pod, "addr", "show", "eth0"))[0];
       assertEquals(eth0.mtu, 1410);
       await cniOk({ plugin: "flannel", command: "DEL", node, netns: pod, containerId: "x1", conf });
-      assertEquals((await ipJson<J[]>(pod, "link")).map((l) => l.ifname), ["lo"]);
+      assertEquals(await linkNames(pod), ["lo"]);
       assertEquals(listFiles(`${d.path}/flannel`), []);
       assertEquals(listFiles(`${d.path}/networks/cbr0`).filter((f) => /^\d/.test(f)), []);
     } finally {

@@ -6,7 +6,7 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
 import { cni, cniEnv, listFiles, pluginCmd, pool, tempDir, waitFor } from "./cni_helpers.ts";
-import { ipJson, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
+import { ipJson, linkNames, nsSh, run, sh, uniqueName, withNetns } from "./netns.ts";
 
 type J = Record<string, unknown>;
 
@@ -71,7 +71,7 @@ needsRoot.test("cni scale: 200 parallel ADDs then 200 DELs leave nothing behind"
         [],
       );
       assertEquals(listFiles(`${d.path}/flannel`), []);
-      assertEquals((await ipJson<J[]>(node, "link")).map((l) => l.ifname).sort(), ["cni0", "lo"]);
+      assertEquals((await linkNames(node)).sort(), ["cni0", "lo"]);
       assertEquals(await natRules(node), []);
     } finally {
       d.cleanup();

@@ -8,24 +8,44 @@
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { DaemonCluster, routes, runDaemonOnce, type TestNode, waitFor } from "./daemon_fixture.ts";
-import { flanctl, nsRun } from "./netns.ts";
+import { flanctl, linkNames } from "./netns.ts";
 import { events, extensionConf, hook, postEnv } from "./alloc_ext_fixture.ts";
 
 /**
- * `doctor` (CNI files aside: the test installs none) finds nothing wrong and `status` shows the backend
- * with no peer missing: a backend without a data plane is expected to program nothing.
+ * `doctor` (CNI config and plugins aside: the test installs none) finds nothing wrong and `status` shows
+ * the backend with no peer missing: a backend without a data plane is expected to program nothing.
+ * neigh-gc reads the host-wide neighbour table, which the tests running beside this one fill: it is skipped
+ * here and proven by its own tests (lib/doctor/checks/neigh_test.ts, tests/doctor_kernel_test.ts). The CNI
+ * paths are the node's own (empty) directories and no CRI runtime is asked: the host's defaults
+ * (/var/lib/cni, a host containerd's socket, its `cni-*` namespaces) hold what other tests and programs
+ * leave there.
  */
 async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Promise<void> {
   const files = ["--subnet-file", n.subnetFile, "--store-dir", c.storeDir];
+  const cni = `${n.dir}/cni`;
   const dr = await flanctl([
     "doctor",
     "--netns",
     n.ns,
     ...files,
+    "--cni-conf-dir",
+    `${cni}/net.d`,
+    "--cni-bin-dir",
+    `${cni}/bin`,
+    "--cni-data-dir",
+    `${cni}/networks`,
+    "--flannel-data-dir",
+    `${cni}/flannel`,
+    "--cni-results-dir",
+    `${cni}/results`,
+    "--pod-netns-prefix",
+    `${n.ns}-pod-`,
+    "--cri-socket",
+    "none",
     "--readyz-url",
     `http://127.0.0.1:${n.port}/readyz`,
     "--skip",
-    "cni-config",
+    "cni-config,cni-binaries,neigh-gc",
     "--problems",
   ]);
   assertEquals(dr.code, 0, dr.stdout + dr.stderr);
@@ -43,8 +63,7 @@ async function noFalseProblems(c: DaemonCluster, n: TestNode, type: string): Pro
 
 /** Links of `ns` other than lo and eth0 (a backend without a data plane makes none). */
 async function extraLinks(ns: string): Promise<string[]> {
-  const links = JSON.parse((await nsRun(ns, ["ip", "-j", "link"])).stdout) as { ifname: string }[];
-  return links.map((l) => l.ifname).filter((x) => x !== "lo" && x !== "eth0");
+  return (await linkNames(ns)).filter((x) => x !== "lo" && x !== "eth0");
 }
 
 needsRoot.test("daemon alloc: leases and subnet.env only, no device, no peer route", async () => {

@@ -450,7 +450,7 @@ needsRoot.test("daemon IPv6 bad input: IPv6Network missing, --public-ipv6 not on
       const p = c.start(a, extra);
       const st = await p.status;
       a.proc = null;
-      await new Promise((r) => setTimeout(r, 100)); // stderr drained
+      await a.logDone; // stderr read to its end
       return { code: st.code, log: a.log.join("\n") };
     };
     const nothingMade = async () => {

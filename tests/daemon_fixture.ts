@@ -21,6 +21,8 @@ export interface TestNode {
   proc: Deno.ChildProcess | null;
   /** Daemon stderr collected so far. */
   log: string[];
+  /** Settles once the last daemon's stderr is read to its end (all of it in `log`). */
+  logDone: Promise<void>;
 }
 
 /**
@@ -89,10 +91,10 @@ export async function runDaemonOnce(
 /** The test cluster. */
 /**
  * Appends the lines of `stream` (a daemon's stderr) to `into` as they come, the last one also without its
- * newline; reading stops quietly when the stream does.
+ * newline; reading stops quietly when the stream does. Resolves once it has (never rejects).
  */
-export function collectLines(stream: ReadableStream<Uint8Array>, into: string[]): void {
-  (async () => {
+export function collectLines(stream: ReadableStream<Uint8Array>, into: string[]): Promise<void> {
+  return (async () => {
     const dec = new TextDecoder();
     let buf = "";
     for await (const chunk of stream) {
@@ -177,6 +179,7 @@ export class DaemonCluster {
       port: 9900 + i,
       proc: null,
       log: [],
+      logDone: Promise.resolve(),
     };
     this.nodes.push(n);
     return n;
@@ -222,7 +225,7 @@ export class DaemonCluster {
       .spawn();
     n.proc = p;
     n.log = [];
-    collectLines(p.stderr, n.log);
+    n.logDone = collectLines(p.stderr, n.log);
     return p;
   }
 

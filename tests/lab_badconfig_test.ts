@@ -5,7 +5,7 @@
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
-import { flanctlCmd, nsRun, run, sh, withNetns } from "./netns.ts";
+import { flanctlCmd, linkNames, nsRun, run, sh, withNetns } from "./netns.ts";
 
 const CASES: { conf: string; mentions: string }[] = [
   { conf: `{"Network":"10.244.0.0/16","Backend":{"Type":"bogus"}}`, mentions: "bogus" },
@@ -54,10 +54,7 @@ needsRoot.test({
             c.mentions.toLowerCase(),
             `for ${c.conf}: ${r.stderr}`,
           );
-          const links = JSON.parse((await run(["ip", "-n", ns, "-j", "link", "show"])).stdout) as {
-            ifname: string;
-          }[];
-          assertEquals(links.map((l) => l.ifname).sort(), ["eth0", "eth0p", "lo"]);
+          assertEquals((await linkNames(ns)).sort(), ["eth0", "eth0p", "lo"]);
           const routes = (await run(["ip", "-n", ns, "-4", "route", "show"])).stdout.trim().split("\n");
           assertEquals(routes.length, 2, routes.join("\n"));
           let leases: string[] = [];

@@ -25,6 +25,39 @@ export async function ipJson<T = unknown>(ns: string, ...args: string[]): Promis
   return (out.trim() ? JSON.parse(out) : []) as T;
 }
 
+/**
+ * The fallback tunnel devices the kernel makes in every new namespace while their module is loaded (and
+ * net.core.fb_tunnels_only_for_init_net is 0), by name → link kind: no test made them.
+ */
+export const FALLBACK_TUNNELS: Readonly<Record<string, string>> = {
+  tunl0: "ipip",
+  sit0: "sit",
+  ip6tnl0: "ip6tnl",
+  gre0: "gre",
+  gretap0: "gretap",
+  erspan0: "erspan",
+  ip6gre0: "ip6gre",
+  ip_vti0: "vti",
+  ip6_vti0: "vti6",
+};
+
+/** A link as `ip -d -j link` lists it (the fields read here). */
+export interface LinkJson {
+  ifname: string;
+  linkinfo?: { info_kind?: string };
+}
+
+/** Whether `l` is one of the kernel's {@link FALLBACK_TUNNELS} (its name and its kind). */
+export function isFallbackTunnel(l: LinkJson): boolean {
+  return Object.hasOwn(FALLBACK_TUNNELS, l.ifname) && FALLBACK_TUNNELS[l.ifname] === l.linkinfo?.info_kind;
+}
+
+/** The names of the links of `ns`, in the kernel's order, without its fallback tunnel devices. */
+export async function linkNames(ns: string): Promise<string[]> {
+  return (await ipJson<LinkJson[]>(ns, "-d", "link", "show")).filter((l) => !isFallbackTunnel(l))
+    .map((l) => l.ifname);
+}
+
 /** Runs a command inside netns `ns` (`ip netns exec`). */
 export function nsRun(
   ns: string,
@@ -56,6 +89,17 @@ export function testPrefix(value: string | undefined): string {
 
 /** This run's name prefix (see {@link testPrefix}). */
 export const TEST_PREFIX: string = testPrefix(Deno.env.get("FLANCTL_TEST_PREFIX"));
+
+/**
+ * The in-cluster variables of a CI that itself runs in a Kubernetes pod: every flanctl the suite starts
+ * would inherit them and act as in a pod (doctor's unseenFromPod, lib/doctor/checks/cni.ts; the kube
+ * store's in-cluster config). The suite runs flanctl as on a node: they are removed from this process's
+ * environment when the harness loads, before any test starts a child. Only ever removed, never set back,
+ * so the test files running beside (threads of this process) see nothing come and go; a test that wants
+ * a pod passes them in its child's env.
+ */
+const POD_ENV = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"] as const;
+for (const k of POD_ENV) Deno.env.delete(k);
 
 /** A unique name of at most 15 characters, usable for a netns or a link: the prefix, `tag`, random. */
 export function uniqueName(tag: string): string {

@@ -66,7 +66,7 @@ export class MixedCluster extends DaemonCluster {
     const p = new Deno.Command("ip", { args, env, stdin: "null", stdout: "null", stderr: "piped" }).spawn();
     n.proc = p;
     n.log = [];
-    collectLines(p.stderr, n.log);
+    n.logDone = collectLines(p.stderr, n.log);
     this.runs.set(n, "flanneld");
   }
 

@@ -8,7 +8,7 @@
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals } from "./assert.ts";
-import { nsRun } from "./netns.ts";
+import { linkNames } from "./netns.ts";
 import { type TestNode, waitFor } from "./daemon_fixture.ts";
 import { FAST, MixedCluster } from "./peers_fixture.ts";
 import { requirePeers } from "./peers.ts";
@@ -35,8 +35,7 @@ async function etcdLeases(c: MixedCluster): Promise<Map<string, Record<string, u
 
 /** Links of `ns` other than lo and eth0. */
 async function extraLinks(ns: string): Promise<string[]> {
-  const links = JSON.parse((await nsRun(ns, ["ip", "-j", "link"])).stdout) as { ifname: string }[];
-  return links.map((l) => l.ifname).filter((x) => x !== "lo" && x !== "eth0");
+  return (await linkNames(ns)).filter((x) => x !== "lo" && x !== "eth0");
 }
 
 needsRoot.test({

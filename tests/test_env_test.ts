@@ -4,7 +4,7 @@
  * elsewhere).
  */
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "./assert.ts";
-import { TEST_PREFIX, testPrefix, uniqueName } from "./netns.ts";
+import { FALLBACK_TUNNELS, isFallbackTunnel, TEST_PREFIX, testPrefix, uniqueName } from "./netns.ts";
 import { labName } from "./lab_fixture.ts";
 import { missingRefPlugins, REF_DIR } from "./cni_helpers.ts";
 import { DEBIAN_REF_CNI_DIR } from "./peers.ts";
@@ -131,4 +131,29 @@ Deno.test({
     );
     assertStringIncludes(dev.out, "1 passed");
   },
+});
+
+Deno.test("fallback tunnels: the kernel's per-namespace devices are left out by name and kind, nothing else", () => {
+  for (const [ifname, kind] of Object.entries(FALLBACK_TUNNELS)) {
+    assert(isFallbackTunnel({ ifname, linkinfo: { info_kind: kind } }), ifname);
+    // A test's own device of that name but another kind (or none) is kept.
+    assert(!isFallbackTunnel({ ifname, linkinfo: { info_kind: "veth" } }), ifname);
+    assert(!isFallbackTunnel({ ifname }), ifname);
+  }
+  assert(!isFallbackTunnel({ ifname: "tunl1", linkinfo: { info_kind: "ipip" } }));
+  assert(!isFallbackTunnel({ ifname: "toString", linkinfo: { info_kind: undefined } }));
+  assert(!isFallbackTunnel({ ifname: "flannel.1", linkinfo: { info_kind: "vxlan" } }));
+});
+
+Deno.test("pod env: a CI pod's KUBERNETES_SERVICE_HOST/PORT never reach the suite's children unless passed", async () => {
+  const code = `import { run } from "./tests/netns.ts";
+const echo = ["sh", "-c", "echo \${KUBERNETES_SERVICE_HOST-unset} \${KUBERNETES_SERVICE_PORT-unset}"];
+console.log((await run(echo)).stdout.trim());
+console.log((await run(echo, { env: { KUBERNETES_SERVICE_HOST: "10.96.0.9" } })).stdout.trim());`;
+  const r = await deno(["eval", "--ext=ts", code], {
+    KUBERNETES_SERVICE_HOST: "10.96.0.1",
+    KUBERNETES_SERVICE_PORT: "443",
+  });
+  assertEquals(r.code, 0, r.out);
+  assertEquals(r.out.trim().split("\n"), ["unset unset", "10.96.0.9 unset"]);
 });

@@ -3,10 +3,11 @@
  * its own root, state and socket under the node's directory and the node's CNI dirs, driven through CRI by
  * crictl (sigs.k8s.io/cri-tools, built by install.sh --dev). Measured facts this follows
  * (docs/lab.md): the CRI plugin mounts sandbox netns under /run/netns, so containerd gets a private
- * directory bound over it; `ip netns exec` mounts a fresh sysfs that hides the cgroup v1 hierarchies, so
- * each is mounted again before containerd starts; the machine lacks CAP_SYS_RESOURCE, so
- * `restrict_oom_score_adj = true`. No registry: the sandbox image is a docker archive made here from
- * busybox-static and imported with ctr.
+ * directory bound over it, and so over /var/lib/cni (libcni's default cache dir, where it keeps each
+ * sandbox's CNI result) unless the caller mounts the node's own there; `ip netns exec` mounts a fresh
+ * sysfs that hides the cgroup v1 hierarchies, so each is mounted again before containerd starts; the
+ * machine lacks CAP_SYS_RESOURCE, so `restrict_oom_score_adj = true`. No registry: the sandbox image is a
+ * docker archive made here from busybox-static and imported with ctr.
  *
  * Used by tests (tests/cni_containerd_test.ts) and meant for `lab up --runtime containerd` / `--kube`.
  * @module
@@ -44,6 +45,8 @@ export interface ContainerdPaths {
   log: string;
   /** Bound over /run/netns in containerd's mount namespace. */
   netnsDir: string;
+  /** Bound over /var/lib/cni in containerd's mount namespace when no `wrap` brings the node's own. */
+  cniDir: string;
 }
 
 /** The paths under `dir` (a node's directory + /containerd). */
@@ -56,6 +59,7 @@ export function containerdPaths(dir: string): ContainerdPaths {
     config: `${dir}/config.toml`,
     log: `${dir}/containerd.log`,
     netnsDir: `${dir}/netns`,
+    cniDir: `${dir}/cni`,
   };
 }
 
@@ -113,20 +117,28 @@ function hostMounts(): string {
 
 /**
  * The argv that starts containerd in `netns`: the cgroup hierarchies mounted again, a private /run/netns,
- * then containerd. `wrap` puts the node's own files at the default paths first (lib/lab/exec.ts).
+ * then containerd. `wrap` puts the node's own files at the default paths first (lib/lab/exec.ts), its
+ * /var/lib/cni among them; without it containerd gets a private /var/lib/cni ({@link ContainerdPaths}'
+ * cniDir), so that the sandboxes' cached CNI results are never the host's.
  */
 export function containerdCommand(
   netns: string,
   p: ContainerdPaths,
-  wrap: (cmd: string[]) => string[] = (cmd) => ["ip", "netns", "exec", netns, ...cmd],
+  wrap?: (cmd: string[]) => string[],
 ): string[] {
+  const ownCni = wrap ? [] : [
+    `mkdir -p ${shq(p.cniDir)} /var/lib/cni`,
+    `mount --bind ${shq(p.cniDir)} /var/lib/cni`,
+  ];
   const script = [
     ...cgroupMountScript(hostMounts()),
     `mkdir -p ${shq(p.netnsDir)} /run/netns`,
     `mount --bind ${shq(p.netnsDir)} /run/netns`,
+    ...ownCni,
     `exec ${CONTAINERD_BIN} --config ${shq(p.config)}`,
   ].join(" && ");
-  return wrap(["sh", "-c", script]);
+  const cmd = ["sh", "-c", script];
+  return wrap ? wrap(cmd) : ["ip", "netns", "exec", netns, ...cmd];
 }
 
 /** crictl's path: FLANCTL_PEER_CRICTL, the --dev cache, else PATH. */

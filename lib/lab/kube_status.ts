@@ -26,9 +26,9 @@ export interface KubeLabRecord {
   kubeletPids: number[];
 }
 
-/** The record's path. */
-export function kubeRecordPath(name: string): string {
-  return `${labDir(name)}/kube.json`;
+/** The record's path (`dir`: the lab's directory). */
+export function kubeRecordPath(name: string, dir = labDir(name)): string {
+  return `${dir}/kube.json`;
 }
 
 /**
@@ -39,9 +39,9 @@ export function kubeNetConfPath(name: string): string {
   return `${labDir(name)}/net-conf.json`;
 }
 
-/** Writes the record atomically. */
-export function writeKubeRecord(r: KubeLabRecord): void {
-  const p = kubeRecordPath(r.name);
+/** Writes the record atomically (into `dir`, the lab's directory). */
+export function writeKubeRecord(r: KubeLabRecord, dir = labDir(r.name)): void {
+  const p = kubeRecordPath(r.name, dir);
   const tmp = `${p}.tmp${Deno.pid}`;
   Deno.writeTextFileSync(tmp, JSON.stringify(r, null, 2) + "\n");
   Deno.renameSync(tmp, p);
@@ -50,11 +50,15 @@ export function writeKubeRecord(r: KubeLabRecord): void {
 const clean = (v: unknown, max = 64): string =>
   typeof v === "string" ? v.slice(0, max).replace(/[^\x21-\x7e]/g, "?") : "?";
 
-/** The record of lab `name`, or null when it is not a --kube lab. Throws on a corrupt record. */
-export function readKubeRecord(name: string): KubeLabRecord | null {
+/**
+ * The record of lab `name` (in `dir`, the lab's directory), or null when it is not a --kube lab. Throws on
+ * a corrupt record.
+ */
+export function readKubeRecord(name: string, dir = labDir(name)): KubeLabRecord | null {
+  const path = kubeRecordPath(name, dir);
   let text: string;
   try {
-    text = Deno.readTextFileSync(kubeRecordPath(name));
+    text = Deno.readTextFileSync(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw e;
@@ -63,11 +67,11 @@ export function readKubeRecord(name: string): KubeLabRecord | null {
   try {
     j = JSON.parse(text.slice(0, 65536));
   } catch (e) {
-    throw new FlanctlError(`${kubeRecordPath(name)}: not valid JSON (${(e as Error).message})`, 1);
+    throw new FlanctlError(`${path}: not valid JSON (${(e as Error).message})`, 1);
   }
   const nodes = Number(j.nodes);
   if (!Number.isInteger(nodes) || nodes < 1 || nodes > 200) {
-    throw new FlanctlError(`${kubeRecordPath(name)}: no valid node count`, 1);
+    throw new FlanctlError(`${path}: no valid node count`, 1);
   }
   const pids = Array.isArray(j.kubeletPids) ? j.kubeletPids.slice(0, nodes) : [];
   return {

@@ -1,13 +1,11 @@
 import { assertEquals, assertStringIncludes } from "../../tests/assert.ts";
 import { addrList, readKubeRecord, writeKubeRecord } from "./kube_status.ts";
-import { labDir } from "./paths.ts";
 
+// The lab's directory is passed, not FLANCTL_LAB_ROOT set: the process env is shared by the test files
+// running beside this one (--parallel) and by every child they start.
 Deno.test("kube status: the record round-trips, and a bad one is refused or cleaned", async () => {
-  const root = await Deno.makeTempDir({ prefix: "flanctl-kubestatus-" });
-  const old = Deno.env.get("FLANCTL_LAB_ROOT");
-  Deno.env.set("FLANCTL_LAB_ROOT", root);
+  const dir = await Deno.makeTempDir({ prefix: "flanctl-kubestatus-" });
   try {
-    Deno.mkdirSync(labDir("ks1"), { recursive: true });
     const r = {
       name: "ks1",
       nodes: 2,
@@ -18,35 +16,33 @@ Deno.test("kube status: the record round-trips, and a bad one is refused or clea
       createdAt: "2026-12-06T00:00:00.000Z",
       kubeletPids: [0, 4242],
     };
-    writeKubeRecord(r);
-    assertEquals(readKubeRecord("ks1"), r);
-    assertEquals(readKubeRecord("nosuchlab"), null);
+    writeKubeRecord(r, dir);
+    assertEquals(readKubeRecord("ks1", dir), r);
+    assertEquals(readKubeRecord("nosuchlab", `${dir}/nosuchlab`), null);
     Deno.writeTextFileSync(
-      `${labDir("ks1")}/kube.json`,
+      `${dir}/kube.json`,
       JSON.stringify({ ...r, backend: "vx\x1blan", kubeletPids: [-1, "x", 7] }),
     );
-    const c = readKubeRecord("ks1")!;
+    const c = readKubeRecord("ks1", dir)!;
     assertEquals(c.backend, "vx?lan");
     assertEquals(c.ipFamily, "dual");
     // A record from before --ip-family, or one naming a family the lab does not build: IPv4.
     const { ipFamily: _f, ...old } = r;
-    Deno.writeTextFileSync(`${labDir("ks1")}/kube.json`, JSON.stringify(old));
-    assertEquals(readKubeRecord("ks1")!.ipFamily, "ipv4");
-    Deno.writeTextFileSync(`${labDir("ks1")}/kube.json`, JSON.stringify({ ...r, ipFamily: "ipv6\x1b" }));
-    assertEquals(readKubeRecord("ks1")!.ipFamily, "ipv4");
+    Deno.writeTextFileSync(`${dir}/kube.json`, JSON.stringify(old));
+    assertEquals(readKubeRecord("ks1", dir)!.ipFamily, "ipv4");
+    Deno.writeTextFileSync(`${dir}/kube.json`, JSON.stringify({ ...r, ipFamily: "ipv6\x1b" }));
+    assertEquals(readKubeRecord("ks1", dir)!.ipFamily, "ipv4");
     assertEquals(c.kubeletPids, [0, 0]);
-    Deno.writeTextFileSync(`${labDir("ks1")}/kube.json`, JSON.stringify({ ...r, nodes: 5000 }));
+    Deno.writeTextFileSync(`${dir}/kube.json`, JSON.stringify({ ...r, nodes: 5000 }));
     let err = "";
     try {
-      readKubeRecord("ks1");
+      readKubeRecord("ks1", dir);
     } catch (e) {
       err = String(e);
     }
     assertStringIncludes(err, "no valid node count");
   } finally {
-    if (old === undefined) Deno.env.delete("FLANCTL_LAB_ROOT");
-    else Deno.env.set("FLANCTL_LAB_ROOT", old);
-    await Deno.remove(root, { recursive: true });
+    await Deno.remove(dir, { recursive: true });
   }
 });
 
