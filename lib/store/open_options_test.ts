@@ -19,19 +19,41 @@ import {
 import { UsageError } from "../base/errors.ts";
 import { flanctlCmd, run } from "../../tests/netns.ts";
 
-function parse(args: string[], env: Record<string, string> = {}): StoreOptions {
-  for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
-  try {
-    let got: StoreOptions = {};
+function parse(args: string[]): StoreOptions {
+  let got: StoreOptions = {};
+  const cmd = addStoreOptions(new Command("t").exitOverride().configureOutput({ writeErr: () => {} }));
+  cmd.action(() => {
+    got = cmd.opts() as StoreOptions;
+  });
+  cmd.parse(args, { from: "user" });
+  return got;
+}
+
+/**
+ * The options parsed with FLANNELD_* variables `env` set, in a child process: setting them here would
+ * reach every child that test files running beside this one start meanwhile (one process, one env).
+ */
+async function parseEnv(env: Record<string, string>): Promise<StoreOptions | { error: string }> {
+  const code = `
+    import { Command } from "commander";
+    import { addStoreOptions } from ${JSON.stringify(new URL("./open.ts", import.meta.url).href)};
     const cmd = addStoreOptions(new Command("t").exitOverride().configureOutput({ writeErr: () => {} }));
-    cmd.action(() => {
-      got = cmd.opts() as StoreOptions;
-    });
-    cmd.parse(args, { from: "user" });
-    return got;
-  } finally {
-    for (const k of Object.keys(env)) Deno.env.delete(k);
-  }
+    let got = {};
+    cmd.action(() => { got = cmd.opts(); });
+    try {
+      cmd.parse([], { from: "user" });
+      console.log(JSON.stringify(got));
+    } catch (e) {
+      console.log(JSON.stringify({ error: e.constructor.name + ": " + e.message }));
+    }`;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--quiet", code],
+    cwd: new URL("../..", import.meta.url).pathname,
+    env,
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+  return JSON.parse(text);
 }
 
 Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () => {
@@ -63,16 +85,26 @@ Deno.test("store options: defaults, flags, FLANNELD_* env, selection", async () 
   );
   const e = parse(["--etcd-endpoints", "http://127.0.0.1:1", "--etcd-prefix", "/x"]);
   assertEquals([storeKind(e), e.etcdEndpoints, e.etcdPrefix], ["etcd", "http://127.0.0.1:1", "/x"]);
-  const env = parse([], { FLANNELD_ETCD_ENDPOINTS: "http://10.0.0.1:2379", FLANNELD_ETCD_CAFILE: "/ca.pem" });
+  const env = await parseEnv({
+    FLANNELD_ETCD_ENDPOINTS: "http://10.0.0.1:2379",
+    FLANNELD_ETCD_CAFILE: "/ca.pem",
+  });
+  assert(!("error" in env), JSON.stringify(env));
   assertEquals([storeKind(env), env.etcdEndpoints, env.etcdCafile], [
     "etcd",
     "http://10.0.0.1:2379",
     "/ca.pem",
   ]);
   assertEquals(storeKind(parse(["--kube-subnet-mgr", "--etcd-endpoints", "http://x:1"])), "kube");
-  assertEquals(storeKind(parse([], { FLANNELD_KUBE_SUBNET_MGR: "true" })), "kube");
-  assertEquals(storeKind(parse([], { FLANNELD_KUBE_SUBNET_MGR: "false" })), "etcd");
-  assertThrows(() => parse([], { FLANNELD_KUBE_SUBNET_MGR: "yes please" }), UsageError, "--kube-subnet-mgr");
+  const kind = async (v: string) => {
+    const o = await parseEnv({ FLANNELD_KUBE_SUBNET_MGR: v });
+    return "error" in o ? o.error : storeKind(o);
+  };
+  assertEquals(await kind("true"), "kube");
+  assertEquals(await kind("false"), "etcd");
+  const bad = await kind("yes please");
+  assertStringIncludes(bad, "UsageError: ");
+  assertStringIncludes(bad, "--kube-subnet-mgr");
   assertEquals(leaseTtlMs(parse(["--lease-ttl", "2.5"])), 2500);
   assertThrows(() => leaseTtlMs(parse(["--lease-ttl", "soon"])), UsageError, "--lease-ttl");
   const dir = await Deno.makeTempDir();
