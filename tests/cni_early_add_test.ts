@@ -154,6 +154,8 @@ Deno.test({
   async fn() {
     const dir = Deno.makeTempDirSync({ prefix: "pa-early-add-" });
     try {
+      Deno.mkdirSync(`${dir}/fake`);
+      Deno.writeTextFileSync(`${dir}/fake/mawk`, "#!/bin/sh\nexit 3\n", { mode: 0o755 });
       const cases: [string, string | Uint8Array, boolean, Record<string, string>?, string?][] = [
         ["containerd 1.6, flannel's 0.3.1 conflist, no runtimeConfig", conf("0.3.1", PREV_031), true],
         ["0.4.0", conf("0.4.0", re("0.4.0", PREV_031)), true],
@@ -258,6 +260,12 @@ Deno.test({
           CNI_IFNAME: "abcdefghijklmnop",
         }],
         ["DEL", conf("1.0.0", re("1.0.0", PREV_031)), false, { ...ENV, CNI_COMMAND: "DEL" }],
+        ["no mawk on PATH", conf("1.0.0", re("1.0.0", PREV_031)), false, { ...ENV, PATH: "/nonexistent" }],
+        // A mawk that dies before reading: stdin is still the runtime's, and Deno gets all of it.
+        ["a mawk that dies", conf("1.0.0", re("1.0.0", PREV_031)), false, {
+          ...ENV,
+          PATH: `${dir}/fake:/usr/bin:/bin`,
+        }],
       ];
       for (const [what, stdin, early, env, record] of cases) {
         const l = await both(dir, stdin, env, record ?? null);

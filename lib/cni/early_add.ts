@@ -4,12 +4,12 @@
  * prints prevResult in the config's cniVersion and fills the attachment's deleted record
  * (lib/cni/deleted.ts), yet it cost a whole Deno start on the critical path of every pod start.
  *
- * {@link earlyAddSh} gives the POSIX sh lines: when the environment is one the full path accepts, awk
+ * {@link earlyAddSh} gives the POSIX sh lines: when the environment is one the full path accepts, mawk
  * ({@link EARLY_ADD_AWK}) reads the whole config and decides. It answers only a config it fully understands
  * (every check below), renders the result as lib/cni/result.ts's formatResult does, byte for byte, and
  * otherwise says "full". Its output is a verdict line, the answer line when early, then the config's bytes
  * exactly as read (NULs and a missing final newline included: the record separator never matches), so
- * that whatever falls through (a "full" verdict, a record that cannot be written, no awk) starts Deno on the
+ * that whatever falls through (a "full" verdict, a record that cannot be written, no mawk) starts Deno on the
  * same stdin. The launcher answers only after it wrote the record.
  *
  * What the awk program accepts (anything else: "full"): at most {@link EARLY_ADD_MAX_BYTES}, valid JSON
@@ -30,16 +30,20 @@ import { shQuote } from "./launch.ts";
 export const EARLY_ADD_MAX_BYTES = 16384;
 
 /**
- * The awk program (POSIX awk plus bytes in bracket expressions; mawk and gawk): reads stdin as one record,
+ * The awk program, for mawk (Debian's awk; only mawk is run: the replay's NUL-safety and separator were
+ * checked on it) in the C locale: a probe first (strings hold NULs, `^` inside the separator is an anchor),
+ * and when it fails it prints `skip` without reading stdin. Otherwise it reads stdin as one record,
  * prints `early` and the result line, or `full`, then the input unchanged.
  */
 export const EARLY_ADD_AWK = String.raw`
 BEGIN { RS = "x^y"; E["b"] = 1; E["f"] = 1; E["n"] = 1; E["r"] = 1; E["t"] = 1
+  if (length("a" sprintf("%c", 0) "b") != 3 || "x^y" ~ RS || "ax^yb" ~ RS) { SKIP = 1; exit }
   split("cniVersion name runtimeConfig prevResult snat masqAll markMasqBit backend externalSetMarkChain conditionsV4 conditionsV6", a, " ")
   for (i in a) READ[tolower(a[i])] = a[i]
   UTF8 = "^([\302-\337][\200-\277]|\340[\240-\277][\200-\277]|[\341-\354\356\357][\200-\277][\200-\277]|\355[\200-\237][\200-\277]|\360[\220-\277][\200-\277][\200-\277]|[\361-\363][\200-\277][\200-\277][\200-\277]|\364[\200-\217][\200-\277][\200-\277])" }
 { s = s $0 }
-END { r = decide(); if (r == "") printf "full\n"; else printf "early\n%s\n", r; printf "%s", s }
+END { if (SKIP) { printf "skip\n"; exit }
+  r = decide(); if (r == "") printf "full\n"; else printf "early\n%s\n", r; printf "%s", s }
 function fail() { return 0 }
 function ws() { while (p <= n && index(" \t\n\r", substr(s, p, 1)) > 0) p++ }
 function hex(h,   i, v) { v = 0; h = tolower(h); for (i = 1; i <= 4; i++) v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return v }
@@ -254,7 +258,7 @@ function decide(   ks, c, i, k, lk, rc, ver, x, o, part) {
  * without port mappings, answered when the environment is one the full path accepts (CNI_CONTAINERID,
  * CNI_NETNS, CNI_IFNAME and CNI_PATH set; the ID and name of letters, digits, `_`, `.`, `-`, the name at
  * most 15 bytes, the record's file name at most 255), the records' directory `dir` exists and is writable,
- * awk is there, and {@link EARLY_ADD_AWK} says early: then the record (lib/cni/deleted.ts) is filled, as the
+ * mawk is there, and {@link EARLY_ADD_AWK} says early: then the record (lib/cni/deleted.ts) is filled, as the
  * full ADD fills it, and the result printed, exit 0. Otherwise `exec` (the launcher's command that starts
  * Deno, with `exec`) runs on the config's bytes, unchanged. The plugin name must be one of ours; the
  * launcher's `case` makes sure.
@@ -268,16 +272,19 @@ export function earlyAddSh(dir: string, exec: string): string {
     '  case "$flanctl_if" in .|..|*[!A-Za-z0-9_.-]*) flanctl_if= ;; esac',
     '  if [ -n "$flanctl_id" ] && [ -n "$flanctl_if" ] && [ -n "${CNI_NETNS:-}" ] && [ -n "${CNI_PATH:-}" ] &&',
     "    [ ${#flanctl_if} -le 15 ] && [ $((${#flanctl_id} + ${#flanctl_if})) -le 246 ] &&",
-    `    [ -d ${shQuote(dir)} ] && [ -w ${shQuote(dir)} ] && command -v awk >/dev/null 2>&1; then`,
-    `    awk -v MAX=${EARLY_ADD_MAX_BYTES} ${shQuote(EARLY_ADD_AWK)} | {`,
+    `    [ -d ${shQuote(dir)} ] && [ -w ${shQuote(dir)} ] && command -v mawk >/dev/null 2>&1; then`,
+    `    LC_ALL=C mawk -v MAX=${EARLY_ADD_MAX_BYTES} ${shQuote(EARLY_ADD_AWK)} | {`,
     "      IFS= read -r flanctl_v",
-    '      if [ "$flanctl_v" = early ] && IFS= read -r flanctl_r &&',
+    // Anything but a verdict (the probe failed, mawk died): stdin was not read here; 125 tells the parent.
+    '      case "$flanctl_v" in early|full) ;; *) exit 125 ;; esac',
+    '      if [ "$flanctl_v" = early ] && IFS= read -r flanctl_r && { [ ! -e ' + rec + " ] || [ -f " + rec +
+    " ]; } &&",
     `        { printf 'deleted\\n' >${rec}; } 2>/dev/null; then`,
     `        printf '%s\\n' "$flanctl_r"; exit 0`,
     "      fi",
     `      ${exec}`,
     "    }",
-    "    exit $?",
+    '    flanctl_rc=$?; [ "$flanctl_rc" = 125 ] || exit "$flanctl_rc"',
     "  fi",
     "fi",
   ].join("\n");
