@@ -231,6 +231,11 @@ Deno.test({
         ],
         ["an unknown prevResult field", conf("1.0.0", { ...re("1.0.0", PREV_031), Ips: [] }), false],
         [
+          "a key naming two fields",
+          conf("1.0.0", { cniVersion: "1.0.0", interfaces: [{ name: "e", "mac sandbox": "x" }] }),
+          false,
+        ],
+        [
           "a float in prevResult",
           conf("1.1.0", { ...PREV_11, interfaces: [{ name: "e", mtu: 1.5 }] }),
           false,

@@ -118,7 +118,7 @@ function pval(path, d,   c, k, i) {
 }
 function keys(path, allowed,   ks, i, c) {
   c = split(substr(KEYS[path], 2), ks, SUBSEP)
-  for (i = 1; i <= c; i++) if (index(" " allowed " ", " " ks[i] " ") == 0) return 0
+  for (i = 1; i <= c; i++) if (ks[i] == "" || index(ks[i], " ") > 0 || index(" " allowed " ", " " ks[i] " ") == 0) return 0
   return 1
 }
 function isint(path) { return T[path] == "n" && V[path] ~ /^(0|-?[1-9][0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?[0-9]?)$/ }
