@@ -181,7 +181,12 @@ else
       echo 'case "${0##*/}" in'
       echo "  $cni_names)"
       printf '%s\n' "$early_del"
-      echo "    DENO_DIR=$CNI_DENO_DIR FLANCTL_CNI_DELETED_DIR=$CNI_DELETED_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\" ;;"
+      # portmap's ADD without port mappings is answered here too (lib/cni/early_add.ts); it runs this same
+      # command on the config's bytes when it does not answer.
+      cni_exec="DENO_DIR=$CNI_DENO_DIR FLANCTL_CNI_DELETED_DIR=$CNI_DELETED_DIR FLANCTL_ARGV0=\"\$0\" exec \"$DENO_BIN\" run $cni_flags \"$cni_js\""
+      CNI_DELETED_DIR=$CNI_DELETED_DIR CNI_EXEC=$cni_exec "$DENO_BIN" eval --quiet --no-config \
+        "import { earlyAddSh as f } from 'file://$LIBDIR/src/lib/cni/early_add.ts'; console.log(f(Deno.env.get('CNI_DELETED_DIR'), Deno.env.get('CNI_EXEC')))"
+      echo "    $cni_exec ;;"
       echo 'esac'
     fi
     # The daemon runs for months with thousands of peers: the DAEMON_* settings (top of this file);

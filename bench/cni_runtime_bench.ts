@@ -294,7 +294,9 @@ try {
     `bare 'deno run' of an empty script: ${
       median(floor).toFixed(1)
     } ms (median of 15). Plugin processes per ` +
-      "operation (containerd 1.6): runp 3 (loopback, flannel with bridge and host-local in-process, portmap); " +
+      "operation (containerd 1.6): runp 3 (loopback, flannel with bridge and host-local in-process, portmap), " +
+      "of which portmap's ADD without a port mapping is answered by our installed launchers with one awk, " +
+      "without starting Deno (lib/cni/early_add.ts: 2 Deno starts then); " +
       "stopp 3 (the chain's DEL in reverse, then loopback) and rmp the same 3 DELs again, which our installed " +
       "launchers answer without starting Deno (lib/cni/deleted.ts), as they answer portmap's DEL when its ADD " +
       "had no port mapping (stopp 2 then); cnitool ADD 2, DEL 2 (1 without ports). The reference " +

@@ -16,6 +16,7 @@ import { PLUGINS } from "../lib/cni/plugins.ts";
 import { flanctlCommand } from "../lib/lab/proc.ts";
 import { earlyDelSh, shQuote } from "../lib/cni/launch.ts";
 import { DELETED_DIR_ENV } from "../lib/cni/deleted.ts";
+import { earlyAddSh } from "../lib/cni/early_add.ts";
 import {
   buildSandboxImage,
   containerdPaths,
@@ -42,15 +43,14 @@ function nodeFiles(d: string): { bin: string; conf: string } {
   Deno.mkdirSync(bin, { recursive: true });
   Deno.mkdirSync(conf, { recursive: true });
   const cmd = flanctlCommand().map(shQuote).join(" ");
-  // As the installed launchers: a repeated DEL answered before Deno starts (lib/cni/deleted.ts); each start
-  // is logged in <d>/starts.
+  // As the installed launchers: a repeated DEL and portmap's ADD without port mappings answered before Deno
+  // starts (lib/cni/deleted.ts, lib/cni/early_add.ts); each start is logged in <d>/starts.
   for (const name of Object.keys(PLUGINS)) {
+    const start = `echo "\${CNI_COMMAND:-} ${name}" >>${shQuote(`${d}/starts`)}; ` +
+      `${DELETED_DIR_ENV}=${shQuote(`${d}/deleted`)} FLANCTL_ARGV0=${name} exec ${cmd} "$@"`;
     Deno.writeTextFileSync(
       `${bin}/${name}`,
-      `#!/bin/sh\n${earlyDelSh(`${d}/deleted`)}\necho "\${CNI_COMMAND:-} ${name}" >>${
-        shQuote(`${d}/starts`)
-      }\n` +
-        `${DELETED_DIR_ENV}=${shQuote(`${d}/deleted`)} FLANCTL_ARGV0=${name} exec ${cmd} "$@"\n`,
+      `#!/bin/sh\n${earlyDelSh(`${d}/deleted`)}\n${earlyAddSh(`${d}/deleted`, start)}\n${start}\n`,
       { mode: 0o755 },
     );
   }
@@ -167,7 +167,13 @@ needsRoot.test({
           podSandboxConfig("web", { ports: [{ hostPort: 18080, containerPort: 80 }] }),
           d.path,
         );
+        const portmapAdds = () =>
+          Deno.readTextFileSync(`${d.path}/starts`).split("\n").filter((l) => l === "ADD portmap").length;
+        const addsBefore = portmapAdds();
+        assertEquals(addsBefore, 1, "runp of the pod with a hostPort: portmap ran in Deno");
         const plain = await runPodSandbox(p.socket, podSandboxConfig("plain"), d.path);
+        // containerd's own bytes for a pod without a hostPort: portmap's ADD answered by the launcher.
+        assertEquals(portmapAdds() - addsBefore, 0, "runp of a pod without a hostPort: no portmap start");
         const w = await inspect(p.socket, web), q = await inspect(p.socket, plain);
         assertEquals(w.ips.length, 2, `web has an IPv4 and an IPv6 address: ${w.ips}`);
         // libcni caches each sandbox's result in containerd's own /var/lib/cni, never in the host's.

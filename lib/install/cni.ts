@@ -27,6 +27,7 @@ import { readCappedBytes, readCappedText } from "../base/capped_read.ts";
 import { CNI_PLUGIN_NAMES } from "../cni/names.ts";
 import { CNI_DENO_RUN_FLAGS, CNI_WARM_ENV, earlyDelSh, RUNTIME_LOCK } from "../cni/launch.ts";
 import { DELETED_DIR_ENV } from "../cni/deleted.ts";
+import { earlyAddSh } from "../cni/early_add.ts";
 import { CNI_LIBRARIES, RUNTIME_LIB_DIR } from "../os/mod.ts";
 import { runProcess } from "../base/run.ts";
 import { warmCodeCache } from "./code_cache.ts";
@@ -457,12 +458,14 @@ async function installRuntime(binDir: string, rt: RuntimeSource, graceMs: number
     }
     await warmRuntimeCache(dir);
   }
+  const exec = `FLANCTL_ARGV0="$0" exec "${dir}/deno" run ${CNI_DENO_RUN_FLAGS.join(" ")} "${dir}/cni.js"`;
   const launcher =
     "#!/bin/sh\n# flanctl CNI launcher, written by `flanctl install-cni` (no compiled binary here).\n" +
     `export ${Object.entries(launcherEnv(dir)).map(([k, v]) => `${k}="${v}"`).join(" ")}\n` +
-    // A repeated DEL is answered here, without starting Deno (lib/cni/deleted.ts).
-    `case "\${0##*/}" in\n  ${CNI_PLUGIN_NAMES.join("|")})\n${earlyDelSh(deletedDir(dir))}\n;;\nesac\n` +
-    `FLANCTL_ARGV0="$0" exec "${dir}/deno" run ${CNI_DENO_RUN_FLAGS.join(" ")} "${dir}/cni.js"\n`;
+    // A repeated DEL (lib/cni/deleted.ts) and portmap's ADD without port mappings (lib/cni/early_add.ts)
+    // are answered here, without starting Deno.
+    `case "\${0##*/}" in\n  ${CNI_PLUGIN_NAMES.join("|")})\n${earlyDelSh(deletedDir(dir))}\n` +
+    `${earlyAddSh(deletedDir(dir), exec)}\n;;\nesac\n${exec}\n`;
   const final = `${binDir}/flanctl`;
   const had = lstat(final);
   let same = false;

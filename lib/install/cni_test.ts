@@ -233,6 +233,34 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     assertEquals(await del(), { code: 0, stdout: "", traced: true });
     assertEquals(Deno.readTextFileSync(`${records}/loopback:lo:c0ffee`), "deleted\n");
     assertEquals(await del(), { code: 0, stdout: "", traced: false });
+    // portmap's ADD without port mappings is answered by the launcher too (lib/cni/early_add.ts).
+    const add = new Deno.Command(`${bin}/portmap`, {
+      env: {
+        CNI_COMMAND: "ADD",
+        CNI_CONTAINERID: "c0ffee",
+        CNI_IFNAME: "eth0",
+        CNI_NETNS: "/var/run/netns/none",
+        CNI_PATH: bin,
+        FLANCTL_CNI_TRACE: "1",
+      },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const aw = add.stdin.getWriter();
+    await aw.write(
+      new TextEncoder().encode(
+        `{"cniVersion":"1.0.0","name":"cbr0","type":"portmap","prevResult":` +
+          `{"cniVersion":"1.0.0","ips":[{"interface":0,"address":"10.244.1.5/24"}]}}`,
+      ),
+    );
+    await aw.close();
+    const added = await add.output();
+    assertEquals(
+      [added.code, new TextDecoder().decode(added.stdout), new TextDecoder().decode(added.stderr)],
+      [0, `{"cniVersion":"1.0.0","ips":[{"address":"10.244.1.5/24","interface":0}]}\n`, ""],
+    );
+    assertEquals(Deno.readTextFileSync(`${records}/portmap:eth0:c0ffee`), "deleted\n");
     // Idempotent.
     const again = await installCni({
       binDir: bin,
