@@ -153,3 +153,65 @@ Deno.test("wireguard format: the lease and the peer configuration flanctl writes
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name: "wireguard format: one device (Mode auto/ipv4/ipv6) as flanneld's source has it, and our lease",
+  ignore: !requirePeers(["flanneld"]),
+  fn() {
+    const src = source();
+    // One device flannel-wg on ListenPort for auto/ipv4/ipv6; the IPv6 subnet configured on it.
+    assertMatch(
+      src,
+      /case Auto, Ipv4, Ipv6:\n\s+dev, err = createWGDev\(ctx, wg, "flannel-wg", cfg\.PSK, &keepalive, cfg\.ListenPort,/,
+    );
+    assertMatch(src, /\} else \{\n\s+err = dev\.ConfigureV6\(lease\.IPv6Subnet\.IP, config\.IPv6Network\)/);
+    // flanneld's lease says ListenPortV6 in BackendV6Data whatever the mode (flanctl: the port it listens on).
+    assertMatch(src, /newSubnetAttrs\([^)]*uint16\(cfg\.ListenPort\), uint16\(cfg\.ListenPortV6\)\)/);
+    // One peer: AllowedIPs IPv4 then IPv6; the key from the v6 attributes when the lease has IPv6.
+    assertMatch(
+      src,
+      /wireguardAttrs = v4wireguardAttrs\n\s+subnets = append\(subnets, event\.Lease\.Subnet\.ToIPNet\(\)\)/,
+    );
+    assertMatch(
+      src,
+      /wireguardAttrs = v6wireguardAttrs\n\s+subnets = append\(subnets, event\.Lease\.IPv6Subnet/,
+    );
+    // selectMode, in the order single.ts follows.
+    assertMatch(
+      src,
+      /if ip6 == nil \{\n\s+return Ipv4\n\s+\}\n\s+if !ip4\.IsPrivate\(\) && n\.extIface\.ExtAddr != nil \{\n\s+return Ipv4\n\s+\}\n\s+if !ip6\.IsPrivate\(\) && n\.extIface\.ExtV6Addr != nil && !ip\.FromIP6\(n\.extIface\.ExtV6Addr\)\.IsPrivate\(\) \{\n\s+return Ipv6\n\s+\}\n\s+return Ipv4/,
+    );
+  },
+});
+
+Deno.test("wireguard format: the lease flanctl writes in one-device mode (dual stack): ListenPort twice", () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const nl = new FakeNetlink();
+    const ext = { name: "eth0", index: 2, mtu: 1500, ifaceIP: "192.0.2.11", publicIP: "192.0.2.11" };
+    const cfg = parseNetConfig(JSON.stringify({
+      Network: "10.244.0.0/16",
+      EnableIPv6: true,
+      IPv6Network: "fd00::/56",
+      Backend: { Type: "wireguard", Mode: "auto", ListenPort: 51000, ListenPortV6: 51001 },
+    }));
+    const b4 = new WireguardBackend(
+      nl,
+      parseWireguardOptions(cfg.backend),
+      ext,
+      cfg.network!,
+      4,
+      undefined,
+      { keyFile: `${dir}/wgkey`, program: "/x", socketDir: dir },
+      [4, 6],
+    );
+    const b6 = createBackend(nl, cfg, ext, dir, { family: 6, pair: b4 });
+    const pub = b4.backendData().PublicKey;
+    assertEquals(JSON.stringify(b4.backendData()), `{"PublicKey":"${pub}","Port":51000}`);
+    // flanneld writes 51001 here, a port nothing listens on; flanctl the device's (docs/daemon.md).
+    assertEquals(JSON.stringify(b6.backendData()), `{"PublicKey":"${pub}","Port":51000}`);
+    assertEquals([b4.overlayDev, b6.overlayDev, b4.port], ["flannel-wg", "flannel-wg", 51000]);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -45,6 +45,8 @@ export function createBackend(
     family?: 4 | 6;
     storedBackendData?: unknown;
     log?: Log;
+    /** Dual stack, family 6: the IPv4 backend (wireguard's one-device modes: its device carries IPv6 too). */
+    pair?: Backend;
   } = {},
 ): Backend {
   checkSupported(cfg.backend);
@@ -74,7 +76,15 @@ export function createBackend(
   if (cfg.backend.type === "wireguard") {
     const net = family === 6 ? cfg.ipv6Network : cfg.network;
     if (!net) throw new ConfigError("Network", `the wireguard backend has no IPv${family} Network`);
-    return new WireguardBackend(nl, parseWireguardOptions(cfg.backend), ext, net, family, opts.log);
+    const o = parseWireguardOptions(cfg.backend);
+    if (o.mode !== "separate" && family === 6 && cfg.enableIPv4) {
+      if (!(opts.pair instanceof WireguardBackend)) {
+        throw new Error("the wireguard backend's IPv6 side needs its IPv4 backend (one device)");
+      }
+      return opts.pair.pairV6(net);
+    }
+    const families = ([4, 6] as const).filter((f) => f === 4 ? cfg.enableIPv4 : cfg.enableIPv6);
+    return new WireguardBackend(nl, o, ext, net, family, opts.log, {}, families);
   }
   if (cfg.backend.type === "vxlan") {
     const stored = opts.storedBackendData as { VtepMAC?: unknown } | null | undefined;

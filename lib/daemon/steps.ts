@@ -280,6 +280,7 @@ async function makeBackends(d: Draft, make: typeof createBackend): Promise<void>
       family: 6,
       storedBackendData: await storedOf(6),
       log: b.log,
+      pair: be,
     });
     try {
       await b6.prepare();

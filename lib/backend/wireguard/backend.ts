@@ -6,6 +6,11 @@
  * whose AllowedIPs are its subnet and whose Endpoint is its PublicIP (PublicIPv6) and the lease's Port.
  * The lease carries `{"PublicKey": <base64>, "Port": <listen port>}` in BackendData (BackendV6Data).
  *
+ * In the one-device modes (`Mode` auto, ipv4, ipv6) flannel-wg carries both families: it listens on
+ * ListenPort and holds both our subnets' addresses and both Network routes; each node is one peer with
+ * both its subnets as AllowedIPs and the endpoint the mode picks (single.ts). In dual stack the IPv6 plane's
+ * backend is a {@link WireguardV6Side} of the IPv4 one: both feed the one device.
+ *
  * The device is the kernel's (kernel.ts: the `wireguard` link kind, generic netlink) or wireguard-go's
  * (userspace.ts: a TUN, its UAPI socket), chosen at the first {@link WireguardBackend.ensure} (choose.ts:
  * the kernel first, userspace where the kernel has no WireGuard). Netlink sets the MTU, address, up state
@@ -29,6 +34,7 @@ import { wgPublicKeyField } from "../../lease/backend_data.ts";
 import { keyFilePath, loadOrCreateKey, parseKey, type WgKey } from "./keys.ts";
 import { type DeviceSet, type DeviceState, type PeerSet, uapiSocket } from "./uapi.ts";
 import { WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD, type WireguardOptions } from "./options.ts";
+import { type KeyedSide, sideOf, singleDevicePeers } from "./single.ts";
 import { findWireguardGo, kernelWireguard, UserspaceDriver, WgDeviceError } from "./userspace.ts";
 import type { WgDriver, WgWayName } from "./driver.ts";
 import { chooseDriver, wantedWay, type WgWayWanted, WIREGUARD_WAY_ENV } from "./choose.ts";
@@ -68,10 +74,7 @@ export function leasePort(data: unknown): number | null {
 /** The `PublicKey` of a peer's backend data as flanneld finds it (Go's case-insensitive match), unchecked. */
 export const leasePublicKey = wgPublicKeyField;
 
-/** The endpoint of a peer: `IP:port`, or `[IPv6]:port`. */
-export function endpointOf(ip: string, port: number): string {
-  return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
+export { endpointOf } from "./single.ts";
 
 /** How the device is driven (after the first ensure). */
 export interface WgWay {
@@ -82,7 +85,10 @@ export interface WgWay {
   fallback: string | null;
 }
 
-/** The wireguard backend of one address family. */
+/**
+ * The wireguard backend of one address family (Mode separate), or of the one device for the families it
+ * carries (the other modes; dual stack: with its {@link WireguardV6Side}).
+ */
 export class WireguardBackend implements Backend {
   readonly type = "wireguard";
   readonly overlayDev: string;
@@ -90,9 +96,14 @@ export class WireguardBackend implements Backend {
   readonly family: 4 | 6;
   readonly port: number;
   readonly socket: string;
+  /** One device for both families (Mode auto, ipv4, ipv6). */
+  readonly single: boolean;
+  /** The families the device carries. */
+  readonly families: readonly (4 | 6)[];
   readonly #nl: NetlinkHandle;
   readonly #o: WireguardOptions;
   readonly #network: IPNet;
+  readonly #ext: ExternalIface;
   readonly #log: Log | undefined;
   readonly #env: WgEnv;
   #key: WgKey | null = null;
@@ -101,10 +112,12 @@ export class WireguardBackend implements Backend {
   #driver: WgDriver | null = null;
   #peers: PeerSet[] = [];
   /**
-   * The daemon has said which peers it accepted (syncPeers): until then a reconcile sets only the key and
-   * port, so a restarted daemon never removes the peers the device still serves.
+   * The peers the daemon accepted, per family (syncPeers). Until every family the device carries has said,
+   * a reconcile sets only the key and port, so a restarted daemon never removes the peers (or a peer's
+   * other family) the device still serves.
    */
-  #peersKnown = false;
+  #sides = new Map<4 | 6, readonly PeerInfo[]>();
+  #twin: WireguardV6Side | null = null;
   /** The reconcile running or queued; its failure (device level) is kept for settle(). */
   #chain: Promise<void> = Promise.resolve();
   #queued = false;
@@ -125,38 +138,48 @@ export class WireguardBackend implements Backend {
     family: 4 | 6,
     log?: Log,
     env: WgEnv = {},
+    /** One-device modes: the families the network has (default: `family`'s only). */
+    families: readonly (4 | 6)[] = [family],
   ) {
     this.#nl = nl;
     this.#o = o;
     this.#network = network;
+    this.#ext = ext;
     this.#log = log;
     this.#env = env;
     this.family = family;
-    if (o.mode !== "separate" && family === 6) {
-      throw new ConfigError(
-        "Backend.Mode",
-        `Backend.Mode "${o.mode}" (one device for both families) is not implemented by flanctl with IPv6: ` +
-          `use Mode "separate" (the default: flannel-wg and flannel-wg-v6)`,
-      );
+    this.single = o.mode !== "separate";
+    this.families = this.single ? families : [family];
+    for (const [mode, f] of [["ipv4", 4], ["ipv6", 6]] as const) {
+      if (o.mode === mode && !this.families.includes(f)) {
+        throw new ConfigError(
+          "Backend.Mode",
+          `Backend.Mode "${mode}" needs IPv${f} endpoints, and the network has no IPv${f}: use Mode "auto"`,
+        );
+      }
     }
-    if (o.mode === "ipv6") {
-      throw new ConfigError(
-        "Backend.Mode",
-        `Backend.Mode "ipv6" needs IPv6 endpoints: flanctl runs Mode "separate" (the default) instead`,
-      );
-    }
-    this.overlayDev = family === 6 ? WG_DEVICE_V6 : WG_DEVICE;
-    this.port = family === 6 ? o.listenPortV6 : o.listenPort;
+    this.overlayDev = this.single || family === 4 ? WG_DEVICE : WG_DEVICE_V6;
+    this.port = this.single || family === 4 ? o.listenPort : o.listenPortV6;
     this.socket = uapiSocket(this.overlayDev, env.socketDir);
     this.mtu = (o.mtu || ext.mtu) - WG_OVERHEAD;
-    if (this.mtu < (family === 6 ? 1280 : 576)) {
+    const six = this.families.includes(6);
+    if (this.mtu < (six ? 1280 : 576)) {
       throw new ConfigError(
         "Backend.MTU",
-        `the WireGuard MTU would be ${this.mtu} (${
-          o.mtu || ext.mtu
-        } − ${WG_OVERHEAD}): too small for IPv${family}`,
+        `the WireGuard MTU would be ${this.mtu} (${o.mtu || ext.mtu} − ${WG_OVERHEAD}): too small for IPv${
+          six ? 6 : 4
+        }`,
       );
     }
+  }
+
+  /** Dual stack in a one-device mode: the IPv6 plane's backend, feeding this device (made once). */
+  pairV6(network: IPNet): WireguardV6Side {
+    if (!this.single || this.family !== 4 || !this.families.includes(6)) {
+      throw new Error(`flannel-wg carries IPv6 only in a one-device mode with EnableIPv6 (${this.#o.mode})`);
+    }
+    this.#twin ??= new WireguardV6Side(this, network);
+    return this.#twin;
   }
 
   /** Our public key (after prepare). */
@@ -241,6 +264,11 @@ export class WireguardBackend implements Backend {
   }
 
   ensure(own: IPNet): string[] {
+    return this.ensureFamily(this.family, own, this.#network);
+  }
+
+  /** Makes (or repairs) the device, and family `f`'s address (our subnet `own`) and `network` route on it. */
+  ensureFamily(f: 4 | 6, own: IPNet, network: IPNet): string[] {
     if (!this.#key) this.prepare();
     const nl = this.#nl, dev = this.overlayDev;
     const changes = this.#attach();
@@ -251,10 +279,10 @@ export class WireguardBackend implements Backend {
       nl.setMtu(dev, this.mtu);
       changes.push(`mtu ${l.mtu}->${this.mtu}`);
     }
-    const want = own.ip.toString(), plen = this.family === 6 ? 128 : 32;
+    const want = own.ip.toString(), plen = f === 6 ? 128 : 32;
     let have = false;
-    for (const a of nl.addrs(this.family)) {
-      if (a.ifname !== dev || (this.family === 6 && a.local.startsWith("fe80:"))) continue;
+    for (const a of nl.addrs(f)) {
+      if (a.ifname !== dev || (f === 6 && a.local.startsWith("fe80:"))) continue;
       if (a.local === want && a.prefix === plen) have = true;
       else {
         nl.delAddr(dev, `${a.local}/${a.prefix}`);
@@ -269,8 +297,8 @@ export class WireguardBackend implements Backend {
       nl.setUp(dev, true);
       changes.push("up");
     }
-    const net = this.#network.toString();
-    const hasRoute = nl.routes({ family: this.family, table: RT_TABLE_MAIN }).some((r) =>
+    const net = network.toString();
+    const hasRoute = nl.routes({ family: f, table: RT_TABLE_MAIN }).some((r) =>
       r.dst === net && r.devName === dev && !r.gateway
     );
     if (!hasRoute) {
@@ -295,38 +323,61 @@ export class WireguardBackend implements Backend {
     };
   }
 
-  /** The WireGuard peers for the accepted leases (one per public key: the first lease of a key wins). */
-  #desired(peers: readonly PeerInfo[]): PeerSet[] {
-    const out = new Map<string, PeerSet>();
+  /** One family's accepted peers as WireGuard sides (one per public key: the first lease of a key wins). */
+  #keyed(peers: readonly PeerInfo[]): KeyedSide[] {
+    const out = new Map<string, KeyedSide>();
     for (const p of peers) {
       if (typeof this.peer(p) === "string") continue;
       const pk = leasePublicKey(p.backendData) as string;
-      const port = leasePort(p.backendData) || this.port;
-      const ip = tryIp(p.publicIP)!.toString();
       const have = out.get(pk);
       if (have) {
         this.#log?.warn("two leases carry one WireGuard public key: the second is not a peer", {
           public_key: pk,
           subnet: p.subnet.toString(),
-          kept: have.allowedIPs?.[0],
+          kept: have.subnet,
         });
         continue;
       }
-      out.set(pk, {
-        publicKey: pk,
-        presharedKeyHex: this.#o.pskHex ?? "",
-        endpoint: endpointOf(ip, port),
-        keepalive: this.#o.keepalive,
-        allowedIPs: [p.subnet.toString()],
-      });
+      out.set(pk, sideOf(p, pk, leasePort(p.backendData) || this.port));
     }
     return [...out.values()];
   }
 
+  /** The WireGuard peers for the accepted leases of every family the device carries. */
+  #desired(): PeerSet[] {
+    const side = (f: 4 | 6) => this.#keyed(this.#sides.get(f) ?? []);
+    if (!this.single) {
+      return side(this.family).map((s) => ({
+        publicKey: s.publicKey,
+        presharedKeyHex: this.#o.pskHex ?? "",
+        endpoint: s.endpoint,
+        keepalive: this.#o.keepalive,
+        allowedIPs: [s.subnet],
+      }));
+    }
+    return singleDevicePeers(side(4), side(6), {
+      mode: this.#o.mode as "auto" | "ipv4" | "ipv6",
+      our4: this.#ext.publicIP || null,
+      our6: this.#ext.publicIPv6 || null,
+      pskHex: this.#o.pskHex ?? "",
+      keepalive: this.#o.keepalive,
+    });
+  }
+
+  /** Whether every family the device carries has said which peers it accepted. */
+  get #peersKnown(): boolean {
+    return this.families.every((f) => this.#sides.has(f));
+  }
+
   /** The peers the daemon accepted (after every change): the device is made to match, asynchronously. */
   syncPeers(peers: readonly PeerInfo[]): void {
-    this.#peers = this.#desired(peers);
-    this.#peersKnown = true;
+    this.syncFamily(this.family, peers);
+  }
+
+  /** Family `f`'s accepted peers (the IPv6 side's, in a one-device mode in dual stack). */
+  syncFamily(f: 4 | 6, peers: readonly PeerInfo[]): void {
+    this.#sides.set(f, [...peers]);
+    this.#peers = this.#desired();
     this.#kick();
   }
 
@@ -412,5 +463,53 @@ export class WireguardBackend implements Backend {
   async close(): Promise<void> {
     await this.#chain;
     this.#driver?.close();
+  }
+}
+
+/**
+ * The IPv6 plane's backend in a one-device mode in dual stack: flannel-wg's IPv6 side. Its address, route and
+ * peers go to the IPv4 backend's device; the lease's BackendV6Data is that device's key and listen port.
+ */
+export class WireguardV6Side implements Backend {
+  readonly type = "wireguard";
+  readonly family = 6;
+  readonly overlayDev: string;
+  readonly mtu: number;
+  readonly device: WireguardBackend;
+  readonly #network: IPNet;
+
+  constructor(device: WireguardBackend, network: IPNet) {
+    this.device = device;
+    this.#network = network;
+    this.overlayDev = device.overlayDev;
+    this.mtu = device.mtu;
+  }
+
+  prepare(): void {
+    this.device.prepare();
+  }
+
+  /**
+   * `{"PublicKey", "Port"}` with the port the device listens on (ListenPort). flanneld writes ListenPortV6
+   * here although its one device listens on ListenPort (docs/daemon.md, the differences).
+   */
+  backendData(): WgLeaseData {
+    return this.device.backendData();
+  }
+
+  ensure(own: IPNet): string[] {
+    return this.device.ensureFamily(6, own, this.#network);
+  }
+
+  peer(p: PeerInfo): DesiredPeer | string {
+    return this.device.peer(p);
+  }
+
+  syncPeers(peers: readonly PeerInfo[]): void {
+    this.device.syncFamily(6, peers);
+  }
+
+  settle(): Promise<void> {
+    return this.device.settle();
   }
 }

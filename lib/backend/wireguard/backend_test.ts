@@ -6,7 +6,7 @@ import type { ExternalIface, PeerInfo } from "../types.ts";
 import { createBackend } from "../mod.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import { ConfigError } from "../../config/netconf.ts";
-import { WireguardBackend } from "./backend.ts";
+import { WireguardBackend, type WireguardV6Side } from "./backend.ts";
 import { parseWireguardOptions } from "./options.ts";
 import { keyBase64, WgKeyError } from "./keys.ts";
 import type { WgGenl } from "./kernel.ts";
@@ -55,6 +55,7 @@ async function withBackend(
     again: () => WireguardBackend,
   ) => Promise<void>,
   family: 4 | 6 = 4,
+  families?: (4 | 6)[],
 ) {
   const dir = Deno.makeTempDirSync();
   const nl = new FakeNetlink();
@@ -85,6 +86,7 @@ async function withBackend(
           fake = new FakeUapi(`${dir}/${dev}.sock`);
         },
       },
+      families,
     );
   try {
     await fn(make(), nl, () => fake!, logs, make);
@@ -111,7 +113,7 @@ Deno.test("options: flanneld's defaults and keys; a bad PSK or Mode refused with
   assertThrows(() => opts({ PersistentKeepaliveInterval: "25s" }), ConfigError);
 });
 
-Deno.test("createBackend: wireguard from net-conf; IPv6 with one device (Mode auto) refused", () => {
+Deno.test("createBackend: wireguard from net-conf; IPv6 with one device (Mode auto) is flannel-wg's", () => {
   const nl = new FakeNetlink();
   const cfg = parseNetConfig(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }));
   const b = createBackend(nl, cfg, EXT, "/tmp") as WireguardBackend;
@@ -122,7 +124,28 @@ Deno.test("createBackend: wireguard from net-conf; IPv6 with one device (Mode au
     IPv6Network: "fd00::/56",
     Backend: { Type: "wireguard", Mode: "auto" },
   }));
-  assertThrows(() => createBackend(nl, dual, EXT, "/tmp", { family: 6 }), ConfigError, "separate");
+  // Mode auto in dual stack: the IPv6 plane's backend is the IPv4 one's device (one key, ListenPort).
+  const one = createBackend(nl, dual, EXT, "/tmp") as WireguardBackend;
+  assertEquals([one.overlayDev, one.port, one.single, one.families], ["flannel-wg", 51820, true, [4, 6]]);
+  const side = createBackend(nl, dual, EXT, "/tmp", { family: 6, pair: one });
+  assertEquals([side.overlayDev, side.mtu, (side as WireguardV6Side).device], ["flannel-wg", 1420, one]);
+  assertThrows(() => createBackend(nl, dual, EXT, "/tmp", { family: 6 }), Error, "IPv4 backend");
+  // Mode ipv6 needs IPv6 in the network; Mode ipv4 needs IPv4.
+  const v4only = parseNetConfig(JSON.stringify({
+    Network: "10.244.0.0/16",
+    Backend: { Type: "wireguard", Mode: "ipv6" },
+  }));
+  assertThrows(() => createBackend(nl, v4only, EXT, "/tmp"), ConfigError, "no IPv6");
+  const v6only = parseNetConfig(JSON.stringify({
+    EnableIPv4: false,
+    EnableIPv6: true,
+    IPv6Network: "fd00::/56",
+    Backend: { Type: "wireguard", Mode: "ipv4" },
+  }));
+  assertThrows(() => createBackend(nl, v6only, EXT, "/tmp", { family: 6 }), ConfigError, "no IPv4");
+  const auto6 = { ...v6only, backend: { ...v6only.backend, raw: { Type: "wireguard", Mode: "auto" } } };
+  const b6 = createBackend(nl, auto6, EXT, "/tmp", { family: 6 }) as WireguardBackend;
+  assertEquals([b6.overlayDev, b6.port, b6.families], ["flannel-wg", 51820, [6]]);
   const six = createBackend(
     nl,
     { ...dual, backend: { ...dual.backend, raw: { Type: "wireguard" } } },
@@ -326,4 +349,80 @@ Deno.test("wireguard: no wireguard-go where the kernel has none is a ConfigError
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("wireguard Mode auto, dual stack: one device, both addresses, one peer with both subnets", async () => {
+  await withBackend(
+    { Mode: "auto" },
+    async (b, nl, fake, _logs, again) => {
+      const NET6 = IPNet.parse("fd00::/56"), OWN6 = IPNet.parse("fd00:0:0:1::/64");
+      const v6 = b.pairV6(NET6);
+      assertEquals(b.pairV6(NET6), v6, "one side per device");
+      b.ensure(OWN);
+      assertEquals(v6.ensure(OWN6), ["address fd00:0:0:1::/128", "route fd00::/56 dev flannel-wg"]);
+      assert(
+        nl.addrs(4).some((a) => a.ifname === "flannel-wg" && a.local === "10.244.1.0" && a.prefix === 32),
+      );
+      assert(
+        nl.addrs(6).some((a) => a.ifname === "flannel-wg" && a.local === "fd00:0:0:1::" && a.prefix === 128),
+      );
+      assert(nl.routes().some((r) => r.dst === "fd00::/56" && r.devName === "flannel-wg"));
+      assertEquals(nl.link("flannel-wg-v6"), null);
+      // The lease: one key, the port the device listens on in both (flanneld writes ListenPortV6 in v6).
+      assertEquals(JSON.stringify(b.backendData()), `{"PublicKey":"${b.publicKey}","Port":51820}`);
+      assertEquals(JSON.stringify(v6.backendData()), `{"PublicKey":"${b.publicKey}","Port":51820}`);
+      const p4 = peer("10.244.2.0/24", "10.0.0.12", { PublicKey: KEY2, Port: 51820 });
+      const p6 = peer("fd00:0:0:2::/64", "fd01::12", { PublicKey: KEY2, Port: 0 });
+      assertEquals(v6.peer(p6), {
+        route: { dst: "fd00:0:0:2::/64", via: "fd00:0:0:2::", dev: "flannel-wg", onlink: true },
+        neigh: null,
+        fdb: null,
+      });
+      b.syncPeers([p4]);
+      await b.settle();
+      assertEquals(fake().peers.size, 0, "no peer written before the IPv6 side says which it accepted");
+      v6.syncPeers([p6]);
+      await v6.settle();
+      assertEquals(fake().listenPort, 51820);
+      const got = fake().peers.get(KEY2_HEX)!;
+      assertEquals(got.allowed, ["10.244.2.0/24", "fd00:0:0:2::/64"]);
+      assertEquals(got.endpoint, "10.0.0.12:51820", "ULA both sides: flanneld's auto picks IPv4");
+      assert(b.metricLines().includes(`flanctl_wireguard_peers{device="flannel-wg"} 1`));
+      // A restart keeps the peer whole until both sides have said; then the IPv6 side's removal.
+      await b.close();
+      const b2 = again();
+      const v62 = b2.pairV6(NET6);
+      assertEquals([...b2.ensure(OWN), ...v62.ensure(OWN6)], []);
+      b2.syncPeers([p4]);
+      await b2.settle();
+      assertEquals(fake().peers.get(KEY2_HEX)!.allowed, ["10.244.2.0/24", "fd00:0:0:2::/64"]);
+      v62.syncPeers([]);
+      await b2.settle();
+      assertEquals(fake().peers.get(KEY2_HEX)!.allowed, ["10.244.2.0/24"]);
+      b2.syncPeers([]);
+      await b2.settle();
+      assertEquals(fake().peers.size, 0);
+    },
+    4,
+    [4, 6],
+  );
+});
+
+Deno.test("wireguard Mode ipv6, dual stack: the peer's [PublicIPv6]:port; a zero Port is ours", async () => {
+  await withBackend(
+    { Mode: "ipv6", ListenPort: 4000 },
+    async (b, _nl, fake) => {
+      const v6 = b.pairV6(IPNet.parse("fd00::/56"));
+      b.ensure(OWN);
+      v6.ensure(IPNet.parse("fd00:0:0:1::/64"));
+      b.syncPeers([peer("10.244.2.0/24", "10.0.0.12", { PublicKey: KEY2, Port: 4000 })]);
+      v6.syncPeers([peer("fd00:0:0:2::/64", "fd01::12", { PublicKey: KEY2 })]);
+      await b.settle();
+      assertEquals(fake().listenPort, 4000);
+      assertEquals(fake().peers.get(KEY2_HEX)!.endpoint, "[fd01::12]:4000");
+      assertEquals(v6.backendData().Port, 4000);
+    },
+    4,
+    [4, 6],
+  );
 });
