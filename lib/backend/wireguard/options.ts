@@ -37,6 +37,15 @@ export interface WireguardOptions {
   mode: WgMode;
 }
 
+/**
+ * The one-device mode a net-conf's Backend names (`auto`, `ipv4`, `ipv6`: flannel-wg carries both families),
+ * or null (`separate`, or anything else). For readers of a stored config (doctor, trace, inspect).
+ */
+export function oneDeviceMode(raw: Record<string, unknown>): Exclude<WgMode, "separate"> | null {
+  const v = pick(raw, "Mode");
+  return v === "auto" || v === "ipv4" || v === "ipv6" ? v : null;
+}
+
 function pick(raw: Record<string, unknown>, name: string): unknown {
   let v: unknown = undefined;
   for (const [k, x] of Object.entries(raw)) if (k.toLowerCase() === name.toLowerCase()) v = x;

@@ -15,6 +15,7 @@ import { masqRules } from "../../firewall/masq_rules.ts";
 import { VXLAN6_OVERHEAD } from "../../backend/vxlan.ts";
 import { dev6, dev6Name, network6, own6 } from "../../observe/probes.ts";
 import { vtepMacOf } from "../../lease/backend_data.ts";
+import { oneDeviceMode, WG_DEVICE, WG_DEVICE_V6 } from "../../backend/wireguard/options.ts";
 import { sh, singleQuote } from "../../base/shell.ts";
 
 /** sysctl key of a per-interface IPv6 setting (slash form: device names hold dots). */
@@ -219,12 +220,14 @@ export const peersV6: Check = {
           fix.push(ctx.cmd(sh`bridge fdb replace ${mac} dev ${dev.name} dst ${pub} self permanent`));
         }
       } else if (ctx.backendType === "wireguard") {
-        // flannel-wg-v6 carries the peer (its AllowedIPs: wg-peers); the route is the device's.
-        const wg = ctx.link("flannel-wg-v6")?.index;
+        // flannel-wg-v6 (the one-device modes: flannel-wg) carries the peer (its AllowedIPs: wg-peers); the
+        // route is the device's.
+        const name = oneDeviceMode(ctx.store.config?.backend.raw ?? {}) ? WG_DEVICE : WG_DEVICE_V6;
+        const wg = ctx.link(name)?.index;
         const net6 = network6(ctx)?.toString();
         if (!(r?.dev === wg || routes.some((x) => x.dst === net6 && x.dev === wg))) {
-          missing.push(`route ${subnet} via ${gw} dev flannel-wg-v6 onlink`);
-          fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${gw} dev flannel-wg-v6 onlink`));
+          missing.push(`route ${subnet} via ${gw} dev ${name} onlink`);
+          fix.push(ctx.cmd(sh`ip -6 route replace ${subnet} via ${gw} dev ${name} onlink`));
         }
       } else if (!viaPublic) {
         missing.push(`route ${subnet} via ${pub}`);

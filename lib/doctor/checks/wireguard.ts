@@ -4,7 +4,8 @@
  * driven (userspace: wireguard-go's TUN, a process holding it and a UAPI socket that answers; kernel: the
  * `wireguard` link kind, no process expected, generic netlink answering); our public key is the lease's;
  * every peer lease has its WireGuard peer with AllowedIPs = its subnet and Endpoint = its PublicIP:Port; and
- * the latest handshake of each peer. The device is read the way its link kind says
+ * the latest handshake of each peer. In the one-device modes (Mode auto, ipv4, ipv6) flannel-wg carries both
+ * families: both our addresses on it, one peer per node with both its subnets, the endpoint the mode picks. The device is read the way its link kind says
  * (lib/backend/wireguard/read.ts: the UAPI socket /var/run/wireguard/<dev>.sock, or GET_DEVICE in the
  * checked namespace): no key material is kept or shown but public keys.
  * @module
@@ -18,8 +19,9 @@ import { checkedNetns } from "../../observe/probes.ts";
 import type { DeviceState, PeerState } from "../../backend/wireguard/uapi.ts";
 import { readDevice, wayOfKind } from "../../backend/wireguard/read.ts";
 import type { WgWayName } from "../../backend/wireguard/driver.ts";
-import { WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD } from "../../backend/wireguard/options.ts";
+import { oneDeviceMode, WG_DEVICE, WG_DEVICE_V6, WG_OVERHEAD } from "../../backend/wireguard/options.ts";
 import { endpointOf, leasePort } from "../../backend/wireguard/backend.ts";
+import { type KeyedSide, singleDevicePeers } from "../../backend/wireguard/single.ts";
 import { wgPublicKeyField } from "../../lease/backend_data.ts";
 import { errText } from "../../base/errors.ts";
 import { safeJson } from "../../base/capped_read.ts";
@@ -51,9 +53,15 @@ function pickPort(ctx: NodeSnapshot, key: string, dflt: number): number {
   return typeof v === "number" && Number.isInteger(v) && v > 0 && v < 65536 ? v : dflt;
 }
 
+/** The net-conf's one-device mode (auto, ipv4, ipv6: flannel-wg for both families), or null (separate). */
+export function singleMode(ctx: NodeSnapshot): "auto" | "ipv4" | "ipv6" | null {
+  return oneDeviceMode(ctx.store.config?.backend.raw ?? {});
+}
+
 function planes(ctx: NodeSnapshot): Plane[] {
   const cfg = ctx.store.config;
   const own = ctx.ownLease();
+  const one = singleMode(ctx) !== null;
   const out: Plane[] = [];
   if (!cfg || cfg.enableIPv4) {
     out.push({ family: 4, dev: WG_DEVICE, port: pickPort(ctx, "ListenPort", 51820), own: ctx.nodeSubnet });
@@ -61,12 +69,17 @@ function planes(ctx: NodeSnapshot): Plane[] {
   if (cfg?.enableIPv6) {
     out.push({
       family: 6,
-      dev: WG_DEVICE_V6,
-      port: pickPort(ctx, "ListenPortV6", 51821),
+      dev: one ? WG_DEVICE : WG_DEVICE_V6,
+      port: one ? pickPort(ctx, "ListenPort", 51820) : pickPort(ctx, "ListenPortV6", 51821),
       own: ctx.subnetEnv?.ipv6Subnet?.net ?? own?.ipv6Subnet ?? null,
     });
   }
   return out;
+}
+
+/** The planes with one per device (the one-device modes: the first family's). */
+function devicePlanes(ctx: NodeSnapshot): Plane[] {
+  return planes(ctx).filter((pl, i, all) => all.findIndex((x) => x.dev === pl.dev) === i);
 }
 
 /** The state of each plane's device, read once per snapshot. */
@@ -147,7 +160,7 @@ export const wgDevice: Check = {
   async run(ctx): Promise<Finding[]> {
     if (!isWg(ctx)) return [];
     const out: Finding[] = [];
-    for (const pl of planes(ctx)) {
+    for (const pl of devicePlanes(ctx)) {
       const dev = ctx.link(pl.dev);
       if (!dev) {
         out.push({
@@ -186,10 +199,12 @@ export const wgDevice: Check = {
         problems.push(`${pl.dev} is down`);
         fix.push(ctx.cmd(`ip link set ${pl.dev} up`));
       }
-      if (pl.own) {
-        const want = `${pl.own.ip}/${pl.family === 6 ? 128 : 32}`;
+      const fams = planes(ctx).filter((x) => x.dev === pl.dev); // one device: both families' addresses
+      for (const f of fams) {
+        if (!f.own) continue;
+        const want = `${f.own.ip}/${f.family === 6 ? 128 : 32}`;
         const addrs = (ctx.kernel?.addrs ?? []).filter((a) =>
-          a.index === dev.index && a.family === pl.family && !a.local.startsWith("fe80:")
+          a.index === dev.index && a.family === f.family && !a.local.startsWith("fe80:")
         );
         if (!addrs.some((a) => `${a.local}/${a.prefix}` === want)) {
           problems.push(
@@ -211,7 +226,8 @@ export const wgDevice: Check = {
         fix.push(RESTART + " (it sets the MTU from the interface)");
       }
       if (!problems.length) {
-        out.push(ok("wg-device", `${pl.dev} up, ${pl.own ? pl.own.ip : "?"}, MTU ${dev.mtu}, ${way}`));
+        const owns = fams.map((f) => f.own ? f.own.ip.toString() : "?").join(" and ");
+        out.push(ok("wg-device", `${pl.dev} up, ${owns}, MTU ${dev.mtu}, ${way}`));
         continue;
       }
       out.push({
@@ -268,16 +284,18 @@ export const wgKey: Check = {
   },
 };
 
-/** A peer lease's WireGuard view in one family. */
+/** A peer lease's WireGuard peer as the device should have it. */
 interface WantPeer {
   key: string;
+  /** AllowedIPs, comma-joined (one subnet; both in the one-device modes). */
   subnet: string;
   endpoint: string;
 }
 
-function wantPeers(ctx: NodeSnapshot, pl: Plane): WantPeer[] {
+/** One family's peer leases as WireGuard sides (the first lease of a key wins, as the daemon). */
+function sides(ctx: NodeSnapshot, pl: Plane): KeyedSide[] {
   const own = ctx.ownLease();
-  const out: WantPeer[] = [];
+  const out = new Map<string, KeyedSide>();
   const leases = pl.family === 4 ? ctx.peerLeases() : ctx.store.leases.filter((l) => l !== own);
   for (const l of leases) {
     if (l.attrs.BackendType !== "wireguard") continue;
@@ -286,13 +304,44 @@ function wantPeers(ctx: NodeSnapshot, pl: Plane): WantPeer[] {
     const ip = tryIp(pl.family === 6 ? l.attrs.PublicIPv6 : l.attrs.PublicIP);
     const key = wgPublicKeyField(data);
     if (!subnet || !ip || typeof key !== "string" || (pl.own && subnet.equals(pl.own))) continue;
-    out.push({
-      key,
+    if (out.has(key)) continue;
+    out.set(key, {
+      publicKey: key,
       subnet: subnet.toString(),
+      publicIP: ip.toString(),
       endpoint: endpointOf(ip.toString(), leasePort(data) || pl.port),
     });
   }
-  return out;
+  return [...out.values()];
+}
+
+/** The peers each device should have: per family (separate), or flannel-wg's of both (one device). */
+function wantPeers(ctx: NodeSnapshot): { pl: Plane; want: WantPeer[] }[] {
+  const mode = singleMode(ctx);
+  const all = planes(ctx);
+  if (mode === null) {
+    return all.map((pl) => ({
+      pl,
+      want: sides(ctx, pl).map((s) => ({ key: s.publicKey, subnet: s.subnet, endpoint: s.endpoint })),
+    }));
+  }
+  if (!all.length) return [];
+  const of = (f: 4 | 6) => {
+    const pl = all.find((x) => x.family === f);
+    return pl ? sides(ctx, pl) : [];
+  };
+  const own = ctx.ownLease()?.attrs;
+  const peers = singleDevicePeers(of(4), of(6), {
+    mode,
+    our4: own?.PublicIP || null,
+    our6: own?.PublicIPv6 || null,
+    pskHex: "",
+    keepalive: 0,
+  });
+  return [{
+    pl: all[0],
+    want: peers.map((p) => ({ key: p.publicKey, subnet: p.allowedIPs!.join(","), endpoint: p.endpoint! })),
+  }];
 }
 
 /** wg-peers: every peer lease has its peer with the right AllowedIPs and Endpoint; no stray peers. */
@@ -302,12 +351,11 @@ export const wgPeers: Check = {
   async run(ctx): Promise<Finding[]> {
     if (!isWg(ctx)) return [];
     const out: Finding[] = [];
-    for (const pl of planes(ctx)) {
+    for (const { pl, want } of wantPeers(ctx)) {
       const st = await deviceState(ctx, pl.dev);
       if (typeof st === "string") continue;
       const have = new Map(st.peers.map((p) => [p.publicKey, p]));
       const problems: string[] = [];
-      const want = wantPeers(ctx, pl);
       for (const w of want) {
         const p = have.get(w.key);
         have.delete(w.key);
@@ -374,7 +422,7 @@ export const wgHandshake: Check = {
     if (!isWg(ctx)) return [];
     const out: Finding[] = [];
     const now = Date.now() / 1000;
-    for (const pl of planes(ctx)) {
+    for (const pl of devicePlanes(ctx)) {
       const st = await deviceState(ctx, pl.dev);
       if (typeof st === "string") continue;
       // wireguard-go's age stands for the device's; a kernel device has no process: the daemon that keeps

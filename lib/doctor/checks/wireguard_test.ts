@@ -5,8 +5,11 @@ import {
   judgeHandshake,
   useWgReader,
   wgDevice,
+  wgPeers,
   type WgReader,
 } from "./wireguard.ts";
+import { IPNet } from "../../base/cidr.ts";
+import type { Lease } from "../../lease/types.ts";
 import { ownDaemonState, writeDaemonState } from "../../node/daemon_state.ts";
 import { NodeSnapshot } from "../../observe/snapshot.ts";
 import { DEFAULT_PATHS } from "../../observe/paths.ts";
@@ -133,4 +136,68 @@ Deno.test("daemonAge: a kernel device's grace is the running daemon's time, none
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("wg-device/wg-peers, Mode auto dual stack: flannel-wg with both addresses, one peer with both", async () => {
+  const K1 = btoa("a".repeat(32)), K2 = btoa("b".repeat(32));
+  let peers: PeerState[] = []; // read once per snapshot: set before the first check
+  const ctx = wgContext(
+    "wireguard",
+    () => Promise.resolve({ publicKey: K1, listenPort: 51820, fwmark: 0, peers }),
+  );
+  ctx.store.config = parseNetConfig(JSON.stringify({
+    Network: "10.244.0.0/16",
+    EnableIPv6: true,
+    IPv6Network: "fd00::/56",
+    Backend: { Type: "wireguard", Mode: "auto" },
+  }));
+  const lease = (n: number, key: string): Lease => ({
+    subnet: IPNet.parse(`10.244.${n}.0/24`),
+    ipv6Subnet: IPNet.parse(`fd00:0:0:${n}::/64`),
+    attrs: {
+      PublicIP: `10.0.0.${n}`,
+      PublicIPv6: `fd01::${n}`,
+      BackendType: "wireguard",
+      BackendData: { PublicKey: key, Port: 51820 },
+      BackendV6Data: { PublicKey: key, Port: 51820 },
+    },
+    expiration: null,
+  });
+  ctx.store.leases = [lease(1, K1), lease(2, K2)];
+  const addr = (index: number, ifname: string, family: 4 | 6, local: string, prefix: number) =>
+    ({ index, ifname, family, local, prefix, scope: "global" }) as never;
+  ctx.kernel!.addrs = [
+    addr(2, "eth0", 4, "10.0.0.1", 24),
+    addr(2, "eth0", 6, "fd01::1", 64),
+    addr(7, "flannel-wg", 4, "10.244.1.0", 32),
+    addr(7, "flannel-wg", 6, "fd00:0:0:1::", 128),
+  ];
+  // Both subnets on one peer, the IPv4 endpoint (ULA both sides: flanneld's selectMode picks IPv4).
+  peers = [{
+    ...P,
+    publicKey: K2,
+    endpoint: "10.0.0.2:51820",
+    allowedIPs: ["10.244.2.0/24", "fd00:0:0:2::/64"],
+  }];
+  const dev = await wgDevice.run(ctx);
+  assertEquals(dev.length, 1, "one device: one finding");
+  assertEquals(dev[0].detail, "flannel-wg up, 10.244.1.0 and fd00:0:0:1::, MTU 1420, kernel");
+  const [ok] = await wgPeers.run(ctx);
+  assertEquals([ok.severity, ok.detail], [
+    "ok",
+    "flannel-wg: 1 peers, AllowedIPs and endpoints as the leases say",
+  ]);
+  // The IPv4 subnet alone (a separate-mode peer) is critical.
+  const bad = wgContext("wireguard", () =>
+    Promise.resolve({
+      publicKey: K1,
+      listenPort: 51820,
+      fwmark: 0,
+      peers: [{ ...P, publicKey: K2, endpoint: "10.0.0.2:51820" }],
+    }));
+  Object.assign(bad.store, { config: ctx.store.config, leases: ctx.store.leases });
+  bad.kernel!.addrs = ctx.kernel!.addrs;
+  const [crit] = await wgPeers.run(bad);
+  assertEquals(crit.severity, "critical");
+  assertStringIncludes(crit.detail, "flannel-wg: 10.244.2.0/24,fd00:0:0:2::/64's peer allows 10.244.2.0/24");
 });
