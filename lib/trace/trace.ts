@@ -74,7 +74,7 @@ export async function trace(inp: TraceInput): Promise<TraceReport> {
     publicIP: lease.attrs.PublicIP,
     lease: w.text(lease),
     underlayDst,
-    ingress: (peer) => remoteIngress(w, peer, lease, from, direct),
+    ingress: (peer) => remoteIngress(w, peer, lease, from, direct, underlayDst),
   }, p);
   return end();
 }
@@ -316,7 +316,7 @@ async function overlay(
     return await udpOverlay(w.n, lease, w.text(lease), podMtu, w.p) ? lease.attrs.PublicIP : null;
   }
   if (w.backend === "wireguard") {
-    return await wgOverlay(w.n, lease, w.text(lease), podMtu, w.p) ? lease.attrs.PublicIP : null;
+    return await wgOverlay(w.n, lease, w.text(lease), podMtu, w.p); // one-device modes: maybe PublicIPv6
   }
   return lease.attrs.PublicIP;
 }
@@ -395,7 +395,7 @@ function underlayRoute(
   const { ctx, backend } = w;
   return {
     n: w.n,
-    peer: { ip: underlayDst, label: "PublicIP" as const },
+    peer: { ip: underlayDst, label: underlayDst.includes(":") ? "PublicIPv6" as const : "PublicIP" as const },
     overlay: [
       ctx.vxlanDevice(),
       backend === "udp" ? ctx.link(UDP_DEVICE) : null,
@@ -403,7 +403,7 @@ function underlayRoute(
     ],
     needDirect: (backend !== "vxlan" && backend !== "udp" && backend !== "wireguard") || direct,
     backend,
-    routeGet: "ip route get",
+    routeGet: underlayDst.includes(":") ? "ip -6 route get" : "ip route get",
     lease: w.text(lease),
   };
 }
@@ -418,6 +418,7 @@ async function remoteIngress(
   lease: Lease,
   src: string | null,
   direct: boolean,
+  underlayDst: string,
 ): Promise<void> {
   const { p } = w;
   const pc = peer.ctx;
@@ -441,7 +442,7 @@ async function remoteIngress(
     iif = await udpIngress(peer, lease, src, w.text(lease), p);
     if (iif === null) return;
   } else if (w.backend === "wireguard") {
-    iif = await wgIngress(peer, lease, p);
+    iif = await wgIngress(peer, lease, p, 4, underlayDst);
     if (iif === null) return;
   } else {
     iif = hops.deviceOf(peer, lease.attrs.PublicIP);

@@ -17,8 +17,7 @@ import { lease6For, leaseText6, nodeOf6 } from "./lease.ts";
 import { doctorText, finish, lookupText, type Path, startWalk, type Walk, type Why } from "./path.ts";
 import { deliver, podHops } from "./pod.ts";
 import { remoteNode } from "./remote.ts";
-import { wgIngress, wgOverlay } from "./wireguard.ts";
-import { WG_DEVICE_V6 } from "../backend/wireguard/options.ts";
+import { wgDevOf, wgIngress, wgOverlay } from "./wireguard.ts";
 import { isPod, type TraceInput, type TraceNode, type TraceReport } from "./types.ts";
 import { dev6, dev6Name, network6, nftablesMode, own6 } from "../observe/probes.ts";
 import { vtepMacOf } from "../lease/backend_data.ts";
@@ -70,7 +69,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   if (!lease || !pub6) return end();
   // 5. The IPv6 overlay: flannel-v6 device, NDP entry of the next hop, FDB entry to the PublicIPv6.
   const underlayDst = w.backend === "wireguard"
-    ? (await wgOverlay(n, lease, w.text(lease), podMtu, p, 6) ? pub6 : null)
+    ? await wgOverlay(n, lease, w.text(lease), podMtu, p, 6) // one-device modes: maybe the PublicIP
     : w.vxlan && !route.direct
     ? await vxlanOverlay6(w, lease, pub6, route.r, podMtu)
     : pub6;
@@ -78,11 +77,11 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
   // 6. The IPv6 underlay to the peer's PublicIPv6.
   const underlay = {
     n,
-    peer: { ip: underlayDst, label: "PublicIPv6" as const },
-    overlay: [dev6(w.ctx), w.backend === "wireguard" ? w.ctx.link(WG_DEVICE_V6) : null],
+    peer: { ip: underlayDst, label: underlayDst.includes(":") ? "PublicIPv6" as const : "PublicIP" as const },
+    overlay: [dev6(w.ctx), w.backend === "wireguard" ? w.ctx.link(wgDevOf(w.ctx, 6)) : null],
     needDirect: (!w.vxlan && w.backend !== "wireguard") || route.direct,
     backend: w.backend,
-    routeGet: "ip -6 route get",
+    routeGet: underlayDst.includes(":") ? "ip -6 route get" : "ip route get",
     lease: w.text(lease),
   };
   if (!hops.underlayRouteHop(underlay, p)) return end();
@@ -94,7 +93,7 @@ export async function trace6(inp: TraceInput): Promise<TraceReport> {
     publicIP: pub6,
     lease: w.text(lease),
     underlayDst,
-    ingress: (peer) => remoteIngress6(w, peer, lease, pub6, route.direct),
+    ingress: (peer) => remoteIngress6(w, peer, lease, pub6, route.direct, underlayDst),
   }, p);
   return end();
 }
@@ -137,12 +136,13 @@ async function hostRoute6(w: Walk6): Promise<{ r: RouteLookup; ok: boolean; dire
   const local = !!w.own?.contains(w.dst);
   const direct = w.vxlan && !!pub6 && r.gateway === pub6 && ctx.directRouting;
   const wg = w.backend === "wireguard";
+  const wgDev = wgDevOf(ctx, 6);
   const expectText = local
     ? `${w.own} dev cni0 (this node's IPv6 subnet)`
     : !lease
     ? `a route from a lease (no lease covers ${inp.dst})`
     : wg
-    ? `${sub} via ${gw} dev ${WG_DEVICE_V6} onlink (or ${w.net6} dev ${WG_DEVICE_V6})`
+    ? `${sub} via ${gw} dev ${wgDev} onlink (or ${w.net6} dev ${wgDev})`
     : w.vxlan
     ? `${sub} via ${gw} dev ${devName} onlink`
     : `${sub} via ${pub6}`;
@@ -150,7 +150,7 @@ async function hostRoute6(w: Walk6): Promise<{ r: RouteLookup; ok: boolean; dire
     (local
       ? r.devName === "cni0"
       : wg
-      ? !!lease && r.devName === WG_DEVICE_V6 && (r.route === sub || r.route === w.net6?.toString())
+      ? !!lease && r.devName === wgDev && (r.route === sub || r.route === w.net6?.toString())
       : !!lease && r.route === sub &&
         (w.vxlan ? (r.gateway === gw && r.devName === devName) || direct : r.gateway === pub6));
   const fwd = ctx.sysctl("net.ipv6.conf.all.forwarding");
@@ -336,12 +336,13 @@ async function remoteIngress6(
   lease: Lease,
   pub6: string,
   direct: boolean,
+  underlayDst: string,
 ): Promise<void> {
   const { p } = w;
   const pc = peer.ctx;
   let iif: string | null;
   if (w.backend === "wireguard") {
-    const d = await wgIngress(peer, lease, p, 6);
+    const d = await wgIngress(peer, lease, p, 6, underlayDst);
     if (!d) return;
     iif = d;
   } else if (w.vxlan && !direct) {
