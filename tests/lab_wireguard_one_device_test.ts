@@ -4,7 +4,7 @@
  * subnet addresses (no flannel-wg-v6), and one peer per other node whose AllowedIPs are that node's IPv4 and
  * IPv6 subnets; the endpoint is the IPv4 one under auto (the lab's underlay is RFC 1918 and fc00::/7, so
  * flanneld's selectMode picks IPv4) and [PublicIPv6]:ListenPort under ipv6. Every pod reaches the other
- * node's pod over IPv4 and IPv6 (lab up's own check: 4 pairs); doctor's wireguard checks pass on the one
+ * node's pod over IPv4 and IPv6; doctor's wireguard checks pass on the one
  * device, and trace's IPv6 walk goes through flannel-wg to the endpoint the mode picks. Under auto, a daemon
  * restart loses no IPv6 ping at 100 pps and keeps the peer's both subnets; a revoked lease removes its peer.
  */
@@ -52,9 +52,21 @@ for (const mode of ["auto", "ipv6"] as const) {
             "userspace",
             "--net-conf",
             file,
+            "--no-check",
           ],
-          4,
+          undefined,
           async (s, name) => {
+            // Every pod reaches the other node's pod over IPv4 and IPv6. Not lab up's own check (about 10 s):
+            // both nodes' first pings start handshakes at once, and WireGuard (wireguard-go as the kernel's)
+            // may lose the first session to that race and only rekey after 15 s without replies; the same
+            // happens in Mode separate (docs/daemon.md). 30 s each here.
+            for (const a of s.pods) {
+              for (const b of s.pods.filter((x) => x.node !== a.node)) {
+                for (const ip of [b.ip!, b.ipv6!]) {
+                  await waitUntil(`${a.name} -> ${b.name} (${ip})`, () => ping(a.netns, ip, 1));
+                }
+              }
+            }
             for (const [n, other] of [[s.nodes[0], s.nodes[1]], [s.nodes[1], s.nodes[0]]]) {
               const links = await ipJson<{ ifname: string }[]>(n.netns, "link", "show");
               assert(links.some((l) => l.ifname === "flannel-wg"), n.name);
