@@ -5,7 +5,7 @@
  * IPv6 subnets; the endpoint is the IPv4 one under auto (the lab's underlay is RFC 1918 and fc00::/7, so
  * flanneld's selectMode picks IPv4) and [PublicIPv6]:ListenPort under ipv6. Every pod reaches the other
  * node's pod over IPv4 and IPv6; doctor's wireguard checks pass on the one
- * device, and trace's IPv6 walk goes through flannel-wg to the endpoint the mode picks. Under auto, a daemon
+ * device, `inspect wireguard` lists that one device, and trace's IPv6 walk goes through flannel-wg to the endpoint the mode picks. Under auto, a daemon
  * restart loses no IPv6 ping at 100 pps and keeps the peer's both subnets; a revoked lease removes its peer.
  */
 import { needsRoot } from "./root.ts";
@@ -108,6 +108,13 @@ for (const mode of ["auto", "ipv6"] as const) {
               assert(f.length && f.every((c) => c.severity === "ok"), `${id}: ${JSON.stringify(f)}`);
             }
             assert(!checks.some((c) => c.detail.includes("flannel-wg-v6")), JSON.stringify(checks));
+            // inspect wireguard: the one device, its peer with both subnets.
+            const insp = await labExec(name, "node1", flanctlCmd("inspect", "wireguard", "-o", "json"));
+            assertEquals(insp.code, 0, insp.stderr);
+            const views = JSON.parse(insp.stdout) as { dev: string; peers: { allowedIPs: string[] }[] }[];
+            assertEquals(views.map((v) => [v.dev, v.peers.map((p) => p.allowedIPs)]), [
+              ["flannel-wg", [subnetsOf(s.nodes[1].dir)]],
+            ]);
             // trace over IPv6: flannel-wg, the peer with both subnets, the underlay of the mode's endpoint.
             const ip6 = s.pods.find((p) => p.node === "node2")!.ipv6!;
             const tr = await flanctl(["lab", "trace", "--name", name, "node1-pod1", ip6]);
