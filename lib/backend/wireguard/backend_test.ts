@@ -426,3 +426,26 @@ Deno.test("wireguard Mode ipv6, dual stack: the peer's [PublicIPv6]:port; a zero
     [4, 6],
   );
 });
+
+Deno.test("wireguard Mode auto, IPv6 only: flannel-wg on ListenPort, a /128, [PublicIPv6]:port peers", async () => {
+  await withBackend(
+    { Mode: "auto" },
+    async (b, nl, fake) => {
+      assertEquals([b.overlayDev, b.port, b.single], ["flannel-wg", 51820, true]);
+      b.ensure(IPNet.parse("fd00:0:0:1::/64"));
+      assert(
+        nl.addrs(6).some((a) => a.ifname === "flannel-wg" && a.local === "fd00:0:0:1::" && a.prefix === 128),
+      );
+      assertEquals(nl.link("flannel-wg-v6"), null);
+      assertThrows(() => b.pairV6(IPNet.parse("fd00::/56")), Error, "EnableIPv6");
+      b.syncPeers([peer("fd00:0:0:2::/64", "fd01::12", { PublicKey: KEY2, Port: 0 })]);
+      await b.settle();
+      assertEquals(fake().listenPort, 51820);
+      const got = fake().peers.get(KEY2_HEX)!;
+      assertEquals([got.endpoint, got.allowed], ["[fd01::12]:51820", ["fd00:0:0:2::/64"]]);
+      assertEquals(b.backendData(), { PublicKey: b.publicKey!, Port: 51820 });
+    },
+    6,
+    [6],
+  );
+});
