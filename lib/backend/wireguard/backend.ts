@@ -20,7 +20,8 @@
  *
  * Where flanctl differs from flanneld: the device is kept across a daemon restart (flanneld deletes it on
  * exit and re-creates it on start, losing the packets in between); each peer subnet also gets a route
- * via the device (so `ip route` shows the peers, as with udp).
+ * via the device (so `ip route` shows the peers, as with udp); in the one-device modes BackendV6Data's Port is
+ * the port the device listens on (ListenPort), where flanneld writes ListenPortV6 (docs/daemon.md).
  * @module
  */
 import { ConfigError } from "../../config/netconf.ts";
