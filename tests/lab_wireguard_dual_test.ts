@@ -9,7 +9,7 @@
  */
 import { needsRoot } from "./root.ts";
 import { assert, assertEquals, assertMatch } from "./assert.ts";
-import { flanctl, flanctlCmd } from "./netns.ts";
+import { flanctl, flanctlCmd, sh } from "./netns.ts";
 import { labExec, withLab } from "./lab_fixture.ts";
 import { uapiGet } from "../lib/backend/wireguard/uapi.ts";
 import { waitUntil } from "./lab_verify.ts";
@@ -103,6 +103,19 @@ needsRoot.test({
           /ok +node1 +wg-peer +peer \S+ allowed-ips [0-9a-f:]+\/64 endpoint \[[0-9a-f:]+\]:51821/,
         );
         assertMatch(tr.stdout, /ok +node2 +remote-wg-device +flannel-wg-v6/);
+
+        // `lab check` waits out a WireGuard data plane silent for its first ~12 s (as after a handshake race)
+        // instead of failing the pairs after its usual ~8 s: node2 drops WireGuard's UDP meanwhile.
+        const n2 = s.nodes[1].netns;
+        const drop = ["-p", "udp", "-m", "multiport", "--dports", "51820,51821", "-j", "DROP"];
+        await sh("ip", "netns", "exec", n2, "iptables", "-I", "INPUT", "1", ...drop);
+        await sh("ip", "netns", "exec", n2, "ip6tables", "-I", "INPUT", "1", ...drop);
+        const check = flanctl(["lab", "check", "--name", name]);
+        await new Promise((r) => setTimeout(r, 12_000));
+        await sh("ip", "netns", "exec", n2, "iptables", "-D", "INPUT", "1");
+        await sh("ip", "netns", "exec", n2, "ip6tables", "-D", "INPUT", "1");
+        const checked = await check;
+        assertEquals(checked.code, 0, checked.stdout + checked.stderr);
 
         // A hostile wireguard lease: its PublicKey is no key (it carries a UAPI line). Refused and counted.
         const n1 = s.nodes[0];
