@@ -164,6 +164,7 @@ else
   # that keeps none could name an attachment that version added since.
   CNI_DELETED_DIR=$LIBDIR/cni-deleted
   rm -rf "$CNI_DELETED_DIR"
+  mkdir -p -m 0755 "$CNI_DELETED_DIR" # the launcher answers portmap's ADD only into an existing directory
   early_del=$(CNI_DELETED_DIR=$CNI_DELETED_DIR "$DENO_BIN" eval --quiet --no-config \
     "import { earlyDelSh as f } from 'file://$LIBDIR/src/lib/cni/launch.ts'; console.log(f(Deno.env.get('CNI_DELETED_DIR')))")
   # The daemon bundled the same way (cli/daemon_entry.ts): less RSS for its lifetime than main.ts's module

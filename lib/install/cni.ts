@@ -483,6 +483,9 @@ async function installRuntime(binDir: string, rt: RuntimeSource, graceMs: number
     await atomically(final, 0o755, (tmp) => Deno.writeTextFile(tmp, launcher));
     steps.push({ path: final, action: had ? "updated" : "installed" });
   }
+  // Made here, not by the first full call: the launcher answers portmap's ADD only into a directory that
+  // exists (lib/cni/early_add.ts), so the node's first pod needs no Deno start for it either.
+  await Deno.mkdir(deletedDir(dir), { recursive: true, mode: 0o755 });
   steps.push(...await removeUnused(binDir, dir, graceMs));
   return steps;
 }

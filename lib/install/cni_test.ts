@@ -209,6 +209,7 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     // A DEL runs in full and leaves the attachment's deleted record (lib/cni/deleted.ts) in the runtime's
     // own directory; the repeated DEL is answered by the launcher without starting Deno (no trace).
     const records = `${bin}/${rt[0].name}/deleted`;
+    assertEquals([...Deno.readDirSync(records)], [], "made empty by the install, before any call");
     const del = async () => {
       const c = new Deno.Command(`${bin}/loopback`, {
         env: {
@@ -284,7 +285,11 @@ Deno.test("install-cni: without a compiled binary, a launcher and the runtime th
     assertEquals(fifo.code, 0, fifo.stderr);
     assert(Deno.lstatSync(`${bin}/flanctl`).isFile, "the launcher replaced the FIFO");
     // A launcher switched to the runtime starts with no records (an unchanged one kept them above).
-    assertEquals(lstatOrNull(records), null, "the records went with the switch");
+    assertEquals(
+      [...Deno.readDirSync(records)],
+      [],
+      "the records went with the switch (the directory is new)",
+    );
     assertEquals(await del(), { code: 0, stdout: "", traced: true });
   }));
 
