@@ -13,7 +13,8 @@
  *   (or lib/os/netns.ts and lib/os/nftables.ts, its netns and libnftables calls alone, for the CNI path that
  *   pays for each module it loads);
  *   {@link NETLINK_INTERNAL_ALLOWED} would list exceptions (none now).
- * - lib/netlink/fake (the in-memory NetlinkHandle) is for unit tests: no product module imports it; nor
+ * - lib/netlink/fake (the in-memory NetlinkHandle) and every other `lib/<area>/fake` folder (lib/observe/fake:
+ *   an offline NodeSnapshot) are for unit tests: no product module imports them; nor
  *   fast-check, the property tests' library (tests/ is the cycle check's: product code never imports it).
  * - lib/doctor/checks is the doctor's own: nothing outside lib/doctor imports it. What a node looks like is
  *   read from lib/observe (the snapshot and its probes); a check's finding is reached through
@@ -58,7 +59,8 @@ export const NETLINK_INTERNAL_ALLOWED = new Set<string>([]);
 const NETLINK_FACES = ["lib/netlink/mod.ts"];
 const SYS_RULE =
   "lib/sys is imported by lib/netlink, lib/os and lib/backend/udp only (others: lib/netlink/mod.ts, lib/os/mod.ts)";
-const FAKE_RULE = "lib/netlink/fake is for unit tests: product code never imports it";
+/** The rule broken by importing the test-only fakes of `folder` (e.g. lib/netlink/fake). */
+const fakeRule = (folder: string) => `${folder} is for unit tests: product code never imports it`;
 const TEST_RULE = "fast-check is the property tests' library: product code never imports it";
 const CHECKS_RULE =
   "nothing outside lib/doctor imports lib/doctor/checks (read lib/observe; findings via lib/doctor/mod.ts)";
@@ -94,10 +96,17 @@ function netlinkInternal(file: string, target: string | null, typeOnly: boolean)
   return !(typeOnly && target === "lib/netlink/types.ts");
 }
 
-/** Whether an import of `target` from `file` brings the test-only fake handle into product code. */
-function fakeImport(file: string, target: string | null): boolean {
-  return !!target?.startsWith("lib/netlink/fake/") && !file.startsWith("lib/netlink/fake/");
+/**
+ * The fakes folder (`lib/<area>/fake`: lib/netlink/fake, lib/observe/fake) an import of `target` from `file`
+ * brings into product code, or null: the fakes are for unit tests, and a fake may import another.
+ */
+function fakeImport(file: string, target: string | null): string | null {
+  if (FAKES.test(file)) return null;
+  return FAKES.exec(target ?? "")?.[1] ?? null;
 }
+
+/** A module in a fakes folder: `lib/<area>[/…]/fake/…` (the first `fake` folder on the path). */
+const FAKES = /^(lib\/(?:[^/]+\/)*?fake)\//;
 
 /** Whether `spec` is the property-test library (the import map's name or the npm specifier). */
 function testImport(spec: string): boolean {
@@ -130,7 +139,8 @@ export function violations(file: string, text: string): Violation[] {
             node.importClause.namedBindings.elements.every((e) => e.isTypeOnly))
         : node.isTypeOnly;
       const what = `${ts.isImportDeclaration(node) ? "import" : "export"} from ${spec}`;
-      if (fakeImport(file, resolveImport(file, spec))) add(node, what, FAKE_RULE);
+      const fake = fakeImport(file, resolveImport(file, spec));
+      if (fake) add(node, what, fakeRule(fake));
       else if (netlinkInternal(file, resolveImport(file, spec), typeOnly)) add(node, what, NETLINK_RULE);
       if (testImport(spec)) add(node, what, TEST_RULE);
       if (sysInternal(file, resolveImport(file, spec))) add(node, what, SYS_RULE);
@@ -141,7 +151,8 @@ export function violations(file: string, text: string): Violation[] {
       node.arguments.length === 1 && ts.isStringLiteral(node.arguments[0])
     ) {
       const spec = node.arguments[0].text;
-      if (fakeImport(file, resolveImport(file, spec))) add(node, `import(${spec})`, FAKE_RULE);
+      const fake = fakeImport(file, resolveImport(file, spec));
+      if (fake) add(node, `import(${spec})`, fakeRule(fake));
       else if (netlinkInternal(file, resolveImport(file, spec), false)) {
         add(node, `import(${spec})`, NETLINK_RULE);
       }

@@ -95,7 +95,7 @@ Deno.test("boundaries: no product module imports the fake handle of lib/netlink/
     'import { openNetlink } from "../netlink/mod.ts";',
   ].join("\n");
   const found = (file: string) => violations(file, imports).map((v) => `${v.line} ${v.rule.split(" ")[0]}`);
-  assertEquals(found("lib/reconcile/reconciler.ts"), ["1 lib/netlink/fake"]);
+  assertEquals(found("lib/reconcile/reconciler.ts"), ["1 lib/netlink/fake", "2 lib/reconcile/fake"]);
   assertEquals(
     found("lib/netlink/handle.ts"),
     ["1 lib/netlink/fake", "2 lib/netlink/fake"],
@@ -131,4 +131,12 @@ Deno.test("boundaries: nothing outside lib/doctor imports lib/doctor/checks", ()
   assertEquals(found("lib/status/x.ts").length, 2);
   assertEquals(found("lib/doctor/mod.ts"), [], "inside lib/doctor the checks are reachable");
   assertEquals(violations("lib/doctor/checks/vxlan.ts", 'import { x } from "./udp.ts";'), []);
+});
+
+Deno.test("boundaries: every lib/<area>/fake folder is for unit tests, lib/observe/fake too", () => {
+  const imp = 'import { offlineSnapshot } from "../observe/fake/offline_snapshot.ts";';
+  assertEquals(violations("lib/status/status.ts", imp).map((v) => v.rule), [
+    "lib/observe/fake is for unit tests: product code never imports it",
+  ]);
+  assertEquals(violations("lib/observe/fake/other.ts", 'import { x } from "./offline_snapshot.ts";'), []);
 });

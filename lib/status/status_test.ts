@@ -1,22 +1,13 @@
 import { assertEquals } from "../../tests/assert.ts";
-import { NodeSnapshot } from "../observe/snapshot.ts";
-import { DEFAULT_PATHS } from "../observe/paths.ts";
+import { offlineSnapshot } from "../observe/fake/offline_snapshot.ts";
+import type { NodeSnapshot } from "../observe/snapshot.ts";
 import { parseNetConfig } from "../config/netconf.ts";
 import type { LinkInfo } from "../netlink/types.ts";
 import { backendStatus } from "./status.ts";
 
 /** A node of backend `type` whose flannel-wg (when `kind` is given) is of that link kind. */
 function node(type: string, kind?: string | null): NodeSnapshot {
-  const ctx = new NodeSnapshot({
-    netns: null,
-    ...DEFAULT_PATHS,
-    subnetFile: "/nonexistent/subnet.env",
-    readyzUrl: null,
-    probe: false,
-    openStore: null,
-    storeExplicit: false,
-    skip: new Set(),
-  });
+  const ctx = offlineSnapshot();
   ctx.store.config = parseNetConfig(JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: type } }));
   const wg: LinkInfo = {
     index: 7,

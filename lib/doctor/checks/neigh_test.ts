@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
-import { NodeSnapshot } from "../../observe/snapshot.ts";
-import { DEFAULT_PATHS } from "../../observe/paths.ts";
+import { offlineSnapshot } from "../../observe/fake/offline_snapshot.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import type { NeighTableInfo } from "../../netlink/types.ts";
 import type { Lease } from "../../store/types.ts";
 import { assessTable, neighGc } from "./neigh.ts";
@@ -131,16 +131,7 @@ Deno.test("neigh-gc: permanent entries (another namespace's 5,000 VXLAN peers) a
 });
 
 function fakeContext(reads: NeighTableInfo[][], leases: number): NodeSnapshot {
-  const ctx = new NodeSnapshot({
-    netns: null,
-    ...DEFAULT_PATHS,
-    subnetFile: "/nonexistent/subnet.env",
-    readyzUrl: null,
-    probe: false,
-    openStore: null,
-    storeExplicit: false,
-    skip: new Set(),
-  });
+  const ctx = offlineSnapshot();
   ctx.neighPermanent = () => 0;
   let i = 0;
   ctx.readNeighTables = () => {

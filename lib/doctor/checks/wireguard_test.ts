@@ -1,4 +1,5 @@
 import { assertEquals, assertStringIncludes } from "../../../tests/assert.ts";
+import { offlineSnapshot } from "../../observe/fake/offline_snapshot.ts";
 import {
   daemonAge,
   HANDSHAKE_GRACE_S,
@@ -11,8 +12,7 @@ import {
 import { IPNet } from "../../base/cidr.ts";
 import type { Lease } from "../../lease/types.ts";
 import { ownDaemonState, writeDaemonState } from "../../node/daemon_state.ts";
-import { NodeSnapshot } from "../../observe/snapshot.ts";
-import { DEFAULT_PATHS } from "../../observe/paths.ts";
+import type { NodeSnapshot } from "../../observe/snapshot.ts";
 import { parseNetConfig } from "../../config/netconf.ts";
 import type { LinkInfo } from "../../netlink/types.ts";
 import type { PeerState } from "../../backend/wireguard/uapi.ts";
@@ -48,16 +48,7 @@ Deno.test("judgeHandshake: none after 2 minutes of trying is critical; idle or y
 
 /** A snapshot of a wireguard node whose flannel-wg is of link kind `kind`, read through `read`. */
 function wgContext(kind: string, read: WgReader): NodeSnapshot {
-  const ctx = new NodeSnapshot({
-    netns: null,
-    ...DEFAULT_PATHS,
-    subnetFile: "/nonexistent/subnet.env",
-    readyzUrl: null,
-    probe: false,
-    openStore: null,
-    storeExplicit: false,
-    skip: new Set(),
-  });
+  const ctx = offlineSnapshot();
   ctx.store.config = parseNetConfig(
     JSON.stringify({ Network: "10.244.0.0/16", Backend: { Type: "wireguard" } }),
   );
@@ -116,16 +107,7 @@ Deno.test("wg-device: the kernel's device needs no process and is read over gene
 Deno.test("daemonAge: a kernel device's grace is the running daemon's time, none without one", () => {
   const dir = Deno.makeTempDirSync();
   try {
-    const ctx = new NodeSnapshot({
-      netns: null,
-      ...DEFAULT_PATHS,
-      subnetFile: `${dir}/subnet.env`,
-      readyzUrl: null,
-      probe: false,
-      openStore: null,
-      storeExplicit: false,
-      skip: new Set(),
-    });
+    const ctx = offlineSnapshot({ subnetFile: `${dir}/subnet.env` });
     const now = Date.now() / 1000;
     assertEquals(daemonAge(ctx, now), null, "no state file");
     const st = ownDaemonState("test", null, `${dir}/subnet.env`); // this process stands for the daemon

@@ -1,19 +1,11 @@
 import { assertEquals } from "../../../tests/assert.ts";
-import { DEFAULT_PATHS, NodeSnapshot } from "../snapshot.ts";
+import { offlineSnapshot } from "../fake/offline_snapshot.ts";
+import type { NodeSnapshot } from "../snapshot.ts";
 import type { NetConfig } from "../../config/types.ts";
 import { overlayDevice } from "./paths.ts";
 
 function withBackend(type: string): NodeSnapshot {
-  const ctx = new NodeSnapshot({
-    netns: null,
-    ...DEFAULT_PATHS,
-    subnetFile: "/nonexistent/subnet.env",
-    readyzUrl: null,
-    probe: false,
-    openStore: null,
-    storeExplicit: false,
-    skip: new Set(),
-  });
+  const ctx = offlineSnapshot();
   ctx.store.config = { backend: { type, raw: {} } } as unknown as NetConfig;
   return ctx;
 }
