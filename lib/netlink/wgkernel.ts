@@ -3,8 +3,9 @@
  * WG_CMD_SET_DEVICE and reads WG_CMD_GET_DEVICE's dump (the bytes: codec/wgmsg.ts). A NETLINK_GENERIC
  * socket of its own through libc, one per call, opened in network namespace `ns` (default: the calling
  * thread's; the thread is switched back at once, the socket stays in `ns`); the reply is
- * bounded ({@link WG_MAX_REPLY}). The private key travels only inside the request bytes, which are zeroed
- * once sent; nothing here logs.
+ * bounded ({@link WG_MAX_REPLY}). A reply is received into one buffer (a buffer outgrown is zeroed at once)
+ * and zeroed once parsed or when parsing throws, so the keys a GET_DEVICE dump carries (the private key,
+ * the preshared keys) are left in no buffer of this module; nothing here logs.
  * @module
  */
 import { errno, libc } from "../sys/ffi.ts";
@@ -38,44 +39,69 @@ function open(ns: NetnsRef | null): number {
 }
 
 /**
- * Sends `req` and collects the reply's messages: up to NLMSG_DONE (a dump), or up to the ack (an
- * NLMSG_ERROR, which ends the reply whatever its errno: the caller's decoder reads it).
+ * The two socket calls {@link exchange} makes: each returns the byte count, or minus the errno. On a real
+ * socket they are libc's send(2) and recv(2) ({@link socketIo}); a unit test passes its own.
  */
-function exchange(fd: number, req: Uint8Array): Uint8Array {
-  if (libc().send(fd, req, req.length, 0) < 0) throw new WgNetlinkError(`send: errno ${errno()}`, errno());
-  const buf = new Uint8Array(65536);
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const n = libc().recv(fd, buf, buf.length, 0);
-    if (n < 0) throw new WgNetlinkError(`recv: errno ${errno()}`, errno());
-    if (n === 0) throw new WgNetlinkError("recv: the socket closed before the reply ended");
-    total += n;
-    if (total > WG_MAX_REPLY) throw new WgNetlinkError(`reply over ${WG_MAX_REPLY} bytes`);
-    const v = new DataView(buf.buffer, 0, n);
-    let last = -1;
-    for (let off = 0; off + 16 <= n;) {
-      const len = v.getUint32(off, true);
-      if (len < 16 || off + len > n) throw new WgNetlinkError(`reply: a message length ${len} is bad`);
-      last = v.getUint16(off + 4, true);
-      off += (len + 3) & ~3;
-      if (last === NLMSG_DONE || last === NLMSG_ERROR) {
-        parts.push(buf.slice(0, Math.min(off, n)));
-        return concat(parts);
-      }
-    }
-    parts.push(buf.slice(0, n));
-  }
+export interface GenlIo {
+  send(b: Uint8Array<ArrayBuffer>): number;
+  recv(b: Uint8Array<ArrayBuffer>): number;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
+/** {@link GenlIo} on netlink socket `fd`. */
+function socketIo(fd: number): GenlIo {
+  return {
+    send: (b) => {
+      const n = libc().send(fd, b, b.length, 0);
+      return n < 0 ? -errno() : n;
+    },
+    recv: (b) => {
+      const n = libc().recv(fd, b, b.length, 0);
+      return n < 0 ? -errno() : n;
+    },
+  };
+}
+
+/** Room kept free for each recv(2): a netlink datagram never exceeds it, so none is truncated. */
+const RECV_ROOM = 65536;
+
+/**
+ * Sends `req` and collects the reply's messages: up to NLMSG_DONE (a dump), or up to the ack (an
+ * NLMSG_ERROR, which ends the reply whatever its errno: the caller's decoder reads it). Every datagram is
+ * received straight into one buffer, which grows by doubling; a buffer left behind by growing is zeroed at
+ * once, and so is the buffer itself when this throws. A reply holds keys (GET_DEVICE): the caller zeroes
+ * what this returns once read.
+ */
+function exchange(io: GenlIo, req: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
+  const s = io.send(req);
+  if (s < 0) throw new WgNetlinkError(`send: errno ${-s}`, -s);
+  let buf = new Uint8Array(RECV_ROOM);
+  let total = 0;
+  try {
+    for (;;) {
+      if (buf.length - total < RECV_ROOM) {
+        const b = new Uint8Array(buf.length * 2);
+        b.set(buf.subarray(0, total));
+        buf.fill(0);
+        buf = b;
+      }
+      const n = io.recv(buf.subarray(total));
+      if (n < 0) throw new WgNetlinkError(`recv: errno ${-n}`, -n);
+      if (n === 0) throw new WgNetlinkError("recv: the socket closed before the reply ended");
+      if (total + n > WG_MAX_REPLY) throw new WgNetlinkError(`reply over ${WG_MAX_REPLY} bytes`);
+      const v = new DataView(buf.buffer, total, n);
+      for (let off = 0; off + 16 <= n;) {
+        const len = v.getUint32(off, true);
+        if (len < 16 || off + len > n) throw new WgNetlinkError(`reply: a message length ${len} is bad`);
+        const type = v.getUint16(off + 4, true);
+        off += (len + 3) & ~3;
+        if (type === NLMSG_DONE || type === NLMSG_ERROR) return buf.subarray(0, total + Math.min(off, n));
+      }
+      total += n;
+    }
+  } catch (e) {
+    buf.fill(0);
+    throw e;
   }
-  return out;
 }
 
 /** The id of generic netlink family `name` (default "wireguard"), or null when the kernel has none. */
@@ -84,7 +110,7 @@ export function genlFamilyId(name = WG_GENL_NAME, ns: NetnsRef | null = null): n
   try {
     const w = new MsgWriter(64);
     putGetFamily(w, 1, name);
-    const reply = exchange(fd, w.slice());
+    const reply = exchange(socketIo(fd), w.slice());
     try {
       return familyIdOf(reply);
     } catch (e) {
@@ -124,7 +150,7 @@ export function wgSetDevice(family: number, c: WgDeviceConfig, ns: NetnsRef | nu
     throw e;
   }
   try {
-    ackOf(exchange(fd, w.slice()));
+    ackOf(exchange(socketIo(fd), w.slice()));
   } finally {
     w.buf.fill(0);
     libc().close(fd);
@@ -133,12 +159,25 @@ export function wgSetDevice(family: number, c: WgDeviceConfig, ns: NetnsRef | nu
 
 /** The kernel WireGuard device `name` as its GET_DEVICE dump shows it. */
 export function wgGetDevice(family: number, name: string, ns: NetnsRef | null = null): WgDeviceDump {
-  const w = new MsgWriter(64);
-  putGetDevice(w, family, 1, name);
   const fd = open(ns);
   try {
-    return parseGetDevice(exchange(fd, w.slice()), family);
+    return wgGetDeviceOver(socketIo(fd), family, name);
   } finally {
     libc().close(fd);
+  }
+}
+
+/**
+ * {@link wgGetDevice} over `io`. The reply's bytes (private key, preshared keys) are zeroed before this
+ * returns, also when the reply does not parse.
+ */
+export function wgGetDeviceOver(io: GenlIo, family: number, name: string): WgDeviceDump {
+  const w = new MsgWriter(64);
+  putGetDevice(w, family, 1, name);
+  const reply = exchange(io, w.slice());
+  try {
+    return parseGetDevice(reply, family);
+  } finally {
+    new Uint8Array(reply.buffer).fill(0);
   }
 }
