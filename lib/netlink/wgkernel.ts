@@ -5,7 +5,9 @@
  * thread's; the thread is switched back at once, the socket stays in `ns`); the reply is
  * bounded ({@link WG_MAX_REPLY}). A reply is received into one buffer (a buffer outgrown is zeroed at once)
  * and zeroed once parsed or when parsing throws, so the keys a GET_DEVICE dump carries (the private key,
- * the preshared keys) are left in no buffer of this module; nothing here logs.
+ * the preshared keys) are left in no buffer of this module. The keys a SET_DEVICE sends travel only in the
+ * request's writer, which zeroes every buffer it outgrows (codec/msg.ts); its last buffer is zeroed once
+ * sent, or when the request is refused before sending. Nothing here logs.
  * @module
  */
 import { errno, libc } from "../sys/ffi.ts";
@@ -140,20 +142,26 @@ function ackOf(reply: Uint8Array): void {
 /** Applies `c` to the kernel WireGuard device (family id from {@link genlFamilyId}). */
 export function wgSetDevice(family: number, c: WgDeviceConfig, ns: NetnsRef | null = null): void {
   if (family === GENL_ID_CTRL) throw new WgNetlinkError("the wireguard family id is not the controller's");
-  const w = new MsgWriter(4096);
-  putSetDevice(w, family, 1, c);
-  let fd = -1;
+  const fd = open(ns);
   try {
-    fd = open(ns);
-  } catch (e) {
-    w.buf.fill(0);
-    throw e;
+    wgSetDeviceOver(socketIo(fd), family, c);
+  } finally {
+    libc().close(fd);
   }
+}
+
+/**
+ * {@link wgSetDevice} over `io`. The request's bytes (private key, preshared keys) are zeroed before this
+ * returns, also when `c` is refused before sending; the writer zeroes every buffer it outgrows.
+ */
+export function wgSetDeviceOver(io: GenlIo, family: number, c: WgDeviceConfig): void {
+  if (family === GENL_ID_CTRL) throw new WgNetlinkError("the wireguard family id is not the controller's");
+  const w = new MsgWriter(4096);
   try {
-    ackOf(exchange(socketIo(fd), w.slice()));
+    putSetDevice(w, family, 1, c);
+    ackOf(exchange(io, w.slice()));
   } finally {
     w.buf.fill(0);
-    libc().close(fd);
   }
 }
 

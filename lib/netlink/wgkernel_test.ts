@@ -4,8 +4,8 @@
  * handling of GET_DEVICE (keys zeroed) runs over a fake socket.
  */
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
-import { GENL_ID_CTRL, WgNetlinkError } from "./codec/wgmsg.ts";
-import { genlFamilyId, type GenlIo, wgGetDeviceOver } from "./wgkernel.ts";
+import { GENL_ID_CTRL, type WgDeviceConfig, WgNetlinkError } from "./codec/wgmsg.ts";
+import { genlFamilyId, type GenlIo, wgGetDeviceOver, wgSetDeviceOver } from "./wgkernel.ts";
 
 Deno.test("wgkernel: the generic netlink controller resolves itself (the socket and codec work)", () => {
   assertEquals(genlFamilyId("nlctrl"), GENL_ID_CTRL);
@@ -102,4 +102,95 @@ Deno.test("wgkernel: a GET_DEVICE reply cut short (the socket errs) is zeroed", 
   const { io, filled } = fakeIo(grams.slice(0, -1), -4);
   assertThrows(() => wgGetDeviceOver(io, FAM, "wg0"), WgNetlinkError, "recv: errno 4");
   assert(filled.length > 1 && clean(filled), "a buffer still holds reply bytes");
+});
+
+/**
+ * Runs `f` with every Uint8Array made meanwhile recorded (their ArrayBuffers): the writer's buffers,
+ * outgrown ones included. Arrays made before (the caller's keys) are not recorded.
+ */
+function recordingArrays(f: () => void): Set<ArrayBuffer> {
+  const bufs = new Set<ArrayBuffer>();
+  const Orig = globalThis.Uint8Array;
+  class Rec extends Orig {
+    // deno-lint-ignore no-explicit-any
+    constructor(...a: any[]) {
+      super(...(a as []));
+      bufs.add(this.buffer as ArrayBuffer);
+    }
+    static override [Symbol.hasInstance](x: unknown): boolean {
+      return x instanceof Orig;
+    }
+  }
+  globalThis.Uint8Array = Rec as Uint8ArrayConstructor;
+  try {
+    f();
+  } catch {
+    // the caller looks at what it left behind
+  } finally {
+    globalThis.Uint8Array = Orig;
+  }
+  return bufs;
+}
+
+/** True when `b` holds 32 bytes of `k` in a row. */
+function holds(b: ArrayBuffer, k: number): boolean {
+  const v = new Uint8Array(b);
+  for (let i = 0, run = 0; i < v.length; i++) {
+    run = v[i] === k ? run + 1 : 0;
+    if (run === 32) return true;
+  }
+  return false;
+}
+
+function setConfig(peers: number): WgDeviceConfig {
+  return {
+    ifname: "wg0",
+    privateKey: new Uint8Array(32).fill(PRIV),
+    listenPort: 51820,
+    replacePeers: true,
+    peers: Array.from({ length: peers }, (_, i) => ({
+      publicKey: new Uint8Array(32).fill(7).fill(i & 0xff, 0, 1).fill(i >> 8, 1, 2),
+      presharedKey: new Uint8Array(32).fill(PSK),
+      endpoint: `10.0.${i >> 8}.${i & 255}:51820`,
+      keepalive: 25,
+      allowedIPs: [`10.244.${i & 255}.0/24`, `fd00:${i}::/64`],
+    })),
+  };
+}
+
+/** A socket that acks any request (errno 0), recording the requests' lengths. */
+function ackIo(sent: number[]): GenlIo {
+  return {
+    send: (b) => (sent.push(b.length), b.length),
+    recv: (b) => {
+      const ack = msg(2, [...u32(0), ...new Array(16).fill(0)]);
+      b.set(ack);
+      return ack.length;
+    },
+  };
+}
+
+Deno.test("wgkernel: a SET_DEVICE of 200 peers leaves its keys in no buffer, outgrown ones included", () => {
+  const sent: number[] = [], c = setConfig(200);
+  const bufs = recordingArrays(() => wgSetDeviceOver(ackIo(sent), FAM, c));
+  assert(
+    sent.length === 1 && sent[0] > 4096 * 4,
+    `one request that outgrew the writer's first buffers: ${sent}`,
+  );
+  assertEquals([...bufs].filter((b) => holds(b, PRIV) || holds(b, PSK)).map((b) => b.byteLength), []);
+});
+
+Deno.test("wgkernel: a SET_DEVICE refused for size (peers over 65535 bytes) leaves its keys in no buffer", () => {
+  const sent: number[] = [], c = setConfig(400);
+  let err: unknown = null;
+  const bufs = recordingArrays(() => {
+    try {
+      wgSetDeviceOver(ackIo(sent), FAM, c);
+    } catch (e) {
+      err = e;
+    }
+  });
+  assert(err instanceof WgNetlinkError && err.message.includes("send fewer per request"), String(err));
+  assertEquals(sent, []);
+  assertEquals([...bufs].filter((b) => holds(b, PRIV) || holds(b, PSK)).map((b) => b.byteLength), []);
 });

@@ -42,6 +42,8 @@ export class MsgWriter {
     if (this.len + n <= this.buf.length) return;
     const b = new Uint8Array(Math.max(this.buf.length * 2, this.len + n + 256));
     b.set(this.buf.subarray(0, this.len));
+    // The outgrown buffer may hold a secret (a WireGuard SET_DEVICE's keys): zero it before dropping it.
+    this.buf.fill(0, 0, this.len);
     this.buf = b;
     this.dv = new DataView(b.buffer);
   }
