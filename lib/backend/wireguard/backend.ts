@@ -274,6 +274,7 @@ export class WireguardBackend implements Backend {
     const nl = this.#nl, dev = this.overlayDev;
     const changes = this.#attach();
     if (changes.length) this.#full = true;
+    changes.push(...this.#dropOtherLayout());
     const l = nl.link(dev);
     if (!l) throw new WgDeviceError(`${dev} was started but cannot be found`);
     if (l.mtu !== this.mtu) {
@@ -308,6 +309,31 @@ export class WireguardBackend implements Backend {
     }
     this.#kick();
     return changes;
+  }
+
+  /**
+   * Removes what a previous Backend.Mode left: flannel-wg-v6 (device, address, port, peers) in the
+   * one-device modes; the addresses of a family the device does not carry (link-local aside), e.g.
+   * flannel-wg's IPv6 /128 in Mode separate. Logs what it removed.
+   */
+  #dropOtherLayout(): string[] {
+    const nl = this.#nl, dev = this.overlayDev, out: string[] = [];
+    if (this.single && nl.link(WG_DEVICE_V6)) {
+      nl.deleteLink(WG_DEVICE_V6);
+      out.push(`removed ${WG_DEVICE_V6} (Mode separate's IPv6 device)`);
+    }
+    for (const f of [4, 6] as const) {
+      if (this.families.includes(f)) continue;
+      for (const a of nl.addrs(f)) {
+        if (a.ifname !== dev || (f === 6 && a.local.startsWith("fe80:"))) continue;
+        nl.delAddr(dev, `${a.local}/${a.prefix}`);
+        out.push(`removed address ${a.local}/${a.prefix} (IPv${f}: not carried in Mode ${this.#o.mode})`);
+      }
+    }
+    if (out.length) {
+      this.#log?.info("removed what another Backend.Mode left", { device: dev, removed: out.join("; ") });
+    }
+    return out;
   }
 
   peer(p: PeerInfo): DesiredPeer | string {

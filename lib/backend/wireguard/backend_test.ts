@@ -52,7 +52,8 @@ async function withBackend(
     nl: FakeNetlink,
     fake: () => FakeUapi,
     logs: string[],
-    again: () => WireguardBackend,
+    /** Another backend over the same netlink and directory (by default: the same options). */
+    again: (backend?: Record<string, unknown>, family?: 4 | 6, families?: (4 | 6)[]) => WireguardBackend,
   ) => Promise<void>,
   family: 4 | 6 = 4,
   families?: (4 | 6)[],
@@ -61,6 +62,7 @@ async function withBackend(
   const nl = new FakeNetlink();
   nl.kinds.delete("wireguard"); // this machine's kernel: the userspace way
   let fake: FakeUapi | null = null;
+  const fakes: FakeUapi[] = [];
   const logs: string[] = [];
   const log = {
     info: (m: string, f?: unknown) => logs.push(`info ${m} ${JSON.stringify(f ?? {})}`),
@@ -68,13 +70,13 @@ async function withBackend(
     error: (m: string, f?: unknown) => logs.push(`error ${m} ${JSON.stringify(f ?? {})}`),
     debug: () => {},
   } as unknown as Log;
-  const make = () =>
+  const make = (o = backend, f = family, fs = families) =>
     new WireguardBackend(
       nl,
-      opts(backend),
+      opts(o),
       EXT,
-      family === 6 ? IPNet.parse("fd00::/56") : NET,
-      family,
+      f === 6 ? IPNet.parse("fd00::/56") : NET,
+      f,
       log,
       {
         keyFile: `${dir}/wgkey`,
@@ -84,14 +86,15 @@ async function withBackend(
         start: (_prog, dev) => {
           nl.addLink(dev, { kind: "tun", up: false, mtu: 1420, flags: [] });
           fake = new FakeUapi(`${dir}/${dev}.sock`);
+          fakes.push(fake);
         },
       },
-      families,
+      fs,
     );
   try {
     await fn(make(), nl, () => fake!, logs, make);
   } finally {
-    await (fake as FakeUapi | null)?.close();
+    for (const f of fakes) await f.close();
     Deno.removeSync(dir, { recursive: true });
   }
 }
@@ -447,5 +450,67 @@ Deno.test("wireguard Mode auto, IPv6 only: flannel-wg on ListenPort, a /128, [Pu
     },
     6,
     [6],
+  );
+});
+
+Deno.test("wireguard: switching Mode separate -> auto removes flannel-wg-v6 (the device and its address)", async () => {
+  await withBackend(
+    { Mode: "separate" },
+    async (b6, nl, _fake, logs, again) => {
+      const OWN6 = IPNet.parse("fd00:0:0:1::/64");
+      b6.ensure(OWN6);
+      assert(nl.link("flannel-wg-v6"), "separate: the IPv6 device");
+      assert(nl.addrs(6).some((a) => a.ifname === "flannel-wg-v6" && a.prefix === 128));
+      // The daemon restarted with Mode auto: one device for both families.
+      const b = again({ Mode: "auto" }, 4, [4, 6]);
+      const v6 = b.pairV6(IPNet.parse("fd00::/56"));
+      const changes = [...b.ensure(OWN), ...v6.ensure(OWN6)];
+      assert(changes.includes("removed flannel-wg-v6 (Mode separate's IPv6 device)"), changes.join(", "));
+      assertEquals(nl.link("flannel-wg-v6"), null);
+      assertEquals(nl.addrs(6).filter((a) => a.ifname === "flannel-wg-v6"), []);
+      assert(
+        nl.addrs(6).some((a) => a.ifname === "flannel-wg" && a.local === "fd00:0:0:1::" && a.prefix === 128),
+      );
+      assert(
+        logs.some((l) =>
+          l.startsWith("info removed what another Backend.Mode left") && l.includes("flannel-wg-v6")
+        ),
+      );
+      // Nothing more to remove on the next ensure.
+      assertEquals([...b.ensure(OWN), ...v6.ensure(OWN6)], []);
+      await b.close();
+    },
+    6,
+  );
+});
+
+Deno.test("wireguard: switching Mode auto -> separate removes flannel-wg's IPv6 /128", async () => {
+  await withBackend(
+    { Mode: "auto" },
+    async (b, nl, _fake, logs, again) => {
+      const NET6 = IPNet.parse("fd00::/56"), OWN6 = IPNet.parse("fd00:0:0:1::/64");
+      b.ensure(OWN);
+      b.pairV6(NET6).ensure(OWN6);
+      assert(nl.addrs(6).some((a) => a.ifname === "flannel-wg" && a.prefix === 128));
+      await b.close();
+      // The daemon restarted with Mode separate: flannel-wg is IPv4's only, flannel-wg-v6 IPv6's.
+      const b4 = again({ Mode: "separate" }, 4, [4]), b6 = again({ Mode: "separate" }, 6, [6]);
+      const changes = b4.ensure(OWN);
+      assert(changes.some((c) => c.startsWith("removed address fd00:0:0:1::/128")), changes.join(", "));
+      b6.ensure(OWN6);
+      assertEquals(nl.addrs(6).filter((a) => a.ifname === "flannel-wg").map((a) => a.local), []);
+      assert(nl.addrs(4).some((a) => a.ifname === "flannel-wg" && a.local === "10.244.1.0"));
+      assert(nl.addrs(6).some((a) => a.ifname === "flannel-wg-v6" && a.local === "fd00:0:0:1::"));
+      assert(
+        logs.some((l) =>
+          l.startsWith("info removed what another Backend.Mode left") && l.includes("fd00:0:0:1::/128")
+        ),
+      );
+      assertEquals(b4.ensure(OWN), []);
+      await b4.close();
+      await b6.close();
+    },
+    4,
+    [4, 6],
   );
 });
