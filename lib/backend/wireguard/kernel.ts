@@ -3,11 +3,15 @@
  * NetlinkHandle), its key, port and peers written with WG_CMD_SET_DEVICE and read with WG_CMD_GET_DEVICE
  * over the `wireguard` generic netlink family (lib/netlink/wgkernel.ts), in the handle's namespace. The
  * requests are the UAPI driver's (uapi.ts DeviceSet/DeviceState), turned into the family's: keys from
- * base64/hex into raw bytes, a preshared key "" into 32 zero bytes (cleared). The private key's bytes are
- * zeroed once sent; a GET reply's private key is only "set or not" (the kernel sends its public half).
+ * base64/hex into raw bytes, a preshared key "" into 32 zero bytes (cleared). The raw private and preshared
+ * keys are zeroed once the requests are sent (or refused), and lib/netlink zeroes every buffer the request
+ * bytes were written into; the hex strings they came from are JavaScript strings, which cannot be zeroed. A
+ * GET reply's private key is only "set or not" (the kernel sends its public half), its preshared keys only
+ * "set or not", and lib/netlink zeroes the reply once parsed. Peers over {@link WG_SET_PEER_BYTES} are split
+ * into several SET_DEVICE requests ({@link setRequests}).
  *
  * Where this kernel has no WireGuard (this machine's), the link kind is refused (EOPNOTSUPP) or the family
- * is missing: {@link WgKernelMissing}, which the choice (driver.ts) turns into the userspace way.
+ * is missing: {@link WgKernelMissing}, which the choice (choose.ts) turns into the userspace way.
  * @module
  */
 import { FlanctlError } from "../../base/errors.ts";
