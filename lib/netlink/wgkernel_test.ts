@@ -4,6 +4,7 @@
  * handling of GET_DEVICE (keys zeroed) runs over a fake socket.
  */
 import { assert, assertEquals, assertThrows } from "../../tests/assert.ts";
+import { holds, recordingArrays } from "../../tests/arrays_made.ts";
 import { GENL_ID_CTRL, type WgDeviceConfig, WgNetlinkError } from "./codec/wgmsg.ts";
 import { genlFamilyId, type GenlIo, wgGetDeviceOver, wgSetDeviceOver } from "./wgkernel.ts";
 
@@ -103,44 +104,6 @@ Deno.test("wgkernel: a GET_DEVICE reply cut short (the socket errs) is zeroed", 
   assertThrows(() => wgGetDeviceOver(io, FAM, "wg0"), WgNetlinkError, "recv: errno 4");
   assert(filled.length > 1 && clean(filled), "a buffer still holds reply bytes");
 });
-
-/**
- * Runs `f` with every Uint8Array made meanwhile recorded (their ArrayBuffers): the writer's buffers,
- * outgrown ones included. Arrays made before (the caller's keys) are not recorded.
- */
-function recordingArrays(f: () => void): Set<ArrayBuffer> {
-  const bufs = new Set<ArrayBuffer>();
-  const Orig = globalThis.Uint8Array;
-  class Rec extends Orig {
-    // deno-lint-ignore no-explicit-any
-    constructor(...a: any[]) {
-      super(...(a as []));
-      bufs.add(this.buffer as ArrayBuffer);
-    }
-    static override [Symbol.hasInstance](x: unknown): boolean {
-      return x instanceof Orig;
-    }
-  }
-  globalThis.Uint8Array = Rec as Uint8ArrayConstructor;
-  try {
-    f();
-  } catch {
-    // the caller looks at what it left behind
-  } finally {
-    globalThis.Uint8Array = Orig;
-  }
-  return bufs;
-}
-
-/** True when `b` holds 32 bytes of `k` in a row. */
-function holds(b: ArrayBuffer, k: number): boolean {
-  const v = new Uint8Array(b);
-  for (let i = 0, run = 0; i < v.length; i++) {
-    run = v[i] === k ? run + 1 : 0;
-    if (run === 32) return true;
-  }
-  return false;
-}
 
 function setConfig(peers: number): WgDeviceConfig {
   return {

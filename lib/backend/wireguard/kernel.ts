@@ -57,30 +57,40 @@ function rawKey(s: string, what: string, hex: boolean): Uint8Array {
   return k;
 }
 
-/** A UAPI-shaped set request as the family's SET_DEVICE of device `dev`. */
+/**
+ * A UAPI-shaped set request as the family's SET_DEVICE of device `dev`. When a key does not parse, the raw
+ * keys made before it are zeroed before the error is thrown.
+ */
 export function configOf(dev: string, s: DeviceSet): WgDeviceConfig {
   const c: WgDeviceConfig = { ifname: dev };
-  if (s.privateKeyHex !== undefined) c.privateKey = rawKey(s.privateKeyHex, "private key", true);
-  if (s.listenPort !== undefined) c.listenPort = s.listenPort;
-  if (s.replacePeers) c.replacePeers = true;
-  if (s.peers?.length) {
-    c.peers = s.peers.map((p) => {
-      const publicKey = rawKey(p.publicKey, "a peer's public key", false);
-      if (p.remove) return { publicKey, remove: true };
-      return {
-        publicKey,
-        ...(p.presharedKeyHex !== undefined
-          ? {
-            presharedKey: p.presharedKeyHex === ""
-              ? new Uint8Array(32)
-              : rawKey(p.presharedKeyHex, "preshared key", true),
-          }
-          : {}),
-        ...(p.endpoint !== undefined ? { endpoint: p.endpoint } : {}),
-        ...(p.keepalive !== undefined ? { keepalive: p.keepalive } : {}),
-        ...(p.allowedIPs ? { allowedIPs: p.allowedIPs } : {}),
-      };
-    });
+  const secrets: Uint8Array[] = [];
+  const secret = (k: Uint8Array) => (secrets.push(k), k);
+  try {
+    if (s.privateKeyHex !== undefined) c.privateKey = secret(rawKey(s.privateKeyHex, "private key", true));
+    if (s.listenPort !== undefined) c.listenPort = s.listenPort;
+    if (s.replacePeers) c.replacePeers = true;
+    if (s.peers?.length) {
+      c.peers = s.peers.map((p) => {
+        const publicKey = rawKey(p.publicKey, "a peer's public key", false);
+        if (p.remove) return { publicKey, remove: true };
+        return {
+          publicKey,
+          ...(p.presharedKeyHex !== undefined
+            ? {
+              presharedKey: p.presharedKeyHex === ""
+                ? new Uint8Array(32)
+                : secret(rawKey(p.presharedKeyHex, "preshared key", true)),
+            }
+            : {}),
+          ...(p.endpoint !== undefined ? { endpoint: p.endpoint } : {}),
+          ...(p.keepalive !== undefined ? { keepalive: p.keepalive } : {}),
+          ...(p.allowedIPs ? { allowedIPs: p.allowedIPs } : {}),
+        };
+      });
+    }
+  } catch (e) {
+    for (const k of secrets) k.fill(0);
+    throw e;
   }
   return c;
 }

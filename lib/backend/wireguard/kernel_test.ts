@@ -3,6 +3,7 @@
  * what it asks of the kernel, in order, from the first start to a peer's removal.
  */
 import { assert, assertEquals, assertThrows } from "../../../tests/assert.ts";
+import { holds, recordingArrays } from "../../../tests/arrays_made.ts";
 import { FakeNetlink } from "../../netlink/fake/fake_netlink.ts";
 import { FakeWgGenl } from "../../netlink/fake/fake_wg_genl.ts";
 import { IPNet } from "../../base/cidr.ts";
@@ -168,6 +169,24 @@ Deno.test("KernelDriver: the private key's bytes are zeroed once sent", async ()
   d.ensureDevice();
   await d.configure({ privateKeyHex: "07".repeat(32) });
   assertEquals(sent[0], new Uint8Array(32));
+});
+
+Deno.test("configOf: a key that does not parse leaves the keys parsed before it zeroed", () => {
+  const peers = [
+    { publicKey: keyBase64(new Uint8Array(32).fill(2)), presharedKeyHex: "c3".repeat(32) },
+    { publicKey: keyBase64(new Uint8Array(32).fill(3)), presharedKeyHex: "not hex" },
+  ];
+  let err: unknown = null;
+  const bufs = recordingArrays(() => {
+    try {
+      configOf("wg0", { privateKeyHex: "a5".repeat(32), peers });
+    } catch (e) {
+      err = e;
+    }
+  });
+  assert(err instanceof Error && err.message.includes("preshared key: not a WireGuard key"), String(err));
+  assert(bufs.size > 0, "configOf made its arrays under the recorder");
+  assertEquals([...bufs].filter((b) => holds(b, 0xa5) || holds(b, 0xc3)).length, 0);
 });
 
 Deno.test("setRequests: peers split so each SET_DEVICE's peers fit; the key and port in the first only", () => {
