@@ -11,7 +11,7 @@ import fc from "fast-check";
 import { assert, assertEquals } from "./assert.ts";
 import { checkAsync, mutated } from "./prop.ts";
 import { earlyDelSh, shQuote } from "../lib/cni/launch.ts";
-import { EARLY_ADD_MAX_BYTES, earlyAddSh } from "../lib/cni/early_add.ts";
+import { EARLY_ADD_MAX_BYTES, earlyAddSh, READER_DIED } from "../lib/cni/early_add.ts";
 import { DELETED_DIR_ENV } from "../lib/cni/deleted.ts";
 import { CNI_PLUGIN_NAMES } from "../lib/cni/names.ts";
 
@@ -258,6 +258,11 @@ Deno.test({
         ["an unterminated string", '{"cniVersion":"1.0.0","name":"cbr0', false],
         ["empty", "", false],
         ["too big", conf("1.0.0", re("1.0.0", PREV_031), { pad: "x".repeat(EARLY_ADD_MAX_BYTES) }), false],
+        // mawk reads one byte over the limit; Deno gets that replay, then the rest of the runtime's stdin.
+        ["20 KiB", conf("1.0.0", re("1.0.0", PREV_031), { pad: "x\u0000".repeat(4000) }), false],
+        ["1 MiB", conf("1.0.0", re("1.0.0", PREV_031), { pad: "\u00e9".repeat(1 << 19) }), false],
+        ["exactly the limit", conf("1.0.0", re("1.0.0", PREV_031)).padEnd(EARLY_ADD_MAX_BYTES, " "), true],
+        ["one byte over", conf("1.0.0", re("1.0.0", PREV_031)).padEnd(EARLY_ADD_MAX_BYTES + 1, " "), false],
         ["no netns", conf("1.0.0", re("1.0.0", PREV_031)), false, { ...ENV, CNI_NETNS: "" }],
         ["a bad ID", conf("1.0.0", re("1.0.0", PREV_031)), false, { ...ENV, CNI_CONTAINERID: "-c" }],
         ["a long ifname", conf("1.0.0", re("1.0.0", PREV_031)), false, {
@@ -279,6 +284,123 @@ Deno.test({
       // No records directory: Deno runs (it makes the directory).
       const l = await both(dir, conf("1.0.0", re("1.0.0", PREV_031)), ENV, null, false);
       assertEquals(l.early, false, "no records directory");
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "cni early ADD: a stdin over the full path's 16 MiB cap answers as the full path does, at once",
+  sanitizeResources: false,
+  async fn() {
+    const dir = Deno.makeTempDirSync({ prefix: "pa-early-add-" });
+    try {
+      const big = conf("1.0.0", re("1.0.0", PREV_031), { pad: "x".repeat(16 * 1024 * 1024) });
+      const l = await both(dir, big);
+      assertEquals({ code: l.code, early: l.early }, { code: 1, early: false });
+      assert(l.stdout.includes('"code":5') && l.stdout.includes("stdin too large"), l.stdout);
+      // An endless stdin: the launcher's mawk reads 16 KiB + 1, Deno stops at its cap (mawk used to read on).
+      const records = `${dir}/records-yes`;
+      Deno.mkdirSync(records);
+      const t0 = performance.now();
+      const o = await new Deno.Command("sh", {
+        args: ["-c", `yes '{"a":1}' | timeout 60 ${shQuote(launcher(dir, records))}`],
+        env: { ...PATH_ENV, ...ENV, [DELETED_DIR_ENV]: records },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const ms = performance.now() - t0;
+      const out = new TextDecoder().decode(o.stdout);
+      assertEquals(o.code, 1, out);
+      assert(out.includes('"code":5') && out.includes("stdin too large"), out);
+      assert(ms < 30_000, `${ms} ms`);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "cni early ADD: mawk dying mid-read answers an I/O error, never Deno on the rest; Deno runs once",
+  sanitizeResources: false,
+  async fn() {
+    const dir = Deno.makeTempDirSync({ prefix: "pa-early-add-" });
+    try {
+      const records = `${dir}/records`;
+      Deno.mkdirSync(records);
+      Deno.mkdirSync(`${dir}/dies`);
+      // Says it is reading (as the real program does after its probe), reads part of the config, is killed.
+      Deno.writeTextFileSync(
+        `${dir}/dies/mawk`,
+        "#!/bin/sh\nprintf 'read\\n'\nhead -c 100 >/dev/null\nkill -KILL $$\n",
+        { mode: 0o755 },
+      );
+      const env = { ...ENV, PATH: `${dir}/dies:/usr/bin:/bin` };
+      const l = await run(
+        [launcher(dir, records)],
+        env,
+        new TextEncoder().encode(conf("1.0.0", PREV_031)),
+        records,
+      );
+      assertEquals(l, { code: 1, stdout: READER_DIED + "\n", record: null, early: true });
+      assertEquals(JSON.parse(READER_DIED).code, 5);
+
+      // The real mawk, killed once its head started reading a config that has not all arrived.
+      Deno.mkdirSync(`${dir}/real`);
+      Deno.writeTextFileSync(
+        `${dir}/real/mawk`,
+        `#!/bin/sh\necho $$ >${shQuote(`${dir}/mawk.pid`)}\nexec /usr/bin/mawk "$@"\n`,
+        { mode: 0o755 },
+      );
+      const c = conf("1.0.0", re("1.0.0", PREV_031));
+      const p = new Deno.Command(launcher(dir, records), {
+        env: { ...PATH_ENV, ...ENV, PATH: `${dir}/real:/usr/bin:/bin`, [DELETED_DIR_ENV]: records },
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const w = p.stdin.getWriter();
+      await w.write(new TextEncoder().encode(c.slice(0, 40)));
+      let pid = "";
+      for (let i = 0; i < 500; i++) {
+        try {
+          pid = Deno.readTextFileSync(`${dir}/mawk.pid`).trim();
+          if (Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim() !== "") break;
+        } catch { /* not yet */ }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      Deno.kill(Number(pid), "SIGKILL");
+      await w.write(new TextEncoder().encode(c.slice(40))).catch(() => {});
+      await w.close().catch(() => {});
+      const o = await p.output();
+      assertEquals(
+        { code: o.code, stdout: new TextDecoder().decode(o.stdout) },
+        { code: 1, stdout: READER_DIED + "\n" },
+      );
+      assert(!new TextDecoder().decode(o.stderr).includes("trace "), "Deno did not start");
+
+      // A Deno that exits 125 (the old launcher's "stdin not read" status) is not started again.
+      const count = `${dir}/count`;
+      const once = `exec sh -c 'cat >/dev/null; echo x >>${count}; exit 125'`;
+      Deno.mkdirSync(`${dir}/b125`);
+      Deno.writeTextFileSync(`${dir}/b125/portmap`, `#!/bin/sh\n${earlyAddSh(records, once)}\n${once}\n`, {
+        mode: 0o755,
+      });
+      Deno.mkdirSync(`${dir}/skips`);
+      Deno.writeTextFileSync(`${dir}/skips/mawk`, "#!/bin/sh\nprintf 'skip\\n'\n", { mode: 0o755 });
+      for (const [what, path] of [["full", "/usr/bin:/bin"], ["skip", `${dir}/skips:/usr/bin:/bin`]]) {
+        Deno.writeTextFileSync(count, "");
+        const r = await new Deno.Command("sh", {
+          args: ["-c", `printf '%s' "$C" | ${shQuote(`${dir}/b125/portmap`)}`],
+          env: { ...PATH_ENV, ...ENV, PATH: path, C: conf("1.0.0", PREV_031) },
+        }).output();
+        assertEquals(
+          { code: r.code, starts: Deno.readTextFileSync(count) },
+          { code: 125, starts: "x\n" },
+          what,
+        );
+      }
     } finally {
       Deno.removeSync(dir, { recursive: true });
     }

@@ -5,12 +5,16 @@
  * (lib/cni/deleted.ts), yet it cost a whole Deno start on the critical path of every pod start.
  *
  * {@link earlyAddSh} gives the POSIX sh lines: when the environment is one the full path accepts, mawk
- * ({@link EARLY_ADD_AWK}) reads the whole config and decides. It answers only a config it fully understands
- * (every check below), renders the result as lib/cni/result.ts's formatResult does, byte for byte, and
- * otherwise says "full". Its output is a verdict line, the answer line when early, then the config's bytes
- * exactly as read (NULs and a missing final newline included: the record separator never matches), so
- * that whatever falls through (a "full" verdict, a record that cannot be written, no mawk) starts Deno on the
- * same stdin. The launcher answers only after it wrote the record.
+ * ({@link EARLY_ADD_AWK}) reads the config, at most {@link EARLY_ADD_MAX_BYTES} + 1 bytes (through GNU head,
+ * which never reads past its count), and decides. It answers only a config it fully understands (every
+ * check below), renders the result as lib/cni/result.ts's formatResult does, byte for byte, and otherwise
+ * says "full" ("more" when it hit the limit). Its output is `read` (once its probe passed, before reading), a
+ * verdict line, the answer line when early, then the config's bytes exactly as read (NULs and a missing final
+ * newline included: the record separator never matches), so that whatever falls through (a "full" verdict, a
+ * record that cannot be written) starts Deno on the same stdin: the replay, followed by the rest of the
+ * runtime's stdin after "more". Without `read` (the probe said `skip`, mawk never started) nothing read stdin
+ * and Deno gets it untouched; `read` without a verdict (mawk killed mid-read) is answered with
+ * {@link READER_DIED}, as part of the config is gone. The launcher answers only after it wrote the record.
  *
  * What the awk program accepts (anything else: "full"): at most {@link EARLY_ADD_MAX_BYTES}, valid JSON
  * nested at most 32 deep, no NUL, no `__proto__` key, strings of ASCII, valid UTF-8 and escapes (`\u` only
@@ -25,25 +29,41 @@
  * @module
  */
 import { shQuote } from "./launch.ts";
+import { CURRENT_VERSION, ErrCode } from "./spec.ts";
 
-/** The largest config the launcher answers itself; a real one is 1–3 KiB. */
+/** The largest config the launcher answers itself (mawk reads one byte more, no further); a real one is 1–3 KiB. */
 export const EARLY_ADD_MAX_BYTES = 16384;
 
 /**
+ * The launcher's answer when mawk said it started reading and then gave no verdict (killed, out of memory):
+ * part of the config is consumed, so no plugin can see it whole; the runtime retries or reports the error.
+ */
+export const READER_DIED = JSON.stringify({
+  cniVersion: CURRENT_VERSION,
+  code: ErrCode.IOFailure,
+  msg: "the early reader died reading stdin",
+  details: "the launcher's mawk (portmap's ADD without port mappings) ended before its verdict, " +
+    "with part of the network config read: the plugin did not run",
+});
+
+/**
  * The awk program, for mawk (Debian's awk; only mawk is run: the replay's NUL-safety and separator were
- * checked on it) in the C locale: a probe first (strings hold NULs, `^` inside the separator is an anchor),
- * and when it fails it prints `skip` without reading stdin. Otherwise it reads stdin as one record,
- * prints `early` and the result line, or `full`, then the input unchanged.
+ * checked on it) in the C locale, all in BEGIN (it never reads its own stdin): a probe first (strings hold
+ * NULs, `^` inside the separator is an anchor), and when it fails it prints `skip`. Otherwise it prints `read`,
+ * reads `head -c MAX+1`'s output (the runtime's stdin) as one record, and prints `more` when that hit the
+ * limit, else `early` and the result line, or `full`; then the input unchanged. A head that fails: no verdict.
  */
 export const EARLY_ADD_AWK = String.raw`
 BEGIN { RS = "x^y"; E["b"] = 1; E["f"] = 1; E["n"] = 1; E["r"] = 1; E["t"] = 1
-  if (length("a" sprintf("%c", 0) "b") != 3 || "x^y" ~ RS || "ax^yb" ~ RS) { SKIP = 1; exit }
+  if (length("a" sprintf("%c", 0) "b") != 3 || "x^y" ~ RS || "ax^yb" ~ RS) { printf "skip\n"; exit }
   split("cniVersion name runtimeConfig prevResult snat masqAll markMasqBit backend externalSetMarkChain conditionsV4 conditionsV6", a, " ")
   for (i in a) READ[tolower(a[i])] = a[i]
-  UTF8 = "^([\302-\337][\200-\277]|\340[\240-\277][\200-\277]|[\341-\354\356\357][\200-\277][\200-\277]|\355[\200-\237][\200-\277]|\360[\220-\277][\200-\277][\200-\277]|[\361-\363][\200-\277][\200-\277][\200-\277]|\364[\200-\217][\200-\277][\200-\277])" }
-{ s = s $0 }
-END { if (SKIP) { printf "skip\n"; exit }
-  r = decide(); if (r == "") printf "full\n"; else printf "early\n%s\n", r; printf "%s", s }
+  UTF8 = "^([\302-\337][\200-\277]|\340[\240-\277][\200-\277]|[\341-\354\356\357][\200-\277][\200-\277]|\355[\200-\237][\200-\277]|\360[\220-\277][\200-\277][\200-\277]|[\361-\363][\200-\277][\200-\277][\200-\277]|\364[\200-\217][\200-\277][\200-\277])"
+  printf "read\n"; fflush()
+  c = "exec head -c " (MAX + 1); s = ""
+  if ((c | getline s) < 0 || close(c) != 0) exit 1
+  if (length(s) > MAX) { printf "more\n%s", s; exit }
+  r = decide(); if (r == "") printf "full\n"; else printf "early\n%s\n", r; printf "%s", s; exit }
 function fail() { return 0 }
 function ws() { while (p <= n && index(" \t\n\r", substr(s, p, 1)) > 0) p++ }
 function hex(h,   i, v) { v = 0; h = tolower(h); for (i = 1; i <= 4; i++) v = v * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1; return v }
@@ -258,9 +278,11 @@ function decide(   ks, c, i, k, lk, rc, ver, x, o, part) {
  * without port mappings, answered when the environment is one the full path accepts (CNI_CONTAINERID,
  * CNI_NETNS, CNI_IFNAME and CNI_PATH set; the ID and name of letters, digits, `_`, `.`, `-`, the name at
  * most 15 bytes, the record's file name at most 255), the records' directory `dir` exists and is writable,
- * mawk is there, and {@link EARLY_ADD_AWK} says early: then the record (lib/cni/deleted.ts) is filled, as the
- * full ADD fills it, and the result printed, exit 0. Otherwise `exec` (the launcher's command that starts
- * Deno, with `exec`) runs on the config's bytes, unchanged. The plugin name must be one of ours; the
+ * mawk and head are there, and {@link EARLY_ADD_AWK} says early: then the record (lib/cni/deleted.ts) is
+ * filled, as the full ADD fills it, and the result printed, exit 0. Otherwise `exec` (the launcher's command
+ * that starts Deno, with `exec`) runs once, on the config's bytes, unchanged, and its exit status is the
+ * launcher's; or, when mawk died reading, {@link READER_DIED} is printed, exit 1. When the environment does
+ * not qualify, these lines do nothing and the launcher goes on. The plugin name must be one of ours; the
  * launcher's `case` makes sure.
  */
 export function earlyAddSh(dir: string, exec: string): string {
@@ -272,19 +294,31 @@ export function earlyAddSh(dir: string, exec: string): string {
     '  case "$flanctl_if" in .|..|*[!A-Za-z0-9_.-]*) flanctl_if= ;; esac',
     '  if [ -n "$flanctl_id" ] && [ -n "$flanctl_if" ] && [ -n "${CNI_NETNS:-}" ] && [ -n "${CNI_PATH:-}" ] &&',
     "    [ ${#flanctl_if} -le 15 ] && [ $((${#flanctl_id} + ${#flanctl_if})) -le 246 ] &&",
-    `    [ -d ${shQuote(dir)} ] && [ -w ${shQuote(dir)} ] && command -v mawk >/dev/null 2>&1; then`,
-    `    LC_ALL=C mawk -v MAX=${EARLY_ADD_MAX_BYTES} ${shQuote(EARLY_ADD_AWK)} | {`,
+    `    [ -d ${shQuote(dir)} ] && [ -w ${shQuote(dir)} ] && command -v mawk >/dev/null 2>&1 &&`,
+    "    command -v head >/dev/null 2>&1; then",
+    // fd 3: the runtime's stdin, for what mawk's head did not read (or all of it when nothing read).
+    `    { LC_ALL=C mawk -v MAX=${EARLY_ADD_MAX_BYTES} ${shQuote(EARLY_ADD_AWK)} 3<&- | {`,
     "      IFS= read -r flanctl_v",
-    // Anything but a verdict (the probe failed, mawk died): stdin was not read here; 125 tells the parent.
-    '      case "$flanctl_v" in early|full) ;; *) exit 125 ;; esac',
+    // No `read` line (the probe said skip, or mawk never started): nothing read stdin, Deno gets all of it.
+    `      [ "$flanctl_v" = read ] || { exec <&3 3<&-; ${exec}; exit; }`,
+    "      IFS= read -r flanctl_v",
+    // `read` without a verdict: mawk died reading (killed, out of memory), part of stdin is gone.
+    '      case "$flanctl_v" in early|full|more) ;; *)',
+    `        printf '%s\n' ${shQuote(READER_DIED)}; exit 1 ;;`,
+    "      esac",
     '      if [ "$flanctl_v" = early ] && IFS= read -r flanctl_r && { [ ! -e ' + rec + " ] || [ -f " + rec +
     " ]; } &&",
-    `        { printf 'deleted\\n' >${rec}; } 2>/dev/null; then`,
-    `        printf '%s\\n' "$flanctl_r"; exit 0`,
+    `        { printf 'deleted\n' >${rec}; } 2>/dev/null; then`,
+    `        printf '%s\n' "$flanctl_r"; exit 0`,
     "      fi",
-    `      ${exec}`,
-    "    }",
-    '    flanctl_rc=$?; [ "$flanctl_rc" = 125 ] || exit "$flanctl_rc"',
+    // Over the limit: Deno reads mawk's replay, then the rest of the runtime's stdin.
+    '      if [ "$flanctl_v" = more ]; then',
+    `        { cat; exec cat <&3; } | { exec 3<&-; ${exec}; }`,
+    "      else",
+    `        exec 3<&-; ${exec}`,
+    "      fi",
+    "    }; } 3<&0",
+    "    exit",
     "  fi",
     "fi",
   ].join("\n");
