@@ -60,6 +60,11 @@ async function nft(N: string, script: string): Promise<void> {
 }
 
 /** Runs the printed fix lines as an operator pastes them. */
+/** Puts `-s 10.244.0.0/16 -j TARGET` first in nat POSTROUTING, through iptables-nft, ahead of flannel's jump. */
+async function natFirst(N: string, target: "MASQUERADE" | "RETURN"): Promise<void> {
+  await nsSh(N, "iptables-nft", "-t", "nat", "-I", "POSTROUTING", "1", "-s", "10.244.0.0/16", "-j", target);
+}
+
 async function paste(lines: string[]): Promise<void> {
   for (const l of lines) await sh("sh", "-c", l);
 }
@@ -300,19 +305,7 @@ needsRoot.test("doctor catalog: a NAT rule before flannel's decides the masquera
     await reset(N);
     expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
     // A MASQUERADE placed before flannel's RETURNs: pod → remote pod leaves with the node's address.
-    await nsSh(
-      N,
-      "iptables-nft",
-      "-t",
-      "nat",
-      "-I",
-      "POSTROUTING",
-      "1",
-      "-s",
-      "10.244.0.0/16",
-      "-j",
-      "MASQUERADE",
-    );
+    await natFirst(N, "MASQUERADE");
     let f = expectFinding(
       await runDoctorJson(n),
       "masq-rules",
@@ -324,19 +317,7 @@ needsRoot.test("doctor catalog: a NAT rule before flannel's decides the masquera
     await paste(f.fix);
     expectFinding(await runDoctorJson(n), "masq-rules", "ok", "FLANNEL-POSTRTG has the 6 masquerade rules");
     // A RETURN before flannel's jump: pods reach nothing outside.
-    await nsSh(
-      N,
-      "iptables-nft",
-      "-t",
-      "nat",
-      "-I",
-      "POSTROUTING",
-      "1",
-      "-s",
-      "10.244.0.0/16",
-      "-j",
-      "RETURN",
-    );
+    await natFirst(N, "RETURN");
     f = expectFinding(
       await runDoctorJson(n),
       "masq-rules",

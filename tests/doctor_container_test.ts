@@ -9,6 +9,12 @@ import { assert, assertEquals, assertStringIncludes } from "./assert.ts";
 import { flanctlCmd, nsRun, nsSh, ROOT } from "./netns.ts";
 import { doctorArgs, type DoctorRun, expectFinding, withDoctorNode } from "./doctor_fixture.ts";
 
+/** `cmd` in a mount namespace of its own whose /run/netns is an empty tmpfs: a DaemonSet container's view. */
+function withoutRunNetns(cmd: string[]): string[] {
+  const script = 'mount -t tmpfs none /run/netns && exec "$@"';
+  return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", ...cmd];
+}
+
 needsRoot.test("doctor from a pod: unseen CNI dirs and pod namespaces are unknown with why, not critical", async () => {
   await withDoctorNode(async (n) => {
     // The fixture's flags minus --netns (the container is in the node's namespace already), with CNI dirs
@@ -19,18 +25,7 @@ needsRoot.test("doctor from a pod: unseen CNI dirs and pod namespaces are unknow
       .map((a) =>
         a === n.confDir ? "/etc/cni/net.d.notmounted" : a === n.binDir ? "/opt/cni/bin.notmounted" : a
       );
-    const script = 'mount -t tmpfs none /run/netns && exec "$@"';
-    const r = await nsRun(n.node, [
-      "unshare",
-      "-m",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      script,
-      "sh",
-      ...flanctlCmd(...args),
-    ], {
+    const r = await nsRun(n.node, withoutRunNetns(flanctlCmd(...args)), {
       env: { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" },
     });
     const run = { ...JSON.parse(r.stdout), code: r.code, stdout: r.stdout, stderr: r.stderr } as DoctorRun;
@@ -129,18 +124,7 @@ needsRoot.test("trace from a pod: a local pod behind cni0 whose namespace is hid
       "-o",
       "json",
     ];
-    const script = 'mount -t tmpfs none /run/netns && exec "$@"';
-    const hidden = await nsRun(n.node, [
-      "unshare",
-      "-m",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      script,
-      "sh",
-      ...flanctlCmd(...args),
-    ]);
+    const hidden = await nsRun(n.node, withoutRunNetns(flanctlCmd(...args)));
     const rep = JSON.parse(hidden.stdout) as {
       ok: boolean;
       hops: { step: string; ok: boolean; detail: string }[];
