@@ -249,6 +249,20 @@ export interface WgPeerDump {
   allowedIPs: string[];
 }
 
+/** A peer with `publicKey` and nothing else known yet: how a GET_DEVICE dump starts each peer. */
+export function emptyPeerDump(publicKey: Uint8Array): WgPeerDump {
+  return {
+    publicKey,
+    presharedKey: false,
+    endpoint: null,
+    lastHandshake: 0,
+    rxBytes: 0,
+    txBytes: 0,
+    keepalive: 0,
+    allowedIPs: [],
+  };
+}
+
 /** A device as GET_DEVICE shows it; the private key only as set or not (the public key is sent too). */
 export interface WgDeviceDump {
   ifindex: number;
@@ -347,16 +361,7 @@ function peerOf(b: Uint8Array, dv: DataView, from: number, to: number, into: WgD
           if (into.peers.length >= WG_MAX_PEERS) {
             throw new WgNetlinkError(`reply: over ${WG_MAX_PEERS} peers`);
           }
-          p = {
-            publicKey: k,
-            presharedKey: false,
-            endpoint: null,
-            lastHandshake: 0,
-            rxBytes: 0,
-            txBytes: 0,
-            keepalive: 0,
-            allowedIPs: [],
-          };
+          p = emptyPeerDump(k);
           into.peers.push(p);
         }
         break;

@@ -9,7 +9,7 @@
  * The public half of a private key is the caller's function (the x25519 is not lib/netlink's).
  * @module
  */
-import { WgNetlinkError } from "../codec/wgmsg.ts";
+import { emptyPeerDump, WgNetlinkError } from "../codec/wgmsg.ts";
 import type { WgDeviceConfig, WgDeviceDump, WgPeerDump } from "../codec/wgmsg.ts";
 import type { FakeNetlink } from "./fake_netlink.ts";
 
@@ -82,16 +82,7 @@ export class FakeWgGenl {
       if (!have) {
         d.peers.set(
           k,
-          have = {
-            publicKey: Uint8Array.from(p.publicKey),
-            presharedKey: false,
-            endpoint: null,
-            lastHandshake: 0,
-            rxBytes: 0,
-            txBytes: 0,
-            keepalive: 0,
-            allowedIPs: [],
-          },
+          have = emptyPeerDump(Uint8Array.from(p.publicKey)),
         );
       }
       if (p.presharedKey) have.presharedKey = p.presharedKey.some((x) => x !== 0);
