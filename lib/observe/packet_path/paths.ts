@@ -77,26 +77,40 @@ export function overlayIn(
     const src = IPAddr.tryParse(l.attrs.PublicIP);
     if (!src || src.family !== 4 || seen.has(src.toString())) continue;
     seen.add(src.toString());
-    const packet: Packet = {
-      family: 4,
-      src,
-      dst,
-      iif,
-      oif: "",
-      proto: 17,
-      sport: sourcePort,
-      dport: port,
-      srcLocal: local.has(src.toString()),
-      dstLocal: true,
-    };
-    out.push({
-      label: `${what} from ${src} to UDP ${port}`,
-      packet,
-      hooks: INPUT_HOOKS,
-      verdict: evaluate(rs, packet, INPUT_HOOKS),
-    });
+    out.push(udpIn(rs, what, src, dst, iif, sourcePort, port, local.has(src.toString())));
   }
   return out;
+}
+
+/** One overlay datagram from `src` to `dst`:`port`, in on `iif`, judged through the INPUT hooks of `rs`. */
+function udpIn(
+  rs: Ruleset,
+  what: string,
+  src: IPAddr,
+  dst: IPAddr,
+  iif: string,
+  sport: number | null,
+  port: number,
+  srcLocal: boolean,
+): PathCheck {
+  const packet: Packet = {
+    family: src.family,
+    src,
+    dst,
+    iif,
+    oif: "",
+    proto: 17,
+    sport,
+    dport: port,
+    srcLocal,
+    dstLocal: true,
+  };
+  return {
+    label: `${what} from ${src} to UDP ${port}`,
+    packet,
+    hooks: INPUT_HOOKS,
+    verdict: evaluate(rs, packet, INPUT_HOOKS),
+  };
 }
 
 /**
@@ -120,24 +134,7 @@ export function overlayIn6(ctx: NodeSnapshot, rs: Ruleset, port: number, what: s
     const src = l.attrs.PublicIPv6 ? IPAddr.tryParse(l.attrs.PublicIPv6) : null;
     if (!src || src.family !== 6 || seen.has(src.toString()) || local.has(src.toString())) continue;
     seen.add(src.toString());
-    const packet: Packet = {
-      family: 6,
-      src,
-      dst,
-      iif: u?.link.name ?? "",
-      oif: "",
-      proto: 17,
-      sport: null,
-      dport: port,
-      srcLocal: false,
-      dstLocal: true,
-    };
-    out.push({
-      label: `${what} from ${src} to UDP ${port}`,
-      packet,
-      hooks: INPUT_HOOKS,
-      verdict: evaluate(rs, packet, INPUT_HOOKS),
-    });
+    out.push(udpIn(rs, what, src, dst, u?.link.name ?? "", null, port, false));
   }
   return out;
 }
